@@ -1,0 +1,180 @@
+//! [`AtomicLimiter`]: the lock-free limiter.
+//!
+//! # Implementation details
+//!
+//! The whole state is one `u64`, `tat` (see [`schedule`](crate::schedule)'s
+//! model), in a cache-line-padded `AtomicU64` so that threads hammering it do
+//! not also invalidate their neighbours' data. An update is a CAS loop:
+//! load, run the pure step, `compare_exchange_weak` the new word in, and on
+//! failure run the step again on the word that won. The loop may retry; it
+//! never loses an update (each success replaces exactly the word its step
+//! read) and never hands two callers the same slot (two successes from one
+//! word are impossible).
+//!
+//! The interval sits in a second atomic that only `set_rate` writes; a step
+//! reads it once per attempt, so each grant is paced by one rate or the other.
+
+use std::fmt;
+
+use crossbeam_utils::CachePadded;
+
+use crate::builder::Builder;
+use crate::clock::{Clock, DefaultClock};
+use crate::error::BuildError;
+use crate::pacer::{Config, Core, Store};
+use crate::primitive::{AtomicU64, Ordering};
+use crate::rate::Rate;
+use crate::schedule::{self, Admit, Deny, Grant, Params};
+
+/// Runs the step against `cell` in a CAS loop until it stores or refuses.
+///
+/// # Memory ordering
+/// `Relaxed` throughout: the word publishes no other memory, and the
+/// read-modify-writes of one location are totally ordered whatever the
+/// ordering argument, which is all that correctness here rests on.
+#[inline]
+pub(crate) fn update(
+    cell: &AtomicU64,
+    interval: &AtomicU64,
+    slack: u64,
+    now: u64,
+    cost: u64,
+    admit: Admit,
+) -> Result<Grant, Deny> {
+    let mut tat = cell.load(Ordering::Relaxed);
+    loop {
+        let params = Params::new_unchecked(interval.load(Ordering::Relaxed), slack);
+        let grant = schedule::step(tat, now, cost, params, admit)?;
+        // Nothing to store (a cost of 0)?
+        if grant.next == tat {
+            return Ok(grant);
+        }
+        match cell.compare_exchange_weak(tat, grant.next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(grant),
+            // Someone else moved the state (or a spurious failure): decide
+            // again on the word that is there now.
+            Err(actual) => tat = actual,
+        }
+    }
+}
+
+/// The atomic store: `tat` padded to its own cache line, the interval beside.
+pub(crate) struct AtomicState {
+    tat: CachePadded<AtomicU64>,
+    interval: AtomicU64,
+    slack: u64,
+}
+
+impl Store for AtomicState {
+    fn new(tat: u64, params: Params) -> Self {
+        AtomicState {
+            tat: CachePadded::new(AtomicU64::new(tat)),
+            interval: AtomicU64::new(params.interval()),
+            slack: params.slack(),
+        }
+    }
+
+    #[inline]
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
+        update(&self.tat, &self.interval, self.slack, now, cost, admit)
+    }
+
+    fn peek(&self) -> (u64, Params) {
+        let params = Params::new_unchecked(self.interval.load(Ordering::Relaxed), self.slack);
+        (self.tat.load(Ordering::Relaxed), params)
+    }
+
+    fn set_params(&self, params: Params) {
+        self.interval.store(params.interval(), Ordering::Relaxed);
+    }
+
+    fn give_back(&self, grant: Grant) -> bool {
+        self.tat
+            .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+/// A lock-free pacing limiter: `take()` before each unit of work returns when
+/// that unit may go, so units leave at a steady rate with a bounded burst.
+///
+/// Its state is one cache-line-padded `AtomicU64` updated by a CAS loop: load,
+/// decide, `compare_exchange`, and on a lost race decide again on the word
+/// that won, so no update is lost and no slot is handed out twice. The
+/// semantics are
+/// uber-go/ratelimit's, plus a non-blocking [`try_take`](Self::try_take), a
+/// bounded wait ([`take_timeout`](Self::take_timeout)), weighted costs, a
+/// question that consumes nothing ([`can_take`](Self::can_take)) and live
+/// rate changes ([`set_rate`](Self::set_rate)).
+///
+/// ```
+/// use paceline::{AtomicLimiter, Rate};
+///
+/// let limiter = AtomicLimiter::new(Rate::per_second(1000));
+/// let start = std::time::Instant::now();
+/// for _ in 0..11 {
+///     limiter.take(); // the first 11 at 1 ms spacing: ~10 ms in all
+/// }
+/// assert!(start.elapsed() >= std::time::Duration::from_millis(10));
+/// ```
+///
+/// Share it between threads by reference or in an `Arc`; it is `Send + Sync`.
+///
+/// # Memory ordering
+/// A limiter orders permits, not memory: `take` returning is not a
+/// synchronization point with any other thread's `take`.
+pub struct AtomicLimiter<C: Clock = DefaultClock> {
+    core: Core<AtomicState, C>,
+}
+
+impl AtomicLimiter {
+    /// A limiter at `rate` with uber's default slack of 10, on the
+    /// [`DefaultClock`], waiting by sleeping.
+    ///
+    /// # Panics
+    /// If ten intervals of `rate` exceed 146 years (an interval over about
+    /// 14 years); [`builder`](Self::builder) reports that as an error.
+    pub fn new(rate: Rate) -> AtomicLimiter {
+        match Self::builder(rate).build() {
+            Ok(limiter) => limiter,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A builder for a limiter at `rate`, to set its slack, clock, wait
+    /// strategy or initial credit.
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, ManualClock, Rate, Wait};
+    ///
+    /// let limiter = AtomicLimiter::builder("500/s".parse()?)
+    ///     .slack(0)                 // uber's WithoutSlack
+    ///     .wait(Wait::PRECISE)      // sleep, then spin the last 150 µs
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(rate: Rate) -> Builder<AtomicLimiter> {
+        Builder::new(rate, DefaultClock::new())
+    }
+}
+
+impl<C: Clock> AtomicLimiter<C> {
+    pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
+        Ok(AtomicLimiter {
+            core: Core::new(config)?,
+        })
+    }
+}
+
+crate::limiter::impl_methods!(AtomicLimiter);
+
+impl<C: Clock> fmt::Debug for AtomicLimiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AtomicLimiter")
+            .field("rate", &self.rate())
+            .field("slack", &self.slack())
+            .field("available", &self.available())
+            .finish()
+    }
+}

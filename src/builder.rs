@@ -1,0 +1,136 @@
+//! [`Builder`]: configures an [`AtomicLimiter`] or a [`MutexLimiter`].
+
+use std::fmt;
+
+use crate::atomic::AtomicLimiter;
+use crate::clock::{Clock, Wait};
+use crate::error::BuildError;
+use crate::mutex::MutexLimiter;
+use crate::pacer::{Config, DEFAULT_SLACK};
+use crate::rate::Rate;
+
+/// Configures a limiter of type `L`; made by
+/// [`AtomicLimiter::builder`] or [`MutexLimiter::builder`].
+///
+/// ```
+/// use paceline::{AtomicLimiter, Rate, StdClock, Wait};
+///
+/// let limiter = AtomicLimiter::builder(Rate::per_second(100))
+///     .slack(20)            // bank up to 20 permits (default 10)
+///     .full_credit(true)    // start with them banked (default: none)
+///     .wait(Wait::Sleep)    // the default
+///     .clock(StdClock::new())
+///     .build()?;
+/// assert_eq!(limiter.available(), 21);
+/// # Ok::<(), paceline::BuildError>(())
+/// ```
+#[must_use = "a builder does nothing until .build()"]
+pub struct Builder<L: sealed::Build> {
+    config: Config<L::Clock>,
+}
+
+impl<L: sealed::Build> Builder<L> {
+    pub(crate) fn new(rate: Rate, clock: L::Clock) -> Self {
+        Builder {
+            config: Config {
+                rate,
+                slack: DEFAULT_SLACK,
+                wait: Wait::default(),
+                full_credit: false,
+                clock,
+            },
+        }
+    }
+
+    /// How many unused permits the limiter may bank for a later burst
+    /// (default 10, as uber's). 0 is uber's `WithoutSlack`: permits are
+    /// strictly spaced by the interval.
+    pub fn slack(mut self, permits: u64) -> Self {
+        self.config.slack = permits;
+        self
+    }
+
+    /// Whether the limiter starts with its full slack banked. By default
+    /// (`false`, uber's behaviour) a new limiter grants its first permit at
+    /// once and banks credit only from then on, however late that first call.
+    pub fn full_credit(mut self, full: bool) -> Self {
+        self.config.full_credit = full;
+        self
+    }
+
+    /// How blocking calls wait for their slot (default [`Wait::Sleep`]).
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.config.wait = wait;
+        self
+    }
+
+    /// The clock to read and wait on (default [`DefaultClock`](crate::DefaultClock)).
+    pub fn clock<C2: Clock>(self, clock: C2) -> Builder<L::With<C2>> {
+        let Config {
+            rate,
+            slack,
+            wait,
+            full_credit,
+            clock: _,
+        } = self.config;
+        Builder {
+            config: Config {
+                rate,
+                slack,
+                wait,
+                full_credit,
+                clock,
+            },
+        }
+    }
+
+    /// The limiter.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when `slack * interval` is over 146 years.
+    pub fn build(self) -> Result<L, BuildError> {
+        L::build(self.config)
+    }
+}
+
+impl<L: sealed::Build> fmt::Debug for Builder<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("rate", &self.config.rate)
+            .field("slack", &self.config.slack)
+            .field("wait", &self.config.wait)
+            .field("full_credit", &self.config.full_credit)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// The limiters a [`Builder`] builds. Sealed: not for implementing.
+    pub trait Build: Sized {
+        /// The clock the limiter runs on.
+        type Clock: Clock;
+        /// The same limiter on another clock.
+        type With<C2: Clock>: Build<Clock = C2>;
+        /// Builds it.
+        #[doc(hidden)]
+        fn build(config: Config<Self::Clock>) -> Result<Self, BuildError>;
+    }
+
+    impl<C: Clock> Build for AtomicLimiter<C> {
+        type Clock = C;
+        type With<C2: Clock> = AtomicLimiter<C2>;
+        fn build(config: Config<C>) -> Result<Self, BuildError> {
+            AtomicLimiter::from_config(config)
+        }
+    }
+
+    impl<C: Clock> Build for MutexLimiter<C> {
+        type Clock = C;
+        type With<C2: Clock> = MutexLimiter<C2>;
+        fn build(config: Config<C>) -> Result<Self, BuildError> {
+            MutexLimiter::from_config(config)
+        }
+    }
+}

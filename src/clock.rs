@@ -1,0 +1,332 @@
+//! Clocks: where a limiter reads the time and how it waits.
+//!
+//! A [`Clock`] answers "how many nanoseconds since my origin?" and blocks a
+//! thread until a given reading. paceline ships four:
+//!
+//! | clock | reads | for |
+//! |---|---|---|
+//! | [`DefaultClock`] | quanta's TSC clock, about 10 ns a read | production |
+//! | [`StdClock`] | `std::time::Instant`, about 20 ns a read | portability, no TSC |
+//! | [`ManualClock`] | a counter you move | deterministic tests |
+//! | `TokioClock` (feature `tokio`) | `tokio::time::Instant` | paused-time tests |
+//!
+//! [`Wait`] chooses how a blocking `take` waits for its slot: plain sleep, or
+//! sleep then spin for sub-microsecond precision.
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::primitive::{lock, AtomicU64, Condvar, Mutex, Ordering};
+
+/// A source of time for a limiter.
+///
+/// Readings are nanoseconds since a fixed origin of the clock's choosing.
+/// They should not go backwards; a limiter tolerates it when they do (it may
+/// delay a caller, never admit one early).
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since this clock's origin.
+    fn now(&self) -> u64;
+
+    /// Blocks the current thread until [`now`](Clock::now) reads at least
+    /// `deadline`. May return late (that is the sleep's overshoot), never
+    /// early.
+    fn sleep_until(&self, deadline: u64) {
+        loop {
+            let now = self.now();
+            if now >= deadline {
+                return;
+            }
+            thread::sleep(Duration::from_nanos(deadline - now));
+        }
+    }
+
+    /// Like [`sleep_until`](Clock::sleep_until) but busy-waits: returns within
+    /// a clock read of `deadline`, at the price of a core. Yields to other
+    /// threads while more than [`SPIN_YIELD_ABOVE`] away.
+    fn spin_until(&self, deadline: u64) {
+        loop {
+            let now = self.now();
+            if now >= deadline {
+                return;
+            }
+            if deadline - now > SPIN_YIELD_ABOVE {
+                thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// While spinning, a waiter further than this from its deadline (ns) yields
+/// its core instead of spinning: on an oversubscribed machine the thread it
+/// yields to may be the one holding the next permit. 20 µs is several times a
+/// context switch, so a waiter this close stays on its core.
+pub const SPIN_YIELD_ABOVE: u64 = 20_000;
+
+/// How a blocking `take` waits for its slot.
+///
+/// Either keeps the long-run rate exact: slots come from the schedule, not
+/// from when the caller woke. What differs is how late each permit is and
+/// what waiting costs. A late wake-up is absorbed by the banked window
+/// `slack * interval`; a wait strategy whose lateness exceeds
+/// `(slack + 1) * interval` loses rate for a caller that paces itself alone.
+/// On a typical Linux machine [`Wait::Sleep`] wakes 60–100 µs late, so with the
+/// default slack of 10 it keeps the rate up to about 100 000 permits per
+/// second for a lone thread; above that use [`Wait::Precise`] or more slack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Wait {
+    /// `thread::sleep` until the slot. Cheap; wakes as late as the OS timer
+    /// (tens of microseconds on Linux).
+    #[default]
+    Sleep,
+    /// Sleep until `spin` before the slot, then spin: permits leave within a
+    /// microsecond of their slot, at the price of up to `spin` of CPU per wait.
+    Precise {
+        /// How long before the slot to stop sleeping and start spinning; set
+        /// it above the OS's sleep overshoot.
+        spin: Duration,
+    },
+}
+
+impl Wait {
+    /// [`Wait::Precise`] with a spin of [`Wait::DEFAULT_SPIN`].
+    pub const PRECISE: Wait = Wait::Precise {
+        spin: Wait::DEFAULT_SPIN,
+    };
+
+    /// 150 µs: above `thread::sleep`'s overshoot on Linux with the default
+    /// 50 µs timer slack (about 80 µs typical, rarely past 120 µs).
+    pub const DEFAULT_SPIN: Duration = Duration::from_micros(150);
+
+    /// Waits on `clock` until `deadline` (clock nanoseconds) this way.
+    pub fn wait_until<C: Clock + ?Sized>(self, clock: &C, deadline: u64) {
+        match self {
+            Wait::Sleep => clock.sleep_until(deadline),
+            Wait::Precise { spin } => {
+                let spin = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
+                if deadline > spin {
+                    clock.sleep_until(deadline - spin);
+                }
+                clock.spin_until(deadline);
+            }
+        }
+    }
+}
+
+/// The default clock: quanta's, which reads the CPU's time-stamp counter
+/// where it is invariant (about 10 ns a read) and falls back to the OS's
+/// monotonic clock elsewhere. Its origin is its creation.
+#[derive(Clone)]
+pub struct DefaultClock {
+    clock: quanta::Clock,
+    origin: u64,
+}
+
+impl DefaultClock {
+    /// A clock whose origin is now.
+    pub fn new() -> DefaultClock {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        DefaultClock { clock, origin }
+    }
+}
+
+impl Default for DefaultClock {
+    fn default() -> Self {
+        DefaultClock::new()
+    }
+}
+
+impl fmt::Debug for DefaultClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DefaultClock")
+            .field("now_ns", &self.now())
+            .finish()
+    }
+}
+
+impl Clock for DefaultClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        // Saturates at 0 if the counter reads behind the origin (TSCs of
+        // different cores may disagree by a few cycles).
+        self.clock.delta_as_nanos(self.origin, self.clock.raw())
+    }
+}
+
+/// A clock on [`std::time::Instant`]. Its origin is its creation.
+#[derive(Clone, Copy, Debug)]
+pub struct StdClock {
+    origin: std::time::Instant,
+}
+
+impl StdClock {
+    /// A clock whose origin is now.
+    pub fn new() -> StdClock {
+        StdClock {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for StdClock {
+    fn default() -> Self {
+        StdClock::new()
+    }
+}
+
+impl Clock for StdClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A clock that moves only when told: for deterministic tests.
+///
+/// Clones share one time. A thread that waits on it (a blocking `take` whose
+/// slot is ahead) blocks until another thread [`advance`](Self::advance)s the
+/// clock past its slot, which is how multi-threaded pacing is tested without
+/// real time. A clock made with [`with_auto_advance`](Self::with_auto_advance)
+/// instead jumps forward to whatever a waiter waits for, as Tokio's paused
+/// time does, so single-threaded tests never block.
+///
+/// ```
+/// use paceline::{AtomicLimiter, ManualClock, Rate};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let limiter = AtomicLimiter::builder(Rate::per_second(10))
+///     .slack(0)
+///     .clock(clock.clone())
+///     .build()?;
+/// assert!(limiter.try_take().is_ok());
+/// assert!(limiter.try_take().is_err());
+/// clock.advance(Duration::from_millis(100));
+/// assert!(limiter.try_take().is_ok());
+/// # Ok::<(), paceline::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct ManualClock {
+    inner: Arc<Manual>,
+}
+
+struct Manual {
+    now: AtomicU64,
+    auto_advance: bool,
+    /// Waiters sleep on `moved`; `lock` orders an advance against a waiter's
+    /// check so that no wake-up is lost.
+    lock: Mutex<()>,
+    moved: Condvar,
+}
+
+impl ManualClock {
+    /// A clock at 0 that moves only through [`advance`](Self::advance) and
+    /// [`set`](Self::set); waiters block until it reaches their deadline.
+    pub fn new() -> ManualClock {
+        ManualClock::make(false)
+    }
+
+    /// A clock at 0 that also jumps forward to any deadline waited for, so a
+    /// waiting thread returns at once with the clock at its slot.
+    pub fn with_auto_advance() -> ManualClock {
+        ManualClock::make(true)
+    }
+
+    fn make(auto_advance: bool) -> ManualClock {
+        ManualClock {
+            inner: Arc::new(Manual {
+                now: AtomicU64::new(0),
+                auto_advance,
+                lock: Mutex::new(()),
+                moved: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Moves the clock forward by `d` (saturating) and wakes waiters.
+    pub fn advance(&self, d: Duration) {
+        let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let mut now = self.inner.now.load(Ordering::SeqCst);
+        loop {
+            match self.inner.now.compare_exchange(
+                now,
+                now.saturating_add(d),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(actual) => now = actual,
+            }
+        }
+        self.notify();
+    }
+
+    /// Sets the clock to `t` since its origin, backwards too (to test a clock
+    /// that steps back), and wakes waiters.
+    pub fn set(&self, t: Duration) {
+        let t = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
+        self.inner.now.store(t, Ordering::SeqCst);
+        self.notify();
+    }
+
+    /// The reading, as a `Duration` since the origin.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.now())
+    }
+
+    fn notify(&self) {
+        // Taking the lock orders this change before any waiter's next check.
+        drop(lock(&self.inner.lock));
+        self.inner.moved.notify_all();
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new()
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now_ns", &self.now())
+            .field("auto_advance", &self.inner.auto_advance)
+            .finish()
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.inner.now.load(Ordering::SeqCst)
+    }
+
+    fn sleep_until(&self, deadline: u64) {
+        if self.inner.auto_advance {
+            if self.inner.now.fetch_max(deadline, Ordering::SeqCst) < deadline {
+                self.notify();
+            }
+            return;
+        }
+        let mut guard = lock(&self.inner.lock);
+        while self.now() < deadline {
+            guard = self
+                .inner
+                .moved
+                .wait(guard)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// A manual clock's sleep is already exact: spinning would only burn a
+    /// core until another thread advances it.
+    fn spin_until(&self, deadline: u64) {
+        self.sleep_until(deadline);
+    }
+}

@@ -1,0 +1,165 @@
+//! Error types: [`RateError`] for rates, [`BuildError`] for limiter
+//! configuration, [`TakeError`] for requests that were not admitted.
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+/// Why a [`Rate`](crate::Rate) could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RateError {
+    /// The count was 0: a limiter must let something through.
+    ZeroCount,
+    /// The period was 0.
+    ZeroPeriod,
+    /// `period / count` is under one nanosecond, paceline's unit of time.
+    IntervalTooShort {
+        /// The requested count.
+        count: u64,
+        /// The requested period.
+        period: Duration,
+    },
+    /// `period / count` is over 2^62 ns (about 146 years).
+    IntervalTooLong {
+        /// The requested count.
+        count: u64,
+        /// The requested period.
+        period: Duration,
+    },
+    /// Whole nanoseconds can only approximate `period / count` to worse than
+    /// [`Rate::MAX_ROUNDING`](crate::Rate::MAX_ROUNDING).
+    Imprecise {
+        /// The requested count.
+        count: u64,
+        /// The requested period.
+        period: Duration,
+        /// The nearest whole-nanosecond interval.
+        interval_ns: u64,
+    },
+    /// A string did not parse as a rate.
+    Parse {
+        /// The string given.
+        input: String,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for RateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateError::ZeroCount => f.write_str("rate must be at least 1 per period, got 0"),
+            RateError::ZeroPeriod => f.write_str("rate period must be longer than 0"),
+            RateError::IntervalTooShort { count, period } => write!(
+                f,
+                "rate {count} per {period:?} is faster than 1 per nanosecond, paceline's resolution"
+            ),
+            RateError::IntervalTooLong { count, period } => write!(
+                f,
+                "rate {count} per {period:?} spaces permits more than 146 years apart"
+            ),
+            RateError::Imprecise {
+                count,
+                period,
+                interval_ns,
+            } => write!(
+                f,
+                "rate {count} per {period:?} needs a fractional-nanosecond interval; \
+                 the nearest, {interval_ns} ns, is off by more than 0.1 % \
+                 (use Rate::every with an exact interval)"
+            ),
+            RateError::Parse { input, reason } => {
+                write!(f, "cannot parse rate {input:?}: {reason}")
+            }
+        }
+    }
+}
+
+impl Error for RateError {}
+
+/// Why a limiter could not be built, or its rate not changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// `slack * interval`, the time a limiter may bank, is over 2^62 ns
+    /// (about 146 years).
+    SlackTooLarge {
+        /// The requested slack, in permits.
+        slack: u64,
+        /// The interval between permits.
+        interval: Duration,
+    },
+    /// The limiter has no rate to change ([`Unlimited`](crate::Unlimited)).
+    NoRate,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::SlackTooLarge { slack, interval } => write!(
+                f,
+                "slack of {slack} permits at one per {interval:?} banks more than 146 years"
+            ),
+            BuildError::NoRate => f.write_str("an unlimited limiter has no rate to change"),
+        }
+    }
+}
+
+impl Error for BuildError {}
+
+/// Why a request was not admitted.
+///
+/// Nothing is stored when a request is refused: the limiter is exactly as if
+/// it had not been asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TakeError {
+    /// Not admitted now; it would be admitted after `retry_after` if no one
+    /// else takes first ([`try_take`](crate::Limiter::try_take)).
+    RetryAfter(Duration),
+    /// Its slot is `wait` away, longer than the `max_wait` the caller allowed:
+    /// the queue ahead is full ([`take_timeout`](crate::Limiter::take_timeout)).
+    QueueFull {
+        /// How long the request would have waited.
+        wait: Duration,
+        /// How long the caller allowed.
+        max_wait: Duration,
+    },
+    /// The cost is larger than the burst (`slack + 1`) and could never be
+    /// admitted within the allowed wait, even by a limiter at rest.
+    ExceedsBurst {
+        /// The requested cost, in permits.
+        cost: u64,
+        /// The most a limiter at rest admits at once: `slack + 1`.
+        burst: u64,
+    },
+    /// `cost * interval` is over 2^62 ns (about 146 years): no clock could
+    /// ever reach that slot.
+    CostTooLarge {
+        /// The requested cost, in permits.
+        cost: u64,
+    },
+}
+
+impl fmt::Display for TakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TakeError::RetryAfter(d) => write!(f, "rate limited: retry after {d:?}"),
+            TakeError::QueueFull { wait, max_wait } => write!(
+                f,
+                "rate limited: the permit is {wait:?} away, longer than the {max_wait:?} allowed"
+            ),
+            TakeError::ExceedsBurst { cost, burst } => write!(
+                f,
+                "a cost of {cost} permits exceeds the burst of {burst} and can never be admitted in time"
+            ),
+            TakeError::CostTooLarge { cost } => write!(
+                f,
+                "a cost of {cost} permits spans more than 146 years at this rate"
+            ),
+        }
+    }
+}
+
+impl Error for TakeError {}

@@ -1,0 +1,73 @@
+//! paceline paces work: call [`take`](AtomicLimiter::take) before each unit
+//! of work and it returns when that unit may go, so units leave at a steady
+//! rate with a bounded burst. It is modeled on uber-go/ratelimit, with what
+//! its users asked for on top: a non-blocking [`try_take`](AtomicLimiter::try_take),
+//! a bounded wait ([`take_timeout`](AtomicLimiter::take_timeout)), weighted
+//! costs, a question that consumes nothing, live rate changes and a look
+//! inside.
+//!
+//! ```
+//! use paceline::{AtomicLimiter, Rate};
+//!
+//! let limiter = AtomicLimiter::new(Rate::per_second(100)); // slack 10, like uber
+//! let prev = limiter.take();
+//! for _ in 0..10 {
+//!     let now = limiter.take(); // returns every 10 ms
+//!     assert!(now - prev >= std::time::Duration::from_millis(10));
+//! }
+//! # let _ = prev;
+//! ```
+//!
+//! # Contents
+//!
+//! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
+//! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
+//! - [`Unlimited`]: admits everything (pacing switched off).
+//! - [`Limiter`]: the object-safe trait all three implement.
+//! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
+//! - [`Builder`]: slack, clock, wait strategy, initial credit.
+//! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
+//! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
+//! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
+//!
+//! # The model
+//!
+//! With interval `T` (`period / count`), slack `S` and `tau = S * T`, the state
+//! is one word, `tat`, the earliest time the next request may start. A
+//! request of cost `n` at time `t` starts at `base = max(tat, t - tau)`, may
+//! proceed at `slot = base + (n - 1) * T` and moves `tat` to `base + n * T`.
+//! Unused time older than `tau` is forgotten, so at most `S + 1` permits
+//! leave at once, and over any window `[a, b]` at most
+//! `S + 1 + (b - a) / T`.
+//!
+//! # Panics
+//!
+//! No take, try or question panics. Only the constructors that do not return
+//! a `Result` do, on input their `Result`-returning twins reject:
+//! [`Rate::per_second`] and friends (a zero or sub-nanosecond rate) and
+//! [`AtomicLimiter::new`] / [`MutexLimiter::new`] (an interval over 14
+//! years, where the default slack would bank more than 146 years).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod atomic;
+mod builder;
+mod clock;
+mod error;
+mod limiter;
+mod mutex;
+mod pacer;
+mod primitive;
+mod rate;
+pub mod schedule;
+mod unlimited;
+
+pub use atomic::AtomicLimiter;
+pub use builder::Builder;
+pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABOVE};
+pub use error::{BuildError, RateError, TakeError};
+pub use limiter::Limiter;
+pub use mutex::MutexLimiter;
+pub use rate::Rate;
+pub use unlimited::Unlimited;

@@ -1,0 +1,208 @@
+//! What every in-process limiter does around its store: read the clock once,
+//! run the step against the state, turn a refusal into a [`TakeError`], and
+//! wait for the slot. [`AtomicLimiter`](crate::AtomicLimiter) and
+//! [`MutexLimiter`](crate::MutexLimiter) are this over two [`Store`]s.
+
+use std::time::Duration;
+
+use crate::clock::{Clock, Wait};
+use crate::error::{BuildError, TakeError};
+use crate::primitive::{lock, Mutex};
+use crate::rate::Rate;
+use crate::schedule::{self, Admit, Deny, Grant, Params, ORIGIN};
+
+/// Where the state word lives, and how it is updated atomically.
+pub(crate) trait Store {
+    /// A store holding `tat` with `params`.
+    fn new(tat: u64, params: Params) -> Self;
+
+    /// Runs [`schedule::step`] on the current state and stores its result
+    /// atomically with respect to every other update.
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny>;
+
+    /// Reads the state and the configuration it is paced by, consistently
+    /// enough for a question that consumes nothing.
+    fn peek(&self) -> (u64, Params);
+
+    /// Sets the interval later steps use.
+    fn set_params(&self, params: Params);
+
+    /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has
+    /// updated the state since; `true` when it did.
+    #[allow(dead_code)] // for async cancellation; see `Core::give_back`
+    fn give_back(&self, grant: Grant) -> bool;
+}
+
+/// A limiter's configuration as a builder collects it. (`pub` only so the
+/// sealed `Build` trait may name it; this module is private.)
+#[derive(Clone, Debug)]
+pub struct Config<C> {
+    /// The rate.
+    pub rate: Rate,
+    /// The slack, in permits.
+    pub slack: u64,
+    /// How blocking calls wait.
+    pub wait: Wait,
+    /// Whether the limiter starts with its slack banked.
+    pub full_credit: bool,
+    /// The clock.
+    pub clock: C,
+}
+
+/// uber-go/ratelimit's default slack: ten permits may be banked.
+pub(crate) const DEFAULT_SLACK: u64 = 10;
+
+/// The limiter proper: a store, a clock, and how to wait.
+pub(crate) struct Core<S, C> {
+    pub(crate) store: S,
+    pub(crate) clock: C,
+    wait: Wait,
+    slack: u64,
+    /// The rate as given, for introspection; the store holds its interval.
+    rate: Mutex<Rate>,
+}
+
+impl<S: Store, C: Clock> Core<S, C> {
+    pub(crate) fn new(config: Config<C>) -> Result<Self, BuildError> {
+        let params = params(config.rate, config.slack)?;
+        let tat = if config.full_credit {
+            schedule::FULL
+        } else {
+            schedule::FRESH
+        };
+        Ok(Core {
+            store: S::new(tat, params),
+            clock: config.clock,
+            wait: config.wait,
+            slack: config.slack,
+            rate: Mutex::new(config.rate),
+        })
+    }
+
+    /// The clock's reading in internal time.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now().saturating_add(ORIGIN)
+    }
+
+    /// Reserves a slot for `cost` permits if `admit` allows, without waiting.
+    #[inline]
+    pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError> {
+        let now = self.now();
+        match self.store.update(now, cost, admit) {
+            Ok(grant) => Ok((now, grant)),
+            Err(deny) => Err(self.error(deny, cost, admit)),
+        }
+    }
+
+    #[cold]
+    fn error(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
+        match (deny, admit) {
+            (Deny::Wait(wait), Admit::Within(0)) => {
+                TakeError::RetryAfter(Duration::from_nanos(wait))
+            }
+            (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
+                wait: Duration::from_nanos(wait),
+                max_wait: Duration::from_nanos(max),
+            },
+            (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
+                cost,
+                burst: self.slack.saturating_add(1),
+            },
+            // `Always` admits every cost that fits; nothing else refuses it.
+            (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
+                TakeError::CostTooLarge { cost }
+            }
+        }
+    }
+
+    /// Waits until `slot` and returns the clock time the permit went at.
+    #[inline]
+    pub(crate) fn wait_for(&self, now: u64, slot: u64) -> Duration {
+        if slot > now {
+            self.wait.wait_until(&self.clock, slot - ORIGIN);
+        }
+        Duration::from_nanos(slot.max(now) - ORIGIN)
+    }
+
+    #[inline]
+    pub(crate) fn take(&self) -> Duration {
+        let now = self.now();
+        match self.store.update(now, 1, Admit::Always) {
+            Ok(grant) => self.wait_for(now, grant.slot),
+            // Unreachable: a cost of 1 always fits (interval <= MAX_SPAN).
+            Err(_) => Duration::from_nanos(now - ORIGIN),
+        }
+    }
+
+    pub(crate) fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+        let (now, grant) = self.reserve(cost, Admit::Always)?;
+        Ok(self.wait_for(now, grant.slot))
+    }
+
+    #[inline]
+    pub(crate) fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+        self.reserve(cost, Admit::Within(0)).map(drop)
+    }
+
+    pub(crate) fn take_n_timeout(
+        &self,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Duration, TakeError> {
+        let (now, grant) = self.reserve(cost, Admit::Within(nanos(max_wait)))?;
+        Ok(self.wait_for(now, grant.slot))
+    }
+
+    pub(crate) fn can_take(&self, cost: u64) -> bool {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        schedule::step(tat, now, cost, params, Admit::Within(0)).is_ok()
+    }
+
+    pub(crate) fn available(&self) -> u64 {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        schedule::available(tat, now, params)
+    }
+
+    pub(crate) fn next_free(&self) -> Duration {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        Duration::from_nanos(schedule::next_free(tat, now, params))
+    }
+
+    pub(crate) fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+        let params = params(rate, self.slack)?;
+        // The lock keeps `rate()` and the store's interval changing together.
+        let mut current = lock(&self.rate);
+        self.store.set_params(params);
+        *current = rate;
+        Ok(())
+    }
+
+    pub(crate) fn rate(&self) -> Rate {
+        *lock(&self.rate)
+    }
+
+    pub(crate) fn slack(&self) -> u64 {
+        self.slack
+    }
+
+    pub(crate) fn wait_strategy(&self) -> Wait {
+        self.wait
+    }
+}
+
+/// Validated step parameters for `rate` with `slack`.
+pub(crate) fn params(rate: Rate, slack: u64) -> Result<Params, BuildError> {
+    Params::new(rate.interval_ns(), slack).ok_or(BuildError::SlackTooLarge {
+        slack,
+        interval: rate.interval(),
+    })
+}
+
+/// A `Duration` in nanoseconds, saturating at `u64::MAX` (584 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
