@@ -71,3 +71,8 @@ pub use limiter::Limiter;
 pub use mutex::MutexLimiter;
 pub use rate::Rate;
 pub use unlimited::Unlimited;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
