@@ -155,7 +155,7 @@ impl AtomicLimiter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn builder(rate: Rate) -> Builder<AtomicLimiter> {
-        Builder::new(rate, DefaultClock::new())
+        Builder::with_default_clock(rate, DefaultClock::new)
     }
 }
 

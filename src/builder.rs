@@ -26,11 +26,31 @@ use crate::rate::Rate;
 /// ```
 #[must_use = "a builder does nothing until .build()"]
 pub struct Builder<L: sealed::Build> {
-    config: Config<L::Clock>,
+    config: Config<ClockChoice<L::Clock>>,
+}
+
+/// The clock a builder will use: one given to it, or the default, made only
+/// at `build`, so a builder whose clock is replaced never makes the default
+/// one (quanta's clock costs about 15 µs to make, 0.6 ms the first time).
+enum ClockChoice<C> {
+    Given(C),
+    Default(fn() -> C),
 }
 
 impl<L: sealed::Build> Builder<L> {
+    /// A builder with `clock` already chosen.
+    #[allow(dead_code)] // no limiter needs it now that the default is lazy
     pub(crate) fn new(rate: Rate, clock: L::Clock) -> Self {
+        Self::with_clock(rate, ClockChoice::Given(clock))
+    }
+
+    /// A builder that makes its clock with `default` at `build`, unless
+    /// [`clock`](Self::clock) replaces it first.
+    pub(crate) fn with_default_clock(rate: Rate, default: fn() -> L::Clock) -> Self {
+        Self::with_clock(rate, ClockChoice::Default(default))
+    }
+
+    fn with_clock(rate: Rate, clock: ClockChoice<L::Clock>) -> Self {
         Builder {
             config: Config {
                 rate,
@@ -79,7 +99,7 @@ impl<L: sealed::Build> Builder<L> {
                 slack,
                 wait,
                 full_credit,
-                clock,
+                clock: ClockChoice::Given(clock),
             },
         }
     }
@@ -89,7 +109,24 @@ impl<L: sealed::Build> Builder<L> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack * interval` is over 146 years.
     pub fn build(self) -> Result<L, BuildError> {
-        L::build(self.config)
+        let Config {
+            rate,
+            slack,
+            wait,
+            full_credit,
+            clock,
+        } = self.config;
+        let clock = match clock {
+            ClockChoice::Given(clock) => clock,
+            ClockChoice::Default(make) => make(),
+        };
+        L::build(Config {
+            rate,
+            slack,
+            wait,
+            full_credit,
+            clock,
+        })
     }
 }
 

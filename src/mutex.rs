@@ -86,7 +86,7 @@ impl MutexLimiter {
     /// A builder for a limiter at `rate`; see
     /// [`AtomicLimiter::builder`](crate::AtomicLimiter::builder).
     pub fn builder(rate: Rate) -> Builder<MutexLimiter> {
-        Builder::new(rate, DefaultClock::new())
+        Builder::with_default_clock(rate, DefaultClock::new)
     }
 }
 
