@@ -12,7 +12,9 @@
 //! word are impossible).
 //!
 //! The interval sits in a second atomic that only `set_rate` writes; a step
-//! reads it once per attempt, so each grant is paced by one rate or the other.
+//! reads it once per attempt, after `tat`, so each grant is paced by one rate
+//! or the other, and once a grant is paced at a new rate no later one is
+//! paced at the old (see [`update`]'s memory ordering).
 
 use std::fmt;
 
@@ -29,9 +31,13 @@ use crate::schedule::{self, Admit, Deny, Grant, Params};
 /// Runs the step against `cell` in a CAS loop until it stores or refuses.
 ///
 /// # Memory ordering
-/// `Relaxed` throughout: the word publishes no other memory, and the
-/// read-modify-writes of one location are totally ordered whatever the
-/// ordering argument, which is all that correctness here rests on.
+/// The read-modify-writes of `tat` are totally ordered whatever the ordering
+/// argument, and that alone makes grants distinct and loses no update. The
+/// acquire loads and the release CAS of `tat` are for the interval: a step that
+/// reads the `tat` another step stored also sees the interval that step used
+/// (or a newer one), so after a rate change no grant goes back to the old
+/// rate once one has been paced at the new rate (loom found that with
+/// `Relaxed`). On x86 they compile to the same instructions as `Relaxed`.
 #[inline]
 pub(crate) fn update(
     cell: &AtomicU64,
@@ -41,7 +47,7 @@ pub(crate) fn update(
     cost: u64,
     admit: Admit,
 ) -> Result<Grant, Deny> {
-    let mut tat = cell.load(Ordering::Relaxed);
+    let mut tat = cell.load(Ordering::Acquire);
     loop {
         let params = Params::new_unchecked(interval.load(Ordering::Relaxed), slack);
         let grant = schedule::step(tat, now, cost, params, admit)?;
@@ -49,7 +55,7 @@ pub(crate) fn update(
         if grant.next == tat {
             return Ok(grant);
         }
-        match cell.compare_exchange_weak(tat, grant.next, Ordering::Relaxed, Ordering::Relaxed) {
+        match cell.compare_exchange_weak(tat, grant.next, Ordering::Release, Ordering::Acquire) {
             Ok(_) => return Ok(grant),
             // Someone else moved the state (or a spurious failure): decide
             // again on the word that is there now.
@@ -80,8 +86,11 @@ impl Store for AtomicState {
     }
 
     fn peek(&self) -> (u64, Params) {
+        // `tat` first, as in `update`: the interval read is then at least
+        // the one that paced it.
+        let tat = self.tat.load(Ordering::Acquire);
         let params = Params::new_unchecked(self.interval.load(Ordering::Relaxed), self.slack);
-        (self.tat.load(Ordering::Relaxed), params)
+        (tat, params)
     }
 
     fn set_params(&self, params: Params) {
