@@ -193,7 +193,8 @@ macro_rules! impl_methods {
             /// Changes the rate from now on: slots already handed out stand,
             /// later requests are spaced by the new interval. Safe to call
             /// while other threads take; each grant is paced by one rate or
-            /// the other.
+            /// the other, and once one grant is paced at the new rate, no
+            /// grant reserved after it is paced at the old.
             ///
             /// # Errors
             /// [`BuildError::SlackTooLarge`](crate::BuildError::SlackTooLarge)
