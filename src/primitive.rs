@@ -4,6 +4,9 @@
 //! `loom-tests/` explore every interleaving of the real CAS loops. The cfg is
 //! paceline's own: a user's `--cfg loom` never changes this crate.
 
+#[cfg(all(paceline_loom, not(feature = "loom")))]
+compile_error!("`--cfg paceline_loom` needs paceline's `loom` feature; loom-tests/ enables it");
+
 #[cfg(not(paceline_loom))]
 pub(crate) use std::sync::{
     atomic::{AtomicU64, Ordering},
