@@ -60,7 +60,7 @@ fn admitted_within_the_budget<L: Subject>() {
         };
         let b = {
             let limiter = limiter.clone();
-            thread::spawn(move || try_each(&*limiter, &[2]))
+            thread::spawn(move || try_each(&*limiter, &[2, 1]))
         };
         clock.advance(T);
         clock.advance(T);
