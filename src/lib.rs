@@ -28,6 +28,7 @@
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
+//! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
 //! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
 //!
 //! # The model
@@ -57,6 +58,7 @@ mod clock;
 mod error;
 mod limiter;
 mod mutex;
+mod paced;
 mod pacer;
 mod primitive;
 mod rate;
@@ -69,6 +71,7 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABO
 pub use error::{BuildError, RateError, TakeError};
 pub use limiter::Limiter;
 pub use mutex::MutexLimiter;
+pub use paced::{Paced, PacedExt};
 pub use rate::Rate;
 pub use unlimited::Unlimited;
 
