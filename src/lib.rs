@@ -29,6 +29,8 @@
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
+//! - `tokio` (feature `tokio`): `AsyncLimiter` with `take().await`,
+//!   `TokioClock` for paused-time tests, and stream pacing.
 //! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
 //!
 //! # The model
@@ -51,6 +53,7 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod atomic;
 mod builder;
@@ -63,6 +66,9 @@ mod pacer;
 mod primitive;
 mod rate;
 pub mod schedule;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio;
 mod unlimited;
 
 pub use atomic::AtomicLimiter;
