@@ -96,33 +96,36 @@
 //!   the rate is lost for good. With the default slack of 10 the window is
 //!   1 ms at 10 000/s, just short of the timer's lateness.
 //! - So for a lone (or nearly lone) taker above about 5 000/s, raise the
-//!   slack: `slack >= rate_per_second / 400` covers 2.5 ms, the timer's
-//!   lateness with room to spare; `rate_per_second / 100` (10 ms) also covers
-//!   the scheduling stalls of a busy machine. The burst after idling grows
-//!   with it (`slack + 1` at once).
+//!   slack to cover the lateness you expect: `slack >= rate_per_second / 400`
+//!   (2.5 ms) covers the timer's; `rate_per_second / 100` (10 ms) also
+//!   covers the scheduling stalls of a busy machine. The burst after idling
+//!   grows with it (`slack + 1` at once).
 //! - [`PRECISE`] sleeps until 2 ms before the slot and then yields to the
 //!   runtime in a loop until it: permits go within microseconds of their
 //!   slots instead of in millisecond batches, at the price of a runtime
-//!   thread kept busy while any waiter is that close to its slot. It smooths
-//!   the flow; it does not replace slack (a spinning thread is the first the
-//!   OS preempts on a busy machine). Under paused time it falls back to the
-//!   timer, which is exact there.
+//!   thread kept busy while any waiter is that close to its slot. It is
+//!   sound (never early; under paused time it falls back to the timer,
+//!   which is exact there) but it smooths the flow only when a core is free:
+//!   on a machine whose cores are all busy, the OS preempts the spinning
+//!   thread for milliseconds at a time, and it loses more rate than the
+//!   timer does unless the slack covers those stalls.
 //!
-//! Measured on a 2-vCPU VM with other builds running (load 3; one run of
-//! 2 s per line; `error` is the achieved rate against the target):
+//! Measured on a 2-vCPU VM while other builds ran (two runs of 2 s per line,
+//! at load 3 and 5; `error` is the achieved rate against the target, `late`
+//! how long after its slot a permit went):
 //!
 //! | rate/s | who takes | slack | error | late p99 |
 //! |---:|---|---:|---:|---:|
-//! | 5 000 | 1 task | 10 | −0.6 % | 1.9 ms |
-//! | 10 000 | 1 task | 10 | −5.4 % | 1.1 ms |
-//! | 10 000 | 1 task | 25 (2.5 ms) | −0.08 % | 1.1 ms |
-//! | 10 000 | 1 task | 100 (10 ms) | −0.01 % | 1.1 ms |
-//! | 10 000 | 1 task, [`PRECISE`] | 10 | −0.3 % | 12 µs |
-//! | 20 000 | 1 task | 10 | −48 % | 1.0 ms |
-//! | 50 000 | 1 task | 10 | −78 % | 1.1 ms |
-//! | 50 000 | 1 task | 125 (2.5 ms) | −0.2 % | 1.1 ms |
-//! | 50 000 | 1 task | 500 (10 ms) | −0.00 % | 1.1 ms |
-//! | 50 000 | 1000 tasks | 10 | −0.06 % | 2.0 ms |
+//! | 5 000 | 1 task | 10 (2 ms) | −0.6 / −0.5 % | 1.9 ms |
+//! | 10 000 | 1 task | 10 (1 ms) | −5.4 / −5.8 % | 1.1 ms |
+//! | 10 000 | 1 task | 25 (2.5 ms) | −0.08 / −0.6 % | 1.1 ms |
+//! | 10 000 | 1 task | 100 (10 ms) | −0.01 / −0.05 % | 1.1 ms |
+//! | 10 000 | 1 task, [`PRECISE`] | 10 / 25 | −0.3 / −16 % | 12 µs / 2.5 ms |
+//! | 20 000 | 1 task | 10 | −48 / −48 % | 1.0 ms |
+//! | 50 000 | 1 task | 10 | −78 / −79 % | 1.1 ms |
+//! | 50 000 | 1 task | 125 (2.5 ms) | −0.2 / −1.7 % | 1.1 ms |
+//! | 50 000 | 1 task | 500 (10 ms) | −0.00 / −0.02 % | 1.1 ms |
+//! | 50 000 | 1000 tasks | 10 | −0.06 / −0.02 % | 2.0 / 4.7 ms |
 //!
 //! (A 2 s run loses about 0.05 % at its end to the permits due in its last
 //! millisecond, which go just after it.)
