@@ -100,6 +100,17 @@ const MAX_SLEEP_NS: u64 = 86_400 * 1_000_000_000;
 /// (microsecond precision at the price of CPU; use a `spin` of at least
 /// 2 ms, [`PRECISE`](super::PRECISE)).
 ///
+/// # Panics
+///
+/// Only as any Tokio timer does: a take that has to wait sleeps on Tokio's
+/// timer, which panics outside a Tokio runtime or in one built without its
+/// time driver (`enable_time` or `enable_all`). Nothing else panics.
+///
+/// # Memory ordering
+///
+/// A limiter orders permits, not memory: a take completing is not a
+/// synchronization point with any other task's take.
+///
 /// # Clocks
 ///
 /// The default clock, [`TokioClock`], follows Tokio's paused time in tests.
