@@ -82,3 +82,18 @@ async fn streams_and_takes_share_one_schedule() {
     // 100 permits at 100/s: the last at 990 ms.
     assert_eq!(start.elapsed(), 990 * MS);
 }
+
+#[test]
+fn limiter_futures_and_paced_streams_can_move_between_threads() {
+    fn send<T: Send + 'static>(_: T) {}
+    fn sync<T: Sync>(_: &T) {}
+    let limiter = AsyncLimiter::new(Rate::per_second(10));
+    sync(&limiter);
+    send(stream::iter(0..3).paced(&limiter));
+    let owned = limiter.clone();
+    send(async move {
+        owned.take().await;
+        owned.take_n(2).await.ok();
+        owned.take_timeout(MS).await.ok();
+    });
+}
