@@ -28,6 +28,9 @@
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
+//! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
+//! - `tokio` (feature `tokio`): `AsyncLimiter` with `take().await`,
+//!   `TokioClock` for paused-time tests, and stream pacing.
 //! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
 //!
 //! # The model
@@ -50,6 +53,7 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod atomic;
 mod builder;
@@ -57,10 +61,14 @@ mod clock;
 mod error;
 mod limiter;
 mod mutex;
+mod paced;
 mod pacer;
 mod primitive;
 mod rate;
 pub mod schedule;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio;
 mod unlimited;
 
 pub use atomic::AtomicLimiter;
@@ -69,6 +77,7 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABO
 pub use error::{BuildError, RateError, TakeError};
 pub use limiter::Limiter;
 pub use mutex::MutexLimiter;
+pub use paced::{Paced, PacedExt};
 pub use rate::Rate;
 pub use unlimited::Unlimited;
 

@@ -29,7 +29,7 @@ pub(crate) trait Store {
 
     /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has
     /// updated the state since; `true` when it did.
-    #[allow(dead_code)] // for async cancellation; see `Core::give_back`
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // see `Core::give_back`
     fn give_back(&self, grant: Grant) -> bool;
 }
 
@@ -93,6 +93,14 @@ impl<S: Store, C: Clock> Core<S, C> {
             Ok(grant) => Ok((now, grant)),
             Err(deny) => Err(self.error(deny, cost, admit)),
         }
+    }
+
+    /// Undoes `grant` if no one has reserved since, so the next request gets
+    /// its slot; otherwise the slot stays spent and the schedule is unchanged.
+    /// `true` when it was undone. For async waiters dropped before their slot.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn give_back(&self, grant: Grant) -> bool {
+        self.store.give_back(grant)
     }
 
     #[cold]

@@ -1,0 +1,69 @@
+//! [`PacedExt`]: paces an [`Iterator`]'s items through a blocking limiter.
+
+use std::fmt;
+use std::iter::FusedIterator;
+
+use crate::limiter::Limiter;
+
+/// Paces any [`Iterator`]: `jobs.into_iter().paced(&limiter)` yields the
+/// same items, each after a blocking [`take`](Limiter::take) on `limiter`.
+/// For the per-thread pacing of batch jobs; works with any [`Limiter`]
+/// (including `&dyn Limiter`). The async twin for streams is
+/// `paceline::tokio::PacedStreamExt` (feature `tokio`).
+///
+/// ```
+/// use paceline::{AtomicLimiter, PacedExt, Rate};
+/// use std::time::{Duration, Instant};
+///
+/// let limiter = AtomicLimiter::new(Rate::per_second(200));
+/// let start = Instant::now();
+/// let done: Vec<u32> = (1..=5).paced(&limiter).map(|job| job * 10).collect();
+/// assert_eq!(done, [10, 20, 30, 40, 50]);
+/// assert!(start.elapsed() >= Duration::from_millis(20)); // 5 ms apart
+/// ```
+pub trait PacedExt: Iterator + Sized {
+    /// Yields this iterator's items, each after taking one permit from
+    /// `limiter` (blocking). An item is pulled first and then paced, so an
+    /// exhausted iterator spends no permit.
+    fn paced<L: Limiter + ?Sized>(self, limiter: &L) -> Paced<'_, Self, L> {
+        Paced {
+            iter: self,
+            limiter,
+        }
+    }
+}
+
+impl<I: Iterator> PacedExt for I {}
+
+/// The iterator [`PacedExt::paced`] returns.
+#[must_use = "iterators are lazy and do nothing unless consumed"]
+pub struct Paced<'a, I, L: ?Sized> {
+    iter: I,
+    limiter: &'a L,
+}
+
+impl<I: Iterator, L: Limiter + ?Sized> Iterator for Paced<'_, I, L> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let item = self.iter.next()?;
+        self.limiter.take();
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.iter.size_hint()
+    }
+}
+
+impl<I: ExactSizeIterator, L: Limiter + ?Sized> ExactSizeIterator for Paced<'_, I, L> {}
+
+impl<I: FusedIterator, L: Limiter + ?Sized> FusedIterator for Paced<'_, I, L> {}
+
+impl<I: fmt::Debug, L: ?Sized> fmt::Debug for Paced<'_, I, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Paced")
+            .field("iter", &self.iter)
+            .finish_non_exhaustive()
+    }
+}

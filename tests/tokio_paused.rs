@@ -1,0 +1,280 @@
+//! The async limiter under Tokio's paused time: exact schedules, reservation
+//! order, and what a dropped waiter does to the schedule.
+#![cfg(feature = "tokio")]
+
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use paceline::tokio::AsyncLimiter;
+use paceline::{Rate, TakeError};
+use tokio::time::{sleep, timeout, Instant};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// `n` tasks share `limiter`, each taking in a loop for `run`; returns the
+/// permits in the order they completed, as (slot, time the task resumed)
+/// since `start`.
+async fn run_tasks(
+    limiter: &AsyncLimiter,
+    n: usize,
+    run: Duration,
+    start: Instant,
+) -> Vec<(Duration, Duration)> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let limiter = limiter.clone();
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                loop {
+                    let slot = limiter.take().await;
+                    let resumed = start.elapsed();
+                    log.lock().unwrap().push((slot, resumed));
+                }
+            })
+        })
+        .collect();
+    sleep(run).await;
+    for task in &tasks {
+        task.abort();
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    Arc::try_unwrap(log).unwrap().into_inner().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_sharing_a_limiter_get_ubers_counts() {
+    let start = Instant::now();
+    let limiter = AsyncLimiter::new(Rate::per_second(100));
+    let log = run_tasks(&limiter, 10, Duration::from_millis(3500), start).await;
+    let slots: Vec<Duration> = log.iter().map(|&(slot, _)| slot).collect();
+    for secs in 1..=3 {
+        let by = Duration::from_secs(secs);
+        // The t = 0 permit counts: slots 0, 10, ..., 990 ms are 100 ...
+        assert_eq!(slots.iter().filter(|&&s| s < by).count() as u64, 100 * secs);
+        // ... and the one at exactly `secs` makes 101.
+        assert_eq!(
+            slots.iter().filter(|&&s| s <= by).count() as u64,
+            100 * secs + 1
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_are_served_in_reservation_order_each_at_its_slot() {
+    let start = Instant::now();
+    let limiter = AsyncLimiter::new(Rate::per_second(100));
+    let log = run_tasks(&limiter, 25, Duration::from_millis(995), start).await;
+    // Every slot once, 10 ms apart, completed in slot order, each resumed
+    // exactly at its slot (10 ms slots fall on the timer's ticks).
+    assert_eq!(log.len(), 100);
+    for (i, &(slot, resumed)) in log.iter().enumerate() {
+        assert_eq!(slot, 10 * MS * i as u32);
+        assert_eq!(resumed, slot);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn above_1000_per_second_permits_leave_in_millisecond_batches() {
+    let start = Instant::now();
+    let limiter = AsyncLimiter::new(Rate::per_second(10_000));
+    // Ends at the 11 ms tick (which may race the permits due then).
+    let log = run_tasks(&limiter, 50, Duration::from_micros(10_500), start).await;
+    // Slots are exact (100 µs apart, the first at 0) ...
+    let mut slots: Vec<Duration> = log
+        .iter()
+        .map(|&(slot, _)| slot)
+        .filter(|&slot| slot < 10 * MS)
+        .collect();
+    slots.sort();
+    let expected: Vec<Duration> = (0..100).map(|i| Duration::from_micros(100 * i)).collect();
+    assert_eq!(slots, expected);
+    // ... but each waiter resumes at the first millisecond tick at or after
+    // its slot: ten per tick, the batches in slot order.
+    for &(slot, resumed) in &log {
+        let tick = MS * slot.as_micros().div_ceil(1000) as u32;
+        assert_eq!(resumed, tick, "slot {slot:?}");
+    }
+    assert!(log.windows(2).all(|w| w[0].1 <= w[1].1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_waiter_gives_its_slot_back_when_no_one_reserved_after() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    assert_eq!(limiter.take().await, Duration::ZERO);
+    {
+        let mut a = pin!(limiter.take());
+        assert_eq!(a.as_mut().now_or_never(), None); // reserved the 100 ms slot
+    } // dropped at 0 ms
+    let start = Instant::now();
+    // The next caller gets the dropped one's slot, not the one after it.
+    assert_eq!(limiter.take().await, 100 * MS);
+    assert_eq!(start.elapsed(), 100 * MS);
+    assert_eq!(limiter.take().await, 200 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_waiter_slot_stays_spent_when_someone_reserved_after() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    let mut b = Box::pin(limiter.take());
+    {
+        let mut a = pin!(limiter.take());
+        assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
+        assert_eq!(b.as_mut().now_or_never(), None); // 200 ms
+    } // a dropped: b reserved after it, so its slot is spent
+    let c = limiter.take();
+    let (b, c) = tokio::join!(b, c);
+    assert_eq!((b, c), (200 * MS, 300 * MS));
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_dropped_newest_first_give_all_their_slots_back() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    {
+        let mut a = pin!(limiter.take());
+        let mut b = pin!(limiter.take());
+        assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
+        assert_eq!(b.as_mut().now_or_never(), None); // 200 ms
+    } // locals drop in reverse order: b, then a
+    assert_eq!(limiter.take().await, 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiter_dropped_after_its_slot_has_taken_its_permit() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    {
+        let mut a = pin!(limiter.take());
+        assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
+        tokio::time::advance(150 * MS).await; // its slot passes unpolled
+    }
+    assert_eq!(limiter.take().await, 200 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn take_under_a_timeout_that_fires_gives_the_slot_back() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    assert!(timeout(50 * MS, limiter.take()).await.is_err());
+    // At 50 ms the dropped slot (100 ms) is still ahead: it is the next one.
+    assert_eq!(limiter.take().await, 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_take_n_gives_its_whole_cost_back() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    assert!(timeout(MS, limiter.take_n(5)).await.is_err()); // slot 500 ms
+    assert_eq!(limiter.next_free(), 99 * MS);
+    assert_eq!(limiter.take().await, 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_take_timeout_gives_its_slot_back() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    assert!(timeout(MS, limiter.take_timeout(200 * MS)).await.is_err());
+    assert_eq!(limiter.take_timeout(200 * MS).await, Ok(100 * MS));
+}
+
+#[tokio::test(start_paused = true)]
+async fn take_timeout_refuses_at_once_and_stores_nothing() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    let start = Instant::now();
+    assert_eq!(
+        limiter.take_timeout(50 * MS).await,
+        Err(TakeError::QueueFull {
+            wait: 100 * MS,
+            max_wait: 50 * MS
+        })
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(limiter.take_timeout(100 * MS).await, Ok(100 * MS));
+    assert_eq!(start.elapsed(), 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn take_n_pays_first_and_returns_its_slot() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(100))
+        .slack(2)
+        .full_credit(true)
+        .build()
+        .unwrap();
+    // Burst 3 is banked: a cost of 5 waits for two more intervals.
+    let start = Instant::now();
+    assert_eq!(limiter.take_n(5).await, Ok(20 * MS));
+    assert_eq!(start.elapsed(), 20 * MS);
+    assert_eq!(limiter.take_n(0).await, Ok(20 * MS));
+    assert_eq!(
+        limiter.take_n(u64::MAX).await,
+        Err(TakeError::CostTooLarge { cost: u64::MAX })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn banked_credit_completes_without_waiting() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .full_credit(true)
+        .build()
+        .unwrap();
+    for _ in 0..11 {
+        assert!(limiter.take().now_or_never().is_some());
+    }
+    assert!(limiter.take().now_or_never().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_take_and_introspection_match_the_blocking_limiter() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(1)
+        .build()
+        .unwrap();
+    assert_eq!(limiter.available(), 1);
+    assert!(limiter.try_take().is_ok());
+    assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(100 * MS)));
+    assert_eq!(
+        limiter.try_take_n(3),
+        Err(TakeError::ExceedsBurst { cost: 3, burst: 2 })
+    );
+    assert!(!limiter.can_take(1));
+    assert_eq!(limiter.next_free(), 100 * MS);
+    sleep(300 * MS).await;
+    assert_eq!(limiter.available(), 2);
+    assert!(limiter.can_take(2));
+    limiter.set_rate(Rate::per_second(100)).unwrap();
+    assert_eq!(limiter.rate(), Rate::per_second(100));
+    assert_eq!(limiter.slack(), 1);
+    assert!(limiter.try_take_n(2).is_ok());
+    assert_eq!(limiter.next_free(), 10 * MS);
+}
