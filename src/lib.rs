@@ -29,6 +29,8 @@
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
+//! - [`redis::RedisLimiter`] (feature `redis`): one limit shared by many
+//!   processes, its state in Redis.
 //!
 //! # The model
 //!
@@ -60,6 +62,8 @@ mod mutex;
 mod pacer;
 mod primitive;
 mod rate;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod schedule;
 mod unlimited;
 
