@@ -26,10 +26,10 @@
 //! # The model, in Redis
 //!
 //! Each limiter key (the prefix, `"paceline:"` by default, then the key a
-//! call names) holds `tat` of [`schedule`](crate::schedule) as a decimal
+//! call names) holds `tat` of [`schedule`] as a decimal
 //! string, in internal nanoseconds: the server's Unix time (Redis `TIME`)
-//! plus [`ORIGIN`](crate::schedule::ORIGIN). The script is
-//! [`schedule::step`](crate::schedule::step), decision for decision (a
+//! plus [`ORIGIN`]. The script is
+//! [`schedule::step`], decision for decision (a
 //! property test runs both on random sequences), and is sent once and then
 //! called by its SHA (`EVALSHA`; after a `NOSCRIPT`, as when the server
 //! restarted, it is loaded again transparently).
@@ -243,7 +243,7 @@ pub struct RedisBuilder {
 impl RedisLimiter {
     /// A builder for a limiter at `rate` on the Redis at `url`
     /// (`"redis://host:port/db"`, `"unix:///path/to/redis.sock"`, or a
-    /// [`redis::ConnectionInfo`](::redis::ConnectionInfo)). Nothing connects
+    /// [`redis::ConnectionInfo`]). Nothing connects
     /// until the first call, so a limiter can be built while Redis is down.
     pub fn builder<I: IntoConnectionInfo>(url: I, rate: Rate) -> RedisBuilder {
         RedisBuilder::new(Client::open(url).map(Target::Single), Vec::new(), rate)
