@@ -246,7 +246,8 @@ impl RedisLimiter {
     /// [`redis::ConnectionInfo`]). Nothing connects
     /// until the first call, so a limiter can be built while Redis is down.
     pub fn builder<I: IntoConnectionInfo>(url: I, rate: Rate) -> RedisBuilder {
-        RedisBuilder::new(Client::open(url).map(Target::Single), Vec::new(), rate)
+        let client = url.into_connection_info().map(lean).and_then(Client::open);
+        RedisBuilder::new(client.map(Target::Single), Vec::new(), rate)
     }
 
     /// A builder for a limiter at `rate` on the Redis Cluster that `nodes`
@@ -257,7 +258,7 @@ impl RedisLimiter {
     ) -> RedisBuilder {
         let nodes: Result<Vec<_>, _> = nodes
             .into_iter()
-            .map(IntoConnectionInfo::into_connection_info)
+            .map(|node| node.into_connection_info().map(lean))
             .collect();
         match nodes {
             Ok(nodes) => RedisBuilder::new(Err(cluster_pending()), nodes, rate),
@@ -568,6 +569,14 @@ impl RedisLimiter {
             _ => Err(bad_reply(&reply)),
         }
     }
+}
+
+/// `info` without the `CLIENT SETINFO` round trip redis-rs makes on each
+/// new connection: one less reply to wait for while reconnecting, so a
+/// reconnect to a hung server fails within one timeout.
+fn lean(info: ::redis::ConnectionInfo) -> ::redis::ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_redis_settings(settings)
 }
 
 fn bad_reply(reply: &[String]) -> Error {
