@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use paceline::redis::{Error, FailPolicy, RedisLimiter};
 use paceline::{Rate, TakeError};
-use support::RedisServer;
+use support::{RedisCluster, RedisServer};
 
 /// 1000 per second: T = 1 ms.
 const T_NS: u64 = 1_000_000;
@@ -392,4 +392,75 @@ fn the_prefix_names_the_keys() {
         .unwrap();
     limiter.try_take("user:42").unwrap();
     assert_eq!(server.raw("EXISTS {app}:rl:user:42"), ":1\r\n");
+}
+
+fn dbsize(server: &RedisServer) -> u64 {
+    server
+        .raw("DBSIZE")
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn cluster_paces_keys_on_every_primary_and_reloads_the_script() {
+    let cluster = RedisCluster::start();
+    let limiter = RedisLimiter::cluster_builder(cluster.urls(), Rate::per_minute(1))
+        .slack(2)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..30).map(|i| format!("user:{i}")).collect();
+    for key in &keys {
+        limiter.try_take_n(key, 3).unwrap();
+        assert!(matches!(
+            limiter.try_take(key),
+            Err(Error::Refused(TakeError::RetryAfter(_)))
+        ));
+    }
+    // The keys spread over the three primaries.
+    for node in &cluster.nodes {
+        assert!(dbsize(node) > 0, "a primary holds no key");
+    }
+    // NOSCRIPT everywhere: loaded again, state intact.
+    for node in &cluster.nodes {
+        assert_eq!(node.raw("SCRIPT FLUSH"), "+OK\r\n");
+    }
+    for key in &keys {
+        assert!(limiter.try_take(key).is_err(), "{key} forgot its state");
+    }
+    limiter.try_take("user:new").unwrap();
+}
+
+#[test]
+fn cluster_shares_one_hash_tagged_limit_across_eight_connections() {
+    let cluster = RedisCluster::start();
+    let key = "{tenant:7}:api";
+    // The nodes run on this host: one clock.
+    let from = server_time(&cluster.nodes[0]) + 300_000_000;
+    let stop = from + MEASURE.as_nanos() as u64 + 50_000_000;
+    let urls = cluster.urls();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let urls = urls.clone();
+            thread::spawn(move || {
+                let limiter = RedisLimiter::cluster_builder(urls, Rate::per_second(1000))
+                    .slack(SLACK)
+                    .build()
+                    .unwrap();
+                pace_until(&limiter, key, stop)
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for c in clients {
+        let mine = c.join().unwrap();
+        assert!(
+            mine[0] < from,
+            "a client started after the measurement began"
+        );
+        times.extend(mine);
+    }
+    let rate = check_shared_limit(times, from);
+    println!("8 connections, cluster of 3: {rate:.1}/s");
 }

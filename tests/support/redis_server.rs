@@ -203,3 +203,63 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("find a free loopback port")
 }
+
+/// A Redis Cluster of three primaries (no replicas) on free loopback ports,
+/// made with `redis-cli --cluster create`; its nodes die with it.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                RedisServer::start_with(
+                    Some(0),
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ],
+                )
+            })
+            .collect();
+        let mut cmd = Command::new("redis-cli");
+        cmd.args(["--cluster", "create"]);
+        for n in &nodes {
+            cmd.arg(format!("127.0.0.1:{}", n.port().unwrap()));
+        }
+        let out = cmd
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run `redis-cli` ({e}): it comes with redis-server (apt-get install redis-server)")
+            });
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !nodes
+            .iter()
+            .all(|n| n.raw("CLUSTER INFO").contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "cluster not ok within {START_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        RedisCluster { nodes }
+    }
+
+    /// `redis://127.0.0.1:port/` of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::tcp_url).collect()
+    }
+}
