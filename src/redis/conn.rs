@@ -195,7 +195,7 @@ fn is_reply(e: &RedisError) -> bool {
 }
 
 /// The error a caller sees for a failure that cost the connection.
-fn classify(e: RedisError) -> Error {
+pub(crate) fn classify(e: RedisError) -> Error {
     if e.is_timeout() {
         Error::Timeout
     } else if is_reply(&e) {

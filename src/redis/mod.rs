@@ -75,6 +75,8 @@
 //! one primary. Replication is asynchronous: after a failover the replica's
 //! copy may be a few writes behind, and its clock is another host's.
 
+#[cfg(feature = "tokio")]
+mod aio;
 mod conn;
 #[cfg(test)]
 mod tests;
@@ -85,7 +87,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ::redis::cluster::ClusterClientBuilder;
-use ::redis::{Client, IntoConnectionInfo, RedisError, Script};
+use ::redis::{Client, IntoConnectionInfo, RedisError, Script, ScriptInvocation};
 
 use crate::clock::{Clock, DefaultClock, Wait};
 use crate::error::{BuildError, TakeError};
@@ -93,6 +95,8 @@ use crate::pacer::{self, DEFAULT_SLACK};
 use crate::rate::{Rate, MAX_SPAN};
 use crate::schedule::{self, Admit, Params, ORIGIN};
 
+#[cfg(feature = "tokio")]
+pub use aio::AsyncRedisLimiter;
 use conn::{Pool, Target};
 
 /// The step, as Redis runs it.
@@ -431,21 +435,16 @@ impl RedisLimiter {
     /// Reserves and waits.
     fn take_admitted(&self, key: &str, cost: u64, admit: Admit) -> Result<Duration, Error> {
         let decision = self.decide(key, cost, admit, None);
-        match self.settle(decision, cost, admit)? {
-            Some((slot, now)) => {
-                if slot > now {
-                    // The server's wait, counted from the reply's arrival.
-                    let clock = &self.shared.clock;
-                    let deadline = clock.now().saturating_add(slot - now);
-                    self.shared.wait.wait_until(clock, deadline);
-                }
-                Ok(Duration::from_nanos(slot.max(now).saturating_sub(ORIGIN)))
+        let granted = self.settle(decision, cost, admit)?;
+        if let Some((slot, now)) = granted {
+            if slot > now {
+                // The server's wait, counted from the reply's arrival.
+                let clock = &self.shared.clock;
+                let deadline = clock.now().saturating_add(slot - now);
+                self.shared.wait.wait_until(clock, deadline);
             }
-            // Admitted by the fail-open policy: the local time.
-            None => Ok(SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()),
         }
+        Ok(went_at(granted))
     }
 
     /// Turns a decision into the caller's answer: `Some((slot, now))` when
@@ -501,6 +500,19 @@ impl RedisLimiter {
         admit: Admit,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
+        let call = self.step_call(key, cost, admit, now)?;
+        let reply: Vec<String> = self.shared.pool.run(|c| call.invoke(c))?;
+        decision(&reply)
+    }
+
+    /// The script call for a step, or the refusal that needs no round trip.
+    fn step_call(
+        &self,
+        key: &str,
+        cost: u64,
+        admit: Admit,
+        now: Option<u64>,
+    ) -> Result<ScriptInvocation<'_>, Error> {
         let interval = self.params.interval();
         let span = match cost.checked_mul(interval) {
             Some(span) if span <= MAX_SPAN => span,
@@ -521,23 +533,7 @@ impl RedisLimiter {
             .arg(max)
             .arg(if exceeds { "1" } else { "0" })
             .arg(now.map(|n| n.to_string()).unwrap_or_default());
-        let reply: Vec<String> = self.shared.pool.run(|c| call.invoke(c))?;
-        let num = |i: usize| -> Result<u64, Error> {
-            reply
-                .get(i)
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad_reply(&reply))
-        };
-        match reply.first().map(String::as_str) {
-            Some("1") => Ok(Decision::Granted {
-                slot: num(1)?,
-                now: num(2)?,
-                ttl_ms: num(3)?,
-            }),
-            Some("0") => Ok(Decision::Wait(num(1)?)),
-            Some("2") => Ok(Decision::ExceedsBurst),
-            _ => Err(bad_reply(&reply)),
-        }
+        Ok(call)
     }
 
     /// Reads `key`'s state and the server's time atomically, and answers
@@ -548,6 +544,13 @@ impl RedisLimiter {
     }
 
     fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+        let call = self.peek_call(key, now);
+        let reply: Vec<String> = self.shared.pool.run(|c| call.invoke(c))?;
+        peeked(&reply)
+    }
+
+    /// The script call that reads a key's state and the server's time.
+    fn peek_call(&self, key: &str, now: Option<u64>) -> ScriptInvocation<'_> {
         let mut call = self.shared.script.key(self.full_key(key));
         call.arg("peek")
             .arg(0)
@@ -556,18 +559,54 @@ impl RedisLimiter {
             .arg("")
             .arg("0")
             .arg(now.map(|n| n.to_string()).unwrap_or_default());
-        let reply: Vec<String> = self.shared.pool.run(|c| call.invoke(c))?;
-        match (
-            reply.first().map(String::as_str),
-            reply.get(1),
-            reply.get(2),
-        ) {
-            (Some("3"), Some(tat), Some(now)) => match (tat.parse(), now.parse()) {
-                (Ok(tat), Ok(now)) => Ok((tat, now)),
-                _ => Err(bad_reply(&reply)),
-            },
-            _ => Err(bad_reply(&reply)),
-        }
+        call
+    }
+}
+
+/// When a permit went: its slot (or, if that was past, the moment it was
+/// granted) on the server's Unix clock; the local Unix time for a permit the
+/// fail-open policy admitted.
+fn went_at(granted: Option<(u64, u64)>) -> Duration {
+    match granted {
+        Some((slot, now)) => Duration::from_nanos(slot.max(now).saturating_sub(ORIGIN)),
+        None => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default(),
+    }
+}
+
+/// The script's reply to a step.
+fn decision(reply: &[String]) -> Result<Decision, Error> {
+    let num = |i: usize| -> Result<u64, Error> {
+        reply
+            .get(i)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad_reply(reply))
+    };
+    match reply.first().map(String::as_str) {
+        Some("1") => Ok(Decision::Granted {
+            slot: num(1)?,
+            now: num(2)?,
+            ttl_ms: num(3)?,
+        }),
+        Some("0") => Ok(Decision::Wait(num(1)?)),
+        Some("2") => Ok(Decision::ExceedsBurst),
+        _ => Err(bad_reply(reply)),
+    }
+}
+
+/// The script's reply to a peek: `(tat, now)`.
+fn peeked(reply: &[String]) -> Result<(u64, u64), Error> {
+    match (
+        reply.first().map(String::as_str),
+        reply.get(1),
+        reply.get(2),
+    ) {
+        (Some("3"), Some(tat), Some(now)) => match (tat.parse(), now.parse()) {
+            (Ok(tat), Ok(now)) => Ok((tat, now)),
+            _ => Err(bad_reply(reply)),
+        },
+        _ => Err(bad_reply(reply)),
     }
 }
 

@@ -27,125 +27,132 @@
 -- compare are needed: the products (cost * T, slack * T) are the client's.
 
 local B = 1000000000
-local MAX = { 18446744073, 709551615 } -- 2^64 - 1
-local ZERO = { 0, 0 }
-local FULL = { 0, 1 } -- schedule::FULL: at rest, any time long past
-local ORIGIN = { 4611686018, 427387904 } -- 2^62
+local MAX_S, MAX_N = 18446744073, 709551615 -- 2^64 - 1
+local ORIGIN_S, ORIGIN_N = 4611686018, 427387904 -- 2^62
 -- Extra TTL over the exact time to rest: Redis expires keys on a millisecond
 -- clock sampled when the script starts, up to 1 ms behind TIME. A key that
 -- lives a little longer still decides exactly; one that vanished early would
 -- not.
 local TTL_MARGIN_MS = 2
 
+-- A pair travels as two values (multiple returns), not a table: no garbage,
+-- which is most of what a call costs beyond its round trip.
+
 local function parse(x)
   local len = string.len(x)
   if len <= 9 then
-    return { 0, tonumber(x) }
+    return 0, tonumber(x)
   end
-  return { tonumber(string.sub(x, 1, len - 9)), tonumber(string.sub(x, len - 8)) }
+  return tonumber(string.sub(x, 1, len - 9)), tonumber(string.sub(x, len - 8))
 end
 
-local function show(a)
-  if a[1] == 0 then
-    return string.format('%d', a[2])
+local function show(s, n)
+  if s == 0 then
+    return string.format('%d', n)
   end
-  return string.format('%d%09d', a[1], a[2])
+  return string.format('%d%09d', s, n)
 end
 
-local function lt(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+local function lt(as, an, bs, bn)
+  return as < bs or (as == bs and an < bn)
 end
 
-local function eq(a, b)
-  return a[1] == b[1] and a[2] == b[2]
-end
-
-local function add(a, b) -- saturating at 2^64 - 1
-  local s, n = a[1] + b[1], a[2] + b[2]
+local function add(as, an, bs, bn) -- saturating at 2^64 - 1
+  local s, n = as + bs, an + bn
   if n >= B then
     s, n = s + 1, n - B
   end
-  local r = { s, n }
-  if lt(MAX, r) then
-    return MAX
+  if lt(MAX_S, MAX_N, s, n) then
+    return MAX_S, MAX_N
   end
-  return r
+  return s, n
 end
 
-local function sub(a, b) -- saturating at 0
-  if lt(a, b) then
-    return ZERO
+local function sub(as, an, bs, bn) -- saturating at 0
+  if lt(as, an, bs, bn) then
+    return 0, 0
   end
-  local s, n = a[1] - b[1], a[2] - b[2]
+  local s, n = as - bs, an - bn
   if n < 0 then
     s, n = s - 1, n + B
   end
-  return { s, n }
+  return s, n
 end
 
 local key = KEYS[1]
-local lead, span, tau = parse(ARGV[2]), parse(ARGV[3]), parse(ARGV[4])
+local lead_s, lead_n = parse(ARGV[2])
+local span_s, span_n = parse(ARGV[3])
+local tau_s, tau_n = parse(ARGV[4])
 local test_now = ARGV[7] ~= ''
 
-local now
+local now_s, now_n
 if test_now then
-  now = parse(ARGV[7])
+  now_s, now_n = parse(ARGV[7])
 else
   -- Redis < 5 refuses a write after TIME unless effects are replicated.
   if redis.replicate_commands then
     redis.replicate_commands()
   end
   local t = redis.call('TIME') -- { seconds, microseconds }
-  now = add(ORIGIN, { tonumber(t[1]), tonumber(t[2]) * 1000 })
+  now_s, now_n = add(ORIGIN_S, ORIGIN_N, tonumber(t[1]), tonumber(t[2]) * 1000)
 end
 
-local tat = FULL
+-- Absent: at rest (schedule::FULL, any time long past).
+local tat_s, tat_n = 0, 1
 local raw = redis.call('GET', key)
 if raw then
-  if not string.match(raw, '^%d+$') or string.len(raw) > 20 or lt(MAX, parse(raw)) then
+  local ok = string.len(raw) <= 20 and string.find(raw, '^%d+$')
+  if ok then
+    tat_s, tat_n = parse(raw)
+    ok = not lt(MAX_S, MAX_N, tat_s, tat_n)
+  end
+  if not ok then
     return redis.error_reply('paceline: key ' .. key .. ' holds ' .. raw .. ', not a paceline state')
   end
-  tat = parse(raw)
 end
 
 if ARGV[1] == 'peek' then
-  return { '3', show(tat), show(now) }
+  return { '3', show(tat_s, tat_n), show(now_s, now_n) }
 end
 
 -- A cost of 0: admitted now, nothing stored.
-if eq(span, ZERO) then
-  return { '1', show(now), show(now), '0' }
+if span_s == 0 and span_n == 0 then
+  local now = show(now_s, now_n)
+  return { '1', now, now, '0' }
 end
 
 -- base = max(tat, now - tau); a FRESH state (0) starts at now.
-local base
-if eq(tat, ZERO) then
-  base = now
+local base_s, base_n
+if tat_s == 0 and tat_n == 0 then
+  base_s, base_n = now_s, now_n
 else
-  base = sub(now, tau)
-  if lt(base, tat) then
-    base = tat
+  base_s, base_n = sub(now_s, now_n, tau_s, tau_n)
+  if lt(base_s, base_n, tat_s, tat_n) then
+    base_s, base_n = tat_s, tat_n
   end
 end
-local slot = add(base, lead)
+local slot_s, slot_n = add(base_s, base_n, lead_s, lead_n)
 
 if ARGV[5] ~= '' then
-  local wait = sub(slot, now)
-  if lt(parse(ARGV[5]), wait) then
+  local wait_s, wait_n = sub(slot_s, slot_n, now_s, now_n)
+  local max_s, max_n = parse(ARGV[5])
+  if lt(max_s, max_n, wait_s, wait_n) then
     if ARGV[6] == '1' then
       return { '2' }
     end
-    return { '0', show(wait) }
+    return { '0', show(wait_s, wait_n) }
   end
 end
 
-local nxt = add(base, span)
--- Until the bucket is back at rest (now - tau >= nxt); absent decides alike.
-local rest = sub(add(nxt, tau), now)
-local ttl = rest[1] * 1000 + math.ceil(rest[2] / 1000000) + TTL_MARGIN_MS
+local next_s, next_n = add(base_s, base_n, span_s, span_n)
+-- Until the bucket is back at rest (now - tau >= next); absent decides alike.
+local rest_s, rest_n = add(next_s, next_n, tau_s, tau_n)
+rest_s, rest_n = sub(rest_s, rest_n, now_s, now_n)
+local ttl = rest_s * 1000 + math.ceil(rest_n / 1000000) + TTL_MARGIN_MS
+local state = show(next_s, next_n)
 if test_now then
-  redis.call('SET', key, show(nxt))
+  redis.call('SET', key, state)
 else
-  redis.call('SET', key, show(nxt), 'PX', ttl)
+  redis.call('SET', key, state, 'PX', ttl)
 end
-return { '1', show(slot), show(now), string.format('%d', ttl) }
+return { '1', show(slot_s, slot_n), show(now_s, now_n), string.format('%d', ttl) }
