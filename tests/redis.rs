@@ -464,3 +464,129 @@ fn cluster_shares_one_hash_tagged_limit_across_eight_connections() {
     let rate = check_shared_limit(times, from);
     println!("8 connections, cluster of 3: {rate:.1}/s");
 }
+
+/// The async limiter: the same limit, failures and recovery, under Tokio.
+#[cfg(feature = "tokio")]
+mod tokio_calls {
+    use super::*;
+    use paceline::redis::AsyncRedisLimiter;
+
+    fn async_limiter(server: &RedisServer, policy: FailPolicy) -> AsyncRedisLimiter {
+        RedisLimiter::builder(server.url(), Rate::per_second(1000))
+            .slack(SLACK)
+            .on_error(policy)
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .build_async()
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn eight_tasks_on_one_async_limiter_share_its_limit() {
+        let server = RedisServer::start();
+        let limiter = async_limiter(&server, FailPolicy::Closed);
+        let from = server_time(&server) + 300_000_000;
+        let stop = from + MEASURE.as_nanos() as u64 + 50_000_000;
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    let mut times = Vec::new();
+                    loop {
+                        let at = limiter.take("async").await.unwrap().as_nanos() as u64;
+                        times.push(at);
+                        if at >= stop {
+                            return times;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut times = Vec::new();
+        for t in tasks {
+            times.extend(t.await.unwrap());
+        }
+        let rate = check_shared_limit(times, from);
+        println!("8 tasks, 1 async limiter: {rate:.1}/s");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_calls_refuse_like_the_blocking_ones() {
+        let server = RedisServer::start();
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_minute(1))
+            .slack(1)
+            .build_async()
+            .unwrap();
+        assert!(limiter.can_take("k", 2).await.unwrap());
+        limiter.try_take_n("k", 2).await.unwrap();
+        assert!(matches!(
+            limiter.try_take("k").await,
+            Err(Error::Refused(TakeError::RetryAfter(_)))
+        ));
+        assert!(matches!(
+            limiter.take_timeout("k", Duration::from_secs(1)).await,
+            Err(Error::Refused(TakeError::QueueFull { .. }))
+        ));
+        assert_eq!(limiter.available("k").await.unwrap(), 0);
+        assert!(limiter.next_free("k").await.unwrap() > Duration::from_secs(59));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_server_down_fails_closed_then_recovers_after_restart() {
+        let mut server = RedisServer::start();
+        let limiter = async_limiter(&server, FailPolicy::Closed);
+        limiter.try_take("k").await.unwrap();
+        server.stop();
+        for _ in 0..3 {
+            let start = Instant::now();
+            let result = limiter.try_take("k").await;
+            assert!(
+                matches!(result, Err(Error::Unavailable(_) | Error::Timeout)),
+                "{result:?}"
+            );
+            assert!(
+                start.elapsed() < 2 * TIMEOUT + MARGIN,
+                "{:?}",
+                start.elapsed()
+            );
+        }
+        server.restart();
+        let start = Instant::now();
+        while limiter.try_take("k").await.is_err() {
+            assert!(start.elapsed() < Duration::from_secs(5), "no recovery");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!("async: recovered {:?} after the restart", start.elapsed());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_hung_server_times_out_and_fails_open_when_asked() {
+        let server = RedisServer::start();
+        let closed = async_limiter(&server, FailPolicy::Closed);
+        let open = async_limiter(&server, FailPolicy::Open);
+        closed.try_take("k").await.unwrap();
+        open.try_take("k").await.unwrap();
+        server.pause();
+        let start = Instant::now();
+        let result = closed.try_take("k").await;
+        assert!(matches!(result, Err(Error::Timeout)), "{result:?}");
+        assert!(
+            start.elapsed() < 2 * TIMEOUT + MARGIN,
+            "{:?}",
+            start.elapsed()
+        );
+        let start = Instant::now();
+        open.take("k").await.unwrap();
+        assert!(
+            start.elapsed() < 2 * TIMEOUT + MARGIN,
+            "{:?}",
+            start.elapsed()
+        );
+        server.resume();
+        let start = Instant::now();
+        while closed.try_take("k").await.is_err() {
+            assert!(start.elapsed() < Duration::from_secs(5), "no recovery");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
