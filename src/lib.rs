@@ -29,8 +29,8 @@
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
-//! - [`redis::RedisLimiter`] (feature `redis`): one limit shared by many
-//!   processes, its state in Redis.
+//! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
+//!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
 //!
 //! # The model
 //!

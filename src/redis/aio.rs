@@ -56,10 +56,15 @@ impl RedisBuilder {
     /// As [`build`](Self::build), and [`Error::Config`] for a cluster: the
     /// async limiter talks to one server (or a proxy) only, so far.
     pub fn build_async(self) -> Result<AsyncRedisLimiter, Error> {
-        let client = match &self.target {
-            Ok(super::conn::Target::Single(client)) => client.clone(),
-            Ok(super::conn::Target::Cluster(_)) => unreachable_cluster()?,
-            Err(_) if !self.cluster_nodes.is_empty() => unreachable_cluster()?,
+        let client = match &self.endpoint {
+            Ok(super::Endpoint::Single(client)) => client.clone(),
+            Ok(super::Endpoint::Cluster(_)) => {
+                return Err(Error::Config(
+                    "the async limiter does not support Redis Cluster yet; \
+                     use build() for a cluster"
+                        .into(),
+                ))
+            }
             Err(e) => return Err(Error::Config(e.to_string())),
         };
         let (connect, response) = (self.connect_timeout, self.response_timeout);
@@ -80,12 +85,6 @@ impl RedisBuilder {
             budget: connect.saturating_add(response),
         })
     }
-}
-
-fn unreachable_cluster<T>() -> Result<T, Error> {
-    Err(Error::Config(
-        "the async limiter does not support Redis Cluster yet; use build() on a cluster".into(),
-    ))
 }
 
 impl AsyncRedisLimiter {

@@ -233,8 +233,7 @@ pub struct RedisLimiter {
 /// [`RedisLimiter::cluster_builder`].
 #[must_use = "a builder does nothing until .build()"]
 pub struct RedisBuilder {
-    target: Result<Target, RedisError>,
-    cluster_nodes: Vec<::redis::ConnectionInfo>,
+    endpoint: Result<Endpoint, RedisError>,
     rate: Rate,
     slack: u64,
     prefix: String,
@@ -244,6 +243,14 @@ pub struct RedisBuilder {
     response_timeout: Duration,
 }
 
+/// Where a builder's limiter connects to.
+enum Endpoint {
+    /// One server (or a proxy).
+    Single(Client),
+    /// Some or all nodes of a Redis Cluster.
+    Cluster(Vec<::redis::ConnectionInfo>),
+}
+
 impl RedisLimiter {
     /// A builder for a limiter at `rate` on the Redis at `url`
     /// (`"redis://host:port/db"`, `"unix:///path/to/redis.sock"`, or a
@@ -251,7 +258,7 @@ impl RedisLimiter {
     /// until the first call, so a limiter can be built while Redis is down.
     pub fn builder<I: IntoConnectionInfo>(url: I, rate: Rate) -> RedisBuilder {
         let client = url.into_connection_info().map(lean).and_then(Client::open);
-        RedisBuilder::new(client.map(Target::Single), Vec::new(), rate)
+        RedisBuilder::new(client.map(Endpoint::Single), rate)
     }
 
     /// A builder for a limiter at `rate` on the Redis Cluster that `nodes`
@@ -264,10 +271,7 @@ impl RedisLimiter {
             .into_iter()
             .map(|node| node.into_connection_info().map(lean))
             .collect();
-        match nodes {
-            Ok(nodes) => RedisBuilder::new(Err(cluster_pending()), nodes, rate),
-            Err(e) => RedisBuilder::new(Err(e), Vec::new(), rate),
-        }
+        RedisBuilder::new(nodes.map(Endpoint::Cluster), rate)
     }
 
     /// The same limiter (same Redis, connections, prefix and policy) at
@@ -336,10 +340,7 @@ impl RedisLimiter {
     /// `cost > slack + 1`, [`TakeError::CostTooLarge`].
     pub fn try_take_n(&self, key: &str, cost: u64) -> Result<(), Error> {
         let decision = self.decide(key, cost, Admit::Within(0), None);
-        match self.settle(decision, cost, Admit::Within(0)) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.settle(decision, cost, Admit::Within(0)).map(drop)
     }
 
     /// Takes a permit of `key`'s limit and waits for it only if its slot is
@@ -626,21 +627,10 @@ fn bad_reply(reply: &[String]) -> Error {
     )))
 }
 
-/// Placeholder target of a cluster builder: the client is made in `build`,
-/// once the timeouts are known.
-fn cluster_pending() -> RedisError {
-    RedisError::from((::redis::ErrorKind::Client, "cluster client not built yet"))
-}
-
 impl RedisBuilder {
-    fn new(
-        target: Result<Target, RedisError>,
-        cluster_nodes: Vec<::redis::ConnectionInfo>,
-        rate: Rate,
-    ) -> RedisBuilder {
+    fn new(endpoint: Result<Endpoint, RedisError>, rate: Rate) -> RedisBuilder {
         RedisBuilder {
-            target,
-            cluster_nodes,
+            endpoint,
             rate,
             slack: DEFAULT_SLACK,
             prefix: DEFAULT_PREFIX.to_owned(),
@@ -702,17 +692,17 @@ impl RedisBuilder {
         if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
             return Err(Error::Config("timeouts must be longer than zero".into()));
         }
-        let target = if self.cluster_nodes.is_empty() {
-            self.target
-        } else {
-            ClusterClientBuilder::new(self.cluster_nodes)
+        let target = match self.endpoint {
+            Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
+            Ok(Endpoint::Cluster(nodes)) => ClusterClientBuilder::new(nodes)
                 .connection_timeout(self.connect_timeout)
                 .response_timeout(self.response_timeout)
                 // One retry (a redirection after a resharding or failover),
                 // so a call never waits out many timeouts.
                 .retries(1)
                 .build()
-                .map(Target::Cluster)
+                .map(Target::Cluster),
+            Err(e) => Err(e),
         }
         .map_err(|e| Error::Config(e.to_string()))?;
         Ok(RedisLimiter {

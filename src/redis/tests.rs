@@ -273,3 +273,20 @@ fn a_cost_too_large_is_refused_without_asking_redis() {
     ));
     assert!(matches!(lim.try_take("k"), Err(Error::Unavailable(_))));
 }
+
+#[test]
+fn a_configuration_that_cannot_work_is_refused_at_build() {
+    let build = |b: RedisBuilder| match b.build() {
+        Err(Error::Config(msg)) => msg,
+        other => panic!("expected a configuration error, got {other:?}"),
+    };
+    let rate = Rate::per_second(1);
+    build(RedisLimiter::builder("not a url", rate));
+    build(RedisLimiter::builder("redis://127.0.0.1/", rate).connect_timeout(Duration::ZERO));
+    build(RedisLimiter::builder("redis://127.0.0.1/", rate).response_timeout(Duration::ZERO));
+    build(RedisLimiter::builder("redis://127.0.0.1/", Rate::per_hour(1)).slack(u64::MAX));
+    build(RedisLimiter::cluster_builder(
+        ["redis://127.0.0.1:1/", "ftp://x"],
+        rate,
+    ));
+}
