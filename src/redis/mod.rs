@@ -66,6 +66,9 @@
 //! none blocks on Redis longer than the connect plus response timeouts
 //! (a blocking take then also waits for its slot). Connections reconnect by
 //! themselves, with a backoff of at most 500 ms while the server is down.
+//! A call that failed on the way back (a timeout, a dropped connection) may
+//! still have taken its permits in Redis: failures err on the side of the
+//! limit.
 //!
 //! # Cluster
 //!
@@ -124,8 +127,9 @@ pub enum FailPolicy {
     #[default]
     Closed,
     /// Admit the request at once, as if the limit had room: an outage of
-    /// Redis lifts the limit instead of stopping the work. For limits that
-    /// are a courtesy (smoothing, fairness) rather than a protection.
+    /// Redis lifts the limit instead of stopping the work (a loop of
+    /// blocking takes runs unpaced until Redis is back). For limits that are
+    /// a courtesy (smoothing, fairness) rather than a protection.
     Open,
 }
 
