@@ -26,13 +26,12 @@
 //! # The model, in Redis
 //!
 //! Each limiter key (the prefix, `"paceline:"` by default, then the key a
-//! call names) holds `tat` of [`schedule`] as a decimal
-//! string, in internal nanoseconds: the server's Unix time (Redis `TIME`)
-//! plus [`ORIGIN`]. The script is
-//! [`schedule::step`], decision for decision (a
-//! property test runs both on random sequences), and is sent once and then
-//! called by its SHA (`EVALSHA`; after a `NOSCRIPT`, as when the server
-//! restarted, it is loaded again transparently).
+//! call names) holds `tat` of [`schedule`] as a decimal string, in internal
+//! nanoseconds: the server's Unix time (Redis `TIME`) plus [`ORIGIN`]. The
+//! script is [`schedule::step`], decision for decision (a property test runs
+//! both on random sequences), and is sent once and then called by its SHA
+//! (`EVALSHA`; after a `NOSCRIPT`, as when the server restarted, it is loaded
+//! again transparently).
 //!
 //! Every write sets the key's TTL to the time until the bucket is back at
 //! rest (`tat - now + tau`, rounded up, plus 2 ms for Redis's millisecond
@@ -69,6 +68,12 @@
 //! A call that failed on the way back (a timeout, a dropped connection) may
 //! still have taken its permits in Redis: failures err on the side of the
 //! limit.
+//!
+//! # Async
+//!
+//! With the `tokio` feature too, `RedisBuilder::build_async` makes an
+//! `AsyncRedisLimiter`: the same calls as futures, over one multiplexed
+//! connection that reconnects by itself (single server only, so far).
 //!
 //! # Cluster
 //!
