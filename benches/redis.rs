@@ -63,10 +63,77 @@ fn interleaved(transport: &str, limiter: &RedisLimiter) {
     );
 }
 
+/// Where a try_take's time goes beyond a PING, on a plain redis-rs
+/// connection: an `EVALSHA` of a script that only returns (Redis's cost of
+/// running any script, and the client's of sending one), and of paceline's
+/// step with a try_take's arguments; plus the server's own CPU time per call
+/// from `INFO commandstats`.
+fn breakdown(url: &str) {
+    const N: u32 = 5_000;
+    let client = redis::Client::open(url).expect("client");
+    let mut con = client.get_connection().expect("connection");
+    let empty = redis::Script::new("return 1");
+    let step = redis::Script::new(include_str!("../src/redis/step.lua"));
+    let mut empty_call = empty.key("paceline:breakdown");
+    empty_call
+        .arg("take")
+        .arg(0)
+        .arg(1)
+        .arg(0)
+        .arg(0)
+        .arg("0")
+        .arg("");
+    let mut step_call = step.key("paceline:breakdown");
+    step_call
+        .arg("take")
+        .arg(0)
+        .arg(1)
+        .arg(0)
+        .arg(0)
+        .arg("0")
+        .arg("");
+    let _: Vec<String> = step_call.invoke(&mut con).expect("step");
+    let _: i64 = empty_call.invoke(&mut con).expect("empty script");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let ping = per_call(N, || {
+        let _: String = redis::cmd("PING").query(&mut con).unwrap();
+    });
+    let empty = per_call(N, || {
+        let _: i64 = empty_call.invoke(&mut con).unwrap();
+    });
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let step = per_call(N, || {
+        let _: Vec<String> = step_call.invoke(&mut con).unwrap();
+    });
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut con)
+        .unwrap();
+    let server_us = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split("usec_per_call=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .unwrap_or("?");
+    println!(
+        "breakdown: ping {ping:?}, empty script {empty:?}, step {step:?} \
+         (server CPU per step call: {server_us} µs)"
+    );
+}
+
 fn round_trips(c: &mut Criterion) {
     let server = server::RedisServer::start_with(Some(0), &[]);
     for (transport, url) in [("unix", server.url()), ("tcp", server.tcp_url())] {
         // One caller: the pool holds exactly one connection, used by both.
+        if transport == "unix" {
+            breakdown(&url);
+        }
         let limiter = limiter(url);
         interleaved(transport, &limiter);
         let mut group = c.benchmark_group(format!("redis_{transport}"));
