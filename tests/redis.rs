@@ -589,4 +589,33 @@ mod tokio_calls {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_limiter_paces_keys_on_a_cluster_and_reloads_the_script() {
+        let cluster = RedisCluster::start();
+        let limiter = RedisLimiter::cluster_builder(cluster.urls(), Rate::per_minute(1))
+            .slack(2)
+            .build_async()
+            .unwrap();
+        limiter.ping().await.unwrap();
+        let keys: Vec<String> = (0..30).map(|i| format!("user:{i}")).collect();
+        for key in &keys {
+            limiter.try_take_n(key, 3).await.unwrap();
+            assert!(matches!(
+                limiter.try_take(key).await,
+                Err(Error::Refused(TakeError::RetryAfter(_)))
+            ));
+        }
+        for node in &cluster.nodes {
+            assert!(dbsize(node) > 0, "a primary holds no key");
+            assert_eq!(node.raw("SCRIPT FLUSH"), "+OK\r\n");
+        }
+        for key in &keys {
+            assert!(
+                limiter.try_take(key).await.is_err(),
+                "{key} forgot its state"
+            );
+        }
+        limiter.try_take("user:new").await.unwrap();
+    }
 }

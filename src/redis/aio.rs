@@ -3,14 +3,19 @@
 //!
 //! The same script, decisions, keys, fail policy and errors as
 //! [`RedisLimiter`]; only the waiting differs. Calls go over one multiplexed
-//! connection (redis-rs's `ConnectionManager`, which reconnects by itself),
-//! so any number of tasks share it without queuing behind each other's round
-//! trips; a blocking take waits for its slot with `tokio::time::sleep`.
+//! connection (redis-rs's `ConnectionManager`, or its async cluster
+//! connection, made on first use; both reconnect by themselves), so any
+//! number of tasks share it without queuing behind each other's round trips;
+//! a blocking take waits for its slot with `tokio::time::sleep`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::ScriptInvocation;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, FromRedisValue, RedisResult, ScriptInvocation};
+use tokio::sync::OnceCell;
 
 use super::conn::{classify, BACKOFF_MAX, BACKOFF_MIN};
 use super::{decision, peeked, went_at, Error, FailPolicy, RedisBuilder, RedisLimiter};
@@ -43,9 +48,59 @@ use crate::schedule::{self, Admit};
 #[derive(Clone)]
 pub struct AsyncRedisLimiter {
     limiter: RedisLimiter,
-    conn: ConnectionManager,
+    conn: Conn,
     /// The longest a call waits on Redis: connect plus response timeouts.
     budget: Duration,
+}
+
+/// The shared connection.
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(Arc<LazyCluster>),
+}
+
+/// A cluster connection, made by the first call that needs it (making one
+/// asks a node for the slot map: a round trip a builder should not wait for).
+struct LazyCluster {
+    client: ClusterClient,
+    conn: OnceCell<ClusterConnection>,
+}
+
+impl Conn {
+    /// Sends `cmd` (an `EVALSHA`, or a `PING`), and for a script call that
+    /// meets `NOSCRIPT`, loads the script and sends it again.
+    async fn query<T: FromRedisValue>(&self, call: Call<'_, '_>) -> RedisResult<T> {
+        match self {
+            Conn::Single(conn) => call.send(&mut conn.clone()).await,
+            Conn::Cluster(lazy) => {
+                let conn = lazy
+                    .conn
+                    .get_or_try_init(|| lazy.client.get_async_connection())
+                    .await?;
+                call.send(&mut conn.clone()).await
+            }
+        }
+    }
+}
+
+/// What [`Conn::query`] sends.
+#[derive(Clone, Copy)]
+enum Call<'a, 'b> {
+    Script(&'a ScriptInvocation<'b>),
+    Cmd(&'a Cmd),
+}
+
+impl Call<'_, '_> {
+    async fn send<T: FromRedisValue>(
+        self,
+        conn: &mut (impl redis::aio::ConnectionLike + Send),
+    ) -> RedisResult<T> {
+        match self {
+            Call::Script(call) => call.invoke_async(conn).await,
+            Call::Cmd(cmd) => cmd.query_async(conn).await,
+        }
+    }
 }
 
 impl RedisBuilder {
@@ -53,32 +108,32 @@ impl RedisBuilder {
     /// does (in the Tokio runtime it is called from).
     ///
     /// # Errors
-    /// As [`build`](Self::build), and [`Error::Config`] for a cluster: the
-    /// async limiter talks to one server (or a proxy) only, so far.
+    /// As [`build`](Self::build).
     pub fn build_async(self) -> Result<AsyncRedisLimiter, Error> {
-        let client = match &self.endpoint {
-            Ok(super::Endpoint::Single(client)) => client.clone(),
-            Ok(super::Endpoint::Cluster(_)) => {
-                return Err(Error::Config(
-                    "the async limiter does not support Redis Cluster yet; \
-                     use build() for a cluster"
-                        .into(),
-                ))
-            }
-            Err(e) => return Err(Error::Config(e.to_string())),
-        };
         let (connect, response) = (self.connect_timeout, self.response_timeout);
+        let conn = match &self.endpoint {
+            Ok(super::Endpoint::Single(client)) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(connect))
+                    .set_response_timeout(Some(response))
+                    .set_min_delay(BACKOFF_MIN)
+                    .set_max_delay(BACKOFF_MAX)
+                    // Reconnects run in the background; calls meanwhile fail.
+                    .set_number_of_retries(1);
+                client.get_connection_manager_lazy(config).map(Conn::Single)
+            }
+            Ok(super::Endpoint::Cluster(nodes)) => {
+                super::cluster_client(nodes.clone(), connect, response).map(|client| {
+                    Conn::Cluster(Arc::new(LazyCluster {
+                        client,
+                        conn: OnceCell::new(),
+                    }))
+                })
+            }
+            Err(e) => Err(e.clone()),
+        }
+        .map_err(|e| Error::Config(e.to_string()))?;
         let limiter = self.build()?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect))
-            .set_response_timeout(Some(response))
-            .set_min_delay(BACKOFF_MIN)
-            .set_max_delay(BACKOFF_MAX)
-            // Reconnects run in the background; calls meanwhile fail fast.
-            .set_number_of_retries(1);
-        let conn = client
-            .get_connection_manager_lazy(config)
-            .map_err(|e| Error::Config(e.to_string()))?;
         Ok(AsyncRedisLimiter {
             limiter,
             conn,
@@ -235,13 +290,9 @@ impl AsyncRedisLimiter {
     /// # Errors
     /// Redis failures, whatever the policy.
     pub async fn ping(&self) -> Result<(), Error> {
-        let mut conn = self.conn.clone();
-        let ping = redis::cmd("PING");
-        match tokio::time::timeout(self.budget, ping.query_async::<String>(&mut conn)).await {
-            Err(_) => Err(Error::Timeout),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(classify(e)),
-        }
+        self.run::<String>(Call::Cmd(&redis::cmd("PING")))
+            .await
+            .map(drop)
     }
 
     /// The rate in force.
@@ -272,18 +323,17 @@ impl AsyncRedisLimiter {
 
     async fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<super::Decision, Error> {
         let call = self.limiter.step_call(key, cost, admit, None)?;
-        decision(&self.run(&call).await?)
+        decision(&self.run::<Vec<String>>(Call::Script(&call)).await?)
     }
 
     async fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
         let call = self.limiter.peek_call(key, None);
-        peeked(&self.run(&call).await?)
+        peeked(&self.run::<Vec<String>>(Call::Script(&call)).await?)
     }
 
-    /// Runs a script call within the budget.
-    async fn run(&self, call: &ScriptInvocation<'_>) -> Result<Vec<String>, Error> {
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.budget, call.invoke_async(&mut conn)).await {
+    /// Sends a call and waits for its reply within the budget.
+    async fn run<T: FromRedisValue>(&self, call: Call<'_, '_>) -> Result<T, Error> {
+        match tokio::time::timeout(self.budget, self.conn.query(call)).await {
             Err(_) => Err(Error::Timeout),
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => Err(classify(e)),

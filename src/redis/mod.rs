@@ -73,7 +73,7 @@
 //!
 //! With the `tokio` feature too, `RedisBuilder::build_async` makes an
 //! `AsyncRedisLimiter`: the same calls as futures, over one multiplexed
-//! connection that reconnects by itself (single server only, so far).
+//! connection that reconnects by itself, on a single server or a cluster.
 //!
 //! # Cluster
 //!
@@ -620,6 +620,21 @@ fn peeked(reply: &[String]) -> Result<(u64, u64), Error> {
     }
 }
 
+/// A cluster client with the limiter's timeouts.
+fn cluster_client(
+    nodes: Vec<::redis::ConnectionInfo>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+) -> Result<::redis::cluster::ClusterClient, RedisError> {
+    ClusterClientBuilder::new(nodes)
+        .connection_timeout(connect_timeout)
+        .response_timeout(response_timeout)
+        // One retry (a redirection after a resharding or failover), so a
+        // call never waits out many timeouts.
+        .retries(1)
+        .build()
+}
+
 /// `info` without the `CLIENT SETINFO` round trip redis-rs makes on each
 /// new connection: one less reply to wait for while reconnecting, so a
 /// reconnect to a hung server fails within one timeout.
@@ -703,14 +718,10 @@ impl RedisBuilder {
         }
         let target = match self.endpoint {
             Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
-            Ok(Endpoint::Cluster(nodes)) => ClusterClientBuilder::new(nodes)
-                .connection_timeout(self.connect_timeout)
-                .response_timeout(self.response_timeout)
-                // One retry (a redirection after a resharding or failover),
-                // so a call never waits out many timeouts.
-                .retries(1)
-                .build()
-                .map(Target::Cluster),
+            Ok(Endpoint::Cluster(nodes)) => {
+                cluster_client(nodes, self.connect_timeout, self.response_timeout)
+                    .map(Target::Cluster)
+            }
             Err(e) => Err(e),
         }
         .map_err(|e| Error::Config(e.to_string()))?;
