@@ -9,6 +9,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,9 +19,23 @@ use support::{RedisCluster, RedisServer};
 
 /// 1000 per second: T = 1 ms.
 const T_NS: u64 = 1_000_000;
-const SLACK: u64 = 10;
+/// 50 ms banked. The rate holds while slack covers how late clients come
+/// back (DESIGN §3); on a CI machine shared with busy jobs all clients may
+/// stall together for over 10 ms, which the default slack of 10 would not
+/// cover here.
+const SLACK: u64 = 50;
 /// How long the shared-limit runs measure.
 const MEASURE: Duration = Duration::from_secs(3);
+
+/// The shared-limit runs take one at a time: each keeps 8 clients busy, and
+/// together they would starve each other's clients on a small machine.
+static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_run_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
 
 fn shared_limiter(url: &str) -> RedisLimiter {
     RedisLimiter::builder(url, Rate::per_second(1000))
@@ -68,15 +83,29 @@ fn check_shared_limit(mut times: Vec<u64>, from: u64) -> f64 {
     // (q - p) * T <= slack * T + g_q - g_p, i.e. h_q - h_p <= tau with
     // h_k = k * T - g_k. Track the smallest h seen so far.
     let tau = i128::from(SLACK * T_NS);
-    let mut min_h = i128::MAX;
+    let (mut min_h, mut worst) = (i128::MAX, 0);
     for (k, &g) in times.iter().enumerate() {
         let h = k as i128 * i128::from(T_NS) - i128::from(g);
         min_h = min_h.min(h);
+        worst = worst.max(h - min_h);
         assert!(
             h - min_h <= tau,
             "more than slack + 1 + w / T permits in a window ending at permit {k}"
         );
     }
+    // Once pacing (from `from` on): how much banked credit stalls used.
+    let (mut min_h, mut later) = (i128::MAX, 0);
+    for (k, &g) in times.iter().filter(|&&g| g >= from).enumerate() {
+        let h = k as i128 * i128::from(T_NS) - i128::from(g);
+        min_h = min_h.min(h);
+        later = later.max(h - min_h);
+    }
+    println!(
+        "largest excess over 1 + w / T in a window: {:.1} permits (the opening burst), \
+         {:.1} once pacing; slack {SLACK}",
+        worst as f64 / T_NS as f64,
+        later as f64 / T_NS as f64
+    );
     let to = from + MEASURE.as_nanos() as u64;
     let count = times.iter().filter(|&&g| g >= from && g < to).count();
     let rate = count as f64 / MEASURE.as_secs_f64();
@@ -89,6 +118,7 @@ fn check_shared_limit(mut times: Vec<u64>, from: u64) -> f64 {
 
 #[test]
 fn eight_connections_share_one_limit_of_1000_per_second() {
+    let _one = one_run_at_a_time();
     let server = RedisServer::start();
     // Measure once every client is pacing: skip the first 300 ms (and with
     // them the opening burst of slack + 1).
@@ -140,6 +170,7 @@ fn eight_clients_in_four_processes_share_one_limit_of_1000_per_second() {
         }
         return;
     }
+    let _one = one_run_at_a_time();
     let server = RedisServer::start();
     // Processes take longer to start than threads: skip the first second.
     let from = server_time(&server) + 1_000_000_000;
@@ -184,7 +215,8 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 const MARGIN: Duration = Duration::from_millis(300);
 
 fn faulty_limiter(server: &RedisServer, policy: FailPolicy) -> RedisLimiter {
-    RedisLimiter::builder(server.url(), Rate::per_second(1000))
+    // Slow enough that a refusal never depends on how fast calls come.
+    RedisLimiter::builder(server.url(), Rate::per_minute(1))
         .on_error(policy)
         .connect_timeout(TIMEOUT)
         .response_timeout(TIMEOUT)
@@ -257,11 +289,14 @@ fn server_down_fails_open_when_asked() {
 
     server.restart();
     recovery_time(&limiter);
-    // Limiting again: the burst of 11 is spent, then a refusal.
-    let refused = (0..20)
-        .filter(|_| limiter.try_take("again").is_err())
-        .count();
-    assert!(refused >= 8, "only {refused} of 20 refused");
+    // Limiting again: the burst of slack + 1 = 11, then refusals.
+    for _ in 0..11 {
+        limiter.try_take("again").unwrap();
+    }
+    assert!(matches!(
+        limiter.try_take("again"),
+        Err(Error::Refused(TakeError::RetryAfter(_)))
+    ));
 }
 
 #[test]
@@ -305,7 +340,7 @@ fn take_waits_until_its_slot() {
     // no slack, a caller that comes back late starts from its own now).
     let span = last - first;
     assert!(
-        span >= Duration::from_millis(60) && span < Duration::from_millis(80),
+        span >= Duration::from_millis(60) && span < Duration::from_millis(120),
         "{span:?}"
     );
 }
@@ -340,20 +375,20 @@ fn try_take_refuses_with_the_wait_and_stores_nothing() {
 #[test]
 fn take_timeout_waits_only_within_its_bound() {
     let server = RedisServer::start();
-    let limiter = limiter(&server, Rate::per_second(20), 0); // T = 50 ms
+    let limiter = limiter(&server, Rate::per_second(4), 0); // T = 250 ms
     limiter.take("k").unwrap();
     match limiter.take_timeout("k", Duration::from_millis(10)) {
         Err(Error::Refused(TakeError::QueueFull { wait, max_wait })) => {
-            assert!(wait > Duration::from_millis(10) && wait <= Duration::from_millis(50));
+            assert!(wait > Duration::from_millis(10) && wait <= Duration::from_millis(250));
             assert_eq!(max_wait, Duration::from_millis(10));
         }
         other => panic!("expected QueueFull, got {other:?}"),
     }
     let start = Instant::now();
     limiter
-        .take_timeout("k", Duration::from_millis(200))
+        .take_timeout("k", Duration::from_millis(500))
         .unwrap();
-    assert!(start.elapsed() >= Duration::from_millis(30));
+    assert!(start.elapsed() >= Duration::from_millis(100));
 }
 
 #[test]
@@ -434,6 +469,7 @@ fn cluster_paces_keys_on_every_primary_and_reloads_the_script() {
 
 #[test]
 fn cluster_shares_one_hash_tagged_limit_across_eight_connections() {
+    let _one = one_run_at_a_time();
     let cluster = RedisCluster::start();
     let key = "{tenant:7}:api";
     // The nodes run on this host: one clock.
@@ -482,7 +518,10 @@ mod tokio_calls {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // Held for the whole run on purpose; only other tests' threads wait on it.
+    #[allow(clippy::await_holding_lock)]
     async fn eight_tasks_on_one_async_limiter_share_its_limit() {
+        let _one = one_run_at_a_time();
         let server = RedisServer::start();
         let limiter = async_limiter(&server, FailPolicy::Closed);
         let from = server_time(&server) + 300_000_000;
