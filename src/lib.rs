@@ -32,6 +32,8 @@
 //! - `tokio` (feature `tokio`): `AsyncLimiter` with `take().await`,
 //!   `TokioClock` for paused-time tests, and stream pacing.
 //! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
+//! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
+//!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
 //!
 //! # The model
 //!
@@ -65,6 +67,8 @@ mod paced;
 mod pacer;
 mod primitive;
 mod rate;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod schedule;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

@@ -1,0 +1,206 @@
+//! Connections to Redis that come back by themselves.
+//!
+//! A [`Pool`] keeps idle connections (one per caller that ran at the same
+//! time, so threads sharing a limiter do not queue on one socket). A call
+//! takes one, or opens one within the connect timeout; every connection
+//! reads and writes under the response timeout. After an I/O error or a
+//! timeout the connection is dropped, and so are the idle ones (they lead to
+//! the same server, which just failed); the next call reconnects. While the
+//! server stays unreachable, reconnects are spaced by a doubling backoff
+//! ([`BACKOFF_MIN`] to [`BACKOFF_MAX`]), and calls in between fail at once
+//! with the last error instead of each waiting out a connect timeout.
+//!
+//! Cluster connections route each call by its one key and follow
+//! `MOVED`/`ASK` redirections themselves; the pool treats them the same way.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::{Client, Connection, ConnectionLike, ErrorKind, RedisError, RedisResult};
+
+use super::Error;
+
+/// The first pause before reconnecting to a server that refused: short, so a
+/// restarted server is back in use almost at once.
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest pause between reconnect attempts: how late, at worst, a
+/// limiter notices that its server is back.
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// Where the connections go.
+pub(crate) enum Target {
+    /// One server (or a proxy).
+    Single(Client),
+    /// A Redis Cluster.
+    Cluster(ClusterClient),
+}
+
+enum Conn {
+    Single(Connection),
+    // Boxed: four times the size of a single connection.
+    Cluster(Box<ClusterConnection>),
+}
+
+impl Conn {
+    fn as_dyn(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Conn::Single(c) => c,
+            Conn::Cluster(c) => &mut **c,
+        }
+    }
+}
+
+/// Backoff between failed reconnects.
+struct Gate {
+    /// No reconnect before this instant (after a failed one).
+    closed_until: Option<Instant>,
+    /// The next pause.
+    delay: Duration,
+    /// Why the last reconnect failed, repeated to calls the gate turns away.
+    last: Option<Error>,
+}
+
+pub(crate) struct Pool {
+    target: Target,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    idle: Mutex<Vec<Conn>>,
+    gate: Mutex<Gate>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing here panics while holding a lock, and a connection list or
+    // a backoff timer is valid in any state anyway.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Pool {
+    pub(crate) fn new(
+        target: Target,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Pool {
+        Pool {
+            target,
+            connect_timeout,
+            response_timeout,
+            idle: Mutex::new(Vec::new()),
+            gate: Mutex::new(Gate {
+                closed_until: None,
+                delay: BACKOFF_MIN,
+                last: None,
+            }),
+        }
+    }
+
+    /// Runs `f` on a connection. A Redis error reply leaves the connection in
+    /// use; any other failure drops it and the idle ones. A call on a reused
+    /// connection that finds it dropped (the server restarted since) runs
+    /// once more on a fresh one.
+    pub(crate) fn run<T>(
+        &self,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
+    ) -> Result<T, Error> {
+        let reused = lock(&self.idle).pop();
+        let was_reused = reused.is_some();
+        let mut conn = match reused {
+            Some(conn) => conn,
+            None => self.connect()?,
+        };
+        match f(conn.as_dyn()) {
+            Ok(v) => {
+                lock(&self.idle).push(conn);
+                Ok(v)
+            }
+            Err(e) if is_reply(&e) => {
+                lock(&self.idle).push(conn);
+                Err(Error::Script(e))
+            }
+            Err(e) => {
+                drop(conn);
+                lock(&self.idle).clear();
+                if was_reused && !e.is_timeout() {
+                    // A connection that sat idle across a server restart fails
+                    // on its first use: it says nothing about the server now.
+                    let mut conn = self.connect()?;
+                    return match f(conn.as_dyn()) {
+                        Ok(v) => {
+                            lock(&self.idle).push(conn);
+                            Ok(v)
+                        }
+                        Err(e) if is_reply(&e) => {
+                            lock(&self.idle).push(conn);
+                            Err(Error::Script(e))
+                        }
+                        Err(e) => Err(classify(e)),
+                    };
+                }
+                Err(classify(e))
+            }
+        }
+    }
+
+    /// A new connection, unless the backoff after a failed one still runs.
+    fn connect(&self) -> Result<Conn, Error> {
+        {
+            let gate = lock(&self.gate);
+            if let (Some(until), Some(last)) = (gate.closed_until, &gate.last) {
+                if Instant::now() < until {
+                    return Err(last.clone());
+                }
+            }
+        }
+        match self.open() {
+            Ok(conn) => {
+                let mut gate = lock(&self.gate);
+                gate.closed_until = None;
+                gate.delay = BACKOFF_MIN;
+                gate.last = None;
+                Ok(conn)
+            }
+            Err(e) => {
+                let e = classify(e);
+                let mut gate = lock(&self.gate);
+                gate.closed_until = Some(Instant::now() + gate.delay);
+                gate.delay = (gate.delay * 2).min(BACKOFF_MAX);
+                gate.last = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    fn open(&self) -> RedisResult<Conn> {
+        match &self.target {
+            Target::Single(client) => {
+                let conn = client.get_connection_with_timeout(self.connect_timeout)?;
+                conn.set_read_timeout(Some(self.response_timeout))?;
+                conn.set_write_timeout(Some(self.response_timeout))?;
+                Ok(Conn::Single(conn))
+            }
+            Target::Cluster(client) => {
+                let conn = client.get_connection()?;
+                conn.set_read_timeout(Some(self.response_timeout))?;
+                conn.set_write_timeout(Some(self.response_timeout))?;
+                Ok(Conn::Cluster(Box::new(conn)))
+            }
+        }
+    }
+}
+
+/// Whether Redis answered with an error (the connection is still good).
+fn is_reply(e: &RedisError) -> bool {
+    matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
+}
+
+/// The error a caller sees for a failure that cost the connection.
+pub(crate) fn classify(e: RedisError) -> Error {
+    if e.is_timeout() {
+        Error::Timeout
+    } else if is_reply(&e) {
+        Error::Script(e)
+    } else {
+        Error::Unavailable(e)
+    }
+}

@@ -1,0 +1,293 @@
+//! The Lua step against the Rust one, on a real `redis-server`, with `now`
+//! passed in so that both decide at exactly the same instants.
+
+#[path = "../../tests/support/redis_server.rs"]
+mod server;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+use super::*;
+use crate::schedule::{step, Deny, FRESH, FULL};
+use server::RedisServer;
+
+fn limiter(server: &RedisServer, interval: u64, slack: u64) -> RedisLimiter {
+    RedisLimiter::builder(
+        server.url(),
+        Rate::every(Duration::from_nanos(interval)).unwrap(),
+    )
+    .slack(slack)
+    .build()
+    .unwrap()
+}
+
+/// A key no other case has used.
+fn fresh_key() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("case:{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The TTL the script must set: until rest, rounded up to ms, plus margin.
+fn expected_ttl_ms(next: u64, tau: u64, now: u64) -> u64 {
+    next.saturating_add(tau)
+        .saturating_sub(now)
+        .div_ceil(1_000_000)
+        + 2
+}
+
+#[derive(Clone, Debug)]
+struct Op {
+    cost: u64,
+    admit: Admit,
+    /// Clock advance before the op, in intervals (fractional: ns = dt * T / 4).
+    dt: u64,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (
+        prop_oneof![8 => 0..=13u64, 1 => Just(u64::MAX), 1 => Just(1u64 << 40)],
+        prop_oneof![
+            Just(None),
+            Just(Some(0u64)),
+            (0..=40u64).prop_map(Some), // in quarter intervals
+        ],
+        prop_oneof![3 => 0..=8u64, 1 => Just(0u64), 1 => 0..=200u64],
+    )
+        .prop_map(|(cost, admit, dt)| Op {
+            cost,
+            admit: match admit {
+                None => Admit::Always,
+                Some(q) => Admit::Within(q), // scaled by the interval below
+            },
+            dt,
+        })
+}
+
+fn interval() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        1..=1_000u64,
+        1_000..=1_000_000_000u64,
+        Just(999_999_999u64),
+        Just(1_000_000_000u64),
+        // Low parts that add up to exactly 10^9: the carry's edge.
+        Just(500_000_000u64),
+        Just(250_000_000u64),
+        1_000_000_000..=(1u64 << 50),
+    ]
+}
+
+/// Where the clock starts: today's internal time, or anywhere a u64 reaches
+/// (near 2^64 the arithmetic saturates; near 0, `now - tau` does).
+fn start() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(ORIGIN + 1_763_700_000_000_000_000),
+        any::<u64>(),
+        (u64::MAX - (1 << 40))..=u64::MAX,
+        0..=(1u64 << 40),
+        // Whole seconds, half seconds: low parts of 0 and 5 * 10^8.
+        (0..=36_000_000_000u64).prop_map(|half| half * 500_000_000),
+    ]
+}
+
+/// The key's state before the first op: absent, or any stored word
+/// (including `FRESH`, which the script never writes but must read alike).
+fn initial() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(FRESH)),
+        Just(Some(FULL)),
+        any::<u64>().prop_map(Some),
+    ]
+}
+
+#[test]
+fn lua_step_agrees_with_rust_step_decision_for_decision() {
+    let server = RedisServer::start();
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        interval(),
+        0..=20u64,
+        start(),
+        initial(),
+        proptest::collection::vec(op(), 1..24),
+    );
+    runner
+        .run(&strategy, |(interval, slack, start, initial, ops)| {
+            let Some(params) = Params::new(interval, slack) else {
+                return Ok(()); // rejected by the builder too
+            };
+            let lim = limiter(&server, interval, slack);
+            let key = fresh_key();
+            let mut tat = match initial {
+                None => FULL, // absent decides as at rest
+                Some(word) => {
+                    server.raw(&format!("SET {}{key} {word}", lim.prefix()));
+                    word
+                }
+            };
+            let mut now = start;
+            for op in ops {
+                now = now.saturating_add(op.dt.saturating_mul(interval) / 4);
+                let admit = match op.admit {
+                    Admit::Always => Admit::Always,
+                    Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
+                };
+                let rust = step(tat, now, op.cost, params, admit);
+                let lua = lim.decide(&key, op.cost, admit, Some(now));
+                match (rust, lua) {
+                    (
+                        Ok(g),
+                        Ok(Decision::Granted {
+                            slot,
+                            now: n,
+                            ttl_ms,
+                        }),
+                    ) => {
+                        prop_assert_eq!(g.slot, slot, "slot");
+                        prop_assert_eq!(n, now, "now");
+                        if op.cost > 0 {
+                            prop_assert_eq!(
+                                ttl_ms,
+                                expected_ttl_ms(g.next, params.tau(), now),
+                                "ttl"
+                            );
+                        }
+                        tat = g.next;
+                    }
+                    (Err(Deny::Wait(w)), Ok(Decision::Wait(w2))) => prop_assert_eq!(w, w2),
+                    (Err(Deny::ExceedsBurst), Ok(Decision::ExceedsBurst)) => {}
+                    (
+                        Err(Deny::CostTooLarge),
+                        Err(Error::Refused(TakeError::CostTooLarge { .. })),
+                    ) => {}
+                    (rust, lua) => {
+                        return Err(TestCaseError::fail(format!(
+                            "tat {tat} now {now} {op:?}: rust {rust:?}, lua {lua:?}"
+                        )))
+                    }
+                }
+                // The stored word is the model's, exactly.
+                let (stored, n) = lim.peek_at(&key, Some(now)).unwrap();
+                prop_assert_eq!(stored, tat, "stored state");
+                prop_assert_eq!(n, now);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn key_expires_once_at_rest_and_then_decides_as_at_rest() {
+    let server = RedisServer::start();
+    // 100/s, slack 2: tau = 20 ms.
+    let lim = RedisLimiter::builder(server.url(), Rate::per_second(100))
+        .slack(2)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        lim.try_take("k").unwrap();
+    }
+    assert!(lim.try_take("k").is_err(), "burst of slack + 1 spent");
+    // tat = now + 10 ms: back at rest after 10 + 20 ms, plus the 2 ms margin.
+    let pttl: i64 = server
+        .raw("PTTL paceline:k")
+        .trim_start_matches(':')
+        .trim()
+        .parse()
+        .unwrap();
+    // (Less by the time since the write: at most 32 ms, and not yet gone.)
+    assert!((1..=32).contains(&pttl), "PTTL {pttl}");
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(server.raw("EXISTS paceline:k"), ":0\r\n");
+    assert_eq!(lim.available("k").unwrap(), 3);
+}
+
+#[test]
+fn an_absent_key_grants_the_full_burst_and_then_paces() {
+    let server = RedisServer::start();
+    let lim = RedisLimiter::builder(server.url(), Rate::per_minute(1))
+        .slack(4)
+        .build()
+        .unwrap();
+    assert!(lim.can_take("k", 5).unwrap());
+    assert!(!lim.can_take("k", 6).unwrap());
+    lim.try_take_n("k", 5).unwrap();
+    match lim.try_take("k") {
+        Err(Error::Refused(TakeError::RetryAfter(d))) => {
+            assert!(
+                d > Duration::from_secs(59) && d <= Duration::from_secs(60),
+                "{d:?}"
+            )
+        }
+        other => panic!("expected RetryAfter, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_key_holding_something_else_is_a_script_error() {
+    let server = RedisServer::start();
+    let lim = limiter(&server, 1_000_000, 1);
+    server.raw("SET paceline:text hello");
+    match lim.try_take("text") {
+        Err(Error::Script(e)) => assert!(e.to_string().contains("not a paceline state"), "{e}"),
+        other => panic!("expected a script error, got {other:?}"),
+    }
+    server.raw("RPUSH paceline:list a");
+    assert!(matches!(lim.try_take("list"), Err(Error::Script(_))));
+    // ... and the connection stays good for the next call.
+    lim.try_take("other").unwrap();
+    // Fail-open admits through a script error too.
+    let open = RedisLimiter::builder(server.url(), Rate::per_second(1))
+        .on_error(FailPolicy::Open)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        open.try_take("text").unwrap();
+    }
+}
+
+#[test]
+fn script_is_loaded_again_after_a_script_flush() {
+    let server = RedisServer::start();
+    let lim = limiter(&server, 1_000_000, 10);
+    lim.try_take("k").unwrap();
+    assert_eq!(server.raw("SCRIPT FLUSH"), "+OK\r\n");
+    lim.try_take("k").unwrap();
+}
+
+#[test]
+fn a_cost_too_large_is_refused_without_asking_redis() {
+    // Nothing listens there: any round trip would fail.
+    let lim = RedisLimiter::builder("unix:///nonexistent/paceline.sock", Rate::per_second(1))
+        .build()
+        .unwrap();
+    assert!(matches!(
+        lim.try_take_n("k", u64::MAX),
+        Err(Error::Refused(TakeError::CostTooLarge { cost: u64::MAX }))
+    ));
+    assert!(matches!(lim.try_take("k"), Err(Error::Unavailable(_))));
+}
+
+#[test]
+fn a_configuration_that_cannot_work_is_refused_at_build() {
+    let build = |b: RedisBuilder| match b.build() {
+        Err(Error::Config(msg)) => msg,
+        other => panic!("expected a configuration error, got {other:?}"),
+    };
+    let rate = Rate::per_second(1);
+    build(RedisLimiter::builder("not a url", rate));
+    build(RedisLimiter::builder("redis://127.0.0.1/", rate).connect_timeout(Duration::ZERO));
+    build(RedisLimiter::builder("redis://127.0.0.1/", rate).response_timeout(Duration::ZERO));
+    build(RedisLimiter::builder("redis://127.0.0.1/", Rate::per_hour(1)).slack(u64::MAX));
+    build(RedisLimiter::cluster_builder(
+        ["redis://127.0.0.1:1/", "ftp://x"],
+        rate,
+    ));
+}
