@@ -23,6 +23,12 @@
 //! or compare-and-set under the lock). A successful give-back lowers `tat`:
 //! it is the reason `tat` is not monotonic, and why a `fetch_add` fast path
 //! that assumes the state only grows (DESIGN §2) would be wrong as it stands.
+//! It also makes ABA possible: a CAS can succeed on a word that was given
+//! back and then rebuilt by a reservation at a new rate, so with give-backs
+//! the `set_rate` order ("once paced at the new rate, never again at the
+//! old") does not hold for `AtomicLimiter`'s store (loom shows it at 4
+//! preemptions; see `give_back.rs`). Only `AsyncLimiter` gives back, and it
+//! does not promise that order.
 //!
 //! # The models, and what each has been seen to catch
 //!
@@ -48,6 +54,7 @@
 //! | `give_back` | `give_back` restores the slot, not `prev` (what subtracting `cost * T` gives) | the final state; with it and gaps off, a fresh limiter banking credit after an idle |
 //! | `give_back` | `give_back` ignores the CAS result (always reports success) | the final state, and a gap in the surviving grants |
 //! | `give_back` | `give_back` checks, then stores in a second step (load + store; two lock sections) | the final state, and a gap; with those off, a slot handed out twice and over budget (budget model), a give-back refused with no one after it (tile model) |
+//! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost |
 //!
 //! The `give_back` rows hold for both stores alike; each execution lists
 //! every invariant it breaks, and `GIVE_BACK_IGNORE=gap,state` (tags, comma

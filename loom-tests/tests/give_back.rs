@@ -40,7 +40,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::{check, Subject};
 use paceline::schedule::{Admit, Grant, FRESH, ORIGIN};
-use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter};
+use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;
@@ -345,4 +345,120 @@ fn atomic_limiter_give_backs_keep_the_budget() {
 #[test]
 fn mutex_limiter_give_backs_keep_the_budget() {
     give_backs_keep_the_budget::<MutexLimiter<ManualClock>>();
+}
+
+/// A give-back racing `set_rate` and another reservation, on a limiter at
+/// `T` (slack 0, clock at 0) changed to `2 * T`: no slot handed out twice,
+/// every surviving grant paced whole by one rate or the other, the state
+/// where the last one ends, and the take after `set_rate` at the new rate.
+///
+/// What does not hold here, unlike in `set_rate.rs`: "once a grant is paced
+/// at the new rate, none reserved after it is paced at the old". A
+/// reservation that read the state `v` a grant left, and the old interval,
+/// may be preempted while that grant is given back and a reservation at the
+/// new rate makes the state `v` again (cost 2 at `T` and cost 1 at `2 * T`
+/// both end `2 * T` past where they start); its CAS then succeeds (ABA)
+/// and its grant, paced at the old rate, follows one at the new. Loom finds
+/// that at 4 preemptions (the checks below hold there too). Only
+/// `AsyncLimiter` gives back, and it does not promise that order; the
+/// blocking limiters, which do, never give back. The late grant is still
+/// distinct and paced whole by one rate.
+fn give_backs_racing_set_rate<L: Subject>() {
+    /// `grant` in clock time, in units of `T`: `prev -> next (slot s)`.
+    fn show(grants: &[(Grant, u64)]) -> String {
+        let t = |ns: u64| match ns {
+            FRESH => "fresh".to_owned(),
+            _ => format!("{}T", (ns - ORIGIN) as f64 / T.as_nanos() as f64),
+        };
+        let shown: Vec<String> = grants
+            .iter()
+            .map(|&(g, cost)| {
+                let (prev, slot, next) = (t(g.prev), t(g.slot), t(g.next));
+                format!("{prev} -> {next} (slot {slot}, cost {cost})")
+            })
+            .collect();
+        shown.join(", ")
+    }
+
+    const T2: Duration = Duration::from_millis(2);
+    check(&format!("{} give_back set_rate", L::NAME), || {
+        let clock = ManualClock::new();
+        let limiter = Arc::new(L::build(T, 0, false, clock.clone()));
+        let first = limiter.reserve(1, Admit::Always).expect("cost 1 fits");
+
+        let a = {
+            let limiter = limiter.clone();
+            thread::spawn(move || reserve_and_cancel(&*limiter, 2, Admit::Always))
+        };
+        let b = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                limiter.set_rate(Rate::every(T2).unwrap()).unwrap();
+                limiter.reserve(1, Admit::Always).expect("cost 1 fits")
+            })
+        };
+        let c = limiter.reserve(1, Admit::Always).expect("cost 1 fits");
+        let a = a.join().unwrap().expect("Always admits");
+        let after_set = b.join().unwrap();
+        let name = L::NAME;
+
+        let mut survivors = vec![(after_set, 1), (c, 1)];
+        if a.survives() {
+            survivors.push((a.grant, a.cost));
+        }
+        // Slack 0 and a still clock: every grant starts where the state it
+        // read ends, so the survivors chain from the first grant, each one
+        // from the `next` of the one before. Every grant is in the chain
+        // once: no slot twice, none lost.
+        let mut chain = vec![(first, 1)];
+        while let Some(&g) = survivors
+            .iter()
+            .find(|(g, _)| g.prev == chain.last().unwrap().0.next)
+        {
+            chain.push(g);
+        }
+        assert_eq!(
+            chain.len(),
+            survivors.len() + 1,
+            "{name}: surviving grants [{}] do not chain from [{}]: a slot handed out twice \
+             or lost (give-back {a:?})",
+            show(&survivors),
+            show(&[(first, 1)])
+        );
+        // Each paced whole by one rate: `next - slot` is the interval it
+        // used, and its `cost` permits span `cost` of them. (The first grant,
+        // from the fresh state, is the test's own.)
+        for &(g, cost) in &chain[1..] {
+            let interval = Duration::from_nanos(g.next - g.slot);
+            assert!(
+                (interval == T || interval == T2)
+                    && g.next - g.prev == cost * interval.as_nanos() as u64,
+                "{name}: {} is not paced by {T:?} or {T2:?}",
+                show(&[(g, cost)])
+            );
+        }
+        assert_eq!(
+            Duration::from_nanos(after_set.next - after_set.slot),
+            T2,
+            "{name}: the take after set_rate was paced at the old rate"
+        );
+        // The state ends where the last surviving grant does.
+        let end = Duration::from_nanos(chain.last().unwrap().0.next - ORIGIN);
+        assert_eq!(
+            limiter.next_free(),
+            end,
+            "{name}: the state does not end where the surviving grants do: {}",
+            show(&chain)
+        );
+    });
+}
+
+#[test]
+fn atomic_limiter_give_backs_racing_set_rate() {
+    give_backs_racing_set_rate::<AtomicLimiter<ManualClock>>();
+}
+
+#[test]
+fn mutex_limiter_give_backs_racing_set_rate() {
+    give_backs_racing_set_rate::<MutexLimiter<ManualClock>>();
 }
