@@ -54,7 +54,7 @@
 //! | `give_back` | `give_back` restores the slot, not `prev` (what subtracting `cost * T` gives) | the final state; with it and gaps off, a fresh limiter banking credit after an idle |
 //! | `give_back` | `give_back` ignores the CAS result (always reports success) | the final state, and a gap in the surviving grants |
 //! | `give_back` | `give_back` checks, then stores in a second step (load + store; two lock sections) | the final state, and a gap; with those off, a slot handed out twice and over budget (budget model), a give-back refused with no one after it (tile model) |
-//! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost |
+//! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; ignores the CAS result; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost (a `give_back` that never undoes passes it: the two models above catch that) |
 //!
 //! The `give_back` rows hold for both stores alike; each execution lists
 //! every invariant it breaks, and `GIVE_BACK_IGNORE=gap,state` (tags, comma

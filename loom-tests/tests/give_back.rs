@@ -17,7 +17,10 @@
 //! - the final state is exactly what the surviving grants imply, and the
 //!   window bound `slack + 1 + elapsed / T` holds counting them;
 //! - a give-back of a fresh limiter's first grant makes it fresh again: it
-//!   banks no credit while idle, as if the grant had never been made.
+//!   banks no credit while idle, as if the grant had never been made;
+//! - with `set_rate` racing, each surviving grant is still paced whole by
+//!   one rate or the other (but see `give_backs_racing_set_rate` for the
+//!   order of the two rates, which a give-back can upset).
 //!
 //! # Why `tat` is not monotonic
 //!
@@ -323,7 +326,7 @@ fn give_backs_keep_the_budget<L: Subject>() {
         let state = if limiter.next_free() > Duration::ZERO {
             now + limiter.next_free()
         } else {
-            now - T * (limiter.available() as u32 - 1)
+            now - T * (limiter.available() as u32).saturating_sub(1)
         };
         let expected = T * (1 + surviving as u32);
         verdict.expect("state", state == expected, || {
