@@ -14,7 +14,11 @@
 //! The interval sits in a second atomic that only `set_rate` writes; a step
 //! reads it once per attempt, after `tat`, so each grant is paced by one rate
 //! or the other, and once a grant is paced at a new rate no later one is
-//! paced at the old (see [`update`]'s memory ordering).
+//! paced at the old (see [`update`]'s memory ordering). That order needs
+//! `tat` never to repeat a word: a `give_back` (async cancellation) can make
+//! it repeat, and then a CAS decided on the old interval may succeed after a
+//! grant at the new one (ABA; `loom-tests/tests/give_back.rs`). Grants stay
+//! distinct and each is paced by one rate or the other.
 
 use std::fmt;
 

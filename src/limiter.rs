@@ -234,6 +234,28 @@ macro_rules! impl_methods {
             pub fn clock(&self) -> &C {
                 &self.core.clock
             }
+
+            /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+            /// reserves `cost` permits without waiting, through the same
+            /// `Core::reserve` as the async takes, and returns the grant.
+            #[cfg(paceline_loom)]
+            #[doc(hidden)]
+            pub fn __reserve(
+                &self,
+                cost: u64,
+                admit: $crate::schedule::Admit,
+            ) -> Result<$crate::schedule::Grant, $crate::TakeError> {
+                self.core.reserve(cost, admit).map(|(_, grant)| grant)
+            }
+
+            /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+            /// `Core::give_back`, as a dropped async take runs it; `true`
+            /// when the grant was undone.
+            #[cfg(paceline_loom)]
+            #[doc(hidden)]
+            pub fn __give_back(&self, grant: $crate::schedule::Grant) -> bool {
+                self.core.give_back(grant)
+            }
         }
 
         impl<C: $crate::Clock> $crate::Limiter for $ty<C> {

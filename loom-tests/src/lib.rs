@@ -15,6 +15,21 @@
 //! both [`AtomicLimiter`] and [`MutexLimiter`]: they must give the same
 //! answers.
 //!
+//! The async cancellation give-back (`give_back.rs`) cannot run under loom
+//! through Tokio, so its models drive the store-level protocol directly: the
+//! limiters' `__reserve` / `__give_back` methods, hidden and compiled only
+//! under `--cfg paceline_loom`, call the real `Core::reserve` (the update an
+//! async take runs) and `Core::give_back` (the store's CAS `next` → `prev`,
+//! or compare-and-set under the lock). A successful give-back lowers `tat`:
+//! it is the reason `tat` is not monotonic, and why a `fetch_add` fast path
+//! that assumes the state only grows (DESIGN §2) would be wrong as it stands.
+//! It also makes ABA possible: a CAS can succeed on a word that was given
+//! back and then rebuilt by a reservation at a new rate, so with give-backs
+//! the `set_rate` order ("once paced at the new rate, never again at the
+//! old") does not hold for `AtomicLimiter`'s store (loom shows it at 4
+//! preemptions; see `give_back.rs`). Only `AsyncLimiter` gives back, and it
+//! does not promise that order.
+//!
 //! # The models, and what each has been seen to catch
 //!
 //! Every model was run against deliberately broken code (never committed)
@@ -34,6 +49,16 @@
 //! | `take`, `try_take`, `set_rate` | `MutexLimiter` decides under one lock, stores under another | overlapping grants; over budget; a grant paced by neither rate |
 //! | `manual_clock` | `ManualClock` notifies without taking its lock | loom: deadlock (lost wake-up) |
 //! | `manual_clock` | a waiter does not re-check the clock after waking | a take returned before its time |
+//! | `give_back` | `give_back` stores `prev` unconditionally | the final state, and a gap in the surviving grants; with those off, a slot handed out twice and over `slack + 1 + elapsed / T` (budget model), a fresh limiter banking credit (tile model); with overlap off too, over budget |
+//! | `give_back` | `give_back` compares against `prev`, not `next` (never undoes) | a give-back refused though no one reserved after it |
+//! | `give_back` | `give_back` restores the slot, not `prev` (what subtracting `cost * T` gives) | the final state; with it and gaps off, a fresh limiter banking credit after an idle |
+//! | `give_back` | `give_back` ignores the CAS result (always reports success) | the final state, and a gap in the surviving grants |
+//! | `give_back` | `give_back` checks, then stores in a second step (load + store; two lock sections) | the final state, and a gap; with those off, a slot handed out twice and over budget (budget model), a give-back refused with no one after it (tile model) |
+//! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; ignores the CAS result; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost (a `give_back` that never undoes passes it: the two models above catch that) |
+//!
+//! The `give_back` rows hold for both stores alike; each execution lists
+//! every invariant it breaks, and `GIVE_BACK_IGNORE=gap,state` (tags, comma
+//! separated) turns checks off to see what the others catch alone.
 
 #![cfg(paceline_loom)]
 #![forbid(unsafe_code)]
@@ -42,7 +67,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, Limiter, ManualClock, MutexLimiter, Rate};
+use paceline::schedule::{Admit, Grant};
+use paceline::{AtomicLimiter, Limiter, ManualClock, MutexLimiter, Rate, TakeError};
 
 /// Preemptions explored per execution when `LOOM_MAX_PREEMPTIONS` is unset:
 /// 2 already catches every broken step in the table above, in seconds.
@@ -56,6 +82,14 @@ pub trait Subject: Limiter + Sized + 'static {
     /// A limiter at one permit per `interval` with `slack`, starting with
     /// full credit or none, on `clock`.
     fn build(interval: Duration, slack: u64, full_credit: bool, clock: ManualClock) -> Self;
+
+    /// Reserves `cost` permits without waiting, as an async take does (the
+    /// limiter's cfg-gated `__reserve` hook: the real `Core::reserve`).
+    fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError>;
+
+    /// Gives `grant` back, as a dropped async take does (the cfg-gated
+    /// `__give_back` hook: the real `Core::give_back`); `true` when undone.
+    fn give_back(&self, grant: Grant) -> bool;
 }
 
 macro_rules! subject {
@@ -76,6 +110,14 @@ macro_rules! subject {
                     .clock(clock)
                     .build()
                     .expect("a valid test configuration")
+            }
+
+            fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
+                self.__reserve(cost, admit)
+            }
+
+            fn give_back(&self, grant: Grant) -> bool {
+                self.__give_back(grant)
             }
         }
     };
