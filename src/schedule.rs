@@ -27,8 +27,10 @@
 //! (2^62 ns). The offset keeps `t - tau` from underflowing, so a limiter
 //! built "with full credit" has it even at clock reading 0. All arithmetic
 //! saturates: readings past about 438 years stick at `u64::MAX` instead of
-//! wrapping, and since `tat` only grows, a clock that steps backwards can
-//! delay a caller but never admit one early.
+//! wrapping. A step never lowers `tat`, so a clock that steps backwards can
+//! delay a caller but never admit one early. (Only an async cancellation
+//! lowers it, and only back to the word its own reservation replaced, when
+//! no one has reserved since: see `Store::give_back`.)
 
 use crate::rate::MAX_SPAN;
 
