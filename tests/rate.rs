@@ -242,3 +242,28 @@ proptest! {
         }
     }
 }
+
+/// Anything faster than one permit per nanosecond is "too short", even when
+/// the interval would round up to 1 ns (1.5 per ns is not a precision issue
+/// that `Rate::every` could fix).
+#[test]
+fn faster_than_one_per_nanosecond_is_too_short_not_imprecise() {
+    for (count, period) in [
+        (2, Duration::from_nanos(1)),
+        (3, Duration::from_nanos(2)),
+        (1_500_000_000, SEC),
+        (u64::MAX, SEC),
+    ] {
+        let err = Rate::new(count, period).unwrap_err();
+        assert!(
+            matches!(err, RateError::IntervalTooShort { .. }),
+            "{count} per {period:?}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains("faster than 1 per nanosecond"),
+            "{err}"
+        );
+    }
+    // Exactly one per nanosecond is the fastest rate.
+    assert!(Rate::new(1_000_000_000, SEC).is_ok());
+}
