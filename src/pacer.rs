@@ -150,7 +150,14 @@ impl<S: Store, C: Clock> Core<S, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        let (now, grant) = self.reserve(cost, Admit::Within(nanos(max_wait)))?;
+        let (now, grant) =
+            self.reserve(cost, Admit::Within(nanos(max_wait)))
+                .map_err(|e| match e {
+                    // `Within(0)` is also `try_take`'s; a timeout's refusal is the
+                    // full queue's, whatever wait it allowed.
+                    TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
+                    e => e,
+                })?;
         Ok(self.wait_for(now, grant.slot))
     }
 

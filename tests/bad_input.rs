@@ -324,6 +324,31 @@ fn a_cost_above_the_burst_exceeds_it_instead_of_retrying() {
     }
 }
 
+/// `take_timeout` refuses with `QueueFull`, whatever the allowed wait, zero
+/// included.
+#[test]
+fn take_timeout_refuses_with_queue_full() {
+    for kind in KINDS {
+        let clock = ManualClock::with_auto_advance();
+        let limiter = build(kind, Rate::per_second(10), 0, clock.clone());
+        limiter.take();
+        for max_wait in [Duration::ZERO, 50 * MS, 100 * MS - Duration::from_nanos(1)] {
+            let err = limiter.take_timeout(max_wait).unwrap_err();
+            assert_eq!(
+                err,
+                TakeError::QueueFull {
+                    wait: 100 * MS,
+                    max_wait
+                },
+                "{kind:?}"
+            );
+            assert!(err.to_string().contains("longer than the"), "{err}");
+        }
+        clock.advance(50 * MS);
+        assert_eq!(limiter.take_timeout(50 * MS), Ok(100 * MS), "{kind:?}");
+    }
+}
+
 fn every_limiter(clock: &ManualClock) -> Vec<Box<dyn Limiter>> {
     vec![
         Box::new(
