@@ -14,7 +14,9 @@ use paceline::{AtomicLimiter, Clock, Rate, Wait};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let rate: u64 = args.next().map_or(2_000, |a| a.parse().expect("RATE_PER_SEC"));
+    let rate: u64 = args
+        .next()
+        .map_or(2_000, |a| a.parse().expect("RATE_PER_SEC"));
     let threads: usize = args.next().map_or(4, |a| a.parse().expect("THREADS"));
     let secs: f64 = args.next().map_or(2.0, |a| a.parse().expect("SECONDS"));
     let run = Duration::from_secs_f64(secs);
