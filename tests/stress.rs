@@ -75,10 +75,18 @@ fn ns(d: Duration) -> u64 {
 /// `(P[j+1] - P[i]) * T <= burst * T + t_j - t_i` is
 /// `(P[j+1] * T - t_j) - (P[i] * T - t_i) <= burst * T`: one pass keeping the
 /// smallest `P[i] * T - t_i` so far.
-fn check_windows(kind: Kind, mut permits: Vec<(u64, u64)>, interval: u64) {
+fn check_windows(kind: Kind, permits: Vec<(u64, u64)>, interval: u64) {
+    check_windows_between(kind, permits, interval, interval);
+}
+
+/// The bound while the interval moves between `t_min` and `t_max`: every grant
+/// books at least `t_min` per permit and forgets credit older than
+/// `slack * t_max`, so a window holds at most
+/// `((slack + 1) * t_max + b - a) / t_min` permits.
+fn check_windows_between(kind: Kind, mut permits: Vec<(u64, u64)>, t_min: u64, t_max: u64) {
     permits.sort_unstable();
-    let burst = i128::from(SLACK + 1) * i128::from(interval);
-    let t = i128::from(interval);
+    let burst = i128::from(SLACK + 1) * i128::from(t_max);
+    let t = i128::from(t_min);
     let (mut total, mut lowest) = (0i128, i128::MAX);
     let mut worst = i128::MIN;
     for &(at, cost) in &permits {
@@ -88,7 +96,7 @@ fn check_windows(kind: Kind, mut permits: Vec<(u64, u64)>, interval: u64) {
     }
     assert!(
         worst <= burst,
-        "{kind:?}: a window holds {} permits more than slack + 1 + (b - a) / T allows",
+        "{kind:?}: a window holds {} permits more than the bound allows",
         (worst - burst) as f64 / t as f64
     );
 }
@@ -116,6 +124,51 @@ fn window_bound_holds_under_contention_on_the_real_clock() {
         let tried = per_thread.iter().flatten().count();
         assert!(tried > THREADS, "{kind:?}: only {tried} permits admitted");
         check_windows(kind, per_thread.into_iter().flatten().collect(), interval);
+    }
+}
+
+/// `set_rate` is safe while other threads take: with the rate switching
+/// between 200k/s and 100k/s under the takers, no window holds more than the
+/// bound for the faster rate's spacing and the slower rate's banked window.
+#[test]
+fn window_bound_holds_while_the_rate_changes_under_contention() {
+    let (fast, slow) = (Rate::per_second(200_000), Rate::per_second(100_000));
+    for kind in KINDS {
+        let limiter = build(kind, fast, SLACK, Recording::default());
+        let start = Arc::new(Barrier::new(THREADS + 1));
+        let deadline = Instant::now() + RUN;
+        let per_thread: Vec<Vec<(u64, u64)>> = thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|which| {
+                    let (limiter, start) = (&limiter, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        hammer(&**limiter, which, deadline)
+                    })
+                })
+                .collect();
+            start.wait();
+            let mut flips = 0u32;
+            while Instant::now() < deadline {
+                let rate = [slow, fast][flips as usize & 1];
+                limiter.set_rate(rate).unwrap();
+                flips += 1;
+                thread::sleep(Duration::from_micros(200));
+            }
+            assert!(flips > 1);
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let admitted = per_thread.iter().flatten().count();
+        assert!(
+            admitted > THREADS,
+            "{kind:?}: only {admitted} permits admitted"
+        );
+        check_windows_between(
+            kind,
+            per_thread.into_iter().flatten().collect(),
+            ns(fast.interval()),
+            ns(slow.interval()),
+        );
     }
 }
 
