@@ -13,6 +13,9 @@
 //!
 //! The interval sits in a second atomic that only `set_rate` writes; a step
 //! reads it once per attempt, so each grant is paced by one rate or the other.
+//! `set_rate` first rebases `tat` (a CAS loop of its own) so that the next
+//! slot is one new interval after the last one handed out, then stores the
+//! interval.
 
 use std::fmt;
 
@@ -29,9 +32,13 @@ use crate::schedule::{self, Admit, Deny, Grant, Params};
 /// Runs the step against `cell` in a CAS loop until it stores or refuses.
 ///
 /// # Memory ordering
-/// `Relaxed` throughout: the word publishes no other memory, and the
-/// read-modify-writes of one location are totally ordered whatever the
-/// ordering argument, which is all that correctness here rests on.
+/// The read-modify-writes of one location are totally ordered whatever the
+/// ordering argument, which is what the decisions rest on; the word
+/// publishes no other memory. The one exception is a successful exchange,
+/// `Release`: `set_rate` rebases a `tat` it reads with `Acquire` before it
+/// stores the new interval, and this makes sure the step that wrote that
+/// `tat` read the interval before that store (so it was booked at the old
+/// interval and is rebased exactly once). Free on x86, a barrier on ARM.
 #[inline]
 pub(crate) fn update(
     cell: &AtomicU64,
@@ -49,7 +56,7 @@ pub(crate) fn update(
         if grant.next == tat {
             return Ok(grant);
         }
-        match cell.compare_exchange_weak(tat, grant.next, Ordering::Relaxed, Ordering::Relaxed) {
+        match cell.compare_exchange_weak(tat, grant.next, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => return Ok(grant),
             // Someone else moved the state (or a spurious failure): decide
             // again on the word that is there now.
@@ -85,6 +92,26 @@ impl Store for AtomicState {
     }
 
     fn set_params(&self, params: Params) {
+        let old = Params::new_unchecked(self.interval.load(Ordering::Relaxed), self.slack);
+        // Rebase first, publish the interval after: until the store, every
+        // step books at the old interval, so every `tat` this loop reads was
+        // booked at it (see `update`'s memory ordering) and is rebased once.
+        // A step that reads the rebased word and the old interval books one
+        // more slot at the old spacing: paced by one rate or the other.
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let next = schedule::rebase(tat, old, params);
+            if next == tat {
+                break;
+            }
+            match self
+                .tat
+                .compare_exchange_weak(tat, next, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => tat = actual,
+            }
+        }
         self.interval.store(params.interval(), Ordering::Relaxed);
     }
 

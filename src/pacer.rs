@@ -24,7 +24,9 @@ pub(crate) trait Store {
     /// enough for a question that consumes nothing.
     fn peek(&self) -> (u64, Params);
 
-    /// Sets the interval later steps use.
+    /// Sets the interval later steps use, and [rebases](schedule::rebase)
+    /// the state so the next slot is one new interval after the last one.
+    /// Calls are serialized by the caller (`Core::set_rate`'s lock).
     fn set_params(&self, params: Params);
 
     /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has

@@ -180,6 +180,25 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     })
 }
 
+/// The state after the interval changes from `old` to `new`, so that slots
+/// already handed out stand and the next one is a *new* interval after the
+/// last of them (`tat - old`): without it, the first request after a change
+/// would still be spaced by the old interval (an hour, after a change from
+/// 1/h to 100/s). Credit banked in the past shifts by the same amount and is
+/// clamped to the new `tau` by the next step. The sentinels, and a `tat`
+/// pinned at `u64::MAX`, are left alone.
+#[inline]
+pub fn rebase(tat: u64, old: Params, new: Params) -> u64 {
+    if tat == FRESH || tat == FULL || tat == u64::MAX {
+        return tat;
+    }
+    // A booked `tat` is at least `old` past 0 (see `step`); `max` keeps the
+    // result off the sentinels all the same.
+    tat.saturating_sub(old.interval)
+        .saturating_add(new.interval)
+        .max(FULL + 1)
+}
+
 /// How many permits one request could take at `now` without waiting.
 /// At most `slack + 1`.
 #[inline]
@@ -301,6 +320,18 @@ mod tests {
         let g = step(FULL, ORIGIN + 1000, 1, p(2), Admit::Always).unwrap();
         let h = step(g.next, ORIGIN, 1, p(2), Admit::Always).unwrap();
         assert!(h.slot >= g.next && h.next > g.next);
+    }
+
+    #[test]
+    fn rebase_spaces_the_next_slot_by_the_new_interval() {
+        let (slow, fast) = (Params::new(1000, 1).unwrap(), p(1));
+        // Last slot at ORIGIN + 5000, booked at the slow rate.
+        assert_eq!(rebase(ORIGIN + 6000, slow, fast), ORIGIN + 5000 + T);
+        assert_eq!(rebase(ORIGIN + 5000 + T, fast, slow), ORIGIN + 6000);
+        for tat in [FRESH, FULL, u64::MAX] {
+            assert_eq!(rebase(tat, slow, fast), tat);
+        }
+        assert_eq!(rebase(500, slow, Params::new(1, 0).unwrap()), FULL + 1);
     }
 
     #[test]

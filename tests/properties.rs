@@ -238,6 +238,7 @@ fn run(
             ),
             Op::SetRate(interval) => match Params::new(interval, slack) {
                 Some(p) => {
+                    model.tat = schedule::rebase(model.tat, model.params, p);
                     model.params = p;
                     out.intervals.push(interval);
                     Answer::SetRate(Ok(()))
