@@ -14,17 +14,20 @@ use std::sync::atomic::AtomicBool;
 use std::thread;
 use std::time::Duration;
 
-use common::{build, Log, Sim, KINDS, PARK_TIMEOUT};
-use paceline::{Limiter, ManualClock, Rate, Unlimited};
+use common::{build, build_with, Log, Sim, KINDS, PARK_TIMEOUT};
+use paceline::{Limiter, ManualClock, Rate, Unlimited, Wait};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
 #[test]
 fn four_threads_without_slack_get_100_200_300_by_1_2_3_seconds() {
-    for kind in KINDS {
+    for (kind, wait) in KINDS
+        .into_iter()
+        .flat_map(|k| [(k, Wait::Sleep), (k, Wait::PRECISE)])
+    {
         let clock = ManualClock::new();
-        let limiter = build(kind, Rate::per_second(100), 0, clock.clone());
+        let limiter = build_with(kind, Rate::per_second(100), 0, false, wait, clock.clone());
         let (log, stop) = (Log::default(), AtomicBool::new(false));
         thread::scope(|s| {
             let mut sim = Sim::new(&clock, &log, &stop);
@@ -35,19 +38,19 @@ fn four_threads_without_slack_get_100_200_300_by_1_2_3_seconds() {
             sim.run_until(3 * SEC);
             sim.finish();
         });
-        assert_eq!(log.count_before(SEC), 100, "{kind:?}");
-        assert_eq!(log.count_before(2 * SEC), 200, "{kind:?}");
-        assert_eq!(log.count_before(3 * SEC), 300, "{kind:?}");
+        assert_eq!(log.count_before(SEC), 100, "{kind:?} {wait:?}");
+        assert_eq!(log.count_before(2 * SEC), 200, "{kind:?} {wait:?}");
+        assert_eq!(log.count_before(3 * SEC), 300, "{kind:?} {wait:?}");
         // The permit at t = 0 makes it 101 at 1 s inclusive.
         assert_eq!(
             log.count_before(SEC + Duration::from_nanos(1)),
             101,
-            "{kind:?}"
+            "{kind:?} {wait:?}"
         );
         // And they are exactly one interval apart, whichever thread got them.
         let times = log.sorted();
         let want: Vec<Duration> = (0..=300).map(|k| k * 10 * MS).collect();
-        assert_eq!(times, want, "{kind:?}");
+        assert_eq!(times, want, "{kind:?} {wait:?}");
     }
 }
 
