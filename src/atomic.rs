@@ -14,11 +14,14 @@
 //! The interval sits in a second atomic that only `set_rate` writes; a step
 //! reads it once per attempt, after `tat`, so each grant is paced by one rate
 //! or the other, and once a grant is paced at a new rate no later one is
-//! paced at the old (see [`update`]'s memory ordering). That order needs
-//! `tat` never to repeat a word: a `give_back` (async cancellation) can make
-//! it repeat, and then a CAS decided on the old interval may succeed after a
-//! grant at the new one (ABA; `loom-tests/tests/give_back.rs`). Grants stay
-//! distinct and each is paced by one rate or the other.
+//! paced at the old (see [`update`]'s memory ordering). `set_rate` first
+//! rebases `tat` (a CAS loop of its own) so that the next slot is one new
+//! interval after the last one handed out, then stores the interval. The
+//! ordering argument needs `tat` never to repeat a word: a `give_back` (async
+//! cancellation) can make it repeat, and then a CAS decided on the old
+//! interval may succeed after a grant at the new one (ABA;
+//! `loom-tests/tests/give_back.rs`). Grants stay distinct and each is paced by
+//! one rate or the other.
 
 use std::fmt;
 
@@ -41,7 +44,10 @@ use crate::schedule::{self, Admit, Deny, Grant, Params};
 /// reads the `tat` another step stored also sees the interval that step used
 /// (or a newer one), so after a rate change no grant goes back to the old
 /// rate once one has been paced at the new rate (loom found that with
-/// `Relaxed`). On x86 they compile to the same instructions as `Relaxed`.
+/// `Relaxed`). For the same reason `set_rate`, which rebases a `tat` it reads
+/// with `Acquire` before it stores the new interval, rebases each booking
+/// made at the old interval exactly once. On x86 these compile to the same
+/// instructions as `Relaxed`.
 #[inline]
 pub(crate) fn update(
     cell: &AtomicU64,
@@ -98,6 +104,26 @@ impl Store for AtomicState {
     }
 
     fn set_params(&self, params: Params) {
+        let old = Params::new_unchecked(self.interval.load(Ordering::Relaxed), self.slack);
+        // Rebase first, publish the interval after: until the store, every
+        // step books at the old interval, so every `tat` this loop reads was
+        // booked at it (see `update`'s memory ordering) and is rebased once.
+        // A step that reads the rebased word and the old interval books one
+        // more slot at the old spacing: paced by one rate or the other.
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let next = schedule::rebase(tat, old, params);
+            if next == tat {
+                break;
+            }
+            match self
+                .tat
+                .compare_exchange_weak(tat, next, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => tat = actual,
+            }
+        }
         self.interval.store(params.interval(), Ordering::Relaxed);
     }
 

@@ -71,8 +71,10 @@ impl<L: sealed::Build> Builder<L> {
     }
 
     /// Whether the limiter starts with its full slack banked. By default
-    /// (`false`, uber's behaviour) a new limiter grants its first permit at
-    /// once and banks credit only from then on, however late that first call.
+    /// (`false`, uber's behaviour) a new limiter grants its first request at
+    /// once (up to a burst of `slack + 1`) and banks credit only from then
+    /// on, however late that first call: the next permit is one interval
+    /// after it.
     pub fn full_credit(mut self, full: bool) -> Self {
         self.config.full_credit = full;
         self

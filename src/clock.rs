@@ -195,6 +195,12 @@ impl Clock for StdClock {
 /// instead jumps forward to whatever a waiter waits for, as Tokio's paused
 /// time does, so single-threaded tests never block.
 ///
+/// A multi-threaded test should move the clock only while its workers are
+/// quiescent, each parked on its next slot: [`wait_for_waiters`](Self::wait_for_waiters)
+/// waits for that, and [`next_deadline`](Self::next_deadline) says how far the
+/// clock may move before the first of them wakes (so a test can step from one
+/// slot to the next and never skip one).
+///
 /// ```
 /// use paceline::{AtomicLimiter, ManualClock, Rate};
 /// use std::time::Duration;
@@ -218,9 +224,11 @@ pub struct ManualClock {
 struct Manual {
     now: AtomicU64,
     auto_advance: bool,
-    /// Waiters sleep on `moved`; `lock` orders an advance against a waiter's
-    /// check so that no wake-up is lost.
-    lock: Mutex<()>,
+    /// The deadlines of the threads blocked in `sleep_until`. Waiters sleep
+    /// on `moved`; the lock orders an advance against a waiter's check so
+    /// that no wake-up is lost, and a park against a `wait_for_waiters`.
+    lock: Mutex<Vec<u64>>,
+    /// Notified when the clock moves or a thread parks.
     moved: Condvar,
 }
 
@@ -242,7 +250,7 @@ impl ManualClock {
             inner: Arc::new(Manual {
                 now: AtomicU64::new(0),
                 auto_advance,
-                lock: Mutex::new(()),
+                lock: Mutex::new(Vec::new()),
                 moved: Condvar::new(),
             }),
         }
@@ -277,6 +285,74 @@ impl ManualClock {
     /// The reading, as a `Duration` since the origin.
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.now())
+    }
+
+    /// How many threads are blocked in [`sleep_until`](Clock::sleep_until)
+    /// on a deadline still ahead of the clock. A thread whose deadline the
+    /// clock has reached no longer counts, even before it has woken.
+    pub fn waiters(&self) -> usize {
+        let parked = lock(&self.inner.lock);
+        let now = self.now();
+        parked.iter().filter(|&&d| d > now).count()
+    }
+
+    /// Blocks until at least `n` threads are [`waiters`](Self::waiters), or
+    /// until `timeout` of real time has passed; `true` when they are.
+    ///
+    /// With `n` the number of worker threads, it returns when every worker is
+    /// parked on a slot ahead of the clock: none is running, so the test may
+    /// look at what they did and move the clock. The timeout turns a test
+    /// whose workers never park (a bug) into a failure instead of a hang.
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = AtomicLimiter::builder(Rate::per_second(10))
+    ///     .slack(0)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// limiter.take(); // at 0
+    /// std::thread::scope(|s| {
+    ///     let second = s.spawn(|| limiter.take());
+    ///     assert!(clock.wait_for_waiters(1, Duration::from_secs(10)));
+    ///     assert_eq!(clock.next_deadline(), Some(Duration::from_millis(100)));
+    ///     clock.advance(Duration::from_millis(100));
+    ///     assert_eq!(second.join().unwrap(), Duration::from_millis(100));
+    /// });
+    /// # Ok::<(), paceline::BuildError>(())
+    /// ```
+    pub fn wait_for_waiters(&self, n: usize, timeout: Duration) -> bool {
+        let start = std::time::Instant::now();
+        let mut parked = lock(&self.inner.lock);
+        loop {
+            let now = self.now();
+            if parked.iter().filter(|&&d| d > now).count() >= n {
+                return true;
+            }
+            let Some(left) = timeout.checked_sub(start.elapsed()) else {
+                return false;
+            };
+            parked = match self.inner.moved.wait_timeout(parked, left) {
+                Ok((guard, _)) => guard,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    /// The earliest deadline, since the origin, of the threads blocked in
+    /// [`sleep_until`](Clock::sleep_until) that is still ahead of the clock;
+    /// `None` when there is none.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let parked = lock(&self.inner.lock);
+        let now = self.now();
+        parked
+            .iter()
+            .copied()
+            .filter(|&d| d > now)
+            .min()
+            .map(Duration::from_nanos)
     }
 
     fn notify(&self) {
@@ -314,13 +390,22 @@ impl Clock for ManualClock {
             }
             return;
         }
-        let mut guard = lock(&self.inner.lock);
+        let mut parked = lock(&self.inner.lock);
+        if self.now() >= deadline {
+            return;
+        }
+        parked.push(deadline);
+        // Someone may be waiting for this thread to park.
+        self.inner.moved.notify_all();
         while self.now() < deadline {
-            guard = self
+            parked = self
                 .inner
                 .moved
-                .wait(guard)
+                .wait(parked)
                 .unwrap_or_else(|e| e.into_inner());
+        }
+        if let Some(i) = parked.iter().position(|&d| d == deadline) {
+            parked.swap_remove(i);
         }
     }
 

@@ -41,7 +41,9 @@ impl Store for MutexState {
     }
 
     fn set_params(&self, params: Params) {
-        lock(&self.inner).1 = params;
+        let mut state = lock(&self.inner);
+        state.0 = schedule::rebase(state.0, state.1, params);
+        state.1 = params;
     }
 
     fn give_back(&self, grant: Grant) -> bool {

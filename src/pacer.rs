@@ -24,7 +24,9 @@ pub(crate) trait Store {
     /// enough for a question that consumes nothing.
     fn peek(&self) -> (u64, Params);
 
-    /// Sets the interval later steps use.
+    /// Sets the interval later steps use, and [rebases](schedule::rebase)
+    /// the state so the next slot is one new interval after the last one.
+    /// Calls are serialized by the caller (`Core::set_rate`'s lock).
     fn set_params(&self, params: Params);
 
     /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has
@@ -158,7 +160,14 @@ impl<S: Store, C: Clock> Core<S, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        let (now, grant) = self.reserve(cost, Admit::Within(nanos(max_wait)))?;
+        let (now, grant) =
+            self.reserve(cost, Admit::Within(nanos(max_wait)))
+                .map_err(|e| match e {
+                    // `Within(0)` is also `try_take`'s; a timeout's refusal is the
+                    // full queue's, whatever wait it allowed.
+                    TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
+                    e => e,
+                })?;
         Ok(self.wait_for(now, grant.slot))
     }
 

@@ -60,11 +60,12 @@ impl Rate {
         }
         let period_ns = period.as_nanos();
         let count128 = u128::from(count);
-        // Round to nearest: (p + c/2) / c.
-        let interval = (period_ns + count128 / 2) / count128;
-        if interval == 0 {
+        // Faster than 1/ns is too short even where it would round up to 1 ns.
+        if period_ns < count128 {
             return Err(RateError::IntervalTooShort { count, period });
         }
+        // Round to nearest: (p + c/2) / c.
+        let interval = (period_ns + count128 / 2) / count128;
         if interval > u128::from(MAX_SPAN) {
             return Err(RateError::IntervalTooLong { count, period });
         }

@@ -37,8 +37,10 @@ use crate::rate::MAX_SPAN;
 /// Internal time of the clock's origin: clock readings are offset by this.
 pub const ORIGIN: u64 = 1 << 62;
 
-/// `tat` of a limiter that has granted nothing yet: its first permit is
-/// granted at once and it has no banked credit (uber's behaviour).
+/// `tat` of a limiter that has granted nothing yet: its first request is
+/// granted as a limiter at rest would grant it (at once, up to a burst of
+/// `slack + 1`) and leaves no banked credit: the next permit is one interval
+/// later, however long the limiter sat unused before (uber's behaviour).
 pub const FRESH: u64 = 0;
 
 /// `tat` of a limiter that starts with full credit: any time so far in the
@@ -151,7 +153,15 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
         Some(span) if span <= MAX_SPAN => span,
         _ => return Err(Deny::CostTooLarge),
     };
-    let base = p.base(tat, now);
+    let base = if tat == FRESH {
+        // The first request goes as it would on a limiter at rest, but keeps
+        // no credit: the next permit is one interval after its slot. (With
+        // `base = now` a cost of 2 would never pass a `try_take_n`, however
+        // long its caller waited, since waiting banks nothing here.)
+        now.saturating_sub((span - p.interval).min(p.tau()))
+    } else {
+        p.base(tat, now)
+    };
     let slot = base.saturating_add(span - p.interval);
     if let Admit::Within(max) = admit {
         let wait = slot.saturating_sub(now);
@@ -172,10 +182,33 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     })
 }
 
+/// The state after the interval changes from `old` to `new`, so that slots
+/// already handed out stand and the next one is a *new* interval after the
+/// last of them (`tat - old`): without it, the first request after a change
+/// would still be spaced by the old interval (an hour, after a change from
+/// 1/h to 100/s). Credit banked in the past shifts by the same amount and is
+/// clamped to the new `tau` by the next step. The sentinels, and a `tat`
+/// pinned at `u64::MAX`, are left alone.
+#[inline]
+pub fn rebase(tat: u64, old: Params, new: Params) -> u64 {
+    if tat == FRESH || tat == FULL || tat == u64::MAX {
+        return tat;
+    }
+    // A booked `tat` is at least `old` past 0 (see `step`); `max` keeps the
+    // result off the sentinels all the same.
+    tat.saturating_sub(old.interval)
+        .saturating_add(new.interval)
+        .max(FULL + 1)
+}
+
 /// How many permits one request could take at `now` without waiting.
 /// At most `slack + 1`.
 #[inline]
 pub fn available(tat: u64, now: u64, p: Params) -> u64 {
+    if tat == FRESH {
+        // The first request may be a whole burst (see `step`).
+        return p.slack + 1;
+    }
     let base = p.base(tat, now);
     if base > now {
         0
@@ -210,6 +243,24 @@ mod tests {
             step(g.next, ORIGIN + 1_000_000, 1, p(10), Admit::Within(0)),
             Err(Deny::Wait(T))
         );
+    }
+
+    #[test]
+    fn first_request_of_any_cost_within_the_burst_goes_at_once_and_banks_nothing() {
+        let now = ORIGIN + 5_000;
+        for cost in 1..=11 {
+            assert_eq!(available(FRESH, now, p(10)), 11);
+            let g = step(FRESH, now, cost, p(10), Admit::Within(0)).unwrap();
+            assert_eq!(g.slot, now, "cost {cost}");
+            assert_eq!(g.next, now + T, "cost {cost}: no credit left over");
+        }
+        // Above the burst it waits what a limiter at rest would.
+        assert_eq!(
+            step(FRESH, now, 12, p(10), Admit::Within(0)),
+            Err(Deny::ExceedsBurst)
+        );
+        let g = step(FRESH, now, 13, p(10), Admit::Always).unwrap();
+        assert_eq!((g.slot, g.next), (now + 2 * T, now + 3 * T));
     }
 
     #[test]
@@ -271,6 +322,18 @@ mod tests {
         let g = step(FULL, ORIGIN + 1000, 1, p(2), Admit::Always).unwrap();
         let h = step(g.next, ORIGIN, 1, p(2), Admit::Always).unwrap();
         assert!(h.slot >= g.next && h.next > g.next);
+    }
+
+    #[test]
+    fn rebase_spaces_the_next_slot_by_the_new_interval() {
+        let (slow, fast) = (Params::new(1000, 1).unwrap(), p(1));
+        // Last slot at ORIGIN + 5000, booked at the slow rate.
+        assert_eq!(rebase(ORIGIN + 6000, slow, fast), ORIGIN + 5000 + T);
+        assert_eq!(rebase(ORIGIN + 5000 + T, fast, slow), ORIGIN + 6000);
+        for tat in [FRESH, FULL, u64::MAX] {
+            assert_eq!(rebase(tat, slow, fast), tat);
+        }
+        assert_eq!(rebase(500, slow, Params::new(1, 0).unwrap()), FULL + 1);
     }
 
     #[test]

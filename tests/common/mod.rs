@@ -1,0 +1,159 @@
+//! What the integration tests share: building either limiter behind one
+//! interface, and driving worker threads on a `ManualClock` from slot to slot.
+
+// Each test file uses its own part of this module.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Scope;
+use std::time::Duration;
+
+use paceline::{AtomicLimiter, Clock, Limiter, ManualClock, MutexLimiter, Rate, Wait};
+
+/// The two limiters that must make the same decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Atomic,
+    Mutex,
+}
+
+pub const KINDS: [Kind; 2] = [Kind::Atomic, Kind::Mutex];
+
+/// How long a test waits, in real time, for its workers to park before it
+/// fails instead of hanging.
+pub const PARK_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A limiter of `kind` at `rate` with `slack`, on `clock`.
+pub fn build<C: Clock + 'static>(kind: Kind, rate: Rate, slack: u64, clock: C) -> Arc<dyn Limiter> {
+    build_with(kind, rate, slack, false, Wait::Sleep, clock)
+}
+
+/// A limiter of `kind` with every builder option given.
+pub fn build_with<C: Clock + 'static>(
+    kind: Kind,
+    rate: Rate,
+    slack: u64,
+    full_credit: bool,
+    wait: Wait,
+    clock: C,
+) -> Arc<dyn Limiter> {
+    match kind {
+        Kind::Atomic => Arc::new(
+            AtomicLimiter::builder(rate)
+                .slack(slack)
+                .full_credit(full_credit)
+                .wait(wait)
+                .clock(clock)
+                .build()
+                .expect("valid options"),
+        ),
+        Kind::Mutex => Arc::new(
+            MutexLimiter::builder(rate)
+                .slack(slack)
+                .full_credit(full_credit)
+                .wait(wait)
+                .clock(clock)
+                .build()
+                .expect("valid options"),
+        ),
+    }
+}
+
+/// The times (since the clock's origin) at which permits were handed out.
+#[derive(Default)]
+pub struct Log(Mutex<Vec<Duration>>);
+
+impl Log {
+    pub fn push(&self, t: Duration) {
+        self.0.lock().unwrap().push(t);
+    }
+
+    /// How many permits went strictly before `t`: what an observer sees just
+    /// before the clock reaches `t`.
+    pub fn count_before(&self, t: Duration) -> usize {
+        self.0.lock().unwrap().iter().filter(|&&x| x < t).count()
+    }
+
+    /// Every time logged, sorted.
+    pub fn sorted(&self) -> Vec<Duration> {
+        let mut v = self.0.lock().unwrap().clone();
+        v.sort();
+        v
+    }
+}
+
+/// Worker threads that take in a loop on a `ManualClock`, and the test
+/// thread that moves the clock only while they are all parked.
+pub struct Sim<'a> {
+    pub clock: &'a ManualClock,
+    pub log: &'a Log,
+    stop: &'a AtomicBool,
+    workers: usize,
+}
+
+impl<'a> Sim<'a> {
+    pub fn new(clock: &'a ManualClock, log: &'a Log, stop: &'a AtomicBool) -> Self {
+        Sim {
+            clock,
+            log,
+            stop,
+            workers: 0,
+        }
+    }
+
+    /// Starts a thread that calls `unit` (one unit of work: one or more takes,
+    /// returning the time it went) in a loop, logging each time, until
+    /// [`finish`](Self::finish).
+    pub fn spawn<'scope, F>(&mut self, s: &'scope Scope<'scope, '_>, unit: F)
+    where
+        F: Fn() -> Duration + Send + 'scope,
+        'a: 'scope,
+    {
+        let (stop, log) = (self.stop, self.log);
+        self.workers += 1;
+        s.spawn(move || loop {
+            let t = unit();
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            log.push(t);
+        });
+    }
+
+    /// Waits until every worker is parked on a slot ahead of the clock.
+    pub fn quiesce(&self) {
+        assert!(
+            self.clock.wait_for_waiters(self.workers, PARK_TIMEOUT),
+            "{} workers did not all park within {PARK_TIMEOUT:?}",
+            self.workers
+        );
+    }
+
+    /// Moves the clock to `t` one waiter's deadline at a time, never past a
+    /// slot: each permit goes at the clock time of its slot, and every
+    /// worker has logged and parked again before the clock moves on.
+    pub fn run_until(&self, t: Duration) {
+        loop {
+            self.quiesce();
+            match self.clock.next_deadline() {
+                Some(next) if next <= t => self.clock.set(next),
+                _ => {
+                    if self.clock.elapsed() < t {
+                        self.clock.set(t);
+                        self.quiesce();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Stops the workers: they drop whatever they take from now on and exit
+    /// once the clock releases them.
+    pub fn finish(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.clock
+            .advance(Duration::from_secs(100 * 365 * 24 * 3600));
+    }
+}

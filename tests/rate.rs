@@ -1,0 +1,269 @@
+//! `Rate`: parsing, display, and the interval it paces at.
+
+use std::time::Duration;
+
+use paceline::{Rate, RateError};
+use proptest::prelude::*;
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[test]
+fn parses_count_per_unit_and_per_n_units() {
+    let table: &[(&str, u64, Duration, Duration)] = &[
+        // input, count, period, interval
+        ("100/s", 100, SEC, Duration::from_millis(10)),
+        (
+            "7/min",
+            7,
+            Duration::from_secs(60),
+            Duration::from_nanos(8_571_428_571),
+        ),
+        (
+            "1500/h",
+            1500,
+            Duration::from_secs(3600),
+            Duration::from_millis(2400),
+        ),
+        (
+            "5/250ms",
+            5,
+            Duration::from_millis(250),
+            Duration::from_millis(50),
+        ),
+        ("1/ns", 1, Duration::from_nanos(1), Duration::from_nanos(1)),
+        (
+            "1/us",
+            1,
+            Duration::from_micros(1),
+            Duration::from_micros(1),
+        ),
+        (
+            "1/µs",
+            1,
+            Duration::from_micros(1),
+            Duration::from_micros(1),
+        ),
+        ("3/m", 3, Duration::from_secs(60), Duration::from_secs(20)),
+        ("2/sec", 2, SEC, Duration::from_millis(500)),
+        (
+            "24/d",
+            24,
+            Duration::from_secs(86_400),
+            Duration::from_secs(3600),
+        ),
+        (
+            "1/day",
+            1,
+            Duration::from_secs(86_400),
+            Duration::from_secs(86_400),
+        ),
+        (
+            "1/hr",
+            1,
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+        ),
+        (
+            "10/90s",
+            10,
+            Duration::from_secs(90),
+            Duration::from_secs(9),
+        ),
+        ("1000000000/s", 1_000_000_000, SEC, Duration::from_nanos(1)),
+    ];
+    for &(input, count, period, interval) in table {
+        let rate: Rate = input.parse().unwrap_or_else(|e| panic!("{input}: {e}"));
+        assert_eq!(rate.count(), count, "{input}");
+        assert_eq!(rate.period(), period, "{input}");
+        assert_eq!(rate.interval(), interval, "{input}");
+        assert_eq!(rate, Rate::new(count, period).unwrap(), "{input}");
+    }
+}
+
+#[test]
+fn parsing_ignores_whitespace_around_the_parts() {
+    for input in [
+        " 100/s",
+        "100/s ",
+        "100 / s",
+        "\t100/\ts\n",
+        "100/ 1 s",
+        "100/1 s",
+    ] {
+        assert_eq!(
+            input.parse::<Rate>(),
+            Ok(Rate::per_second(100)),
+            "{input:?}"
+        );
+    }
+}
+
+#[test]
+fn the_named_constructors_match_the_strings() {
+    assert_eq!("100/s".parse::<Rate>().unwrap(), Rate::per_second(100));
+    assert_eq!("7/min".parse::<Rate>().unwrap(), Rate::per_minute(7));
+    assert_eq!("1500/h".parse::<Rate>().unwrap(), Rate::per_hour(1500));
+    assert_eq!(
+        Rate::every(Duration::from_millis(3)).unwrap().interval(),
+        Duration::from_millis(3)
+    );
+}
+
+/// Every malformed string names what is wrong with it.
+#[test]
+fn bad_strings_are_errors_that_say_what_is_wrong() {
+    let table: &[(&str, &str)] = &[
+        ("", "expected COUNT/PERIOD"),
+        ("100", "expected COUNT/PERIOD"),
+        ("100 per second", "expected COUNT/PERIOD"),
+        ("/s", "the count must be a whole number"),
+        ("abc/s", "the count must be a whole number"),
+        ("-5/s", "the count must be a whole number"),
+        ("1.5/s", "the count must be a whole number"),
+        ("1_000/s", "the count must be a whole number"),
+        ("99999999999999999999/s", "the count must be a whole number"),
+        ("100/", "the period needs a unit"),
+        ("100/5", "the period needs a unit"),
+        ("100/x", "unknown unit"),
+        ("100/S", "unknown unit"),
+        ("100/seconds", "unknown unit"),
+        ("100/s/s", "unknown unit"),
+        ("100/1.5s", "unknown unit"),
+        (
+            "1/99999999999999999999s",
+            "the period's number is too large",
+        ),
+        ("1/9999999999999d", "the period is too long"),
+    ];
+    for &(input, reason) in table {
+        match input.parse::<Rate>() {
+            Err(e @ RateError::Parse { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(reason), "{input:?}: {msg}");
+                assert!(
+                    msg.contains(&format!("{input:?}")),
+                    "{input:?}: {msg} names the input"
+                );
+            }
+            other => panic!("{input:?}: expected a parse error, got {other:?}"),
+        }
+    }
+}
+
+/// A string that parses but whose rate is invalid gets the rate's own error.
+#[test]
+fn well_formed_but_invalid_rates_get_the_rate_error() {
+    assert_eq!("0/s".parse::<Rate>(), Err(RateError::ZeroCount));
+    assert_eq!("1/0s".parse::<Rate>(), Err(RateError::ZeroPeriod));
+    assert!(matches!(
+        "5/1ns".parse::<Rate>(),
+        Err(RateError::IntervalTooShort { .. })
+    ));
+    assert!(matches!(
+        "1/200000d".parse::<Rate>(),
+        Err(RateError::IntervalTooLong { .. })
+    ));
+}
+
+#[test]
+fn display_is_the_shortest_unit_that_divides_the_period() {
+    let table = [
+        ("100/s", "100/s"),
+        ("7/min", "7/min"),
+        ("1500/h", "1500/h"),
+        ("5/250ms", "5/250ms"),
+        ("1/d", "1/24h"),
+        ("3/90s", "3/90s"),
+        ("1/1500ms", "1/1500ms"),
+        ("1/60s", "1/min"),
+        ("1/1000us", "1/ms"),
+        ("7/21ns", "7/21ns"),
+    ];
+    for (input, shown) in table {
+        let rate: Rate = input.parse().unwrap();
+        assert_eq!(rate.to_string(), shown, "{input}");
+        assert_eq!(shown.parse::<Rate>(), Ok(rate), "{shown} parses back");
+    }
+}
+
+#[test]
+fn interval_rounds_to_the_nearest_nanosecond() {
+    // 1/3 s = 333_333_333.3 ns
+    assert_eq!(
+        Rate::per_second(3).interval(),
+        Duration::from_nanos(333_333_333)
+    );
+    // 2/3 s = 666_666_666.7 ns
+    assert_eq!(
+        Rate::new(3, 2 * SEC).unwrap().interval(),
+        Duration::from_nanos(666_666_667)
+    );
+    // 60 s / 7 = 8_571_428_571.4 ns
+    assert_eq!(
+        Rate::per_minute(7).interval(),
+        Duration::from_nanos(8_571_428_571)
+    );
+    // 3_000_000/s = 333.3 ns: 333 paces 0.1 % fast, the most accepted.
+    let r = Rate::per_second(3_000_000);
+    assert_eq!(r.interval(), Duration::from_nanos(333));
+    assert!((r.per_second_f64() - 3_003_003.0).abs() < 1.0);
+}
+
+#[test]
+fn rounding_worse_than_a_tenth_of_a_percent_is_refused() {
+    // 1.5 ns and 2.5 ns intervals: whole nanoseconds are 33 % / 20 % off.
+    for (count, ns) in [(2, 3), (2, 5), (600_000_000, 1_000_000_000)] {
+        let err = Rate::new(count, Duration::from_nanos(ns)).unwrap_err();
+        assert!(
+            matches!(err, RateError::Imprecise { .. }),
+            "{count}/{ns}ns: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("Rate::every"), "{msg}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn display_parses_back_to_the_same_rate(count in 1u64..=1_000_000, period_ns in 1u64..=1u64 << 50) {
+        if let Ok(rate) = Rate::new(count, Duration::from_nanos(period_ns)) {
+            let shown = rate.to_string();
+            prop_assert_eq!(shown.parse::<Rate>(), Ok(rate), "{}", shown);
+        }
+    }
+
+    #[test]
+    fn accepted_intervals_are_within_a_tenth_of_a_percent(count in 1u64..=u64::MAX, period_ns in 1u64..=u64::MAX) {
+        if let Ok(rate) = Rate::new(count, Duration::from_nanos(period_ns)) {
+            let paced = rate.interval().as_nanos() * u128::from(count);
+            let err = paced.abs_diff(u128::from(period_ns)) as f64 / period_ns as f64;
+            prop_assert!(err <= Rate::MAX_ROUNDING, "{:?}: {}", rate, err);
+            prop_assert!(rate.interval() >= Duration::from_nanos(1));
+        }
+    }
+}
+
+/// Anything faster than one permit per nanosecond is "too short", even when
+/// the interval would round up to 1 ns (1.5 per ns is not a precision issue
+/// that `Rate::every` could fix).
+#[test]
+fn faster_than_one_per_nanosecond_is_too_short_not_imprecise() {
+    for (count, period) in [
+        (2, Duration::from_nanos(1)),
+        (3, Duration::from_nanos(2)),
+        (1_500_000_000, SEC),
+        (u64::MAX, SEC),
+    ] {
+        let err = Rate::new(count, period).unwrap_err();
+        assert!(
+            matches!(err, RateError::IntervalTooShort { .. }),
+            "{count} per {period:?}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains("faster than 1 per nanosecond"),
+            "{err}"
+        );
+    }
+    // Exactly one per nanosecond is the fastest rate.
+    assert!(Rate::new(1_000_000_000, SEC).is_ok());
+}

@@ -1,0 +1,79 @@
+//! `set_rate`: slots already handed out stand; later requests are spaced by
+//! the new interval. Deterministic, on a `ManualClock`, for both limiters.
+
+mod common;
+
+use std::sync::atomic::AtomicBool;
+use std::thread;
+use std::time::Duration;
+
+use common::{build, Log, Sim, KINDS};
+use paceline::{ManualClock, Rate};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// The next permit is one *new* interval after the last one handed out:
+/// speeding up from 10/s does not wait out the old 100 ms, slowing down to
+/// 1/s waits the whole new second.
+#[test]
+fn the_next_permit_is_one_new_interval_after_the_last() {
+    for kind in KINDS {
+        let clock = ManualClock::with_auto_advance();
+        let limiter = build(kind, Rate::per_second(10), 0, clock.clone());
+        assert_eq!(limiter.take(), Duration::ZERO);
+        limiter.set_rate(Rate::per_second(1)).unwrap();
+        assert_eq!(limiter.rate(), Some(Rate::per_second(1)));
+        assert_eq!(limiter.next_free(), 1000 * MS, "{kind:?}");
+        assert_eq!(limiter.take(), 1000 * MS, "{kind:?}");
+        assert_eq!(limiter.take(), 2000 * MS, "{kind:?}");
+        limiter.set_rate(Rate::per_second(100)).unwrap();
+        assert_eq!(limiter.take(), 2010 * MS, "{kind:?}");
+        assert_eq!(limiter.take(), 2020 * MS, "{kind:?}");
+    }
+}
+
+/// From one per hour to 100/s: the next permit is 10 ms after the last, not
+/// an hour.
+#[test]
+fn speeding_up_from_a_slow_rate_does_not_wait_out_the_old_interval() {
+    for kind in KINDS {
+        let clock = ManualClock::new();
+        let limiter = build(kind, Rate::per_hour(1), 10, clock.clone());
+        limiter.take();
+        assert!(limiter.try_take().is_err());
+        limiter.set_rate(Rate::per_second(100)).unwrap();
+        clock.advance(10 * MS);
+        assert!(limiter.try_take().is_ok(), "{kind:?}");
+        assert!(limiter.try_take().is_err(), "{kind:?}");
+    }
+}
+
+/// Three workers keep a limiter at 100/s busy; just before 1 s it is slowed
+/// to 10/s. The three slots already handed out (1.00, 1.01, 1.02 s, each with
+/// a worker parked on it) go as booked; every gap after them is 100 ms.
+#[test]
+fn a_rate_change_under_waiting_threads_paces_the_later_permits() {
+    for kind in KINDS {
+        let clock = ManualClock::new();
+        let limiter = build(kind, Rate::per_second(100), 0, clock.clone());
+        let (log, stop) = (Log::default(), AtomicBool::new(false));
+        thread::scope(|s| {
+            let mut sim = Sim::new(&clock, &log, &stop);
+            for _ in 0..3 {
+                let limiter = &limiter;
+                sim.spawn(s, move || limiter.take());
+            }
+            sim.run_until(1000 * MS - Duration::from_nanos(1));
+            limiter.set_rate(Rate::per_second(10)).unwrap();
+            sim.run_until(3000 * MS);
+            sim.finish();
+        });
+        let times = log.sorted();
+        assert_eq!(log.count_before(1000 * MS), 100, "{kind:?}");
+        let after: Vec<Duration> = times.into_iter().filter(|&t| t >= 1000 * MS).collect();
+        let booked = [1000 * MS, 1010 * MS, 1020 * MS];
+        let paced = (0..=18).map(|k| 1120 * MS + k * 100 * MS);
+        let want: Vec<Duration> = booked.into_iter().chain(paced).collect();
+        assert_eq!(after, want, "{kind:?}");
+    }
+}
