@@ -121,10 +121,16 @@ if span_s == 0 and span_n == 0 then
   return { '1', now, now, '0' }
 end
 
--- base = max(tat, now - tau); a FRESH state (0) starts at now.
+-- base = max(tat, now - tau). A FRESH state (0) is decided as at rest but
+-- keeps no credit: base = now - min(lead, tau), so the next slot is one
+-- interval after this one.
 local base_s, base_n
 if tat_s == 0 and tat_n == 0 then
-  base_s, base_n = now_s, now_n
+  local back_s, back_n = lead_s, lead_n
+  if lt(tau_s, tau_n, back_s, back_n) then
+    back_s, back_n = tau_s, tau_n
+  end
+  base_s, base_n = sub(now_s, now_n, back_s, back_n)
 else
   base_s, base_n = sub(now_s, now_n, tau_s, tau_n)
   if lt(base_s, base_n, tat_s, tat_n) then
