@@ -23,6 +23,8 @@
 //! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
 //! - [`Unlimited`]: admits everything (pacing switched off).
+//! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
+//!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
 //! - [`Limiter`]: the object-safe trait all three implement.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
@@ -55,6 +57,7 @@ mod atomic;
 mod builder;
 mod clock;
 mod error;
+pub mod keyed;
 mod limiter;
 mod mutex;
 mod pacer;
@@ -67,6 +70,7 @@ pub use atomic::AtomicLimiter;
 pub use builder::Builder;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABOVE};
 pub use error::{BuildError, RateError, TakeError};
+pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limiter::Limiter;
 pub use mutex::MutexLimiter;
 pub use rate::Rate;
