@@ -219,8 +219,9 @@ struct Resolved<K> {
 /// As for `AtomicLimiter`: permits are ordered, memory is not.
 pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     shards: Box<[CachePadded<RwLock<Shard<K>>>]>,
-    /// Picks the shard; the shards' maps hash with their own seeds.
-    hasher: RandomState,
+    /// Picks the shard. foldhash's quality variant: the fast one maps
+    /// sequential keys (IPs, ids) to shards in a near-periodic pattern.
+    hasher: foldhash::quality::RandomState,
     mask: usize,
     /// Entries per shard at most.
     shard_cap: usize,
@@ -330,7 +331,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);
         let shard_cap = max_keys / shards;
-        let hasher = RandomState::default();
+        let hasher = foldhash::quality::RandomState::default();
         Ok(KeyedLimiter {
             shards: (0..shards)
                 .map(|_| {
@@ -632,7 +633,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> &RwLock<Shard<K>> {
         let hash = self.hasher.hash_one(key);
         // High bits: the shard maps below use their own seeds anyway.
-        &self.shards[(hash >> 32) as usize & self.mask]
+        &self.shards[hash as usize & self.mask]
     }
 
     #[inline]
