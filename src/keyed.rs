@@ -38,16 +38,25 @@
 //! its entries can come to rest and does not sweep before it. When a shard is
 //! full of busy keys, [`WhenFull`] decides.
 //!
-//! ## Overrides
+//! ## Overrides and rate changes
 //!
 //! Rates live in a small table of classes (class 0 is the default); an
 //! entry stores its class index, resolved once when it is created (walking
 //! the key's parents when a [`parent`](KeyedBuilder::parent) function is
-//! set). Changing the rate of an existing class is one atomic store, seen by
-//! the next step of every key in it. Adding or removing an override, or
-//! changing a slack, publishes a new table and re-resolves each shard under
-//! its write lock, one shard at a time; a shard's entries are always read
-//! with the table they were resolved against.
+//! set). Each shard holds the table its entries refer to. Any change (the
+//! default rate, an override set or removed) publishes a new table and
+//! bumps an epoch; then each shard, under its write lock, moves to the new
+//! table and re-resolves its entries, one shard at a time. An insert that
+//! sees a newer epoch than its shard's brings the shard over first. So a
+//! shard's entries are always read with the table they were resolved
+//! against, and a change takes effect per shard at one instant.
+//!
+//! Banked credit is kept as time, so at a slower rate (or a larger slack) a
+//! full bucket holds fewer permits than a new one, while a dropped key would
+//! come back full: pruning would change decisions. So when its shard moves
+//! to a new table, an entry at rest under its old class is set to `FULL`:
+//! keys at rest stay at rest at the new rate. Keys not at rest keep their
+//! schedule, as a lone `AtomicLimiter` keeps its slots across `set_rate`.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -126,9 +135,10 @@ pub enum WhenFull {
 
 /// The parameters of one class of keys: the default or one override.
 struct Class {
-    /// `T`, ns: an atomic so a rate change reaches every key at once.
+    /// `T`, ns. Never changes (a change publishes a new table); an atomic
+    /// only because `atomic::update` reads the interval from one.
     interval: AtomicU64,
-    /// `S`, fixed for the class (a slack change publishes a new table).
+    /// `S`.
     slack: u64,
 }
 
@@ -163,8 +173,13 @@ struct Entry {
 /// One shard of the map, under its `RwLock`.
 struct Shard<K> {
     map: HashMap<K, Entry, RandomState>,
-    /// The class table the entries' `class` indices refer to.
+    /// The class table the entries' `class` indices refer to
+    /// (`resolved.classes`, one pointer closer).
     classes: Arc<[Class]>,
+    /// The overrides new entries are resolved with.
+    resolved: Arc<Resolved<K>>,
+    /// The limiter's `epoch` when `resolved` was taken.
+    epoch: u64,
     /// No entry can come to rest (plus grace) before this internal time.
     earliest_rest: u64,
     /// Sweep when an insert finds this many entries.
@@ -229,6 +244,9 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     when_full: WhenFull,
     parent: Option<fn(&K) -> Option<K>>,
     resolved: RwLock<Arc<Resolved<K>>>,
+    /// Bumped after each new class table is published, so that an insert
+    /// checks for one with a plain load instead of locking `resolved`.
+    epoch: AtomicU64,
     /// Serializes override changes (never taken on a take path).
     admin: Mutex<()>,
     clock: C,
@@ -328,6 +346,11 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     {
         let p = params(self.rate, self.slack)?;
         let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
+        let resolved = Arc::new(Resolved {
+            overrides: HashMap::with_hasher(RandomState::default()),
+            rates: vec![self.rate],
+            classes: Arc::clone(&classes),
+        });
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);
         let shard_cap = max_keys / shards;
@@ -338,6 +361,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                     CachePadded::new(RwLock::new(Shard {
                         map: HashMap::with_hasher(RandomState::default()),
                         classes: Arc::clone(&classes),
+                        resolved: Arc::clone(&resolved),
+                        epoch: 0,
                         earliest_rest: 0,
                         sweep_at: MIN_SWEEP.min(shard_cap),
                         retired_admitted: 0,
@@ -353,11 +378,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             max_keys,
             when_full: self.when_full,
             parent: self.parent,
-            resolved: RwLock::new(Arc::new(Resolved {
-                overrides: HashMap::with_hasher(RandomState::default()),
-                rates: vec![self.rate],
-                classes,
-            })),
+            resolved: RwLock::new(resolved),
+            epoch: AtomicU64::new(0),
             admin: Mutex::new(()),
             clock: self.clock,
             wait: self.wait,
@@ -609,15 +631,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = read(self.shard(key));
         let now = self.now();
         let (tat, p) = match shard.map.get(key) {
-            Some(e) => (
-                e.tat.load(Ordering::Relaxed),
-                shard.classes[e.class as usize].params(),
-            ),
+            Some(e) => {
+                let class = &shard.classes[e.class as usize];
+                (e.tat.load(Ordering::Relaxed), class.params())
+            }
+            // As the shard would resolve it now (an override change on
+            // its way to this shard is not seen yet, as for its entries).
             None => {
-                // The snapshot's own table: this shard's may lag behind it.
-                let resolved = Arc::clone(&read(&self.resolved));
-                let class = self.resolve(&resolved, key);
-                (FULL, resolved.classes[class as usize].params())
+                let class = self.resolve(&shard.resolved, key);
+                (FULL, shard.classes[class as usize].params())
             }
         };
         schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
@@ -684,13 +706,17 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if let Some(entry) = shard.map.get(key) {
             return on_entry(&shard.classes, entry, now, cost, admit);
         }
-        let resolved = Arc::clone(&read(&self.resolved));
-        if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
+        // Acquire: pairs with `publish`'s release, so a new epoch comes
+        // with the table published before it.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if shard.epoch != epoch {
             // An override change is on its way to this shard: apply it here
             // first so the new entry's class refers to this shard's table.
-            self.reresolve(shard, &resolved);
+            let resolved = Arc::clone(&read(&self.resolved));
+            self.reresolve(shard, &resolved, now);
+            shard.epoch = epoch;
         }
-        let class = self.resolve(&resolved, key);
+        let class = self.resolve(&shard.resolved, key);
         let p = shard.classes[class as usize].params();
         let grant = match schedule::step(FULL, now, cost, p, admit) {
             Ok(grant) => grant,
@@ -782,18 +808,32 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         0
     }
 
-    /// Points every entry of `shard` at `resolved`'s table.
-    fn reresolve(&self, shard: &mut Shard<K>, resolved: &Resolved<K>) {
-        for (key, entry) in shard.map.iter_mut() {
-            entry.class = self.resolve(resolved, key);
+    /// Points every entry of `shard` at `resolved`'s table; an entry at rest
+    /// at `now` under its old class moves to `FULL`.
+    fn reresolve(&self, shard: &mut Shard<K>, resolved: &Arc<Resolved<K>>, now: u64) {
+        if Arc::ptr_eq(&shard.resolved, resolved) {
+            return;
+        }
+        if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
+            let old = Arc::clone(&shard.classes);
+            for (key, entry) in shard.map.iter_mut() {
+                let class = &old[entry.class as usize];
+                let tat = *entry.tat.get_mut();
+                if tat <= now.saturating_sub(class.params().tau()) {
+                    *entry.tat.get_mut() = FULL;
+                }
+                entry.class = self.resolve(resolved, key);
+            }
         }
         shard.classes = Arc::clone(&resolved.classes);
+        shard.resolved = Arc::clone(resolved);
         // A shorter slack may bring rest closer.
         shard.earliest_rest = 0;
     }
 
     /// Sets the default rate, for every key without an override, from the
-    /// next step on (slots handed out stand).
+    /// next step on (slots handed out stand). Keys at rest stay at rest at the
+    /// new rate. Re-resolves the tracked keys one shard at a time.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when the default slack at `rate` banks
@@ -801,35 +841,43 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let current = Arc::clone(&read(&self.resolved));
-        self.set_class_rate(&current, 0, rate)
+        let p = params(rate, current.classes[0].slack)?;
+        let entries = self.overrides_except(&current, None);
+        self.publish((rate, p), entries);
+        Ok(())
     }
 
-    /// Changes the rate of class `class` in place (same slack): one atomic
-    /// store, seen by every key of the class at its next step.
-    fn set_class_rate(
+    /// The overrides of `current` but `except`'s, as `publish` takes them.
+    fn overrides_except<Q>(
         &self,
         current: &Resolved<K>,
-        class: u32,
-        rate: Rate,
-    ) -> Result<(), BuildError> {
-        let c = &current.classes[class as usize];
-        let p = params(rate, c.slack)?;
-        c.interval.store(p.interval(), Ordering::Relaxed);
-        let mut rates = current.rates.clone();
-        rates[class as usize] = rate;
-        *write(&self.resolved) = Arc::new(Resolved {
-            overrides: current.overrides.clone(),
-            rates,
-            classes: Arc::clone(&current.classes),
-        });
-        Ok(())
+        except: Option<&Q>,
+    ) -> Vec<(K, Rate, Params)>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        current
+            .overrides
+            .iter()
+            .filter(|(k, _)| except.is_none_or(|e| (*k).borrow() != e))
+            .map(|(k, &class)| {
+                let c = &current.classes[class as usize];
+                (k.clone(), current.rates[class as usize], c.params())
+            })
+            .collect()
+    }
+
+    /// The default rate and parameters of `current`.
+    fn default_of(current: &Resolved<K>) -> (Rate, Params) {
+        (current.rates[0], current.classes[0].params())
     }
 
     /// Gives `key`, and with a [`parent`](KeyedBuilder::parent) function every
     /// key under it, its own `rate` and `slack`, replacing any override it
-    /// had. Applies to keys already tracked: a rate change on an existing
-    /// override at the same slack is one atomic store; anything else
-    /// re-resolves the tracked keys one shard at a time.
+    /// had. Applies to keys already tracked (re-resolved one shard at a
+    /// time); keys at rest stay at rest at the new rate, the others keep the
+    /// slots they were handed.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack` at `rate` banks over 146
@@ -838,20 +886,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let p = params(rate, slack)?;
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let current = Arc::clone(&read(&self.resolved));
-        if let Some(&class) = current.overrides.get(&key) {
-            if current.classes[class as usize].slack == slack {
-                return self.set_class_rate(&current, class, rate);
-            }
-        }
-        let mut entries: Vec<(K, Rate, Params)> = Vec::new();
-        for (k, &class) in &current.overrides {
-            if *k != key {
-                let c = &current.classes[class as usize];
-                entries.push((k.clone(), current.rates[class as usize], c.params()));
-            }
-        }
+        let mut entries = self.overrides_except(&current, Some(&key));
         entries.push((key, rate, p));
-        self.publish(&current, entries);
+        self.publish(Self::default_of(&current), entries);
         Ok(())
     }
 
@@ -867,24 +904,16 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if !current.overrides.contains_key(key) {
             return false;
         }
-        let entries = current
-            .overrides
-            .iter()
-            .filter(|(k, _)| (*k).borrow() != key)
-            .map(|(k, &class)| {
-                let c = &current.classes[class as usize];
-                (k.clone(), current.rates[class as usize], c.params())
-            })
-            .collect();
-        self.publish(&current, entries);
+        let entries = self.overrides_except(&current, Some(key));
+        self.publish(Self::default_of(&current), entries);
         true
     }
 
-    /// Publishes a new table with the default of `current` and `entries`,
+    /// Publishes a new table with `default` and the overrides `entries`,
     /// then brings every shard to it. Runs under `admin`.
-    fn publish(&self, current: &Resolved<K>, entries: Vec<(K, Rate, Params)>) {
-        let mut classes = vec![Class::new(current.classes[0].params())];
-        let mut rates = vec![current.rates[0]];
+    fn publish(&self, default: (Rate, Params), entries: Vec<(K, Rate, Params)>) {
+        let mut classes = vec![Class::new(default.1)];
+        let mut rates = vec![default.0];
         let mut overrides = HashMap::with_hasher(RandomState::default());
         for (k, rate, p) in entries {
             overrides.insert(k, classes.len() as u32);
@@ -897,11 +926,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             classes: Arc::from(classes),
         });
         *write(&self.resolved) = Arc::clone(&next);
+        // Release: an insert that sees this epoch sees `next` (or later).
+        let epoch = self.epoch.fetch_add(1, Ordering::Release) + 1;
         for lock in self.shards.iter() {
             let mut shard = write(lock);
-            if !Arc::ptr_eq(&shard.classes, &next.classes) {
-                self.reresolve(&mut shard, &next);
-            }
+            let now = self.now();
+            self.reresolve(&mut shard, &next, now);
+            shard.epoch = shard.epoch.max(epoch);
         }
     }
 
@@ -972,7 +1003,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             let now = self.now();
             for (key, e) in &shard.map {
-                let p = shard.classes[e.class as usize].params();
+                let class = &shard.classes[e.class as usize];
+                let p = class.params();
                 let tat = e.tat.load(Ordering::Relaxed);
                 let used = tat.saturating_sub(now.saturating_sub(p.tau()));
                 let window = p.tau().saturating_add(p.interval());
@@ -1049,10 +1081,8 @@ fn sweep<K>(shard: &mut Shard<K>, now: u64) {
     let mut earliest = u64::MAX;
     let (mut admitted, mut refused, mut pruned) = (0, 0, 0);
     shard.map.retain(|_, e| {
-        let rest = rest_time(
-            e.tat.load(Ordering::Relaxed),
-            classes[e.class as usize].params(),
-        );
+        let class = &classes[e.class as usize];
+        let rest = rest_time(e.tat.load(Ordering::Relaxed), class.params());
         if rest <= now {
             admitted += e.admitted.load(Ordering::Relaxed);
             refused += u64::from(e.refused.load(Ordering::Relaxed));
@@ -1074,10 +1104,8 @@ fn sweep<K>(shard: &mut Shard<K>, now: u64) {
 fn evict<K>(shard: &mut Shard<K>, count: usize) {
     let classes = Arc::clone(&shard.classes);
     let rest = |e: &Entry| {
-        rest_time(
-            e.tat.load(Ordering::Relaxed),
-            classes[e.class as usize].params(),
-        )
+        let class = &classes[e.class as usize];
+        rest_time(e.tat.load(Ordering::Relaxed), class.params())
     };
     let mut times: Vec<u64> = shard.map.values().map(rest).collect();
     if times.is_empty() {

@@ -1,10 +1,12 @@
 //! Property tests: each key of a `KeyedLimiter` decides exactly as a lone
 //! `AtomicLimiter` (full credit, same rate and slack) given that key's
-//! operations, and pruning, manual or on insert, never changes a decision.
+//! operations (rate overrides set and removed included), and pruning, manual
+//! or on insert, never changes a decision.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use paceline::schedule::{self, Admit, Deny, Params};
 use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
 use proptest::prelude::*;
 
@@ -16,14 +18,46 @@ const SLACK: u64 = 3;
 #[derive(Clone, Debug)]
 enum Op {
     Advance(u64),
-    TryTake { key: u32, cost: u64 },
-    Timeout { key: u32, cost: u64, max_us: u64 },
-    Take { key: u32, cost: u64 },
-    Can { key: u32, cost: u64 },
+    TryTake {
+        key: u32,
+        cost: u64,
+    },
+    Timeout {
+        key: u32,
+        cost: u64,
+        max_us: u64,
+    },
+    Take {
+        key: u32,
+        cost: u64,
+    },
+    Can {
+        key: u32,
+        cost: u64,
+    },
     Prune,
+    /// Gives `key` its own interval, `ms` milliseconds (same slack).
+    Override {
+        key: u32,
+        ms: u64,
+    },
+    RemoveOverride {
+        key: u32,
+    },
 }
 
+/// Any operation, override changes included.
 fn op() -> impl Strategy<Value = Op> {
+    let key = 0u32..6;
+    prop_oneof![
+        10 => plain_op(),
+        1 => (key.clone(), 1u64..4).prop_map(|(key, ms)| Op::Override { key, ms }),
+        1 => key.prop_map(|key| Op::RemoveOverride { key }),
+    ]
+}
+
+/// Operations without override changes (a lone `AtomicLimiter` has none).
+fn plain_op() -> impl Strategy<Value = Op> {
     let key = 0u32..6;
     let cost = 0u64..=SLACK + 2;
     prop_oneof![
@@ -84,6 +118,9 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 keyed.prune();
                 (Outcome::Nothing, Outcome::Nothing)
             }
+            Op::Override { .. } | Op::RemoveOverride { .. } => {
+                unreachable!("plain_op() makes none")
+            }
             Op::TryTake { key, cost } => {
                 let k = keyed.try_take_n(&key, cost);
                 if let Err(TakeError::TooManyKeys { .. }) = k {
@@ -125,12 +162,143 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
     Ok(())
 }
 
+/// The reference for runs with override changes: per key, the pure step on
+/// a `tat` that starts `FULL`, with the keyed limiter's documented rule for
+/// a rate change: a key at rest at the change stays at rest (`FULL`).
+#[derive(Clone, Copy)]
+struct Model {
+    /// Clock reading, ns since the origin.
+    now: u64,
+    tat: [u64; 6],
+    interval: [u64; 6],
+}
+
+impl Model {
+    fn new() -> Model {
+        let interval = INTERVAL.as_nanos() as u64;
+        Model {
+            now: 0,
+            tat: [schedule::FULL; 6],
+            interval: [interval; 6],
+        }
+    }
+
+    fn params(&self, key: u32) -> Params {
+        Params::new(self.interval[key as usize], SLACK).unwrap()
+    }
+
+    fn decide(&mut self, key: u32, cost: u64, admit: Admit) -> Result<Duration, TakeError> {
+        let now = self.now + schedule::ORIGIN;
+        let p = self.params(key);
+        match schedule::step(self.tat[key as usize], now, cost, p, admit) {
+            Ok(grant) => {
+                self.tat[key as usize] = grant.next;
+                // Blocking calls wait; the clock auto-advances to the slot.
+                self.now = self.now.max(grant.slot.saturating_sub(schedule::ORIGIN));
+                Ok(Duration::from_nanos(grant.slot.max(now) - schedule::ORIGIN))
+            }
+            Err(Deny::Wait(wait)) => Err(match admit {
+                Admit::Within(0) => TakeError::RetryAfter(Duration::from_nanos(wait)),
+                Admit::Within(max) => TakeError::QueueFull {
+                    wait: Duration::from_nanos(wait),
+                    max_wait: Duration::from_nanos(max),
+                },
+                Admit::Always => TakeError::CostTooLarge { cost },
+            }),
+            Err(Deny::ExceedsBurst) => Err(TakeError::ExceedsBurst {
+                cost,
+                burst: SLACK + 1,
+            }),
+            Err(Deny::CostTooLarge) => Err(TakeError::CostTooLarge { cost }),
+        }
+    }
+
+    fn set_interval(&mut self, key: u32, interval: u64) {
+        let now = self.now + schedule::ORIGIN;
+        for k in 0..6 {
+            if self.tat[k] <= now - self.params(k as u32).tau() {
+                self.tat[k] = schedule::FULL;
+            }
+        }
+        self.interval[key as usize] = interval;
+    }
+}
+
+/// Runs `ops` on a keyed limiter and on [`Model`], checking every decision.
+fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
+    let clock = ManualClock::with_auto_advance();
+    let keyed = KeyedLimiter::<u32>::builder(Rate::every(INTERVAL).unwrap())
+        .slack(SLACK)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut model = Model::new();
+    for op in ops {
+        let (k, m) = match *op {
+            Op::Advance(ns) => {
+                clock.advance(Duration::from_nanos(ns));
+                model.now += ns;
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::Prune => {
+                keyed.prune();
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::Override { key, ms } => {
+                let interval = Duration::from_millis(ms);
+                keyed
+                    .set_override(key, Rate::every(interval).unwrap(), SLACK)
+                    .unwrap();
+                model.set_interval(key, interval.as_nanos() as u64);
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::RemoveOverride { key } => {
+                if keyed.remove_override(&key) {
+                    model.set_interval(key, INTERVAL.as_nanos() as u64);
+                }
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::TryTake { key, cost } => (
+                Outcome::Tried(keyed.try_take_n(&key, cost)),
+                Outcome::Tried(model.decide(key, cost, Admit::Within(0)).map(drop)),
+            ),
+            Op::Timeout { key, cost, max_us } => {
+                let max = Duration::from_micros(max_us);
+                (
+                    Outcome::Taken(keyed.take_n_timeout(&key, cost, max)),
+                    Outcome::Taken(model.decide(key, cost, Admit::Within(max_us * 1000))),
+                )
+            }
+            Op::Take { key, cost } => (
+                Outcome::Taken(keyed.take_n(&key, cost)),
+                Outcome::Taken(model.decide(key, cost, Admit::Always)),
+            ),
+            Op::Can { key, cost } => {
+                let can = keyed.can_take(&key, cost);
+                let mut probe = Model { ..model };
+                let would = probe.decide(key, cost, Admit::Within(0)).is_ok();
+                (Outcome::Can(can), Outcome::Can(would))
+            }
+        };
+        prop_assert_eq!(k, m, "op {:?}", op);
+        prop_assert_eq!(clock.elapsed(), Duration::from_nanos(model.now));
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn each_key_decides_like_a_lone_limiter_and_pruning_changes_nothing(
+    fn each_key_decides_like_the_pure_step_across_override_changes(
         ops in prop::collection::vec(op(), 1..200)
+    ) {
+        check_model(&ops)?;
+    }
+
+    #[test]
+    fn each_key_decides_like_a_lone_limiter_and_pruning_changes_nothing(
+        ops in prop::collection::vec(plain_op(), 1..200)
     ) {
         check(&ops, 1_000, WhenFull::Evict)?;
     }
@@ -140,7 +308,7 @@ proptest! {
     /// keeps every tracked key exact.
     #[test]
     fn sweeps_on_insert_change_no_decision_of_tracked_keys(
-        ops in prop::collection::vec(op(), 1..200)
+        ops in prop::collection::vec(plain_op(), 1..200)
     ) {
         check(&ops, 4, WhenFull::Refuse)?;
     }
@@ -177,6 +345,13 @@ proptest! {
                 }
                 Op::Prune => {
                     keyed.prune();
+                }
+                Op::Override { key, ms } => {
+                    let rate = Rate::every(Duration::from_millis(ms)).unwrap();
+                    keyed.set_override(key, rate, SLACK).unwrap();
+                }
+                Op::RemoveOverride { key } => {
+                    keyed.remove_override(&key);
                 }
             }
             prop_assert!(keyed.len() <= 2);
