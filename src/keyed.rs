@@ -6,14 +6,15 @@
 //! Each tracked key has one unpadded `AtomicU64`, its `tat`, updated by the
 //! very CAS loop [`AtomicLimiter`](crate::AtomicLimiter) runs
 //! (`atomic::update`), so a key decides exactly as a lone limiter would.
-//! The keys live in a sharded map: a power of two of
-//! `RwLock<HashMap<K, Entry>>`, each padded to its own cache line. A call on a
-//! tracked key takes its shard's read lock, reads the clock, runs the CAS
-//! loop on the entry and releases the lock before waiting; only a new key
-//! takes the write lock. The map was chosen by measurement against
-//! `dashmap`, `scc` and `papaya` (see the commit that introduced this file):
-//! with foldhash it matches dashmap on one hot key and on many keys, with no
-//! dependency beyond a 300-line hasher.
+//! The keys live in a sharded map: a power of two of `RwLock`s over a
+//! hashbrown `HashTable<(K, Entry)>`, each padded to its own cache line. A
+//! key is hashed once (foldhash); the hash picks both the shard and the
+//! slot. A call on a tracked key takes its shard's read lock, reads the
+//! clock, runs the CAS loop on the entry and releases the lock before
+//! waiting; only a new key takes the write lock. The design was chosen by
+//! measurement against `dashmap`, `scc` and `papaya` (see the commit that
+//! introduced this file): it matches dashmap on one hot key and on many
+//! keys, and its two dependencies have none of their own.
 //!
 //! ## Rest, and why dropping a key changes nothing
 //!
@@ -68,6 +69,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 
 use crate::atomic;
 use crate::clock::{Clock, DefaultClock, Wait};
@@ -172,7 +174,9 @@ struct Entry {
 
 /// One shard of the map, under its `RwLock`.
 struct Shard<K> {
-    map: HashMap<K, Entry, RandomState>,
+    /// Keys and buckets, placed by the limiter's hash (computed once per
+    /// call, for the shard and the slot alike).
+    map: HashTable<(K, Entry)>,
     /// The class table the entries' `class` indices refer to
     /// (`resolved.classes`, one pointer closer).
     classes: Arc<[Class]>,
@@ -359,7 +363,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             shards: (0..shards)
                 .map(|_| {
                     CachePadded::new(RwLock::new(Shard {
-                        map: HashMap::with_hasher(RandomState::default()),
+                        map: HashTable::new(),
                         classes: Arc::clone(&classes),
                         resolved: Arc::clone(&resolved),
                         epoch: 0,
@@ -628,9 +632,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let shard = read(self.shard(key));
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
         let now = self.now();
-        let (tat, p) = match shard.map.get(key) {
+        let (tat, p) = match find(&shard.map, hash, key) {
             Some(e) => {
                 let class = &shard.classes[e.class as usize];
                 (e.tat.load(Ordering::Relaxed), class.params())
@@ -651,11 +656,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         self.clock.now().saturating_add(ORIGIN)
     }
 
+    /// The key's hash and its shard. The shard takes bits 32 and up: the
+    /// table inside uses the low bits for the slot and the top 7 as tags.
     #[inline]
-    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> &RwLock<Shard<K>> {
+    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, &RwLock<Shard<K>>) {
         let hash = self.hasher.hash_one(key);
-        // High bits: the shard maps below use their own seeds anyway.
-        &self.shards[hash as usize & self.mask]
+        (hash, &self.shards[(hash >> 32) as usize & self.mask])
     }
 
     #[inline]
@@ -673,16 +679,16 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let lock = self.shard(key);
+        let (hash, lock) = self.shard(key);
         {
             let shard = read(lock);
-            if let Some(entry) = shard.map.get(key) {
+            if let Some(entry) = find(&shard.map, hash, key) {
                 // Read under the lock: see the module doc's "Rest".
                 let now = self.now();
                 return on_entry(&shard.classes, entry, now, cost, admit);
             }
         }
-        self.decide_new(lock, key, cost, admit)
+        self.decide_new(lock, hash, key, cost, admit)
     }
 
     /// A key not (yet) tracked: decide on a bucket at rest, and track the key
@@ -691,6 +697,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     fn decide_new<Q>(
         &self,
         lock: &RwLock<Shard<K>>,
+        hash: u64,
         key: &Q,
         cost: u64,
         admit: Admit,
@@ -703,7 +710,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
-        if let Some(entry) = shard.map.get(key) {
+        if let Some(entry) = find(&shard.map, hash, key) {
             return on_entry(&shard.classes, entry, now, cost, admit);
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
@@ -745,16 +752,17 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             };
         }
         shard.earliest_rest = shard.earliest_rest.min(rest_time(grant.next, p));
-        shard.map.insert(
-            key.to_owned(),
-            Entry {
-                tat: AtomicU64::new(grant.next),
-                last: AtomicU64::new(now),
-                admitted: AtomicU64::new(1),
-                refused: AtomicU32::new(0),
-                class,
-            },
-        );
+        let entry = Entry {
+            tat: AtomicU64::new(grant.next),
+            last: AtomicU64::new(now),
+            admitted: AtomicU64::new(1),
+            refused: AtomicU32::new(0),
+            class,
+        };
+        let hasher = &self.hasher;
+        shard
+            .map
+            .insert_unique(hash, (key.to_owned(), entry), |(k, _)| hasher.hash_one(k));
         Ok((now, grant))
     }
 
@@ -983,8 +991,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         dropped
     }
 
-    /// The tracked keys with their fill level, time to a free permit, idle
-    /// time and counters. Takes each shard's read lock in turn.
+    /// The keys not at rest, with their fill level, time to a free permit,
+    /// idle time and counters. Takes each shard's read lock in turn. (A key
+    /// at rest is as good as absent; [`len`](Self::len) counts it until its
+    /// shard is next swept.)
     ///
     /// ```
     /// use paceline::{KeyedLimiter, Rate};
@@ -1002,11 +1012,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         for lock in self.shards.iter() {
             let shard = read(lock);
             let now = self.now();
-            for (key, e) in &shard.map {
+            for (key, e) in shard.map.iter() {
                 let class = &shard.classes[e.class as usize];
                 let p = class.params();
                 let tat = e.tat.load(Ordering::Relaxed);
                 let used = tat.saturating_sub(now.saturating_sub(p.tau()));
+                if used == 0 {
+                    // At rest: as good as absent, only not swept yet.
+                    continue;
+                }
                 let window = p.tau().saturating_add(p.interval());
                 out.push(KeyState {
                     key: key.clone(),
@@ -1036,7 +1050,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             stats.refused += shard.retired_refused;
             stats.pruned += shard.pruned;
             stats.evicted += shard.evicted;
-            for e in shard.map.values() {
+            for (_, e) in shard.map.iter() {
                 stats.admitted += e.admitted.load(Ordering::Relaxed);
                 stats.refused += u64::from(e.refused.load(Ordering::Relaxed));
             }
@@ -1048,6 +1062,16 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn clock(&self) -> &C {
         &self.clock
     }
+}
+
+/// The entry of `key` (hashed to `hash`) in `map`.
+#[inline]
+fn find<'a, K, Q>(map: &'a HashTable<(K, Entry)>, hash: u64, key: &Q) -> Option<&'a Entry>
+where
+    K: Borrow<Q>,
+    Q: Eq + ?Sized,
+{
+    map.find(hash, |(k, _)| k.borrow() == key).map(|(_, e)| e)
 }
 
 /// A step on a tracked entry, counting the outcome.
@@ -1080,7 +1104,7 @@ fn sweep<K>(shard: &mut Shard<K>, now: u64) {
     let classes = Arc::clone(&shard.classes);
     let mut earliest = u64::MAX;
     let (mut admitted, mut refused, mut pruned) = (0, 0, 0);
-    shard.map.retain(|_, e| {
+    shard.map.retain(|(_, e)| {
         let class = &classes[e.class as usize];
         let rest = rest_time(e.tat.load(Ordering::Relaxed), class.params());
         if rest <= now {
@@ -1107,14 +1131,14 @@ fn evict<K>(shard: &mut Shard<K>, count: usize) {
         let class = &classes[e.class as usize];
         rest_time(e.tat.load(Ordering::Relaxed), class.params())
     };
-    let mut times: Vec<u64> = shard.map.values().map(rest).collect();
+    let mut times: Vec<u64> = shard.map.iter().map(|(_, e)| rest(e)).collect();
     if times.is_empty() {
         return;
     }
     let nth = count.clamp(1, times.len()) - 1;
     let (_, &mut threshold, _) = times.select_nth_unstable(nth);
     let (mut admitted, mut refused, mut evicted) = (0, 0, 0);
-    shard.map.retain(|_, e| {
+    shard.map.retain(|(_, e)| {
         if rest(e) <= threshold {
             admitted += e.admitted.load(Ordering::Relaxed);
             refused += u64::from(e.refused.load(Ordering::Relaxed));

@@ -95,6 +95,9 @@ fn a_key_at_rest_is_pruned_and_then_decides_as_a_new_key() {
     l.try_take_n(&1, 3).unwrap();
     // Back at rest after 300 ms (3 intervals), dropped 1 ms later.
     clock.advance(ms(300));
+    // At rest: no longer shown, though still tracked until swept.
+    assert!(l.snapshot().is_empty());
+    assert_eq!(l.len(), 1);
     assert_eq!(l.prune(), 0);
     clock.advance(ms(1));
     assert_eq!(l.prune(), 1);
