@@ -31,11 +31,13 @@
 //! ## Pruning and the ceiling
 //!
 //! Each shard holds at most `max_keys / shards` entries (so the whole map at
-//! most `max_keys`) and sweeps itself when an insert finds it at its sweep
-//! mark: it drops entries at rest and sets the next mark to twice what
-//! survived. A sweep is bounded by the shard's size (about a thousand
-//! entries) and amortized O(1) per insert, like a `Vec`'s growth; it never
-//! stops the other shards. A shard also remembers the earliest time any of
+//! most `max_keys`) and sweeps itself when an insert finds its table full:
+//! it drops entries at rest, and the table grows only if that freed less than
+//! half of it (and shrinks if it is now three quarters empty). Keys at rest
+//! thus cost nothing until their room is needed, and a key that comes back
+//! before then is still a cheap hit. A sweep is bounded by the shard's size
+//! (about a thousand entries) and amortized O(1) per insert, like a `Vec`'s
+//! growth; it never stops the other shards. A shard also remembers the earliest time any of
 //! its entries can come to rest and does not sweep before it. When a shard is
 //! full of busy keys, [`WhenFull`] decides.
 //!
@@ -775,13 +777,27 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         }
         let len = shard.map.len();
         if len < self.shard_cap {
-            // Sweep again only once the survivors have doubled.
+            let mut room = shard.map.capacity();
+            if len.saturating_mul(4) < room && room > 2 * MIN_SWEEP {
+                // Mostly idle now: give memory back.
+                let hasher = &self.hasher;
+                shard
+                    .map
+                    .shrink_to(len.saturating_mul(2).max(MIN_SWEEP), |(k, _)| {
+                        hasher.hash_one(k)
+                    });
+                room = shard.map.capacity();
+            }
+            // Sweep again when the table is full (keys at rest cost nothing
+            // until their room is needed), or, if this sweep freed less than
+            // half of it, once it has doubled.
+            let next = if len.saturating_mul(2) > room {
+                room.saturating_mul(2)
+            } else {
+                room
+            };
             // (Not `clamp`: a shard cap may be under MIN_SWEEP.)
-            shard.sweep_at = len
-                .saturating_mul(2)
-                .max(MIN_SWEEP)
-                .min(self.shard_cap)
-                .max(len + 1);
+            shard.sweep_at = next.max(MIN_SWEEP).min(self.shard_cap).max(len + 1);
             return true;
         }
         if self.when_full != WhenFull::Evict {
