@@ -85,8 +85,8 @@ use crate::schedule::{self, Admit, Deny, Grant, Params, FULL, ORIGIN};
 /// they do, while small enough not to keep idle keys around.
 pub const PRUNE_GRACE: u64 = 1_000_000;
 
-/// The default ceiling on tracked keys: a million, about 80 MB at most for
-/// short keys.
+/// The default ceiling on tracked keys: a million, at most about 100 MB with
+/// 8-byte keys (a 32-byte entry plus the key, in tables at least half full).
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// A shard aims at this many keys at most, which bounds one sweep to a few
