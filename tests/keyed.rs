@@ -279,3 +279,42 @@ fn limiter_is_send_and_sync_and_shared_between_threads() {
     // clock could only add a permit if a second passed).
     assert!((11..=12).contains(&admitted), "{admitted}");
 }
+
+#[test]
+fn racing_threads_never_exceed_a_keys_burst_even_while_it_is_created() {
+    // 4 threads race on 50 fresh keys each round, clock still: every key
+    // admits exactly its burst (3), however inserts and CASes interleave.
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    for round in 0..20u32 {
+        let keys: Vec<u32> = (round * 50..round * 50 + 50).collect();
+        let admitted: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    let (l, keys) = (&l, &keys);
+                    s.spawn(move || {
+                        let mut got = Vec::new();
+                        for _ in 0..4 {
+                            for &k in keys {
+                                if l.try_take(&k).is_ok() {
+                                    got.push(k);
+                                }
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut per_key = std::collections::HashMap::new();
+        for k in admitted.into_iter().flatten() {
+            *per_key.entry(k).or_insert(0) += 1;
+        }
+        assert!(
+            keys.iter().all(|k| per_key.get(k) == Some(&3)),
+            "{per_key:?}"
+        );
+    }
+    assert_eq!(l.stats().admitted, 20 * 50 * 3);
+}
