@@ -86,7 +86,7 @@ use crate::schedule::{self, Admit, Deny, Grant, Params, FULL, ORIGIN};
 pub const PRUNE_GRACE: u64 = 1_000_000;
 
 /// The default ceiling on tracked keys: a million, at most about 100 MB with
-/// 8-byte keys (a 32-byte entry plus the key, in tables at least half full).
+/// 8-byte keys (a 24-byte entry plus the key, in tables at least half full).
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// A shard aims at this many keys at most, which bounds one sweep to a few
@@ -160,18 +160,30 @@ impl Class {
     }
 }
 
-/// One tracked key's bucket and counters: 32 bytes.
+/// One tracked key's bucket and counters: 24 bytes.
 struct Entry {
     /// The state word, as in `AtomicLimiter` but unpadded.
     tat: AtomicU64,
-    /// Internal time of the last call on this key.
-    last: AtomicU64,
-    /// Calls admitted (a cost of `n` counts once).
-    admitted: AtomicU64,
-    /// Calls refused.
+    /// Calls admitted (a cost of `n` counts once), modulo 2^32: each wrap
+    /// adds 2^32 to the shard's `wrapped_admitted`.
+    admitted: AtomicU32,
+    /// Calls refused, modulo 2^32 likewise.
     refused: AtomicU32,
+    /// The last call, in units of 2^[`IDLE_SHIFT`] ns of internal time,
+    /// modulo 2^32 (about 52 days).
+    last: AtomicU32,
     /// Index into the shard's class table.
     class: u32,
+}
+
+/// Idle time is kept in units of 2^20 ns (about 1 ms): enough for an admin
+/// page, and it fits the last-use time in 32 bits.
+const IDLE_SHIFT: u32 = 20;
+
+/// `now` in idle units, modulo 2^32.
+#[inline]
+fn coarse(now: u64) -> u32 {
+    (now >> IDLE_SHIFT) as u32
 }
 
 /// One shard of the map, under its `RwLock`.
@@ -193,6 +205,9 @@ struct Shard<K> {
     /// Counters of entries no longer in `map`.
     retired_admitted: u64,
     retired_refused: u64,
+    /// 2^32 for each wrap of an entry's counter (rare: no contention).
+    wrapped_admitted: AtomicU64,
+    wrapped_refused: AtomicU64,
     pruned: u64,
     evicted: u64,
 }
@@ -373,6 +388,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                         sweep_at: MIN_SWEEP.min(shard_cap),
                         retired_admitted: 0,
                         retired_refused: 0,
+                        wrapped_admitted: AtomicU64::new(0),
+                        wrapped_refused: AtomicU64::new(0),
                         pruned: 0,
                         evicted: 0,
                     }))
@@ -448,11 +465,12 @@ pub struct KeyState<K> {
     pub fill: f64,
     /// How long until a permit of cost 1 is free (zero: now).
     pub next_free: Duration,
-    /// Time since the key was last asked about.
+    /// Time since the key was last asked about, to about a millisecond.
     pub idle: Duration,
-    /// Calls admitted on this key since it was last tracked.
+    /// Calls admitted on this key since it was last tracked, modulo 2^32
+    /// ([`KeyedLimiter::stats`] counts exactly).
     pub admitted: u64,
-    /// Calls refused on this key since it was last tracked.
+    /// Calls refused on this key since it was last tracked, modulo 2^32.
     pub refused: u64,
 }
 
@@ -687,7 +705,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             if let Some(entry) = find(&shard.map, hash, key) {
                 // Read under the lock: see the module doc's "Rest".
                 let now = self.now();
-                return on_entry(&shard.classes, entry, now, cost, admit);
+                return on_entry(&shard, entry, now, cost, admit);
             }
         }
         self.decide_new(lock, hash, key, cost, admit)
@@ -713,7 +731,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
-            return on_entry(&shard.classes, entry, now, cost, admit);
+            return on_entry(shard, entry, now, cost, admit);
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
         // with the table published before it.
@@ -756,9 +774,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         shard.earliest_rest = shard.earliest_rest.min(rest_time(grant.next, p));
         let entry = Entry {
             tat: AtomicU64::new(grant.next),
-            last: AtomicU64::new(now),
-            admitted: AtomicU64::new(1),
+            admitted: AtomicU32::new(1),
             refused: AtomicU32::new(0),
+            last: AtomicU32::new(coarse(now)),
             class,
         };
         let hasher = &self.hasher;
@@ -1042,8 +1060,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                     key: key.clone(),
                     fill: used as f64 / window as f64,
                     next_free: Duration::from_nanos(schedule::next_free(tat, now, p)),
-                    idle: Duration::from_nanos(now.saturating_sub(e.last.load(Ordering::Relaxed))),
-                    admitted: e.admitted.load(Ordering::Relaxed),
+                    idle: Duration::from_nanos(
+                        u64::from(coarse(now).wrapping_sub(e.last.load(Ordering::Relaxed)))
+                            << IDLE_SHIFT,
+                    ),
+                    admitted: u64::from(e.admitted.load(Ordering::Relaxed)),
                     refused: u64::from(e.refused.load(Ordering::Relaxed)),
                 });
             }
@@ -1064,10 +1085,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             stats.keys += shard.map.len();
             stats.admitted += shard.retired_admitted;
             stats.refused += shard.retired_refused;
+            stats.admitted += shard.wrapped_admitted.load(Ordering::Relaxed);
+            stats.refused += shard.wrapped_refused.load(Ordering::Relaxed);
             stats.pruned += shard.pruned;
             stats.evicted += shard.evicted;
             for (_, e) in shard.map.iter() {
-                stats.admitted += e.admitted.load(Ordering::Relaxed);
+                stats.admitted += u64::from(e.admitted.load(Ordering::Relaxed));
                 stats.refused += u64::from(e.refused.load(Ordering::Relaxed));
             }
         }
@@ -1090,25 +1113,29 @@ where
     map.find(hash, |(k, _)| k.borrow() == key).map(|(_, e)| e)
 }
 
-/// A step on a tracked entry, counting the outcome.
+/// A step on a tracked entry of `shard`, counting the outcome.
 #[inline]
-fn on_entry(
-    classes: &[Class],
+fn on_entry<K>(
+    shard: &Shard<K>,
     entry: &Entry,
     now: u64,
     cost: u64,
     admit: Admit,
 ) -> Result<(u64, Grant), TakeError> {
     // The index was set under this shard's lock against this very table.
-    let class = &classes[entry.class as usize];
-    entry.last.store(now, Ordering::Relaxed);
+    let class = &shard.classes[entry.class as usize];
+    entry.last.store(coarse(now), Ordering::Relaxed);
     match atomic::update(&entry.tat, &class.interval, class.slack, now, cost, admit) {
         Ok(grant) => {
-            entry.admitted.fetch_add(1, Ordering::Relaxed);
+            if entry.admitted.fetch_add(1, Ordering::Relaxed) == u32::MAX {
+                shard.wrapped_admitted.fetch_add(1 << 32, Ordering::Relaxed);
+            }
             Ok((now, grant))
         }
         Err(deny) => {
-            entry.refused.fetch_add(1, Ordering::Relaxed);
+            if entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
+                shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
+            }
             Err(error(deny, cost, admit, class.slack))
         }
     }
@@ -1124,7 +1151,7 @@ fn sweep<K>(shard: &mut Shard<K>, now: u64) {
         let class = &classes[e.class as usize];
         let rest = rest_time(e.tat.load(Ordering::Relaxed), class.params());
         if rest <= now {
-            admitted += e.admitted.load(Ordering::Relaxed);
+            admitted += u64::from(e.admitted.load(Ordering::Relaxed));
             refused += u64::from(e.refused.load(Ordering::Relaxed));
             pruned += 1;
             false
@@ -1156,7 +1183,7 @@ fn evict<K>(shard: &mut Shard<K>, count: usize) {
     let (mut admitted, mut refused, mut evicted) = (0, 0, 0);
     shard.map.retain(|(_, e)| {
         if rest(e) <= threshold {
-            admitted += e.admitted.load(Ordering::Relaxed);
+            admitted += u64::from(e.admitted.load(Ordering::Relaxed));
             refused += u64::from(e.refused.load(Ordering::Relaxed));
             evicted += 1;
             false
@@ -1300,5 +1327,38 @@ impl<K: Hash + Eq + Clone, C: Clock> Drop for Pending<'_, K, C> {
         if self.armed {
             self.limiter.give_back(&self.key, self.grant);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    #[test]
+    fn counters_wrapping_a_key_still_total_exactly() {
+        let l = KeyedLimiter::<u32>::builder(Rate::per_second(1))
+            .slack(5)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        l.try_take(&7).unwrap();
+        let (hash, lock) = l.shard(&7);
+        {
+            let shard = read(lock);
+            let e = find(&shard.map, hash, &7).unwrap();
+            e.admitted.store(u32::MAX, Ordering::Relaxed);
+            e.refused.store(u32::MAX, Ordering::Relaxed);
+        }
+        l.try_take(&7).unwrap();
+        l.try_take_n(&7, 5).unwrap_err();
+        let stats = l.stats();
+        assert_eq!(stats.admitted, u64::from(u32::MAX) + 1);
+        assert_eq!(stats.refused, u64::from(u32::MAX) + 1);
+    }
+
+    #[test]
+    fn an_entry_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
     }
 }

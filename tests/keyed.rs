@@ -253,7 +253,8 @@ fn snapshot_shows_fill_next_free_idle_and_counts() {
     // Key 1: one permit of a burst of 3 in use, 40 ms of it since repaid.
     assert!((keys[0].fill - 60.0 / 300.0).abs() < 1e-9, "{keys:?}");
     assert_eq!(keys[0].next_free, Duration::ZERO);
-    assert_eq!(keys[0].idle, ms(40));
+    // Idle time is kept to about a millisecond (2^20 ns).
+    assert!(keys[0].idle.abs_diff(ms(40)) < Duration::from_nanos(1 << 20));
     assert_eq!((keys[0].admitted, keys[0].refused), (1, 0));
     // Key 2: whole burst in use, next permit 60 ms away.
     assert!((keys[1].fill - 260.0 / 300.0).abs() < 1e-9, "{keys:?}");
