@@ -23,9 +23,9 @@
 //! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
 //! - [`Unlimited`]: admits everything (pacing switched off).
+//! - [`Limiter`]: the object-safe trait all three implement.
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
 //!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
-//! - [`Limiter`]: the object-safe trait all three implement.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
