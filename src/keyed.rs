@@ -1226,7 +1226,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Cancel safety
     /// Dropping the future before its slot gives the slot back if no one has
-    /// reserved on this key since; otherwise the slot is spent.
+    /// reserved on this key since; otherwise the slot is spent. Either way
+    /// the call counts as admitted in [`stats`](Self::stats).
     ///
     /// # Errors
     /// [`TakeError::TooManyKeys`].
@@ -1252,6 +1253,26 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let (now, grant) = self.decide(key, cost, Admit::Always)?;
         self.sleep_to(key, now, grant).await
+    }
+
+    /// [`take_timeout`](Self::take_timeout) for async code: fails at once if
+    /// the key's next slot is more than `max_wait` away, else sleeps until it.
+    ///
+    /// # Cancel safety
+    /// As [`take_async`](Self::take_async).
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`]; [`TakeError::TooManyKeys`].
+    pub async fn take_timeout_async<Q>(
+        &self,
+        key: &Q,
+        max_wait: Duration,
+    ) -> Result<Duration, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.take_n_timeout_async(key, 1, max_wait).await
     }
 
     /// [`take_n_timeout`](Self::take_n_timeout) for async code: fails at once

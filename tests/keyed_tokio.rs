@@ -46,6 +46,8 @@ async fn take_async_sleeps_until_the_keys_slot() {
             max_wait: ms(50)
         })
     );
+    // Key 2 spent its burst at 100 ms: its next slot is 100 ms later.
+    assert_eq!(l.take_timeout_async(&2, ms(100)).await, Ok(ms(200)));
 }
 
 #[tokio::test(start_paused = true)]
