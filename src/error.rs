@@ -140,6 +140,14 @@ pub enum TakeError {
         /// The requested cost, in permits.
         cost: u64,
     },
+    /// A [`KeyedLimiter`](crate::KeyedLimiter) already tracks its ceiling of
+    /// busy keys and was built to refuse new ones
+    /// ([`WhenFull::Refuse`](crate::WhenFull::Refuse)); keys already tracked
+    /// are unaffected.
+    TooManyKeys {
+        /// The ceiling on the number of tracked keys.
+        max_keys: usize,
+    },
 }
 
 impl fmt::Display for TakeError {
@@ -157,6 +165,10 @@ impl fmt::Display for TakeError {
             TakeError::CostTooLarge { cost } => write!(
                 f,
                 "a cost of {cost} permits spans more than 146 years at this rate"
+            ),
+            TakeError::TooManyKeys { max_keys } => write!(
+                f,
+                "rate limited: all {max_keys} tracked keys are busy and new keys are refused"
             ),
         }
     }

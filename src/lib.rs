@@ -24,6 +24,8 @@
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
 //! - [`Unlimited`]: admits everything (pacing switched off).
 //! - [`Limiter`]: the object-safe trait all three implement.
+//! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
+//!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
@@ -61,6 +63,9 @@ mod atomic;
 mod builder;
 mod clock;
 mod error;
+#[cfg(feature = "keyed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
+pub mod keyed;
 mod limiter;
 mod mutex;
 mod paced;
@@ -79,6 +84,8 @@ pub use atomic::AtomicLimiter;
 pub use builder::Builder;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABOVE};
 pub use error::{BuildError, RateError, TakeError};
+#[cfg(feature = "keyed")]
+pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limiter::Limiter;
 pub use mutex::MutexLimiter;
 pub use paced::{Paced, PacedExt};

@@ -33,8 +33,8 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
 pub(crate) enum Target {
     /// One server (or a proxy).
     Single(Client),
-    /// A Redis Cluster.
-    Cluster(ClusterClient),
+    /// A Redis Cluster (boxed: twice the size of a single client).
+    Cluster(Box<ClusterClient>),
 }
 
 enum Conn {

@@ -720,7 +720,7 @@ impl RedisBuilder {
             Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
             Ok(Endpoint::Cluster(nodes)) => {
                 cluster_client(nodes, self.connect_timeout, self.response_timeout)
-                    .map(Target::Cluster)
+                    .map(|c| Target::Cluster(Box::new(c)))
             }
             Err(e) => Err(e),
         }

@@ -1,0 +1,322 @@
+//! KeyedLimiter's behaviours, on a manual clock.
+#![cfg(feature = "keyed")]
+
+use std::time::Duration;
+
+use paceline::keyed::path_parent;
+use paceline::{KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 10/s (100 ms apart), slack 2: a burst of 3.
+fn limiter<K: std::hash::Hash + Eq + Clone>(clock: &ManualClock) -> KeyedLimiter<K, ManualClock> {
+    KeyedLimiter::builder(Rate::per_second(10))
+        .slack(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_new_key_bursts_slack_plus_one_then_waits_an_interval() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    for _ in 0..3 {
+        assert_eq!(l.try_take(&1), Ok(()));
+    }
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    clock.advance(ms(100));
+    assert_eq!(l.try_take(&1), Ok(()));
+}
+
+#[test]
+fn keys_have_independent_buckets() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    assert_eq!(l.try_take_n(&1, 3), Ok(()));
+    assert!(l.try_take(&1).is_err());
+    assert_eq!(l.try_take_n(&2, 3), Ok(()));
+    assert_eq!(l.len(), 2);
+}
+
+#[test]
+fn string_keys_are_looked_up_by_str() {
+    let clock = ManualClock::new();
+    let l = limiter::<String>(&clock);
+    assert_eq!(l.try_take_n("alice", 3), Ok(()));
+    assert!(l.try_take("alice").is_err());
+    assert!(!l.can_take("alice", 1));
+}
+
+#[test]
+fn can_take_consumes_nothing_and_tracks_no_key() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    assert!(l.can_take(&9, 3));
+    assert!(!l.can_take(&9, 4));
+    assert!(l.is_empty());
+}
+
+#[test]
+fn a_refused_first_request_tracks_no_key() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    assert_eq!(
+        l.try_take_n(&9, 4),
+        Err(TakeError::ExceedsBurst { cost: 4, burst: 3 })
+    );
+    assert!(l.is_empty());
+    assert_eq!(l.stats().refused, 1);
+}
+
+#[test]
+fn blocking_take_waits_for_the_keys_own_slot() {
+    let clock = ManualClock::with_auto_advance();
+    let l = limiter::<u32>(&clock);
+    l.take_n(&1, 3).unwrap();
+    // The fourth permit of key 1 goes 100 ms later; key 2 is not delayed.
+    assert_eq!(l.take(&1), Ok(ms(100)));
+    assert_eq!(l.take(&2), Ok(ms(100)));
+    assert_eq!(
+        l.take_timeout(&1, ms(50)),
+        Err(TakeError::QueueFull {
+            wait: ms(100),
+            max_wait: ms(50)
+        })
+    );
+    assert_eq!(l.take_timeout(&1, ms(100)), Ok(ms(200)));
+}
+
+#[test]
+fn a_key_at_rest_is_pruned_and_then_decides_as_a_new_key() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    l.try_take_n(&1, 3).unwrap();
+    // Back at rest after 300 ms (3 intervals), dropped 1 ms later.
+    clock.advance(ms(300));
+    // At rest: no longer shown, though still tracked until swept.
+    assert!(l.snapshot().is_empty());
+    assert_eq!(l.len(), 1);
+    assert_eq!(l.prune(), 0);
+    clock.advance(ms(1));
+    assert_eq!(l.prune(), 1);
+    assert!(l.is_empty());
+    assert_eq!(l.try_take_n(&1, 3), Ok(()));
+    let stats = l.stats();
+    assert_eq!((stats.keys, stats.admitted, stats.pruned), (1, 2, 1));
+}
+
+#[test]
+fn idle_keys_are_pruned_on_insert_without_being_asked() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+        .slack(2)
+        .max_keys(64) // one key per shard: every insert checks its shard
+        .when_full(WhenFull::Refuse)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for key in 0..1000 {
+        // Refused while the map is full of busy keys...
+        let _ = l.try_take(&key);
+        clock.advance(ms(10));
+    }
+    // ... but keys come to rest (201 ms after their one use) and make room,
+    // so most keys got a bucket.
+    let stats = l.stats();
+    assert!(stats.keys <= 64);
+    assert!(stats.pruned > 500, "{stats:?}");
+    assert!(stats.admitted > 500, "{stats:?}");
+}
+
+#[test]
+fn refuse_keeps_tracked_keys_exact_and_refuses_new_ones() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+        .max_keys(1)
+        .when_full(WhenFull::Refuse)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.try_take(&2), Err(TakeError::TooManyKeys { max_keys: 1 }));
+    assert_eq!(l.take(&2), Err(TakeError::TooManyKeys { max_keys: 1 }));
+    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.len(), 1);
+}
+
+#[test]
+fn admit_lets_new_keys_through_untracked_when_full() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+        .slack(0)
+        .max_keys(1)
+        .when_full(WhenFull::Admit)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(l.try_take(&1), Ok(()));
+    // Key 2 is not tracked, so it is never limited while the map is full.
+    assert_eq!(l.try_take(&2), Ok(()));
+    assert_eq!(l.try_take(&2), Ok(()));
+    assert!(l.try_take(&1).is_err());
+    let stats = l.stats();
+    assert_eq!((stats.keys, stats.untracked, stats.admitted), (1, 2, 3));
+}
+
+#[test]
+fn evict_drops_the_key_nearest_rest_and_tracks_the_new_one() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+        .slack(2)
+        .max_keys(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(l.when_full(), WhenFull::Evict);
+    l.try_take_n(&1, 3).unwrap();
+    assert_eq!(l.try_take(&2), Ok(()));
+    assert_eq!(l.len(), 1);
+    assert_eq!(l.snapshot()[0].key, 2);
+    assert_eq!(l.stats().evicted, 1);
+}
+
+#[test]
+fn an_override_applies_to_keys_already_tracked() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    l.try_take_n(&1, 3).unwrap();
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    // Key 1 gets 1/s with a slack of 5: its debt stands, the pace changes.
+    l.set_override(1, Rate::per_second(1), 5).unwrap();
+    assert_eq!(l.rate_for(&1), (Rate::per_second(1), 5));
+    clock.advance(ms(100));
+    assert!(l.try_take(&1).is_ok());
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
+    // Same slack, new rate: changed in place; the slot handed out stands.
+    l.set_override(1, Rate::per_second(2), 5).unwrap();
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
+    clock.advance(ms(1000));
+    assert!(l.try_take(&1).is_ok());
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
+    assert!(l.remove_override(&1));
+    assert!(!l.remove_override(&1));
+    assert_eq!(l.rate_for(&1), (Rate::per_second(10), 2));
+    // Back at 10/s once the slot already handed out has passed.
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
+    clock.advance(ms(500));
+    assert!(l.try_take(&1).is_ok());
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+}
+
+#[test]
+fn string_keys_fall_back_through_their_parents_to_the_default() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<String>::builder(Rate::per_second(100))
+        .parent(path_parent)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    l.try_take("api/upload/10.0.0.7").unwrap(); // tracked before any override
+    l.set_override("api".into(), Rate::per_second(10), 0)
+        .unwrap();
+    l.set_override("api/upload".into(), Rate::per_second(1), 0)
+        .unwrap();
+    assert_eq!(l.rate_for("api/upload/10.0.0.7"), (Rate::per_second(1), 0));
+    assert_eq!(l.rate_for("api/list/10.0.0.7"), (Rate::per_second(10), 0));
+    assert_eq!(l.rate_for("web/10.0.0.7"), (Rate::per_second(100), 10));
+    // The tracked key moved to its parent's 1/s (it had no debt to carry).
+    assert!(l.try_take("api/upload/10.0.0.7").is_ok());
+    assert_eq!(
+        l.try_take("api/upload/10.0.0.7"),
+        Err(TakeError::RetryAfter(ms(1000)))
+    );
+    assert!(l.try_take("api/list/10.0.0.7").is_ok());
+    assert!(l.try_take("api/list/10.0.0.7").is_err());
+    // The default rate changes for keys without an override only.
+    l.set_rate(Rate::per_second(1)).unwrap();
+    assert_eq!(l.rate_for("web/x"), (Rate::per_second(1), 10));
+    assert_eq!(l.rate_for("api/x"), (Rate::per_second(10), 0));
+}
+
+#[test]
+fn snapshot_shows_fill_next_free_idle_and_counts() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    l.try_take(&1).unwrap();
+    l.try_take_n(&2, 3).unwrap();
+    let _ = l.try_take(&2);
+    clock.advance(ms(40));
+    let mut keys = l.snapshot();
+    keys.sort_by_key(|k| k.key);
+    // Key 1: one permit of a burst of 3 in use, 40 ms of it since repaid.
+    assert!((keys[0].fill - 60.0 / 300.0).abs() < 1e-9, "{keys:?}");
+    assert_eq!(keys[0].next_free, Duration::ZERO);
+    // Idle time is kept to about a millisecond (2^20 ns).
+    assert!(keys[0].idle.abs_diff(ms(40)) < Duration::from_nanos(1 << 20));
+    assert_eq!((keys[0].admitted, keys[0].refused), (1, 0));
+    // Key 2: whole burst in use, next permit 60 ms away.
+    assert!((keys[1].fill - 260.0 / 300.0).abs() < 1e-9, "{keys:?}");
+    assert_eq!(keys[1].next_free, ms(60));
+    assert_eq!((keys[1].admitted, keys[1].refused), (1, 1));
+    let stats = l.stats();
+    assert_eq!((stats.keys, stats.admitted, stats.refused), (2, 2, 1));
+}
+
+#[test]
+fn limiter_is_send_and_sync_and_shared_between_threads() {
+    let l = std::sync::Arc::new(KeyedLimiter::<u64>::new(Rate::per_second(1)));
+    let admitted: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let l = &l;
+                s.spawn(move || (0..100).filter(|_| l.try_take(&7).is_ok()).count())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    // The burst of one key, once, however the threads interleave (the real
+    // clock could only add a permit if a second passed).
+    assert!((11..=12).contains(&admitted), "{admitted}");
+}
+
+#[test]
+fn racing_threads_never_exceed_a_keys_burst_even_while_it_is_created() {
+    // 4 threads race on 50 fresh keys each round, clock still: every key
+    // admits exactly its burst (3), however inserts and CASes interleave.
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    for round in 0..20u32 {
+        let keys: Vec<u32> = (round * 50..round * 50 + 50).collect();
+        let admitted: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    let (l, keys) = (&l, &keys);
+                    s.spawn(move || {
+                        let mut got = Vec::new();
+                        for _ in 0..4 {
+                            for &k in keys {
+                                if l.try_take(&k).is_ok() {
+                                    got.push(k);
+                                }
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut per_key = std::collections::HashMap::new();
+        for k in admitted.into_iter().flatten() {
+            *per_key.entry(k).or_insert(0) += 1;
+        }
+        assert!(
+            keys.iter().all(|k| per_key.get(k) == Some(&3)),
+            "{per_key:?}"
+        );
+    }
+    assert_eq!(l.stats().admitted, 20 * 50 * 3);
+}

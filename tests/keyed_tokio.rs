@@ -1,0 +1,87 @@
+//! KeyedLimiter's async calls, in Tokio's paused time.
+#![cfg(all(feature = "tokio", feature = "keyed"))]
+
+use std::time::Duration;
+
+use paceline::{Clock, KeyedLimiter, Rate, TakeError};
+use tokio::time::Instant;
+
+/// A clock on Tokio's time, so that pausing it pauses the limiter.
+struct TokioTime(Instant);
+
+impl Clock for TokioTime {
+    fn now(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 10/s with slack 2, on paused Tokio time.
+fn limiter() -> KeyedLimiter<u32, TokioTime> {
+    KeyedLimiter::builder(Rate::per_second(10))
+        .slack(2)
+        .clock(TokioTime(Instant::now()))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn take_async_sleeps_until_the_keys_slot() {
+    let l = limiter();
+    let start = Instant::now();
+    for _ in 0..3 {
+        assert_eq!(l.take_async(&1).await, Ok(Duration::ZERO));
+    }
+    assert_eq!(l.take_async(&1).await, Ok(ms(100)));
+    assert_eq!(start.elapsed(), ms(100));
+    // Another key has its own burst.
+    assert_eq!(l.take_n_async(&2, 3).await, Ok(ms(100)));
+    assert_eq!(
+        l.take_n_timeout_async(&1, 1, ms(50)).await,
+        Err(TakeError::QueueFull {
+            wait: ms(100),
+            max_wait: ms(50)
+        })
+    );
+    // Key 2 spent its burst at 100 ms: its next slot is 100 ms later.
+    assert_eq!(l.take_timeout_async(&2, ms(100)).await, Ok(ms(200)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_take_gives_its_slot_back() {
+    let l = limiter();
+    l.try_take_n(&1, 3).unwrap();
+    // Reserves the slot at 100 ms, then is dropped at 10 ms.
+    assert!(tokio::time::timeout(ms(10), l.take_async(&1))
+        .await
+        .is_err());
+    tokio::time::sleep(ms(90)).await;
+    // The slot at 100 ms is free again.
+    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() {
+    let l = limiter();
+    l.try_take_n(&1, 3).unwrap();
+    let mut first = Box::pin(l.take_async(&1)); // will reserve 100 ms
+    let mut second = Box::pin(l.take_async(&1)); // will reserve 200 ms
+    let both = async {
+        // Poll both once so both reserve, then drop the first only.
+        tokio::select! {
+            biased;
+            _ = &mut first => unreachable!("the slot is 100 ms away"),
+            _ = &mut second => unreachable!("the slot is 200 ms away"),
+            _ = std::future::ready(()) => {}
+        }
+        drop(first);
+        second.await
+    };
+    assert_eq!(both.await, Ok(ms(200)));
+    // The cancelled slot stayed spent: the next is at 300 ms.
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+}
