@@ -54,12 +54,22 @@
 //! shard's entries are always read with the table they were resolved
 //! against, and a change takes effect per shard at one instant.
 //!
-//! Banked credit is kept as time, so at a slower rate (or a larger slack) a
-//! full bucket holds fewer permits than a new one, while a dropped key would
-//! come back full: pruning would change decisions. So when its shard moves
-//! to a new table, an entry at rest under its old class is set to `FULL`:
-//! keys at rest stay at rest at the new rate. Keys not at rest keep their
-//! schedule, as a lone `AtomicLimiter` keeps its slots across `set_rate`.
+//! When its shard moves to a new table, each entry moves to its new class
+//! as a lone `AtomicLimiter` moves across `set_rate`: its `tat` is
+//! [`rebase`](schedule::rebase)d, so the slots it handed out stand and its
+//! next slot is one *new* interval after the last (after a change from 1/h
+//! to 100/s a busy key waits 10 ms, not the rest of the hour). An entry at
+//! rest under its old class is set to `FULL` instead: banked credit is kept
+//! as time, so at a slower rate (or a larger slack) a rebased bucket at rest
+//! could hold fewer permits than a new one, while a dropped key comes back
+//! full, and pruning would change decisions. Keys at rest stay at rest.
+//!
+//! The move is exact under concurrent calls: a shard moves under its write
+//! lock, and every step on an entry (and an async give-back) runs under the
+//! read lock with the table the entry's class refers to, so no CAS on an
+//! entry overlaps its rebase. (An `AtomicLimiter`'s `set_rate` has no such
+//! lock and races its takes.) A caller that was granted a slot before the
+//! move and is waiting for it keeps it.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -535,6 +545,20 @@ fn rest_time(tat: u64, p: Params) -> u64 {
     tat.saturating_add(p.tau()).saturating_add(PRUNE_GRACE)
 }
 
+/// A key's state `tat` when, at `now`, its parameters change from `old` to
+/// `new`: `FULL` if it is at rest under `old` (so it stays at rest, as an
+/// absent key would be), else [`schedule::rebase`]d: the slots it handed out
+/// stand and its next one is one *new* interval after the last, as a lone
+/// `AtomicLimiter`'s after `set_rate`.
+#[inline]
+fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
+    if tat <= now.saturating_sub(old.tau()) {
+        FULL
+    } else {
+        schedule::rebase(tat, old, new)
+    }
+}
+
 /// The error for a refusal (as `Core::error` maps it).
 #[cold]
 fn error(deny: Deny, cost: u64, admit: Admit, slack: u64) -> TakeError {
@@ -850,8 +874,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         0
     }
 
-    /// Points every entry of `shard` at `resolved`'s table; an entry at rest
-    /// at `now` under its old class moves to `FULL`.
+    /// Points every entry of `shard` at `resolved`'s table: an entry at rest
+    /// at `now` under its old class moves to `FULL`, any other is rebased
+    /// from its old parameters to its new ones (see [`moved`]).
+    ///
+    /// Runs under the shard's write lock, and every step on an entry runs
+    /// under the read lock: no CAS races the rebase, so each entry's change
+    /// happens between two of its steps, exactly.
     fn reresolve(&self, shard: &mut Shard<K>, resolved: &Arc<Resolved<K>>, now: u64) {
         if Arc::ptr_eq(&shard.resolved, resolved) {
             return;
@@ -859,12 +888,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
             let old = Arc::clone(&shard.classes);
             for (key, entry) in shard.map.iter_mut() {
-                let class = &old[entry.class as usize];
-                let tat = *entry.tat.get_mut();
-                if tat <= now.saturating_sub(class.params().tau()) {
-                    *entry.tat.get_mut() = FULL;
-                }
+                let before = old[entry.class as usize].params();
                 entry.class = self.resolve(resolved, key);
+                let after = resolved.classes[entry.class as usize].params();
+                let tat = entry.tat.get_mut();
+                *tat = moved(*tat, now, before, after);
             }
         }
         shard.classes = Arc::clone(&resolved.classes);
@@ -873,9 +901,31 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         shard.earliest_rest = 0;
     }
 
-    /// Sets the default rate, for every key without an override, from the
-    /// next step on (slots handed out stand). Keys at rest stay at rest at the
-    /// new rate. Re-resolves the tracked keys one shard at a time.
+    /// Sets the default rate, for every key without an override. As for
+    /// [`AtomicLimiter::set_rate`](crate::AtomicLimiter::set_rate), per key:
+    /// slots already handed out stand, and a busy key's next slot is one
+    /// new interval after its last; keys at rest stay at rest (a burst of
+    /// `slack + 1` at the new rate). Applies to the tracked keys one shard
+    /// at a time.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, ManualClock, Rate, TakeError};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_hour(1))
+    ///     .slack(0)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// limiter.try_take(&7)?;
+    /// limiter.set_rate(Rate::per_second(100))?;
+    /// // Key 7's next permit is 10 ms after its last, not an hour.
+    /// let wait = Duration::from_millis(10);
+    /// assert_eq!(limiter.try_take(&7), Err(TakeError::RetryAfter(wait)));
+    /// clock.advance(wait);
+    /// assert!(limiter.try_take(&7).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when the default slack at `rate` banks
@@ -917,9 +967,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// Gives `key`, and with a [`parent`](KeyedBuilder::parent) function every
     /// key under it, its own `rate` and `slack`, replacing any override it
-    /// had. Applies to keys already tracked (re-resolved one shard at a
-    /// time); keys at rest stay at rest at the new rate, the others keep the
-    /// slots they were handed.
+    /// had. Applies to keys already tracked, one shard at a time, as
+    /// [`set_rate`](Self::set_rate) does: slots handed out stand, a busy
+    /// key's next slot is one new interval after its last, keys at rest stay
+    /// at rest.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack` at `rate` banks over 146
@@ -935,7 +986,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Removes `key`'s override; its keys fall back to their parent's rate or
-    /// the default. `false` if it had none.
+    /// the default, moving to it as in [`set_rate`](Self::set_rate). `false`
+    /// if it had none.
     pub fn remove_override<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use paceline::keyed::path_parent;
-use paceline::{KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
+use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -187,28 +187,106 @@ fn evict_drops_the_key_nearest_rest_and_tracks_the_new_one() {
 fn an_override_applies_to_keys_already_tracked() {
     let clock = ManualClock::new();
     let l = limiter::<u32>(&clock);
-    l.try_take_n(&1, 3).unwrap();
+    l.try_take_n(&1, 3).unwrap(); // the last slot at 0
     assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
-    // Key 1 gets 1/s with a slack of 5: its debt stands, the pace changes.
+    // Key 1 gets 1/s with a slack of 5: its next slot is one new interval
+    // after its last.
     l.set_override(1, Rate::per_second(1), 5).unwrap();
     assert_eq!(l.rate_for(&1), (Rate::per_second(1), 5));
-    clock.advance(ms(100));
-    assert!(l.try_take(&1).is_ok());
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
-    // Same slack, new rate: changed in place; the slot handed out stands.
-    l.set_override(1, Rate::per_second(2), 5).unwrap();
     assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
     clock.advance(ms(1000));
+    assert!(l.try_take(&1).is_ok());
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
+    // Same slack, new rate: 500 ms after the slot at 1 s.
+    l.set_override(1, Rate::per_second(2), 5).unwrap();
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
+    clock.advance(ms(500));
     assert!(l.try_take(&1).is_ok());
     assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
     assert!(l.remove_override(&1));
     assert!(!l.remove_override(&1));
     assert_eq!(l.rate_for(&1), (Rate::per_second(10), 2));
-    // Back at 10/s once the slot already handed out has passed.
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
-    clock.advance(ms(500));
+    // Back at 10/s: 100 ms after the slot at 1.5 s.
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    clock.advance(ms(100));
     assert!(l.try_take(&1).is_ok());
     assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+}
+
+/// As `tests/set_rate.rs` pins for the direct limiters, per key: slowing a
+/// busy key from 10/s to 1/s waits the whole new second, speeding it to
+/// 100/s waits 10 ms; blocking takes return the same times as a lone
+/// `AtomicLimiter` given the same calls.
+#[test]
+fn a_busy_keys_next_slot_is_one_new_interval_after_its_last() {
+    let clock = ManualClock::with_auto_advance();
+    let lone_clock = ManualClock::with_auto_advance();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+        .slack(0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let lone = AtomicLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .full_credit(true)
+        .clock(lone_clock)
+        .build()
+        .unwrap();
+    let mut times = vec![];
+    assert_eq!(l.take(&7), Ok(Duration::ZERO));
+    assert_eq!(lone.take(), Duration::ZERO);
+    for (rate, takes) in [(Rate::per_second(1), 2), (Rate::per_second(100), 2)] {
+        l.set_rate(rate).unwrap();
+        lone.set_rate(rate).unwrap();
+        for _ in 0..takes {
+            let t = l.take(&7).unwrap();
+            assert_eq!(t, lone.take());
+            times.push(t);
+        }
+    }
+    assert_eq!(times, [ms(1000), ms(2000), ms(2010), ms(2020)]);
+}
+
+#[test]
+fn speeding_a_key_up_from_one_per_hour_does_not_wait_out_the_hour() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_hour(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    l.try_take_n(&7, 11).unwrap();
+    assert!(l.try_take(&7).is_err());
+    l.set_override(7, Rate::per_second(100), 10).unwrap();
+    clock.advance(ms(10));
+    assert!(l.try_take(&7).is_ok());
+    assert!(l.try_take(&7).is_err());
+    assert!(l.remove_override(&7));
+    clock.advance(ms(10));
+    assert_eq!(
+        l.try_take(&7),
+        Err(TakeError::RetryAfter(Duration::from_secs(3600) - ms(10)))
+    );
+}
+
+/// A key at rest when its rate drops decides as an absent key: a whole
+/// burst at the new rate. (Rebased, its banked time would have bought
+/// nothing for another 40 ms.)
+#[test]
+fn a_key_at_rest_stays_at_rest_across_a_slowdown() {
+    let clock = ManualClock::new();
+    let l = KeyedLimiter::<u32>::builder(Rate::per_second(100))
+        .slack(3)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    l.try_take(&1).unwrap();
+    clock.advance(ms(30)); // back at rest, not yet pruned
+    assert_eq!(l.len(), 1);
+    l.set_rate(Rate::per_second(10)).unwrap();
+    for key in [1, 2] {
+        assert!(l.try_take_n(&key, 4).is_ok(), "key {key}");
+        assert_eq!(l.try_take(&key), Err(TakeError::RetryAfter(ms(100))));
+    }
 }
 
 #[test]

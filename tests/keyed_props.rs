@@ -37,23 +37,30 @@ enum Op {
         cost: u64,
     },
     Prune,
-    /// Gives `key` its own interval, `ms` milliseconds (same slack).
+    /// Gives `key` its own interval, `ms` milliseconds, and slack.
     Override {
         key: u32,
         ms: u64,
+        slack: u64,
     },
     RemoveOverride {
         key: u32,
     },
+    /// Sets the default interval to `ms` milliseconds.
+    SetRate {
+        ms: u64,
+    },
 }
 
-/// Any operation, override changes included.
+/// Any operation, rate and override changes included.
 fn op() -> impl Strategy<Value = Op> {
     let key = 0u32..6;
     prop_oneof![
         10 => plain_op(),
-        1 => (key.clone(), 1u64..4).prop_map(|(key, ms)| Op::Override { key, ms }),
+        1 => (key.clone(), 1u64..4, 0..=SLACK + 1)
+            .prop_map(|(key, ms, slack)| Op::Override { key, ms, slack }),
         1 => key.prop_map(|key| Op::RemoveOverride { key }),
+        1 => (1u64..4).prop_map(|ms| Op::SetRate { ms }),
     ]
 }
 
@@ -119,7 +126,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 keyed.prune();
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Op::Override { .. } | Op::RemoveOverride { .. } => {
+            Op::Override { .. } | Op::RemoveOverride { .. } | Op::SetRate { .. } => {
                 unreachable!("plain_op() makes none")
             }
             Op::TryTake { key, cost } => {
@@ -163,29 +170,34 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
     Ok(())
 }
 
-/// The reference for runs with override changes: per key, the pure step on
-/// a `tat` that starts `FULL`, with the keyed limiter's documented rule for
-/// a rate change: a key at rest at the change stays at rest (`FULL`).
+/// The reference for runs with rate and override changes: per key, the pure
+/// step on a `tat` that starts `FULL`; when a key's parameters change, a key
+/// at rest stays at rest (`FULL`) and any other is `schedule::rebase`d, as a
+/// lone `AtomicLimiter`'s state is by `set_rate`.
 #[derive(Clone, Copy)]
 struct Model {
     /// Clock reading, ns since the origin.
     now: u64,
     tat: [u64; 6],
-    interval: [u64; 6],
+    /// The default interval, ns (slack `SLACK`).
+    default: u64,
+    /// Each key's override: interval (ns) and slack.
+    overrides: [Option<(u64, u64)>; 6],
 }
 
 impl Model {
     fn new() -> Model {
-        let interval = INTERVAL.as_nanos() as u64;
         Model {
             now: 0,
             tat: [schedule::FULL; 6],
-            interval: [interval; 6],
+            default: INTERVAL.as_nanos() as u64,
+            overrides: [None; 6],
         }
     }
 
     fn params(&self, key: u32) -> Params {
-        Params::new(self.interval[key as usize], SLACK).unwrap()
+        let (interval, slack) = self.overrides[key as usize].unwrap_or((self.default, SLACK));
+        Params::new(interval, slack).unwrap()
     }
 
     fn decide(&mut self, key: u32, cost: u64, admit: Admit) -> Result<Duration, TakeError> {
@@ -208,20 +220,27 @@ impl Model {
             }),
             Err(Deny::ExceedsBurst) => Err(TakeError::ExceedsBurst {
                 cost,
-                burst: SLACK + 1,
+                burst: p.slack() + 1,
             }),
             Err(Deny::CostTooLarge) => Err(TakeError::CostTooLarge { cost }),
         }
     }
 
-    fn set_interval(&mut self, key: u32, interval: u64) {
+    /// Applies `change` to the rates, then moves every key to its new
+    /// parameters.
+    fn change(&mut self, change: impl FnOnce(&mut Model)) {
         let now = self.now + schedule::ORIGIN;
+        let old: Vec<Params> = (0..6).map(|k| self.params(k)).collect();
+        change(self);
         for k in 0..6 {
-            if self.tat[k] <= now - self.params(k as u32).tau() {
-                self.tat[k] = schedule::FULL;
-            }
+            let (old, new) = (old[k as usize], self.params(k));
+            let tat = &mut self.tat[k as usize];
+            *tat = if *tat <= now - old.tau() {
+                schedule::FULL
+            } else {
+                schedule::rebase(*tat, old, new)
+            };
         }
-        self.interval[key as usize] = interval;
     }
 }
 
@@ -245,18 +264,25 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 keyed.prune();
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Op::Override { key, ms } => {
+            Op::Override { key, ms, slack } => {
                 let interval = Duration::from_millis(ms);
                 keyed
-                    .set_override(key, Rate::every(interval).unwrap(), SLACK)
+                    .set_override(key, Rate::every(interval).unwrap(), slack)
                     .unwrap();
-                model.set_interval(key, interval.as_nanos() as u64);
+                let interval = interval.as_nanos() as u64;
+                model.change(|m| m.overrides[key as usize] = Some((interval, slack)));
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Op::RemoveOverride { key } => {
-                if keyed.remove_override(&key) {
-                    model.set_interval(key, INTERVAL.as_nanos() as u64);
-                }
+                let had = model.overrides[key as usize].is_some();
+                prop_assert_eq!(keyed.remove_override(&key), had);
+                model.change(|m| m.overrides[key as usize] = None);
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::SetRate { ms } => {
+                let interval = Duration::from_millis(ms);
+                keyed.set_rate(Rate::every(interval).unwrap()).unwrap();
+                model.change(|m| m.default = interval.as_nanos() as u64);
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Op::TryTake { key, cost } => (
@@ -291,7 +317,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn each_key_decides_like_the_pure_step_across_override_changes(
+    fn each_key_decides_like_the_pure_step_and_rebase_across_rate_changes(
         ops in prop::collection::vec(op(), 1..200)
     ) {
         check_model(&ops)?;
@@ -347,9 +373,12 @@ proptest! {
                 Op::Prune => {
                     keyed.prune();
                 }
-                Op::Override { key, ms } => {
+                Op::Override { key, ms, slack } => {
                     let rate = Rate::every(Duration::from_millis(ms)).unwrap();
-                    keyed.set_override(key, rate, SLACK).unwrap();
+                    keyed.set_override(key, rate, slack).unwrap();
+                }
+                Op::SetRate { ms } => {
+                    keyed.set_rate(Rate::every(Duration::from_millis(ms)).unwrap()).unwrap();
                 }
                 Op::RemoveOverride { key } => {
                     keyed.remove_override(&key);
