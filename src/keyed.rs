@@ -86,9 +86,9 @@ use hashbrown::HashTable;
 use crate::atomic;
 use crate::clock::{Clock, DefaultClock, Wait};
 use crate::error::{BuildError, TakeError};
-use crate::pacer::{nanos, params, DEFAULT_SLACK};
+use crate::pacer::{self, error, nanos, params, DEFAULT_SLACK};
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Deny, Grant, Params, FULL, ORIGIN};
+use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
 
 /// An entry is dropped only this long (ns) after it came to rest: TSC readings
 /// of different cores may disagree by a little, and 1 ms is far more than
@@ -559,25 +559,6 @@ fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
     }
 }
 
-/// The error for a refusal (as `Core::error` maps it).
-#[cold]
-fn error(deny: Deny, cost: u64, admit: Admit, slack: u64) -> TakeError {
-    match (deny, admit) {
-        (Deny::Wait(wait), Admit::Within(0)) => TakeError::RetryAfter(Duration::from_nanos(wait)),
-        (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
-            wait: Duration::from_nanos(wait),
-            max_wait: Duration::from_nanos(max),
-        },
-        (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
-            cost,
-            burst: slack.saturating_add(1),
-        },
-        (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
-            TakeError::CostTooLarge { cost }
-        }
-    }
-}
-
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Blocks until the key's next permit's slot and returns the clock time it
     /// was scheduled at (since the clock's origin).
@@ -664,7 +645,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant) = self.decide(key, cost, Admit::Within(nanos(max_wait)))?;
+        let (now, grant) = self
+            .decide(key, cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| pacer::timed_out(e, max_wait))?;
         Ok(self.wait_for(now, grant.slot))
     }
 
@@ -710,10 +693,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     #[inline]
     fn wait_for(&self, now: u64, slot: u64) -> Duration {
-        if slot > now {
-            self.wait.wait_until(&self.clock, slot - ORIGIN);
-        }
-        Duration::from_nanos(slot.max(now) - ORIGIN)
+        pacer::wait_for(self.wait, &self.clock, now, slot)
     }
 
     /// The hot path: a tracked key under its shard's read lock.
@@ -1346,7 +1326,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant) = self.decide(key, cost, Admit::Within(nanos(max_wait)))?;
+        let (now, grant) = self
+            .decide(key, cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| pacer::timed_out(e, max_wait))?;
         self.sleep_to(key, now, grant).await
     }
 

@@ -107,32 +107,13 @@ impl<S: Store, C: Clock> Core<S, C> {
 
     #[cold]
     fn error(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
-        match (deny, admit) {
-            (Deny::Wait(wait), Admit::Within(0)) => {
-                TakeError::RetryAfter(Duration::from_nanos(wait))
-            }
-            (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
-                wait: Duration::from_nanos(wait),
-                max_wait: Duration::from_nanos(max),
-            },
-            (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
-                cost,
-                burst: self.slack.saturating_add(1),
-            },
-            // `Always` admits every cost that fits; nothing else refuses it.
-            (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
-                TakeError::CostTooLarge { cost }
-            }
-        }
+        error(deny, cost, admit, self.slack)
     }
 
     /// Waits until `slot` and returns the clock time the permit went at.
     #[inline]
     pub(crate) fn wait_for(&self, now: u64, slot: u64) -> Duration {
-        if slot > now {
-            self.wait.wait_until(&self.clock, slot - ORIGIN);
-        }
-        Duration::from_nanos(slot.max(now) - ORIGIN)
+        wait_for(self.wait, &self.clock, now, slot)
     }
 
     #[inline]
@@ -160,14 +141,9 @@ impl<S: Store, C: Clock> Core<S, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        let (now, grant) =
-            self.reserve(cost, Admit::Within(nanos(max_wait)))
-                .map_err(|e| match e {
-                    // `Within(0)` is also `try_take`'s; a timeout's refusal is the
-                    // full queue's, whatever wait it allowed.
-                    TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
-                    e => e,
-                })?;
+        let (now, grant) = self
+            .reserve(cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| timed_out(e, max_wait))?;
         Ok(self.wait_for(now, grant.slot))
     }
 
@@ -217,6 +193,46 @@ pub(crate) fn params(rate: Rate, slack: u64) -> Result<Params, BuildError> {
         slack,
         interval: rate.interval(),
     })
+}
+
+/// The error for a request of `cost` refused with `deny` under `admit`, on
+/// a limiter with `slack` (shared with the keyed limiter).
+#[cold]
+pub(crate) fn error(deny: Deny, cost: u64, admit: Admit, slack: u64) -> TakeError {
+    match (deny, admit) {
+        (Deny::Wait(wait), Admit::Within(0)) => TakeError::RetryAfter(Duration::from_nanos(wait)),
+        (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
+            wait: Duration::from_nanos(wait),
+            max_wait: Duration::from_nanos(max),
+        },
+        (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
+            cost,
+            burst: slack.saturating_add(1),
+        },
+        // `Always` admits every cost that fits; nothing else refuses it.
+        (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
+            TakeError::CostTooLarge { cost }
+        }
+    }
+}
+
+/// A `take_timeout`'s refusal: `Within(0)` is also `try_take`'s, but a
+/// timeout's refusal is the full queue's, whatever wait it allowed.
+pub(crate) fn timed_out(e: TakeError, max_wait: Duration) -> TakeError {
+    match e {
+        TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
+        e => e,
+    }
+}
+
+/// Waits with `wait` on `clock` from `now` until `slot` (internal times) and
+/// returns the clock time the permit went at (shared with the keyed limiter).
+#[inline]
+pub(crate) fn wait_for<C: Clock>(wait: Wait, clock: &C, now: u64, slot: u64) -> Duration {
+    if slot > now {
+        wait.wait_until(clock, slot - ORIGIN);
+    }
+    Duration::from_nanos(slot.max(now) - ORIGIN)
 }
 
 /// A `Duration` in nanoseconds, saturating at `u64::MAX` (584 years).

@@ -71,6 +71,23 @@ fn a_refused_first_request_tracks_no_key() {
     assert_eq!(l.stats().refused, 1);
 }
 
+/// As the direct limiters: a timeout's refusal is `QueueFull` even when it
+/// allowed no wait at all (`try_take`'s is `RetryAfter`).
+#[test]
+fn a_zero_timeout_refuses_with_queue_full_as_the_direct_limiters() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    l.try_take_n(&1, 3).unwrap();
+    assert_eq!(
+        l.take_timeout(&1, Duration::ZERO),
+        Err(TakeError::QueueFull {
+            wait: ms(100),
+            max_wait: Duration::ZERO
+        })
+    );
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+}
+
 #[test]
 fn blocking_take_waits_for_the_keys_own_slot() {
     let clock = ManualClock::with_auto_advance();

@@ -48,6 +48,14 @@ async fn take_async_sleeps_until_the_keys_slot() {
     );
     // Key 2 spent its burst at 100 ms: its next slot is 100 ms later.
     assert_eq!(l.take_timeout_async(&2, ms(100)).await, Ok(ms(200)));
+    // Even a timeout of zero is refused as a full queue, not `RetryAfter`.
+    assert_eq!(
+        l.take_timeout_async(&2, Duration::ZERO).await,
+        Err(TakeError::QueueFull {
+            wait: ms(100),
+            max_wait: Duration::ZERO
+        })
+    );
 }
 
 #[tokio::test(start_paused = true)]
