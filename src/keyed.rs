@@ -659,22 +659,66 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let (tat, now, p) = self.peek(key);
+        schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
+    }
+
+    /// How many permits of the key one request could take now without
+    /// waiting: at most `slack + 1` (a key not tracked has them all).
+    /// Consumes nothing and tracks no key.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<u32>::new(Rate::per_second(10)); // slack 10
+    /// assert_eq!(limiter.available(&7), 11);
+    /// limiter.try_take_n(&7, 4)?;
+    /// assert_eq!(limiter.available(&7), 7);
+    /// # Ok::<(), paceline::TakeError>(())
+    /// ```
+    pub fn available<Q>(&self, key: &Q) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        schedule::available(tat, now, p)
+    }
+
+    /// How long until a permit of the key is free (zero: one is free now).
+    /// Consumes nothing and tracks no key.
+    pub fn next_free<Q>(&self, key: &Q) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        Duration::from_nanos(schedule::next_free(tat, now, p))
+    }
+
+    /// The key's state, the clock and the key's parameters, read under its
+    /// shard's read lock; a key not tracked is at rest (`FULL`) with the
+    /// parameters it would be tracked with.
+    fn peek<Q>(&self, key: &Q) -> (u64, u64, Params)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
         let now = self.now();
-        let (tat, p) = match find(&shard.map, hash, key) {
+        match find(&shard.map, hash, key) {
             Some(e) => {
                 let class = &shard.classes[e.class as usize];
-                (e.tat.load(Ordering::Relaxed), class.params())
+                (e.tat.load(Ordering::Relaxed), now, class.params())
             }
             // As the shard would resolve it now (an override change on
             // its way to this shard is not seen yet, as for its entries).
             None => {
                 let class = self.resolve(&shard.resolved, key);
-                (FULL, shard.classes[class as usize].params())
+                (FULL, now, shard.classes[class as usize].params())
             }
-        };
-        schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
+        }
     }
 
     /// The clock's reading in internal time.
@@ -1020,6 +1064,21 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let resolved = Arc::clone(&read(&self.resolved));
         let class = self.resolve(&resolved, key) as usize;
         (resolved.rates[class], resolved.classes[class].slack)
+    }
+
+    /// The default rate, for keys without an override.
+    pub fn rate(&self) -> Rate {
+        read(&self.resolved).rates[0]
+    }
+
+    /// The default slack, in permits: a key's burst is `slack + 1`.
+    pub fn slack(&self) -> u64 {
+        read(&self.resolved).classes[0].slack
+    }
+
+    /// How blocking calls wait for their slot.
+    pub fn wait_strategy(&self) -> Wait {
+        self.wait
     }
 
     /// The number of keys tracked now.

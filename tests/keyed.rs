@@ -415,3 +415,24 @@ fn racing_threads_never_exceed_a_keys_burst_even_while_it_is_created() {
     }
     assert_eq!(l.stats().admitted, 20 * 50 * 3);
 }
+
+#[test]
+fn available_and_next_free_read_a_key_without_tracking_it() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    assert_eq!((l.rate(), l.slack()), (Rate::per_second(10), 2));
+    assert_eq!((l.available(&1), l.next_free(&1)), (3, Duration::ZERO));
+    assert!(l.is_empty());
+    l.try_take_n(&1, 2).unwrap();
+    assert_eq!((l.available(&1), l.next_free(&1)), (1, Duration::ZERO));
+    l.try_take(&1).unwrap();
+    assert_eq!((l.available(&1), l.next_free(&1)), (0, ms(100)));
+    // An override applies to keys not yet tracked, too.
+    l.set_override(2, Rate::per_second(1), 0).unwrap();
+    assert_eq!(l.available(&2), 1);
+    l.try_take(&2).unwrap();
+    assert_eq!(l.next_free(&2), ms(1000));
+    clock.advance(ms(100));
+    assert_eq!((l.available(&1), l.next_free(&1)), (1, Duration::ZERO));
+    assert_eq!(l.len(), 2);
+}
