@@ -128,6 +128,11 @@ const EVICT_SHIFT: u32 = 3;
 /// | `Evict` (default) | bounded | always limited | an evicted key forgets its debt |
 /// | `Refuse` | bounded | refused (`TooManyKeys`) | exact |
 /// | `Admit` | bounded | admitted unlimited | exact |
+///
+/// In short: `Evict` never locks anyone out and keeps every key limited, at
+/// the price of letting a flood of new keys push busy keys out early (each
+/// forgets the debt it still carried, and may be admitted that much too
+/// soon); `Refuse` fails closed and `Admit` fails open. Memory stays under the ceiling in all three.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WhenFull {
@@ -332,7 +337,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]). It is
     /// enforced per shard (`max_keys / shards` each), so the map may act on
     /// [`when_full`](Self::when_full) a little before the total reaches it.
-    /// At least 1.
+    /// A ceiling of 0 is taken as 1.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
         self
@@ -562,6 +567,21 @@ fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Blocks until the key's next permit's slot and returns the clock time it
     /// was scheduled at (since the clock's origin).
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, ManualClock, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::with_auto_advance(); // waits move the clock
+    /// let limiter = KeyedLimiter::<&str>::builder(Rate::per_second(10))
+    ///     .slack(0)
+    ///     .clock(clock)
+    ///     .build()?;
+    /// assert_eq!(limiter.take(&"alice")?, Duration::ZERO);
+    /// assert_eq!(limiter.take(&"alice")?, Duration::from_millis(100));
+    /// assert_eq!(limiter.take(&"bob")?, Duration::from_millis(100)); // no wait
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`TakeError::TooManyKeys`] for a new key when the map is full of busy
@@ -1163,7 +1183,20 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         out
     }
 
-    /// Totals since the limiter was built.
+    /// Totals since the limiter was built, for metrics. Takes each shard's
+    /// read lock in turn, so the totals of a busy limiter are not one
+    /// instant's.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1)).slack(0).build()?;
+    /// limiter.try_take(&1)?;
+    /// assert!(limiter.try_take(&1).is_err());
+    /// let stats = limiter.stats();
+    /// assert_eq!((stats.keys, stats.admitted, stats.refused), (1, 1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> KeyedStats {
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
