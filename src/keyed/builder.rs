@@ -1,0 +1,206 @@
+//! [`KeyedBuilder`]: a keyed limiter's configuration, and the map it builds.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+
+use crossbeam_utils::CachePadded;
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
+use std::collections::HashMap;
+
+use super::rates::{Class, Resolved};
+use super::shard::Shard;
+use super::{
+    KeyedLimiter, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD, MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
+};
+use crate::clock::{Clock, DefaultClock, Wait};
+use crate::error::BuildError;
+use crate::pacer::{params, DEFAULT_SLACK};
+use crate::rate::Rate;
+
+/// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
+///
+/// ```
+/// use paceline::{KeyedLimiter, Rate, WhenFull};
+///
+/// let limiter = KeyedLimiter::<String>::builder("100/s".parse()?)
+///     .slack(20)
+///     .max_keys(100_000)
+///     .when_full(WhenFull::Refuse)
+///     .parent(paceline::keyed::path_parent)
+///     .build()?;
+/// limiter.set_override("api/upload".to_string(), "2/s".parse()?, 0)?;
+/// assert!(limiter.try_take("api/upload/10.0.0.7").is_ok());
+/// assert!(limiter.try_take("api/upload/10.0.0.7").is_err()); // 2/s, no slack
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a builder does nothing until .build()"]
+pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
+    rate: Rate,
+    slack: u64,
+    wait: Wait,
+    clock: C,
+    max_keys: usize,
+    when_full: WhenFull,
+    parent: Option<fn(&K) -> Option<K>>,
+}
+
+impl<K, C: Clock> KeyedBuilder<K, C> {
+    /// How many unused permits each key may bank (default 10): a key's burst
+    /// is `slack + 1`.
+    pub fn slack(mut self, permits: u64) -> Self {
+        self.slack = permits;
+        self
+    }
+
+    /// How blocking calls wait for their slot (default [`Wait::Sleep`]).
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]). It is
+    /// enforced per shard (`max_keys / shards` each), so the map may act on
+    /// [`when_full`](Self::when_full) a little before the total reaches it.
+    /// A ceiling of 0 is taken as 1.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// What to do with a new key when the map is full of busy keys (default
+    /// [`WhenFull::Evict`]).
+    pub fn when_full(mut self, when_full: WhenFull) -> Self {
+        self.when_full = when_full;
+        self
+    }
+
+    /// Where an override lookup goes when a key has none of its own:
+    /// `parent(key)`, then its parent, and so on, then the default rate.
+    /// [`path_parent`](super::path_parent) gives `"api/upload/10.0.0.7"` → `"api/upload"` →
+    /// `"api"`. Resolved once per key when it starts being tracked.
+    pub fn parent(mut self, parent: fn(&K) -> Option<K>) -> Self {
+        self.parent = Some(parent);
+        self
+    }
+
+    /// The clock to read and wait on (default [`DefaultClock`]).
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2> {
+        KeyedBuilder {
+            rate: self.rate,
+            slack: self.slack,
+            wait: self.wait,
+            clock,
+            max_keys: self.max_keys,
+            when_full: self.when_full,
+            parent: self.parent,
+        }
+    }
+
+    /// The limiter.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when `slack * interval` is over 146 years.
+    pub fn build(self) -> Result<KeyedLimiter<K, C>, BuildError>
+    where
+        K: Hash + Eq,
+    {
+        let p = params(self.rate, self.slack)?;
+        let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
+        let resolved = Arc::new(Resolved {
+            overrides: HashMap::with_hasher(RandomState::default()),
+            rates: vec![self.rate],
+            classes: Arc::clone(&classes),
+        });
+        let max_keys = self.max_keys;
+        let shards = shard_count(max_keys);
+        let shard_cap = max_keys / shards;
+        let hasher = foldhash::quality::RandomState::default();
+        Ok(KeyedLimiter {
+            shards: (0..shards)
+                .map(|_| {
+                    CachePadded::new(RwLock::new(Shard {
+                        map: HashTable::new(),
+                        classes: Arc::clone(&classes),
+                        resolved: Arc::clone(&resolved),
+                        epoch: 0,
+                        earliest_rest: 0,
+                        sweep_at: MIN_SWEEP.min(shard_cap),
+                        retired_admitted: 0,
+                        retired_refused: 0,
+                        wrapped_admitted: AtomicU64::new(0),
+                        wrapped_refused: AtomicU64::new(0),
+                        pruned: 0,
+                        evicted: 0,
+                    }))
+                })
+                .collect(),
+            hasher,
+            mask: shards - 1,
+            shard_cap,
+            max_keys,
+            when_full: self.when_full,
+            parent: self.parent,
+            resolved: RwLock::new(resolved),
+            epoch: AtomicU64::new(0),
+            admin: Mutex::new(()),
+            clock: self.clock,
+            wait: self.wait,
+            untracked: AtomicU64::new(0),
+            refused_untracked: AtomicU64::new(0),
+        })
+    }
+}
+
+impl<K, C: Clock> fmt::Debug for KeyedBuilder<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("rate", &self.rate)
+            .field("slack", &self.slack)
+            .field("max_keys", &self.max_keys)
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many shards for `max_keys`: about [`KEYS_PER_SHARD`] keys each, at
+/// least [`MIN_SHARDS`], a power of two, never more shards than keys.
+fn shard_count(max_keys: usize) -> usize {
+    let wanted = max_keys
+        .div_ceil(KEYS_PER_SHARD)
+        .next_power_of_two()
+        .clamp(MIN_SHARDS, MAX_SHARDS);
+    // The largest power of two not above max_keys (>= 1).
+    let fit = 1usize << (usize::BITS - 1 - max_keys.leading_zeros());
+    wanted.min(fit)
+}
+
+impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
+    /// A keyed limiter giving each key `rate` with slack 10, at most
+    /// [`DEFAULT_MAX_KEYS`] keys, evicting when full, on the [`DefaultClock`].
+    ///
+    /// # Panics
+    /// If ten intervals of `rate` exceed 146 years;
+    /// [`builder`](Self::builder) reports that as an error.
+    pub fn new(rate: Rate) -> KeyedLimiter<K> {
+        match Self::builder(rate).build() {
+            Ok(limiter) => limiter,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A builder for a keyed limiter giving each key `rate` by default.
+    pub fn builder(rate: Rate) -> KeyedBuilder<K> {
+        KeyedBuilder {
+            rate,
+            slack: DEFAULT_SLACK,
+            wait: Wait::default(),
+            clock: DefaultClock::new(),
+            max_keys: DEFAULT_MAX_KEYS,
+            when_full: WhenFull::default(),
+            parent: None,
+        }
+    }
+}

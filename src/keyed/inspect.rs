@@ -1,0 +1,182 @@
+//! A look inside a [`KeyedLimiter`]: its settings, its live keys
+//! ([`KeyState`]) and its totals ([`KeyedStats`]).
+
+use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::shard::{coarse, sweep, IDLE_SHIFT};
+use super::{read, write, KeyedLimiter, WhenFull};
+use crate::clock::{Clock, Wait};
+use crate::schedule;
+
+/// One tracked key as [`KeyedLimiter::snapshot`] sees it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct KeyState<K> {
+    /// The key.
+    pub key: K,
+    /// How much of the key's burst is in use: 0 at rest, 1 when no permit is
+    /// free now, above 1 when blocking callers have reserved slots beyond
+    /// that.
+    pub fill: f64,
+    /// How long until a permit of cost 1 is free (zero: now).
+    pub next_free: Duration,
+    /// Time since the key was last asked about, to about a millisecond.
+    pub idle: Duration,
+    /// Calls admitted on this key since it was last tracked, modulo 2^32
+    /// ([`KeyedLimiter::stats`] counts exactly).
+    pub admitted: u64,
+    /// Calls refused on this key since it was last tracked, modulo 2^32.
+    pub refused: u64,
+}
+
+/// Totals of a [`KeyedLimiter`], for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyedStats {
+    /// Keys tracked now.
+    pub keys: usize,
+    /// Calls admitted in all (tracked, since dropped, and untracked).
+    pub admitted: u64,
+    /// Calls refused in all.
+    pub refused: u64,
+    /// Keys dropped because they came to rest.
+    pub pruned: u64,
+    /// Busy keys evicted under [`WhenFull::Evict`].
+    pub evicted: u64,
+    /// Calls admitted without a bucket under [`WhenFull::Admit`].
+    pub untracked: u64,
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// How blocking calls wait for their slot.
+    pub fn wait_strategy(&self) -> Wait {
+        self.wait
+    }
+
+    /// The number of keys tracked now.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| read(s).map.len()).sum()
+    }
+
+    /// Whether no key is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ceiling on tracked keys.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// What happens to new keys when the map is full of busy keys.
+    pub fn when_full(&self) -> WhenFull {
+        self.when_full
+    }
+
+    /// Drops every key at rest now, one shard at a time, and returns how many.
+    /// Never needed for correctness or bounds (inserts prune as they go); for
+    /// an admin page that wants an exact [`len`](Self::len).
+    pub fn prune(&self) -> usize {
+        let mut dropped = 0;
+        for lock in self.shards.iter() {
+            let mut shard = write(lock);
+            let now = self.now();
+            let before = shard.map.len();
+            sweep(&mut shard, now);
+            dropped += before - shard.map.len();
+        }
+        dropped
+    }
+
+    /// The keys not at rest, with their fill level, time to a free permit,
+    /// idle time and counters. Takes each shard's read lock in turn. (A key
+    /// at rest is as good as absent; [`len`](Self::len) counts it until its
+    /// shard is next swept.)
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<u32>::new(Rate::per_second(10));
+    /// limiter.try_take_n(&7, 11)?; // the whole burst
+    /// let keys = limiter.snapshot();
+    /// assert_eq!(keys.len(), 1);
+    /// assert_eq!(keys[0].key, 7);
+    /// assert!((keys[0].fill - 1.0).abs() < 0.01);
+    /// # Ok::<(), paceline::TakeError>(())
+    /// ```
+    pub fn snapshot(&self) -> Vec<KeyState<K>> {
+        let mut out = Vec::new();
+        for lock in self.shards.iter() {
+            let shard = read(lock);
+            let now = self.now();
+            for (key, e) in shard.map.iter() {
+                let class = &shard.classes[e.class as usize];
+                let p = class.params();
+                let tat = e.tat.load(Ordering::Relaxed);
+                let used = tat.saturating_sub(now.saturating_sub(p.tau()));
+                if used == 0 {
+                    // At rest: as good as absent, only not swept yet.
+                    continue;
+                }
+                let window = p.tau().saturating_add(p.interval());
+                out.push(KeyState {
+                    key: key.clone(),
+                    fill: used as f64 / window as f64,
+                    next_free: Duration::from_nanos(schedule::next_free(tat, now, p)),
+                    idle: Duration::from_nanos(
+                        u64::from(coarse(now).wrapping_sub(e.last.load(Ordering::Relaxed)))
+                            << IDLE_SHIFT,
+                    ),
+                    admitted: u64::from(e.admitted.load(Ordering::Relaxed)),
+                    refused: u64::from(e.refused.load(Ordering::Relaxed)),
+                });
+            }
+        }
+        out
+    }
+
+    /// Totals since the limiter was built, for metrics. Takes each shard's
+    /// read lock in turn, so the totals of a busy limiter are not one
+    /// instant's.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1)).slack(0).build()?;
+    /// limiter.try_take(&1)?;
+    /// assert!(limiter.try_take(&1).is_err());
+    /// let stats = limiter.stats();
+    /// assert_eq!((stats.keys, stats.admitted, stats.refused), (1, 1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stats(&self) -> KeyedStats {
+        let mut stats = KeyedStats {
+            untracked: self.untracked.load(Ordering::Relaxed),
+            admitted: self.untracked.load(Ordering::Relaxed),
+            refused: self.refused_untracked.load(Ordering::Relaxed),
+            ..KeyedStats::default()
+        };
+        for lock in self.shards.iter() {
+            let shard = read(lock);
+            stats.keys += shard.map.len();
+            stats.admitted += shard.retired_admitted;
+            stats.refused += shard.retired_refused;
+            stats.admitted += shard.wrapped_admitted.load(Ordering::Relaxed);
+            stats.refused += shard.wrapped_refused.load(Ordering::Relaxed);
+            stats.pruned += shard.pruned;
+            stats.evicted += shard.evicted;
+            for (_, e) in shard.map.iter() {
+                stats.admitted += u64::from(e.admitted.load(Ordering::Relaxed));
+                stats.refused += u64::from(e.refused.load(Ordering::Relaxed));
+            }
+        }
+        stats
+    }
+
+    /// The limiter's clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}

@@ -1,0 +1,611 @@
+//! [`KeyedLimiter`]: one bucket per key (user, IP, tenant), sparse, bounded
+//! and observable.
+//!
+//! # Implementation details
+//!
+//! Each tracked key has one unpadded `AtomicU64`, its `tat`, updated by the
+//! very CAS loop [`AtomicLimiter`](crate::AtomicLimiter) runs
+//! (`atomic::update`), so a key decides exactly as a lone limiter would.
+//! The keys live in a sharded map: a power of two of `RwLock`s over a
+//! hashbrown `HashTable<(K, Entry)>`, each padded to its own cache line. A
+//! key is hashed once (foldhash); the hash picks both the shard and the
+//! slot. A call on a tracked key takes its shard's read lock, reads the
+//! clock, runs the CAS loop on the entry and releases the lock before
+//! waiting; only a new key takes the write lock. The design was chosen by
+//! measurement against `dashmap`, `scc` and `papaya` (see the commit that
+//! introduced `src/keyed.rs`): it matches dashmap on one hot key and on many
+//! keys, and its two dependencies have none of their own.
+//!
+//! The code is split by concern: `shard.rs` (entries, the step on one,
+//! sweeps), `rates.rs` (classes, overrides, rate changes), `builder.rs`,
+//! `inspect.rs` (settings, snapshot, totals) and `async_calls.rs` (Tokio).
+//!
+//! ## Rest, and why dropping a key changes nothing
+//!
+//! A new key starts with **full credit** (`schedule::FULL`): its first
+//! `slack + 1` permits go at once. A key whose `tat <= now - tau` is "at
+//! rest": for every later `t`, `max(tat, t - tau) = t - tau`, exactly what
+//! `FULL` gives, so an entry at rest decides like an absent key and is
+//! dropped. (A fresh, no-credit start could not be pruned this way: no stored
+//! state behaves like it.) To also cover a clock read a little behind another
+//! core's, an entry is dropped only [`PRUNE_GRACE`] after it came to rest.
+//! The clock is read under the shard lock, so a call never decides with a
+//! reading older than a sweep that dropped its key.
+//!
+//! ## Pruning and the ceiling
+//!
+//! Each shard holds at most `max_keys / shards` entries (so the whole map at
+//! most `max_keys`) and sweeps itself when an insert finds its table full:
+//! it drops entries at rest, and the table grows only if that freed less than
+//! half of it (and shrinks if it is now three quarters empty). Keys at rest
+//! thus cost nothing until their room is needed, and a key that comes back
+//! before then is still a cheap hit. A sweep is bounded by the shard's size
+//! (about a thousand entries) and amortized O(1) per insert, like a `Vec`'s
+//! growth; it never stops the other shards. A shard also remembers the earliest time any of
+//! its entries can come to rest and does not sweep before it. When a shard is
+//! full of busy keys, [`WhenFull`] decides.
+//!
+//! ## Overrides and rate changes
+//!
+//! Rates live in a small table of classes (class 0 is the default); an
+//! entry stores its class index, resolved once when it is created (walking
+//! the key's parents when a [`parent`](KeyedBuilder::parent) function is
+//! set). Each shard holds the table its entries refer to. Any change (the
+//! default rate, an override set or removed) publishes a new table and
+//! bumps an epoch; then each shard, under its write lock, moves to the new
+//! table and re-resolves its entries, one shard at a time. An insert that
+//! sees a newer epoch than its shard's brings the shard over first. So a
+//! shard's entries are always read with the table they were resolved
+//! against, and a change takes effect per shard at one instant.
+//!
+//! When its shard moves to a new table, each entry moves to its new class
+//! as a lone `AtomicLimiter` moves across `set_rate`: its `tat` is
+//! [`rebase`](schedule::rebase)d, so the slots it handed out stand and its
+//! next slot is one *new* interval after the last (after a change from 1/h
+//! to 100/s a busy key waits 10 ms, not the rest of the hour). An entry at
+//! rest under its old class is set to `FULL` instead: banked credit is kept
+//! as time, so at a slower rate (or a larger slack) a rebased bucket at rest
+//! could hold fewer permits than a new one, while a dropped key comes back
+//! full, and pruning would change decisions. Keys at rest stay at rest.
+//!
+//! The move is exact under concurrent calls: a shard moves under its write
+//! lock, and every step on an entry (and an async give-back) runs under the
+//! read lock with the table the entry's class refers to, so no CAS on an
+//! entry overlaps its rebase. (An `AtomicLimiter`'s `set_rate` has no such
+//! lock and races its takes.) A caller that was granted a slot before the
+//! move and is waiting for it keeps it.
+
+#[cfg(feature = "tokio")]
+mod async_calls;
+mod builder;
+mod inspect;
+mod rates;
+mod shard;
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock::{Clock, DefaultClock, Wait};
+use crate::error::TakeError;
+use crate::pacer::{self, error, nanos};
+use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
+
+pub use builder::KeyedBuilder;
+pub use inspect::{KeyState, KeyedStats};
+pub use rates::path_parent;
+
+use rates::Resolved;
+use shard::{coarse, evict, find, on_entry, sweep, Entry, Shard};
+
+/// An entry is dropped only this long (ns) after it came to rest: TSC readings
+/// of different cores may disagree by a little, and 1 ms is far more than
+/// they do, while small enough not to keep idle keys around.
+pub const PRUNE_GRACE: u64 = 1_000_000;
+
+/// The default ceiling on tracked keys: a million, at most about 100 MB with
+/// 8-byte keys (a 24-byte entry plus the key, in tables at least half full).
+pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// A shard aims at this many keys at most, which bounds one sweep to a few
+/// microseconds.
+const KEYS_PER_SHARD: usize = 1024;
+
+/// At least this many shards (when the ceiling allows), so that threads on
+/// different keys rarely meet on one lock.
+const MIN_SHARDS: usize = 64;
+
+/// At most this many shards: past a few thousand, more only costs memory.
+const MAX_SHARDS: usize = 1 << 14;
+
+/// A shard sweeps no earlier than at this many entries.
+const MIN_SWEEP: usize = 32;
+
+/// When a full shard evicts, it evicts this fraction (1/8) of its entries at
+/// once, so the next inserts find room without another scan.
+const EVICT_SHIFT: u32 = 3;
+
+/// What a [`KeyedLimiter`] does with a new key when its shard already holds
+/// its share of `max_keys` and none of them is at rest.
+///
+/// Keys at rest are always dropped first (that changes no decision). The
+/// choice is only about keys that still carry debt:
+///
+/// | policy | memory | new keys | tracked keys |
+/// |---|---|---|---|
+/// | `Evict` (default) | bounded | always limited | an evicted key forgets its debt |
+/// | `Refuse` | bounded | refused (`TooManyKeys`) | exact |
+/// | `Admit` | bounded | admitted unlimited | exact |
+///
+/// In short: `Evict` never locks anyone out and keeps every key limited, at
+/// the price of letting a flood of new keys push busy keys out early (each
+/// forgets the debt it still carried, and may be admitted that much too
+/// soon); `Refuse` fails closed and `Admit` fails open. Memory stays under the ceiling in all three.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Drop the shard's eighth of keys nearest to rest (smallest remaining
+    /// debt), then track the new key. A flood of one-off keys mostly evicts
+    /// itself, since a key used once is a key nearly at rest; a busy key that
+    /// is evicted regains at most its burst early. New keys stay limited.
+    #[default]
+    Evict,
+    /// Refuse the new key's request with [`TakeError::TooManyKeys`]: tracked
+    /// keys keep exact decisions, but once an attacker fills the map, new
+    /// legitimate keys are locked out until keys come to rest (fail closed).
+    Refuse,
+    /// Admit the new key's request as if it were at rest, without tracking
+    /// it: tracked keys stay exact and nobody is locked out, but untracked
+    /// keys are not limited while the map is full (fail open).
+    Admit,
+}
+
+/// A rate limiter with one bucket per key: per user, per IP, per tenant.
+///
+/// Each key is paced exactly as a lone [`AtomicLimiter`](crate::AtomicLimiter)
+/// built with `.full_credit(true)` and the key's rate and slack would pace it:
+/// a new key may burst `slack + 1` permits at once, then one per interval.
+/// Keys whose buckets are back at rest are dropped automatically (that
+/// changes no decision), and the number of tracked keys never exceeds
+/// [`max_keys`](KeyedBuilder::max_keys); [`WhenFull`] says what happens when
+/// every tracked key is busy.
+///
+/// ```
+/// use paceline::{KeyedLimiter, Rate};
+/// use std::net::{IpAddr, Ipv4Addr};
+///
+/// let limiter = KeyedLimiter::<IpAddr>::new(Rate::per_second(5)); // slack 10
+/// let alice = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7));
+/// let bob = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 8));
+/// for _ in 0..11 {
+///     assert!(limiter.try_take(&alice).is_ok()); // a burst of slack + 1
+/// }
+/// assert!(limiter.try_take(&alice).is_err()); // alice must wait 200 ms
+/// assert!(limiter.try_take(&bob).is_ok()); // bob has his own bucket
+/// ```
+///
+/// Keys may be looked up by a borrowed form, as in a `HashMap`: a
+/// `KeyedLimiter<String>` answers `try_take("api/upload")`.
+///
+/// Unlike the direct limiters, `take` returns a `Result`: a key may be
+/// refused when the map is full under [`WhenFull::Refuse`].
+///
+/// # Memory ordering
+/// As for `AtomicLimiter`: permits are ordered, memory is not.
+pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
+    shards: Box<[CachePadded<RwLock<Shard<K>>>]>,
+    /// Picks the shard. foldhash's quality variant: the fast one maps
+    /// sequential keys (IPs, ids) to shards in a near-periodic pattern.
+    hasher: foldhash::quality::RandomState,
+    mask: usize,
+    /// Entries per shard at most.
+    shard_cap: usize,
+    max_keys: usize,
+    when_full: WhenFull,
+    parent: Option<fn(&K) -> Option<K>>,
+    resolved: RwLock<Arc<Resolved<K>>>,
+    /// Bumped after each new class table is published, so that an insert
+    /// checks for one with a plain load instead of locking `resolved`.
+    epoch: AtomicU64,
+    /// Serializes override changes (never taken on a take path).
+    admin: Mutex<()>,
+    clock: C,
+    wait: Wait,
+    /// Requests admitted without a bucket ([`WhenFull::Admit`]).
+    untracked: AtomicU64,
+    /// Requests refused on keys not tracked (too large, or the map full).
+    refused_untracked: AtomicU64,
+}
+
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    // Poisoning: every critical section stores whole values computed first.
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// When the bucket `tat` under `p` comes to rest, plus the grace.
+#[inline]
+fn rest_time(tat: u64, p: Params) -> u64 {
+    tat.saturating_add(p.tau()).saturating_add(PRUNE_GRACE)
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// Blocks until the key's next permit's slot and returns the clock time it
+    /// was scheduled at (since the clock's origin).
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, ManualClock, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::with_auto_advance(); // waits move the clock
+    /// let limiter = KeyedLimiter::<&str>::builder(Rate::per_second(10))
+    ///     .slack(0)
+    ///     .clock(clock)
+    ///     .build()?;
+    /// assert_eq!(limiter.take(&"alice")?, Duration::ZERO);
+    /// assert_eq!(limiter.take(&"alice")?, Duration::from_millis(100));
+    /// assert_eq!(limiter.take(&"bob")?, Duration::from_millis(100)); // no wait
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`TakeError::TooManyKeys`] for a new key when the map is full of busy
+    /// keys under [`WhenFull::Refuse`].
+    #[inline]
+    pub fn take<Q>(&self, key: &Q) -> Result<Duration, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.take_n(key, 1)
+    }
+
+    /// Blocks until `cost` permits of the key are paid for, as one request.
+    ///
+    /// # Errors
+    /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
+    pub fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (now, grant) = self.decide(key, cost, Admit::Always)?;
+        Ok(self.wait_for(now, grant.slot))
+    }
+
+    /// Takes a permit of the key if one is free now; never blocks. A refusal
+    /// stores nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`]; [`TakeError::TooManyKeys`].
+    #[inline]
+    pub fn try_take<Q>(&self, key: &Q) -> Result<(), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide(key, 1, Admit::Within(0)).map(drop)
+    }
+
+    /// Takes `cost` permits of the key if they are free now; never blocks.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`]; [`TakeError::ExceedsBurst`] when `cost`
+    /// exceeds the key's burst; [`TakeError::CostTooLarge`];
+    /// [`TakeError::TooManyKeys`].
+    #[inline]
+    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide(key, cost, Admit::Within(0)).map(drop)
+    }
+
+    /// Takes a permit of the key and waits for it only if its slot is at
+    /// most `max_wait` away; otherwise fails at once, storing nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`]; [`TakeError::TooManyKeys`].
+    pub fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.take_n_timeout(key, 1, max_wait)
+    }
+
+    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`];
+    /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
+    pub fn take_n_timeout<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Duration, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (now, grant) = self
+            .decide(key, cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| pacer::timed_out(e, max_wait))?;
+        Ok(self.wait_for(now, grant.slot))
+    }
+
+    /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would pass now.
+    /// Consumes nothing and tracks no new key. (Under a full map with
+    /// [`WhenFull::Refuse`] a new key answers as if it were tracked.)
+    pub fn can_take<Q>(&self, key: &Q, cost: u64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
+    }
+
+    /// How many permits of the key one request could take now without
+    /// waiting: at most `slack + 1` (a key not tracked has them all).
+    /// Consumes nothing and tracks no key.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<u32>::new(Rate::per_second(10)); // slack 10
+    /// assert_eq!(limiter.available(&7), 11);
+    /// limiter.try_take_n(&7, 4)?;
+    /// assert_eq!(limiter.available(&7), 7);
+    /// # Ok::<(), paceline::TakeError>(())
+    /// ```
+    pub fn available<Q>(&self, key: &Q) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        schedule::available(tat, now, p)
+    }
+
+    /// How long until a permit of the key is free (zero: one is free now).
+    /// Consumes nothing and tracks no key.
+    pub fn next_free<Q>(&self, key: &Q) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        Duration::from_nanos(schedule::next_free(tat, now, p))
+    }
+
+    /// The key's state, the clock and the key's parameters, read under its
+    /// shard's read lock; a key not tracked is at rest (`FULL`) with the
+    /// parameters it would be tracked with.
+    fn peek<Q>(&self, key: &Q) -> (u64, u64, Params)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        let now = self.now();
+        match find(&shard.map, hash, key) {
+            Some(e) => {
+                let class = &shard.classes[e.class as usize];
+                (e.tat.load(Ordering::Relaxed), now, class.params())
+            }
+            // As the shard would resolve it now (an override change on
+            // its way to this shard is not seen yet, as for its entries).
+            None => {
+                let class = self.resolve(&shard.resolved, key);
+                (FULL, now, shard.classes[class as usize].params())
+            }
+        }
+    }
+
+    /// The clock's reading in internal time.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now().saturating_add(ORIGIN)
+    }
+
+    /// The key's hash and its shard. The shard takes bits 32 and up: the
+    /// table inside uses the low bits for the slot and the top 7 as tags.
+    #[inline]
+    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, &RwLock<Shard<K>>) {
+        let hash = self.hasher.hash_one(key);
+        (hash, &self.shards[(hash >> 32) as usize & self.mask])
+    }
+
+    #[inline]
+    fn wait_for(&self, now: u64, slot: u64) -> Duration {
+        pacer::wait_for(self.wait, &self.clock, now, slot)
+    }
+
+    /// The hot path: a tracked key under its shard's read lock.
+    #[inline]
+    fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (hash, lock) = self.shard(key);
+        {
+            let shard = read(lock);
+            if let Some(entry) = find(&shard.map, hash, key) {
+                // Read under the lock: see the module doc's "Rest".
+                let now = self.now();
+                return on_entry(&shard, entry, now, cost, admit);
+            }
+        }
+        self.decide_new(lock, hash, key, cost, admit)
+    }
+
+    /// A key not (yet) tracked: decide on a bucket at rest, and track the key
+    /// if the decision stores something.
+    #[cold]
+    fn decide_new<Q>(
+        &self,
+        lock: &RwLock<Shard<K>>,
+        hash: u64,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(u64, Grant), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut guard = write(lock);
+        let now = self.now();
+        let shard = &mut *guard;
+        // Another thread may have tracked it meanwhile.
+        if let Some(entry) = find(&shard.map, hash, key) {
+            return on_entry(shard, entry, now, cost, admit);
+        }
+        // Acquire: pairs with `publish`'s release, so a new epoch comes
+        // with the table published before it.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if shard.epoch != epoch {
+            // An override change is on its way to this shard: apply it here
+            // first so the new entry's class refers to this shard's table.
+            let resolved = Arc::clone(&read(&self.resolved));
+            self.reresolve(shard, &resolved, now);
+            shard.epoch = epoch;
+        }
+        let class = self.resolve(&shard.resolved, key);
+        let p = shard.classes[class as usize].params();
+        let grant = match schedule::step(FULL, now, cost, p, admit) {
+            Ok(grant) => grant,
+            Err(deny) => {
+                self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+                return Err(error(deny, cost, admit, p.slack()));
+            }
+        };
+        if grant.next == FULL {
+            // A cost of 0: nothing to remember.
+            return Ok((now, grant));
+        }
+        if shard.map.len() >= shard.sweep_at && !self.make_room(shard, now) {
+            return match self.when_full {
+                WhenFull::Refuse => {
+                    self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+                    Err(TakeError::TooManyKeys {
+                        max_keys: self.max_keys,
+                    })
+                }
+                // `Evict` always makes room; `Admit` decides as at rest.
+                WhenFull::Admit | WhenFull::Evict => {
+                    self.untracked.fetch_add(1, Ordering::Relaxed);
+                    Ok((now, grant))
+                }
+            };
+        }
+        shard.earliest_rest = shard.earliest_rest.min(rest_time(grant.next, p));
+        let entry = Entry {
+            tat: AtomicU64::new(grant.next),
+            admitted: AtomicU32::new(1),
+            refused: AtomicU32::new(0),
+            last: AtomicU32::new(coarse(now)),
+            class,
+        };
+        let hasher = &self.hasher;
+        shard
+            .map
+            .insert_unique(hash, (key.to_owned(), entry), |(k, _)| hasher.hash_one(k));
+        Ok((now, grant))
+    }
+
+    /// Called when an insert finds `shard` at its sweep mark: sweeps if any
+    /// entry may be at rest, evicts if the policy says so; `false` when the
+    /// shard is still full.
+    fn make_room(&self, shard: &mut Shard<K>, now: u64) -> bool {
+        if now >= shard.earliest_rest {
+            sweep(shard, now);
+        }
+        let len = shard.map.len();
+        if len < self.shard_cap {
+            let mut room = shard.map.capacity();
+            if len.saturating_mul(4) < room && room > 2 * MIN_SWEEP {
+                // Mostly idle now: give memory back.
+                let hasher = &self.hasher;
+                shard
+                    .map
+                    .shrink_to(len.saturating_mul(2).max(MIN_SWEEP), |(k, _)| {
+                        hasher.hash_one(k)
+                    });
+                room = shard.map.capacity();
+            }
+            // Sweep again when the table is full (keys at rest cost nothing
+            // until their room is needed), or, if this sweep freed less than
+            // half of it, once it has doubled.
+            let next = if len.saturating_mul(2) > room {
+                room.saturating_mul(2)
+            } else {
+                room
+            };
+            // (Not `clamp`: a shard cap may be under MIN_SWEEP.)
+            shard.sweep_at = next.max(MIN_SWEEP).min(self.shard_cap).max(len + 1);
+            return true;
+        }
+        if self.when_full != WhenFull::Evict {
+            return false;
+        }
+        evict(shard, len >> EVICT_SHIFT);
+        true
+    }
+}
+
+impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("shards", &self.shards.len())
+            .field("max_keys", &self.max_keys)
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, Rate};
+
+    #[test]
+    fn counters_wrapping_a_key_still_total_exactly() {
+        let l = KeyedLimiter::<u32>::builder(Rate::per_second(1))
+            .slack(5)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        l.try_take(&7).unwrap();
+        let (hash, lock) = l.shard(&7);
+        {
+            let shard = read(lock);
+            let e = find(&shard.map, hash, &7).unwrap();
+            e.admitted.store(u32::MAX, Ordering::Relaxed);
+            e.refused.store(u32::MAX, Ordering::Relaxed);
+        }
+        l.try_take(&7).unwrap();
+        l.try_take_n(&7, 5).unwrap_err();
+        let stats = l.stats();
+        assert_eq!(stats.admitted, u64::from(u32::MAX) + 1);
+        assert_eq!(stats.refused, u64::from(u32::MAX) + 1);
+    }
+
+    #[test]
+    fn an_entry_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+    }
+}

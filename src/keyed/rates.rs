@@ -1,0 +1,288 @@
+//! Rates per class of keys: the default and the overrides, how a key finds
+//! its class, and how a change moves the tracked keys (see the module doc's
+//! "Overrides and rate changes").
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+
+use super::shard::Shard;
+use super::{read, write, KeyedLimiter};
+use crate::clock::Clock;
+use crate::error::BuildError;
+use crate::pacer::params;
+use crate::rate::Rate;
+use crate::schedule::{self, Params, FULL};
+
+/// The parameters of one class of keys: the default or one override.
+pub(super) struct Class {
+    /// `T`, ns. Never changes (a change publishes a new table); an atomic
+    /// only because `atomic::update` reads the interval from one.
+    pub(super) interval: AtomicU64,
+    /// `S`.
+    pub(super) slack: u64,
+}
+
+impl Class {
+    pub(super) fn new(p: Params) -> Class {
+        Class {
+            interval: AtomicU64::new(p.interval()),
+            slack: p.slack(),
+        }
+    }
+
+    #[inline]
+    pub(super) fn params(&self) -> Params {
+        Params::new_unchecked(self.interval.load(Ordering::Relaxed), self.slack)
+    }
+}
+
+/// The overrides and the class table they resolve to.
+pub(super) struct Resolved<K> {
+    /// Override key -> class index (1..).
+    pub(super) overrides: HashMap<K, u32, RandomState>,
+    /// The rate each class was set with, for introspection; `[0]` the default.
+    pub(super) rates: Vec<Rate>,
+    pub(super) classes: Arc<[Class]>,
+}
+
+/// A key's state `tat` when, at `now`, its parameters change from `old` to
+/// `new`: `FULL` if it is at rest under `old` (so it stays at rest, as an
+/// absent key would be), else [`schedule::rebase`]d: the slots it handed out
+/// stand and its next one is one *new* interval after the last, as a lone
+/// `AtomicLimiter`'s after `set_rate`.
+#[inline]
+pub(super) fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
+    if tat <= now.saturating_sub(old.tau()) {
+        FULL
+    } else {
+        schedule::rebase(tat, old, new)
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// The class of `key`: its own override, else its parents', else 0.
+    pub(super) fn resolve<Q>(&self, resolved: &Resolved<K>, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if resolved.overrides.is_empty() {
+            return 0;
+        }
+        if let Some(&class) = resolved.overrides.get(key) {
+            return class;
+        }
+        let Some(parent) = self.parent else {
+            return 0;
+        };
+        let mut k = parent(&key.to_owned());
+        while let Some(key) = k {
+            if let Some(&class) = resolved.overrides.get::<K>(&key) {
+                return class;
+            }
+            k = parent(&key);
+        }
+        0
+    }
+
+    /// Points every entry of `shard` at `resolved`'s table: an entry at rest
+    /// at `now` under its old class moves to `FULL`, any other is rebased
+    /// from its old parameters to its new ones (see [`moved`]).
+    ///
+    /// Runs under the shard's write lock, and every step on an entry runs
+    /// under the read lock: no CAS races the rebase, so each entry's change
+    /// happens between two of its steps, exactly.
+    pub(super) fn reresolve(&self, shard: &mut Shard<K>, resolved: &Arc<Resolved<K>>, now: u64) {
+        if Arc::ptr_eq(&shard.resolved, resolved) {
+            return;
+        }
+        if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
+            let old = Arc::clone(&shard.classes);
+            for (key, entry) in shard.map.iter_mut() {
+                let before = old[entry.class as usize].params();
+                entry.class = self.resolve(resolved, key);
+                let after = resolved.classes[entry.class as usize].params();
+                let tat = entry.tat.get_mut();
+                *tat = moved(*tat, now, before, after);
+            }
+        }
+        shard.classes = Arc::clone(&resolved.classes);
+        shard.resolved = Arc::clone(resolved);
+        // A shorter slack may bring rest closer.
+        shard.earliest_rest = 0;
+    }
+
+    /// Sets the default rate, for every key without an override. As for
+    /// [`AtomicLimiter::set_rate`](crate::AtomicLimiter::set_rate), per key:
+    /// slots already handed out stand, and a busy key's next slot is one
+    /// new interval after its last; keys at rest stay at rest (a burst of
+    /// `slack + 1` at the new rate). Applies to the tracked keys one shard
+    /// at a time.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, ManualClock, Rate, TakeError};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_hour(1))
+    ///     .slack(0)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// limiter.try_take(&7)?;
+    /// limiter.set_rate(Rate::per_second(100))?;
+    /// // Key 7's next permit is 10 ms after its last, not an hour.
+    /// let wait = Duration::from_millis(10);
+    /// assert_eq!(limiter.try_take(&7), Err(TakeError::RetryAfter(wait)));
+    /// clock.advance(wait);
+    /// assert!(limiter.try_take(&7).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when the default slack at `rate` banks
+    /// over 146 years; nothing changes then.
+    pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let current = Arc::clone(&read(&self.resolved));
+        let p = params(rate, current.classes[0].slack)?;
+        let entries = self.overrides_except(&current, None);
+        self.publish((rate, p), entries);
+        Ok(())
+    }
+
+    /// The overrides of `current` but `except`'s, as `publish` takes them.
+    fn overrides_except<Q>(
+        &self,
+        current: &Resolved<K>,
+        except: Option<&Q>,
+    ) -> Vec<(K, Rate, Params)>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        current
+            .overrides
+            .iter()
+            .filter(|(k, _)| except.is_none_or(|e| (*k).borrow() != e))
+            .map(|(k, &class)| {
+                let c = &current.classes[class as usize];
+                (k.clone(), current.rates[class as usize], c.params())
+            })
+            .collect()
+    }
+
+    /// The default rate and parameters of `current`.
+    fn default_of(current: &Resolved<K>) -> (Rate, Params) {
+        (current.rates[0], current.classes[0].params())
+    }
+
+    /// Gives `key`, and with a [`parent`](super::KeyedBuilder::parent) function every
+    /// key under it, its own `rate` and `slack`, replacing any override it
+    /// had. Applies to keys already tracked, one shard at a time, as
+    /// [`set_rate`](Self::set_rate) does: slots handed out stand, a busy
+    /// key's next slot is one new interval after its last, keys at rest stay
+    /// at rest.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when `slack` at `rate` banks over 146
+    /// years; nothing changes then.
+    pub fn set_override(&self, key: K, rate: Rate, slack: u64) -> Result<(), BuildError> {
+        let p = params(rate, slack)?;
+        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let current = Arc::clone(&read(&self.resolved));
+        let mut entries = self.overrides_except(&current, Some(&key));
+        entries.push((key, rate, p));
+        self.publish(Self::default_of(&current), entries);
+        Ok(())
+    }
+
+    /// Removes `key`'s override; its keys fall back to their parent's rate or
+    /// the default, moving to it as in [`set_rate`](Self::set_rate). `false`
+    /// if it had none.
+    pub fn remove_override<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let current = Arc::clone(&read(&self.resolved));
+        if !current.overrides.contains_key(key) {
+            return false;
+        }
+        let entries = self.overrides_except(&current, Some(key));
+        self.publish(Self::default_of(&current), entries);
+        true
+    }
+
+    /// Publishes a new table with `default` and the overrides `entries`,
+    /// then brings every shard to it. Runs under `admin`.
+    fn publish(&self, default: (Rate, Params), entries: Vec<(K, Rate, Params)>) {
+        let mut classes = vec![Class::new(default.1)];
+        let mut rates = vec![default.0];
+        let mut overrides = HashMap::with_hasher(RandomState::default());
+        for (k, rate, p) in entries {
+            overrides.insert(k, classes.len() as u32);
+            classes.push(Class::new(p));
+            rates.push(rate);
+        }
+        let next = Arc::new(Resolved {
+            overrides,
+            rates,
+            classes: Arc::from(classes),
+        });
+        *write(&self.resolved) = Arc::clone(&next);
+        // Release: an insert that sees this epoch sees `next` (or later).
+        let epoch = self.epoch.fetch_add(1, Ordering::Release) + 1;
+        for lock in self.shards.iter() {
+            let mut shard = write(lock);
+            let now = self.now();
+            self.reresolve(&mut shard, &next, now);
+            shard.epoch = shard.epoch.max(epoch);
+        }
+    }
+
+    /// The rate and slack a key gets (its override's, its parent's, or the
+    /// default).
+    pub fn rate_for<Q>(&self, key: &Q) -> (Rate, u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let resolved = Arc::clone(&read(&self.resolved));
+        let class = self.resolve(&resolved, key) as usize;
+        (resolved.rates[class], resolved.classes[class].slack)
+    }
+
+    /// The default rate, for keys without an override.
+    pub fn rate(&self) -> Rate {
+        read(&self.resolved).rates[0]
+    }
+
+    /// The default slack, in permits: a key's burst is `slack + 1`.
+    pub fn slack(&self) -> u64 {
+        read(&self.resolved).classes[0].slack
+    }
+}
+
+/// The parent of a `/`-separated path: `"api/upload/10.0.0.7"` →
+/// `"api/upload"` → `"api"` → `None`. For [`KeyedBuilder::parent`](super::KeyedBuilder::parent) on
+/// `String` (or `Box<str>`, `Arc<str>`) keys.
+///
+/// ```
+/// use paceline::keyed::path_parent;
+///
+/// assert_eq!(path_parent(&"api/upload/10.0.0.7".to_string()).as_deref(), Some("api/upload"));
+/// assert_eq!(path_parent(&"api".to_string()), None);
+/// ```
+pub fn path_parent<S>(key: &S) -> Option<S>
+where
+    S: AsRef<str> + for<'a> From<&'a str>,
+{
+    let s = key.as_ref();
+    s.rfind('/').map(|i| S::from(&s[..i]))
+}
