@@ -77,3 +77,37 @@ fn a_rate_change_under_waiting_threads_paces_the_later_permits() {
         assert_eq!(after, want, "{kind:?}");
     }
 }
+
+/// The same under a `KeyedLimiter`: three workers keep key 7 busy at 100/s
+/// while the default rate drops to 10/s. The shard moves under its write
+/// lock between two of the key's steps: the three slots handed out stand,
+/// every gap after them is 100 ms.
+#[cfg(feature = "keyed")]
+#[test]
+fn a_keyed_rate_change_under_waiting_threads_paces_the_keys_later_permits() {
+    let clock = ManualClock::new();
+    let limiter = paceline::KeyedLimiter::<u32>::builder(Rate::per_second(100))
+        .slack(0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let (log, stop) = (Log::default(), AtomicBool::new(false));
+    thread::scope(|s| {
+        let mut sim = Sim::new(&clock, &log, &stop);
+        for _ in 0..3 {
+            let limiter = &limiter;
+            sim.spawn(s, move || limiter.take(&7).unwrap());
+        }
+        sim.run_until(1000 * MS - Duration::from_nanos(1));
+        limiter.set_rate(Rate::per_second(10)).unwrap();
+        sim.run_until(3000 * MS);
+        sim.finish();
+    });
+    let times = log.sorted();
+    assert_eq!(log.count_before(1000 * MS), 100);
+    let after: Vec<Duration> = times.into_iter().filter(|&t| t >= 1000 * MS).collect();
+    let booked = [1000 * MS, 1010 * MS, 1020 * MS];
+    let paced = (0..=18).map(|k| 1120 * MS + k * 100 * MS);
+    let want: Vec<Duration> = booked.into_iter().chain(paced).collect();
+    assert_eq!(after, want);
+}
