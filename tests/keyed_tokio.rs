@@ -93,3 +93,37 @@ async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() 
     // The cancelled slot stayed spent: the next is at 300 ms.
     assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
 }
+
+/// A take reserved before a rate change and cancelled after it keeps its
+/// slot spent, even when the rebased schedule comes back to the very state
+/// its grant left: undoing it then would erase the slot handed out since
+/// (two permits at 150 ms with no slack).
+#[tokio::test(start_paused = true)]
+async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
+    let l = KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+        .slack(0)
+        .clock(TokioTime(Instant::now()))
+        .build()
+        .unwrap();
+    l.try_take(&1).unwrap();
+    let mut first = Box::pin(l.take_async(&1)); // will reserve 100 ms
+    let mut second = Box::pin(l.take_async(&1));
+    let both = async {
+        tokio::select! {
+            biased;
+            _ = &mut first => unreachable!("the slot is 100 ms away"),
+            _ = std::future::ready(()) => {}
+        }
+        // 20/s: the next slot is 50 ms after the one at 100 ms.
+        l.set_override(1, Rate::per_second(20), 0).unwrap();
+        tokio::select! {
+            biased;
+            _ = &mut second => unreachable!("the slot is 150 ms away"),
+            _ = std::future::ready(()) => {}
+        }
+        drop(first);
+        second.await
+    };
+    assert_eq!(both.await, Ok(ms(150)));
+    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(50))));
+}

@@ -31,8 +31,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Cancel safety
     /// Dropping the future before its slot gives the slot back if no one has
-    /// reserved on this key since; otherwise the slot is spent. Either way
-    /// the call counts as admitted in [`stats`](Self::stats).
+    /// reserved on this key since (and no rate change or eviction has moved
+    /// its shard's keys since); otherwise the slot is spent. Either way the
+    /// call counts as admitted in [`stats`](Self::stats).
     ///
     /// # Errors
     /// [`TakeError::TooManyKeys`].
@@ -56,8 +57,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant) = self.decide(key, cost, Admit::Always)?;
-        self.sleep_to(key, now, grant).await
+        let decided = self.decide(key, cost, Admit::Always)?;
+        self.sleep_to(key, decided).await
     }
 
     /// [`take_timeout`](Self::take_timeout) for async code: fails at once if
@@ -99,15 +100,19 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant) = self
+        let decided = self
             .decide(key, cost, Admit::Within(nanos(max_wait)))
             .map_err(|e| pacer::timed_out(e, max_wait))?;
-        self.sleep_to(key, now, grant).await
+        self.sleep_to(key, decided).await
     }
 
     /// Sleeps on Tokio's timer until `grant.slot`, giving it back if dropped
     /// first.
-    async fn sleep_to<Q>(&self, key: &Q, now: u64, grant: Grant) -> Result<Duration, TakeError>
+    async fn sleep_to<Q>(
+        &self,
+        key: &Q,
+        (now, grant, moves): (u64, Grant, u64),
+    ) -> Result<Duration, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -117,6 +122,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 limiter: self,
                 key: key.to_owned(),
                 grant,
+                moves,
                 armed: true,
             };
             tokio::time::sleep(Duration::from_nanos(grant.slot - now)).await;
@@ -126,10 +132,16 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated the
-    /// key since; `true` when it did.
-    fn give_back(&self, key: &K, grant: Grant) -> bool {
+    /// key since; `true` when it did. Not if its shard's entries were moved
+    /// (`moves`) since the grant: a rebased or re-created `tat` may come back
+    /// to `grant.next` by chance, and undoing it then would erase slots
+    /// handed out since.
+    fn give_back(&self, key: &K, grant: Grant, moves: u64) -> bool {
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
+        if shard.moves != moves {
+            return false;
+        }
         find(&shard.map, hash, key).is_some_and(|e| {
             e.tat
                 .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
@@ -144,6 +156,8 @@ struct Pending<'a, K: Hash + Eq + Clone, C: Clock> {
     limiter: &'a KeyedLimiter<K, C>,
     key: K,
     grant: Grant,
+    /// The shard's `moves` at the grant.
+    moves: u64,
     /// Cleared once the slot is reached.
     armed: bool,
 }
@@ -151,7 +165,7 @@ struct Pending<'a, K: Hash + Eq + Clone, C: Clock> {
 impl<K: Hash + Eq + Clone, C: Clock> Drop for Pending<'_, K, C> {
     fn drop(&mut self) {
         if self.armed {
-            self.limiter.give_back(&self.key, self.grant);
+            self.limiter.give_back(&self.key, self.grant, self.moves);
         }
     }
 }

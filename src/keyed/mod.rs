@@ -277,7 +277,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant) = self.decide(key, cost, Admit::Always)?;
+        let (now, grant, _) = self.decide(key, cost, Admit::Always)?;
         Ok(self.wait_for(now, grant.slot))
     }
 
@@ -338,7 +338,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant) = self
+        let (now, grant, _) = self
             .decide(key, cost, Admit::Within(nanos(max_wait)))
             .map_err(|e| pacer::timed_out(e, max_wait))?;
         Ok(self.wait_for(now, grant.slot))
@@ -433,9 +433,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         pacer::wait_for(self.wait, &self.clock, now, slot)
     }
 
-    /// The hot path: a tracked key under its shard's read lock.
+    /// The hot path: a tracked key under its shard's read lock. Returns the
+    /// clock reading, the grant and the shard's `moves` count at the decision
+    /// (a give-back must find it unchanged).
     #[inline]
-    fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError>
+    fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<(u64, Grant, u64), TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -446,7 +448,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             if let Some(entry) = find(&shard.map, hash, key) {
                 // Read under the lock: see the module doc's "Rest".
                 let now = self.now();
-                return on_entry(&shard, entry, now, cost, admit);
+                let (now, grant) = on_entry(&shard, entry, now, cost, admit)?;
+                return Ok((now, grant, shard.moves));
             }
         }
         self.decide_new(lock, hash, key, cost, admit)
@@ -462,7 +465,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         key: &Q,
         cost: u64,
         admit: Admit,
-    ) -> Result<(u64, Grant), TakeError>
+    ) -> Result<(u64, Grant, u64), TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -472,7 +475,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
-            return on_entry(shard, entry, now, cost, admit);
+            let (now, grant) = on_entry(shard, entry, now, cost, admit)?;
+            return Ok((now, grant, shard.moves));
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
         // with the table published before it.
@@ -495,7 +499,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         };
         if grant.next == FULL {
             // A cost of 0: nothing to remember.
-            return Ok((now, grant));
+            return Ok((now, grant, shard.moves));
         }
         if shard.map.len() >= shard.sweep_at && !self.make_room(shard, now) {
             return match self.when_full {
@@ -508,7 +512,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 // `Evict` always makes room; `Admit` decides as at rest.
                 WhenFull::Admit | WhenFull::Evict => {
                     self.untracked.fetch_add(1, Ordering::Relaxed);
-                    Ok((now, grant))
+                    Ok((now, grant, shard.moves))
                 }
             };
         }
@@ -524,7 +528,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         shard
             .map
             .insert_unique(hash, (key.to_owned(), entry), |(k, _)| hasher.hash_one(k));
-        Ok((now, grant))
+        Ok((now, grant, shard.moves))
     }
 
     /// Called when an insert finds `shard` at its sweep mark: sweeps if any

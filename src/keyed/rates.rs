@@ -110,6 +110,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let tat = entry.tat.get_mut();
                 *tat = moved(*tat, now, before, after);
             }
+            shard.moves += 1;
         }
         shard.classes = Arc::clone(&resolved.classes);
         shard.resolved = Arc::clone(resolved);

@@ -64,6 +64,11 @@ pub(super) struct Shard<K> {
     pub(super) wrapped_refused: AtomicU64,
     pub(super) pruned: u64,
     pub(super) evicted: u64,
+    /// Bumped each time entries are rebased to a new class table or
+    /// evicted, so that an async give-back decided before refuses (see
+    /// `give_back`). Sweeps need not: they drop only entries at rest, and an
+    /// entry with a pending grant is not at rest before the grant's slot.
+    pub(super) moves: u64,
 }
 
 /// The entry of `key` (hashed to `hash`) in `map`.
@@ -161,4 +166,5 @@ pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) {
     shard.retired_admitted += admitted;
     shard.retired_refused += refused;
     shard.evicted += evicted;
+    shard.moves += 1;
 }
