@@ -9,7 +9,6 @@ use super::shard::find;
 use super::{read, KeyedLimiter};
 use crate::clock::Clock;
 use crate::error::TakeError;
-use crate::pacer::{self, nanos};
 use crate::schedule::{Admit, Grant, ORIGIN};
 
 /// The async face (feature `tokio`): the same decisions, waiting on Tokio's
@@ -100,9 +99,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let decided = self
-            .decide(key, cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| pacer::timed_out(e, max_wait))?;
+        let decided = self.decide_timeout(key, cost, max_wait)?;
         self.sleep_to(key, decided).await
     }
 

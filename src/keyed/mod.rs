@@ -338,9 +338,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant, _) = self
-            .decide(key, cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| pacer::timed_out(e, max_wait))?;
+        let (now, grant, _) = self.decide_timeout(key, cost, max_wait)?;
         Ok(self.wait_for(now, grant.slot))
     }
 
@@ -453,6 +451,22 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             }
         }
         self.decide_new(lock, hash, key, cost, admit)
+    }
+
+    /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals
+    /// are `QueueFull` whatever the wait they allowed.
+    fn decide_timeout<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<(u64, Grant, u64), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide(key, cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| pacer::timed_out(e, max_wait))
     }
 
     /// A key not (yet) tracked: decide on a bucket at rest, and track the key
