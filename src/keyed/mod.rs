@@ -73,7 +73,11 @@
 //! read lock with the table the entry's class refers to, so no CAS on an
 //! entry overlaps its rebase. (An `AtomicLimiter`'s `set_rate` has no such
 //! lock and races its takes.) A caller that was granted a slot before the
-//! move and is waiting for it keeps it.
+//! move and is waiting for it keeps it; if it is an async caller cancelled
+//! after the move, its slot stays spent (each shard counts its moves, and a
+//! give-back needs the count it was granted under): a rebased `tat` may
+//! come back to the grant's `next` by chance, and undoing the grant then
+//! would erase slots handed out since.
 
 #[cfg(feature = "tokio")]
 mod async_calls;
@@ -170,6 +174,8 @@ pub enum WhenFull {
 /// Each key is paced exactly as a lone [`AtomicLimiter`](crate::AtomicLimiter)
 /// built with `.full_credit(true)` and the key's rate and slack would pace it:
 /// a new key may burst `slack + 1` permits at once, then one per interval.
+/// Across a rate change too, but for one point: a key at rest stays at rest
+/// (a lone limiter's banked time is rebased with its schedule).
 /// Keys whose buckets are back at rest are dropped automatically (that
 /// changes no decision), and the number of tracked keys never exceeds
 /// [`max_keys`](KeyedBuilder::max_keys); [`WhenFull`] says what happens when
