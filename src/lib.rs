@@ -92,6 +92,11 @@ pub use paced::{Paced, PacedExt};
 pub use rate::Rate;
 pub use unlimited::Unlimited;
 
+/// Loom builds only: what `__reserve` returns and `__give_back` takes.
+#[cfg(paceline_loom)]
+#[doc(hidden)]
+pub use pacer::Reservation as __Reservation;
+
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

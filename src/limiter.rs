@@ -237,24 +237,24 @@ macro_rules! impl_methods {
 
             /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
             /// reserves `cost` permits without waiting, through the same
-            /// `Core::reserve` as the async takes, and returns the grant.
+            /// `Core::reserve_cancellable` as the async takes.
             #[cfg(paceline_loom)]
             #[doc(hidden)]
             pub fn __reserve(
                 &self,
                 cost: u64,
                 admit: $crate::schedule::Admit,
-            ) -> Result<$crate::schedule::Grant, $crate::TakeError> {
-                self.core.reserve(cost, admit).map(|(_, grant)| grant)
+            ) -> Result<$crate::__Reservation, $crate::TakeError> {
+                self.core.reserve_cancellable(cost, admit).map(|(_, r)| r)
             }
 
             /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
             /// `Core::give_back`, as a dropped async take runs it; `true`
-            /// when the grant was undone.
+            /// when the reservation was undone.
             #[cfg(paceline_loom)]
             #[doc(hidden)]
-            pub fn __give_back(&self, grant: $crate::schedule::Grant) -> bool {
-                self.core.give_back(grant)
+            pub fn __give_back(&self, reservation: $crate::__Reservation) -> bool {
+                self.core.give_back(reservation)
             }
         }
 

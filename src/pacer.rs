@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, Wait};
 use crate::error::{BuildError, TakeError};
-use crate::primitive::{lock, Mutex};
+use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Deny, Grant, Params, ORIGIN};
 
@@ -61,7 +61,23 @@ pub(crate) struct Core<S, C> {
     wait: Wait,
     slack: u64,
     /// The rate as given, for introspection; the store holds its interval.
+    /// Also held by `give_back`, so that no rate change lands between its
+    /// check of `rate_changes` and its CAS.
     rate: Mutex<Rate>,
+    /// How many rate changes have completed. A give-back of a reservation
+    /// decided before a rate change is refused: the rebase may have moved the
+    /// state to a word that later takes bring back to the reservation's
+    /// `next` (ABA), and undoing it then would hand a slot out twice.
+    rate_changes: AtomicU64,
+}
+
+/// A reserved slot that may be given back ([`Core::give_back`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// The grant.
+    pub grant: Grant,
+    /// `Core::rate_changes` read before the grant was decided.
+    rate_changes: u64,
 }
 
 impl<S: Store, C: Clock> Core<S, C> {
@@ -78,6 +94,7 @@ impl<S: Store, C: Clock> Core<S, C> {
             wait: config.wait,
             slack: config.slack,
             rate: Mutex::new(config.rate),
+            rate_changes: AtomicU64::new(0),
         })
     }
 
@@ -97,12 +114,43 @@ impl<S: Store, C: Clock> Core<S, C> {
         }
     }
 
-    /// Undoes `grant` if no one has reserved since, so the next request gets
-    /// its slot; otherwise the slot stays spent and the schedule is unchanged.
-    /// `true` when it was undone. For async waiters dropped before their slot.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn give_back(&self, grant: Grant) -> bool {
-        self.store.give_back(grant)
+    /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
+    /// needs to undo it.
+    #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
+    #[inline]
+    pub(crate) fn reserve_cancellable(
+        &self,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(u64, Reservation), TakeError> {
+        // Read before the step. `set_rate` counts a change only after its
+        // rebase (release), so a reservation that reads the new count was
+        // decided on the rebased state; one that reads the old count may
+        // have been decided either side, and its give-back is refused if the
+        // count moved (conservative: the slot stays spent).
+        let rate_changes = self.rate_changes.load(Ordering::Acquire);
+        let (now, grant) = self.reserve(cost, admit)?;
+        Ok((
+            now,
+            Reservation {
+                grant,
+                rate_changes,
+            },
+        ))
+    }
+
+    /// Undoes a reservation if no one has reserved since and the rate has
+    /// not changed since, so the next request gets its slot; otherwise the
+    /// slot stays spent and the schedule is unchanged. `true` when it was
+    /// undone. For async waiters dropped before their slot.
+    #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
+    pub(crate) fn give_back(&self, reservation: Reservation) -> bool {
+        // Under the lock `set_rate` holds: no rebase between check and CAS.
+        let _rate = lock(&self.rate);
+        if self.rate_changes.load(Ordering::Relaxed) != reservation.rate_changes {
+            return false;
+        }
+        self.store.give_back(reservation.grant)
     }
 
     #[cold]
@@ -171,6 +219,8 @@ impl<S: Store, C: Clock> Core<S, C> {
         let mut current = lock(&self.rate);
         self.store.set_params(params);
         *current = rate;
+        // Counted after the rebase: see `reserve_cancellable`.
+        self.rate_changes.fetch_add(1, Ordering::Release);
         Ok(())
     }
 

@@ -279,3 +279,25 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
     assert!(limiter.try_take_n(2).is_ok());
     assert_eq!(limiter.next_free(), 10 * MS);
 }
+
+/// A take reserved before a rate change and dropped after it keeps its slot
+/// spent: the rebase can bring the state back to the reservation's `next`
+/// word (here 200 ms, via a later reservation), and undoing it then would hand
+/// the 150 ms slot out twice.
+#[tokio::test(start_paused = true)]
+async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .full_credit(true)
+        .build()
+        .unwrap();
+    limiter.try_take().unwrap(); // slot 0, next 100 ms
+    let mut first = Box::pin(limiter.take()); // slot 100 ms, next 200 ms
+    assert!((&mut first).now_or_never().is_none());
+    limiter.set_rate(Rate::per_second(20)).unwrap(); // next rebased to 150 ms
+    let mut second = Box::pin(limiter.take()); // slot 150 ms, next 200 ms
+    assert!((&mut second).now_or_never().is_none());
+    drop(first); // the state reads 200 ms again, but the rate changed since
+    assert_eq!(second.await, 150 * MS);
+    assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(50 * MS)));
+}

@@ -13,7 +13,10 @@
 //! store's `give_back`: a CAS from the grant's `next` back to its `prev`. It
 //! succeeds only while the state is still exactly `next`, that is when no
 //! one has reserved since (or everyone who did has given back in turn); then
-//! the limiter is as if the dropped call had never been made. Otherwise the
+//! the limiter is as if the dropped call had never been made. A rate change
+//! in between also keeps the slot spent: its rebase can make the state repeat
+//! a word, so "still exactly `next`" would no longer prove that no one
+//! reserved since. Otherwise the
 //! CAS fails and the slot stays spent: later waiters keep theirs, and the
 //! schedule never hands out a slot twice.
 
@@ -27,9 +30,9 @@ use crate::atomic::AtomicState;
 use crate::builder::{sealed::Build, Builder};
 use crate::clock::{Clock, Wait};
 use crate::error::{BuildError, TakeError};
-use crate::pacer::{nanos, Config, Core};
+use crate::pacer::{nanos, Config, Core, Reservation};
 use crate::rate::Rate;
-use crate::schedule::{Admit, Grant, ORIGIN};
+use crate::schedule::{Admit, ORIGIN};
 
 use super::TokioClock;
 
@@ -170,11 +173,11 @@ impl<C: Clock> AsyncLimiter<C> {
     /// # Cancel safety
     /// Dropping the future before its slot gives the slot back if no one
     /// has reserved since (the next caller gets it, as if this call had never
-    /// been made); otherwise the slot is spent, and later waiters keep
-    /// theirs. Once the slot has passed, the permit counts as taken.
+    /// been made) and the rate has not changed since; otherwise the slot is
+    /// spent, and later waiters keep theirs. Once the slot has passed, the permit counts as taken.
     pub async fn take(&self) -> Duration {
-        match self.core.reserve(1, Admit::Always) {
-            Ok((now, grant)) => wait_for(&self.core, now, grant).await,
+        match self.core.reserve_cancellable(1, Admit::Always) {
+            Ok((now, reservation)) => wait_for(&self.core, now, reservation).await,
             // Unreachable: a cost of 1 always fits (interval <= MAX_SPAN).
             Err(_) => Duration::from_nanos(self.core.clock.now()),
         }
@@ -192,8 +195,8 @@ impl<C: Clock> AsyncLimiter<C> {
     /// As [`take`](Self::take): dropped before its slot, the whole cost is
     /// given back if no one has reserved since; otherwise it is spent.
     pub async fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
-        let (now, grant) = self.core.reserve(cost, Admit::Always)?;
-        Ok(wait_for(&self.core, now, grant).await)
+        let (now, reservation) = self.core.reserve_cancellable(cost, Admit::Always)?;
+        Ok(wait_for(&self.core, now, reservation).await)
     }
 
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
@@ -225,8 +228,10 @@ impl<C: Clock> AsyncLimiter<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        let (now, grant) = self.core.reserve(cost, Admit::Within(nanos(max_wait)))?;
-        Ok(wait_for(&self.core, now, grant).await)
+        let (now, reservation) = self
+            .core
+            .reserve_cancellable(cost, Admit::Within(nanos(max_wait)))?;
+        Ok(wait_for(&self.core, now, reservation).await)
     }
 
     /// Takes a permit if one is free now; never waits. A refusal stores
@@ -333,19 +338,19 @@ impl<C: Clock> Build for AsyncLimiter<C> {
     }
 }
 
-/// Waits until `grant`'s slot (reserved at internal time `now`) and returns
-/// its clock time. Dropped before the slot, gives the slot back if no one
-/// has reserved since.
+/// Waits until `reservation`'s slot (reserved at internal time `now`) and
+/// returns its clock time. Dropped before the slot, gives the slot back if no
+/// one has reserved (and the rate has not changed) since.
 pub(super) async fn wait_for<C: Clock>(
     core: &Core<AtomicState, C>,
     now: u64,
-    grant: Grant,
+    reservation: Reservation,
 ) -> Duration {
-    let slot = grant.slot;
+    let slot = reservation.grant.slot;
     if slot > now {
         let mut guard = GiveBack {
             core,
-            grant: Some(grant),
+            reservation: Some(reservation),
         };
         match core.wait_strategy() {
             Wait::Sleep => sleep_to(core, slot).await,
@@ -355,7 +360,7 @@ pub(super) async fn wait_for<C: Clock>(
             }
         }
         // The slot is reached: the permit is spent.
-        guard.grant = None;
+        guard.reservation = None;
     }
     Duration::from_nanos(slot.max(now) - ORIGIN)
 }
@@ -395,15 +400,16 @@ async fn spin_to<C: Clock>(core: &Core<AtomicState, C>, target: u64) {
 struct GiveBack<'a, C: Clock> {
     core: &'a Core<AtomicState, C>,
     /// `None` once the slot is reached.
-    grant: Option<Grant>,
+    reservation: Option<Reservation>,
 }
 
 impl<C: Clock> Drop for GiveBack<'_, C> {
     fn drop(&mut self) {
-        if let Some(grant) = self.grant {
-            if self.core.now() < grant.slot {
-                // Fails, leaving the slot spent, if anyone reserved since.
-                self.core.give_back(grant);
+        if let Some(reservation) = self.reservation {
+            if self.core.now() < reservation.grant.slot {
+                // Fails, leaving the slot spent, if anyone reserved since
+                // or the rate changed since.
+                self.core.give_back(reservation);
             }
         }
     }

@@ -87,17 +87,17 @@ impl<S: Stream, C: Clock + 'static> Stream for PacedStream<S, C> {
             return Poll::Ready(None);
         };
         let core = this.limiter.core();
-        let Ok((now, grant)) = core.reserve(1, Admit::Always) else {
+        let Ok((now, reservation)) = core.reserve_cancellable(1, Admit::Always) else {
             // Unreachable: a cost of 1 always fits.
             return Poll::Ready(Some(item));
         };
         // Covered by banked credit: no wait, no allocation.
-        if grant.slot <= now {
+        if reservation.grant.slot <= now {
             return Poll::Ready(Some(item));
         }
         let core = core.clone();
         let mut wait: Pin<Box<dyn Future<Output = Duration> + Send>> =
-            Box::pin(async move { wait_for(&core, now, grant).await });
+            Box::pin(async move { wait_for(&core, now, reservation).await });
         if wait.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(item));
         }
