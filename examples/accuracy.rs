@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Options: `--secs S` (each run's length, default 1.5), `--rates 1000,10000`,
-//! `--threads 1,8`, `--plots DIR` (write `accuracy-lateness.svg` and
-//! `accuracy-profile.svg` there).
+//! `--threads 1,8`, `--slack N` (paceline's, default 10), `--plots DIR` (write
+//! `accuracy-lateness.svg` and `accuracy-profile.svg` there).
 //!
 //! Each run primes the limiter (takes its first permit, or drains governor's
 //! initial burst) at `t0`, then its threads loop "acquire, note the time"
@@ -38,7 +38,7 @@ use paceline::{AtomicLimiter, Rate, Wait};
 /// What is measured.
 #[derive(Clone, Copy, PartialEq)]
 enum Subject {
-    /// paceline's `AtomicLimiter` (default slack 10), waiting this way.
+    /// paceline's `AtomicLimiter` (slack 10 unless `--slack`), waiting this way.
     Paceline(Wait),
     /// governor's direct limiter with this burst, driven by check-then-sleep.
     Governor(u32),
@@ -71,11 +71,12 @@ impl Subject {
     }
 
     /// A limiter at `rate`/s, ready to be primed.
-    fn limiter(self, rate: u64) -> Box<dyn Acquire> {
+    fn limiter(self, rate: u64, slack: u64) -> Box<dyn Acquire> {
         match self {
             Subject::Paceline(wait) => Box::new(
                 AtomicLimiter::builder(Rate::per_second(rate))
                     .wait(wait)
+                    .slack(slack)
                     .build()
                     .expect("a valid limiter"),
             ),
@@ -141,8 +142,8 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn run(subject: Subject, rate: u64, threads: usize, secs: f64) -> Run {
-    let limiter = subject.limiter(rate);
+fn run(subject: Subject, rate: u64, slack: u64, threads: usize, secs: f64) -> Run {
+    let limiter = subject.limiter(rate, slack);
     let limiter = &*limiter;
     let len = Duration::from_secs_f64(secs);
     let expected = (rate as f64 * secs * 1.1) as usize / threads + 16;
@@ -281,6 +282,7 @@ struct Args {
     rates: Vec<u64>,
     threads: Vec<usize>,
     plots: Option<String>,
+    slack: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -289,6 +291,7 @@ fn parse_args() -> Result<Args, String> {
         rates: vec![1_000, 10_000, 100_000, 1_000_000],
         threads: vec![1, 8],
         plots: None,
+        slack: 10,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -321,9 +324,14 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Result<_, _>>()?
             }
             "--plots" => args.plots = Some(value()?),
+            "--slack" => {
+                args.slack = value()?
+                    .parse()
+                    .map_err(|e| format!("--slack: {e}"))?
+            }
             "-h" | "--help" => {
                 return Err(
-                    "usage: accuracy [--secs S] [--rates R,..] [--threads N,..] [--plots DIR]"
+                    "usage: accuracy [--secs S] [--rates R,..] [--threads N,..] [--slack N] [--plots DIR]"
                         .into(),
                 )
             }
@@ -359,8 +367,8 @@ fn main() {
         human(max)
     );
     println!(
-        "Each run {} s; lateness is against the ideal slot t0 + k/rate; CPU in % of one core.\n",
-        args.secs
+        "Each run {} s; paceline's slack {}; lateness is against the ideal slot t0 + k/rate; CPU in % of one core.\n",
+        args.secs, args.slack
     );
     println!("| limiter | rate | threads | achieved /s | error | late p50 | late p99 | late max | gap p50 | gap p99 | CPU |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -369,7 +377,7 @@ fn main() {
     for &threads in &args.threads {
         for &rate in &args.rates {
             for subject in Subject::ALL {
-                let run = run(subject, rate, threads, args.secs);
+                let run = run(subject, rate, args.slack, threads, args.secs);
                 let s = stats(&run, rate);
                 if s.permits < 1 {
                     println!(
