@@ -82,6 +82,7 @@ def main():
         ("paceline `MutexLimiter::try_take`", "admit/paceline_mutex_try_take"),
         ("paceline `MutexLimiter::take`", "admit/paceline_mutex_take"),
         ("paceline `Unlimited::try_take`", "admit/paceline_unlimited_try_take"),
+        ("paceline `Unlimited::take`", "admit/paceline_unlimited_take"),
         ("governor `check()`", "admit/governor_check"),
         ("ratelimit `try_wait()`", "admit/ratelimit_try_wait"),
         ("leaky-bucket `try_acquire(1)`", "admit/leaky_bucket_try_acquire"),

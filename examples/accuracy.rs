@@ -565,7 +565,7 @@ fn lateness_plot(runs: &[(Subject, u64, Run)], secs: f64) -> String {
                 let fy = (share.log10() - y_lo) / (y_hi - y_lo);
                 let _ = write!(points, "{:.1},{:.1} ", f.px(fx), f.py(fy));
                 // Near the tail keep every point.
-                i += if n - (i as f64) < 2_000.0 { 1 } else { step };
+                i += if n - (i as f64) < 200.0 { 1 } else { step };
             }
             let _ = writeln!(
                 svg,
