@@ -29,7 +29,8 @@
 
 use std::fmt::Write as _;
 use std::num::NonZeroU32;
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use governor::clock::Clock as _;
@@ -147,19 +148,20 @@ fn run(subject: Subject, rate: u64, slack: u64, threads: usize, secs: f64) -> Ru
     let limiter = &*limiter;
     let len = Duration::from_secs_f64(secs);
     let expected = (rate as f64 * secs * 1.1) as usize / threads + 16;
-    let barrier = Barrier::new(threads);
-    // t0 just before the priming permit: the limiter's schedule starts at or
-    // after it, so a permit exactly on its slot reads as (slightly) late,
-    // never early.
-    let t0 = Instant::now();
-    limiter.prime();
+    let ready = AtomicUsize::new(0);
+    let go = AtomicBool::new(false);
+    let t0 = OnceLock::new();
     let per_thread: Vec<(Vec<u64>, u64)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let barrier = &barrier;
+                let (ready, go, t0) = (&ready, &go, &t0);
                 s.spawn(move || {
                     let mut times = Vec::with_capacity(expected);
-                    barrier.wait();
+                    ready.fetch_add(1, Ordering::SeqCst);
+                    while !go.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                    let t0: &Instant = t0.get().expect("set before go");
                     let cpu = thread_cpu_ns();
                     loop {
                         limiter.acquire();
@@ -173,12 +175,23 @@ fn run(subject: Subject, rate: u64, slack: u64, threads: usize, secs: f64) -> Ru
                 })
             })
             .collect();
+        // Prime only once every thread is up, so that spawning them is not
+        // counted as lateness (at 1M/s it outlasts the banked window).
+        while ready.load(Ordering::SeqCst) < threads {
+            std::thread::yield_now();
+        }
+        // t0 just before the priming permit: the limiter's schedule starts at
+        // or after it, so a permit exactly on its slot reads as (slightly)
+        // late, never early.
+        let _ = t0.set(Instant::now());
+        limiter.prime();
+        go.store(true, Ordering::Release);
         handles
             .into_iter()
             .map(|h| h.join().expect("a run thread panicked"))
             .collect()
     });
-    let wall = t0.elapsed().as_nanos() as u64;
+    let wall = t0.get().map_or(0, |t0| t0.elapsed().as_nanos() as u64);
     let cpu = per_thread.iter().map(|(_, c)| c).sum();
     let mut times: Vec<u64> = per_thread.into_iter().flat_map(|(t, _)| t).collect();
     times.sort_unstable();
