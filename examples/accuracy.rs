@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Options: `--secs S` (each run's length, default 1.5), `--rates 1000,10000`,
-//! `--threads 1,8`, `--slack N` (paceline's, default 10), `--plots DIR` (write
+//! `--threads 1,8`, `--slack N` (paceline's, default 10; `--slack 10ms`: as
+//! many permits as the rate gives in 10 ms, at least 10), `--plots DIR` (write
 //! `accuracy-lateness.svg` and `accuracy-profile.svg` there).
 //!
 //! Each run primes the limiter (takes its first permit, or drains governor's
@@ -295,7 +296,32 @@ struct Args {
     rates: Vec<u64>,
     threads: Vec<usize>,
     plots: Option<String>,
-    slack: u64,
+    slack: Slack,
+}
+
+/// paceline's slack: a count, or a time window turned into one per rate.
+#[derive(Clone, Copy)]
+enum Slack {
+    Permits(u64),
+    Millis(u64),
+}
+
+impl Slack {
+    fn at(self, rate: u64) -> u64 {
+        match self {
+            Slack::Permits(n) => n,
+            Slack::Millis(ms) => (rate * ms / 1000).max(10),
+        }
+    }
+}
+
+impl std::fmt::Display for Slack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slack::Permits(n) => write!(f, "{n}"),
+            Slack::Millis(ms) => write!(f, "rate × {ms} ms (at least 10)"),
+        }
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -304,7 +330,7 @@ fn parse_args() -> Result<Args, String> {
         rates: vec![1_000, 10_000, 100_000, 1_000_000],
         threads: vec![1, 8],
         plots: None,
-        slack: 10,
+        slack: Slack::Permits(10),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -338,9 +364,11 @@ fn parse_args() -> Result<Args, String> {
             }
             "--plots" => args.plots = Some(value()?),
             "--slack" => {
-                args.slack = value()?
-                    .parse()
-                    .map_err(|e| format!("--slack: {e}"))?
+                let v = value()?;
+                args.slack = match v.strip_suffix("ms") {
+                    Some(ms) => Slack::Millis(ms.parse().map_err(|e| format!("--slack: {e}"))?),
+                    None => Slack::Permits(v.parse().map_err(|e| format!("--slack: {e}"))?),
+                }
             }
             "-h" | "--help" => {
                 return Err(
@@ -390,7 +418,7 @@ fn main() {
     for &threads in &args.threads {
         for &rate in &args.rates {
             for subject in Subject::ALL {
-                let run = run(subject, rate, args.slack, threads, args.secs);
+                let run = run(subject, rate, args.slack.at(rate), threads, args.secs);
                 let s = stats(&run, rate);
                 if s.permits < 1 {
                     println!(
