@@ -58,7 +58,8 @@ def main():
 
     n = len(runs)
     print(f"Median time per call, ns; {n} run{'s' if n > 1 else ''}"
-          + (" (median, min–max over runs)" if n > 1 else "") + ".\n")
+          + (" (median, min–max over runs)" if n > 1 else "")
+          + ". One thread: its CPU time; several: wall time per call over all threads.\n")
 
     print("| floor | ns |")
     print("|---|---:|")
