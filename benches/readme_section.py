@@ -55,24 +55,24 @@ cargo run --release --example accuracy -- --secs 2 --plots docs   # pacing table
 
 ### The cost of a call that does not wait
 
-A limiter whose rate (10^9/s) never makes anyone wait; time per call. The
-floor is one TSC read plus one CAS loop on one word: no non-blocking take
-can do less.
+A limiter whose rate (10^9/s) never makes anyone wait. One thread's calls
+are timed in that thread's CPU time, which time spent preempted by the
+machine's other work does not inflate; several threads' in wall time per
+call over all of them. The floor is one TSC read plus one CAS loop on one
+word: no non-blocking take can do less.
 
 {report.rstrip()}
 
 `AtomicLimiter::try_take` costs what its clock read costs: the decision and
-the CAS hide under the TSC read's latency (CPU time with `perf stat`, which a
-busy machine cannot inflate: 9.6–9.7 ns for the clock read alone, for
-`try_take` and for governor's `check()`, over 50 M calls). governor, built the
-same way (one `AtomicU64`, GCRA, quanta), ties with it; `ratelimit` and
-`leaky-bucket` cost about 3×. paceline spends more instructions than governor
-(66 vs 53 per admitted call under callgrind: saturating arithmetic, the
-fresh-limiter sentinel, the general-cost check, the interval in its own
-atomic for `set_rate`), which shows as a few percent in some runs and none in
-others. Refusing costs about as much as admitting; governor's refusal is
-5–10 % cheaper, since it builds its "not until" lazily where paceline turns
-the wait into a `Duration` at once.
+the CAS hide under the TSC read's latency. governor, built the same way (one
+`AtomicU64`, GCRA, quanta), ties with it; `ratelimit` and `leaky-bucket` cost
+about 3×. paceline spends more instructions than governor (66 vs 53 per
+admitted call under callgrind: saturating arithmetic, the fresh-limiter
+sentinel, the general-cost check, the interval in its own atomic for
+`set_rate`), which the TSC read's latency hides. Refusing costs about as
+much as admitting; governor's refusal is a few percent cheaper, since it
+builds its "not until" lazily where paceline turns the wait into a
+`Duration` at once.
 
 Under contention the 2-vCPU machine decides more than the limiter: two
 threads contend only while both are on a core, which a loaded machine grants

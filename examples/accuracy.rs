@@ -11,7 +11,10 @@
 //! Options: `--secs S` (each run's length, default 1.5), `--rates 1000,10000`,
 //! `--threads 1,8`, `--slack N` (paceline's, default 10; `--slack 10ms`: as
 //! many permits as the rate gives in 10 ms, at least 10), `--plots DIR` (write
-//! `accuracy-lateness.svg` and `accuracy-profile.svg` there).
+//! `accuracy-lateness.svg` and `accuracy-profile.svg` there), `--repeat N`
+//! (run every configuration N times, interleaved, and report the run with the
+//! median achieved rate: on a machine shared with other work, one burst of
+//! load then spoils no row).
 //!
 //! Each run primes the limiter (takes its first permit, or drains governor's
 //! initial burst) at `t0`, then its threads loop "acquire, note the time"
@@ -199,6 +202,31 @@ fn run(subject: Subject, rate: u64, slack: u64, threads: usize, secs: f64) -> Ru
     Run { times, cpu, wall }
 }
 
+/// One table row.
+fn row(subject: Subject, rate: u64, threads: usize, s: &Stats) -> String {
+    if s.permits < 1 {
+        return format!(
+            "| {} | {} | {threads} | (no permit) |",
+            subject.name(),
+            rate_label(rate)
+        );
+    }
+    format!(
+        "| {} | {} | {} | {:.0} | {:+.4} % | {} | {} | {} | {} | {} | {:.1} % |",
+        subject.name(),
+        rate_label(rate),
+        threads,
+        s.achieved,
+        s.error_pct,
+        human(quantile(&s.lateness, 0.5) as f64),
+        human(quantile(&s.lateness, 0.99) as f64),
+        human(*s.lateness.last().unwrap_or(&0) as f64),
+        human(s.gap_p50 as f64),
+        human(s.gap_p99 as f64),
+        s.cpu_pct,
+    )
+}
+
 /// How late `thread::sleep(50 µs)` wakes, ns: p50, p99, max of 2000.
 fn sleep_overshoot() -> (f64, f64, f64) {
     let want = Duration::from_micros(50);
@@ -297,6 +325,7 @@ struct Args {
     threads: Vec<usize>,
     plots: Option<String>,
     slack: Slack,
+    repeat: usize,
 }
 
 /// paceline's slack: a count, or a time window turned into one per rate.
@@ -331,6 +360,7 @@ fn parse_args() -> Result<Args, String> {
         threads: vec![1, 8],
         plots: None,
         slack: Slack::Permits(10),
+        repeat: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -363,6 +393,12 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Result<_, _>>()?
             }
             "--plots" => args.plots = Some(value()?),
+            "--repeat" => {
+                args.repeat = match value()?.parse() {
+                    Ok(n) if (1..=100).contains(&n) => n,
+                    _ => return Err("--repeat needs a count in 1..=100".into()),
+                }
+            }
             "--slack" => {
                 let v = value()?;
                 args.slack = match v.strip_suffix("ms") {
@@ -372,7 +408,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err(
-                    "usage: accuracy [--secs S] [--rates R,..] [--threads N,..] [--slack N] [--plots DIR]"
+                    "usage: accuracy [--secs S] [--rates R,..] [--threads N,..] [--slack N] [--repeat N] [--plots DIR]"
                         .into(),
                 )
             }
@@ -411,41 +447,42 @@ fn main() {
         "Each run {} s; paceline's slack {}; lateness is against the ideal slot t0 + k/rate; CPU in % of one core.\n",
         args.secs, args.slack
     );
+    if args.repeat > 1 {
+        println!(
+            "Each configuration ran {} times, interleaved with the others; each row is its run with the median achieved rate.\n",
+            args.repeat
+        );
+    }
     println!("| limiter | rate | threads | achieved /s | error | late p50 | late p99 | late max | gap p50 | gap p99 | CPU |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let configs: Vec<(usize, u64, Subject)> = args
+        .threads
+        .iter()
+        .flat_map(|&t| {
+            args.rates
+                .iter()
+                .flat_map(move |&r| Subject::ALL.map(|s| (t, r, s)))
+        })
+        .collect();
+    // Per configuration: (achieved rate, table row, the run if 1-thread).
+    type Outcome = (f64, String, Option<Run>);
+    let mut outcomes: Vec<Vec<Outcome>> = configs.iter().map(|_| Vec::new()).collect();
+    for _ in 0..args.repeat {
+        for (i, &(threads, rate, subject)) in configs.iter().enumerate() {
+            let run = run(subject, rate, args.slack.at(rate), threads, args.secs);
+            let s = stats(&run, rate);
+            let row = row(subject, rate, threads, &s);
+            outcomes[i].push((s.achieved, row, (threads == 1).then_some(run)));
+        }
+    }
     // 1-thread runs, kept for the plots.
     let mut kept: Vec<(Subject, u64, Run)> = Vec::new();
-    for &threads in &args.threads {
-        for &rate in &args.rates {
-            for subject in Subject::ALL {
-                let run = run(subject, rate, args.slack.at(rate), threads, args.secs);
-                let s = stats(&run, rate);
-                if s.permits < 1 {
-                    println!(
-                        "| {} | {} | {threads} | (no permit) |",
-                        subject.name(),
-                        rate_label(rate)
-                    );
-                    continue;
-                }
-                println!(
-                    "| {} | {} | {} | {:.0} | {:+.4} % | {} | {} | {} | {} | {} | {:.1} % |",
-                    subject.name(),
-                    rate_label(rate),
-                    threads,
-                    s.achieved,
-                    s.error_pct,
-                    human(quantile(&s.lateness, 0.5) as f64),
-                    human(quantile(&s.lateness, 0.99) as f64),
-                    human(*s.lateness.last().unwrap_or(&0) as f64),
-                    human(s.gap_p50 as f64),
-                    human(s.gap_p99 as f64),
-                    s.cpu_pct,
-                );
-                if threads == 1 {
-                    kept.push((subject, rate, run));
-                }
-            }
+    for (&(_, rate, subject), mut runs) in configs.iter().zip(outcomes) {
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (_, row, run) = runs.swap_remove(runs.len() / 2);
+        println!("{row}");
+        if let Some(run) = run {
+            kept.push((subject, rate, run));
         }
     }
     let os = start.elapsed().as_nanos() as f64;
