@@ -348,7 +348,7 @@ impl std::fmt::Display for Slack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Slack::Permits(n) => write!(f, "{n}"),
-            Slack::Millis(ms) => write!(f, "rate × {ms} ms (at least 10)"),
+            Slack::Millis(ms) => write!(f, "rate × {ms} ms, at least 10"),
         }
     }
 }
