@@ -111,15 +111,16 @@ time in % of one core. {machine}
 Read it with the machine line above it. A thread kept off its core for longer
 than `slack × interval` loses that time for good, whatever the limiter and
 its wait strategy, and on this oversubscribed machine such stalls last
-milliseconds (the profile plot shows them as empty stretches). So the rows
-that keep the rate exact are those whose banked window covers the stalls: at
-1k/s (a 10 ms window with slack 10) paceline holds the rate to within a few
-thousandths of a percent from 1 thread and from 8, with either strategy,
-and most of what remains is the last permit's own lateness (80 µs in 1.5 s
+milliseconds: the profile plot shows them as empty stretches, and the
+precise waiter at 10k/s as a 4 ms on, 3 ms off rhythm, the scheduler's
+slices shared with other builds. So the rows that keep the rate exact are
+those whose banked window covered every stall of their run, such as
+`Wait::Sleep` at 1k/s from 1 and 8 threads and at 100k/s from 8 threads
+(there the error is mostly the last permit's own lateness: 80 µs in 1.5 s
 reads −0.005 %). The precise mode suffers most from a starved machine: it
-needs its core at the moment of each slot, and when it has it the permit
-leaves within a microsecond (its p50). The sleeping mode costs 1–2 % of a
-core at 1k/s.
+needs its core at the moment of each slot, and while it has it the permit
+leaves within about a microsecond of its slot (its p50). The sleeping mode
+costs 1–2 % of a core at 1k/s.
 
 ![Share of permits later than a given lateness, per rate](docs/accuracy-lateness.svg)
 
