@@ -34,6 +34,7 @@ def main():
     ).stdout
     acc = lines(accuracy)
     machine = next((l for l in acc if l.startswith("Machine now")), "")
+    machine = machine.replace("Machine now:", "When it ran:").replace("wakes late", "woke late")
     drift = next((l for l in acc if l.startswith("The limiters' clock")), "")
     cont = lines(contention)
     cont_rows = [l for l in cont if l.startswith("|")]
@@ -69,10 +70,10 @@ word: no non-blocking take can do less.
 `AtomicLimiter::try_take` costs what its clock read costs: the decision and
 the CAS hide under the TSC read's latency. governor, built the same way (one
 `AtomicU64`, GCRA, quanta), ties with it; `ratelimit` and `leaky-bucket` cost
-about 3×. paceline spends more instructions than governor (66 vs 53 per
-admitted call under callgrind: saturating arithmetic, the fresh-limiter
-sentinel, the general-cost check, the interval in its own atomic for
-`set_rate`), which the TSC read's latency hides. Refusing costs about as
+about 3×. paceline spends a few more instructions than governor (60 vs 53
+per admitted call under callgrind: saturating arithmetic, the fresh-limiter
+sentinel, the interval in its own atomic for `set_rate`), which the TSC
+read's latency hides. Refusing costs about as
 much as admitting; governor's refusal is a few percent cheaper, since it
 builds its "not until" lazily where paceline turns the wait into a
 `Duration` at once.
@@ -89,9 +90,11 @@ With the second core busy with other builds, the two threads mostly ran one
 after the other (their wall time per call is one thread's), so these rows
 measure the call more than the contention. In this harness, where each call
 goes through a `&dyn Fn` instead of being inlined into the loop, governor's
-`check()` comes out about 7 % cheaper than `try_take` in most rounds, where
-criterion's inlined loop has them equal: paceline's extra instructions cost
-there. True two-core contention could not be measured on this machine today.
+`check()` comes out about 2 % cheaper than `try_take` in most rounds (7 %
+before paceline's step dropped two branches for a cost of 1). True two-core
+contention could not be measured on this machine today: criterion's
+`contended2` and `contended8` rows above put `AtomicLimiter`,
+`MutexLimiter` and governor within each other's run-to-run spread.
 
 ### Pacing accuracy
 
