@@ -133,7 +133,8 @@ costs 1–2 % of a core at 1k/s.
         sl = lines(slack)
         head = next((l for l in sl if l.startswith("Each run")), "")
         print(f"""The same for paceline from one thread with its slack sized to a time window
-instead of 10 permits ({head.split(';')[1].strip().removeprefix("paceline's slack ").replace(' (at least 10)', ', at least 10') if ';' in head else head}), under the same load:
+instead of 10 permits ({head.split(';')[1].strip().removeprefix("paceline's slack ").replace(' (at least 10)', ', at least 10') if ';' in head else head}), a few minutes apart under a
+similar load:
 
 {chr(10).join(l for l in sl if l.startswith("| limiter") or l.startswith("|---") or l.startswith("| paceline"))}
 """)
@@ -142,9 +143,9 @@ instead of 10 permits ({head.split(';')[1].strip().removeprefix("paceline's slac
 - **`Wait::Sleep`** (the default) costs almost nothing: 1–2 % of a core at
   1k/s. Each permit is as late as the OS timer wakes a sleeper, 65–85 µs here
   (p50), and the long-run rate stays exact as long as that lateness fits in
-  the banked window `slack × interval`: comfortably at 1k/s and 10k/s with the
-  default slack of 10, at the edge around 100k/s (a 100 µs window), never at
-  1M/s (10 µs).
+  the banked window `slack × interval`: on a machine with a core to spare,
+  comfortably at 1k/s and 10k/s with the default slack of 10, at the edge
+  around 100k/s (a 100 µs window), never at 1M/s (10 µs).
 - **`Wait::PRECISE`** sleeps to 150 µs before the slot and spins the rest:
   permits leave within about a microsecond of their slot while the thread
   keeps its core, for 7–8 % of a core at 1k/s and a whole core from about
@@ -156,9 +157,10 @@ instead of 10 permits ({head.split(';')[1].strip().removeprefix("paceline's slac
   at most under a load of 5), whatever the strategy. A stall shorter than
   `slack × interval` is made up by a short burst; a longer one loses rate for
   good. If the rate matters more than the burst, size the slack to the
-  stalls you expect, e.g. `slack = rate × 10 ms`: under the same load, that
-  took `Wait::Sleep`'s loss at 1M/s from 93 % to about 2 % and at 100k/s
-  from 51 % to about 3 % (the stalls here outlasted even 10 ms now and then).
+  stalls you expect, e.g. `slack = rate × 10 ms`: on this machine, minutes
+  apart, that took `Wait::Sleep`'s loss at 1M/s from 84–93 % to about 2 %
+  and at 10k/s from 11–42 % to about 2 % (the stalls here outlasted even
+  10 ms now and then).
   The price is a burst of up to `slack + 1` permits after a stall.
 - governor driven by check-and-sleep with a burst of 1 loses every sleep's
   overshoot: 7–26 % of the rate at 1k/s and 40–61 % at 10k/s in every run
