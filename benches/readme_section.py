@@ -44,8 +44,9 @@ def main():
 Measured on the machine paceline is developed on: an AMD EPYC KVM guest with
 **2 vCPU** (Linux 6.18, Rust 1.95), shared with five other builds while it
 ran (load averages of 3 to 9 on 2 cores), so the throughput figures are
-medians over {len(baselines)} criterion runs at different times with the
-min–max over runs in brackets, every comparison is a ratio taken within one
+medians over {len(baselines)} consecutive criterion runs with the min–max
+over runs in brackets (five earlier runs, spread over an hour, gave the
+same one-thread figures within 0.1 ns), every comparison is a ratio taken within one
 run, and the pacing figures are each configuration's median of 3 interleaved
 runs. Regenerate:
 
@@ -73,10 +74,8 @@ the CAS hide under the TSC read's latency. governor, built the same way (one
 about 3×. paceline spends a few more instructions than governor (60 vs 53
 per admitted call under callgrind: saturating arithmetic, the fresh-limiter
 sentinel, the interval in its own atomic for `set_rate`), which the TSC
-read's latency hides. Refusing costs about as
-much as admitting; governor's refusal is a few percent cheaper, since it
-builds its "not until" lazily where paceline turns the wait into a
-`Duration` at once.
+read's latency hides. Refusing costs what admitting costs (the
+same 9.7 ns), and governor's refusal 3 % more.
 
 Under contention the 2-vCPU machine decides more than the limiter: two
 threads contend only while both are on a core, which a loaded machine grants
@@ -92,9 +91,10 @@ measure the call more than the contention. In this harness, where each call
 goes through a `&dyn Fn` instead of being inlined into the loop, governor's
 `check()` comes out about 2 % cheaper than `try_take` in most rounds (7 %
 before paceline's step dropped two branches for a cost of 1). True two-core
-contention could not be measured on this machine today: criterion's
-`contended2` and `contended8` rows above put `AtomicLimiter`,
-`MutexLimiter` and governor within each other's run-to-run spread.
+contention showed only in criterion's runs (the table above): there
+`AtomicLimiter::try_take`'s median is ahead of `MutexLimiter` (about 1.5×
+at 2 and 8 threads) and of governor (1.05× and 1.1×), but the run-to-run
+spread is wide enough to cover either order against governor.
 
 ### Pacing accuracy
 
