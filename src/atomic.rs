@@ -61,8 +61,9 @@ pub(crate) fn update(
     loop {
         let params = Params::new_unchecked(interval.load(Ordering::Relaxed), slack);
         let grant = schedule::step(tat, now, cost, params, admit)?;
-        // Nothing to store (a cost of 0)?
-        if grant.next == tat {
+        // Nothing to store (a cost of 0)? Asked of `cost`, not of the new
+        // word, so that a constant cost folds it away.
+        if cost == 0 {
             return Ok(grant);
         }
         match cell.compare_exchange_weak(tat, grant.next, Ordering::Release, Ordering::Acquire) {

@@ -61,10 +61,16 @@ pub trait Clock: Send + Sync {
 }
 
 /// While spinning, a waiter further than this from its deadline (ns) yields
-/// its core instead of spinning: on an oversubscribed machine the thread it
-/// yields to may be the one holding the next permit. 20 µs is several times a
-/// context switch, so a waiter this close stays on its core.
-pub const SPIN_YIELD_ABOVE: u64 = 20_000;
+/// its core instead of spinning, leaving it to threads that may hold earlier
+/// permits. 150 µs, the default precise spin ([`Wait::DEFAULT_SPIN`]), so the
+/// default precise wait never yields: a yield can hand the core to a busy
+/// thread for a whole scheduler slice (about 4 ms measured on Linux 6.18),
+/// which made a precise 1k/s pacer sharing its core with one busy process
+/// 1.4–2.2 ms late at p50 where spinning kept it on time.
+pub const SPIN_YIELD_ABOVE: u64 = 150_000;
+
+// The default precise wait spins without yielding (see `SPIN_YIELD_ABOVE`).
+const _: () = assert!(SPIN_YIELD_ABOVE as u128 >= Wait::DEFAULT_SPIN.as_nanos());
 
 /// How a blocking `take` waits for its slot.
 ///

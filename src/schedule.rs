@@ -149,9 +149,15 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
             next: tat,
         });
     }
-    let span = match cost.checked_mul(p.interval) {
-        Some(span) if span <= MAX_SPAN => span,
-        _ => return Err(Deny::CostTooLarge),
+    // A single permit spans one interval, which `Params` keeps within
+    // `MAX_SPAN`: once inlined with a constant cost of 1 the check goes.
+    let span = if cost == 1 {
+        p.interval
+    } else {
+        match cost.checked_mul(p.interval) {
+            Some(span) if span <= MAX_SPAN => span,
+            _ => return Err(Deny::CostTooLarge),
+        }
     };
     let base = if tat == FRESH {
         // The first request goes as it would on a limiter at rest, but keeps
