@@ -481,6 +481,17 @@ fn give_backs_racing_set_rate<L: Subject>() {
             T2,
             "{name}: the take after set_rate was paced at the old rate"
         );
+        // The next slot after the change is one new interval after the last:
+        // the grant on the rebased state is paced at the new rate.
+        if let Some(i) = rebased {
+            let g = chain[i].0;
+            assert_eq!(
+                Duration::from_nanos(g.next - g.slot),
+                T2,
+                "{name}: a grant on the rebased state was paced at the old rate: {}",
+                show(&chain)
+            );
+        }
         // The state ends where the last surviving grant does.
         let end = Duration::from_nanos(chain.last().unwrap().0.next - ORIGIN);
         assert_eq!(

@@ -24,9 +24,6 @@ use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
 const T1: Duration = Duration::from_millis(1);
 const T2: Duration = Duration::from_millis(3);
 
-/// Whether grants paced at `T1` may follow the rebase (see the last check).
-const TOLERATE_OLD_RATE_AFTER_REBASE: bool = true;
-
 /// The grants' slots and the final state `end` when the rate changes from
 /// `T1` to `T2` just before grant `k` (`k == grants.len()`: after the last),
 /// starting from a fresh state at 0, and grant `i` is paced at
@@ -145,18 +142,11 @@ fn grants_follow_one_rate_or_the_other<L: Subject>() {
         );
         // The next slot after the change is one new interval after the last
         // one handed out: every grant after the rebase is paced at `T2`, and
-        // none before it. (Not yet in `AtomicLimiter`: steps between its
-        // rebase and its interval store book at `T1` from the rebased state,
-        // so such grants are tolerated for now.)
-        let exact = after.iter().any(|(k, intervals)| {
-            (0..intervals.len()).all(|j| {
-                if intervals[j] == T2 {
-                    j >= *k
-                } else {
-                    j < *k || TOLERATE_OLD_RATE_AFTER_REBASE
-                }
-            })
-        });
+        // none before it. (A step between the rebase and the interval's
+        // store would book at `T1` from the rebased state.)
+        let exact = after
+            .iter()
+            .any(|(k, intervals)| (0..intervals.len()).all(|j| (intervals[j] == T2) == (j >= *k)));
         assert!(
             exact,
             "{name}: a grant after the rebase was paced at the old rate: {grants:?}"
