@@ -84,11 +84,58 @@ pub(crate) fn update(
     cost: u64,
     admit: Admit,
 ) -> Result<Grant, Deny> {
-    let mut before = interval.load(Ordering::Acquire);
-    let mut word = cell.load(Ordering::Acquire);
+    let before = interval.load(Ordering::Acquire);
+    let word = cell.load(Ordering::Acquire);
+    run::<false>(
+        cell, rebasing, interval, slack, now, cost, admit, before, word,
+    )
+}
+
+/// [`update`] once it has met a `word` above [`MAX_TAT`] (a `set_rate` in
+/// progress, or a sentinel's generation): out of the hot loop's way.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn update_marked(
+    cell: &AtomicU64,
+    rebasing: &Mutex<()>,
+    interval: &AtomicU64,
+    slack: u64,
+    now: u64,
+    cost: u64,
+    admit: Admit,
+    before: u64,
+    word: u64,
+) -> Result<Grant, Deny> {
+    run::<true>(
+        cell, rebasing, interval, slack, now, cost, admit, before, word,
+    )
+}
+
+/// The CAS loop, from the interval `before` and the `word` read after it.
+/// With `MARKED` false it hands a word above [`MAX_TAT`] on to
+/// [`update_marked`], so the hot loop holds no wait.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn run<const MARKED: bool>(
+    cell: &AtomicU64,
+    rebasing: &Mutex<()>,
+    interval: &AtomicU64,
+    slack: u64,
+    now: u64,
+    cost: u64,
+    admit: Admit,
+    mut before: u64,
+    mut word: u64,
+) -> Result<Grant, Deny> {
     loop {
         // One compare on the hot path: a plain state is its own word.
         let tat = if word > MAX_TAT {
+            if !MARKED {
+                return update_marked(
+                    cell, rebasing, interval, slack, now, cost, admit, before, word,
+                );
+            }
             word = settle(cell, rebasing, word);
             state(word)
         } else {
