@@ -26,8 +26,10 @@
 //! Times here are nanoseconds since the clock's origin plus [`ORIGIN`]
 //! (2^62 ns). The offset keeps `t - tau` from underflowing, so a limiter
 //! built "with full credit" has it even at clock reading 0. All arithmetic
-//! saturates: readings past about 438 years stick at `u64::MAX` instead of
-//! wrapping. A step never lowers `tat`, so a clock that steps backwards can
+//! saturates: readings past about 438 years stick at [`MAX_TAT`]
+//! (`2^16` ns below `u64::MAX`) instead of wrapping. (The words above it are
+//! never states, so a store may use them as markers of its own:
+//! `AtomicLimiter` marks a `set_rate` in progress with them.) A step never lowers `tat`, so a clock that steps backwards can
 //! delay a caller but never admit one early. (Only an async cancellation
 //! lowers it, and only back to the word its own reservation replaced, when
 //! no one has reserved since: see `Store::give_back`.)
@@ -46,6 +48,11 @@ pub const FRESH: u64 = 0;
 /// `tat` of a limiter that starts with full credit: any time so far in the
 /// past that `t - tau` is always later.
 pub const FULL: u64 = 1;
+
+/// The largest state [`step`] and [`rebase`] produce: they saturate here,
+/// `2^16` ns below `u64::MAX`. The words above are never states, so a store
+/// may use them as markers of its own.
+pub const MAX_TAT: u64 = u64::MAX - (1 << 16);
 
 /// The configuration a decision depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,7 +191,7 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     Ok(Grant {
         prev: tat,
         slot,
-        next: base.saturating_add(span),
+        next: base.saturating_add(span).min(MAX_TAT),
     })
 }
 
@@ -194,17 +201,17 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
 /// would still be spaced by the old interval (an hour, after a change from
 /// 1/h to 100/s). Credit banked in the past shifts by the same amount and is
 /// clamped to the new `tau` by the next step. The sentinels, and a `tat`
-/// pinned at `u64::MAX`, are left alone.
+/// pinned at [`MAX_TAT`], are left alone.
 #[inline]
 pub fn rebase(tat: u64, old: Params, new: Params) -> u64 {
-    if tat == FRESH || tat == FULL || tat == u64::MAX {
+    if tat == FRESH || tat == FULL || tat >= MAX_TAT {
         return tat;
     }
     // A booked `tat` is at least `old` past 0 (see `step`); `max` keeps the
     // result off the sentinels all the same.
     tat.saturating_sub(old.interval)
         .saturating_add(new.interval)
-        .max(FULL + 1)
+        .clamp(FULL + 1, MAX_TAT)
 }
 
 /// How many permits one request could take at `now` without waiting.
@@ -320,7 +327,9 @@ mod tests {
             Err(Deny::CostTooLarge)
         );
         let g = step(FULL, u64::MAX - 5, MAX_SPAN / T, p(1), Admit::Always).unwrap();
-        assert_eq!(g.next, u64::MAX);
+        assert_eq!(g.next, MAX_TAT, "saturates below the words left to stores");
+        let g = step(FRESH, u64::MAX, 1, p(0), Admit::Always).unwrap();
+        assert_eq!(g.next, MAX_TAT);
     }
 
     #[test]
@@ -336,9 +345,10 @@ mod tests {
         // Last slot at ORIGIN + 5000, booked at the slow rate.
         assert_eq!(rebase(ORIGIN + 6000, slow, fast), ORIGIN + 5000 + T);
         assert_eq!(rebase(ORIGIN + 5000 + T, fast, slow), ORIGIN + 6000);
-        for tat in [FRESH, FULL, u64::MAX] {
+        for tat in [FRESH, FULL, MAX_TAT] {
             assert_eq!(rebase(tat, slow, fast), tat);
         }
+        assert_eq!(rebase(MAX_TAT - 1, fast, slow), MAX_TAT);
         assert_eq!(rebase(500, slow, Params::new(1, 0).unwrap()), FULL + 1);
     }
 

@@ -46,6 +46,12 @@
 //! | `set_rate` | the interval written in two steps | a grant paced by neither rate |
 //! | `set_rate` | `set_rate` leaves the store's interval alone | the next take at the old rate |
 //! | `set_rate` | `Relaxed` loads and CAS of `tat` | back to the old rate after the new |
+//! | `set_rate` | `set_rate` does not rebase `tat` (either store) | a grant after the change paced at the old rate |
+//! | `set_rate`, `set_rate_flips` | the rebased word published before the interval (the old two-step `set_rate`) | a grant after the rebase at the old rate; a slot not one interval in force after the last (`set_rate_flips` with `FLIPS_IGNORE=exact`: two slots closer than the faster interval, an extra permit) |
+//! | `set_rate`, `set_rate_flips` | the rebase reads `tat`, then stores it (no swap to `REBASING`) | a slot handed out twice; two slots closer than the faster interval |
+//! | `set_rate`, `set_rate_flips` | a fresh state republished as the same word (no new generation) | a grant after the rebase at the old rate; a slot not one interval in force after the last |
+//! | `set_rate`, `set_rate_flips` | a step reads the interval only after `tat` | back to the old rate after the new; a slot not one interval in force after the last (the flip back restores the word a stale step read) |
+//! | `set_rate`, `set_rate_flips` | a step decides on `REBASING` instead of waiting for the rebased word | grants paced by neither rate; a slot handed out twice |
 //! | `take`, `try_take`, `set_rate` | `MutexLimiter` decides under one lock, stores under another | overlapping grants; over budget; a grant paced by neither rate |
 //! | `manual_clock` | `ManualClock` notifies without taking its lock | loom: deadlock (lost wake-up) |
 //! | `manual_clock` | a waiter does not re-check the clock after waking | a take returned before its time |
@@ -55,6 +61,12 @@
 //! | `give_back` | `give_back` ignores the CAS result (always reports success) | the final state, and a gap in the surviving grants |
 //! | `give_back` | `give_back` checks, then stores in a second step (load + store; two lock sections) | the final state, and a gap; with those off, a slot handed out twice and over budget (budget model), a give-back refused with no one after it (tile model) |
 //! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; ignores the CAS result; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost (a `give_back` that never undoes passes it: the two models above catch that) |
+//!
+//! `set_rate_flips` (rate `A` -> `B` -> `A` racing two takers) is the model
+//! of the exact `set_rate`: with the two-step `set_rate` it replaced (rebase,
+//! then store the interval) restored, it fails in its first interleavings
+//! (`FLIPS_IGNORE=exact` shows the window bound broken too: two slots 1 ms
+//! apart at a 2 ms interval).
 //!
 //! The `give_back` rows hold for both stores alike; each execution lists
 //! every invariant it breaks, and `GIVE_BACK_IGNORE=gap,state` (tags, comma

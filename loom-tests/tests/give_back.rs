@@ -75,7 +75,8 @@ impl Held {
 
     /// The clock time the grant's first permit starts at.
     fn start(&self) -> Duration {
-        self.end() - T * self.cost as u32
+        // Saturating: a broken store's grant is reported, not a panic here.
+        self.end().saturating_sub(T * self.cost as u32)
     }
 
     /// The clock time the grant's last permit ends at.
@@ -165,21 +166,29 @@ impl Verdict {
 
     /// No slot handed out twice, and none lost: the surviving grants, in
     /// slot order, tile the schedule from `from` (no overlap, no gap), and
-    /// end where it returns.
+    /// end where it returns. The first may start earlier if it was decided
+    /// on a fresh state: a fresh limiter's first request goes as at rest,
+    /// its burst starting up to `tau` before the clock (see
+    /// `paceline::schedule::FRESH`).
     fn survivors_tile_from(&mut self, from: Duration) -> Duration {
         let mut survivors: Vec<Held> = self.held.iter().copied().filter(Held::survives).collect();
         survivors.sort_by_key(Held::start);
-        let mut end = from;
+        let mut end: Option<Duration> = None;
         for h in survivors {
-            self.expect("overlap", h.start() >= end, || {
+            let expected = end.unwrap_or(if h.grant.prev == FRESH {
+                from - T * (h.cost - 1).min(SLACK) as u32
+            } else {
+                from
+            });
+            self.expect("overlap", h.start() >= expected, || {
                 format!("a slot handed out twice: {h:?} overlaps a surviving grant")
             });
-            self.expect("gap", h.start() <= end, || {
+            self.expect("gap", h.start() <= expected, || {
                 format!("a gap before {h:?}: the schedule lost permits")
             });
-            end = end.max(h.end());
+            end = Some(expected.max(h.end()));
         }
-        end
+        end.unwrap_or(from)
     }
 
     /// A give-back fails only when someone reserved after it, that is, on
@@ -206,15 +215,22 @@ impl Verdict {
 }
 
 /// Two reservations given back racing a `try_take`, on a fresh limiter whose
-/// clock stays at 0 (slack 1, so a state wrongly restored would bank credit).
+/// clock stays at `START` (slack 1, so a state wrongly restored would bank
+/// credit).
 ///
 /// The clock never moves, so every reservation on a non-fresh state starts
-/// where that state ends: the surviving grants must tile `[0, n * T)` with no
-/// gap and no overlap, and the state must end at `n * T`; with no survivor
-/// it must be fresh again (no credit banked after a long idle).
+/// where that state ends: the surviving grants must tile the schedule from
+/// `START` (the first, decided on the fresh state, as at rest: a cost of 2
+/// starts `tau` earlier) with no gap and no overlap, and the state must end
+/// where they do; with no survivor it must be fresh again (no credit banked
+/// after a long idle).
 fn give_backs_never_hand_a_slot_out_twice<L: Subject>() {
+    /// Where the clock stands: far enough from 0 that a first request's
+    /// burst, which starts up to `tau` before the clock, has a clock time.
+    const START: Duration = Duration::from_millis(4);
     check(&format!("{} give_back", L::NAME), || {
         let clock = ManualClock::new();
+        clock.advance(START);
         let limiter = Arc::new(L::build(T, SLACK, false, clock.clone()));
 
         let a = {
@@ -232,23 +248,31 @@ fn give_backs_never_hand_a_slot_out_twice<L: Subject>() {
         held.extend(a.join().unwrap());
         held.extend(b.join().unwrap());
         let mut verdict = Verdict::new(L::NAME, &held);
-        let end = verdict.survivors_tile_from(Duration::ZERO);
+        let end = verdict.survivors_tile_from(START);
         verdict.failed_give_backs_were_overtaken();
 
-        // The state is exactly what the survivors imply ...
-        let next_free = limiter.next_free();
-        verdict.expect("state", next_free == end, || {
-            format!("the state ends at {next_free:?}, the surviving grants at {end:?}")
+        // The state is exactly what the survivors imply (`START` for none:
+        // a fresh limiter's next request may go now) ...
+        let state = START + limiter.next_free();
+        verdict.expect("state", state == end, || {
+            format!("the state ends at {state:?}, the surviving grants at {end:?}")
         });
         // ... and with none, the limiter is fresh again: idle time banks no
-        // credit (a state restored to the first permit's time would bank it).
+        // credit (a state restored to the first permit's time would bank
+        // it). A fresh limiter's first take leaves nothing; after a real
+        // grant and a long idle, one take leaves `slack`.
         clock.advance(T * 10);
-        let credit = if end == Duration::ZERO { 1 } else { SLACK + 1 };
+        let first = limiter.try_take();
+        let credit = if held.iter().any(Held::survives) {
+            SLACK
+        } else {
+            0
+        };
         let available = limiter.available();
-        verdict.expect("fresh", available == credit, || {
+        verdict.expect("fresh", first.is_ok() && available == credit, || {
             format!(
-                "after a long idle, {available} permits available, not {credit} \
-                 (a fresh limiter banks nothing: 1; else slack + 1)"
+                "after a long idle and a take ({first:?}), {available} permits available, \
+                 not {credit} (a fresh limiter banks nothing: 0; else slack)"
             )
         });
         verdict.finish();
@@ -411,14 +435,26 @@ fn give_backs_racing_set_rate<L: Subject>() {
         }
         // Slack 0 and a still clock: every grant starts where the state it
         // read ends, so the survivors chain from the first grant, each one
-        // from the `next` of the one before. Every grant is in the chain
+        // from the `next` of the one before, except that the set_rate
+        // rebases the state once in between: the grant after it starts one
+        // `T2` after the last slot, not one `T`. Every grant is in the chain
         // once: no slot twice, none lost.
+        let shift = T2.as_nanos() as u64 - T.as_nanos() as u64;
         let mut chain = vec![(first, 1)];
-        while let Some(&g) = survivors
-            .iter()
-            .find(|(g, _)| g.prev == chain.last().unwrap().0.next)
-        {
-            chain.push(g);
+        let mut rebased = None;
+        loop {
+            let last = chain.last().unwrap().0.next;
+            if let Some(&g) = survivors.iter().find(|(g, _)| g.prev == last) {
+                chain.push(g);
+            } else if let Some(&g) = survivors
+                .iter()
+                .find(|(g, _)| rebased.is_none() && g.prev == last + shift)
+            {
+                rebased = Some(chain.len());
+                chain.push(g);
+            } else {
+                break;
+            }
         }
         assert_eq!(
             chain.len(),
@@ -445,6 +481,17 @@ fn give_backs_racing_set_rate<L: Subject>() {
             T2,
             "{name}: the take after set_rate was paced at the old rate"
         );
+        // The next slot after the change is one new interval after the last:
+        // the grant on the rebased state is paced at the new rate.
+        if let Some(i) = rebased {
+            let g = chain[i].0;
+            assert_eq!(
+                Duration::from_nanos(g.next - g.slot),
+                T2,
+                "{name}: a grant on the rebased state was paced at the old rate: {}",
+                show(&chain)
+            );
+        }
         // The state ends where the last surviving grant does.
         let end = Duration::from_nanos(chain.last().unwrap().0.next - ORIGIN);
         assert_eq!(
