@@ -91,6 +91,32 @@ pub(crate) fn update(
     )
 }
 
+/// The CAS loop for a cell whose parameters cannot change while it runs, so
+/// it needs none of [`update`]'s care for `set_rate`: the keyed store changes
+/// a key's rate only under its shard's write lock, and steps under the read
+/// lock, and its words never leave `0..=MAX_TAT`. Same step, same CAS.
+#[cfg(feature = "keyed")]
+#[inline]
+pub(crate) fn update_fixed(
+    cell: &AtomicU64,
+    params: Params,
+    now: u64,
+    cost: u64,
+    admit: Admit,
+) -> Result<Grant, Deny> {
+    let mut tat = cell.load(Ordering::Relaxed);
+    loop {
+        let grant = schedule::step(tat, now, cost, params, admit)?;
+        if cost == 0 {
+            return Ok(grant);
+        }
+        match cell.compare_exchange_weak(tat, grant.next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(grant),
+            Err(actual) => tat = actual,
+        }
+    }
+}
+
 /// [`update`] once it has met a `word` above [`MAX_TAT`] (a `set_rate` in
 /// progress, or a sentinel's generation): out of the hot loop's way.
 #[cold]

@@ -79,6 +79,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use paceline::__Reservation as Reservation;
 use paceline::schedule::{Admit, Grant};
 use paceline::{AtomicLimiter, Limiter, ManualClock, MutexLimiter, Rate, TakeError};
 
@@ -96,12 +97,18 @@ pub trait Subject: Limiter + Sized + 'static {
     fn build(interval: Duration, slack: u64, full_credit: bool, clock: ManualClock) -> Self;
 
     /// Reserves `cost` permits without waiting, as an async take does (the
-    /// limiter's cfg-gated `__reserve` hook: the real `Core::reserve`).
-    fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError>;
+    /// limiter's cfg-gated `__reserve` hook: the real
+    /// `Core::reserve_cancellable`), and returns the grant.
+    fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
+        self.reserve_cancellable(cost, admit).map(|r| r.grant)
+    }
 
-    /// Gives `grant` back, as a dropped async take does (the cfg-gated
+    /// [`reserve`](Subject::reserve), keeping what a give-back needs.
+    fn reserve_cancellable(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError>;
+
+    /// Gives a reservation back, as a dropped async take does (the cfg-gated
     /// `__give_back` hook: the real `Core::give_back`); `true` when undone.
-    fn give_back(&self, grant: Grant) -> bool;
+    fn give_back(&self, reservation: Reservation) -> bool;
 }
 
 macro_rules! subject {
@@ -124,12 +131,16 @@ macro_rules! subject {
                     .expect("a valid test configuration")
             }
 
-            fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
+            fn reserve_cancellable(
+                &self,
+                cost: u64,
+                admit: Admit,
+            ) -> Result<Reservation, TakeError> {
                 self.__reserve(cost, admit)
             }
 
-            fn give_back(&self, grant: Grant) -> bool {
-                self.__give_back(grant)
+            fn give_back(&self, reservation: Reservation) -> bool {
+                self.__give_back(reservation)
             }
         }
     };

@@ -123,8 +123,9 @@ fn reserve<L: Subject>(limiter: &L, cost: u64, admit: Admit) -> Option<Held> {
 /// Reserves `cost` permits as an async take does, then drops the "future"
 /// before its slot: gives the grant back.
 fn reserve_and_cancel<L: Subject>(limiter: &L, cost: u64, admit: Admit) -> Option<Held> {
-    let grant = limiter.reserve(cost, admit).ok()?;
-    let fate = if limiter.give_back(grant) {
+    let reservation = limiter.reserve_cancellable(cost, admit).ok()?;
+    let grant = reservation.grant;
+    let fate = if limiter.give_back(reservation) {
         Fate::GivenBack
     } else {
         Fate::Spent

@@ -97,7 +97,7 @@ pub(super) fn on_entry<K>(
     // The index was set under this shard's lock against this very table.
     let class = &shard.classes[entry.class as usize];
     entry.last.store(coarse(now), Ordering::Relaxed);
-    match atomic::update(&entry.tat, &class.interval, class.slack, now, cost, admit) {
+    match atomic::update_fixed(&entry.tat, class.params(), now, cost, admit) {
         Ok(grant) => {
             if entry.admitted.fetch_add(1, Ordering::Relaxed) == u32::MAX {
                 shard.wrapped_admitted.fetch_add(1 << 32, Ordering::Relaxed);

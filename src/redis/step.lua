@@ -28,6 +28,9 @@
 
 local B = 1000000000
 local MAX_S, MAX_N = 18446744073, 709551615 -- 2^64 - 1
+-- schedule::MAX_TAT: the largest state the step stores (slots saturate at
+-- 2^64 - 1, the state 2^16 ns below it).
+local TAT_S, TAT_N = 18446744073, 709486079
 local ORIGIN_S, ORIGIN_N = 4611686018, 427387904 -- 2^62
 -- Extra TTL over the exact time to rest: Redis expires keys on a millisecond
 -- clock sampled when the script starts, up to 1 ms behind TIME. A key that
@@ -151,6 +154,9 @@ if ARGV[5] ~= '' then
 end
 
 local next_s, next_n = add(base_s, base_n, span_s, span_n)
+if lt(TAT_S, TAT_N, next_s, next_n) then
+  next_s, next_n = TAT_S, TAT_N
+end
 -- Until the bucket is back at rest (now - tau >= next); absent decides alike.
 local rest_s, rest_n = add(next_s, next_n, tau_s, tau_n)
 rest_s, rest_n = sub(rest_s, rest_n, now_s, now_n)
