@@ -293,7 +293,19 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 let max = Duration::from_micros(max_us);
                 (
                     Outcome::Taken(keyed.take_n_timeout(&key, cost, max)),
-                    Outcome::Taken(model.decide(key, cost, Admit::Within(max_us * 1000))),
+                    // A timeout refuses with `QueueFull`, even with no wait
+                    // allowed (the model's `Within(0)` speaks for `try_take`).
+                    Outcome::Taken(
+                        model
+                            .decide(key, cost, Admit::Within(max_us * 1000))
+                            .map_err(|e| match e {
+                                TakeError::RetryAfter(wait) => TakeError::QueueFull {
+                                    wait,
+                                    max_wait: max,
+                                },
+                                e => e,
+                            }),
+                    ),
                 )
             }
             Op::Take { key, cost } => (
