@@ -5,7 +5,7 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
@@ -18,26 +18,20 @@ use crate::pacer::params;
 use crate::rate::Rate;
 use crate::schedule::{self, Params, FULL};
 
-/// The parameters of one class of keys: the default or one override.
+/// The parameters of one class of keys: the default or one override. They
+/// never change: a change publishes a new table.
 pub(super) struct Class {
-    /// `T`, ns. Never changes (a change publishes a new table); an atomic
-    /// only because `atomic::update` reads the interval from one.
-    pub(super) interval: AtomicU64,
-    /// `S`.
-    pub(super) slack: u64,
+    params: Params,
 }
 
 impl Class {
-    pub(super) fn new(p: Params) -> Class {
-        Class {
-            interval: AtomicU64::new(p.interval()),
-            slack: p.slack(),
-        }
+    pub(super) fn new(params: Params) -> Class {
+        Class { params }
     }
 
     #[inline]
     pub(super) fn params(&self) -> Params {
-        Params::new_unchecked(self.interval.load(Ordering::Relaxed), self.slack)
+        self.params
     }
 }
 
@@ -150,7 +144,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let current = Arc::clone(&read(&self.resolved));
-        let p = params(rate, current.classes[0].slack)?;
+        let p = params(rate, current.classes[0].params().slack())?;
         let entries = self.overrides_except(&current, None);
         self.publish((rate, p), entries);
         Ok(())
@@ -256,7 +250,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let resolved = Arc::clone(&read(&self.resolved));
         let class = self.resolve(&resolved, key) as usize;
-        (resolved.rates[class], resolved.classes[class].slack)
+        (
+            resolved.rates[class],
+            resolved.classes[class].params().slack(),
+        )
     }
 
     /// The default rate, for keys without an override.
@@ -266,7 +263,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// The default slack, in permits: a key's burst is `slack + 1`.
     pub fn slack(&self) -> u64 {
-        read(&self.resolved).classes[0].slack
+        read(&self.resolved).classes[0].params().slack()
     }
 }
 

@@ -97,7 +97,8 @@ pub(super) fn on_entry<K>(
     // The index was set under this shard's lock against this very table.
     let class = &shard.classes[entry.class as usize];
     entry.last.store(coarse(now), Ordering::Relaxed);
-    match atomic::update_fixed(&entry.tat, class.params(), now, cost, admit) {
+    let params = class.params();
+    match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
             if entry.admitted.fetch_add(1, Ordering::Relaxed) == u32::MAX {
                 shard.wrapped_admitted.fetch_add(1 << 32, Ordering::Relaxed);
@@ -108,7 +109,7 @@ pub(super) fn on_entry<K>(
             if entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
                 shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
             }
-            Err(error(deny, cost, admit, class.slack))
+            Err(error(deny, cost, admit, params.slack()))
         }
     }
 }
