@@ -39,7 +39,8 @@ enum ClockChoice<C> {
 
 impl<L: sealed::Build> Builder<L> {
     /// A builder with `clock` already chosen.
-    #[allow(dead_code)] // no limiter needs it now that the default is lazy
+    /// (`AsyncLimiter`'s: a `TokioClock` costs nothing to make.)
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn new(rate: Rate, clock: L::Clock) -> Self {
         Self::with_clock(rate, ClockChoice::Given(clock))
     }
