@@ -29,10 +29,12 @@
 //! saturates: readings past about 438 years stick at [`MAX_TAT`]
 //! (`2^16` ns below `u64::MAX`) instead of wrapping. (The words above it are
 //! never states, so a store may use them as markers of its own:
-//! `AtomicLimiter` marks a `set_rate` in progress with them.) A step never lowers `tat`, so a clock that steps backwards can
-//! delay a caller but never admit one early. (Only an async cancellation
-//! lowers it, and only back to the word its own reservation replaced, when
-//! no one has reserved since: see `Store::give_back`.)
+//! `AtomicLimiter` marks a `set_rate` in progress with them.) A step never
+//! lowers `tat`, so a clock that steps backwards can delay a caller but never
+//! admit one early. Only two things lower it: a [`rebase`] to a faster rate
+//! (the next slot moves to one new interval after the last), and an async
+//! cancellation, back to the word its own reservation replaced, when no one
+//! has reserved and the rate has not changed since.
 
 use crate::rate::MAX_SPAN;
 
@@ -207,8 +209,8 @@ pub fn rebase(tat: u64, old: Params, new: Params) -> u64 {
     if tat == FRESH || tat == FULL || tat >= MAX_TAT {
         return tat;
     }
-    // A booked `tat` is at least `old` past 0 (see `step`); `max` keeps the
-    // result off the sentinels all the same.
+    // A booked `tat` is at least `old` past 0 (see `step`); the clamp keeps
+    // the result off the sentinels all the same.
     tat.saturating_sub(old.interval)
         .saturating_add(new.interval)
         .clamp(FULL + 1, MAX_TAT)
