@@ -32,15 +32,20 @@ def load(baseline):
     out = {}
     if not os.path.isdir(ROOT):
         sys.exit(f"no criterion results under {ROOT}: run the bench first")
-    for group in os.listdir(ROOT):
-        gdir = os.path.join(ROOT, group)
-        if not os.path.isdir(gdir):
+    # Each result directory holds `<baseline>/estimates.json` and, beside it,
+    # `benchmark.json` with the bench's full id ("keyed/hot_key/paceline/1t");
+    # directory names flatten the slashes of nested ids.
+    for dirpath, _, files in os.walk(ROOT):
+        if os.path.basename(dirpath) != baseline or "estimates.json" not in files:
             continue
-        for bench in os.listdir(gdir):
-            path = os.path.join(gdir, bench, baseline, "estimates.json")
-            if os.path.exists(path):
-                with open(path) as f:
-                    out[f"{group}/{bench}"] = json.load(f)["median"]["point_estimate"]
+        with open(os.path.join(dirpath, "estimates.json")) as f:
+            median = json.load(f)["median"]["point_estimate"]
+        try:
+            with open(os.path.join(dirpath, "benchmark.json")) as f:
+                key = json.load(f)["full_id"]
+        except (OSError, KeyError, ValueError):
+            key = os.path.relpath(os.path.dirname(dirpath), ROOT)
+        out[key] = median
     return out
 
 

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Writes docs/PERFORMANCE.md from the outputs of one `scripts/perf.sh` run.
+
+    python3 benches/performance_doc.py OUT_DIR > docs/PERFORMANCE.md
+
+OUT_DIR is where scripts/perf.sh left its files (see there): machine.txt,
+baselines.txt (the criterion baselines of the throughput and keyed benches),
+contention.txt, accuracy.txt, accuracy-slack.txt, keyed.txt, and, when they
+ran, redis.txt and tokio.txt. Every figure in the document comes from those
+files or from criterion's results; the prose is here. Interpretations that
+quote figures of their own are dated: they were written against one run.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ beside the benches
+import report  # noqa: E402  (benches/report.py: criterion's results, cells)
+
+
+QUICK = """
+
+**A `--quick` run: short measurements that only check the pipeline. Do not
+quote these figures.**"""
+
+
+def lines(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return [l.rstrip("\n") for l in f]
+
+
+def table(ls):
+    return "\n".join(l for l in ls if l.startswith("|"))
+
+
+def first(ls, prefix, default=""):
+    return next((l for l in ls or [] if l.startswith(prefix)), default)
+
+
+def keyed_table(baselines):
+    """paceline's KeyedLimiter beside governor's, from the `keyed` bench."""
+    runs = [report.load(b) for b in baselines]
+
+    def values(key):
+        return [r.get(key) for r in runs]
+
+    def ratios(a, b):
+        return [r[a] / r[b] if a in r and b in r else None for r in runs]
+
+    out = [
+        "| path | threads | paceline ns | governor ns | paceline / governor | floor ns |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, path, threads in [
+        ("one hot key", "hot_key", [1, 2, 8]),
+        ("100 000 busy keys", "many_keys", [1, 2, 8]),
+        ("100 000 keys at rest between visits", "idle_keys", [1, 2]),
+    ]:
+        for t in threads:
+            pl, gv = f"keyed/{path}/paceline/{t}t", f"keyed/{path}/governor/{t}t"
+            floor = report.cell(values(f"keyed/floor_atomic_limiter/{t}t")) if path == "hot_key" else ""
+            out.append(
+                f"| {name} | {t} | {report.cell(values(pl))} | {report.cell(values(gv))} "
+                f"| {report.cell(ratios(pl, gv), 2)} | {floor} |"
+            )
+    return "\n".join(out)
+
+
+def redis_section(out_dir, baselines):
+    red = lines(os.path.join(out_dir, "redis.txt"))
+    if red is None:
+        return """## Redis
+
+Not measured in this run: `redis-server` was not on PATH. With it,
+`bash scripts/perf.sh` runs `cargo bench -p paceline-benches --features redis
+--bench redis` and fills this section.
+"""
+    runs = [report.load(b) for b in baselines]
+    rows = ["| transport | `PING` µs | `try_take` µs | × `PING` |", "|---|---:|---:|---:|"]
+    for transport in ["unix", "tcp"]:
+        ping = [r.get(f"redis_{transport}/ping") for r in runs]
+        take = [r.get(f"redis_{transport}/try_take") for r in runs]
+        ratio = [t / p if t and p else None for t, p in zip(take, ping)]
+        us = lambda v: [x / 1000 if x else None for x in v]  # noqa: E731
+        rows.append(f"| {transport} | {report.cell(us(ping))} | {report.cell(us(take))} | {report.cell(ratio, 2)} |")
+    printed = [l for l in red if l.startswith(("unix:", "tcp:", "breakdown:"))]
+    return f"""## Redis
+
+`RedisLimiter::try_take` (feature `redis`) against one `PING` on the same
+connection, to a `redis-server` the bench starts itself (unix socket, and
+loopback TCP), every call granted so each one runs the whole step and writes
+the key. Criterion's medians:
+
+{chr(10).join(rows)}
+
+Measured interleaved (20 rounds of 2 000 pings, then 2 000 try_takes; a
+ratio per round), which holds up better on a busy machine than two separate
+criterion groups, and where the time beyond a `PING` goes (an `EVALSHA` of a
+script that only returns, then of paceline's step; the server's CPU per call
+from `INFO commandstats`):
+
+```text
+{chr(10).join(printed)}
+```
+"""
+
+
+def tokio_section(out_dir):
+    tok = lines(os.path.join(out_dir, "tokio.txt"))
+    if tok is None:
+        return ""
+    return f"""## Tokio's 1 ms timer
+
+`cargo run --release --features tokio --example tokio_granularity`: one task
+taking from an `AsyncLimiter` in a loop (nothing queued ahead of it absorbs a
+late wake-up), with the default slack of 10, with slack covering 2.5 ms and
+10 ms, and with `paceline::tokio::PRECISE`; then 1000 tasks sharing one
+limiter with the default slack. *error* is the achieved rate against the
+target; *late* how long after its slot a permit went. A run loses about
+0.05 % at its end to the permits due in its last millisecond.
+
+```text
+{chr(10).join(tok)}
+```
+"""
+
+
+def main():
+    out_dir = sys.argv[1]
+    machine = lines(os.path.join(out_dir, "machine.txt")) or []
+    baselines = (lines(os.path.join(out_dir, "baselines.txt")) or ["new"])[0].split(",")
+    when = first(machine, "date:").removeprefix("date:").strip()
+    commit = first(machine, "commit:").removeprefix("commit:").strip()
+    cpu = first(machine, "cpu:").removeprefix("cpu:").strip()
+    system = first(machine, "system:").removeprefix("system:").strip()
+    rustc = first(machine, "rustc:").removeprefix("rustc:").strip()
+    loads = [l.removeprefix("load:").strip() for l in machine if l.startswith("load:")]
+    quick = any(l.startswith("quick: yes") for l in machine)
+
+    throughput = subprocess.run(
+        [sys.executable, os.path.join(HERE, "report.py"), *baselines],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    acc = lines(os.path.join(out_dir, "accuracy.txt")) or []
+    slack = lines(os.path.join(out_dir, "accuracy-slack.txt"))
+    cont = lines(os.path.join(out_dir, "contention.txt")) or []
+    keyed_out = lines(os.path.join(out_dir, "keyed.txt")) or []
+    acc_machine = (
+        first(acc, "Machine now").replace("Machine now:", "While it ran:").replace("wakes late", "woke late")
+    )
+    drift = first(acc, "The limiters' clock")
+
+    print(f"""# paceline's performance
+
+How fast a call that does not wait is, beside the floor no limiter can beat
+and beside the peer crates; how exactly each wait strategy paces; the keyed
+and Redis limiters; Tokio's timer. Every figure below comes from one run of
+
+```sh
+bash scripts/perf.sh    # about half an hour; rewrites this file and docs/accuracy-*.svg
+```
+
+at commit `{commit}`, on {when}.{QUICK if quick else ""}
+
+**Machine**: {cpu}; {system}; {rustc}. Load averages (1, 5, 15 min) through
+the run:
+
+{chr(10).join("- " + l for l in loads)}
+
+On a machine shared with other work, figures from one run are comparable
+with each other, not with another run's: every comparison below is a ratio
+taken within one run. Criterion's throughput and keyed figures are medians
+over {len(baselines)} consecutive run{"s" if len(baselines) > 1 else ""}{", the min–max over runs in brackets" if len(baselines) > 1 else ""}.
+
+The benches and measurement programs live in the `paceline-benches` crate
+(`benches/`), beside the peers they compare paceline with (governor,
+ratelimit, leaky-bucket):
+
+```sh
+cargo bench -p paceline-benches --bench throughput            # the cost of a call
+cargo bench -p paceline-benches --bench keyed                 # KeyedLimiter beside governor's
+cargo bench -p paceline-benches --features redis --bench redis
+cargo run --release -p paceline-benches --example contention  # interleaved cross-check
+cargo run --release -p paceline-benches --example accuracy    # pacing accuracy
+cargo run --release --features tokio --example tokio_granularity
+```
+
+## The cost of a call that does not wait
+
+A limiter whose rate (10^9/s) never makes anyone wait. One thread's calls
+are timed in that thread's CPU time, which time spent preempted by the
+machine's other work does not inflate; several threads' in wall time per
+call over all of them. The floor is one TSC read plus one CAS loop on one
+word: no non-blocking take can do less.
+
+{throughput.rstrip()}
+
+### Contention, interleaved
+
+criterion times one bench after another, so a burst of load can land on one
+limiter and not the next. `benches/examples/contention.rs` runs every limiter
+once per round (~20 ms each, in rotated order, so all see the same load) and
+gives per-round ratios to `AtomicLimiter::try_take` ({cont[0].split(';')[0] if cont else ''}):
+
+{table(cont)}
+
+On 2 vCPUs two threads contend only while both are on a core, which a loaded
+machine grants now and then: when the other core is busy, the threads of the
+2- and 8-thread rows mostly run one after the other, and these rows measure
+the call more than the contention. Each call here goes through a `&dyn Fn`
+instead of being inlined into the loop.
+
+## Keyed limiters
+
+`KeyedLimiter` beside governor's keyed limiter (dashmap, its default), wall
+ns per `try_take` on each thread, every call admitted
+(`benches/keyed.rs`): one hot key; a random walk over 100 000 busy keys; the
+same walk where every key is back at rest between visits (paceline has
+dropped it and tracks it anew; governor keeps it). The floor is a lone
+`AtomicLimiter`. The ratio is taken within each run, then its median.
+
+{keyed_table(baselines)}
+
+Memory, RSS growth over a million `u64` keys, each limiter in a fresh
+process:
+
+```text
+{chr(10).join(l for l in keyed_out if l.startswith("memory:"))}
+```
+
+paceline's entry holds the state word plus last use, admitted and refused
+counts and the key's rate class; governor's only the state word. governor
+drops no key until `retain_recent()` is called; paceline's memory is bounded
+by `max_keys`, and keys at rest give their room to new ones, at the price of
+an insert (the "at rest" rows) when such a key comes back.
+
+{redis_section(out_dir, baselines)}
+## Pacing accuracy
+
+`benches/examples/accuracy.rs`: `AtomicLimiter` (slack 10) with each wait
+strategy, and governor driven the way its documentation shows (`check()`,
+then sleep the wait it reports) with a burst of 1 and of 10, at four rates,
+from 1 thread and from 8 threads on one limiter; each configuration's median
+of its interleaved runs. Times come from the OS clock, not the limiters'.
+*Lateness* is against the ideal slot `t0 + k / rate`, so a limiter that
+loses rate falls ever further behind and its lateness grows with the run;
+*gap* is the time between consecutive permits; *CPU* is the threads' run
+time in % of one core. {acc_machine}
+
+{table(acc)}
+
+{drift}
+""")
+    if slack:
+        head = first(slack, "Each run")
+        sized = head.split(";")[1].strip() if ";" in head else head
+        sized = sized.removeprefix("paceline's slack ").replace(" (at least 10)", ", at least 10")
+        print(f"""The same for paceline from one thread with its slack sized to a time window
+instead of 10 permits ({sized}), run right after it:
+
+{chr(10).join(l for l in slack if l.startswith(("| limiter", "|---", "| paceline")))}
+""")
+    print("""A thread kept off its core for longer than `slack × interval` loses that
+time for good, whatever the limiter and its wait strategy; on an
+oversubscribed machine such stalls last milliseconds. So the rows that keep
+the rate exact are those whose banked window covered every stall of their
+run, and sizing the slack to a time window (the second table) is what keeps
+high rates exact on a busy machine, at the price of a burst of up to
+`slack + 1` permits after a stall. The precise mode suffers most from a
+starved machine: it needs its core at the moment of each slot, and while it
+has it, the permit leaves within about a microsecond of its slot.
+
+![Share of permits later than a given lateness, per rate](accuracy-lateness.svg)
+
+![Permits per millisecond over 30 ms, per limiter and rate](accuracy-profile.svg)
+""")
+    print(tokio_section(out_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Regenerates docs/PERFORMANCE.md (and docs/accuracy-*.svg): runs every
+# benchmark and measurement program, then benches/performance_doc.py.
+#
+#   bash scripts/perf.sh           # the full run, ~40 minutes on 2 cores
+#   bash scripts/perf.sh --quick   # a few minutes of short runs; writes only
+#                                  # under target/perf/quick: checks the pipeline
+#
+# Run it on a machine as quiet as you can get: the document records the load
+# averages, but cannot undo them. The Redis section needs redis-server on
+# PATH (it is skipped, and says so, without it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=no
+case "${1:-}" in
+    "") ;;
+    --quick) quick=yes ;;
+    *) echo "usage: bash scripts/perf.sh [--quick]" >&2; exit 2 ;;
+esac
+
+target=${CARGO_TARGET_DIR:-target}
+if [ $quick = yes ]; then
+    out=$target/perf/quick
+    plots=$out
+    doc=$out/PERFORMANCE.md
+    runs=(quick1)
+    crit=(--warm-up-time 0.1 --measurement-time 0.3 --sample-size 10 --noplot)
+    acc=(--secs 0.3 --repeat 1)
+    rounds=4
+    tokio_secs=0.3
+else
+    out=$target/perf/full
+    plots=docs
+    doc=docs/PERFORMANCE.md
+    runs=(perf1 perf2 perf3)
+    crit=(--noplot)
+    acc=(--secs 1.5 --repeat 3)
+    rounds=40
+    tokio_secs=2
+fi
+mkdir -p "$out"
+export CARGO_TERM_COLOR=never
+note_load() { echo "load: $(cut -d' ' -f1-3 /proc/loadavg) ($1)" >>"$out/machine.txt"; }
+
+{
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' with uncommitted changes')"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) vCPU$(grep -qw hypervisor /proc/cpuinfo && echo ', virtualized')"
+    echo "system: $(uname -sr)"
+    echo "rustc: $(rustc -V)"
+    echo "quick: $quick"
+} >"$out/machine.txt"
+note_load "start"
+
+echo "== build (benches, examples)" >&2
+cargo bench -p paceline-benches --all-features --no-run
+cargo build --release -p paceline-benches --examples
+cargo build --release --features tokio --example tokio_granularity
+
+for run in "${runs[@]}"; do
+    echo "== throughput and keyed benches, baseline $run" >&2
+    cargo bench -p paceline-benches --bench throughput -- --save-baseline "$run" "${crit[@]}"
+    cargo bench -p paceline-benches --bench keyed -- --save-baseline "$run" "${crit[@]}" >"$out/keyed.txt"
+    note_load "after benches, $run"
+done
+(IFS=,; echo "${runs[*]}") >"$out/baselines.txt"
+
+if command -v redis-server >/dev/null 2>&1; then
+    echo "== redis bench" >&2
+    cargo bench -p paceline-benches --features redis --bench redis -- \
+        --save-baseline "${runs[0]}" "${crit[@]}" >"$out/redis.txt"
+else
+    echo "== redis bench skipped: no redis-server on PATH" >&2
+    rm -f "$out/redis.txt"
+fi
+
+echo "== contention" >&2
+cargo run -q --release -p paceline-benches --example contention -- --rounds $rounds >"$out/contention.txt"
+echo "== accuracy" >&2
+cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --plots "$plots" >"$out/accuracy.txt"
+cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --threads 1 --slack 10ms >"$out/accuracy-slack.txt"
+note_load "after accuracy"
+echo "== tokio granularity" >&2
+cargo run -q --release --features tokio --example tokio_granularity -- $tokio_secs >"$out/tokio.txt"
+note_load "end"
+
+python3 benches/performance_doc.py "$out" >"$doc.tmp"
+mv "$doc.tmp" "$doc"
+echo "wrote $doc (raw outputs in $out)" >&2
