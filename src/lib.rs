@@ -59,7 +59,6 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod atomic;
 mod builder;
 mod clock;
 mod error;
@@ -67,7 +66,6 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
 mod limiter;
-mod mutex;
 mod paced;
 mod pacer;
 mod primitive;
@@ -75,22 +73,24 @@ mod rate;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod schedule;
+pub mod store;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 mod unlimited;
+mod wait;
 
-pub use atomic::AtomicLimiter;
 pub use builder::Builder;
-pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABOVE};
+pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
 pub use error::{BuildError, RateError, TakeError};
 #[cfg(feature = "keyed")]
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limiter::Limiter;
-pub use mutex::MutexLimiter;
 pub use paced::{Paced, PacedExt};
+pub use pacer::{AtomicLimiter, MutexLimiter, Pacer};
 pub use rate::Rate;
 pub use unlimited::Unlimited;
+pub use wait::Wait;
 
 /// Loom builds only: what `__reserve` returns and `__give_back` takes.
 #[cfg(paceline_loom)]

@@ -9,13 +9,13 @@ compile_error!("`--cfg paceline_loom` needs paceline's `loom` feature; loom-test
 
 #[cfg(not(paceline_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicU64, Ordering},
+    atomic::{fence, AtomicU64, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 
 #[cfg(paceline_loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicU64, Ordering},
+    atomic::{fence, AtomicU64, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 

@@ -143,7 +143,7 @@ pub use self::stream::{PacedStream, PacedStreamExt};
 
 use std::time::Duration;
 
-use crate::clock::Wait;
+use crate::wait::Wait;
 
 /// The precise async wait: sleep on Tokio's timer until 2 ms before the slot,
 /// then yield to the runtime until it. 2 ms is above the timer's granularity

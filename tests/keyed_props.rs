@@ -223,6 +223,7 @@ impl Model {
                 burst: p.slack() + 1,
             }),
             Err(Deny::CostTooLarge) => Err(TakeError::CostTooLarge { cost }),
+            Err(Deny::Saturated) => Err(TakeError::Saturated),
         }
     }
 
@@ -238,7 +239,7 @@ impl Model {
             *tat = if *tat <= now - old.tau() {
                 schedule::FULL
             } else {
-                schedule::rebase(*tat, old, new)
+                schedule::rebase(*tat, now, old, new)
             };
         }
     }

@@ -15,10 +15,11 @@ use super::shard::Shard;
 use super::{
     KeyedLimiter, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD, MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
 };
-use crate::clock::{Clock, DefaultClock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
 use crate::pacer::{params, DEFAULT_SLACK};
 use crate::rate::Rate;
+use crate::wait::Wait;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
 ///

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use super::shard::{coarse, sweep, IDLE_SHIFT};
 use super::{read, write, KeyedLimiter, WhenFull};
-use crate::clock::{Clock, Wait};
+use crate::clock::Clock;
 use crate::schedule;
+use crate::wait::Wait;
 
 /// One tracked key as [`KeyedLimiter::snapshot`] sees it.
 #[derive(Clone, Debug, PartialEq)]

@@ -95,10 +95,10 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, DefaultClock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
-use crate::pacer::{self, error, nanos};
 use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
+use crate::wait::{self, nanos, Wait};
 
 pub use builder::KeyedBuilder;
 pub use inspect::{KeyState, KeyedStats};
@@ -434,7 +434,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     #[inline]
     fn wait_for(&self, now: u64, slot: u64) -> Duration {
-        pacer::wait_for(self.wait, &self.clock, now, slot)
+        wait::block(
+            self.wait,
+            &self.clock,
+            now,
+            slot,
+            "paceline::tokio::AsyncKeyedLimiter::take(..).await",
+        )
     }
 
     /// The hot path: a tracked key under its shard's read lock. Returns the
@@ -472,7 +478,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide(key, cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| pacer::timed_out(e, max_wait))
+            .map_err(|e| e.timed_out(max_wait))
     }
 
     /// A key not (yet) tracked: decide on a bucket at rest, and track the key
@@ -514,7 +520,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             Ok(grant) => grant,
             Err(deny) => {
                 self.refused_untracked.fetch_add(1, Ordering::Relaxed);
-                return Err(error(deny, cost, admit, p.slack()));
+                return Err(TakeError::refused(deny, cost, admit, p.slack()));
             }
         };
         if grant.next == FULL {

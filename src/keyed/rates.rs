@@ -54,7 +54,7 @@ pub(super) fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
     if tat <= now.saturating_sub(old.tau()) {
         FULL
     } else {
-        schedule::rebase(tat, old, new)
+        schedule::rebase(tat, now, old, new)
     }
 }
 

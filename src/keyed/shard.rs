@@ -9,10 +9,9 @@ use hashbrown::HashTable;
 
 use super::rates::{Class, Resolved};
 use super::rest_time;
-use crate::atomic;
 use crate::error::TakeError;
-use crate::pacer::error;
 use crate::schedule::{Admit, Grant};
+use crate::store::atomic;
 
 /// One tracked key's bucket and counters: 24 bytes.
 pub(super) struct Entry {
@@ -109,7 +108,7 @@ pub(super) fn on_entry<K>(
             if entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
                 shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
             }
-            Err(error(deny, cost, admit, params.slack()))
+            Err(TakeError::refused(deny, cost, admit, params.slack()))
         }
     }
 }

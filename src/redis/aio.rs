@@ -236,7 +236,7 @@ impl AsyncRedisLimiter {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, Error> {
-        let max = crate::pacer::nanos(max_wait);
+        let max = crate::wait::nanos(max_wait);
         self.take_admitted(key, cost, Admit::Within(max)).await
     }
 

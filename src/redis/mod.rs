@@ -97,11 +97,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ::redis::cluster::ClusterClientBuilder;
 use ::redis::{Client, IntoConnectionInfo, RedisError, Script, ScriptInvocation};
 
-use crate::clock::{Clock, DefaultClock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::pacer::{self, DEFAULT_SLACK};
-use crate::rate::{Rate, MAX_SPAN};
-use crate::schedule::{self, Admit, Params, ORIGIN};
+use crate::rate::Rate;
+use crate::schedule::{self, Admit, Params, MAX_SPAN, ORIGIN};
+use crate::wait::{self as wait_mod, Wait};
 
 #[cfg(feature = "tokio")]
 pub use aio::AsyncRedisLimiter;
@@ -208,6 +209,8 @@ enum Decision {
     Wait(u64),
     /// Refused: the cost never fits within the allowed wait.
     ExceedsBurst,
+    /// Refused: the slot would fall past the end of internal time.
+    Saturated,
 }
 
 /// Everything limiters made by [`RedisLimiter::with_limit`] share.
@@ -373,7 +376,7 @@ impl RedisLimiter {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, Error> {
-        self.take_admitted(key, cost, Admit::Within(pacer::nanos(max_wait)))
+        self.take_admitted(key, cost, Admit::Within(wait_mod::nanos(max_wait)))
     }
 
     /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would succeed now.
@@ -480,6 +483,7 @@ impl RedisLimiter {
                 cost,
                 burst: self.slack.saturating_add(1),
             })),
+            Ok(Decision::Saturated) => Err(Error::Refused(TakeError::Saturated)),
             Err(e) => self.fail(e, None),
         }
     }
@@ -601,6 +605,7 @@ fn decision(reply: &[String]) -> Result<Decision, Error> {
         }),
         Some("0") => Ok(Decision::Wait(num(1)?)),
         Some("2") => Ok(Decision::ExceedsBurst),
+        Some("4") => Ok(Decision::Saturated),
         _ => Err(bad_reply(reply)),
     }
 }

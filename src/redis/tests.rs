@@ -163,6 +163,7 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                     }
                     (Err(Deny::Wait(w)), Ok(Decision::Wait(w2))) => prop_assert_eq!(w, w2),
                     (Err(Deny::ExceedsBurst), Ok(Decision::ExceedsBurst)) => {}
+                    (Err(Deny::Saturated), Ok(Decision::Saturated)) => {}
                     (
                         Err(Deny::CostTooLarge),
                         Err(Error::Refused(TakeError::CostTooLarge { .. })),
