@@ -140,6 +140,8 @@ mod stream;
 pub use self::clock::TokioClock;
 pub use self::limiter::AsyncLimiter;
 pub use self::stream::{PacedStream, PacedStreamExt};
+#[cfg(feature = "keyed")]
+pub use crate::keyed::AsyncKeyedLimiter;
 
 use std::time::Duration;
 

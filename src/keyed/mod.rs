@@ -80,7 +80,7 @@
 //! would erase slots handed out since.
 
 #[cfg(feature = "tokio")]
-mod async_calls;
+pub(crate) mod async_calls;
 mod builder;
 mod inspect;
 mod rates;
@@ -100,6 +100,8 @@ use crate::error::TakeError;
 use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
 use crate::wait::{self, nanos, Wait};
 
+#[cfg(feature = "tokio")]
+pub use async_calls::AsyncKeyedLimiter;
 pub use builder::KeyedBuilder;
 pub use inspect::{KeyState, KeyedStats};
 pub use rates::path_parent;
