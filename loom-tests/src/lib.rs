@@ -18,8 +18,8 @@
 //! The async cancellation give-back (`give_back.rs`) cannot run under loom
 //! through Tokio, so its models drive the store-level protocol directly: the
 //! limiters' `__reserve` / `__give_back` methods, hidden and compiled only
-//! under `--cfg paceline_loom`, call the real `Core::reserve` (the update an
-//! async take runs) and `Core::give_back` (the store's CAS `next` → `prev`,
+//! under `--cfg paceline_loom`, call the real `Pacer::reserve_cancellable`
+//! (the update an async take runs) and `Pacer::give_back` (the store's CAS `next` → `prev`,
 //! or compare-and-set under the lock). A successful give-back lowers `tat`:
 //! it is the reason `tat` is not monotonic, and why a `fetch_add` fast path
 //! that assumes the state only grows (DESIGN §2) would be wrong as it stands.
@@ -53,6 +53,7 @@
 //! | `set_rate`, `set_rate_flips` | a step reads the interval only after `tat` | back to the old rate after the new; a slot not one interval in force after the last (the flip back restores the word a stale step read) |
 //! | `set_rate`, `set_rate_flips` | a step decides on `REBASING` instead of waiting for the rebased word | grants paced by neither rate; a slot handed out twice |
 //! | `take`, `try_take`, `set_rate` | `MutexLimiter` decides under one lock, stores under another | overlapping grants; over budget; a grant paced by neither rate |
+//! | `set_limit` | the rebased word published before the new interval and slack (`AtomicStore::set_params`) | an answer no sequential order of the change and the takes explains (a take paced by the old limit after the rebase) |
 //! | `manual_clock` | `ManualClock` notifies without taking its lock | loom: deadlock (lost wake-up) |
 //! | `manual_clock` | a waiter does not re-check the clock after waking | a take returned before its time |
 //! | `give_back` | `give_back` stores `prev` unconditionally | the final state, and a gap in the surviving grants; with those off, a slot handed out twice and over `slack + 1 + elapsed / T` (budget model), a fresh limiter banking credit (tile model); with overlap off too, over budget |
