@@ -99,7 +99,7 @@ pub trait Subject: Limiter + Sized + 'static {
 
     /// Reserves `cost` permits without waiting, as an async take does (the
     /// limiter's cfg-gated `__reserve` hook: the real
-    /// `Core::reserve_cancellable`), and returns the grant.
+    /// `Pacer::reserve_cancellable`), and returns the grant.
     fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
         self.reserve_cancellable(cost, admit).map(|r| r.grant)
     }
@@ -108,7 +108,7 @@ pub trait Subject: Limiter + Sized + 'static {
     fn reserve_cancellable(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError>;
 
     /// Gives a reservation back, as a dropped async take does (the cfg-gated
-    /// `__give_back` hook: the real `Core::give_back`); `true` when undone.
+    /// `__give_back` hook: the real `Pacer::give_back`); `true` when undone.
     fn give_back(&self, reservation: Reservation) -> bool;
 }
 
