@@ -14,7 +14,7 @@
 //! (RSS growth over a million keys, each in a fresh child process).
 //!
 //! ```text
-//! cargo bench --bench keyed
+//! cargo bench -p paceline-benches --bench keyed
 //! ```
 //!
 //! Multi-threaded lines are wall time per call on each thread: T threads

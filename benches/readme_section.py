@@ -4,8 +4,8 @@
     python3 benches/readme_section.py BASELINES CONTENTION_OUT ACCURACY_OUT [SLACK_OUT]
 
 BASELINES is a comma-separated list of criterion baselines (see report.py);
-the other arguments are files holding the output of `examples/contention` and
-`examples/accuracy` (and optionally `accuracy --slack N`). The prose is here;
+the other arguments are files holding the output of `benches/examples/contention.rs`
+and `benches/examples/accuracy.rs` (and optionally `accuracy --slack N`). The prose is here;
 the figures all come from those runs.
 """
 
@@ -51,11 +51,11 @@ run, and the pacing figures are each configuration's median of 3 interleaved
 runs. Regenerate:
 
 ```sh
-cargo bench --bench throughput -- --save-baseline run1   # again as run2, run3, later
-python3 benches/report.py run1 run2 run3                  # the throughput tables
-cargo run --release --example contention -- --rounds 40   # interleaved cross-check
-cargo run --release --example accuracy -- --secs 1.5 --repeat 3 --plots docs
-cargo run --release --example accuracy -- --secs 1.5 --repeat 3 --threads 1 --slack 10ms
+cargo bench -p paceline-benches --bench throughput -- --save-baseline run1   # again as run2, run3, later
+python3 benches/report.py run1 run2 run3                                     # the throughput tables
+cargo run --release -p paceline-benches --example contention -- --rounds 40   # interleaved cross-check
+cargo run --release -p paceline-benches --example accuracy -- --secs 1.5 --repeat 3 --plots docs
+cargo run --release -p paceline-benches --example accuracy -- --secs 1.5 --repeat 3 --threads 1 --slack 10ms
 ```
 
 ### The cost of a call that does not wait
@@ -79,7 +79,7 @@ same 9.7 ns), and governor's refusal 3 % more.
 
 Under contention the 2-vCPU machine decides more than the limiter: two
 threads contend only while both are on a core, which a loaded machine grants
-now and then. The interleaved cross-check (`examples/contention`: each round
+now and then. The interleaved cross-check (`benches/examples/contention.rs`: each round
 runs every limiter once, ~20 ms each, in rotated order, so all see the same
 load) gives per-round ratios to `AtomicLimiter::try_take` ({cont[0].split(';')[0] if cont else ''}):
 
@@ -98,7 +98,7 @@ spread is wide enough to cover either order against governor.
 
 ### Pacing accuracy
 
-`examples/accuracy`: `AtomicLimiter` (slack 10) with each wait strategy, and
+`benches/examples/accuracy.rs`: `AtomicLimiter` (slack 10) with each wait strategy, and
 governor driven the way its documentation shows (`check()`, then sleep the
 wait it reports) with a burst of 1 and of 10, at four rates, from 1 thread
 and from 8 threads on one limiter. Times come from the OS clock, not the

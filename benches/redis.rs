@@ -2,7 +2,7 @@
 //! connection, in the same run, on a `redis-server` this benchmark starts
 //! itself (unix socket, and loopback TCP).
 //!
-//! `cargo bench --bench redis --features redis`
+//! `cargo bench -p paceline-benches --features redis --bench redis`
 //!
 //! Before criterion's groups it prints the ratio measured interleaved (20
 //! rounds of 2 000 pings then 2 000 try_takes, median and spread), which

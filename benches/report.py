@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Markdown tables from criterion results of benches/throughput.rs.
 
-    cargo bench --bench throughput -- --save-baseline run1   # (repeat: run2, run3)
+    cargo bench -p paceline-benches --bench throughput -- --save-baseline run1   # (repeat: run2, run3)
     python3 benches/report.py run1 run2 run3
 
 With several baselines, each cell is the median over the runs of each run's
 median time, and the spread (min-max over runs) follows in brackets; the
 ratios are taken within each run first, then their median, so that a run
 slowed down as a whole by the machine's load does not skew them. With no
-argument it reads criterion's latest results ("new").
+argument it reads criterion's latest results ("new"). Results are read where
+criterion writes them: $CRITERION_HOME, else $CARGO_TARGET_DIR/criterion, else
+the workspace's target/criterion.
 """
 
 import json
@@ -16,7 +18,14 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "criterion")
+ROOT = (
+    os.environ.get("CRITERION_HOME")
+    or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR")
+        or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"),
+        "criterion",
+    )
+)
 
 
 def load(baseline):

@@ -2,8 +2,8 @@
 //! peers, in one criterion run.
 //!
 //! ```text
-//! cargo bench --bench throughput                  # everything, a few minutes
-//! cargo bench --bench throughput -- 'contended'   # a filter
+//! cargo bench -p paceline-benches --bench throughput                 # everything, a few minutes
+//! cargo bench -p paceline-benches --bench throughput -- 'contended'  # a filter
 //! ```
 //!
 //! One thread's calls are timed in that thread's CPU time

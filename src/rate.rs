@@ -182,7 +182,10 @@ impl FromStr for Rate {
     type Err = RateError;
 
     /// Parses `COUNT/[N]UNIT`: `"100/s"`, `"7/min"`, `"1500/h"`, `"5/250ms"`.
-    /// Units: `ns`, `us` (or `µs`), `ms`, `s`, `min` (or `m`), `h`, `d`.
+    /// Units: `ns`, `us` (or `µs`, with the micro sign or the Greek mu), `ms`,
+    /// `s`, `min` (or `m`), `h`, `d`. Numbers are plain digits, without a sign.
+    ///
+    /// Every `Rate`'s [`Display`](fmt::Display) parses back to an equal `Rate`.
     fn from_str(s: &str) -> Result<Rate, RateError> {
         let bad = |reason: &'static str| RateError::Parse {
             input: s.to_owned(),
@@ -191,22 +194,28 @@ impl FromStr for Rate {
         let (count, per) = s
             .split_once('/')
             .ok_or_else(|| bad("expected COUNT/PERIOD, such as \"100/s\" or \"5/250ms\""))?;
-        let count: u64 = count
-            .trim()
-            .parse()
-            .map_err(|_| bad("the count must be a whole number"))?;
+        // Digits first: `u64::from_str` alone would take a leading `+`.
+        let count: u64 = Some(count.trim())
+            .filter(|c| is_digits(c))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| {
+                bad("the count must be a whole number up to 18446744073709551615, without a sign")
+            })?;
         let per = per.trim();
         let digits = per.find(|c: char| !c.is_ascii_digit()).unwrap_or(per.len());
         let (n, unit) = per.split_at(digits);
-        let n: u64 = if n.is_empty() {
+        // In u128, as the period's nanoseconds: a valid rate's period can be
+        // as long as `Duration::MAX` (about 1.8 * 10^28 ns) when its count is
+        // large enough, and its display must parse back.
+        let n: u128 = if n.is_empty() {
             1
         } else {
             n.parse()
                 .map_err(|_| bad("the period's number is too large"))?
         };
-        let unit_ns: u64 = match unit.trim() {
+        let unit_ns: u128 = match unit.trim() {
             "ns" => 1,
-            "us" | "µs" => 1_000,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
             "ms" => 1_000_000,
             "s" | "sec" => 1_000_000_000,
             "m" | "min" => 60_000_000_000,
@@ -215,9 +224,15 @@ impl FromStr for Rate {
             "" => return Err(bad("the period needs a unit: ns, us, ms, s, min, h or d")),
             _ => return Err(bad("unknown unit; use ns, us, ms, s, min, h or d")),
         };
-        let period_ns = n
-            .checked_mul(unit_ns)
-            .ok_or_else(|| bad("the period is too long"))?;
-        Rate::new(count, Duration::from_nanos(period_ns))
+        let too_long = || bad("the period is too long: more than a Duration holds");
+        let period_ns = n.checked_mul(unit_ns).ok_or_else(too_long)?;
+        let secs = u64::try_from(period_ns / 1_000_000_000).map_err(|_| too_long())?;
+        let nanos = (period_ns % 1_000_000_000) as u32;
+        Rate::new(count, Duration::new(secs, nanos))
     }
+}
+
+/// Non-empty and ASCII digits only.
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }

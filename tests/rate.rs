@@ -43,6 +43,14 @@ fn parses_count_per_unit_and_per_n_units() {
             Duration::from_micros(1),
             Duration::from_micros(1),
         ),
+        // The Greek small letter mu (U+03BC), which many keyboards and input
+        // methods type for "micro" instead of the micro sign (U+00B5).
+        (
+            "1/\u{3bc}s",
+            1,
+            Duration::from_micros(1),
+            Duration::from_micros(1),
+        ),
         ("3/m", 3, Duration::from_secs(60), Duration::from_secs(20)),
         ("2/sec", 2, SEC, Duration::from_millis(500)),
         (
@@ -119,6 +127,8 @@ fn bad_strings_are_errors_that_say_what_is_wrong() {
         ("/s", "the count must be a whole number"),
         ("abc/s", "the count must be a whole number"),
         ("-5/s", "the count must be a whole number"),
+        ("+5/s", "the count must be a whole number"),
+        ("+ 5/s", "the count must be a whole number"),
         ("1.5/s", "the count must be a whole number"),
         ("1_000/s", "the count must be a whole number"),
         ("99999999999999999999/s", "the count must be a whole number"),
@@ -130,10 +140,19 @@ fn bad_strings_are_errors_that_say_what_is_wrong() {
         ("100/s/s", "unknown unit"),
         ("100/1.5s", "unknown unit"),
         (
-            "1/99999999999999999999s",
+            "1/999999999999999999999999999999999999999s",
             "the period's number is too large",
         ),
-        ("1/9999999999999d", "the period is too long"),
+        // Past what a `Duration` holds (about 5.8 * 10^11 years).
+        ("1/99999999999999999999s", "the period is too long"),
+        (
+            "1/999999999999999999999999999999999999ns",
+            "the period is too long",
+        ),
+        (
+            "1/9999999999999999999999999999999999h",
+            "the period is too long",
+        ),
     ];
     for &(input, reason) in table {
         match input.parse::<Rate>() {
@@ -159,10 +178,40 @@ fn well_formed_but_invalid_rates_get_the_rate_error() {
         "5/1ns".parse::<Rate>(),
         Err(RateError::IntervalTooShort { .. })
     ));
-    assert!(matches!(
-        "1/200000d".parse::<Rate>(),
-        Err(RateError::IntervalTooLong { .. })
-    ));
+    for input in ["1/200000d", "1/9999999999999d"] {
+        assert!(
+            matches!(
+                input.parse::<Rate>(),
+                Err(RateError::IntervalTooLong { .. })
+            ),
+            "{input}"
+        );
+    }
+}
+
+#[test]
+fn the_micro_sign_the_greek_mu_and_us_are_the_same_unit() {
+    let us: Rate = "3/7us".parse().unwrap();
+    assert_eq!("3/7\u{b5}s".parse::<Rate>(), Ok(us), "micro sign U+00B5");
+    assert_eq!("3/7\u{3bc}s".parse::<Rate>(), Ok(us), "Greek mu U+03BC");
+    assert_eq!(us.period(), Duration::from_micros(7));
+}
+
+/// Rates whose period is longer than `u64::MAX` nanoseconds (about 584
+/// years) are valid when the count is large enough; their display used to
+/// overflow the parser's `u64` of nanoseconds.
+#[test]
+fn rates_with_periods_past_u64_nanoseconds_display_and_parse_back() {
+    for (count, period) in [
+        (u64::MAX, Duration::from_secs(u64::MAX)),
+        (u64::MAX, Duration::MAX),
+        (1 << 40, Duration::from_secs(1 << 40)),
+        (u64::MAX / 3, Duration::new(u64::MAX / 2, 1)),
+    ] {
+        let rate = Rate::new(count, period).unwrap_or_else(|e| panic!("{count}/{period:?}: {e}"));
+        let shown = rate.to_string();
+        assert_eq!(shown.parse::<Rate>(), Ok(rate), "{shown}");
+    }
 }
 
 #[test]
@@ -227,6 +276,20 @@ proptest! {
     #[test]
     fn display_parses_back_to_the_same_rate(count in 1u64..=1_000_000, period_ns in 1u64..=1u64 << 50) {
         if let Ok(rate) = Rate::new(count, Duration::from_nanos(period_ns)) {
+            let shown = rate.to_string();
+            prop_assert_eq!(shown.parse::<Rate>(), Ok(rate), "{}", shown);
+        }
+    }
+
+    /// Every rate `Rate::new` accepts, over the whole range of counts and
+    /// `Duration`s (most of which are longer than `u64::MAX` ns).
+    #[test]
+    fn every_accepted_rate_displays_as_a_string_that_parses_back(
+        count in 1u64..=u64::MAX,
+        secs in 0u64..=u64::MAX,
+        nanos in 0u32..1_000_000_000,
+    ) {
+        if let Ok(rate) = Rate::new(count, Duration::new(secs, nanos)) {
             let shown = rate.to_string();
             prop_assert_eq!(shown.parse::<Rate>(), Ok(rate), "{}", shown);
         }

@@ -2,8 +2,8 @@
 //! criterion bench's `contended2` / `contended8` groups for a noisy machine.
 //!
 //! ```text
-//! cargo run --release --example contention               # ~10 s
-//! cargo run --release --example contention -- --rounds 60
+//! cargo run --release -p paceline-benches --example contention    # ~10 s
+//! cargo run --release -p paceline-benches --example contention -- --rounds 60
 //! ```
 //!
 //! criterion times one bench after another, so on a machine shared with

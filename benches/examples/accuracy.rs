@@ -4,8 +4,8 @@
 //! 1 thread and from 8 threads sharing one limiter.
 //!
 //! ```text
-//! cargo run --release --example accuracy                      # ~1 minute
-//! cargo run --release --example accuracy -- --secs 5 --plots docs
+//! cargo run --release -p paceline-benches --example accuracy    # ~1 minute
+//! cargo run --release -p paceline-benches --example accuracy -- --secs 5 --plots docs
 //! ```
 //!
 //! Options: `--secs S` (each run's length, default 1.5), `--rates 1000,10000`,
