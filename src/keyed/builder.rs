@@ -2,22 +2,22 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::collections::HashMap;
 
 use super::rates::{Class, Resolved};
 use super::shard::Shard;
 use super::{
-    KeyedLimiter, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD, MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
+    KeyHasher, KeyedLimiter, OverrideHasher, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD,
+    MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
 };
 use crate::clock::{Clock, DefaultClock, Wait};
 use crate::error::BuildError;
 use crate::pacer::{params, DEFAULT_SLACK};
+use crate::primitive::{AtomicU64, Mutex, RwLock};
 use crate::rate::Rate;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
@@ -110,14 +110,14 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         let p = params(self.rate, self.slack)?;
         let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
         let resolved = Arc::new(Resolved {
-            overrides: HashMap::with_hasher(RandomState::default()),
+            overrides: HashMap::with_hasher(OverrideHasher::default()),
             rates: vec![self.rate],
             classes: Arc::clone(&classes),
         });
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);
         let shard_cap = max_keys / shards;
-        let hasher = foldhash::quality::RandomState::default();
+        let hasher = KeyHasher::default();
         Ok(KeyedLimiter {
             shards: (0..shards)
                 .map(|_| {

@@ -2,12 +2,12 @@
 //! ([`KeyState`]) and its totals ([`KeyedStats`]).
 
 use std::hash::Hash;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::shard::{coarse, sweep, IDLE_SHIFT};
-use super::{read, write, KeyedLimiter, WhenFull};
+use super::{KeyedLimiter, WhenFull};
 use crate::clock::{Clock, Wait};
+use crate::primitive::{read, write, Ordering};
 use crate::schedule;
 
 /// One tracked key as [`KeyedLimiter::snapshot`] sees it.

@@ -89,8 +89,7 @@ mod shard;
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -98,6 +97,7 @@ use crossbeam_utils::CachePadded;
 use crate::clock::{Clock, DefaultClock, Wait};
 use crate::error::TakeError;
 use crate::pacer::{self, error, nanos};
+use crate::primitive::{read, write, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
 
 pub use builder::KeyedBuilder;
@@ -133,6 +133,23 @@ const MIN_SWEEP: usize = 32;
 /// When a full shard evicts, it evicts this fraction (1/8) of its entries at
 /// once, so the next inserts find room without another scan.
 const EVICT_SHIFT: u32 = 3;
+
+/// The keys' hasher. foldhash's quality variant: the fast one maps sequential
+/// keys (IPs, ids) to shards in a near-periodic pattern. Randomly seeded, so
+/// that no one can aim keys at one shard; under loom a fixed seed, since a
+/// model must replay the same execution each time (the random seed comes
+/// from the stack's address).
+#[cfg(not(paceline_loom))]
+type KeyHasher = foldhash::quality::RandomState;
+#[cfg(paceline_loom)]
+type KeyHasher = foldhash::quality::FixedState;
+
+/// The overrides' hasher (an admin path: the fast variant), seeded as
+/// [`KeyHasher`].
+#[cfg(not(paceline_loom))]
+type OverrideHasher = foldhash::fast::RandomState;
+#[cfg(paceline_loom)]
+type OverrideHasher = foldhash::fast::FixedState;
 
 /// What a [`KeyedLimiter`] does with a new key when its shard already holds
 /// its share of `max_keys` and none of them is at rest.
@@ -205,9 +222,8 @@ pub enum WhenFull {
 /// As for `AtomicLimiter`: permits are ordered, memory is not.
 pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     shards: Box<[CachePadded<RwLock<Shard<K>>>]>,
-    /// Picks the shard. foldhash's quality variant: the fast one maps
-    /// sequential keys (IPs, ids) to shards in a near-periodic pattern.
-    hasher: foldhash::quality::RandomState,
+    /// Picks the shard and the slot (see [`KeyHasher`]).
+    hasher: KeyHasher,
     mask: usize,
     /// Entries per shard at most.
     shard_cap: usize,
@@ -226,15 +242,6 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
-}
-
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    // Poisoning: every critical section stores whole values computed first.
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// When the bucket `tat` under `p` comes to rest, plus the grace.

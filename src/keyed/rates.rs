@@ -5,16 +5,14 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use foldhash::fast::RandomState;
-
 use super::shard::Shard;
-use super::{read, write, KeyedLimiter};
+use super::{KeyedLimiter, OverrideHasher};
 use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::pacer::params;
+use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Params, FULL};
 
@@ -38,7 +36,7 @@ impl Class {
 /// The overrides and the class table they resolve to.
 pub(super) struct Resolved<K> {
     /// Override key -> class index (1..).
-    pub(super) overrides: HashMap<K, u32, RandomState>,
+    pub(super) overrides: HashMap<K, u32, OverrideHasher>,
     /// The rate each class was set with, for introspection; `[0]` the default.
     pub(super) rates: Vec<Rate>,
     pub(super) classes: Arc<[Class]>,
@@ -101,8 +99,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let before = old[entry.class as usize].params();
                 entry.class = self.resolve(resolved, key);
                 let after = resolved.classes[entry.class as usize].params();
-                let tat = entry.tat.get_mut();
-                *tat = moved(*tat, now, before, after);
+                // Relaxed: the write lock orders this against every step.
+                let tat = entry.tat.load(Ordering::Relaxed);
+                entry
+                    .tat
+                    .store(moved(tat, now, before, after), Ordering::Relaxed);
             }
             shard.moves += 1;
         }
@@ -142,7 +143,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`BuildError::SlackTooLarge`] when the default slack at `rate` banks
     /// over 146 years; nothing changes then.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let p = params(rate, current.classes[0].params().slack())?;
         let entries = self.overrides_except(&current, None);
@@ -188,7 +189,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// years; nothing changes then.
     pub fn set_override(&self, key: K, rate: Rate, slack: u64) -> Result<(), BuildError> {
         let p = params(rate, slack)?;
-        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
         entries.push((key, rate, p));
@@ -204,7 +205,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         if !current.overrides.contains_key(key) {
             return false;
@@ -219,7 +220,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     fn publish(&self, default: (Rate, Params), entries: Vec<(K, Rate, Params)>) {
         let mut classes = vec![Class::new(default.1)];
         let mut rates = vec![default.0];
-        let mut overrides = HashMap::with_hasher(RandomState::default());
+        let mut overrides = HashMap::with_hasher(OverrideHasher::default());
         for (k, rate, p) in entries {
             overrides.insert(k, classes.len() as u32);
             classes.push(Class::new(p));

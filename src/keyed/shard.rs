@@ -2,7 +2,6 @@
 //! sweeps that drop entries at rest or evict the nearest to it.
 
 use std::borrow::Borrow;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -12,6 +11,7 @@ use super::rest_time;
 use crate::atomic;
 use crate::error::TakeError;
 use crate::pacer::error;
+use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::schedule::{Admit, Grant};
 
 /// One tracked key's bucket and counters: 24 bytes.
