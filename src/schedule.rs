@@ -216,6 +216,26 @@ pub fn rebase(tat: u64, old: Params, new: Params) -> u64 {
         .clamp(FULL + 1, MAX_TAT)
 }
 
+/// When the state `tat` under `p` is at rest for good, allowing a clock read
+/// up to `grace` ns behind: from this time on, any reading no more than
+/// `grace` behind it steps from `tat` exactly as from [`FULL`] (`max(tat,
+/// t - tau) = t - tau`). [`FRESH`] is never at rest (it banks no credit).
+#[inline]
+pub fn rest_time(tat: u64, p: Params, grace: u64) -> u64 {
+    if tat == FRESH {
+        return u64::MAX;
+    }
+    tat.saturating_add(p.tau()).saturating_add(grace)
+}
+
+/// Whether `tat` under `p` is at rest at `now` with `grace` to spare (see
+/// [`rest_time`]): a store may then replace it with [`FULL`], or forget it,
+/// and no reading down to `now - grace` decides differently.
+#[inline]
+pub fn at_rest(tat: u64, now: u64, p: Params, grace: u64) -> bool {
+    tat != FRESH && rest_time(tat, p, grace) <= now
+}
+
 /// How many permits one request could take at `now` without waiting.
 /// At most `slack + 1`.
 #[inline]
@@ -352,6 +372,33 @@ mod tests {
         }
         assert_eq!(rebase(MAX_TAT - 1, fast, slow), MAX_TAT);
         assert_eq!(rebase(500, slow, Params::new(1, 0).unwrap()), FULL + 1);
+    }
+
+    #[test]
+    fn at_rest_with_grace_decides_as_full_down_to_grace_behind() {
+        let (p, grace) = (p(2), 5);
+        let tat = ORIGIN + 100;
+        let rest = rest_time(tat, p, grace);
+        assert_eq!(rest, tat + 2 * T + grace);
+        assert!(!at_rest(tat, rest - 1, p, grace));
+        assert!(at_rest(tat, rest, p, grace));
+        // From the rest time on, no reading down to `grace` behind it tells
+        // `tat` from FULL; one further behind does.
+        for now in rest - grace..rest + 3 * T {
+            for cost in 1..5 {
+                let admit = Admit::Within(0);
+                assert_eq!(
+                    step(tat, now, cost, p, admit).map(|g| (g.slot, g.next)),
+                    step(FULL, now, cost, p, admit).map(|g| (g.slot, g.next)),
+                    "now {now}, cost {cost}"
+                );
+            }
+        }
+        assert_ne!(
+            available(tat, rest - grace - 1, p),
+            available(FULL, rest - grace - 1, p)
+        );
+        assert!(!at_rest(FRESH, u64::MAX, p, 0));
     }
 
     #[test]

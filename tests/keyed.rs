@@ -317,6 +317,9 @@ fn string_keys_fall_back_through_their_parents_to_the_default() {
     l.try_take("api/upload/10.0.0.7").unwrap(); // tracked before any override
     l.set_override("api".into(), Rate::per_second(10), 0)
         .unwrap();
+    // At rest under 10/s with no slack, and for the grace a move allows a
+    // clock read a little behind (`PRUNE_GRACE`).
+    clock.advance(ms(1));
     l.set_override("api/upload".into(), Rate::per_second(1), 0)
         .unwrap();
     assert_eq!(l.rate_for("api/upload/10.0.0.7"), (Rate::per_second(1), 0));
@@ -435,4 +438,44 @@ fn available_and_next_free_read_a_key_without_tracking_it() {
     clock.advance(ms(100));
     assert_eq!((l.available(&1), l.next_free(&1)), (1, Duration::ZERO));
     assert_eq!(l.len(), 2);
+}
+
+/// A lone `AtomicLimiter` with the keyed limiter's defaults for one key:
+/// 10/s, slack 2, full credit.
+fn lone(clock: &ManualClock) -> AtomicLimiter<ManualClock> {
+    AtomicLimiter::builder(Rate::per_second(10))
+        .slack(2)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+/// Permits `try_take` admits one by one until the first refusal.
+fn drain(mut try_take: impl FnMut() -> bool) -> u32 {
+    let mut n = 0;
+    while n < 100 && try_take() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn a_rate_change_at_rest_gives_a_clock_a_little_behind_no_extra_permit() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    let one = lone(&clock);
+    clock.set(ms(1000));
+    l.try_take_n(&1, 3).unwrap();
+    one.try_take_n(3).unwrap();
+    // Exactly at rest at 1300 ms; the rate "changes" to itself.
+    clock.set(ms(1300));
+    l.set_rate(Rate::per_second(10)).unwrap();
+    one.set_rate(Rate::per_second(10)).unwrap();
+    // Another core's reading, 1 µs behind: the interval since 1000 ms paid
+    // for 2 permits, not a whole burst.
+    clock.set(ms(1300) - Duration::from_micros(1));
+    let keyed = drain(|| l.try_take(&1).is_ok());
+    let alone = drain(|| one.try_take().is_ok());
+    assert_eq!((keyed, alone), (2, 2));
 }

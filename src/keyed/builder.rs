@@ -8,7 +8,7 @@ use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 use std::collections::HashMap;
 
-use super::rates::{Class, Resolved};
+use super::classes::{Class, Resolved};
 use super::shard::Shard;
 use super::{
     KeyHasher, KeyedLimiter, OverrideHasher, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD,

@@ -4,21 +4,25 @@
 //! # Implementation details
 //!
 //! Each tracked key has one unpadded `AtomicU64`, its `tat`, updated by the
-//! very CAS loop [`AtomicLimiter`](crate::AtomicLimiter) runs
-//! (`atomic::update`), so a key decides exactly as a lone limiter would.
-//! The keys live in a sharded map: a power of two of `RwLock`s over a
-//! hashbrown `HashTable<(K, Entry)>`, each padded to its own cache line. A
-//! key is hashed once (foldhash); the hash picks both the shard and the
-//! slot. A call on a tracked key takes its shard's read lock, reads the
-//! clock, runs the CAS loop on the entry and releases the lock before
-//! waiting; only a new key takes the write lock. The design was chosen by
-//! measurement against `dashmap`, `scc` and `papaya` (see the commit that
-//! introduced `src/keyed.rs`): it matches dashmap on one hot key and on many
-//! keys, and its two dependencies have none of their own.
+//! same step and CAS as [`AtomicLimiter`](crate::AtomicLimiter)'s
+//! (`atomic::update_fixed`: a key's rate changes only under its shard's
+//! write lock, so its loop needs none of `set_rate`'s care), and a key
+//! decides exactly as a lone limiter would. The keys live in a sharded map:
+//! a power of two of `RwLock`s over a hashbrown `HashTable<(K, Entry)>`,
+//! each padded to its own cache line. A key is hashed once (foldhash); the
+//! hash picks both the shard and the slot. A call on a tracked key takes its
+//! shard's read lock, reads the clock, runs the CAS loop on the entry and
+//! releases the lock before waiting; only a new key takes the write lock.
+//! Against governor's dashmap-based keyed limiter, see `benches/keyed.rs`
+//! and the README's keyed section; the map's two dependencies have none of
+//! their own. Its atomics and locks come from `crate::primitive`, so the
+//! loom models in `loom-tests/` (`keyed_*.rs`) run this very code.
 //!
 //! The code is split by concern: `shard.rs` (entries, the step on one,
-//! sweeps), `rates.rs` (classes, overrides, rate changes), `builder.rs`,
-//! `inspect.rs` (settings, snapshot, totals) and `async_calls.rs` (Tokio).
+//! sweeps), `classes.rs` (the rate classes entries refer to, and how an
+//! entry moves between them), `rates.rs` (overrides, resolution, rate
+//! changes), `builder.rs`, `inspect.rs` (settings, snapshot, totals) and
+//! `async_calls.rs` (Tokio).
 //!
 //! ## Rest, and why dropping a key changes nothing
 //!
@@ -63,10 +67,14 @@
 //! [`rebase`](schedule::rebase)d, so the slots it handed out stand and its
 //! next slot is one *new* interval after the last (after a change from 1/h
 //! to 100/s a busy key waits 10 ms, not the rest of the hour). An entry at
-//! rest under its old class is set to `FULL` instead: banked credit is kept
-//! as time, so at a slower rate (or a larger slack) a rebased bucket at rest
-//! could hold fewer permits than a new one, while a dropped key comes back
-//! full, and pruning would change decisions. Keys at rest stay at rest.
+//! rest under its old class, for [`PRUNE_GRACE`] already
+//! ([`schedule::at_rest`], the test a sweep applies), is set to `FULL`
+//! instead, so a reading up to the grace behind decides as before the
+//! change; an entry that came to rest only within the grace is rebased,
+//! as a lone limiter's would be. (Why not rebase them all: banked credit is
+//! kept as time, so at a slower rate, or a larger slack, a rebased bucket at
+//! rest could hold fewer permits than a new one, while a dropped key comes
+//! back full, and pruning would change decisions.) Keys at rest stay at rest.
 //!
 //! The move is exact under concurrent calls: a shard moves under its write
 //! lock, and every step on an entry (and an async give-back) runs under the
@@ -82,6 +90,7 @@
 #[cfg(feature = "tokio")]
 mod async_calls;
 mod builder;
+mod classes;
 mod inspect;
 mod rates;
 mod shard;
@@ -104,7 +113,7 @@ pub use builder::KeyedBuilder;
 pub use inspect::{KeyState, KeyedStats};
 pub use rates::path_parent;
 
-use rates::Resolved;
+use classes::{rest_time, Resolved};
 use shard::{coarse, evict, find, on_entry, sweep, Entry, Shard};
 
 /// An entry is dropped only this long (ns) after it came to rest: TSC readings
@@ -191,8 +200,9 @@ pub enum WhenFull {
 /// Each key is paced exactly as a lone [`AtomicLimiter`](crate::AtomicLimiter)
 /// built with `.full_credit(true)` and the key's rate and slack would pace it:
 /// a new key may burst `slack + 1` permits at once, then one per interval.
-/// Across a rate change too, but for one point: a key at rest stays at rest
-/// (a lone limiter's banked time is rebased with its schedule).
+/// Across a rate change too, but for one point: a key at rest (for
+/// [`PRUNE_GRACE`]) stays at rest (a lone limiter's banked time is rebased
+/// with its schedule).
 /// Keys whose buckets are back at rest are dropped automatically (that
 /// changes no decision), and the number of tracked keys never exceeds
 /// [`max_keys`](KeyedBuilder::max_keys); [`WhenFull`] says what happens when
@@ -242,12 +252,6 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
-}
-
-/// When the bucket `tat` under `p` comes to rest, plus the grace.
-#[inline]
-fn rest_time(tat: u64, p: Params) -> u64 {
-    tat.saturating_add(p.tau()).saturating_add(PRUNE_GRACE)
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {

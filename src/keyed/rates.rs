@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use super::classes::{moved, Class, Resolved};
 use super::shard::Shard;
 use super::{KeyedLimiter, OverrideHasher};
 use crate::clock::Clock;
@@ -14,47 +15,7 @@ use crate::error::BuildError;
 use crate::pacer::params;
 use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
-use crate::schedule::{self, Params, FULL};
-
-/// The parameters of one class of keys: the default or one override. They
-/// never change: a change publishes a new table.
-pub(super) struct Class {
-    params: Params,
-}
-
-impl Class {
-    pub(super) fn new(params: Params) -> Class {
-        Class { params }
-    }
-
-    #[inline]
-    pub(super) fn params(&self) -> Params {
-        self.params
-    }
-}
-
-/// The overrides and the class table they resolve to.
-pub(super) struct Resolved<K> {
-    /// Override key -> class index (1..).
-    pub(super) overrides: HashMap<K, u32, OverrideHasher>,
-    /// The rate each class was set with, for introspection; `[0]` the default.
-    pub(super) rates: Vec<Rate>,
-    pub(super) classes: Arc<[Class]>,
-}
-
-/// A key's state `tat` when, at `now`, its parameters change from `old` to
-/// `new`: `FULL` if it is at rest under `old` (so it stays at rest, as an
-/// absent key would be), else [`schedule::rebase`]d: the slots it handed out
-/// stand and its next one is one *new* interval after the last, as a lone
-/// `AtomicLimiter`'s after `set_rate`.
-#[inline]
-pub(super) fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
-    if tat <= now.saturating_sub(old.tau()) {
-        FULL
-    } else {
-        schedule::rebase(tat, old, new)
-    }
-}
+use crate::schedule::Params;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The class of `key`: its own override, else its parents', else 0.

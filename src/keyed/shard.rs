@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::rates::{Class, Resolved};
-use super::rest_time;
+use super::classes::{rest_time, Class, Resolved};
 use crate::atomic;
 use crate::error::TakeError;
 use crate::pacer::error;
