@@ -479,3 +479,33 @@ fn a_rate_change_at_rest_gives_a_clock_a_little_behind_no_extra_permit() {
     let alone = drain(|| one.try_take().is_ok());
     assert_eq!((keyed, alone), (2, 2));
 }
+
+#[test]
+fn a_parent_cycle_resolves_to_the_default_and_is_counted_never_hangs() {
+    #[allow(clippy::ptr_arg)] // a parent function takes `&K`
+    fn cyclic(key: &String) -> Option<String> {
+        // "" -> "" -> ...: a misconfigured parent function.
+        Some(key.split('/').next().unwrap_or_default().to_string())
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let l = KeyedLimiter::<String>::builder(Rate::per_second(10))
+            .slack(2)
+            .parent(cyclic)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        l.set_override("other".into(), Rate::per_second(1), 0)
+            .unwrap();
+        let rate = l.rate_for("a/b");
+        let taken = l.try_take_n("a/b", 3);
+        done.send((rate, taken, l.stats().parent_walks_cut))
+            .unwrap();
+    });
+    let (rate, taken, cut) = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("key resolution hung on a parent cycle");
+    assert_eq!(rate, (Rate::per_second(10), 2), "the default");
+    assert_eq!(taken, Ok(()));
+    assert!(cut >= 2, "each cut walk counted: {cut}");
+}

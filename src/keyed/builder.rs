@@ -80,7 +80,13 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     /// Where an override lookup goes when a key has none of its own:
     /// `parent(key)`, then its parent, and so on, then the default rate.
     /// [`path_parent`](super::path_parent) gives `"api/upload/10.0.0.7"` → `"api/upload"` →
-    /// `"api"`. Resolved once per key when it starts being tracked.
+    /// `"api"`. Resolved once per key when it starts being tracked (and
+    /// again when the overrides change).
+    ///
+    /// The walk follows at most [`MAX_PARENT_STEPS`](super::MAX_PARENT_STEPS)
+    /// parents. A function with a cycle (`"" → ""`), or a chain longer than
+    /// that, is a misconfiguration: the key gets the default rate, and each
+    /// such walk counts in [`KeyedStats::parent_walks_cut`](super::KeyedStats::parent_walks_cut).
     pub fn parent(mut self, parent: fn(&K) -> Option<K>) -> Self {
         self.parent = Some(parent);
         self
@@ -151,6 +157,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             wait: self.wait,
             untracked: AtomicU64::new(0),
             refused_untracked: AtomicU64::new(0),
+            parent_walks_cut: AtomicU64::new(0),
         })
     }
 }

@@ -47,6 +47,11 @@ pub struct KeyedStats {
     pub evicted: u64,
     /// Calls admitted without a bucket under [`WhenFull::Admit`].
     pub untracked: u64,
+    /// Override lookups that gave up after
+    /// [`MAX_PARENT_STEPS`](super::MAX_PARENT_STEPS) parents and used the
+    /// default rate: nonzero means the [`parent`](super::KeyedBuilder::parent)
+    /// function has a cycle (or a chain that deep).
+    pub parent_walks_cut: u64,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -154,6 +159,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn stats(&self) -> KeyedStats {
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
+            parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),
             admitted: self.untracked.load(Ordering::Relaxed),
             refused: self.refused_untracked.load(Ordering::Relaxed),
             ..KeyedStats::default()

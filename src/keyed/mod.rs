@@ -136,6 +136,12 @@ const MIN_SHARDS: usize = 64;
 /// At most this many shards: past a few thousand, more only costs memory.
 const MAX_SHARDS: usize = 1 << 14;
 
+/// A key's override lookup follows at most this many parents (see
+/// [`KeyedBuilder::parent`]): far deeper than any hierarchy of overrides, and
+/// it bounds a walk that a cyclic parent function would make endless while
+/// a shard's write lock is held.
+pub const MAX_PARENT_STEPS: usize = 64;
+
 /// A shard sweeps no earlier than at this many entries.
 const MIN_SWEEP: usize = 32;
 
@@ -252,6 +258,8 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
+    /// Override lookups cut at [`MAX_PARENT_STEPS`] parents.
+    parent_walks_cut: AtomicU64,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::classes::{moved, Class, Resolved};
 use super::shard::Shard;
-use super::{KeyedLimiter, OverrideHasher};
+use super::{KeyedLimiter, OverrideHasher, MAX_PARENT_STEPS};
 use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::pacer::params;
@@ -18,7 +18,8 @@ use crate::rate::Rate;
 use crate::schedule::Params;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// The class of `key`: its own override, else its parents', else 0.
+    /// The class of `key`: its own override, else its parents' (at most
+    /// [`MAX_PARENT_STEPS`] of them), else 0.
     pub(super) fn resolve<Q>(&self, resolved: &Resolved<K>, key: &Q) -> u32
     where
         K: Borrow<Q>,
@@ -34,12 +35,21 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             return 0;
         };
         let mut k = parent(&key.to_owned());
-        while let Some(key) = k {
+        for _ in 0..MAX_PARENT_STEPS {
+            let Some(key) = k else {
+                return 0;
+            };
             if let Some(&class) = resolved.overrides.get::<K>(&key) {
                 return class;
             }
             k = parent(&key);
         }
+        if k.is_none() {
+            return 0;
+        }
+        // A cycle, or a chain deeper than any hierarchy of overrides: this
+        // runs under a shard's lock, so give up, on the default, visibly.
+        self.parent_walks_cut.fetch_add(1, Ordering::Relaxed);
         0
     }
 
