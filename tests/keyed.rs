@@ -509,3 +509,17 @@ fn a_parent_cycle_resolves_to_the_default_and_is_counted_never_hangs() {
     assert_eq!(taken, Ok(()));
     assert!(cut >= 2, "each cut walk counted: {cut}");
 }
+
+#[test]
+fn a_cost_of_zero_counts_as_admitted_on_new_and_tracked_keys_alike() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    assert_eq!(l.try_take_n(&1, 0), Ok(())); // a new key: nothing tracked
+    assert_eq!(l.len(), 0);
+    assert_eq!(l.stats().admitted, 1);
+    l.try_take(&2).unwrap();
+    assert_eq!(l.try_take_n(&2, 0), Ok(())); // a tracked key
+    assert_eq!(l.take_n(&3, 0), Ok(Duration::ZERO));
+    let stats = l.stats();
+    assert_eq!((stats.keys, stats.admitted, stats.untracked), (1, 4, 0));
+}

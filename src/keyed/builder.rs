@@ -157,6 +157,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             wait: self.wait,
             untracked: AtomicU64::new(0),
             refused_untracked: AtomicU64::new(0),
+            admitted_free: AtomicU64::new(0),
             parent_walks_cut: AtomicU64::new(0),
         })
     }

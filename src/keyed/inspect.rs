@@ -37,7 +37,9 @@ pub struct KeyState<K> {
 pub struct KeyedStats {
     /// Keys tracked now.
     pub keys: usize,
-    /// Calls admitted in all (tracked, since dropped, and untracked).
+    /// Calls admitted in all (tracked, since dropped, and untracked). A call
+    /// of cost 0 counts, on a key tracked or not: it is admitted, and takes
+    /// nothing.
     pub admitted: u64,
     /// Calls refused in all.
     pub refused: u64,
@@ -160,7 +162,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
             parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),
-            admitted: self.untracked.load(Ordering::Relaxed),
+            admitted: self.untracked.load(Ordering::Relaxed)
+                + self.admitted_free.load(Ordering::Relaxed),
             refused: self.refused_untracked.load(Ordering::Relaxed),
             ..KeyedStats::default()
         };

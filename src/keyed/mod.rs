@@ -258,6 +258,9 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
+    /// Calls of cost 0 on keys not tracked: admitted, with no entry to
+    /// count them.
+    admitted_free: AtomicU64,
     /// Override lookups cut at [`MAX_PARENT_STEPS`] parents.
     parent_walks_cut: AtomicU64,
 }
@@ -537,7 +540,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             }
         };
         if grant.next == FULL {
-            // A cost of 0: nothing to remember.
+            // A cost of 0: nothing to remember, but a call admitted all the
+            // same, as it counts on a tracked key.
+            self.admitted_free.fetch_add(1, Ordering::Relaxed);
             return Ok((now, grant, shard.moves));
         }
         if shard.map.len() >= shard.sweep_at && !self.make_room(shard, now) {
