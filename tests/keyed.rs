@@ -523,3 +523,63 @@ fn a_cost_of_zero_counts_as_admitted_on_new_and_tracked_keys_alike() {
     let stats = l.stats();
     assert_eq!((stats.keys, stats.admitted, stats.untracked), (1, 4, 0));
 }
+
+/// Distinct busy keys tracked when `WhenFull::Refuse` first refuses one, on a
+/// fresh limiter with a ceiling of `max_keys`; checks the ceiling holds for
+/// as many keys again.
+fn tracked_at_first_refusal(max_keys: usize) -> usize {
+    let l = KeyedLimiter::<u64>::builder(Rate::per_hour(1))
+        .slack(0)
+        .max_keys(max_keys)
+        .when_full(WhenFull::Refuse)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let mut first = None;
+    for key in 0..2 * max_keys as u64 {
+        match l.try_take(&key) {
+            Ok(()) => {}
+            Err(TakeError::TooManyKeys { .. }) => {
+                first.get_or_insert(l.len());
+            }
+            Err(e) => panic!("key {key}: {e}"),
+        }
+        assert!(l.len() <= max_keys, "{} keys over {max_keys}", l.len());
+    }
+    first.expect("a refusal past the ceiling")
+}
+
+#[test]
+fn the_ceiling_refuses_only_near_max_keys_at_every_size() {
+    for max_keys in [64, 1_000, 10_000] {
+        let tracked: Vec<usize> = (0..4).map(|_| tracked_at_first_refusal(max_keys)).collect();
+        println!("max_keys {max_keys}: first refusal at {tracked:?} keys");
+        for &n in &tracked {
+            assert!(
+                n * 10 >= max_keys * 9,
+                "max_keys {max_keys}: first refusal at {n} keys"
+            );
+        }
+    }
+}
+
+#[test]
+fn evict_makes_room_from_another_shard_when_the_new_keys_shard_is_empty() {
+    // 64 keys over 64 shards: at the ceiling, a new key's shard is often
+    // empty, and the room must come from another.
+    let l = KeyedLimiter::<u64>::builder(Rate::per_hour(1))
+        .slack(0)
+        .max_keys(64)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    for key in 0..1_000 {
+        assert_eq!(l.try_take(&key), Ok(()), "key {key}");
+        assert!(l.len() <= 64);
+        // The new key is tracked: a second take is refused.
+        assert!(l.try_take(&key).is_err(), "key {key} untracked");
+    }
+    let stats = l.stats();
+    assert_eq!(stats.untracked, 0);
+    assert_eq!(stats.keys as u64 + stats.evicted, 1_000);
+}

@@ -17,7 +17,7 @@ use super::{
 use crate::clock::{Clock, DefaultClock, Wait};
 use crate::error::BuildError;
 use crate::pacer::{params, DEFAULT_SLACK};
-use crate::primitive::{AtomicU64, Mutex, RwLock};
+use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::rate::Rate;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
@@ -61,10 +61,10 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         self
     }
 
-    /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]). It is
-    /// enforced per shard (`max_keys / shards` each), so the map may act on
-    /// [`when_full`](Self::when_full) a little before the total reaches it.
-    /// A ceiling of 0 is taken as 1.
+    /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]): the map
+    /// never tracks more, and acts on [`when_full`](Self::when_full) only
+    /// once it tracks exactly this many busy keys. A ceiling of 0 is taken
+    /// as 1.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
         self
@@ -122,7 +122,6 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         });
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);
-        let shard_cap = max_keys / shards;
         let hasher = KeyHasher::default();
         Ok(KeyedLimiter {
             shards: (0..shards)
@@ -133,7 +132,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                         resolved: Arc::clone(&resolved),
                         epoch: 0,
                         earliest_rest: 0,
-                        sweep_at: MIN_SWEEP.min(shard_cap),
+                        sweep_at: MIN_SWEEP,
                         retired_admitted: 0,
                         retired_refused: 0,
                         wrapped_admitted: AtomicU64::new(0),
@@ -146,8 +145,9 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                 .collect(),
             hasher,
             mask: shards - 1,
-            shard_cap,
             max_keys,
+            tracked: CachePadded::new(AtomicUsize::new(0)),
+            next_rest: AtomicU64::new(u64::MAX),
             when_full: self.when_full,
             parent: self.parent,
             resolved: RwLock::new(resolved),

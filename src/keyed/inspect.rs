@@ -91,7 +91,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let mut shard = write(lock);
             let now = self.now();
             let before = shard.map.len();
-            sweep(&mut shard, now);
+            self.release(sweep(&mut shard, now));
             dropped += before - shard.map.len();
         }
         dropped

@@ -38,17 +38,35 @@
 //!
 //! ## Pruning and the ceiling
 //!
-//! Each shard holds at most `max_keys / shards` entries (so the whole map at
-//! most `max_keys`) and sweeps itself when an insert finds its table full:
-//! it drops entries at rest, and the table grows only if that freed less than
-//! half of it (and shrinks if it is now three quarters empty). Keys at rest
-//! thus cost nothing until their room is needed, and a key that comes back
+//! The ceiling is on the whole map: one atomic count of tracked keys, which
+//! an insert raises (a CAS that never passes `max_keys`) before it adds its
+//! entry, and a sweep or an eviction lowers. So the map fills to exactly
+//! `max_keys` before [`WhenFull`] acts, whatever the number of shards and
+//! however the keys hash. (Per-shard caps of `max_keys / shards` made the
+//! first shard to fill act for all: at 3-20 % of a ceiling of 64, about half
+//! of 1 000, 80 % of 10 000.)
+//!
+//! A shard sweeps itself when an insert finds its table full: it drops
+//! entries at rest, and the table grows only if that freed less than half
+//! of it (and shrinks if it is now three quarters empty). Keys at rest thus
+//! cost nothing until their room is needed, and a key that comes back
 //! before then is still a cheap hit. A sweep is bounded by the shard's size
 //! (about a thousand entries) and amortized O(1) per insert, like a `Vec`'s
-//! growth; it never stops the other shards. A shard also remembers the earliest time any of
-//! its entries can come to rest and does not sweep before it. When a shard is
-//! full of busy keys, [`WhenFull`] decides.
+//! growth; it never stops the other shards. A shard also remembers the
+//! earliest time any of its entries can come to rest and does not sweep
+//! before it.
 //!
+//! An insert that finds the map at its ceiling drops keys at rest first: its
+//! own shard's, then, if a hint (a lower bound on when any key can come to
+//! rest) says some may be, every other shard's that it can lock without
+//! waiting. Only a map full of busy keys leaves the choice to [`WhenFull`];
+//! `Evict` evicts from the new key's shard, or from another when that one is
+//! empty. The room a sweep or an eviction frees passes to the insert that
+//! made it (the count goes down by all it freed but one), so a concurrent
+//! insert cannot take it in between. An insert holds one shard's lock and
+//! takes others' only with `try_write`, so two inserts never wait on each
+//! other.
+
 //! ## Overrides and rate changes
 //!
 //! Rates live in a small table of classes (class 0 is the default); an
@@ -106,7 +124,7 @@ use crossbeam_utils::CachePadded;
 use crate::clock::{Clock, DefaultClock, Wait};
 use crate::error::TakeError;
 use crate::pacer::{self, error, nanos};
-use crate::primitive::{read, write, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
+use crate::primitive::{read, write, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
 
 pub use builder::KeyedBuilder;
@@ -166,8 +184,8 @@ type OverrideHasher = foldhash::fast::RandomState;
 #[cfg(paceline_loom)]
 type OverrideHasher = foldhash::fast::FixedState;
 
-/// What a [`KeyedLimiter`] does with a new key when its shard already holds
-/// its share of `max_keys` and none of them is at rest.
+/// What a [`KeyedLimiter`] does with a new key when it already tracks
+/// `max_keys` keys and none of them is at rest.
 ///
 /// Keys at rest are always dropped first (that changes no decision). The
 /// choice is only about keys that still carry debt:
@@ -185,8 +203,9 @@ type OverrideHasher = foldhash::fast::FixedState;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WhenFull {
-    /// Drop the shard's eighth of keys nearest to rest (smallest remaining
-    /// debt), then track the new key. A flood of one-off keys mostly evicts
+    /// Drop the eighth of the new key's shard's keys nearest to rest
+    /// (smallest remaining debt; another shard's if that one is empty),
+    /// then track the new key. A flood of one-off keys mostly evicts
     /// itself, since a key used once is a key nearly at rest; a busy key that
     /// is evicted regains at most its burst early. New keys stay limited.
     #[default]
@@ -241,9 +260,14 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     /// Picks the shard and the slot (see [`KeyHasher`]).
     hasher: KeyHasher,
     mask: usize,
-    /// Entries per shard at most.
-    shard_cap: usize,
     max_keys: usize,
+    /// Keys tracked in all shards, never above `max_keys`: an insert claims
+    /// one first (see `claim`), a sweep or an eviction gives them back.
+    tracked: CachePadded<AtomicUsize>,
+    /// No tracked key can come to rest (plus grace) before this internal
+    /// time: a lower bound, so that an insert at the ceiling sweeps the
+    /// other shards only when that may free something.
+    next_rest: AtomicU64,
     when_full: WhenFull,
     parent: Option<fn(&K) -> Option<K>>,
     resolved: RwLock<Arc<Resolved<K>>>,
@@ -545,7 +569,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             self.admitted_free.fetch_add(1, Ordering::Relaxed);
             return Ok((now, grant, shard.moves));
         }
-        if shard.map.len() >= shard.sweep_at && !self.make_room(shard, now) {
+        if shard.map.len() >= shard.sweep_at {
+            self.tidy(shard, now);
+        }
+        if !self.claim(lock, shard, now) {
             return match self.when_full {
                 WhenFull::Refuse => {
                     self.refused_untracked.fetch_add(1, Ordering::Relaxed);
@@ -553,14 +580,22 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                         max_keys: self.max_keys,
                     })
                 }
-                // `Evict` always makes room; `Admit` decides as at rest.
+                // `Admit` decides as at rest; so does `Evict` in the rare
+                // case that it found nothing to evict (see `claim`).
                 WhenFull::Admit | WhenFull::Evict => {
                     self.untracked.fetch_add(1, Ordering::Relaxed);
                     Ok((now, grant, shard.moves))
                 }
             };
         }
-        shard.earliest_rest = shard.earliest_rest.min(rest_time(grant.next, p));
+        let rest = rest_time(grant.next, p);
+        shard.earliest_rest = shard.earliest_rest.min(rest);
+        // Relaxed: a hint read under no lock (see `claim`); updated while
+        // this shard is locked, so a sweep that reads it after this sees the
+        // entry.
+        if rest < self.next_rest.load(Ordering::Relaxed) {
+            self.next_rest.fetch_min(rest, Ordering::Relaxed);
+        }
         let entry = Entry {
             tat: AtomicU64::new(grant.next),
             admitted: AtomicU32::new(1),
@@ -575,43 +610,141 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Ok((now, grant, shard.moves))
     }
 
-    /// Called when an insert finds `shard` at its sweep mark: sweeps if any
-    /// entry may be at rest, evicts if the policy says so; `false` when the
-    /// shard is still full.
-    fn make_room(&self, shard: &mut Shard<K>, now: u64) -> bool {
+    /// Called when an insert finds `shard` at its sweep mark: drops its
+    /// entries at rest (if any may be) and sizes its table for what is left.
+    /// The ceiling is not this shard's concern: see [`claim`](Self::claim).
+    fn tidy(&self, shard: &mut Shard<K>, now: u64) {
         if now >= shard.earliest_rest {
-            sweep(shard, now);
+            self.release(sweep(shard, now));
         }
         let len = shard.map.len();
-        if len < self.shard_cap {
-            let mut room = shard.map.capacity();
-            if len.saturating_mul(4) < room && room > 2 * MIN_SWEEP {
-                // Mostly idle now: give memory back.
-                let hasher = &self.hasher;
-                shard
-                    .map
-                    .shrink_to(len.saturating_mul(2).max(MIN_SWEEP), |(k, _)| {
-                        hasher.hash_one(k)
-                    });
-                room = shard.map.capacity();
+        let mut room = shard.map.capacity();
+        if len.saturating_mul(4) < room && room > 2 * MIN_SWEEP {
+            // Mostly idle now: give memory back.
+            let hasher = &self.hasher;
+            shard
+                .map
+                .shrink_to(len.saturating_mul(2).max(MIN_SWEEP), |(k, _)| {
+                    hasher.hash_one(k)
+                });
+            room = shard.map.capacity();
+        }
+        // Sweep again when the table is full (keys at rest cost nothing
+        // until their room is needed), or, if this sweep freed less than
+        // half of it, once it has doubled.
+        let next = if len.saturating_mul(2) > room {
+            room.saturating_mul(2)
+        } else {
+            room
+        };
+        shard.sweep_at = next.max(MIN_SWEEP).max(len + 1);
+    }
+
+    /// Counts one more tracked key against `max_keys` for an insert into
+    /// `shard` (locked for writing, through `lock`); `false` if the map is
+    /// full and [`WhenFull`] says not to make room.
+    ///
+    /// At the ceiling it drops keys at rest first: `shard`'s, then, if the
+    /// hint `next_rest` says some may be at rest, every other shard's it
+    /// can lock without waiting. Only then does it evict (under
+    /// [`WhenFull::Evict`]): `shard`'s eighth nearest to rest, or, when
+    /// `shard` is empty, another's. What a sweep or an eviction frees is
+    /// handed over whole, less the one key claimed, so no other insert can
+    /// take the room in between.
+    fn claim(&self, lock: &RwLock<Shard<K>>, shard: &mut Shard<K>, now: u64) -> bool {
+        // Relaxed: the count only has to be exact, and every change to it is
+        // one RMW; the entries it counts are published by the shard locks.
+        let mut count = self.tracked.load(Ordering::Relaxed);
+        while count < self.max_keys {
+            match self.tracked.compare_exchange_weak(
+                count,
+                count + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => count = actual,
             }
-            // Sweep again when the table is full (keys at rest cost nothing
-            // until their room is needed), or, if this sweep freed less than
-            // half of it, once it has doubled.
-            let next = if len.saturating_mul(2) > room {
-                room.saturating_mul(2)
-            } else {
-                room
-            };
-            // (Not `clamp`: a shard cap may be under MIN_SWEEP.)
-            shard.sweep_at = next.max(MIN_SWEEP).min(self.shard_cap).max(len + 1);
+        }
+        // Full. Keys at rest go first, this shard's...
+        if now >= shard.earliest_rest && self.hand_over(sweep(shard, now)) {
+            return true;
+        }
+        // ... then the others', if any may be at rest.
+        if now >= self.next_rest.load(Ordering::Relaxed) && self.sweep_others(lock, now) {
             return true;
         }
         if self.when_full != WhenFull::Evict {
             return false;
         }
-        evict(shard, len >> EVICT_SHIFT);
+        let len = shard.map.len();
+        if len > 0 {
+            return self.hand_over(evict(shard, len >> EVICT_SHIFT));
+        }
+        // This shard is empty (the ceiling is on the whole map): evict from
+        // another. Holding this shard's lock, take others' only without
+        // waiting, so two inserts cannot wait on each other.
+        for other in self.shards.iter() {
+            if std::ptr::eq(&**other, lock) {
+                continue;
+            }
+            if let Ok(mut other) = other.try_write() {
+                let len = other.map.len();
+                if len > 0 {
+                    return self.hand_over(evict(&mut other, len >> EVICT_SHIFT));
+                }
+            }
+        }
+        // Every other shard with keys was locked by another thread at that
+        // instant: vanishingly rare, and the caller admits untracked.
+        false
+    }
+
+    /// Sweeps every shard but `lock`'s that it can lock without waiting,
+    /// refreshes the `next_rest` hint, and claims one of the freed keys.
+    #[cold]
+    fn sweep_others(&self, lock: &RwLock<Shard<K>>, now: u64) -> bool {
+        let seen = self.next_rest.load(Ordering::Relaxed);
+        let (mut freed, mut next) = (0, u64::MAX);
+        for other in self.shards.iter() {
+            if std::ptr::eq(&**other, lock) {
+                continue;
+            }
+            match other.try_write() {
+                Ok(mut other) => {
+                    if now >= other.earliest_rest {
+                        freed += sweep(&mut other, now);
+                    }
+                    next = next.min(other.earliest_rest);
+                }
+                // Busy: look again at the next insert at the ceiling.
+                Err(_) => next = now,
+            }
+        }
+        // (This shard's own earliest rest is past `now`: the caller swept it.)
+        // Lost to a lower value stored meanwhile (an insert), the hint stays
+        // the lower: it may only come early, which costs a sweep.
+        let _ = self
+            .next_rest
+            .compare_exchange(seen, next, Ordering::Relaxed, Ordering::Relaxed);
+        self.hand_over(freed)
+    }
+
+    /// Gives `freed` dropped keys back to the count but one, which the caller
+    /// takes; `false` (giving nothing back) if `freed` is 0.
+    fn hand_over(&self, freed: usize) -> bool {
+        if freed == 0 {
+            return false;
+        }
+        self.release(freed - 1);
         true
+    }
+
+    /// Gives `freed` dropped keys back to the count of tracked keys.
+    pub(super) fn release(&self, freed: usize) {
+        if freed > 0 {
+            self.tracked.fetch_sub(freed, Ordering::Relaxed);
+        }
     }
 }
 

@@ -210,6 +210,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let now = self.now();
             self.reresolve(&mut shard, &next, now);
             shard.epoch = shard.epoch.max(epoch);
+            // A move may bring rest closer (see `reresolve`).
+            self.next_rest.store(0, Ordering::Relaxed);
         }
     }
 
