@@ -583,3 +583,31 @@ fn evict_makes_room_from_another_shard_when_the_new_keys_shard_is_empty() {
     assert_eq!(stats.untracked, 0);
     assert_eq!(stats.keys as u64 + stats.evicted, 1_000);
 }
+
+/// Key 1 and a lone limiter spend a burst of 3 at 1000 ms; at 1301 ms (at
+/// rest since 1300, plus the 1 ms grace) the key is pruned; then the clock
+/// reads `back`. Returns the permits each then admits at once.
+fn after_prune_and_step_back(back: Duration) -> (u32, u32) {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    let one = lone(&clock);
+    clock.set(ms(1000));
+    l.try_take_n(&1, 3).unwrap();
+    one.try_take_n(3).unwrap();
+    clock.set(ms(1301));
+    assert_eq!(l.prune(), 1);
+    clock.set(back);
+    (
+        drain(|| l.try_take(&1).is_ok()),
+        drain(|| one.try_take().is_ok()),
+    )
+}
+
+#[test]
+fn a_clock_stepping_back_after_a_prune_admits_early_only_past_the_grace() {
+    // Back by the grace: the pruned key decides as its dropped state would.
+    assert_eq!(after_prune_and_step_back(ms(1300)), (3, 3));
+    // Back by more (a wall clock set back), as documented: nothing of the
+    // key is left, so it has a whole burst where its state gave 2.
+    assert_eq!(after_prune_and_step_back(ms(1200)), (3, 2));
+}

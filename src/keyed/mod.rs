@@ -36,6 +36,17 @@
 //! The clock is read under the shard lock, so a call never decides with a
 //! reading older than a sweep that dropped its key.
 //!
+//! A clock that steps back: a tracked key, like a lone limiter, is never
+//! admitted early by a reading behind. A dropped key has no state left, so
+//! a reading more than [`PRUNE_GRACE`] behind the sweep that dropped it
+//! decides on a key at rest: up to one whole burst early (`slack + 1`
+//! permits where the dropped state, or a lone limiter, gives fewer). So for keyed
+//! limiters "never admits early" holds for steps back of at most the grace
+//! (1 ms, far more than the TSCs of different cores disagree); a clock set
+//! back further (a wall clock, say: use a monotonic one) may let a pruned
+//! key through one burst early. Remembering dropped keys would mean not
+//! dropping them.
+//!
 //! ## Pruning and the ceiling
 //!
 //! The ceiling is on the whole map: one atomic count of tracked keys, which
@@ -229,9 +240,10 @@ pub enum WhenFull {
 /// [`PRUNE_GRACE`]) stays at rest (a lone limiter's banked time is rebased
 /// with its schedule).
 /// Keys whose buckets are back at rest are dropped automatically (that
-/// changes no decision), and the number of tracked keys never exceeds
-/// [`max_keys`](KeyedBuilder::max_keys); [`WhenFull`] says what happens when
-/// every tracked key is busy.
+/// changes no decision, for a clock that never reads more than
+/// [`PRUNE_GRACE`] behind: see the [module doc](crate::keyed)), and the
+/// number of tracked keys never exceeds [`max_keys`](KeyedBuilder::max_keys);
+/// [`WhenFull`] says what happens when every tracked key is busy.
 ///
 /// ```
 /// use paceline::{KeyedLimiter, Rate};
