@@ -288,6 +288,26 @@ fn scale_up(x: u64, num: u64, den: u64) -> u64 {
     u64::try_from((u128::from(x) * u128::from(num)).div_ceil(u128::from(den))).unwrap_or(u64::MAX)
 }
 
+/// When the state `tat` under `p` is at rest for good, allowing a clock read
+/// up to `grace` ns behind: from this time on, any reading no more than
+/// `grace` behind it steps from `tat` exactly as from [`FULL`] (`max(tat,
+/// t - tau) = t - tau`). [`FRESH`] is never at rest (it banks no credit).
+#[inline]
+pub fn rest_time(tat: u64, p: Params, grace: u64) -> u64 {
+    if tat == FRESH {
+        return u64::MAX;
+    }
+    tat.saturating_add(p.tau()).saturating_add(grace)
+}
+
+/// Whether `tat` under `p` is at rest at `now` with `grace` to spare (see
+/// [`rest_time`]): a store may then replace it with [`FULL`], or forget it,
+/// and no reading down to `now - grace` decides differently.
+#[inline]
+pub fn at_rest(tat: u64, now: u64, p: Params, grace: u64) -> bool {
+    tat != FRESH && rest_time(tat, p, grace) <= now
+}
+
 /// How many permits one request could take at `now` without waiting.
 /// At most `slack + 1`.
 #[inline]
@@ -460,6 +480,33 @@ mod tests {
         // one, not a credit: half an old interval left, half a new one.
         assert_eq!(rebase(now + 500, now, slow, fast), now + 5);
         assert_eq!(next_free(rebase(now + 1, now, slow, fast), now, fast), 1);
+    }
+
+    #[test]
+    fn at_rest_with_grace_decides_as_full_down_to_grace_behind() {
+        let (p, grace) = (p(2), 5);
+        let tat = ORIGIN + 100;
+        let rest = rest_time(tat, p, grace);
+        assert_eq!(rest, tat + 2 * T + grace);
+        assert!(!at_rest(tat, rest - 1, p, grace));
+        assert!(at_rest(tat, rest, p, grace));
+        // From the rest time on, no reading down to `grace` behind it tells
+        // `tat` from FULL; one further behind does.
+        for now in rest - grace..rest + 3 * T {
+            for cost in 1..5 {
+                let admit = Admit::Within(0);
+                assert_eq!(
+                    step(tat, now, cost, p, admit).map(|g| (g.slot, g.next)),
+                    step(FULL, now, cost, p, admit).map(|g| (g.slot, g.next)),
+                    "now {now}, cost {cost}"
+                );
+            }
+        }
+        assert_ne!(
+            available(tat, rest - grace - 1, p),
+            available(FULL, rest - grace - 1, p)
+        );
+        assert!(!at_rest(FRESH, u64::MAX, p, 0));
     }
 
     #[test]

@@ -62,6 +62,15 @@
 //! | `give_back` | `give_back` ignores the CAS result (always reports success) | the final state, and a gap in the surviving grants |
 //! | `give_back` | `give_back` checks, then stores in a second step (load + store; two lock sections) | the final state, and a gap; with those off, a slot handed out twice and over budget (budget model), a give-back refused with no one after it (tile model) |
 //! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; ignores the CAS result; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost (a `give_back` that never undoes passes it: the two models above catch that) |
+//! | `keyed_first_take` | `decide_new` does not look for the key again under the write lock | over the burst (a second entry for the key) |
+//! | `keyed_first_take` | `atomic::update_fixed` stores with load + store, not CAS | over the burst |
+//! | `keyed_prune` (prune) | `decide` reads the clock before taking the shard's lock | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
+//! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
+//!
+//! The keyed models (`keyed_*.rs`) run `KeyedLimiter` itself: its atomics and
+//! locks come from the same shim, and its hasher has a fixed seed under
+//! `--cfg paceline_loom` so that every execution hashes alike. They use
+//! `max_keys(1)`, so the map has one shard (one loom lock).
 //!
 //! `set_rate_flips` (rate `A` -> `B` -> `A` racing two takers) is the model
 //! of the exact `set_rate`: with the two-step `set_rate` it replaced (rebase,
