@@ -22,6 +22,7 @@
 //!
 //! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
+//! - [`Pacer`]: the one type both name, over a [`store`]; its methods.
 //! - [`Unlimited`]: admits everything (pacing switched off).
 //! - [`Limiter`]: the object-safe trait all three implement.
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
@@ -31,11 +32,16 @@
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
-//! - `tokio` (feature `tokio`): `AsyncLimiter` with `take().await`,
-//!   `TokioClock` for paused-time tests, and stream pacing.
-//! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
+//! - `tokio` (feature `tokio`): the async faces, `AsyncLimiter` and
+//!   `AsyncKeyedLimiter` with `take().await` (each made from its blocking
+//!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
+//! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong;
+//!   [`TakeError::retry_after`] says when to ask again.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
+//!
+//! How it is built (layers, the state word, the invariants and the loom
+//! models): `docs/ARCHITECTURE.md` in the repository.
 //!
 //! # The model
 //!
