@@ -63,9 +63,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         self.wait
     }
 
-    /// The number of keys tracked now.
+    /// The number of keys tracked now: one atomic read of the count the
+    /// ceiling is enforced with, so never above [`max_keys`](Self::max_keys)
+    /// even while other threads insert and evict (summing the shards one at
+    /// a time could be).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| read(s).map.len()).sum()
+        self.tracked.load(Ordering::Relaxed)
     }
 
     /// Whether no key is tracked.
@@ -163,6 +166,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
             parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),
+            keys: self.len(),
             admitted: self.untracked.load(Ordering::Relaxed)
                 + self.admitted_free.load(Ordering::Relaxed),
             refused: self.refused_untracked.load(Ordering::Relaxed),
@@ -170,7 +174,6 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         };
         for lock in self.shards.iter() {
             let shard = read(lock);
-            stats.keys += shard.map.len();
             stats.admitted += shard.retired_admitted;
             stats.refused += shard.retired_refused;
             stats.admitted += shard.wrapped_admitted.load(Ordering::Relaxed);

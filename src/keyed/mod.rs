@@ -737,8 +737,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                     }
                     next = next.min(other.earliest_rest);
                 }
-                // Busy: look again at the next insert at the ceiling.
-                Err(_) => next = now,
+                // Busy: look again a grace later, so that contention
+                // cannot make every insert at the ceiling sweep.
+                Err(_) => next = next.min(now.saturating_add(PRUNE_GRACE)),
             }
         }
         // (This shard's own earliest rest is past `now`: the caller swept it.)

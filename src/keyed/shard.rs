@@ -156,16 +156,21 @@ pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
     let nth = count.clamp(1, times.len()) - 1;
     let (_, &mut threshold, _) = times.select_nth_unstable(nth);
     let (mut admitted, mut refused, mut evicted) = (0, 0, 0u64);
+    let mut earliest = u64::MAX;
     shard.map.retain(|(_, e)| {
-        if rest(e) <= threshold {
+        let rest = rest(e);
+        if rest <= threshold {
             admitted += u64::from(e.admitted.load(Ordering::Relaxed));
             refused += u64::from(e.refused.load(Ordering::Relaxed));
             evicted += 1;
             false
         } else {
+            earliest = earliest.min(rest);
             true
         }
     });
+    // The nearest to rest are gone: no sweep is due before the next.
+    shard.earliest_rest = earliest;
     shard.retired_admitted += admitted;
     shard.retired_refused += refused;
     shard.evicted += evicted;
