@@ -77,7 +77,10 @@ mod pacer;
 mod primitive;
 mod rate;
 #[cfg(feature = "redis")]
-pub mod redis;
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use remote::redis;
+#[cfg(feature = "redis")]
+mod remote;
 pub mod schedule;
 pub mod store;
 #[cfg(feature = "tokio")]
