@@ -73,7 +73,7 @@ fn breakdown(url: &str) {
     let client = redis::Client::open(url).expect("client");
     let mut con = client.get_connection().expect("connection");
     let empty = redis::Script::new("return 1");
-    let step = redis::Script::new(include_str!("../src/redis/step.lua"));
+    let step = redis::Script::new(include_str!("../src/remote/redis/step.lua"));
     let mut empty_call = empty.key("paceline:breakdown");
     empty_call
         .arg("take")

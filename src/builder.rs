@@ -1,16 +1,51 @@
-//! [`Builder`]: configures an [`AtomicLimiter`] or a [`MutexLimiter`].
+//! [`Builder`]: configures an [`AtomicLimiter`](crate::AtomicLimiter), a
+//! [`MutexLimiter`](crate::MutexLimiter) or (feature `tokio`) an
+//! `AsyncLimiter`; and the constructors of [`Pacer`] that make one.
 
 use std::fmt;
 
-use crate::atomic::AtomicLimiter;
-use crate::clock::{Clock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
-use crate::mutex::MutexLimiter;
-use crate::pacer::{Config, DEFAULT_SLACK};
+use crate::pacer::{Config, Pacer, DEFAULT_SLACK};
 use crate::rate::Rate;
+use crate::store::Store;
+use crate::wait::Wait;
+
+impl<S: Store> Pacer<S> {
+    /// A limiter at `rate` with uber's default slack of 10, on the
+    /// [`DefaultClock`], waiting by sleeping.
+    ///
+    /// # Panics
+    /// If ten intervals of `rate` exceed 146 years (an interval over about
+    /// 14 years); [`builder`](Self::builder) reports that as an error.
+    pub fn new(rate: Rate) -> Self {
+        match Self::builder(rate).build() {
+            Ok(limiter) => limiter,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A builder for a limiter at `rate`, to set its slack, clock, wait
+    /// strategy or initial credit.
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, ManualClock, Rate, Wait};
+    ///
+    /// let limiter = AtomicLimiter::builder("500/s".parse()?)
+    ///     .slack(0)                 // uber's WithoutSlack
+    ///     .wait(Wait::PRECISE)      // sleep, then spin the last 150 µs
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(rate: Rate) -> Builder<Self> {
+        Builder::with_default_clock(rate, DefaultClock::new)
+    }
+}
 
 /// Configures a limiter of type `L`; made by
-/// [`AtomicLimiter::builder`] or [`MutexLimiter::builder`].
+/// [`AtomicLimiter::builder`](Pacer::builder),
+/// [`MutexLimiter::builder`](Pacer::builder) or `AsyncLimiter::builder`.
 ///
 /// ```
 /// use paceline::{AtomicLimiter, Rate, StdClock, Wait};
@@ -81,7 +116,7 @@ impl<L: sealed::Build> Builder<L> {
         self
     }
 
-    /// How blocking calls wait for their slot (default [`Wait::Sleep`]).
+    /// How takes wait for their slot (default [`Wait::Sleep`]).
     pub fn wait(mut self, wait: Wait) -> Self {
         self.config.wait = wait;
         self
@@ -158,19 +193,11 @@ pub(crate) mod sealed {
         fn build(config: Config<Self::Clock>) -> Result<Self, BuildError>;
     }
 
-    impl<C: Clock> Build for AtomicLimiter<C> {
+    impl<S: Store, C: Clock> Build for Pacer<S, C> {
         type Clock = C;
-        type With<C2: Clock> = AtomicLimiter<C2>;
+        type With<C2: Clock> = Pacer<S, C2>;
         fn build(config: Config<C>) -> Result<Self, BuildError> {
-            AtomicLimiter::from_config(config)
-        }
-    }
-
-    impl<C: Clock> Build for MutexLimiter<C> {
-        type Clock = C;
-        type With<C2: Clock> = MutexLimiter<C2>;
-        fn build(config: Config<C>) -> Result<Self, BuildError> {
-            MutexLimiter::from_config(config)
+            Pacer::from_config(config)
         }
     }
 }

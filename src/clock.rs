@@ -10,8 +10,8 @@
 //! | [`ManualClock`] | a counter you move | deterministic tests |
 //! | `TokioClock` (feature `tokio`) | `tokio::time::Instant` | paused-time tests |
 //!
-//! [`Wait`] chooses how a blocking `take` waits for its slot: plain sleep, or
-//! sleep then spin for sub-microsecond precision.
+//! How a limiter waits on a clock (plain sleep, or sleep then spin) is
+//! [`Wait`](crate::Wait), in `wait`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -62,66 +62,12 @@ pub trait Clock: Send + Sync {
 
 /// While spinning, a waiter further than this from its deadline (ns) yields
 /// its core instead of spinning, leaving it to threads that may hold earlier
-/// permits. 150 µs, the default precise spin ([`Wait::DEFAULT_SPIN`]), so the
+/// permits. 150 µs, the default precise spin ([`Wait::DEFAULT_SPIN`](crate::Wait::DEFAULT_SPIN)), so the
 /// default precise wait never yields: a yield can hand the core to a busy
 /// thread for a whole scheduler slice (about 4 ms measured on Linux 6.18),
 /// which made a precise 1k/s pacer sharing its core with one busy process
 /// 1.4–2.2 ms late at p50 where spinning kept it on time.
 pub const SPIN_YIELD_ABOVE: u64 = 150_000;
-
-// The default precise wait spins without yielding (see `SPIN_YIELD_ABOVE`).
-const _: () = assert!(SPIN_YIELD_ABOVE as u128 >= Wait::DEFAULT_SPIN.as_nanos());
-
-/// How a blocking `take` waits for its slot.
-///
-/// Either keeps the long-run rate exact: slots come from the schedule, not
-/// from when the caller woke. What differs is how late each permit is and
-/// what waiting costs. A late wake-up is absorbed by the banked window
-/// `slack * interval`; a wait strategy whose lateness exceeds
-/// `(slack + 1) * interval` loses rate for a caller that paces itself alone.
-/// On a typical Linux machine [`Wait::Sleep`] wakes 60–100 µs late, so with the
-/// default slack of 10 it keeps the rate up to about 100 000 permits per
-/// second for a lone thread; above that use [`Wait::Precise`] or more slack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Wait {
-    /// `thread::sleep` until the slot. Cheap; wakes as late as the OS timer
-    /// (tens of microseconds on Linux).
-    #[default]
-    Sleep,
-    /// Sleep until `spin` before the slot, then spin: permits leave within a
-    /// microsecond of their slot, at the price of up to `spin` of CPU per wait.
-    Precise {
-        /// How long before the slot to stop sleeping and start spinning; set
-        /// it above the OS's sleep overshoot.
-        spin: Duration,
-    },
-}
-
-impl Wait {
-    /// [`Wait::Precise`] with a spin of [`Wait::DEFAULT_SPIN`].
-    pub const PRECISE: Wait = Wait::Precise {
-        spin: Wait::DEFAULT_SPIN,
-    };
-
-    /// 150 µs: above `thread::sleep`'s overshoot on Linux with the default
-    /// 50 µs timer slack (about 80 µs typical, rarely past 120 µs).
-    pub const DEFAULT_SPIN: Duration = Duration::from_micros(150);
-
-    /// Waits on `clock` until `deadline` (clock nanoseconds) this way.
-    pub fn wait_until<C: Clock + ?Sized>(self, clock: &C, deadline: u64) {
-        match self {
-            Wait::Sleep => clock.sleep_until(deadline),
-            Wait::Precise { spin } => {
-                let spin = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
-                if deadline > spin {
-                    clock.sleep_until(deadline - spin);
-                }
-                clock.spin_until(deadline);
-            }
-        }
-    }
-}
 
 /// The default clock: quanta's, which reads the CPU's time-stamp counter
 /// where it is invariant (about 10 ns a read) and falls back to the OS's

@@ -5,6 +5,8 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
+use crate::schedule::{Admit, Deny};
+
 /// Why a [`Rate`](crate::Rate) could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -148,6 +150,71 @@ pub enum TakeError {
         /// The ceiling on the number of tracked keys.
         max_keys: usize,
     },
+    /// The slot would fall past the end of the limiter's time range (clock
+    /// readings past about 438 years, or a schedule booked that far ahead):
+    /// nothing can be scheduled there, so nothing is admitted.
+    Saturated,
+}
+
+impl TakeError {
+    /// How long to wait before asking again, when waiting can help: the
+    /// wait of [`RetryAfter`](Self::RetryAfter) and of
+    /// [`QueueFull`](Self::QueueFull) (the time until the request would be
+    /// admitted if no one else takes first). `None` for the refusals no wait
+    /// cures (`ExceedsBurst`, `CostTooLarge`, `TooManyKeys`, `Saturated`).
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = AtomicLimiter::new(Rate::per_second(10));
+    /// limiter.try_take()?;
+    /// let refused = limiter.try_take().unwrap_err();
+    /// assert!(refused.retry_after().unwrap() <= Duration::from_millis(100));
+    /// # Ok::<(), paceline::TakeError>(())
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            TakeError::RetryAfter(wait) | TakeError::QueueFull { wait, .. } => Some(*wait),
+            _ => None,
+        }
+    }
+
+    /// The one mapping from a refusal of [`schedule::step`] to the caller's
+    /// error, for a request of `cost` under `admit` on a limiter whose slack
+    /// is `slack`; every limiter kind uses it. `try_take` (`Within(0)`) is
+    /// told when to retry; a bounded wait (`Within(max)`, `max > 0`) that is
+    /// refused found the queue full.
+    #[cold]
+    pub(crate) fn refused(deny: Deny, cost: u64, admit: Admit, slack: u64) -> TakeError {
+        match (deny, admit) {
+            (Deny::Wait(wait), Admit::Within(0)) => {
+                TakeError::RetryAfter(Duration::from_nanos(wait))
+            }
+            (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
+                wait: Duration::from_nanos(wait),
+                max_wait: Duration::from_nanos(max),
+            },
+            (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
+                cost,
+                burst: slack.saturating_add(1),
+            },
+            (Deny::Saturated, _) => TakeError::Saturated,
+            // `Always` admits every cost that fits; nothing else refuses it.
+            (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
+                TakeError::CostTooLarge { cost }
+            }
+        }
+    }
+
+    /// A `take_timeout`'s refusal: `Within(0)` is also `try_take`'s, but a
+    /// timeout's refusal is the full queue's, whatever wait it allowed.
+    pub(crate) fn timed_out(self, max_wait: Duration) -> TakeError {
+        match self {
+            TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
+            e => e,
+        }
+    }
 }
 
 impl fmt::Display for TakeError {
@@ -169,6 +236,10 @@ impl fmt::Display for TakeError {
             TakeError::TooManyKeys { max_keys } => write!(
                 f,
                 "rate limited: all {max_keys} tracked keys are busy and new keys are refused"
+            ),
+            TakeError::Saturated => f.write_str(
+                "no permit can be scheduled: the slot is past the end of the limiter's \
+                 time range (about 438 years of clock time)",
             ),
         }
     }

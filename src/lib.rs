@@ -22,6 +22,7 @@
 //!
 //! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
+//! - [`Pacer`]: the one type both name, over a [`store`]; its methods.
 //! - [`Unlimited`]: admits everything (pacing switched off).
 //! - [`Limiter`]: the object-safe trait all three implement.
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
@@ -31,11 +32,16 @@
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
-//! - `tokio` (feature `tokio`): `AsyncLimiter` with `take().await`,
-//!   `TokioClock` for paused-time tests, and stream pacing.
-//! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong.
+//! - `tokio` (feature `tokio`): the async faces, `AsyncLimiter` and
+//!   `AsyncKeyedLimiter` with `take().await` (each made from its blocking
+//!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
+//! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong;
+//!   [`TakeError::retry_after`] says when to ask again.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
+//!
+//! How it is built (layers, the state word, the invariants and the loom
+//! models): `docs/ARCHITECTURE.md` in the repository.
 //!
 //! # The model
 //!
@@ -59,7 +65,6 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod atomic;
 mod builder;
 mod clock;
 mod error;
@@ -67,37 +72,42 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
 mod limiter;
-mod mutex;
 mod paced;
 mod pacer;
 mod primitive;
 mod rate;
 #[cfg(feature = "redis")]
-pub mod redis;
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use remote::redis;
+#[cfg(feature = "redis")]
+mod remote;
 pub mod schedule;
+pub mod store;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 mod unlimited;
+mod wait;
 
-pub use atomic::AtomicLimiter;
 pub use builder::Builder;
-pub use clock::{Clock, DefaultClock, ManualClock, StdClock, Wait, SPIN_YIELD_ABOVE};
+pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
 pub use error::{BuildError, RateError, TakeError};
 #[cfg(feature = "keyed")]
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limiter::Limiter;
-pub use mutex::MutexLimiter;
 pub use paced::{Paced, PacedExt};
+pub use pacer::{AtomicLimiter, MutexLimiter, Pacer};
 pub use rate::Rate;
 pub use unlimited::Unlimited;
+pub use wait::Wait;
 
 /// Loom builds only: what `__reserve` returns and `__give_back` takes.
 #[cfg(paceline_loom)]
 #[doc(hidden)]
 pub use pacer::Reservation as __Reservation;
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests (they use every
+/// feature, as `scripts/test.sh` builds them).
+#[cfg(all(doctest, feature = "keyed", feature = "tokio", feature = "redis"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -1,49 +1,72 @@
-//! What every in-process limiter does around its store: read the clock once,
-//! run the step against the state, turn a refusal into a [`TakeError`], and
-//! wait for the slot. [`AtomicLimiter`](crate::AtomicLimiter) and
-//! [`MutexLimiter`](crate::MutexLimiter) are this over two [`Store`]s.
+//! [`Pacer`]: the one in-process limiter type, over a [`Store`]. It reads the
+//! clock once, runs the step in its store, maps a refusal to a
+//! [`TakeError`], and waits for the slot in `wait`.
+//! [`AtomicLimiter`] and [`MutexLimiter`] are it over the two stores.
 
+use std::fmt;
 use std::time::Duration;
 
-use crate::clock::{Clock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Deny, Grant, Params, ORIGIN};
+use crate::schedule::{self, Admit, Grant, Params, ORIGIN};
+use crate::store::{AtomicStore, MutexStore, Store};
+use crate::wait::{self, nanos, Wait};
 
-/// Where the state word lives, and how it is updated atomically.
-pub(crate) trait Store {
-    /// A store holding `tat` with `params`.
-    fn new(tat: u64, params: Params) -> Self;
+/// A lock-free pacing limiter: `take()` before each unit of work returns when
+/// that unit may go, so units leave at a steady rate with a bounded burst.
+///
+/// Its state is one cache-line-padded `AtomicU64` updated by a CAS loop:
+/// load, decide, `compare_exchange`, and on a lost race decide again on the
+/// word that won, so no update is lost and no slot is handed out twice. Its
+/// methods are [`Pacer`]'s.
+///
+/// ```
+/// use paceline::{AtomicLimiter, Rate};
+///
+/// let limiter = AtomicLimiter::new(Rate::per_second(1000));
+/// let start = std::time::Instant::now();
+/// for _ in 0..11 {
+///     limiter.take(); // the first 11 at 1 ms spacing: ~10 ms in all
+/// }
+/// assert!(start.elapsed() >= std::time::Duration::from_millis(10));
+/// ```
+///
+/// # Progress
+/// Takes are lock-free, except during the few instructions of a
+/// [`set_limit`](Pacer::set_limit) (or `set_rate`, `set_slack`): it holds
+/// the state word while it rebases it and publishes the new parameters, so
+/// that the change is exact whatever runs beside it, and a take that meets
+/// it blocks on a lock the change holds for just those instructions. Takes
+/// never touch a lock otherwise.
+pub type AtomicLimiter<C = DefaultClock> = Pacer<AtomicStore, C>;
 
-    /// Runs [`schedule::step`] on the current state and stores its result
-    /// atomically with respect to every other update.
-    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny>;
+/// A pacing limiter with its state under a `Mutex`: the same methods and the
+/// same decisions as [`AtomicLimiter`], which is faster under contention.
+/// The lock is held only to decide, never while a caller waits.
+///
+/// ```
+/// use paceline::{MutexLimiter, Rate};
+///
+/// let limiter = MutexLimiter::new(Rate::per_second(100));
+/// assert!(limiter.try_take().is_ok());
+/// assert!(limiter.try_take().is_err()); // no credit before the first permit
+/// ```
+pub type MutexLimiter<C = DefaultClock> = Pacer<MutexStore, C>;
 
-    /// Reads the state and the configuration it is paced by, consistently
-    /// enough for a question that consumes nothing.
-    fn peek(&self) -> (u64, Params);
-
-    /// Sets the interval later steps use, and [rebases](schedule::rebase)
-    /// the state so the next slot is one new interval after the last one.
-    /// Calls are serialized by the caller (`Core::set_rate`'s lock).
-    fn set_params(&self, params: Params);
-
-    /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has
-    /// updated the state since; `true` when it did.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // see `Core::give_back`
-    fn give_back(&self, grant: Grant) -> bool;
-}
+/// uber-go/ratelimit's default slack: ten permits may be banked.
+pub(crate) const DEFAULT_SLACK: u64 = 10;
 
 /// A limiter's configuration as a builder collects it. (`pub` only so the
-/// sealed `Build` trait may name it; this module is private.)
+/// sealed `Build` trait may name it; it cannot be named from outside.)
 #[derive(Clone, Debug)]
 pub struct Config<C> {
     /// The rate.
     pub rate: Rate,
     /// The slack, in permits.
     pub slack: u64,
-    /// How blocking calls wait.
+    /// How takes wait.
     pub wait: Wait,
     /// Whether the limiter starts with its slack banked.
     pub full_credit: bool,
@@ -51,51 +74,245 @@ pub struct Config<C> {
     pub clock: C,
 }
 
-/// uber-go/ratelimit's default slack: ten permits may be banked.
-pub(crate) const DEFAULT_SLACK: u64 = 10;
-
-/// The limiter proper: a store, a clock, and how to wait.
-pub(crate) struct Core<S, C> {
-    pub(crate) store: S,
-    pub(crate) clock: C,
+/// The one in-process limiter: a [`Store`] of the state word, a [`Clock`],
+/// and how to wait. Name it as [`AtomicLimiter`] (lock-free, the one to
+/// use) or [`MutexLimiter`]; the async face is `paceline::tokio::AsyncLimiter`.
+///
+/// Every call reads the clock once and runs [`schedule::step`] on the store,
+/// so both stores decide alike. The semantics are uber-go/ratelimit's, plus a
+/// non-blocking [`try_take`](Self::try_take), a bounded wait
+/// ([`take_timeout`](Self::take_timeout)), weighted costs, a question that
+/// consumes nothing ([`can_take`](Self::can_take)) and live changes of rate
+/// and slack ([`set_limit`](Self::set_limit)).
+///
+/// Share it between threads by reference or in an `Arc`; it is `Send + Sync`.
+///
+/// # What `take` returns
+/// The time of the permit's slot on the limiter's clock, as a `Duration`
+/// since the clock's origin (for the default clock, the limiter's
+/// creation): when the permit was scheduled to go, which is when `take`
+/// returned, give or take the wait's lateness. A permit that was free at
+/// once returns the time of the call.
+///
+/// # Memory ordering
+/// A limiter orders permits, not memory: `take` returning is not a
+/// synchronization point with any other thread's `take`.
+pub struct Pacer<S: Store, C: Clock = DefaultClock> {
+    store: S,
+    clock: C,
     wait: Wait,
-    slack: u64,
-    /// The rate as given, for introspection; the store holds its interval.
-    /// Also held by `give_back`, so that no rate change lands between its
-    /// check of `rate_changes` and its CAS.
-    rate: Mutex<Rate>,
-    /// How many rate changes have completed. A give-back of a reservation
-    /// decided before a rate change is refused: the rebase may have moved the
-    /// state to a word that later takes bring back to the reservation's
-    /// `next` (ABA), and undoing it then would hand a slot out twice.
-    rate_changes: AtomicU64,
+    /// The rate as given and the slack, for introspection; the store holds
+    /// their parameters. Also held by `give_back`, so that no change lands
+    /// between its check of `changes` and its CAS.
+    limit: Mutex<(Rate, u64)>,
+    /// How many changes of the parameters have completed. A give-back of a
+    /// reservation decided before a change is refused: the rebase may have
+    /// moved the state to a word that later takes bring back to the
+    /// reservation's `next` (ABA), and undoing it then would hand a slot out
+    /// twice.
+    changes: AtomicU64,
 }
 
-/// A reserved slot that may be given back ([`Core::give_back`]).
+/// A reserved slot that may be given back ([`Pacer::give_back`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reservation {
     /// The grant.
     pub grant: Grant,
-    /// `Core::rate_changes` read before the grant was decided.
-    rate_changes: u64,
+    /// `Pacer::changes` read before the grant was decided.
+    changes: u64,
 }
 
-impl<S: Store, C: Clock> Core<S, C> {
-    pub(crate) fn new(config: Config<C>) -> Result<Self, BuildError> {
+impl<S: Store, C: Clock> Pacer<S, C> {
+    pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
         let params = params(config.rate, config.slack)?;
         let tat = if config.full_credit {
             schedule::FULL
         } else {
             schedule::FRESH
         };
-        Ok(Core {
+        Ok(Pacer {
             store: S::new(tat, params),
             clock: config.clock,
             wait: config.wait,
-            slack: config.slack,
-            rate: Mutex::new(config.rate),
-            rate_changes: AtomicU64::new(0),
+            limit: Mutex::new((config.rate, config.slack)),
+            changes: AtomicU64::new(0),
         })
+    }
+
+    /// Blocks until the next permit's slot, and returns the slot's clock time
+    /// (see [What `take` returns](Self#what-take-returns)), like uber's
+    /// `Take()`. A permit covered by banked credit returns at once.
+    ///
+    /// Never panics. How it waits is the builder's
+    /// [`wait`](crate::Builder::wait) strategy. (Past about 438 years of
+    /// clock time nothing can be scheduled, and it waits for good.)
+    #[inline]
+    pub fn take(&self) -> Duration {
+        let now = self.now();
+        match self.store.update(now, 1, Admit::Always) {
+            Ok(grant) => self.block(now, grant.slot),
+            // Only past the end of internal time: never admit there.
+            Err(_) => self.block(now, u64::MAX),
+        }
+    }
+
+    /// Blocks until `cost` permits are paid for, as one request ("pay
+    /// first": the whole cost must fit before it proceeds, so a large
+    /// request waits instead of overdrawing the burst). A cost above the
+    /// burst (`slack + 1`) waits, even at rest, until its extra permits have
+    /// accrued, and then goes as one unit. A cost of 0 returns at once and
+    /// changes nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::CostTooLarge`] when `cost` intervals span over 146 years;
+    /// nothing is stored.
+    pub fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+        let (now, grant) = self.reserve(cost, Admit::Always)?;
+        Ok(self.block(now, grant.slot))
+    }
+
+    /// Takes a permit if one is free now; never blocks. A refusal stores
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`] with how long until it would be admitted.
+    #[inline]
+    pub fn try_take(&self) -> Result<(), TakeError> {
+        self.reserve(1, Admit::Within(0)).map(drop)
+    }
+
+    /// Takes `cost` permits if they are free now; never blocks. A refusal
+    /// stores nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`]; [`TakeError::ExceedsBurst`] when
+    /// `cost > slack + 1`, which no wait makes possible;
+    /// [`TakeError::CostTooLarge`].
+    #[inline]
+    pub fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+        self.reserve(cost, Admit::Within(0)).map(drop)
+    }
+
+    /// Takes a permit and waits for it only if its slot is at most
+    /// `max_wait` away; otherwise fails at once, storing nothing: the queue
+    /// ahead is longer than the caller may wait.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`] with the wait it would have needed.
+    pub fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
+        self.take_n_timeout(1, max_wait)
+    }
+
+    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`] when even a
+    /// limiter at rest could not admit `cost` within `max_wait`;
+    /// [`TakeError::CostTooLarge`].
+    pub fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+        let (now, grant) = self
+            .reserve(cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| e.timed_out(max_wait))?;
+        Ok(self.block(now, grant.slot))
+    }
+
+    /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
+    /// Consumes nothing (another thread may take first).
+    pub fn can_take(&self, cost: u64) -> bool {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        schedule::step(tat, now, cost, params, Admit::Within(0)).is_ok()
+    }
+
+    /// How many permits one request could take now without waiting, from 0
+    /// to `slack + 1`.
+    pub fn available(&self) -> u64 {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        schedule::available(tat, now, params)
+    }
+
+    /// How long until a permit is free (zero: one is free now).
+    pub fn next_free(&self) -> Duration {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        Duration::from_nanos(schedule::next_free(tat, now, params))
+    }
+
+    /// Changes the rate and the slack from now on, as one unit. Safe to call
+    /// while other threads take; each grant is paced by the old limit or
+    /// the new, and once one grant is paced by the new, no grant reserved
+    /// after it is paced by the old.
+    ///
+    /// - Slots already handed out stand; if the limiter is in debt (slots
+    ///   booked ahead), the next is one new interval after the last of
+    ///   them, but never sooner than the debt allows.
+    /// - Banked credit is conserved in permits, never refilled: a speed-up
+    ///   gives no more permits at once than the limiter held.
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    ///
+    /// let limiter = AtomicLimiter::builder(Rate::per_second(1))
+    ///     .full_credit(true)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_take_n(10)?; // 10 of the 11 banked
+    /// limiter.set_limit(Rate::per_second(1000), 10)?;
+    /// assert_eq!(limiter.available(), 1); // the one left, not 11 more
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
+    /// 146 years; nothing changes then.
+    pub fn set_limit(&self, rate: Rate, slack: u64) -> Result<(), BuildError> {
+        let params = params(rate, slack)?;
+        // The lock keeps `rate()`, `slack()` and the store changing together.
+        let mut limit = lock(&self.limit);
+        self.store.set_params(self.now(), params);
+        *limit = (rate, slack);
+        // Counted after the rebase: see `reserve_cancellable`.
+        self.changes.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// [`set_limit`](Self::set_limit) with the slack in force.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`]; the rate is then unchanged.
+    pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+        let slack = self.slack();
+        self.set_limit(rate, slack)
+    }
+
+    /// [`set_limit`](Self::set_limit) with the rate in force.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
+    pub fn set_slack(&self, slack: u64) -> Result<(), BuildError> {
+        let rate = self.rate();
+        self.set_limit(rate, slack)
+    }
+
+    /// The rate in force.
+    pub fn rate(&self) -> Rate {
+        lock(&self.limit).0
+    }
+
+    /// The slack in force, in permits: the burst is `slack + 1`.
+    pub fn slack(&self) -> u64 {
+        lock(&self.limit).1
+    }
+
+    /// How the takes wait.
+    pub fn wait_strategy(&self) -> Wait {
+        self.wait
+    }
+
+    /// The limiter's clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
     }
 
     /// The clock's reading in internal time.
@@ -110,7 +327,7 @@ impl<S: Store, C: Clock> Core<S, C> {
         let now = self.now();
         match self.store.update(now, cost, admit) {
             Ok(grant) => Ok((now, grant)),
-            Err(deny) => Err(self.error(deny, cost, admit)),
+            Err(deny) => Err(TakeError::refused(deny, cost, admit, self.slack())),
         }
     }
 
@@ -123,117 +340,57 @@ impl<S: Store, C: Clock> Core<S, C> {
         cost: u64,
         admit: Admit,
     ) -> Result<(u64, Reservation), TakeError> {
-        // Read before the step. `set_rate` counts a change only after its
+        // Read before the step. `set_limit` counts a change only after its
         // rebase (release), so a reservation that reads the new count was
         // decided on the rebased state; one that reads the old count may
         // have been decided either side, and its give-back is refused if the
         // count moved (conservative: the slot stays spent).
-        let rate_changes = self.rate_changes.load(Ordering::Acquire);
+        let changes = self.changes.load(Ordering::Acquire);
         let (now, grant) = self.reserve(cost, admit)?;
-        Ok((
-            now,
-            Reservation {
-                grant,
-                rate_changes,
-            },
-        ))
+        Ok((now, Reservation { grant, changes }))
     }
 
-    /// Undoes a reservation if no one has reserved since and the rate has
+    /// Undoes a reservation if no one has reserved since and the limit has
     /// not changed since, so the next request gets its slot; otherwise the
     /// slot stays spent and the schedule is unchanged. `true` when it was
     /// undone. For async waiters dropped before their slot.
     #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
     pub(crate) fn give_back(&self, reservation: Reservation) -> bool {
-        // Under the lock `set_rate` holds: no rebase between check and CAS.
-        let _rate = lock(&self.rate);
-        if self.rate_changes.load(Ordering::Relaxed) != reservation.rate_changes {
+        // Under the lock `set_limit` holds: no rebase between check and CAS.
+        let _limit = lock(&self.limit);
+        if self.changes.load(Ordering::Relaxed) != reservation.changes {
             return false;
         }
         self.store.give_back(reservation.grant)
     }
 
-    #[cold]
-    fn error(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
-        error(deny, cost, admit, self.slack)
-    }
-
     /// Waits until `slot` and returns the clock time the permit went at.
     #[inline]
-    pub(crate) fn wait_for(&self, now: u64, slot: u64) -> Duration {
-        wait_for(self.wait, &self.clock, now, slot)
+    fn block(&self, now: u64, slot: u64) -> Duration {
+        wait::block(
+            self.wait,
+            &self.clock,
+            now,
+            slot,
+            "paceline::tokio::AsyncLimiter::take(..).await",
+        )
     }
 
-    #[inline]
-    pub(crate) fn take(&self) -> Duration {
-        let now = self.now();
-        match self.store.update(now, 1, Admit::Always) {
-            Ok(grant) => self.wait_for(now, grant.slot),
-            // Unreachable: a cost of 1 always fits (interval <= MAX_SPAN).
-            Err(_) => Duration::from_nanos(now - ORIGIN),
-        }
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: reserves
+    /// `cost` permits without waiting, as an async take does.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __reserve(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError> {
+        self.reserve_cancellable(cost, admit).map(|(_, r)| r)
     }
 
-    pub(crate) fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
-        let (now, grant) = self.reserve(cost, Admit::Always)?;
-        Ok(self.wait_for(now, grant.slot))
-    }
-
-    #[inline]
-    pub(crate) fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
-        self.reserve(cost, Admit::Within(0)).map(drop)
-    }
-
-    pub(crate) fn take_n_timeout(
-        &self,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Duration, TakeError> {
-        let (now, grant) = self
-            .reserve(cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| timed_out(e, max_wait))?;
-        Ok(self.wait_for(now, grant.slot))
-    }
-
-    pub(crate) fn can_take(&self, cost: u64) -> bool {
-        let now = self.now();
-        let (tat, params) = self.store.peek();
-        schedule::step(tat, now, cost, params, Admit::Within(0)).is_ok()
-    }
-
-    pub(crate) fn available(&self) -> u64 {
-        let now = self.now();
-        let (tat, params) = self.store.peek();
-        schedule::available(tat, now, params)
-    }
-
-    pub(crate) fn next_free(&self) -> Duration {
-        let now = self.now();
-        let (tat, params) = self.store.peek();
-        Duration::from_nanos(schedule::next_free(tat, now, params))
-    }
-
-    pub(crate) fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        let params = params(rate, self.slack)?;
-        // The lock keeps `rate()` and the store's interval changing together.
-        let mut current = lock(&self.rate);
-        self.store.set_params(params);
-        *current = rate;
-        // Counted after the rebase: see `reserve_cancellable`.
-        self.rate_changes.fetch_add(1, Ordering::Release);
-        Ok(())
-    }
-
-    pub(crate) fn rate(&self) -> Rate {
-        *lock(&self.rate)
-    }
-
-    pub(crate) fn slack(&self) -> u64 {
-        self.slack
-    }
-
-    pub(crate) fn wait_strategy(&self) -> Wait {
-        self.wait
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+    /// [`give_back`](Self::give_back), as a dropped async take runs it;
+    /// `true` when the reservation was undone.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __give_back(&self, reservation: Reservation) -> bool {
+        self.give_back(reservation)
     }
 }
 
@@ -245,47 +402,12 @@ pub(crate) fn params(rate: Rate, slack: u64) -> Result<Params, BuildError> {
     })
 }
 
-/// The error for a request of `cost` refused with `deny` under `admit`, on
-/// a limiter with `slack` (shared with the keyed limiter).
-#[cold]
-pub(crate) fn error(deny: Deny, cost: u64, admit: Admit, slack: u64) -> TakeError {
-    match (deny, admit) {
-        (Deny::Wait(wait), Admit::Within(0)) => TakeError::RetryAfter(Duration::from_nanos(wait)),
-        (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
-            wait: Duration::from_nanos(wait),
-            max_wait: Duration::from_nanos(max),
-        },
-        (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
-            cost,
-            burst: slack.saturating_add(1),
-        },
-        // `Always` admits every cost that fits; nothing else refuses it.
-        (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
-            TakeError::CostTooLarge { cost }
-        }
+impl<S: Store, C: Clock> fmt::Debug for Pacer<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(S::LIMITER)
+            .field("rate", &self.rate())
+            .field("slack", &self.slack())
+            .field("available", &self.available())
+            .finish()
     }
-}
-
-/// A `take_timeout`'s refusal: `Within(0)` is also `try_take`'s, but a
-/// timeout's refusal is the full queue's, whatever wait it allowed.
-pub(crate) fn timed_out(e: TakeError, max_wait: Duration) -> TakeError {
-    match e {
-        TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
-        e => e,
-    }
-}
-
-/// Waits with `wait` on `clock` from `now` until `slot` (internal times) and
-/// returns the clock time the permit went at (shared with the keyed limiter).
-#[inline]
-pub(crate) fn wait_for<C: Clock>(wait: Wait, clock: &C, now: u64, slot: u64) -> Duration {
-    if slot > now {
-        wait.wait_until(clock, slot - ORIGIN);
-    }
-    Duration::from_nanos(slot.max(now) - ORIGIN)
-}
-
-/// A `Duration` in nanoseconds, saturating at `u64::MAX` (584 years).
-pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -11,11 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::RateError;
-
-/// The longest interval (and the longest banked window, `slack * interval`)
-/// paceline schedules: 2^62 ns, about 146 years. It keeps every sum of a time
-/// and a window inside a `u64` of nanoseconds with room to saturate.
-pub(crate) const MAX_SPAN: u64 = 1 << 62;
+use crate::schedule::MAX_SPAN;
 
 /// A pacing rate: `count` permits per `period`.
 ///

@@ -26,20 +26,26 @@
 //! Times here are nanoseconds since the clock's origin plus [`ORIGIN`]
 //! (2^62 ns). The offset keeps `t - tau` from underflowing, so a limiter
 //! built "with full credit" has it even at clock reading 0. All arithmetic
-//! saturates: readings past about 438 years stick at [`MAX_TAT`]
-//! (`2^16` ns below `u64::MAX`) instead of wrapping. (The words above it are
+//! saturates instead of wrapping, and a slot that would fall past [`MAX_TAT`]
+//! (`2^16` ns below `u64::MAX`, clock readings of about 438 years) is
+//! refused ([`Deny::Saturated`]), never admitted. (The words above it are
 //! never states, so a store may use them as markers of its own:
 //! `AtomicLimiter` marks a `set_rate` in progress with them.) A step never
 //! lowers `tat`, so a clock that steps backwards can delay a caller but never
 //! admit one early. Only two things lower it: a [`rebase`] to a faster rate
-//! (the next slot moves to one new interval after the last), and an async
-//! cancellation, back to the word its own reservation replaced, when no one
-//! has reserved and the rate has not changed since.
-
-use crate::rate::MAX_SPAN;
+//! (the next slot moves to one new interval after the last, credit is
+//! conserved in permits), and an async cancellation, back to the word its
+//! own reservation replaced, while its slot is still ahead and no one has
+//! reserved and the parameters have not changed since.
 
 /// Internal time of the clock's origin: clock readings are offset by this.
 pub const ORIGIN: u64 = 1 << 62;
+
+/// The longest span the model handles, ns: 2^62, about 146 years. An
+/// interval, a banked window `slack * interval` and a request's
+/// `cost * interval` are each at most this, so that `tat` plus any of them
+/// stays below `u64::MAX` until clock readings pass about 438 years.
+pub const MAX_SPAN: u64 = 1 << 62;
 
 /// `tat` of a limiter that has granted nothing yet: its first request is
 /// granted as a limiter at rest would grant it (at once, up to a burst of
@@ -142,12 +148,50 @@ pub enum Deny {
     Wait(u64),
     /// Never admitted within the allowed wait, even at rest.
     ExceedsBurst,
-    /// `cost * interval` is over `MAX_SPAN`.
+    /// `cost * interval` is over [`MAX_SPAN`].
     CostTooLarge,
+    /// The slot would fall past the end of internal time (clock readings
+    /// past about 438 years, or a schedule booked that far ahead): no
+    /// permit can be scheduled there, so none is admitted. Saturation never
+    /// means "unlimited".
+    Saturated,
+}
+
+/// `cost * T`, the time a request of `cost` permits spans, or
+/// [`Deny::CostTooLarge`] when that is over [`MAX_SPAN`]. Depends only on the
+/// request and the parameters, so a remote store can check it before its
+/// round trip.
+#[inline]
+pub fn span(cost: u64, p: Params) -> Result<u64, Deny> {
+    // A single permit spans one interval, which `Params` keeps within
+    // `MAX_SPAN`: once inlined with a constant cost of 1 the check goes.
+    if cost == 1 {
+        return Ok(p.interval);
+    }
+    match cost.checked_mul(p.interval) {
+        Some(span) if span <= MAX_SPAN => Ok(span),
+        _ => Err(Deny::CostTooLarge),
+    }
+}
+
+/// Whether a request spanning `span` could not be admitted within `max` ns
+/// even by a bucket at rest (its slot would still be `span - T - tau`
+/// away): [`Deny::ExceedsBurst`] rather than a wait. Depends only on the
+/// request, so a remote store can check it before its round trip.
+#[inline]
+pub fn exceeds_burst(span: u64, p: Params, max: u64) -> bool {
+    (span - p.interval).saturating_sub(p.tau()) > max
 }
 
 /// The one step every store runs: the decision for a request of `cost`
 /// permits at internal time `now` on state `tat`.
+///
+/// A request of `cost > slack + 1` is paid for first: it waits, even at
+/// rest, until `cost - 1 - slack` more intervals have accrued, and then goes
+/// as one unit. So an instant may see up to `max(slack + 1, cost)` permits
+/// leave together, and over any window `[a, b]` at most
+/// `S + 1 + (b - a) / T` permits are *paid for* (a request's permits accrue
+/// over the `cost * T` before its slot).
 #[inline]
 pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Grant, Deny> {
     if cost == 0 {
@@ -158,16 +202,7 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
             next: tat,
         });
     }
-    // A single permit spans one interval, which `Params` keeps within
-    // `MAX_SPAN`: once inlined with a constant cost of 1 the check goes.
-    let span = if cost == 1 {
-        p.interval
-    } else {
-        match cost.checked_mul(p.interval) {
-            Some(span) if span <= MAX_SPAN => span,
-            _ => return Err(Deny::CostTooLarge),
-        }
-    };
+    let span = span(cost, p)?;
     let base = if tat == FRESH {
         // The first request goes as it would on a limiter at rest, but keeps
         // no credit: the next permit is one interval after its slot. (With
@@ -177,13 +212,17 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     } else {
         p.base(tat, now)
     };
-    let slot = base.saturating_add(span - p.interval);
+    // Past the end of internal time nothing is scheduled: a saturated `tat`
+    // or clock must not turn into "admit everything".
+    let next = match base.checked_add(span) {
+        Some(next) if next <= MAX_TAT => next,
+        _ => return Err(Deny::Saturated),
+    };
+    let slot = next - p.interval;
     if let Admit::Within(max) = admit {
         let wait = slot.saturating_sub(now);
         if wait > max {
-            // Even at rest (base = now - tau) the slot would be this far away.
-            let at_rest = (span - p.interval).saturating_sub(p.tau());
-            return Err(if at_rest > max {
+            return Err(if exceeds_burst(span, p, max) {
                 Deny::ExceedsBurst
             } else {
                 Deny::Wait(wait)
@@ -193,27 +232,80 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     Ok(Grant {
         prev: tat,
         slot,
-        next: base.saturating_add(span).min(MAX_TAT),
+        next,
     })
 }
 
-/// The state after the interval changes from `old` to `new`, so that slots
-/// already handed out stand and the next one is a *new* interval after the
-/// last of them (`tat - old`): without it, the first request after a change
-/// would still be spaced by the old interval (an hour, after a change from
-/// 1/h to 100/s). Credit banked in the past shifts by the same amount and is
-/// clamped to the new `tau` by the next step. The sentinels, and a `tat`
-/// pinned at [`MAX_TAT`], are left alone.
+/// The state after the parameters change from `old` to `new` at `now`:
+///
+/// - **In debt** (`tat > now`, slots booked ahead): the slots already handed
+///   out stand, and the next one is one *new* interval after the last of
+///   them (`tat - old + new`). Without that, the first request after a
+///   change from 1/h to 100/s would still wait out the hour. But never
+///   sooner than the debt conserved in permits (`now + (tat - now) * new /
+///   old`) on a speed-up: a fraction of an old interval left to wait is the
+///   same fraction of a new one, so a speed-up cannot turn a debt into
+///   credit. (A slow-down cannot either: `tat - old + new >= tat`.)
+/// - **Holding credit** (`tat <= now`): the banked permits are conserved in
+///   permits, rounded down (`now - credit * new / old`), never refilled: a
+///   speed-up gives no more permits than the limiter held, a slow-down no
+///   fewer. The next step clamps them to the new `tau`.
+///
+/// The sentinels, and a `tat` pinned at [`MAX_TAT`], are left alone (a
+/// bucket at rest is at rest at any rate).
 #[inline]
-pub fn rebase(tat: u64, old: Params, new: Params) -> u64 {
+pub fn rebase(tat: u64, now: u64, old: Params, new: Params) -> u64 {
     if tat == FRESH || tat == FULL || tat >= MAX_TAT {
         return tat;
     }
-    // A booked `tat` is at least `old` past 0 (see `step`); the clamp keeps
-    // the result off the sentinels all the same.
-    tat.saturating_sub(old.interval)
-        .saturating_add(new.interval)
-        .clamp(FULL + 1, MAX_TAT)
+    let rebased = if tat > now {
+        let after_last = tat
+            .saturating_sub(old.interval)
+            .saturating_add(new.interval);
+        if new.interval < old.interval {
+            // A speed-up: the last slot may be in the past, and one new
+            // interval after it sooner than the debt allows.
+            let conserved = now.saturating_add(scale_up(tat - now, new.interval, old.interval));
+            after_last.max(conserved)
+        } else {
+            after_last
+        }
+    } else {
+        let credit = now - old.base(tat, now);
+        now.saturating_sub(scale_down(credit, new.interval, old.interval))
+    };
+    // The clamp keeps the result off the sentinels.
+    rebased.clamp(FULL + 1, MAX_TAT)
+}
+
+/// `x * num / den`, rounded down, saturating.
+fn scale_down(x: u64, num: u64, den: u64) -> u64 {
+    u64::try_from(u128::from(x) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+}
+
+/// `x * num / den`, rounded up, saturating.
+fn scale_up(x: u64, num: u64, den: u64) -> u64 {
+    u64::try_from((u128::from(x) * u128::from(num)).div_ceil(u128::from(den))).unwrap_or(u64::MAX)
+}
+
+/// When the state `tat` under `p` is at rest for good, allowing a clock read
+/// up to `grace` ns behind: from this time on, any reading no more than
+/// `grace` behind it steps from `tat` exactly as from [`FULL`] (`max(tat,
+/// t - tau) = t - tau`). [`FRESH`] is never at rest (it banks no credit).
+#[inline]
+pub fn rest_time(tat: u64, p: Params, grace: u64) -> u64 {
+    if tat == FRESH {
+        return u64::MAX;
+    }
+    tat.saturating_add(p.tau()).saturating_add(grace)
+}
+
+/// Whether `tat` under `p` is at rest at `now` with `grace` to spare (see
+/// [`rest_time`]): a store may then replace it with [`FULL`], or forget it,
+/// and no reading down to `now - grace` decides differently.
+#[inline]
+pub fn at_rest(tat: u64, now: u64, p: Params, grace: u64) -> bool {
+    tat != FRESH && rest_time(tat, p, grace) <= now
 }
 
 /// How many permits one request could take at `now` without waiting.
@@ -328,10 +420,22 @@ mod tests {
             step(FULL, ORIGIN, MAX_SPAN / T + 1, p(1), Admit::Always),
             Err(Deny::CostTooLarge)
         );
-        let g = step(FULL, u64::MAX - 5, MAX_SPAN / T, p(1), Admit::Always).unwrap();
-        assert_eq!(g.next, MAX_TAT, "saturates below the words left to stores");
-        let g = step(FRESH, u64::MAX, 1, p(0), Admit::Always).unwrap();
-        assert_eq!(g.next, MAX_TAT);
+        // Past the end of internal time nothing is admitted (it used to
+        // saturate at MAX_TAT and admit every later request).
+        assert_eq!(
+            step(FULL, u64::MAX - 5, MAX_SPAN / T, p(1), Admit::Always),
+            Err(Deny::Saturated)
+        );
+        assert_eq!(
+            step(FRESH, u64::MAX, 1, p(0), Admit::Always),
+            Err(Deny::Saturated)
+        );
+        assert_eq!(
+            step(MAX_TAT, MAX_TAT, 1, p(0), Admit::Within(0)),
+            Err(Deny::Saturated)
+        );
+        let g = step(FULL, MAX_TAT - T, 1, p(0), Admit::Always).unwrap();
+        assert_eq!(g.next, MAX_TAT, "the last slot there is");
     }
 
     #[test]
@@ -344,14 +448,65 @@ mod tests {
     #[test]
     fn rebase_spaces_the_next_slot_by_the_new_interval() {
         let (slow, fast) = (Params::new(1000, 1).unwrap(), p(1));
-        // Last slot at ORIGIN + 5000, booked at the slow rate.
-        assert_eq!(rebase(ORIGIN + 6000, slow, fast), ORIGIN + 5000 + T);
-        assert_eq!(rebase(ORIGIN + 5000 + T, fast, slow), ORIGIN + 6000);
+        // Last slot at ORIGIN + 5000, booked at the slow rate, now before it.
+        let now = ORIGIN + 4000;
+        assert_eq!(rebase(ORIGIN + 6000, now, slow, fast), ORIGIN + 5000 + T);
+        assert_eq!(rebase(ORIGIN + 5000 + T, now, fast, slow), ORIGIN + 6000);
         for tat in [FRESH, FULL, MAX_TAT] {
-            assert_eq!(rebase(tat, slow, fast), tat);
+            assert_eq!(rebase(tat, now, slow, fast), tat);
         }
-        assert_eq!(rebase(MAX_TAT - 1, fast, slow), MAX_TAT);
-        assert_eq!(rebase(500, slow, Params::new(1, 0).unwrap()), FULL + 1);
+        assert_eq!(rebase(MAX_TAT - 1, now, fast, slow), MAX_TAT);
+        // Debt conserved on a speed-up: a tenth of an old interval left is
+        // a tenth of a new one (rounded up), not a credit.
+        assert_eq!(rebase(500, 400, slow, Params::new(1, 0).unwrap()), 401);
+        assert_eq!(rebase(500, 0, slow, Params::new(1, 0).unwrap()), FULL + 1);
+    }
+
+    #[test]
+    fn rebase_conserves_credit_in_permits() {
+        let (slow, fast) = (Params::new(1000, 10).unwrap(), Params::new(10, 10).unwrap());
+        let now = ORIGIN + 1_000_000;
+        // No credit, no debt (10 of 11 spent at this instant): one permit
+        // is left, at either rate.
+        assert_eq!(available(now, now, slow), 1);
+        let tat = rebase(now, now, slow, fast);
+        assert_eq!(available(tat, now, fast), 1);
+        // Four permits banked stay four permits.
+        let tat = now - 3 * 1000;
+        assert_eq!(available(tat, now, slow), 4);
+        assert_eq!(available(rebase(tat, now, slow, fast), now, fast), 4);
+        assert_eq!(available(rebase(now - 30, now, fast, slow), now, slow), 4);
+        // A fraction of an old interval of debt is that fraction of a new
+        // one, not a credit: half an old interval left, half a new one.
+        assert_eq!(rebase(now + 500, now, slow, fast), now + 5);
+        assert_eq!(next_free(rebase(now + 1, now, slow, fast), now, fast), 1);
+    }
+
+    #[test]
+    fn at_rest_with_grace_decides_as_full_down_to_grace_behind() {
+        let (p, grace) = (p(2), 5);
+        let tat = ORIGIN + 100;
+        let rest = rest_time(tat, p, grace);
+        assert_eq!(rest, tat + 2 * T + grace);
+        assert!(!at_rest(tat, rest - 1, p, grace));
+        assert!(at_rest(tat, rest, p, grace));
+        // From the rest time on, no reading down to `grace` behind it tells
+        // `tat` from FULL; one further behind does.
+        for now in rest - grace..rest + 3 * T {
+            for cost in 1..5 {
+                let admit = Admit::Within(0);
+                assert_eq!(
+                    step(tat, now, cost, p, admit).map(|g| (g.slot, g.next)),
+                    step(FULL, now, cost, p, admit).map(|g| (g.slot, g.next)),
+                    "now {now}, cost {cost}"
+                );
+            }
+        }
+        assert_ne!(
+            available(tat, rest - grace - 1, p),
+            available(FULL, rest - grace - 1, p)
+        );
+        assert!(!at_rest(FRESH, u64::MAX, p, 0));
     }
 
     #[test]

@@ -140,10 +140,12 @@ mod stream;
 pub use self::clock::TokioClock;
 pub use self::limiter::AsyncLimiter;
 pub use self::stream::{PacedStream, PacedStreamExt};
+#[cfg(feature = "keyed")]
+pub use crate::keyed::AsyncKeyedLimiter;
 
 use std::time::Duration;
 
-use crate::clock::Wait;
+use crate::wait::Wait;
 
 /// The precise async wait: sleep on Tokio's timer until 2 ms before the slot,
 /// then yield to the runtime until it. 2 ms is above the timer's granularity

@@ -92,6 +92,12 @@ impl Limiter for Unlimited {
     fn set_rate(&self, _rate: Rate) -> Result<(), BuildError> {
         Err(BuildError::NoRate)
     }
+    fn set_slack(&self, _slack: u64) -> Result<(), BuildError> {
+        Err(BuildError::NoRate)
+    }
+    fn set_limit(&self, _rate: Rate, _slack: u64) -> Result<(), BuildError> {
+        Err(BuildError::NoRate)
+    }
     fn rate(&self) -> Option<Rate> {
         None
     }

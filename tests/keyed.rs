@@ -317,6 +317,9 @@ fn string_keys_fall_back_through_their_parents_to_the_default() {
     l.try_take("api/upload/10.0.0.7").unwrap(); // tracked before any override
     l.set_override("api".into(), Rate::per_second(10), 0)
         .unwrap();
+    // At rest under 10/s with no slack, and for the grace a move allows a
+    // clock read a little behind (`PRUNE_GRACE`).
+    clock.advance(ms(1));
     l.set_override("api/upload".into(), Rate::per_second(1), 0)
         .unwrap();
     assert_eq!(l.rate_for("api/upload/10.0.0.7"), (Rate::per_second(1), 0));
@@ -435,4 +438,176 @@ fn available_and_next_free_read_a_key_without_tracking_it() {
     clock.advance(ms(100));
     assert_eq!((l.available(&1), l.next_free(&1)), (1, Duration::ZERO));
     assert_eq!(l.len(), 2);
+}
+
+/// A lone `AtomicLimiter` with the keyed limiter's defaults for one key:
+/// 10/s, slack 2, full credit.
+fn lone(clock: &ManualClock) -> AtomicLimiter<ManualClock> {
+    AtomicLimiter::builder(Rate::per_second(10))
+        .slack(2)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+/// Permits `try_take` admits one by one until the first refusal.
+fn drain(mut try_take: impl FnMut() -> bool) -> u32 {
+    let mut n = 0;
+    while n < 100 && try_take() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn a_rate_change_at_rest_gives_a_clock_a_little_behind_no_extra_permit() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    let one = lone(&clock);
+    clock.set(ms(1000));
+    l.try_take_n(&1, 3).unwrap();
+    one.try_take_n(3).unwrap();
+    // Exactly at rest at 1300 ms; the rate "changes" to itself.
+    clock.set(ms(1300));
+    l.set_rate(Rate::per_second(10)).unwrap();
+    one.set_rate(Rate::per_second(10)).unwrap();
+    // Another core's reading, 1 µs behind: the interval since 1000 ms paid
+    // for 2 permits, not a whole burst.
+    clock.set(ms(1300) - Duration::from_micros(1));
+    let keyed = drain(|| l.try_take(&1).is_ok());
+    let alone = drain(|| one.try_take().is_ok());
+    assert_eq!((keyed, alone), (2, 2));
+}
+
+#[test]
+fn a_parent_cycle_resolves_to_the_default_and_is_counted_never_hangs() {
+    #[allow(clippy::ptr_arg)] // a parent function takes `&K`
+    fn cyclic(key: &String) -> Option<String> {
+        // "" -> "" -> ...: a misconfigured parent function.
+        Some(key.split('/').next().unwrap_or_default().to_string())
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let l = KeyedLimiter::<String>::builder(Rate::per_second(10))
+            .slack(2)
+            .parent(cyclic)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        l.set_override("other".into(), Rate::per_second(1), 0)
+            .unwrap();
+        let rate = l.rate_for("a/b");
+        let taken = l.try_take_n("a/b", 3);
+        done.send((rate, taken, l.stats().parent_walks_cut))
+            .unwrap();
+    });
+    let (rate, taken, cut) = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("key resolution hung on a parent cycle");
+    assert_eq!(rate, (Rate::per_second(10), 2), "the default");
+    assert_eq!(taken, Ok(()));
+    assert!(cut >= 2, "each cut walk counted: {cut}");
+}
+
+#[test]
+fn a_cost_of_zero_counts_as_admitted_on_new_and_tracked_keys_alike() {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    assert_eq!(l.try_take_n(&1, 0), Ok(())); // a new key: nothing tracked
+    assert_eq!(l.len(), 0);
+    assert_eq!(l.stats().admitted, 1);
+    l.try_take(&2).unwrap();
+    assert_eq!(l.try_take_n(&2, 0), Ok(())); // a tracked key
+    assert_eq!(l.take_n(&3, 0), Ok(Duration::ZERO));
+    let stats = l.stats();
+    assert_eq!((stats.keys, stats.admitted, stats.untracked), (1, 4, 0));
+}
+
+/// Distinct busy keys tracked when `WhenFull::Refuse` first refuses one, on a
+/// fresh limiter with a ceiling of `max_keys`; checks the ceiling holds for
+/// as many keys again.
+fn tracked_at_first_refusal(max_keys: usize) -> usize {
+    let l = KeyedLimiter::<u64>::builder(Rate::per_hour(1))
+        .slack(0)
+        .max_keys(max_keys)
+        .when_full(WhenFull::Refuse)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let mut first = None;
+    for key in 0..2 * max_keys as u64 {
+        match l.try_take(&key) {
+            Ok(()) => {}
+            Err(TakeError::TooManyKeys { .. }) => {
+                first.get_or_insert(l.len());
+            }
+            Err(e) => panic!("key {key}: {e}"),
+        }
+        assert!(l.len() <= max_keys, "{} keys over {max_keys}", l.len());
+    }
+    first.expect("a refusal past the ceiling")
+}
+
+#[test]
+fn the_ceiling_refuses_only_near_max_keys_at_every_size() {
+    for max_keys in [64, 1_000, 10_000] {
+        let tracked: Vec<usize> = (0..4).map(|_| tracked_at_first_refusal(max_keys)).collect();
+        println!("max_keys {max_keys}: first refusal at {tracked:?} keys");
+        for &n in &tracked {
+            assert!(
+                n * 10 >= max_keys * 9,
+                "max_keys {max_keys}: first refusal at {n} keys"
+            );
+        }
+    }
+}
+
+#[test]
+fn evict_makes_room_from_another_shard_when_the_new_keys_shard_is_empty() {
+    // 64 keys over 64 shards: at the ceiling, a new key's shard is often
+    // empty, and the room must come from another.
+    let l = KeyedLimiter::<u64>::builder(Rate::per_hour(1))
+        .slack(0)
+        .max_keys(64)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    for key in 0..1_000 {
+        assert_eq!(l.try_take(&key), Ok(()), "key {key}");
+        assert!(l.len() <= 64);
+        // The new key is tracked: a second take is refused.
+        assert!(l.try_take(&key).is_err(), "key {key} untracked");
+    }
+    let stats = l.stats();
+    assert_eq!(stats.untracked, 0);
+    assert_eq!(stats.keys as u64 + stats.evicted, 1_000);
+}
+
+/// Key 1 and a lone limiter spend a burst of 3 at 1000 ms; at 1301 ms (at
+/// rest since 1300, plus the 1 ms grace) the key is pruned; then the clock
+/// reads `back`. Returns the permits each then admits at once.
+fn after_prune_and_step_back(back: Duration) -> (u32, u32) {
+    let clock = ManualClock::new();
+    let l = limiter::<u32>(&clock);
+    let one = lone(&clock);
+    clock.set(ms(1000));
+    l.try_take_n(&1, 3).unwrap();
+    one.try_take_n(3).unwrap();
+    clock.set(ms(1301));
+    assert_eq!(l.prune(), 1);
+    clock.set(back);
+    (
+        drain(|| l.try_take(&1).is_ok()),
+        drain(|| one.try_take().is_ok()),
+    )
+}
+
+#[test]
+fn a_clock_stepping_back_after_a_prune_admits_early_only_past_the_grace() {
+    // Back by the grace: the pruned key decides as its dropped state would.
+    assert_eq!(after_prune_and_step_back(ms(1300)), (3, 3));
+    // Back by more (a wall clock set back), as documented: nothing of the
+    // key is left, so it has a whole burst where its state gave 2.
+    assert_eq!(after_prune_and_step_back(ms(1200)), (3, 2));
 }

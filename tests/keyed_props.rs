@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use paceline::keyed::PRUNE_GRACE;
 use paceline::schedule::{self, Admit, Deny, Params};
 use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
 use proptest::prelude::*;
@@ -172,8 +173,8 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
 
 /// The reference for runs with rate and override changes: per key, the pure
 /// step on a `tat` that starts `FULL`; when a key's parameters change, a key
-/// at rest stays at rest (`FULL`) and any other is `schedule::rebase`d, as a
-/// lone `AtomicLimiter`'s state is by `set_rate`.
+/// at rest for `PRUNE_GRACE` stays at rest (`FULL`) and any other is
+/// `schedule::rebase`d, as a lone `AtomicLimiter`'s state is by `set_rate`.
 #[derive(Clone, Copy)]
 struct Model {
     /// Clock reading, ns since the origin.
@@ -223,6 +224,7 @@ impl Model {
                 burst: p.slack() + 1,
             }),
             Err(Deny::CostTooLarge) => Err(TakeError::CostTooLarge { cost }),
+            Err(Deny::Saturated) => Err(TakeError::Saturated),
         }
     }
 
@@ -235,10 +237,10 @@ impl Model {
         for k in 0..6 {
             let (old, new) = (old[k as usize], self.params(k));
             let tat = &mut self.tat[k as usize];
-            *tat = if *tat <= now - old.tau() {
+            *tat = if schedule::at_rest(*tat, now, old, PRUNE_GRACE) {
                 schedule::FULL
             } else {
-                schedule::rebase(*tat, old, new)
+                schedule::rebase(*tat, now, old, new)
             };
         }
     }

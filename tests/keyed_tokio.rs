@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use paceline::tokio::AsyncKeyedLimiter;
 use paceline::{Clock, KeyedLimiter, Rate, TakeError};
 use tokio::time::Instant;
 
@@ -20,37 +21,39 @@ fn ms(n: u64) -> Duration {
 }
 
 /// 10/s with slack 2, on paused Tokio time.
-fn limiter() -> KeyedLimiter<u32, TokioTime> {
-    KeyedLimiter::builder(Rate::per_second(10))
-        .slack(2)
-        .clock(TokioTime(Instant::now()))
-        .build()
-        .unwrap()
+fn limiter() -> AsyncKeyedLimiter<u32, TokioTime> {
+    AsyncKeyedLimiter::from(
+        KeyedLimiter::builder(Rate::per_second(10))
+            .slack(2)
+            .clock(TokioTime(Instant::now()))
+            .build()
+            .unwrap(),
+    )
 }
 
 #[tokio::test(start_paused = true)]
-async fn take_async_sleeps_until_the_keys_slot() {
+async fn take_sleeps_until_the_keys_slot() {
     let l = limiter();
     let start = Instant::now();
     for _ in 0..3 {
-        assert_eq!(l.take_async(&1).await, Ok(Duration::ZERO));
+        assert_eq!(l.take(&1).await, Ok(Duration::ZERO));
     }
-    assert_eq!(l.take_async(&1).await, Ok(ms(100)));
+    assert_eq!(l.take(&1).await, Ok(ms(100)));
     assert_eq!(start.elapsed(), ms(100));
     // Another key has its own burst.
-    assert_eq!(l.take_n_async(&2, 3).await, Ok(ms(100)));
+    assert_eq!(l.take_n(&2, 3).await, Ok(ms(100)));
     assert_eq!(
-        l.take_n_timeout_async(&1, 1, ms(50)).await,
+        l.take_n_timeout(&1, 1, ms(50)).await,
         Err(TakeError::QueueFull {
             wait: ms(100),
             max_wait: ms(50)
         })
     );
     // Key 2 spent its burst at 100 ms: its next slot is 100 ms later.
-    assert_eq!(l.take_timeout_async(&2, ms(100)).await, Ok(ms(200)));
+    assert_eq!(l.take_timeout(&2, ms(100)).await, Ok(ms(200)));
     // Even a timeout of zero is refused as a full queue, not `RetryAfter`.
     assert_eq!(
-        l.take_timeout_async(&2, Duration::ZERO).await,
+        l.take_timeout(&2, Duration::ZERO).await,
         Err(TakeError::QueueFull {
             wait: ms(100),
             max_wait: Duration::ZERO
@@ -63,9 +66,7 @@ async fn a_cancelled_take_gives_its_slot_back() {
     let l = limiter();
     l.try_take_n(&1, 3).unwrap();
     // Reserves the slot at 100 ms, then is dropped at 10 ms.
-    assert!(tokio::time::timeout(ms(10), l.take_async(&1))
-        .await
-        .is_err());
+    assert!(tokio::time::timeout(ms(10), l.take(&1)).await.is_err());
     tokio::time::sleep(ms(90)).await;
     // The slot at 100 ms is free again.
     assert_eq!(l.try_take(&1), Ok(()));
@@ -76,8 +77,9 @@ async fn a_cancelled_take_gives_its_slot_back() {
 async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() {
     let l = limiter();
     l.try_take_n(&1, 3).unwrap();
-    let mut first = Box::pin(l.take_async(&1)); // will reserve 100 ms
-    let mut second = Box::pin(l.take_async(&1)); // will reserve 200 ms
+    // Bounded takes book at first poll (unbounded ones within the horizon).
+    let mut first = Box::pin(l.take_timeout(&1, ms(1000))); // will reserve 100 ms
+    let mut second = Box::pin(l.take_timeout(&1, ms(1000))); // will reserve 200 ms
     let both = async {
         // Poll both once so both reserve, then drop the first only.
         tokio::select! {
@@ -100,14 +102,16 @@ async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() 
 /// (two permits at 150 ms with no slack).
 #[tokio::test(start_paused = true)]
 async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
-    let l = KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
-        .slack(0)
-        .clock(TokioTime(Instant::now()))
-        .build()
-        .unwrap();
+    let l = AsyncKeyedLimiter::from(
+        KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+            .slack(0)
+            .clock(TokioTime(Instant::now()))
+            .build()
+            .unwrap(),
+    );
     l.try_take(&1).unwrap();
-    let mut first = Box::pin(l.take_async(&1)); // will reserve 100 ms
-    let mut second = Box::pin(l.take_async(&1));
+    let mut first = Box::pin(l.take_timeout(&1, ms(1000))); // will reserve 100 ms
+    let mut second = Box::pin(l.take_timeout(&1, ms(1000)));
     let both = async {
         tokio::select! {
             biased;
@@ -115,7 +119,9 @@ async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
             _ = std::future::ready(()) => {}
         }
         // 20/s: the next slot is 50 ms after the one at 100 ms.
-        l.set_override(1, Rate::per_second(20), 0).unwrap();
+        l.limiter()
+            .set_override(1, Rate::per_second(20), 0)
+            .unwrap();
         tokio::select! {
             biased;
             _ = &mut second => unreachable!("the slot is 150 ms away"),

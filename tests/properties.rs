@@ -45,6 +45,8 @@ enum Op {
     CanTake(u64),
     /// The new interval, ns.
     SetRate(u64),
+    /// The new slack, permits.
+    SetSlack(u64),
 }
 
 /// What a call answered; the same for every implementation or a bug.
@@ -93,6 +95,7 @@ impl Model {
                 burst: self.params.slack() + 1,
             },
             (Deny::CostTooLarge, _) => TakeError::CostTooLarge { cost },
+            (Deny::Saturated, _) => TakeError::Saturated,
         }
     }
 
@@ -127,13 +130,17 @@ struct Admitted {
     at: u64,
     cost: u64,
     stretch: usize,
+    /// How many times the clock had been stepped back or set before it: one
+    /// instant of the clock can come twice only across such a move.
+    epoch: usize,
 }
 
 struct Run {
     admitted: Vec<Admitted>,
     /// The interval of each stretch.
     intervals: Vec<u64>,
-    slack: u64,
+    /// The slack of each stretch.
+    slacks: Vec<u64>,
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -170,15 +177,24 @@ fn run(
     let mut out = Run {
         admitted: Vec::new(),
         intervals: vec![interval],
-        slack,
+        slacks: vec![slack],
     };
+    let mut epoch = 0;
     for op in ops {
+        if matches!(op, Op::StepBack { .. } | Op::SetClock(_)) {
+            epoch += 1;
+        }
         let t = model.params.interval();
         let quarter = |q: u64| q.saturating_mul(t) / 4;
         let stretch = out.intervals.len() - 1;
         let mut admitted = |at: u64, cost: u64| {
             if cost > 0 {
-                out.admitted.push(Admitted { at, cost, stretch });
+                out.admitted.push(Admitted {
+                    at,
+                    cost,
+                    stretch,
+                    epoch,
+                });
             }
         };
         // The model's answer.
@@ -202,6 +218,12 @@ fn run(
                         let at = g.slot.max(now) - ORIGIN;
                         admitted(at, cost);
                         Answer::Took(Ok(Duration::from_nanos(at)))
+                    }
+                    // A plain take past the end of internal time is never
+                    // admitted: it waits for the clock's end.
+                    Err(Deny::Saturated) if matches!(op, Op::Take) => {
+                        model.clock = model.clock.max(u64::MAX - ORIGIN);
+                        Answer::Took(Ok(Duration::from_nanos(u64::MAX - ORIGIN)))
                     }
                     Err(deny) => Answer::Took(Err(model.error(deny, cost, None))),
                 }
@@ -236,18 +258,26 @@ fn run(
                 schedule::step(model.tat, model.now(), cost, model.params, Admit::Within(0))
                     .is_ok(),
             ),
-            Op::SetRate(interval) => match Params::new(interval, slack) {
-                Some(p) => {
-                    model.tat = schedule::rebase(model.tat, model.params, p);
-                    model.params = p;
-                    out.intervals.push(interval);
-                    Answer::SetRate(Ok(()))
+            Op::SetRate(_) | Op::SetSlack(_) => {
+                let (interval, slack) = match *op {
+                    Op::SetRate(interval) => (interval, model.params.slack()),
+                    Op::SetSlack(slack) => (model.params.interval(), slack),
+                    _ => unreachable!(),
+                };
+                match Params::new(interval, slack) {
+                    Some(p) => {
+                        model.tat = schedule::rebase(model.tat, model.now(), model.params, p);
+                        model.params = p;
+                        out.intervals.push(interval);
+                        out.slacks.push(slack);
+                        Answer::SetRate(Ok(()))
+                    }
+                    None => Answer::SetRate(Err(BuildError::SlackTooLarge {
+                        slack,
+                        interval: Duration::from_nanos(interval),
+                    })),
                 }
-                None => Answer::SetRate(Err(BuildError::SlackTooLarge {
-                    slack,
-                    interval: Duration::from_nanos(interval),
-                })),
-            },
+            }
         };
         // Each limiter's answer.
         for (kind, clock, limiter) in &limiters {
@@ -276,6 +306,7 @@ fn run(
                 Op::SetRate(interval) => Answer::SetRate(
                     limiter.set_rate(Rate::every(Duration::from_nanos(interval)).unwrap()),
                 ),
+                Op::SetSlack(slack) => Answer::SetRate(limiter.set_slack(slack)),
             };
             prop_assert_eq!(&got, &want, "{:?} on {:?}", kind, op);
             prop_assert_eq!(clock.now(), model.clock, "{:?}: clock after {:?}", kind, op);
@@ -315,7 +346,7 @@ fn check_window_bound(run: &Run) -> Result<(), TestCaseError> {
             for j in i..grants.len() {
                 sum += u128::from(grants[j].cost);
                 largest = largest.max(grants[j].cost);
-                let burst = u128::from((run.slack + 1).max(largest));
+                let burst = u128::from((run.slacks[stretch] + 1).max(largest));
                 let span = u128::from(grants[j].at - grants[i].at);
                 prop_assert!(
                     sum * u128::from(t) <= span + burst * u128::from(t),
@@ -324,11 +355,35 @@ fn check_window_bound(run: &Run) -> Result<(), TestCaseError> {
                     grants[i].at,
                     grants[j].at,
                     t,
-                    run.slack,
+                    run.slacks[stretch],
                     &grants[i..=j]
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// Across any sequence of rate and slack changes, the permits admitted at one
+/// instant (of a clock that has not stepped back since) never exceed the largest burst in force around it (`slack + 1`),
+/// or the largest single cost a blocking `take_n` paid for by waiting: a
+/// change never refills credit already spent.
+fn check_instant_bound(run: &Run) -> Result<(), TestCaseError> {
+    let mut grants = run.admitted.clone();
+    grants.sort_by_key(|g| (g.epoch, g.at));
+    for same in grants.chunk_by(|a, b| (a.epoch, a.at) == (b.epoch, b.at)) {
+        let sum: u128 = same.iter().map(|g| u128::from(g.cost)).sum();
+        let largest = same.iter().map(|g| g.cost).max().unwrap_or(0);
+        let (first, last) = (same[0].stretch, same[same.len() - 1].stretch);
+        let slack = run.slacks[first..=last].iter().copied().max().unwrap_or(0);
+        prop_assert!(
+            sum <= u128::from((slack + 1).max(largest)),
+            "{} permits at one instant {} with slack {}: {:?}",
+            sum,
+            same[0].at,
+            slack,
+            same
+        );
     }
     Ok(())
 }
@@ -350,6 +405,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u64..=14, 0u64..=60).prop_map(|(cost, quarters)| Op::TakeTimeout { cost, quarters }),
         1 => (0u64..=14).prop_map(Op::CanTake),
         1 => prop::sample::select(&INTERVALS[..]).prop_map(Op::SetRate),
+        1 => (0u64..=12).prop_map(Op::SetSlack),
     ]
 }
 
@@ -389,6 +445,26 @@ proptest! {
     ) {
         let run = run(interval, slack, full, precise, &ops)?;
         check_window_bound(&run)?;
+        check_instant_bound(&run)?;
+    }
+
+    /// Rate changes in bursts (speed-ups and slow-downs at one instant, with
+    /// permits taken between): no instant ever releases more than the burst.
+    #[test]
+    fn rate_changes_never_refill_spent_credit(
+        interval in prop::sample::select(&INTERVALS[..]),
+        slack in prop_oneof![Just(0u64), Just(10u64), 0u64..=12],
+        full in any::<bool>(),
+        ops in prop::collection::vec(prop_oneof![
+            4 => (0u64..=14).prop_map(Op::TryTakeN),
+            2 => Just(Op::Take),
+            3 => prop::sample::select(&INTERVALS[..]).prop_map(Op::SetRate),
+            1 => (0u64..=12).prop_map(Op::SetSlack),
+            1 => (0u64..=8, 0u64..=3).prop_map(|(quarters, jitter)| Op::Advance { quarters, jitter }),
+        ], 1..60),
+    ) {
+        let run = run(interval, slack, full, false, &ops)?;
+        check_instant_bound(&run)?;
     }
 
     /// The same agreement at the edges of `u64`: clocks set anywhere

@@ -514,7 +514,8 @@ mod tokio_calls {
             .on_error(policy)
             .connect_timeout(TIMEOUT)
             .response_timeout(TIMEOUT)
-            .build_async()
+            .build()
+            .map(AsyncRedisLimiter::from)
             .unwrap()
     }
 
@@ -555,7 +556,8 @@ mod tokio_calls {
         let server = RedisServer::start();
         let limiter = RedisLimiter::builder(server.url(), Rate::per_minute(1))
             .slack(1)
-            .build_async()
+            .build()
+            .map(AsyncRedisLimiter::from)
             .unwrap();
         assert!(limiter.can_take("k", 2).await.unwrap());
         limiter.try_take_n("k", 2).await.unwrap();
@@ -635,7 +637,8 @@ mod tokio_calls {
         let cluster = RedisCluster::start();
         let limiter = RedisLimiter::cluster_builder(cluster.urls(), Rate::per_minute(1))
             .slack(2)
-            .build_async()
+            .build()
+            .map(AsyncRedisLimiter::from)
             .unwrap();
         limiter.ping().await.unwrap();
         let keys: Vec<String> = (0..30).map(|i| format!("user:{i}")).collect();

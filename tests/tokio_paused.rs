@@ -11,6 +11,7 @@ use paceline::tokio::AsyncLimiter;
 use paceline::{Rate, TakeError};
 use tokio::time::{sleep, timeout, Instant};
 
+const SECOND: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
 
 /// `n` tasks share `limiter`, each taking in a loop for `run`; returns the
@@ -127,15 +128,17 @@ async fn dropped_waiter_slot_stays_spent_when_someone_reserved_after() {
         .build()
         .unwrap();
     limiter.take().await;
-    let mut b = Box::pin(limiter.take());
+    // Bounded takes book their slots at first poll (unbounded ones only
+    // once the slot is within the horizon).
+    let mut b = Box::pin(limiter.take_timeout(SECOND));
     {
-        let mut a = pin!(limiter.take());
+        let mut a = pin!(limiter.take_timeout(SECOND));
         assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
         assert_eq!(b.as_mut().now_or_never(), None); // 200 ms
     } // a dropped: b reserved after it, so its slot is spent
     let c = limiter.take();
     let (b, c) = tokio::join!(b, c);
-    assert_eq!((b, c), (200 * MS, 300 * MS));
+    assert_eq!((b.unwrap(), c), (200 * MS, 300 * MS));
 }
 
 #[tokio::test(start_paused = true)]
@@ -162,7 +165,7 @@ async fn waiter_dropped_after_its_slot_has_taken_its_permit() {
         .unwrap();
     limiter.take().await;
     {
-        let mut a = pin!(limiter.take());
+        let mut a = pin!(limiter.take_timeout(SECOND));
         assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
         tokio::time::advance(150 * MS).await; // its slot passes unpolled
     }
@@ -292,12 +295,12 @@ async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
         .build()
         .unwrap();
     limiter.try_take().unwrap(); // slot 0, next 100 ms
-    let mut first = Box::pin(limiter.take()); // slot 100 ms, next 200 ms
+    let mut first = Box::pin(limiter.take_timeout(SECOND)); // slot 100 ms, next 200 ms
     assert!((&mut first).now_or_never().is_none());
     limiter.set_rate(Rate::per_second(20)).unwrap(); // next rebased to 150 ms
-    let mut second = Box::pin(limiter.take()); // slot 150 ms, next 200 ms
+    let mut second = Box::pin(limiter.take_timeout(SECOND)); // slot 150 ms, next 200 ms
     assert!((&mut second).now_or_never().is_none());
     drop(first); // the state reads 200 ms again, but the rate changed since
-    assert_eq!(second.await, 150 * MS);
+    assert_eq!(second.await.unwrap(), 150 * MS);
     assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(50 * MS)));
 }

@@ -18,8 +18,8 @@
 //! The async cancellation give-back (`give_back.rs`) cannot run under loom
 //! through Tokio, so its models drive the store-level protocol directly: the
 //! limiters' `__reserve` / `__give_back` methods, hidden and compiled only
-//! under `--cfg paceline_loom`, call the real `Core::reserve` (the update an
-//! async take runs) and `Core::give_back` (the store's CAS `next` → `prev`,
+//! under `--cfg paceline_loom`, call the real `Pacer::reserve_cancellable`
+//! (the update an async take runs) and `Pacer::give_back` (the store's CAS `next` → `prev`,
 //! or compare-and-set under the lock). A successful give-back lowers `tat`:
 //! it is the reason `tat` is not monotonic, and why a `fetch_add` fast path
 //! that assumes the state only grows (DESIGN §2) would be wrong as it stands.
@@ -53,6 +53,7 @@
 //! | `set_rate`, `set_rate_flips` | a step reads the interval only after `tat` | back to the old rate after the new; a slot not one interval in force after the last (the flip back restores the word a stale step read) |
 //! | `set_rate`, `set_rate_flips` | a step decides on `REBASING` instead of waiting for the rebased word | grants paced by neither rate; a slot handed out twice |
 //! | `take`, `try_take`, `set_rate` | `MutexLimiter` decides under one lock, stores under another | overlapping grants; over budget; a grant paced by neither rate |
+//! | `set_limit` | the rebased word published before the new interval and slack (`AtomicStore::set_params`) | an answer no sequential order of the change and the takes explains (a take paced by the old limit after the rebase) |
 //! | `manual_clock` | `ManualClock` notifies without taking its lock | loom: deadlock (lost wake-up) |
 //! | `manual_clock` | a waiter does not re-check the clock after waking | a take returned before its time |
 //! | `give_back` | `give_back` stores `prev` unconditionally | the final state, and a gap in the surviving grants; with those off, a slot handed out twice and over `slack + 1 + elapsed / T` (budget model), a fresh limiter banking credit (tile model); with overlap off too, over budget |
@@ -61,6 +62,15 @@
 //! | `give_back` | `give_back` ignores the CAS result (always reports success) | the final state, and a gap in the surviving grants |
 //! | `give_back` | `give_back` checks, then stores in a second step (load + store; two lock sections) | the final state, and a gap; with those off, a slot handed out twice and over budget (budget model), a give-back refused with no one after it (tile model) |
 //! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; ignores the CAS result; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost (a `give_back` that never undoes passes it: the two models above catch that) |
+//! | `keyed_first_take` | `decide_new` does not look for the key again under the write lock | over the burst (a second entry for the key) |
+//! | `keyed_first_take` | `atomic::update_fixed` stores with load + store, not CAS | over the burst |
+//! | `keyed_prune` (prune) | `decide` reads the clock before taking the shard's lock | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
+//! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
+//!
+//! The keyed models (`keyed_*.rs`) run `KeyedLimiter` itself: its atomics and
+//! locks come from the same shim, and its hasher has a fixed seed under
+//! `--cfg paceline_loom` so that every execution hashes alike. They use
+//! `max_keys(1)`, so the map has one shard (one loom lock).
 //!
 //! `set_rate_flips` (rate `A` -> `B` -> `A` racing two takers) is the model
 //! of the exact `set_rate`: with the two-step `set_rate` it replaced (rebase,
@@ -98,7 +108,7 @@ pub trait Subject: Limiter + Sized + 'static {
 
     /// Reserves `cost` permits without waiting, as an async take does (the
     /// limiter's cfg-gated `__reserve` hook: the real
-    /// `Core::reserve_cancellable`), and returns the grant.
+    /// `Pacer::reserve_cancellable`), and returns the grant.
     fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
         self.reserve_cancellable(cost, admit).map(|r| r.grant)
     }
@@ -107,7 +117,7 @@ pub trait Subject: Limiter + Sized + 'static {
     fn reserve_cancellable(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError>;
 
     /// Gives a reservation back, as a dropped async take does (the cfg-gated
-    /// `__give_back` hook: the real `Core::give_back`); `true` when undone.
+    /// `__give_back` hook: the real `Pacer::give_back`); `true` when undone.
     fn give_back(&self, reservation: Reservation) -> bool;
 }
 

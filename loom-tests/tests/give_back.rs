@@ -1,9 +1,9 @@
 //! The async cancellation give-back: a future dropped before its slot runs
-//! `Core::give_back`, which undoes its grant (state `next` → `prev`) only if
+//! `Pacer::give_back`, which undoes its grant (state `next` → `prev`) only if
 //! no one has reserved since. Loom cannot run Tokio, so these models drive
 //! the store-level protocol the async face is built on, through the
 //! limiters' cfg-gated `__reserve` / `__give_back` hooks: the same
-//! `Core::reserve` an async take runs, then the real `Store::give_back` (the
+//! `Pacer::reserve_cancellable` an async take runs, then the real `Store::give_back` (the
 //! CAS in `AtomicLimiter`'s store, the compare-and-set under the lock in
 //! `MutexLimiter`'s), racing other reservations and `try_take`s.
 //!

@@ -1,95 +1,136 @@
-//! The async face of [`KeyedLimiter`] (feature `tokio`).
+//! [`AsyncKeyedLimiter`]: a [`KeyedLimiter`]'s takes as futures (feature
+//! `tokio`). The decisions are the keyed limiter's own; the waiting is the
+//! crate's one async wait (`src/wait/tokio.rs`): a take loops on the
+//! limiter's clock until it reads the slot, books an unbounded take's slot
+//! only within the horizon, and gives a cancelled booking back while its
+//! slot is still ahead.
 
 use std::borrow::Borrow;
+use std::fmt;
+use std::future::{ready, Future};
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::shard::find;
 use super::{read, KeyedLimiter};
-use crate::clock::Clock;
+use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
+use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, ORIGIN};
+use crate::wait::tokio::{self as wait, Reserve, Reserved};
+use crate::wait::Wait;
 
-/// The async face (feature `tokio`): the same decisions, waiting on Tokio's
-/// timer instead of blocking the thread.
-impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// [`take`](Self::take) for async code: reserves the key's next slot and
-    /// sleeps on Tokio's timer until it.
+/// A [`KeyedLimiter`] whose takes are futures: `limiter.take(&ip).await`.
+/// The async face of the keyed limiter, made from a built one with
+/// [`AsyncKeyedLimiter::from`] (or [`new`](Self::new)).
+///
+/// ```
+/// use paceline::tokio::AsyncKeyedLimiter;
+/// use paceline::{KeyedLimiter, Rate};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = AsyncKeyedLimiter::from(
+///     KeyedLimiter::<String>::builder(Rate::per_second(1000)).slack(20).build()?,
+/// );
+/// limiter.take("tenant-a").await?; // sleeps (as a task) until the key's slot
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Clones share one limiter (an `Arc` inside). The settings and the look
+/// inside (overrides, `stats`, `snapshot`) are the keyed limiter's, through
+/// [`limiter`](Self::limiter).
+pub struct AsyncKeyedLimiter<K, C: Clock = DefaultClock> {
+    inner: Arc<KeyedLimiter<K, C>>,
+}
+
+impl<K: Hash + Eq + Clone> AsyncKeyedLimiter<K> {
+    /// A keyed limiter at `rate` for every key, slack 10, on the
+    /// [`DefaultClock`].
     ///
-    /// ```
-    /// use paceline::{KeyedLimiter, Rate};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), paceline::TakeError> {
-    /// let limiter = KeyedLimiter::<&str>::new(Rate::per_second(1000));
-    /// limiter.take_async(&"tenant-a").await?;
-    /// # Ok(())
-    /// # }
-    /// ```
+    /// # Panics
+    /// As [`KeyedLimiter::new`].
+    pub fn new(rate: Rate) -> Self {
+        AsyncKeyedLimiter::from(KeyedLimiter::new(rate))
+    }
+}
+
+impl<K, C: Clock> From<KeyedLimiter<K, C>> for AsyncKeyedLimiter<K, C> {
+    /// The async face of `limiter`.
+    fn from(limiter: KeyedLimiter<K, C>) -> Self {
+        AsyncKeyedLimiter {
+            inner: Arc::new(limiter),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
+    /// Waits until the key's next permit's slot, and returns the slot's time
+    /// on the limiter's clock.
     ///
     /// # Cancel safety
-    /// Dropping the future before its slot gives the slot back if no one has
-    /// reserved on this key since (and no rate change or eviction has moved
-    /// its shard's keys since); otherwise the slot is spent. Either way the
-    /// call counts as admitted in [`stats`](Self::stats).
+    /// A take books the key's slot only once it is within 10 ms of the
+    /// clock; cancelled before that it has booked nothing. Cancelled after
+    /// booking and before its slot, it gives the slot back if no one has
+    /// booked on this key since (and no rate change or eviction has moved
+    /// its shard's keys since); otherwise that slot is spent. Either way a
+    /// booked call counts as admitted in [`stats`](KeyedLimiter::stats).
     ///
     /// # Errors
     /// [`TakeError::TooManyKeys`].
-    pub async fn take_async<Q>(&self, key: &Q) -> Result<Duration, TakeError>
+    pub async fn take<Q>(&self, key: &Q) -> Result<Duration, TakeError>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        self.take_n_async(key, 1).await
+        self.take_n(key, 1).await
     }
 
-    /// [`take_n`](Self::take_n) for async code.
+    /// Waits until `cost` permits of the key are paid for, as one request.
     ///
     /// # Cancel safety
-    /// As [`take_async`](Self::take_async).
+    /// As [`take`](Self::take).
     ///
     /// # Errors
     /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
-    pub async fn take_n_async<Q>(&self, key: &Q, cost: u64) -> Result<Duration, TakeError>
+    pub async fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, TakeError>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        let decided = self.decide(key, cost, Admit::Always)?;
-        self.sleep_to(key, decided).await
+        wait::take(&self.on(key), cost, None).await
     }
 
-    /// [`take_timeout`](Self::take_timeout) for async code: fails at once if
-    /// the key's next slot is more than `max_wait` away, else sleeps until it.
+    /// Takes a permit of the key and waits for it only if its slot is at
+    /// most `max_wait` away; otherwise fails at once, storing nothing.
     ///
     /// # Cancel safety
-    /// As [`take_async`](Self::take_async).
+    /// It books at once: dropped before its slot, the slot is given back if
+    /// no one has booked on the key since; otherwise it is spent.
     ///
     /// # Errors
     /// [`TakeError::QueueFull`]; [`TakeError::TooManyKeys`].
-    pub async fn take_timeout_async<Q>(
-        &self,
-        key: &Q,
-        max_wait: Duration,
-    ) -> Result<Duration, TakeError>
+    pub async fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, TakeError>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        self.take_n_timeout_async(key, 1, max_wait).await
+        self.take_n_timeout(key, 1, max_wait).await
     }
 
-    /// [`take_n_timeout`](Self::take_n_timeout) for async code: fails at once
-    /// if the slot is more than `max_wait` away, else sleeps until it.
+    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
     ///
     /// # Cancel safety
-    /// As [`take_async`](Self::take_async).
+    /// As [`take_timeout`](Self::take_timeout).
     ///
     /// # Errors
     /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`];
     /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
-    pub async fn take_n_timeout_async<Q>(
+    pub async fn take_n_timeout<Q>(
         &self,
         key: &Q,
         cost: u64,
@@ -97,37 +138,126 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ) -> Result<Duration, TakeError>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        let decided = self.decide_timeout(key, cost, max_wait)?;
-        self.sleep_to(key, decided).await
+        wait::take_within(&self.on(key), cost, max_wait)
+            .await
+            .map_err(|e| e.timed_out(max_wait))
     }
 
-    /// Sleeps on Tokio's timer until `grant.slot`, giving it back if dropped
-    /// first.
-    async fn sleep_to<Q>(
-        &self,
-        key: &Q,
-        (now, grant, moves): (u64, Grant, u64),
-    ) -> Result<Duration, TakeError>
+    /// Takes a permit of the key if one is free now; never waits.
+    ///
+    /// # Errors
+    /// As [`KeyedLimiter::try_take`].
+    pub fn try_take<Q>(&self, key: &Q) -> Result<(), TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if grant.slot > now {
-            let mut pending = Pending {
-                limiter: self,
-                key: key.to_owned(),
-                grant,
-                moves,
-                armed: true,
-            };
-            tokio::time::sleep(Duration::from_nanos(grant.slot - now)).await;
-            pending.armed = false;
-        }
-        Ok(Duration::from_nanos(grant.slot.max(now) - ORIGIN))
+        self.inner.try_take(key)
     }
 
+    /// Takes `cost` permits of the key if they are free now; never waits.
+    ///
+    /// # Errors
+    /// As [`KeyedLimiter::try_take_n`].
+    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.inner.try_take_n(key, cost)
+    }
+
+    /// The keyed limiter: its settings (rates, overrides), its questions
+    /// that consume nothing, and its look inside. (Its blocking takes would
+    /// block the runtime's thread: use this type's.)
+    pub fn limiter(&self) -> &KeyedLimiter<K, C> {
+        &self.inner
+    }
+
+    /// The call on one key, for the async wait.
+    fn on<'a, Q: ?Sized>(&'a self, key: &'a Q) -> OnKey<'a, K, Q, C> {
+        OnKey {
+            limiter: &self.inner,
+            key,
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K, C: Clock> Clone for AsyncKeyedLimiter<K, C> {
+    fn clone(&self) -> Self {
+        AsyncKeyedLimiter {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K, C: Clock> fmt::Debug for AsyncKeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AsyncKeyedLimiter")
+            .field(&self.inner)
+            .finish()
+    }
+}
+
+/// One key of a keyed limiter, as the async wait sees it.
+struct OnKey<'a, K, Q: ?Sized, C: Clock> {
+    limiter: &'a KeyedLimiter<K, C>,
+    key: &'a Q,
+    _key: PhantomData<fn() -> K>,
+}
+
+/// What a keyed give-back needs: the key, the grant, and its shard's `moves`
+/// at the grant.
+type Ticket<K> = (K, Grant, u64);
+
+impl<K, Q, C> Reserve for OnKey<'_, K, Q, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    C: Clock,
+{
+    type Clock = C;
+    type Ticket = Ticket<K>;
+    type Error = TakeError;
+
+    fn clock(&self) -> &C {
+        &self.limiter.clock
+    }
+
+    fn wait(&self) -> Wait {
+        self.limiter.wait
+    }
+
+    fn reserve(
+        &self,
+        cost: u64,
+        admit: Admit,
+    ) -> impl Future<Output = Result<Reserved<Ticket<K>>, TakeError>> + Send {
+        ready(
+            self.limiter
+                .decide(self.key, cost, admit)
+                .map(|(now, grant, moves)| Reserved {
+                    now,
+                    slot: grant.slot,
+                    went_at: Duration::from_nanos(grant.slot.max(now) - ORIGIN),
+                    ticket: Some((self.key.to_owned(), grant, moves)),
+                }),
+        )
+    }
+
+    fn refusal(error: &TakeError) -> Option<&TakeError> {
+        Some(error)
+    }
+
+    fn give_back(&self, (key, grant, moves): Ticket<K>) {
+        self.limiter.give_back(&key, grant, moves);
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated the
     /// key since; `true` when it did. Not if its shard's entries were moved
     /// (`moves`) since the grant: a rebased or re-created `tat` may come back
@@ -144,25 +274,5 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         })
-    }
-}
-
-/// A reserved slot an async caller is sleeping towards; dropped before the
-/// slot (the future was cancelled), it gives the slot back.
-struct Pending<'a, K: Hash + Eq + Clone, C: Clock> {
-    limiter: &'a KeyedLimiter<K, C>,
-    key: K,
-    grant: Grant,
-    /// The shard's `moves` at the grant.
-    moves: u64,
-    /// Cleared once the slot is reached.
-    armed: bool,
-}
-
-impl<K: Hash + Eq + Clone, C: Clock> Drop for Pending<'_, K, C> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.limiter.give_back(&self.key, self.grant, self.moves);
-        }
     }
 }

@@ -2,23 +2,24 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::collections::HashMap;
 
-use super::rates::{Class, Resolved};
+use super::classes::{Class, Resolved};
 use super::shard::Shard;
 use super::{
-    KeyedLimiter, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD, MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
+    KeyHasher, KeyedLimiter, OverrideHasher, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD,
+    MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
 };
-use crate::clock::{Clock, DefaultClock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
 use crate::pacer::{params, DEFAULT_SLACK};
+use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::rate::Rate;
+use crate::wait::Wait;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
 ///
@@ -61,10 +62,10 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         self
     }
 
-    /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]). It is
-    /// enforced per shard (`max_keys / shards` each), so the map may act on
-    /// [`when_full`](Self::when_full) a little before the total reaches it.
-    /// A ceiling of 0 is taken as 1.
+    /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]): the map
+    /// never tracks more, and acts on [`when_full`](Self::when_full) only
+    /// once it tracks exactly this many busy keys. A ceiling of 0 is taken
+    /// as 1.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
         self
@@ -80,7 +81,13 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     /// Where an override lookup goes when a key has none of its own:
     /// `parent(key)`, then its parent, and so on, then the default rate.
     /// [`path_parent`](super::path_parent) gives `"api/upload/10.0.0.7"` → `"api/upload"` →
-    /// `"api"`. Resolved once per key when it starts being tracked.
+    /// `"api"`. Resolved once per key when it starts being tracked (and
+    /// again when the overrides change).
+    ///
+    /// The walk follows at most [`MAX_PARENT_STEPS`](super::MAX_PARENT_STEPS)
+    /// parents. A function with a cycle (`"" → ""`), or a chain longer than
+    /// that, is a misconfiguration: the key gets the default rate, and each
+    /// such walk counts in [`KeyedStats::parent_walks_cut`](super::KeyedStats::parent_walks_cut).
     pub fn parent(mut self, parent: fn(&K) -> Option<K>) -> Self {
         self.parent = Some(parent);
         self
@@ -110,14 +117,13 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         let p = params(self.rate, self.slack)?;
         let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
         let resolved = Arc::new(Resolved {
-            overrides: HashMap::with_hasher(RandomState::default()),
+            overrides: HashMap::with_hasher(OverrideHasher::default()),
             rates: vec![self.rate],
             classes: Arc::clone(&classes),
         });
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);
-        let shard_cap = max_keys / shards;
-        let hasher = foldhash::quality::RandomState::default();
+        let hasher = KeyHasher::default();
         Ok(KeyedLimiter {
             shards: (0..shards)
                 .map(|_| {
@@ -127,7 +133,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                         resolved: Arc::clone(&resolved),
                         epoch: 0,
                         earliest_rest: 0,
-                        sweep_at: MIN_SWEEP.min(shard_cap),
+                        sweep_at: MIN_SWEEP,
                         retired_admitted: 0,
                         retired_refused: 0,
                         wrapped_admitted: AtomicU64::new(0),
@@ -140,8 +146,9 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                 .collect(),
             hasher,
             mask: shards - 1,
-            shard_cap,
             max_keys,
+            tracked: CachePadded::new(AtomicUsize::new(0)),
+            next_rest: AtomicU64::new(u64::MAX),
             when_full: self.when_full,
             parent: self.parent,
             resolved: RwLock::new(resolved),
@@ -151,6 +158,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             wait: self.wait,
             untracked: AtomicU64::new(0),
             refused_untracked: AtomicU64::new(0),
+            admitted_free: AtomicU64::new(0),
+            parent_walks_cut: AtomicU64::new(0),
         })
     }
 }

@@ -2,13 +2,14 @@
 //! ([`KeyState`]) and its totals ([`KeyedStats`]).
 
 use std::hash::Hash;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::shard::{coarse, sweep, IDLE_SHIFT};
-use super::{read, write, KeyedLimiter, WhenFull};
-use crate::clock::{Clock, Wait};
+use super::{KeyedLimiter, WhenFull};
+use crate::clock::Clock;
+use crate::primitive::{read, write, Ordering};
 use crate::schedule;
+use crate::wait::Wait;
 
 /// One tracked key as [`KeyedLimiter::snapshot`] sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,7 +38,9 @@ pub struct KeyState<K> {
 pub struct KeyedStats {
     /// Keys tracked now.
     pub keys: usize,
-    /// Calls admitted in all (tracked, since dropped, and untracked).
+    /// Calls admitted in all (tracked, since dropped, and untracked). A call
+    /// of cost 0 counts, on a key tracked or not: it is admitted, and takes
+    /// nothing.
     pub admitted: u64,
     /// Calls refused in all.
     pub refused: u64,
@@ -47,6 +50,11 @@ pub struct KeyedStats {
     pub evicted: u64,
     /// Calls admitted without a bucket under [`WhenFull::Admit`].
     pub untracked: u64,
+    /// Override lookups that gave up after
+    /// [`MAX_PARENT_STEPS`](super::MAX_PARENT_STEPS) parents and used the
+    /// default rate: nonzero means the [`parent`](super::KeyedBuilder::parent)
+    /// function has a cycle (or a chain that deep).
+    pub parent_walks_cut: u64,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -55,9 +63,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         self.wait
     }
 
-    /// The number of keys tracked now.
+    /// The number of keys tracked now: one atomic read of the count the
+    /// ceiling is enforced with, so never above [`max_keys`](Self::max_keys)
+    /// even while other threads insert and evict (summing the shards one at
+    /// a time could be).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| read(s).map.len()).sum()
+        self.tracked.load(Ordering::Relaxed)
     }
 
     /// Whether no key is tracked.
@@ -84,7 +95,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let mut shard = write(lock);
             let now = self.now();
             let before = shard.map.len();
-            sweep(&mut shard, now);
+            self.release(sweep(&mut shard, now));
             dropped += before - shard.map.len();
         }
         dropped
@@ -154,13 +165,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn stats(&self) -> KeyedStats {
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
-            admitted: self.untracked.load(Ordering::Relaxed),
+            parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),
+            keys: self.len(),
+            admitted: self.untracked.load(Ordering::Relaxed)
+                + self.admitted_free.load(Ordering::Relaxed),
             refused: self.refused_untracked.load(Ordering::Relaxed),
             ..KeyedStats::default()
         };
         for lock in self.shards.iter() {
             let shard = read(lock);
-            stats.keys += shard.map.len();
             stats.admitted += shard.retired_admitted;
             stats.refused += shard.retired_refused;
             stats.admitted += shard.wrapped_admitted.load(Ordering::Relaxed);

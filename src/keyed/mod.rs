@@ -4,21 +4,25 @@
 //! # Implementation details
 //!
 //! Each tracked key has one unpadded `AtomicU64`, its `tat`, updated by the
-//! very CAS loop [`AtomicLimiter`](crate::AtomicLimiter) runs
-//! (`atomic::update`), so a key decides exactly as a lone limiter would.
-//! The keys live in a sharded map: a power of two of `RwLock`s over a
-//! hashbrown `HashTable<(K, Entry)>`, each padded to its own cache line. A
-//! key is hashed once (foldhash); the hash picks both the shard and the
-//! slot. A call on a tracked key takes its shard's read lock, reads the
-//! clock, runs the CAS loop on the entry and releases the lock before
-//! waiting; only a new key takes the write lock. The design was chosen by
-//! measurement against `dashmap`, `scc` and `papaya` (see the commit that
-//! introduced `src/keyed.rs`): it matches dashmap on one hot key and on many
-//! keys, and its two dependencies have none of their own.
+//! same step and CAS as [`AtomicLimiter`](crate::AtomicLimiter)'s
+//! (`atomic::update_fixed`: a key's rate changes only under its shard's
+//! write lock, so its loop needs none of `set_rate`'s care), and a key
+//! decides exactly as a lone limiter would. The keys live in a sharded map:
+//! a power of two of `RwLock`s over a hashbrown `HashTable<(K, Entry)>`,
+//! each padded to its own cache line. A key is hashed once (foldhash); the
+//! hash picks both the shard and the slot. A call on a tracked key takes its
+//! shard's read lock, reads the clock, runs the CAS loop on the entry and
+//! releases the lock before waiting; only a new key takes the write lock.
+//! Against governor's dashmap-based keyed limiter, see `benches/keyed.rs`
+//! and the README's keyed section; the map's two dependencies have none of
+//! their own. Its atomics and locks come from `crate::primitive`, so the
+//! loom models in `loom-tests/` (`keyed_*.rs`) run this very code.
 //!
 //! The code is split by concern: `shard.rs` (entries, the step on one,
-//! sweeps), `rates.rs` (classes, overrides, rate changes), `builder.rs`,
-//! `inspect.rs` (settings, snapshot, totals) and `async_calls.rs` (Tokio).
+//! sweeps), `classes.rs` (the rate classes entries refer to, and how an
+//! entry moves between them), `rates.rs` (overrides, resolution, rate
+//! changes), `builder.rs`, `inspect.rs` (settings, snapshot, totals) and
+//! `async_calls.rs` (Tokio).
 //!
 //! ## Rest, and why dropping a key changes nothing
 //!
@@ -32,19 +36,48 @@
 //! The clock is read under the shard lock, so a call never decides with a
 //! reading older than a sweep that dropped its key.
 //!
+//! A clock that steps back: a tracked key, like a lone limiter, is never
+//! admitted early by a reading behind. A dropped key has no state left, so
+//! a reading more than [`PRUNE_GRACE`] behind the sweep that dropped it
+//! decides on a key at rest: up to one whole burst early (`slack + 1`
+//! permits where the dropped state, or a lone limiter, gives fewer). So for keyed
+//! limiters "never admits early" holds for steps back of at most the grace
+//! (1 ms, far more than the TSCs of different cores disagree); a clock set
+//! back further (a wall clock, say: use a monotonic one) may let a pruned
+//! key through one burst early. Remembering dropped keys would mean not
+//! dropping them.
+//!
 //! ## Pruning and the ceiling
 //!
-//! Each shard holds at most `max_keys / shards` entries (so the whole map at
-//! most `max_keys`) and sweeps itself when an insert finds its table full:
-//! it drops entries at rest, and the table grows only if that freed less than
-//! half of it (and shrinks if it is now three quarters empty). Keys at rest
-//! thus cost nothing until their room is needed, and a key that comes back
+//! The ceiling is on the whole map: one atomic count of tracked keys, which
+//! an insert raises (a CAS that never passes `max_keys`) before it adds its
+//! entry, and a sweep or an eviction lowers. So the map fills to exactly
+//! `max_keys` before [`WhenFull`] acts, whatever the number of shards and
+//! however the keys hash. (Per-shard caps of `max_keys / shards` made the
+//! first shard to fill act for all: at 3-20 % of a ceiling of 64, about half
+//! of 1 000, 80 % of 10 000.)
+//!
+//! A shard sweeps itself when an insert finds its table full: it drops
+//! entries at rest, and the table grows only if that freed less than half
+//! of it (and shrinks if it is now three quarters empty). Keys at rest thus
+//! cost nothing until their room is needed, and a key that comes back
 //! before then is still a cheap hit. A sweep is bounded by the shard's size
 //! (about a thousand entries) and amortized O(1) per insert, like a `Vec`'s
-//! growth; it never stops the other shards. A shard also remembers the earliest time any of
-//! its entries can come to rest and does not sweep before it. When a shard is
-//! full of busy keys, [`WhenFull`] decides.
+//! growth; it never stops the other shards. A shard also remembers the
+//! earliest time any of its entries can come to rest and does not sweep
+//! before it.
 //!
+//! An insert that finds the map at its ceiling drops keys at rest first: its
+//! own shard's, then, if a hint (a lower bound on when any key can come to
+//! rest) says some may be, every other shard's that it can lock without
+//! waiting. Only a map full of busy keys leaves the choice to [`WhenFull`];
+//! `Evict` evicts from the new key's shard, or from another when that one is
+//! empty. The room a sweep or an eviction frees passes to the insert that
+//! made it (the count goes down by all it freed but one), so a concurrent
+//! insert cannot take it in between. An insert holds one shard's lock and
+//! takes others' only with `try_write`, so two inserts never wait on each
+//! other.
+
 //! ## Overrides and rate changes
 //!
 //! Rates live in a small table of classes (class 0 is the default); an
@@ -63,10 +96,14 @@
 //! [`rebase`](schedule::rebase)d, so the slots it handed out stand and its
 //! next slot is one *new* interval after the last (after a change from 1/h
 //! to 100/s a busy key waits 10 ms, not the rest of the hour). An entry at
-//! rest under its old class is set to `FULL` instead: banked credit is kept
-//! as time, so at a slower rate (or a larger slack) a rebased bucket at rest
-//! could hold fewer permits than a new one, while a dropped key comes back
-//! full, and pruning would change decisions. Keys at rest stay at rest.
+//! rest under its old class, for [`PRUNE_GRACE`] already
+//! ([`schedule::at_rest`], the test a sweep applies), is set to `FULL`
+//! instead, so a reading up to the grace behind decides as before the
+//! change; an entry that came to rest only within the grace is rebased,
+//! as a lone limiter's would be. (Why not rebase them all: banked credit is
+//! kept as time, so at a slower rate, or a larger slack, a rebased bucket at
+//! rest could hold fewer permits than a new one, while a dropped key comes
+//! back full, and pruning would change decisions.) Keys at rest stay at rest.
 //!
 //! The move is exact under concurrent calls: a shard moves under its write
 //! lock, and every step on an entry (and an async give-back) runs under the
@@ -80,8 +117,9 @@
 //! would erase slots handed out since.
 
 #[cfg(feature = "tokio")]
-mod async_calls;
+pub(crate) mod async_calls;
 mod builder;
+mod classes;
 mod inspect;
 mod rates;
 mod shard;
@@ -89,22 +127,24 @@ mod shard;
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, DefaultClock, Wait};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
-use crate::pacer::{self, error, nanos};
+use crate::primitive::{read, write, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
+use crate::wait::{self, nanos, Wait};
 
+#[cfg(feature = "tokio")]
+pub use async_calls::AsyncKeyedLimiter;
 pub use builder::KeyedBuilder;
 pub use inspect::{KeyState, KeyedStats};
 pub use rates::path_parent;
 
-use rates::Resolved;
+use classes::{rest_time, Resolved};
 use shard::{coarse, evict, find, on_entry, sweep, Entry, Shard};
 
 /// An entry is dropped only this long (ns) after it came to rest: TSC readings
@@ -127,6 +167,12 @@ const MIN_SHARDS: usize = 64;
 /// At most this many shards: past a few thousand, more only costs memory.
 const MAX_SHARDS: usize = 1 << 14;
 
+/// A key's override lookup follows at most this many parents (see
+/// [`KeyedBuilder::parent`]): far deeper than any hierarchy of overrides, and
+/// it bounds a walk that a cyclic parent function would make endless while
+/// a shard's write lock is held.
+pub const MAX_PARENT_STEPS: usize = 64;
+
 /// A shard sweeps no earlier than at this many entries.
 const MIN_SWEEP: usize = 32;
 
@@ -134,8 +180,25 @@ const MIN_SWEEP: usize = 32;
 /// once, so the next inserts find room without another scan.
 const EVICT_SHIFT: u32 = 3;
 
-/// What a [`KeyedLimiter`] does with a new key when its shard already holds
-/// its share of `max_keys` and none of them is at rest.
+/// The keys' hasher. foldhash's quality variant: the fast one maps sequential
+/// keys (IPs, ids) to shards in a near-periodic pattern. Randomly seeded, so
+/// that no one can aim keys at one shard; under loom a fixed seed, since a
+/// model must replay the same execution each time (the random seed comes
+/// from the stack's address).
+#[cfg(not(paceline_loom))]
+type KeyHasher = foldhash::quality::RandomState;
+#[cfg(paceline_loom)]
+type KeyHasher = foldhash::quality::FixedState;
+
+/// The overrides' hasher (an admin path: the fast variant), seeded as
+/// [`KeyHasher`].
+#[cfg(not(paceline_loom))]
+type OverrideHasher = foldhash::fast::RandomState;
+#[cfg(paceline_loom)]
+type OverrideHasher = foldhash::fast::FixedState;
+
+/// What a [`KeyedLimiter`] does with a new key when it already tracks
+/// `max_keys` keys and none of them is at rest.
 ///
 /// Keys at rest are always dropped first (that changes no decision). The
 /// choice is only about keys that still carry debt:
@@ -153,8 +216,9 @@ const EVICT_SHIFT: u32 = 3;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WhenFull {
-    /// Drop the shard's eighth of keys nearest to rest (smallest remaining
-    /// debt), then track the new key. A flood of one-off keys mostly evicts
+    /// Drop the eighth of the new key's shard's keys nearest to rest
+    /// (smallest remaining debt; another shard's if that one is empty),
+    /// then track the new key. A flood of one-off keys mostly evicts
     /// itself, since a key used once is a key nearly at rest; a busy key that
     /// is evicted regains at most its burst early. New keys stay limited.
     #[default]
@@ -174,12 +238,14 @@ pub enum WhenFull {
 /// Each key is paced exactly as a lone [`AtomicLimiter`](crate::AtomicLimiter)
 /// built with `.full_credit(true)` and the key's rate and slack would pace it:
 /// a new key may burst `slack + 1` permits at once, then one per interval.
-/// Across a rate change too, but for one point: a key at rest stays at rest
-/// (a lone limiter's banked time is rebased with its schedule).
+/// Across a rate change too, but for one point: a key at rest (for
+/// [`PRUNE_GRACE`]) stays at rest (a lone limiter's banked time is rebased
+/// with its schedule).
 /// Keys whose buckets are back at rest are dropped automatically (that
-/// changes no decision), and the number of tracked keys never exceeds
-/// [`max_keys`](KeyedBuilder::max_keys); [`WhenFull`] says what happens when
-/// every tracked key is busy.
+/// changes no decision, for a clock that never reads more than
+/// [`PRUNE_GRACE`] behind: see the [module doc](crate::keyed)), and the
+/// number of tracked keys never exceeds [`max_keys`](KeyedBuilder::max_keys);
+/// [`WhenFull`] says what happens when every tracked key is busy.
 ///
 /// ```
 /// use paceline::{KeyedLimiter, Rate};
@@ -205,13 +271,17 @@ pub enum WhenFull {
 /// As for `AtomicLimiter`: permits are ordered, memory is not.
 pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     shards: Box<[CachePadded<RwLock<Shard<K>>>]>,
-    /// Picks the shard. foldhash's quality variant: the fast one maps
-    /// sequential keys (IPs, ids) to shards in a near-periodic pattern.
-    hasher: foldhash::quality::RandomState,
+    /// Picks the shard and the slot (see [`KeyHasher`]).
+    hasher: KeyHasher,
     mask: usize,
-    /// Entries per shard at most.
-    shard_cap: usize,
     max_keys: usize,
+    /// Keys tracked in all shards, never above `max_keys`: an insert claims
+    /// one first (see `claim`), a sweep or an eviction gives them back.
+    tracked: CachePadded<AtomicUsize>,
+    /// No tracked key can come to rest (plus grace) before this internal
+    /// time: a lower bound, so that an insert at the ceiling sweeps the
+    /// other shards only when that may free something.
+    next_rest: AtomicU64,
     when_full: WhenFull,
     parent: Option<fn(&K) -> Option<K>>,
     resolved: RwLock<Arc<Resolved<K>>>,
@@ -226,21 +296,11 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
-}
-
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    // Poisoning: every critical section stores whole values computed first.
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
-}
-
-/// When the bucket `tat` under `p` comes to rest, plus the grace.
-#[inline]
-fn rest_time(tat: u64, p: Params) -> u64 {
-    tat.saturating_add(p.tau()).saturating_add(PRUNE_GRACE)
+    /// Calls of cost 0 on keys not tracked: admitted, with no entry to
+    /// count them.
+    admitted_free: AtomicU64,
+    /// Override lookups cut at [`MAX_PARENT_STEPS`] parents.
+    parent_walks_cut: AtomicU64,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -434,7 +494,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     #[inline]
     fn wait_for(&self, now: u64, slot: u64) -> Duration {
-        pacer::wait_for(self.wait, &self.clock, now, slot)
+        wait::block(
+            self.wait,
+            &self.clock,
+            now,
+            slot,
+            "paceline::tokio::AsyncKeyedLimiter::take(..).await",
+        )
     }
 
     /// The hot path: a tracked key under its shard's read lock. Returns the
@@ -472,7 +538,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide(key, cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| pacer::timed_out(e, max_wait))
+            .map_err(|e| e.timed_out(max_wait))
     }
 
     /// A key not (yet) tracked: decide on a bucket at rest, and track the key
@@ -514,14 +580,19 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             Ok(grant) => grant,
             Err(deny) => {
                 self.refused_untracked.fetch_add(1, Ordering::Relaxed);
-                return Err(error(deny, cost, admit, p.slack()));
+                return Err(TakeError::refused(deny, cost, admit, p.slack()));
             }
         };
         if grant.next == FULL {
-            // A cost of 0: nothing to remember.
+            // A cost of 0: nothing to remember, but a call admitted all the
+            // same, as it counts on a tracked key.
+            self.admitted_free.fetch_add(1, Ordering::Relaxed);
             return Ok((now, grant, shard.moves));
         }
-        if shard.map.len() >= shard.sweep_at && !self.make_room(shard, now) {
+        if shard.map.len() >= shard.sweep_at {
+            self.tidy(shard, now);
+        }
+        if !self.claim(lock, shard, now) {
             return match self.when_full {
                 WhenFull::Refuse => {
                     self.refused_untracked.fetch_add(1, Ordering::Relaxed);
@@ -529,14 +600,22 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                         max_keys: self.max_keys,
                     })
                 }
-                // `Evict` always makes room; `Admit` decides as at rest.
+                // `Admit` decides as at rest; so does `Evict` in the rare
+                // case that it found nothing to evict (see `claim`).
                 WhenFull::Admit | WhenFull::Evict => {
                     self.untracked.fetch_add(1, Ordering::Relaxed);
                     Ok((now, grant, shard.moves))
                 }
             };
         }
-        shard.earliest_rest = shard.earliest_rest.min(rest_time(grant.next, p));
+        let rest = rest_time(grant.next, p);
+        shard.earliest_rest = shard.earliest_rest.min(rest);
+        // Relaxed: a hint read under no lock (see `claim`); updated while
+        // this shard is locked, so a sweep that reads it after this sees the
+        // entry.
+        if rest < self.next_rest.load(Ordering::Relaxed) {
+            self.next_rest.fetch_min(rest, Ordering::Relaxed);
+        }
         let entry = Entry {
             tat: AtomicU64::new(grant.next),
             admitted: AtomicU32::new(1),
@@ -551,43 +630,142 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Ok((now, grant, shard.moves))
     }
 
-    /// Called when an insert finds `shard` at its sweep mark: sweeps if any
-    /// entry may be at rest, evicts if the policy says so; `false` when the
-    /// shard is still full.
-    fn make_room(&self, shard: &mut Shard<K>, now: u64) -> bool {
+    /// Called when an insert finds `shard` at its sweep mark: drops its
+    /// entries at rest (if any may be) and sizes its table for what is left.
+    /// The ceiling is not this shard's concern: see [`claim`](Self::claim).
+    fn tidy(&self, shard: &mut Shard<K>, now: u64) {
         if now >= shard.earliest_rest {
-            sweep(shard, now);
+            self.release(sweep(shard, now));
         }
         let len = shard.map.len();
-        if len < self.shard_cap {
-            let mut room = shard.map.capacity();
-            if len.saturating_mul(4) < room && room > 2 * MIN_SWEEP {
-                // Mostly idle now: give memory back.
-                let hasher = &self.hasher;
-                shard
-                    .map
-                    .shrink_to(len.saturating_mul(2).max(MIN_SWEEP), |(k, _)| {
-                        hasher.hash_one(k)
-                    });
-                room = shard.map.capacity();
+        let mut room = shard.map.capacity();
+        if len.saturating_mul(4) < room && room > 2 * MIN_SWEEP {
+            // Mostly idle now: give memory back.
+            let hasher = &self.hasher;
+            shard
+                .map
+                .shrink_to(len.saturating_mul(2).max(MIN_SWEEP), |(k, _)| {
+                    hasher.hash_one(k)
+                });
+            room = shard.map.capacity();
+        }
+        // Sweep again when the table is full (keys at rest cost nothing
+        // until their room is needed), or, if this sweep freed less than
+        // half of it, once it has doubled.
+        let next = if len.saturating_mul(2) > room {
+            room.saturating_mul(2)
+        } else {
+            room
+        };
+        shard.sweep_at = next.max(MIN_SWEEP).max(len + 1);
+    }
+
+    /// Counts one more tracked key against `max_keys` for an insert into
+    /// `shard` (locked for writing, through `lock`); `false` if the map is
+    /// full and [`WhenFull`] says not to make room.
+    ///
+    /// At the ceiling it drops keys at rest first: `shard`'s, then, if the
+    /// hint `next_rest` says some may be at rest, every other shard's it
+    /// can lock without waiting. Only then does it evict (under
+    /// [`WhenFull::Evict`]): `shard`'s eighth nearest to rest, or, when
+    /// `shard` is empty, another's. What a sweep or an eviction frees is
+    /// handed over whole, less the one key claimed, so no other insert can
+    /// take the room in between.
+    fn claim(&self, lock: &RwLock<Shard<K>>, shard: &mut Shard<K>, now: u64) -> bool {
+        // Relaxed: the count only has to be exact, and every change to it is
+        // one RMW; the entries it counts are published by the shard locks.
+        let mut count = self.tracked.load(Ordering::Relaxed);
+        while count < self.max_keys {
+            match self.tracked.compare_exchange_weak(
+                count,
+                count + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => count = actual,
             }
-            // Sweep again when the table is full (keys at rest cost nothing
-            // until their room is needed), or, if this sweep freed less than
-            // half of it, once it has doubled.
-            let next = if len.saturating_mul(2) > room {
-                room.saturating_mul(2)
-            } else {
-                room
-            };
-            // (Not `clamp`: a shard cap may be under MIN_SWEEP.)
-            shard.sweep_at = next.max(MIN_SWEEP).min(self.shard_cap).max(len + 1);
+        }
+        // Full. Keys at rest go first, this shard's...
+        if now >= shard.earliest_rest && self.hand_over(sweep(shard, now)) {
+            return true;
+        }
+        // ... then the others', if any may be at rest.
+        if now >= self.next_rest.load(Ordering::Relaxed) && self.sweep_others(lock, now) {
             return true;
         }
         if self.when_full != WhenFull::Evict {
             return false;
         }
-        evict(shard, len >> EVICT_SHIFT);
+        let len = shard.map.len();
+        if len > 0 {
+            return self.hand_over(evict(shard, len >> EVICT_SHIFT));
+        }
+        // This shard is empty (the ceiling is on the whole map): evict from
+        // another. Holding this shard's lock, take others' only without
+        // waiting, so two inserts cannot wait on each other.
+        for other in self.shards.iter() {
+            if std::ptr::eq(&**other, lock) {
+                continue;
+            }
+            if let Ok(mut other) = other.try_write() {
+                let len = other.map.len();
+                if len > 0 {
+                    return self.hand_over(evict(&mut other, len >> EVICT_SHIFT));
+                }
+            }
+        }
+        // Every other shard with keys was locked by another thread at that
+        // instant: vanishingly rare, and the caller admits untracked.
+        false
+    }
+
+    /// Sweeps every shard but `lock`'s that it can lock without waiting,
+    /// refreshes the `next_rest` hint, and claims one of the freed keys.
+    #[cold]
+    fn sweep_others(&self, lock: &RwLock<Shard<K>>, now: u64) -> bool {
+        let seen = self.next_rest.load(Ordering::Relaxed);
+        let (mut freed, mut next) = (0, u64::MAX);
+        for other in self.shards.iter() {
+            if std::ptr::eq(&**other, lock) {
+                continue;
+            }
+            match other.try_write() {
+                Ok(mut other) => {
+                    if now >= other.earliest_rest {
+                        freed += sweep(&mut other, now);
+                    }
+                    next = next.min(other.earliest_rest);
+                }
+                // Busy: look again a grace later, so that contention
+                // cannot make every insert at the ceiling sweep.
+                Err(_) => next = next.min(now.saturating_add(PRUNE_GRACE)),
+            }
+        }
+        // (This shard's own earliest rest is past `now`: the caller swept it.)
+        // Lost to a lower value stored meanwhile (an insert), the hint stays
+        // the lower: it may only come early, which costs a sweep.
+        let _ = self
+            .next_rest
+            .compare_exchange(seen, next, Ordering::Relaxed, Ordering::Relaxed);
+        self.hand_over(freed)
+    }
+
+    /// Gives `freed` dropped keys back to the count but one, which the caller
+    /// takes; `false` (giving nothing back) if `freed` is 0.
+    fn hand_over(&self, freed: usize) -> bool {
+        if freed == 0 {
+            return false;
+        }
+        self.release(freed - 1);
         true
+    }
+
+    /// Gives `freed` dropped keys back to the count of tracked keys.
+    pub(super) fn release(&self, freed: usize) {
+        if freed > 0 {
+            self.tracked.fetch_sub(freed, Ordering::Relaxed);
+        }
     }
 }
 

@@ -5,61 +5,21 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use foldhash::fast::RandomState;
-
+use super::classes::{moved, Class, Resolved};
 use super::shard::Shard;
-use super::{read, write, KeyedLimiter};
+use super::{KeyedLimiter, OverrideHasher, MAX_PARENT_STEPS};
 use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::pacer::params;
+use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
-use crate::schedule::{self, Params, FULL};
-
-/// The parameters of one class of keys: the default or one override. They
-/// never change: a change publishes a new table.
-pub(super) struct Class {
-    params: Params,
-}
-
-impl Class {
-    pub(super) fn new(params: Params) -> Class {
-        Class { params }
-    }
-
-    #[inline]
-    pub(super) fn params(&self) -> Params {
-        self.params
-    }
-}
-
-/// The overrides and the class table they resolve to.
-pub(super) struct Resolved<K> {
-    /// Override key -> class index (1..).
-    pub(super) overrides: HashMap<K, u32, RandomState>,
-    /// The rate each class was set with, for introspection; `[0]` the default.
-    pub(super) rates: Vec<Rate>,
-    pub(super) classes: Arc<[Class]>,
-}
-
-/// A key's state `tat` when, at `now`, its parameters change from `old` to
-/// `new`: `FULL` if it is at rest under `old` (so it stays at rest, as an
-/// absent key would be), else [`schedule::rebase`]d: the slots it handed out
-/// stand and its next one is one *new* interval after the last, as a lone
-/// `AtomicLimiter`'s after `set_rate`.
-#[inline]
-pub(super) fn moved(tat: u64, now: u64, old: Params, new: Params) -> u64 {
-    if tat <= now.saturating_sub(old.tau()) {
-        FULL
-    } else {
-        schedule::rebase(tat, old, new)
-    }
-}
+use crate::schedule::Params;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// The class of `key`: its own override, else its parents', else 0.
+    /// The class of `key`: its own override, else its parents' (at most
+    /// [`MAX_PARENT_STEPS`] of them), else 0.
     pub(super) fn resolve<Q>(&self, resolved: &Resolved<K>, key: &Q) -> u32
     where
         K: Borrow<Q>,
@@ -75,12 +35,21 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             return 0;
         };
         let mut k = parent(&key.to_owned());
-        while let Some(key) = k {
+        for _ in 0..MAX_PARENT_STEPS {
+            let Some(key) = k else {
+                return 0;
+            };
             if let Some(&class) = resolved.overrides.get::<K>(&key) {
                 return class;
             }
             k = parent(&key);
         }
+        if k.is_none() {
+            return 0;
+        }
+        // A cycle, or a chain deeper than any hierarchy of overrides: this
+        // runs under a shard's lock, so give up, on the default, visibly.
+        self.parent_walks_cut.fetch_add(1, Ordering::Relaxed);
         0
     }
 
@@ -101,8 +70,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let before = old[entry.class as usize].params();
                 entry.class = self.resolve(resolved, key);
                 let after = resolved.classes[entry.class as usize].params();
-                let tat = entry.tat.get_mut();
-                *tat = moved(*tat, now, before, after);
+                // Relaxed: the write lock orders this against every step.
+                let tat = entry.tat.load(Ordering::Relaxed);
+                entry
+                    .tat
+                    .store(moved(tat, now, before, after), Ordering::Relaxed);
             }
             shard.moves += 1;
         }
@@ -142,7 +114,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`BuildError::SlackTooLarge`] when the default slack at `rate` banks
     /// over 146 years; nothing changes then.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let p = params(rate, current.classes[0].params().slack())?;
         let entries = self.overrides_except(&current, None);
@@ -188,7 +160,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// years; nothing changes then.
     pub fn set_override(&self, key: K, rate: Rate, slack: u64) -> Result<(), BuildError> {
         let p = params(rate, slack)?;
-        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
         entries.push((key, rate, p));
@@ -204,7 +176,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         if !current.overrides.contains_key(key) {
             return false;
@@ -219,7 +191,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     fn publish(&self, default: (Rate, Params), entries: Vec<(K, Rate, Params)>) {
         let mut classes = vec![Class::new(default.1)];
         let mut rates = vec![default.0];
-        let mut overrides = HashMap::with_hasher(RandomState::default());
+        let mut overrides = HashMap::with_hasher(OverrideHasher::default());
         for (k, rate, p) in entries {
             overrides.insert(k, classes.len() as u32);
             classes.push(Class::new(p));
@@ -238,6 +210,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let now = self.now();
             self.reresolve(&mut shard, &next, now);
             shard.epoch = shard.epoch.max(epoch);
+            // A move may bring rest closer (see `reresolve`).
+            self.next_rest.store(0, Ordering::Relaxed);
         }
     }
 

@@ -2,17 +2,15 @@
 //! sweeps that drop entries at rest or evict the nearest to it.
 
 use std::borrow::Borrow;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::rates::{Class, Resolved};
-use super::rest_time;
-use crate::atomic;
+use super::classes::{rest_time, Class, Resolved};
 use crate::error::TakeError;
-use crate::pacer::error;
+use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::schedule::{Admit, Grant};
+use crate::store::atomic;
 
 /// One tracked key's bucket and counters: 24 bytes.
 pub(super) struct Entry {
@@ -109,17 +107,19 @@ pub(super) fn on_entry<K>(
             if entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
                 shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
             }
-            Err(error(deny, cost, admit, params.slack()))
+            Err(TakeError::refused(deny, cost, admit, params.slack()))
         }
     }
 }
 
-/// Drops the entries of `shard` at rest at `now` and notes when the next one
-/// can come to rest.
-pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) {
+/// Drops the entries of `shard` at rest at `now`, notes when the next one
+/// can come to rest, and returns how many it dropped (the caller gives them
+/// back to the limiter's count of tracked keys).
+#[must_use = "the dropped entries leave the limiter's count"]
+pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) -> usize {
     let classes = Arc::clone(&shard.classes);
     let mut earliest = u64::MAX;
-    let (mut admitted, mut refused, mut pruned) = (0, 0, 0);
+    let (mut admitted, mut refused, mut pruned) = (0, 0, 0u64);
     shard.map.retain(|(_, e)| {
         let class = &classes[e.class as usize];
         let rest = rest_time(e.tat.load(Ordering::Relaxed), class.params());
@@ -137,11 +137,13 @@ pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) {
     shard.retired_admitted += admitted;
     shard.retired_refused += refused;
     shard.pruned += pruned;
+    pruned as usize
 }
 
-/// Evicts at least `count` (and at least one) entries of `shard` nearest to
-/// rest.
-pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) {
+/// Evicts at least `count` (and at least one, unless `shard` is empty)
+/// entries of `shard` nearest to rest, and returns how many.
+#[must_use = "the evicted entries leave the limiter's count"]
+pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
     let classes = Arc::clone(&shard.classes);
     let rest = |e: &Entry| {
         let class = &classes[e.class as usize];
@@ -149,23 +151,29 @@ pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) {
     };
     let mut times: Vec<u64> = shard.map.iter().map(|(_, e)| rest(e)).collect();
     if times.is_empty() {
-        return;
+        return 0;
     }
     let nth = count.clamp(1, times.len()) - 1;
     let (_, &mut threshold, _) = times.select_nth_unstable(nth);
-    let (mut admitted, mut refused, mut evicted) = (0, 0, 0);
+    let (mut admitted, mut refused, mut evicted) = (0, 0, 0u64);
+    let mut earliest = u64::MAX;
     shard.map.retain(|(_, e)| {
-        if rest(e) <= threshold {
+        let rest = rest(e);
+        if rest <= threshold {
             admitted += u64::from(e.admitted.load(Ordering::Relaxed));
             refused += u64::from(e.refused.load(Ordering::Relaxed));
             evicted += 1;
             false
         } else {
+            earliest = earliest.min(rest);
             true
         }
     });
+    // The nearest to rest are gone: no sweep is due before the next.
+    shard.earliest_rest = earliest;
     shard.retired_admitted += admitted;
     shard.retired_refused += refused;
     shard.evicted += evicted;
     shard.moves += 1;
+    evicted as usize
 }

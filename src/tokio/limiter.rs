@@ -1,44 +1,29 @@
 //! [`AsyncLimiter`]: the lock-free limiter with `async` takes.
 //!
-//! # Implementation details
-//!
-//! An async take is the blocking one split in two: reserve the slot with the
-//! same CAS step as [`AtomicLimiter`](crate::AtomicLimiter) (one `update` on
-//! the shared [`Core`]), then sleep on Tokio's timer until the clock reads
-//! the slot. Each waiter owns its slot from the moment it reserves, so
-//! waiters are released in reservation order (to the timer's millisecond),
-//! none retries and none wakes another.
-//!
-//! A waiter dropped before its slot holds a [`GiveBack`] guard that runs the
-//! store's `give_back`: a CAS from the grant's `next` back to its `prev`. It
-//! succeeds only while the state is still exactly `next`, that is when no
-//! one has reserved since (or everyone who did has given back in turn); then
-//! the limiter is as if the dropped call had never been made. A rate change
-//! in between also keeps the slot spent: its rebase can make the state repeat
-//! a word, so "still exactly `next`" would no longer prove that no one
-//! reserved since. Otherwise the
-//! CAS fails and the slot stays spent: later waiters keep theirs, and the
-//! schedule never hands out a slot twice.
+//! An async take is the blocking one split in two: decide with the same CAS
+//! step as [`AtomicLimiter`](crate::AtomicLimiter) (the shared
+//! [`Pacer`]), then wait on Tokio's timer in the crate's one async wait,
+//! which also holds the give-back guard and the horizon that keeps the
+//! capacity of cancelled takes (`src/wait/tokio.rs`).
 
 use std::fmt;
+use std::future::{ready, Future};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::tokio::time::Instant;
+use ::tokio::sync::Mutex as Gate;
 
-use crate::atomic::AtomicState;
 use crate::builder::{sealed::Build, Builder};
-use crate::clock::{Clock, Wait};
+use crate::clock::Clock;
 use crate::error::{BuildError, TakeError};
-use crate::pacer::{nanos, Config, Core, Reservation};
+use crate::pacer::{AtomicLimiter, Config, Pacer, Reservation};
 use crate::rate::Rate;
 use crate::schedule::{Admit, ORIGIN};
+use crate::store::Store;
+use crate::wait::tokio::{self as wait, Reserve, Reserved};
+use crate::wait::Wait;
 
 use super::TokioClock;
-
-/// The longest single timer sleep (one day). A longer wait sleeps again, so a
-/// slot years away never asks Tokio for a deadline it cannot represent.
-const MAX_SLEEP_NS: u64 = 86_400 * 1_000_000_000;
 
 /// A lock-free pacing limiter for async code: `limiter.take().await` before
 /// each unit of work completes when that unit may go, without blocking the
@@ -121,7 +106,14 @@ const MAX_SLEEP_NS: u64 = 86_400 * 1_000_000_000;
 /// [`StdClock`](crate::StdClock)) may be set with the builder; waits still
 /// sleep on Tokio's timer, for as long as that clock says is left.
 pub struct AsyncLimiter<C: Clock = TokioClock> {
-    core: Arc<Core<AtomicState, C>>,
+    inner: Arc<Inner<C>>,
+}
+
+/// What the clones share: the limiter, and the line unbounded takes wait in
+/// for their slot to come within the horizon.
+struct Inner<C: Clock> {
+    limiter: AtomicLimiter<C>,
+    gate: Gate<()>,
 }
 
 impl AsyncLimiter {
@@ -159,9 +151,12 @@ impl AsyncLimiter {
 
 impl<C: Clock> AsyncLimiter<C> {
     pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
-        Ok(AsyncLimiter {
-            core: Arc::new(Core::new(config)?),
-        })
+        Ok(AsyncLimiter::from(Pacer::from_config(config)?))
+    }
+
+    /// The limiter's blocking calls and questions, on the same schedule.
+    fn limiter(&self) -> &AtomicLimiter<C> {
+        &self.inner.limiter
     }
 
     /// Waits until the next permit's slot, and returns the clock time it was
@@ -171,15 +166,26 @@ impl<C: Clock> AsyncLimiter<C> {
     /// The slot is reserved when the future is first polled.
     ///
     /// # Cancel safety
-    /// Dropping the future before its slot gives the slot back if no one
-    /// has reserved since (the next caller gets it, as if this call had never
-    /// been made) and the rate has not changed since; otherwise the slot is
-    /// spent, and later waiters keep theirs. Once the slot has passed, the permit counts as taken.
+    /// Dropping the future loses no capacity in the common case. A take
+    /// books its slot only once it is within 10 ms of the clock (until then
+    /// it waits in line, holding nothing), so one cancelled while it waits,
+    /// as under `tokio::time::timeout` or in `select!`, has booked nothing
+    /// and the next caller gets the permit. One cancelled after booking and
+    /// before its slot gives the slot back if no one has booked since and the
+    /// limit has not changed since; otherwise that one slot is spent, and
+    /// later waiters keep theirs. Once the slot has passed, the permit
+    /// counts as taken. (Prefer [`take_timeout`](Self::take_timeout) to a
+    /// `timeout` around `take`: it is refused at once, booking nothing,
+    /// when the queue is longer than you would wait.)
     pub async fn take(&self) -> Duration {
-        match self.core.reserve_cancellable(1, Admit::Always) {
-            Ok((now, reservation)) => wait_for(&self.core, now, reservation).await,
-            // Unreachable: a cost of 1 always fits (interval <= MAX_SPAN).
-            Err(_) => Duration::from_nanos(self.core.clock.now()),
+        match self.take_n(1).await {
+            Ok(went_at) => went_at,
+            // Only past the end of internal time can a cost of 1 fail: wait
+            // there for good rather than admit.
+            Err(_) => {
+                wait::sleep_until(self.clock(), u64::MAX).await;
+                Duration::from_nanos(u64::MAX - ORIGIN)
+            }
         }
     }
 
@@ -192,11 +198,11 @@ impl<C: Clock> AsyncLimiter<C> {
     /// nothing is stored.
     ///
     /// # Cancel safety
-    /// As [`take`](Self::take): dropped before its slot, the whole cost is
-    /// given back if no one has reserved since; otherwise it is spent.
+    /// As [`take`](Self::take): cancelled while in line it booked nothing;
+    /// dropped after booking and before its slot, the whole cost is given
+    /// back if no one has booked since; otherwise it is spent.
     pub async fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
-        let (now, reservation) = self.core.reserve_cancellable(cost, Admit::Always)?;
-        Ok(wait_for(&self.core, now, reservation).await)
+        wait::take(&self.inner.limiter, cost, Some(&self.inner.gate)).await
     }
 
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
@@ -207,9 +213,10 @@ impl<C: Clock> AsyncLimiter<C> {
     /// [`TakeError::QueueFull`] with the wait it would have needed.
     ///
     /// # Cancel safety
-    /// As [`take`](Self::take): dropped before its slot, the slot is given
-    /// back if no one has reserved since; otherwise it is spent. A refused
-    /// call stored nothing, so there is nothing to give back.
+    /// It books its slot at once (if within `max_wait`): dropped before
+    /// the slot, the slot is given back if no one has booked since;
+    /// otherwise it is spent. A refused call stored nothing, so there is
+    /// nothing to give back.
     pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
         self.take_n_timeout(1, max_wait).await
     }
@@ -228,10 +235,9 @@ impl<C: Clock> AsyncLimiter<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        let (now, reservation) = self
-            .core
-            .reserve_cancellable(cost, Admit::Within(nanos(max_wait)))?;
-        Ok(wait_for(&self.core, now, reservation).await)
+        wait::take_within(self.limiter(), cost, max_wait)
+            .await
+            .map_err(|e| e.timed_out(max_wait))
     }
 
     /// Takes a permit if one is free now; never waits. A refusal stores
@@ -241,7 +247,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// [`TakeError::RetryAfter`] with how long until it would be admitted.
     #[inline]
     pub fn try_take(&self) -> Result<(), TakeError> {
-        self.core.try_take_n(1)
+        self.limiter().try_take()
     }
 
     /// Takes `cost` permits if they are free now; never waits. A refusal
@@ -253,13 +259,13 @@ impl<C: Clock> AsyncLimiter<C> {
     /// [`TakeError::CostTooLarge`].
     #[inline]
     pub fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
-        self.core.try_take_n(cost)
+        self.limiter().try_take_n(cost)
     }
 
     /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
     /// Consumes nothing (another task may take first).
     pub fn can_take(&self, cost: u64) -> bool {
-        self.core.can_take(cost)
+        self.limiter().can_take(cost)
     }
 
     /// Changes the rate from now on: slots already handed out (including
@@ -270,44 +276,39 @@ impl<C: Clock> AsyncLimiter<C> {
     /// [`BuildError::SlackTooLarge`] when the slack at the new rate banks
     /// over 146 years; the rate is then unchanged.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        self.core.set_rate(rate)
+        self.limiter().set_rate(rate)
     }
 
     /// The rate in force.
     pub fn rate(&self) -> Rate {
-        self.core.rate()
+        self.limiter().rate()
     }
 
     /// The slack, in permits: the burst is `slack + 1`.
     pub fn slack(&self) -> u64 {
-        self.core.slack()
+        self.limiter().slack()
     }
 
     /// How a waiter waits: [`Wait::Sleep`] on Tokio's timer, or
     /// [`Wait::Precise`].
     pub fn wait_strategy(&self) -> Wait {
-        self.core.wait_strategy()
+        self.limiter().wait_strategy()
     }
 
     /// How many permits one request could take now without waiting, from 0
     /// to `slack + 1`.
     pub fn available(&self) -> u64 {
-        self.core.available()
+        self.limiter().available()
     }
 
     /// How long until a permit is free (zero: one is free now).
     pub fn next_free(&self) -> Duration {
-        self.core.next_free()
+        self.limiter().next_free()
     }
 
     /// The limiter's clock.
     pub fn clock(&self) -> &C {
-        &self.core.clock
-    }
-
-    /// The shared state, for the stream adapter.
-    pub(super) fn core(&self) -> &Arc<Core<AtomicState, C>> {
-        &self.core
+        self.limiter().clock()
     }
 }
 
@@ -315,7 +316,7 @@ impl<C: Clock> Clone for AsyncLimiter<C> {
     /// Another handle on the same limiter: both take from one schedule.
     fn clone(&self) -> Self {
         AsyncLimiter {
-            core: Arc::clone(&self.core),
+            inner: Arc::clone(&self.inner),
         }
     }
 }
@@ -338,79 +339,58 @@ impl<C: Clock> Build for AsyncLimiter<C> {
     }
 }
 
-/// Waits until `reservation`'s slot (reserved at internal time `now`) and
-/// returns its clock time. Dropped before the slot, gives the slot back if no
-/// one has reserved (and the rate has not changed) since.
-pub(super) async fn wait_for<C: Clock>(
-    core: &Core<AtomicState, C>,
-    now: u64,
-    reservation: Reservation,
-) -> Duration {
-    let slot = reservation.grant.slot;
-    if slot > now {
-        let mut guard = GiveBack {
-            core,
-            reservation: Some(reservation),
-        };
-        match core.wait_strategy() {
-            Wait::Sleep => sleep_to(core, slot).await,
-            Wait::Precise { spin } => {
-                sleep_to(core, slot.saturating_sub(nanos(spin))).await;
-                spin_to(core, slot).await;
-            }
+impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
+    /// The async face of `limiter`: its takes wait on Tokio's timer. (Build
+    /// it on a [`TokioClock`] for paused-time tests.)
+    fn from(limiter: AtomicLimiter<C>) -> Self {
+        AsyncLimiter {
+            inner: Arc::new(Inner {
+                limiter,
+                gate: Gate::new(()),
+            }),
         }
-        // The slot is reached: the permit is spent.
-        guard.reservation = None;
-    }
-    Duration::from_nanos(slot.max(now) - ORIGIN)
-}
-
-/// Sleeps on Tokio's timer until the clock reads at least `target`
-/// (internal time). Never returns early; returns late by the timer's
-/// lateness (up to about a millisecond and a half in real time, none under
-/// paused time when the clock is a [`TokioClock`]).
-async fn sleep_to<C: Clock>(core: &Core<AtomicState, C>, target: u64) {
-    loop {
-        let now = core.now();
-        if now >= target {
-            return;
-        }
-        let left = Duration::from_nanos((target - now).min(MAX_SLEEP_NS));
-        ::tokio::time::sleep_until(Instant::now() + left).await;
     }
 }
 
-/// Yields to the runtime in a loop until the clock reads at least `target`.
-async fn spin_to<C: Clock>(core: &Core<AtomicState, C>, target: u64) {
-    let mut last = core.now();
-    while last < target {
-        ::tokio::task::yield_now().await;
-        let now = core.now();
-        if now == last {
-            // The clock did not move across a yield: Tokio's time is paused
-            // (or the clock is manual). Spinning would never end, and the
-            // timer is exact there.
-            return sleep_to(core, target).await;
-        }
-        last = now;
+/// An in-process limiter's decisions for the async wait: answered at once,
+/// and undone by [`Pacer::give_back`].
+impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
+    type Clock = C;
+    type Ticket = Reservation;
+    type Error = TakeError;
+
+    fn clock(&self) -> &C {
+        Pacer::clock(self)
     }
-}
 
-/// Gives a reserved slot back if dropped before it (see the module docs).
-struct GiveBack<'a, C: Clock> {
-    core: &'a Core<AtomicState, C>,
-    /// `None` once the slot is reached.
-    reservation: Option<Reservation>,
-}
+    fn wait(&self) -> Wait {
+        self.wait_strategy()
+    }
 
-impl<C: Clock> Drop for GiveBack<'_, C> {
-    fn drop(&mut self) {
-        if let Some(reservation) = self.reservation {
-            if self.core.now() < reservation.grant.slot {
-                // Fails, leaving the slot spent, if anyone reserved since
-                // or the rate changed since.
-                self.core.give_back(reservation);
-            }
-        }
+    fn reserve(
+        &self,
+        cost: u64,
+        admit: Admit,
+    ) -> impl Future<Output = Result<Reserved<Reservation>, TakeError>> + Send {
+        ready(
+            self.reserve_cancellable(cost, admit)
+                .map(|(now, reservation)| {
+                    let slot = reservation.grant.slot;
+                    Reserved {
+                        now,
+                        slot,
+                        went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
+                        ticket: Some(reservation),
+                    }
+                }),
+        )
+    }
+
+    fn refusal(error: &TakeError) -> Option<&TakeError> {
+        Some(error)
+    }
+
+    fn give_back(&self, reservation: Reservation) {
+        Pacer::give_back(self, reservation);
     }
 }

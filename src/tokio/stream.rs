@@ -10,9 +10,7 @@ use std::time::Duration;
 use futures_core::{FusedStream, Stream};
 
 use crate::clock::Clock;
-use crate::schedule::Admit;
 
-use super::limiter::wait_for;
 use super::{AsyncLimiter, TokioClock};
 
 /// Paces any [`Stream`]: `stream.paced(&limiter)` yields the same items, each
@@ -86,18 +84,13 @@ impl<S: Stream, C: Clock + 'static> Stream for PacedStream<S, C> {
         let Some(item) = ready!(this.inner.as_mut().poll_next(cx)) else {
             return Poll::Ready(None);
         };
-        let core = this.limiter.core();
-        let Ok((now, reservation)) = core.reserve_cancellable(1, Admit::Always) else {
-            // Unreachable: a cost of 1 always fits.
-            return Poll::Ready(Some(item));
-        };
         // Covered by banked credit: no wait, no allocation.
-        if reservation.grant.slot <= now {
+        if this.limiter.try_take().is_ok() {
             return Poll::Ready(Some(item));
         }
-        let core = core.clone();
+        let limiter = this.limiter.clone();
         let mut wait: Pin<Box<dyn Future<Output = Duration> + Send>> =
-            Box::pin(async move { wait_for(&core, now, reservation).await });
+            Box::pin(async move { limiter.take().await });
         if wait.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(item));
         }

@@ -1,7 +1,7 @@
 //! A throwaway `redis-server` for tests and benchmarks: its own temporary
 //! directory, listening on a unix socket there (and, if asked, on a loopback
 //! port), no persistence, killed when dropped. Shared by `tests/redis.rs`,
-//! the unit tests in `src/redis/` and `benches/redis.rs` through `#[path]`.
+//! the unit tests in `src/remote/redis/` and `benches/redis.rs` through `#[path]`.
 //!
 //! A missing `redis-server` is a loud failure, never a skip: the `redis`
 //! feature's tests exist to run against a real server.

@@ -110,7 +110,9 @@ if raw then
     ok = not lt(MAX_S, MAX_N, tat_s, tat_n)
   end
   if not ok then
-    return redis.error_reply('paceline: key ' .. key .. ' holds ' .. raw .. ', not a paceline state')
+    -- Never echo the value: it may be huge or not UTF-8, and an error the
+    -- client cannot parse would break its connection for every key.
+    return redis.error_reply('paceline: key ' .. key .. ' holds a value of ' .. string.len(raw) .. ' bytes that is not a paceline state')
   end
 end
 
@@ -142,6 +144,12 @@ else
 end
 local slot_s, slot_n = add(base_s, base_n, lead_s, lead_n)
 
+-- Past the end of internal time nothing is scheduled (schedule::Deny::Saturated).
+local next_s, next_n = add(base_s, base_n, span_s, span_n)
+if lt(TAT_S, TAT_N, next_s, next_n) then
+  return { '4' }
+end
+
 if ARGV[5] ~= '' then
   local wait_s, wait_n = sub(slot_s, slot_n, now_s, now_n)
   local max_s, max_n = parse(ARGV[5])
@@ -153,10 +161,6 @@ if ARGV[5] ~= '' then
   end
 end
 
-local next_s, next_n = add(base_s, base_n, span_s, span_n)
-if lt(TAT_S, TAT_N, next_s, next_n) then
-  next_s, next_n = TAT_S, TAT_N
-end
 -- Until the bucket is back at rest (now - tau >= next); absent decides alike.
 local rest_s, rest_n = add(next_s, next_n, tau_s, tau_n)
 rest_s, rest_n = sub(rest_s, rest_n, now_s, now_n)

@@ -13,13 +13,13 @@
 //! Cluster connections route each call by its one key and follow
 //! `MOVED`/`ASK` redirections themselves; the pool treats them the same way.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{Client, Connection, ConnectionLike, ErrorKind, RedisError, RedisResult};
 
-use super::Error;
+use crate::remote::Error;
 
 /// The first pause before reconnecting to a server that refused: short, so a
 /// restarted server is back in use almost at once.
@@ -95,6 +95,16 @@ impl Pool {
         }
     }
 
+    /// Where the connections go.
+    pub(crate) fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The connect and response timeouts.
+    pub(crate) fn timeouts(&self) -> (Duration, Duration) {
+        (self.connect_timeout, self.response_timeout)
+    }
+
     /// Runs `f` on a connection. A Redis error reply leaves the connection in
     /// use; any other failure drops it and the idle ones. A call on a reused
     /// connection that finds it dropped (the server restarted since) runs
@@ -116,7 +126,7 @@ impl Pool {
             }
             Err(e) if is_reply(&e) => {
                 lock(&self.idle).push(conn);
-                Err(Error::Script(e))
+                Err(Error::Script(Arc::new(e)))
             }
             Err(e) => {
                 drop(conn);
@@ -132,7 +142,7 @@ impl Pool {
                         }
                         Err(e) if is_reply(&e) => {
                             lock(&self.idle).push(conn);
-                            Err(Error::Script(e))
+                            Err(Error::Script(Arc::new(e)))
                         }
                         Err(e) => Err(classify(e)),
                     };
@@ -199,8 +209,8 @@ pub(crate) fn classify(e: RedisError) -> Error {
     if e.is_timeout() {
         Error::Timeout
     } else if is_reply(&e) {
-        Error::Script(e)
+        Error::Script(Arc::new(e))
     } else {
-        Error::Unavailable(e)
+        Error::Unavailable(Arc::new(e))
     }
 }

@@ -1,0 +1,110 @@
+//! [`Error`]: why a call to a remote limiter did not admit its request.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::TakeError;
+
+/// The server's own error, whatever the backend (for Redis a
+/// `redis::RedisError`: `downcast_ref` it to look inside).
+pub type Cause = Arc<dyn StdError + Send + Sync + 'static>;
+
+/// Why a call to a remote limiter did not admit its request.
+///
+/// Only [`Refused`](Error::Refused) is the limit's own answer; the rest are
+/// failures, which the [`FailPolicy`](super::FailPolicy) turns into an
+/// admission under [`FailPolicy::Open`](super::FailPolicy::Open).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Error {
+    /// The limit refused the request: the same refusals, with the same
+    /// meaning, as the in-process limiters' (nothing was stored).
+    Refused(TakeError),
+    /// The server could not be reached, or the connection broke.
+    Unavailable(Cause),
+    /// The server did not answer within the response (or connect) timeout.
+    Timeout,
+    /// The server answered with an error: the key holds something that is
+    /// not a paceline state, the step failed, or the reply was not
+    /// understood. It concerns that call (that key) only: the connection
+    /// stays in use.
+    Script(Cause),
+    /// The builder's configuration cannot work (a URL that does not parse,
+    /// a slack too large for the rate).
+    Config(String),
+}
+
+impl Error {
+    /// Whether this is the limit's own refusal, as opposed to a failure of
+    /// the server or of the configuration.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Refused(_))
+    }
+
+    /// How long to wait before asking again, when the limit refused and
+    /// waiting can help: [`TakeError::retry_after`] of the refusal. `None`
+    /// for the refusals no wait cures and for failures (whose retry is the
+    /// caller's call: the connection backs off by itself).
+    ///
+    /// ```
+    /// use paceline::redis::Error;
+    /// use paceline::TakeError;
+    /// use std::time::Duration;
+    ///
+    /// let refused = Error::Refused(TakeError::RetryAfter(Duration::from_millis(8)));
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(8)));
+    /// assert_eq!(Error::Timeout.retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Refused(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+
+    /// The limit's refusal inside, if this is one.
+    pub(crate) fn refusal(&self) -> Option<&TakeError> {
+        match self {
+            Error::Refused(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A `take_timeout`'s refusal: see [`TakeError`]'s `timed_out`.
+    pub(crate) fn timed_out(self, max_wait: Duration) -> Error {
+        match self {
+            Error::Refused(e) => Error::Refused(e.timed_out(max_wait)),
+            e => e,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Refused(e) => e.fmt(f),
+            Error::Unavailable(e) => write!(f, "limit server unavailable: {e}"),
+            Error::Timeout => f.write_str("the limit server did not answer within the timeout"),
+            Error::Script(e) => write!(f, "the limit server rejected paceline's step: {e}"),
+            Error::Config(e) => write!(f, "invalid remote limiter configuration: {e}"),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Refused(e) => Some(e),
+            Error::Unavailable(e) | Error::Script(e) => Some(&**e),
+            Error::Timeout | Error::Config(_) => None,
+        }
+    }
+}
+
+impl From<TakeError> for Error {
+    fn from(e: TakeError) -> Error {
+        Error::Refused(e)
+    }
+}

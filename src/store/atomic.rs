@@ -1,0 +1,321 @@
+//! [`AtomicStore`]: the lock-free store, one padded `AtomicU64` and a CAS
+//! loop.
+//!
+//! # Implementation details
+//!
+//! The whole state is one `u64` word, in a cache-line-padded `AtomicU64` so
+//! that threads hammering it do not also invalidate their neighbours' data.
+//! An update is a CAS loop: load, run the pure step, `compare_exchange_weak`
+//! the new word in, and on failure run the step again on the word that won.
+//! The loop may retry; it never loses an update (each success replaces
+//! exactly the word its step read) and never hands two callers the same
+//! slot (two successes from one word are impossible).
+//!
+//! ## The state word
+//!
+//! | word | meaning |
+//! |---|---|
+//! | `0` ([`FRESH`]) | nothing granted yet: the first request goes at once, banks nothing |
+//! | `1` ([`FULL`]) | at rest with full credit (a `full_credit` limiter's start) |
+//! | `2 ..= MAX_TAT` | `tat`: the earliest internal time the next request may start |
+//! | `MAX_TAT + 1 ..= MAX_TAT + 2 * GENERATIONS` | `FRESH` (even offset) or `FULL` (odd offset) republished by a parameter change, so the word changes all the same |
+//! | `u64::MAX` ([`REBASING`]) | a parameter change holds the word; steps wait on its lock |
+//!
+//! ([`MAX_TAT`] is `2^16` ns below `u64::MAX`; the step never produces a
+//! state above it.)
+//!
+//! ## Parameters
+//!
+//! The interval and the slack sit in two more atomics that only
+//! [`set_params`](Store::set_params) writes, guarded by a version counter
+//! (a seqlock): odd while a change is being written, even otherwise. A step
+//! reads the version, the word, the parameters, then the version again, and
+//! goes ahead only if both versions agree and are even: the parameters it
+//! decides with are then the ones in force for the word it read, as one
+//! unit. A change must also rebase the word by the parameters every booking
+//! in it was made at, with no step booking in between (one that did would
+//! book a slot at the old spacing from the rebased word). So it swaps the
+//! word for [`REBASING`], writes the parameters, then stores the rebased
+//! word, all under a lock of the store's own. A step that reads
+//! `REBASING` (or an odd version) waits on that lock for those few
+//! instructions; one that read the word before the swap fails its CAS and
+//! decides again; a give-back fails (its slot stays spent). Takes are
+//! therefore lock-free except during the few instructions of a change; they
+//! block rather than spin, so a change preempted there costs them no CPU.
+//!
+//! The ordering argument needs the word never to repeat. A `give_back`
+//! (async cancellation) can make it repeat, and so can a rebase that lowers
+//! `tat` (a faster rate) followed by bookings that raise it to the very word
+//! a preempted step read before the change: that step's CAS then succeeds
+//! (ABA) with a decision made at the old parameters, after grants at the new
+//! ones (`loom-tests/tests/give_back.rs`). Its grant is still distinct and
+//! paced whole by one set of parameters; in the rebase case the old rate is
+//! the slower one, so the grant is late, never early. (A change of slack
+//! alone that leaves the word as it was is the same as the step landing
+//! just before the change: the rebase leaves its result as it is too.)
+
+use crossbeam_utils::CachePadded;
+
+use crate::primitive::{fence, lock, AtomicU64, Mutex, Ordering};
+use crate::schedule::{self, Admit, Deny, Grant, Params, FRESH, FULL, MAX_TAT};
+
+use super::Store;
+
+/// The word while a parameter change rebases it.
+const REBASING: u64 = u64::MAX;
+
+/// How many words stand for each of the sentinels `FRESH` and `FULL`, above
+/// [`MAX_TAT`] (plus the sentinel itself, the word a limiter starts with).
+/// 2^15 - 1: the table's words stay clear of [`REBASING`].
+const GENERATIONS: u64 = (1 << 15) - 1;
+
+/// The lock-free store of [`AtomicLimiter`](crate::AtomicLimiter): the state
+/// word padded to its own cache line, its parameters beside it (see the
+/// module's table of words in the source, `src/store/atomic.rs`).
+pub struct AtomicStore {
+    tat: CachePadded<AtomicU64>,
+    /// Even when the parameters below are settled, odd while a change
+    /// writes them.
+    version: AtomicU64,
+    interval: AtomicU64,
+    slack: AtomicU64,
+    /// Held by a parameter change while the word is [`REBASING`]; steps
+    /// that meet that word (or an odd version) wait on it. Nothing else
+    /// takes it.
+    rebasing: Mutex<()>,
+}
+
+impl AtomicStore {
+    /// The version and the word, read for a step.
+    #[inline]
+    fn load(&self) -> (u64, u64) {
+        let version = self.version.load(Ordering::Acquire);
+        (version, self.tat.load(Ordering::Acquire))
+    }
+
+    /// The parameters, if they are still those of `version`: read after the
+    /// word, and checked against a second read of the version (the fence
+    /// orders that read after theirs).
+    #[inline]
+    fn params(&self, version: u64) -> Option<Params> {
+        let interval = self.interval.load(Ordering::Relaxed);
+        let slack = self.slack.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        let settled = version & 1 == 0 && self.version.load(Ordering::Relaxed) == version;
+        settled.then(|| Params::new_unchecked(interval, slack))
+    }
+
+    /// The CAS loop from a `version` and the `word` read after it. With
+    /// `MARKED` false it hands a marked word or unsettled parameters on to
+    /// [`update_marked`](Self::update_marked), so the hot loop holds no wait.
+    #[inline(always)]
+    fn run<const MARKED: bool>(
+        &self,
+        now: u64,
+        cost: u64,
+        admit: Admit,
+        mut version: u64,
+        mut word: u64,
+    ) -> Result<Grant, Deny> {
+        loop {
+            // One compare on the hot path: a plain state is its own word.
+            let tat = if word > MAX_TAT {
+                if !MARKED {
+                    return self.update_marked(now, cost, admit, version, word);
+                }
+                (version, word) = self.settle(version, word);
+                state(word)
+            } else {
+                word
+            };
+            let Some(params) = self.params(version) else {
+                // A change began since the version was read: the word may be
+                // from before its rebase. Wait it out and read both again.
+                if !MARKED {
+                    return self.update_marked(now, cost, admit, version, REBASING);
+                }
+                (version, word) = self.settle(version, REBASING);
+                continue;
+            };
+            let grant = schedule::step(tat, now, cost, params, admit)?;
+            // Nothing to store (a cost of 0)? Asked of `cost`, not of the new
+            // word, so that a constant cost folds it away.
+            if cost == 0 {
+                return Ok(grant);
+            }
+            match self.tat.compare_exchange_weak(
+                word,
+                grant.next,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(grant),
+                // Someone else moved the state (or a spurious failure): decide
+                // again on the word that is there now.
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// [`update`](Store::update) once it has met a word above [`MAX_TAT`]
+    /// or a change in progress: out of the hot loop's way.
+    #[cold]
+    #[inline(never)]
+    fn update_marked(
+        &self,
+        now: u64,
+        cost: u64,
+        admit: Admit,
+        version: u64,
+        word: u64,
+    ) -> Result<Grant, Deny> {
+        self.run::<true>(now, cost, admit, version, word)
+    }
+
+    /// Waits out a parameter change if `word` is [`REBASING`] or `version`
+    /// is odd (the change holds `rebasing` for the few instructions until it
+    /// stores the rebased word), and returns a version and a word to decide
+    /// on, the word standing for a state.
+    #[cold]
+    #[inline(never)]
+    fn settle(&self, mut version: u64, mut word: u64) -> (u64, u64) {
+        while word == REBASING || version & 1 == 1 {
+            // Acquiring the lock orders this after the stores the change
+            // made before releasing it, so the loads see them or later ones
+            // (`REBASING` again only if another change has begun since).
+            drop(lock(&self.rebasing));
+            (version, word) = self.load();
+        }
+        (version, word)
+    }
+}
+
+impl Store for AtomicStore {
+    const LIMITER: &'static str = "AtomicLimiter";
+
+    fn new(tat: u64, params: Params) -> Self {
+        AtomicStore {
+            tat: CachePadded::new(AtomicU64::new(tat)),
+            version: AtomicU64::new(0),
+            interval: AtomicU64::new(params.interval()),
+            slack: AtomicU64::new(params.slack()),
+            rebasing: Mutex::new(()),
+        }
+    }
+
+    /// # Memory ordering
+    /// The read-modify-writes of the word are totally ordered whatever the
+    /// ordering argument, and that alone makes grants distinct and loses no
+    /// update. The acquire loads and the release CAS of the word are for the
+    /// parameters: a step that reads the word another step stored also sees
+    /// the parameters that step used (or newer ones), so after a change no
+    /// grant goes back to the old parameters once one has been paced by the
+    /// new (loom found that with `Relaxed`). A step that reads the word a
+    /// change published (`Release`, after its parameters and its even
+    /// version) sees those parameters. The version read before the word and
+    /// again after the parameters (behind an acquire fence) proves that no
+    /// change wrote them in between. On x86 these compile to the same
+    /// instructions as `Relaxed`.
+    #[inline]
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
+        let (version, word) = self.load();
+        self.run::<false>(now, cost, admit, version, word)
+    }
+
+    fn peek(&self) -> (u64, Params) {
+        let (mut version, mut word) = self.load();
+        loop {
+            (version, word) = self.settle(version, word);
+            if let Some(params) = self.params(version) {
+                return (state(word), params);
+            }
+            (version, word) = self.load();
+        }
+    }
+
+    fn set_params(&self, now: u64, params: Params) {
+        // Calls are serialized (the limiter's lock, and this one), so the
+        // parameters read here are the ones every booking in the word was
+        // made at: a step checks the version around its reads, and only a
+        // word the last change published lets its CAS in.
+        let _rebasing = lock(&self.rebasing);
+        let version = self.version.load(Ordering::Relaxed);
+        let old = Params::new_unchecked(
+            self.interval.load(Ordering::Relaxed),
+            self.slack.load(Ordering::Relaxed),
+        );
+        // Take the word: from here until the store below, steps wait (on
+        // `rebasing`), CASes decided on the word fail, and give-backs fail.
+        let word = self.tat.swap(REBASING, Ordering::Acquire);
+        let tat = schedule::rebase(state(word), now, old, params);
+        // Odd while the parameters are written: a step that reads any of
+        // the new ones sees the odd version after its fence.
+        self.version.store(version + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.interval.store(params.interval(), Ordering::Relaxed);
+        self.slack.store(params.slack(), Ordering::Relaxed);
+        self.version.store(version + 2, Ordering::Release);
+        // Publish the rebased word with the parameters it was rebased to.
+        self.tat
+            .store(word_after_rebase(word, tat), Ordering::Release);
+    }
+
+    fn give_back(&self, grant: Grant) -> bool {
+        self.tat
+            .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+/// The CAS loop for a cell whose parameters cannot change while it runs, so
+/// it needs none of [`AtomicStore`]'s care for changes: the keyed store
+/// changes a key's parameters only under its shard's write lock, and steps
+/// under the read lock, and its words never leave `0..=MAX_TAT`. Same step,
+/// same CAS.
+#[cfg(feature = "keyed")]
+#[inline]
+pub(crate) fn update_fixed(
+    cell: &AtomicU64,
+    params: Params,
+    now: u64,
+    cost: u64,
+    admit: Admit,
+) -> Result<Grant, Deny> {
+    let mut tat = cell.load(Ordering::Relaxed);
+    loop {
+        let grant = schedule::step(tat, now, cost, params, admit)?;
+        if cost == 0 {
+            return Ok(grant);
+        }
+        match cell.compare_exchange_weak(tat, grant.next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(grant),
+            Err(actual) => tat = actual,
+        }
+    }
+}
+
+/// The state a word stands for: itself, or a sentinel's generation's.
+#[inline]
+fn state(word: u64) -> u64 {
+    if word > MAX_TAT {
+        (word - MAX_TAT - 1) & 1
+    } else {
+        word
+    }
+}
+
+/// The word a change stores for `tat` when the cell held `word`: `tat`
+/// itself, except that a sentinel (`FRESH`, `FULL`, which a rebase leaves
+/// as they are) gets the next generation's word, so that a CAS decided on
+/// the word before, at the old parameters, fails all the same.
+fn word_after_rebase(word: u64, tat: u64) -> u64 {
+    if tat != FRESH && tat != FULL {
+        return tat;
+    }
+    let generation = if word > MAX_TAT {
+        ((word - MAX_TAT - 1) / 2 + 1) % GENERATIONS
+    } else {
+        0
+    };
+    MAX_TAT + 1 + 2 * generation + tat
+}

@@ -1,0 +1,57 @@
+//! Where an in-process limiter keeps its state word, and how it updates it
+//! atomically: [`AtomicStore`] (a CAS loop on one padded `AtomicU64`) and
+//! [`MutexStore`] (the word under a `Mutex`). [`Pacer`](crate::Pacer) is the
+//! one limiter type over either; [`AtomicLimiter`](crate::AtomicLimiter) and
+//! [`MutexLimiter`](crate::MutexLimiter) name the two.
+//!
+//! Both run [`schedule::step`](crate::schedule::step) and nothing else, so
+//! they decide alike; the property tests check them against the step,
+//! decision for decision, and the loom models check the CAS loop.
+
+pub(crate) mod atomic;
+mod mutex;
+
+pub use atomic::AtomicStore;
+pub use mutex::MutexStore;
+
+use crate::schedule::{Admit, Deny, Grant, Params};
+
+/// A store of one limiter's state word and its [`Params`]. Sealed: paceline's
+/// two stores are the only ones (a store of your own can run
+/// [`schedule::step`](crate::schedule::step) directly).
+pub trait Store: sealed::Sealed + Send + Sync {
+    /// The name of the limiter over this store, for `Debug`.
+    #[doc(hidden)]
+    const LIMITER: &'static str;
+
+    /// A store holding `tat` with `params`.
+    #[doc(hidden)]
+    fn new(tat: u64, params: Params) -> Self;
+
+    /// Runs the step on the current state and stores its result atomically
+    /// with respect to every other update.
+    #[doc(hidden)]
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny>;
+
+    /// Reads the state and the parameters it is paced by, consistently
+    /// enough for a question that consumes nothing.
+    #[doc(hidden)]
+    fn peek(&self) -> (u64, Params);
+
+    /// Publishes `params` (interval and slack as one unit) and
+    /// [rebases](crate::schedule::rebase) the state at `now`. Calls are
+    /// serialized by the caller.
+    #[doc(hidden)]
+    fn set_params(&self, now: u64, params: Params);
+
+    /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has
+    /// updated the state since; `true` when it did.
+    #[doc(hidden)]
+    fn give_back(&self, grant: Grant) -> bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::AtomicStore {}
+    impl Sealed for super::MutexStore {}
+}
