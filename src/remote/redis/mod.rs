@@ -71,7 +71,9 @@
 //! limit. A key holding something that is not a paceline state (another
 //! application's value, binary garbage of any size) fails the calls on that
 //! key with [`Error::Script`], naming the key and the value's length but
-//! never echoing it; the connection stays in use for every other key.
+//! never echoing it; the connection stays in use for every other key. (The
+//! script still reads the value: a call on a key holding 10 MB costs Redis a
+//! copy of it.)
 //!
 //! # What a restart forgets
 //!
@@ -81,9 +83,10 @@
 //! the last writes, or an eviction under `maxmemory` (paceline's keys carry
 //! a TTL, so `volatile-*` policies pick them first) forgets the state of
 //! every key it loses, and such a key decides as a bucket at rest: it grants
-//! a whole burst of `slack + 1` at once. At 1 per minute with slack 4, each
-//! restart hands out 5 more permits within seconds (10 within seconds across
-//! one restart), however recently the limit was spent. What bounds the damage:
+//! a whole burst of `slack + 1` at once, however recently the limit was
+//! spent. At 1 per minute with slack 4, a key that just spent its burst of
+//! 5 grants 5 more right after a `FLUSHALL`: 10 permits within seconds
+//! (`tests/redis.rs` pins this). What bounds the damage:
 //!
 //! - **Persistence**: Redis with AOF (`appendonly yes`, `appendfsync
 //!   everysec` loses at most about a second of writes) or RDB snapshots
