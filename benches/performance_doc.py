@@ -142,6 +142,8 @@ def main():
     rustc = first(machine, "rustc:").removeprefix("rustc:").strip()
     loads = [l.removeprefix("load:").strip() for l in machine if l.startswith("load:")]
     quick = any(l.startswith("quick: yes") for l in machine)
+    duration = first(machine, "duration:").removeprefix("duration:").strip()
+    took = f", {int(duration.split()[0]) // 60} minutes here" if duration[:1].isdigit() else ""
 
     throughput = subprocess.run(
         [sys.executable, os.path.join(HERE, "report.py"), *baselines],
@@ -163,7 +165,7 @@ and beside the peer crates; how exactly each wait strategy paces; the keyed
 and Redis limiters; Tokio's timer. Every figure below comes from one run of
 
 ```sh
-bash scripts/perf.sh    # about half an hour; rewrites this file and docs/accuracy-*.svg
+bash scripts/perf.sh    # rewrites this file and docs/accuracy-*.svg{took}
 ```
 
 at commit `{commit}`, on {when}.{QUICK if quick else ""}
@@ -176,7 +178,8 @@ the run:
 On a machine shared with other work, figures from one run are comparable
 with each other, not with another run's: every comparison below is a ratio
 taken within one run. Criterion's throughput and keyed figures are medians
-over {len(baselines)} consecutive run{"s" if len(baselines) > 1 else ""}{", the min–max over runs in brackets" if len(baselines) > 1 else ""}.
+over {len(baselines)} consecutive run{"s" if len(baselines) > 1 else ""}{", the min–max over runs in brackets" if len(baselines) > 1 else ""}. Earlier
+runs, on earlier code, are in this file's history.
 
 The benches and measurement programs live in the `paceline-benches` crate
 (`benches/`), beside the peers they compare paceline with (governor,
@@ -240,6 +243,11 @@ drops no key until `retain_recent()` is called; paceline's memory is bounded
 by `max_keys`, and keys at rest give their room to new ones, at the price of
 an insert (the "at rest" rows) when such a key comes back.
 
+Not run by `scripts/perf.sh`: `tests/keyed_flood.rs` sends 10 million
+distinct keys through a 100 000-key limiter on 2 threads and prints its time,
+the most keys tracked and its peak RSS
+(`PACELINE_FLOOD_KEYS=10000000 cargo test --release --test keyed_flood -- --nocapture`).
+
 {redis_section(out_dir, baselines)}
 ## Pacing accuracy
 
@@ -279,6 +287,30 @@ has it, the permit leaves within about a microsecond of its slot.
 ![Share of permits later than a given lateness, per rate](accuracy-lateness.svg)
 
 ![Permits per millisecond over 30 ms, per limiter and rate](accuracy-profile.svg)
+
+### Choosing a wait strategy
+
+- **`Wait::Sleep`** (the default) costs little CPU (the CPU column). Each
+  permit is as late as the OS wakes a sleeper (the `thread::sleep` figure
+  above the table), and the long-run rate stays exact as long as that
+  lateness fits in the banked window `slack × interval`. With the default
+  slack of 10 that window is 10 ms at 1k/s, 1 ms at 10k/s, 100 µs at
+  100k/s (the edge) and 10 µs at 1M/s (never enough).
+- **`Wait::PRECISE`** sleeps until 150 µs before the slot and spins the
+  rest: while the thread keeps its core, permits leave within microseconds
+  of their slots (the late p50 column), for a larger share of a core, a
+  whole one from about 10k/s on. Use it when each permit's timing matters
+  (pacing packets, load generators), not just the rate.
+- **A thread that is not running cannot take its permit.** On a machine with
+  more runnable threads than cores a waiter can be off its core for
+  milliseconds, whatever the strategy. A stall shorter than
+  `slack × interval` is made up by a short burst; a longer one loses rate
+  for good. If the rate matters more than the burst, size the slack to the
+  stalls you expect, e.g. `slack = rate × 10 ms` (the second table); the
+  price is a burst of up to `slack + 1` permits after a stall.
+- governor driven by check-and-sleep with a burst of 1 loses every sleep's
+  overshoot (its rows); with a burst of 10 it behaves much like
+  `Wait::Sleep`.
 """)
     print(tokio_section(out_dir))
 

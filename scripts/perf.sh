@@ -2,7 +2,7 @@
 # Regenerates docs/PERFORMANCE.md (and docs/accuracy-*.svg): runs every
 # benchmark and measurement program, then benches/performance_doc.py.
 #
-#   bash scripts/perf.sh           # the full run, ~40 minutes on 2 cores
+#   bash scripts/perf.sh           # the full run, 12 minutes on 2 cores
 #   bash scripts/perf.sh --quick   # a few minutes of short runs; writes only
 #                                  # under target/perf/quick: checks the pipeline
 #
@@ -46,7 +46,8 @@ note_load() { echo "load: $(cut -d' ' -f1-3 /proc/loadavg) ($1)" >>"$out/machine
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' with uncommitted changes')"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) vCPU$(grep -qw hypervisor /proc/cpuinfo && echo ', virtualized')"
+    hv=$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor: *//p')
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) vCPU${hv:+, a $hv guest}"
     echo "system: $(uname -sr)"
     echo "rustc: $(rustc -V)"
     echo "quick: $quick"
@@ -84,6 +85,7 @@ note_load "after accuracy"
 echo "== tokio granularity" >&2
 cargo run -q --release --features tokio --example tokio_granularity -- $tokio_secs >"$out/tokio.txt"
 note_load "end"
+echo "duration: $SECONDS s" >>"$out/machine.txt"
 
 python3 benches/performance_doc.py "$out" >"$doc.tmp"
 mv "$doc.tmp" "$doc"
