@@ -10,7 +10,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Grant, Params, ORIGIN};
+use crate::schedule::{self, Admit, Deny, Grant, Params, ORIGIN};
 use crate::store::{AtomicStore, MutexStore, Store};
 use crate::wait::{self, nanos, Wait};
 
@@ -327,8 +327,20 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         let now = self.now();
         match self.store.update(now, cost, admit) {
             Ok(grant) => Ok((now, grant)),
-            Err(deny) => Err(TakeError::refused(deny, cost, admit, self.slack())),
+            Err(deny) => Err(self.refused(deny, cost, admit)),
         }
+    }
+
+    /// The error for a refusal: out of the take path's way, and reading the
+    /// slack (under the limit's lock) only for the one error that names it.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
+        let slack = match deny {
+            Deny::ExceedsBurst => self.slack(),
+            _ => 0,
+        };
+        TakeError::refused(deny, cost, admit, slack)
     }
 
     /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
