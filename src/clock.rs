@@ -19,6 +19,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::primitive::{lock, AtomicU64, Condvar, Mutex, Ordering};
+use crate::schedule::ORIGIN;
 
 /// A source of time for a limiter.
 ///
@@ -58,6 +59,14 @@ pub trait Clock: Send + Sync {
             }
         }
     }
+}
+
+/// `clock`'s reading in the model's internal time (offset by
+/// [`ORIGIN`](crate::schedule::ORIGIN), saturating): what every limiter
+/// kind decides and waits with.
+#[inline]
+pub(crate) fn internal_now<C: Clock + ?Sized>(clock: &C) -> u64 {
+    clock.now().saturating_add(ORIGIN)
 }
 
 /// While spinning, a waiter further than this from its deadline (ns) yields

@@ -6,11 +6,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Deny, Grant, Params, ORIGIN};
+use crate::schedule::{self, Admit, Deny, Grant, Params};
 use crate::store::{AtomicStore, MutexStore, Store};
 use crate::wait::{self, nanos, Wait};
 
@@ -267,14 +267,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years; nothing changes then.
     pub fn set_limit(&self, rate: Rate, slack: u64) -> Result<(), BuildError> {
-        let params = params(rate, slack)?;
-        // The lock keeps `rate()`, `slack()` and the store changing together.
-        let mut limit = lock(&self.limit);
-        self.store.set_params(self.now(), params);
-        *limit = (rate, slack);
-        // Counted after the rebase: see `reserve_cancellable`.
-        self.changes.fetch_add(1, Ordering::Release);
-        Ok(())
+        self.change(|_| (rate, slack))
     }
 
     /// [`set_limit`](Self::set_limit) with the slack in force.
@@ -282,8 +275,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the rate is then unchanged.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        let slack = self.slack();
-        self.set_limit(rate, slack)
+        self.change(|(_, slack)| (rate, slack))
     }
 
     /// [`set_limit`](Self::set_limit) with the rate in force.
@@ -291,8 +283,21 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
     pub fn set_slack(&self, slack: u64) -> Result<(), BuildError> {
-        let rate = self.rate();
-        self.set_limit(rate, slack)
+        self.change(|(rate, _)| (rate, slack))
+    }
+
+    /// Replaces the limit in force with `new(limit)`, all under the limit's
+    /// lock: a `set_rate` racing a `set_slack` keeps the other's half.
+    fn change(&self, new: impl FnOnce((Rate, u64)) -> (Rate, u64)) -> Result<(), BuildError> {
+        // The lock keeps `rate()`, `slack()` and the store changing together.
+        let mut limit = lock(&self.limit);
+        let (rate, slack) = new(*limit);
+        let params = params(rate, slack)?;
+        self.store.set_params(self.now(), params);
+        *limit = (rate, slack);
+        // Counted after the rebase: see `reserve_cancellable`.
+        self.changes.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
     /// The rate in force.
@@ -318,7 +323,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// The clock's reading in internal time.
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.clock.now().saturating_add(ORIGIN)
+        internal_now(&self.clock)
     }
 
     /// Reserves a slot for `cost` permits if `admit` allows, without waiting.

@@ -132,10 +132,10 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::primitive::{read, write, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
-use crate::schedule::{self, Admit, Grant, Params, FULL, ORIGIN};
+use crate::schedule::{self, Admit, Grant, Params, FULL};
 use crate::wait::{self, nanos, Wait};
 
 #[cfg(feature = "tokio")]
@@ -481,7 +481,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The clock's reading in internal time.
     #[inline]
     fn now(&self) -> u64 {
-        self.clock.now().saturating_add(ORIGIN)
+        internal_now(&self.clock)
     }
 
     /// The key's hash and its shard. The shard takes bits 32 and up: the

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Decision, Error, FailPolicy, Remote, Request};
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{internal_now, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::pacer;
 use crate::rate::Rate;
@@ -195,7 +195,7 @@ impl<B: Remote> Core<B> {
         };
         let clock = &self.shared.clock;
         // The server's wait, counted from the reply's arrival.
-        let now = clock.now().saturating_add(ORIGIN);
+        let now = internal_now(clock);
         let slot = now.saturating_add(granted.wait());
         wait::block(self.shared.wait, clock, now, slot, B::ASYNC_TAKE);
         Ok(granted.went_at())
@@ -230,7 +230,7 @@ mod asynchronous {
     use std::time::Duration;
 
     use super::{admitted_now, Core, Error};
-    use crate::clock::DefaultClock;
+    use crate::clock::{internal_now, DefaultClock};
     use crate::error::TakeError;
     use crate::remote::AsyncRemote;
     use crate::schedule::{Admit, Params};
@@ -264,7 +264,7 @@ mod asynchronous {
             let decision = self.core.shared.backend.step(self.key, &request).await;
             let granted = self.core.settle(decision, &request)?;
             // The server's wait, counted from the reply's arrival.
-            let now = wait::now(self.clock());
+            let now = internal_now(self.clock());
             Ok(match granted {
                 Some(granted) => Reserved {
                     now,

@@ -45,9 +45,9 @@ use ::tokio::sync::Mutex as Gate;
 use ::tokio::time::Instant;
 
 use super::{nanos, Wait};
-use crate::clock::Clock;
+use crate::clock::{internal_now, Clock};
 use crate::error::TakeError;
-use crate::schedule::{Admit, ORIGIN};
+use crate::schedule::Admit;
 
 /// How far ahead of the clock an unbounded async take books its slot:
 /// 10 ms. Long enough that tasks sharing a limiter keep slots booked across
@@ -124,7 +124,7 @@ pub(crate) async fn take<R: Reserve>(
             match R::refusal(&e) {
                 // Too far yet: sleep until it is within the horizon.
                 Some(TakeError::QueueFull { wait, .. }) => {
-                    let now = now(limiter.clock());
+                    let now = internal_now(limiter.clock());
                     let until = now.saturating_add(nanos(*wait).saturating_sub(HORIZON));
                     sleep_until(limiter.clock(), until).await;
                 }
@@ -180,18 +180,12 @@ pub(crate) async fn wait_reserved<R: Reserve>(
     reserved.went_at
 }
 
-/// `clock`'s reading in internal time.
-#[inline]
-pub(crate) fn now<C: Clock + ?Sized>(clock: &C) -> u64 {
-    clock.now().saturating_add(ORIGIN)
-}
-
 /// Sleeps on Tokio's timer until `clock` reads at least `target` (internal
 /// time). Never returns early; returns late by the timer's lateness (about
 /// a millisecond in real time; none under paused time on a `TokioClock`).
 pub(crate) async fn sleep_until<C: Clock + ?Sized>(clock: &C, target: u64) {
     loop {
-        let now = now(clock);
+        let now = internal_now(clock);
         if now >= target {
             return;
         }
@@ -202,10 +196,10 @@ pub(crate) async fn sleep_until<C: Clock + ?Sized>(clock: &C, target: u64) {
 
 /// Yields to the runtime in a loop until `clock` reads at least `target`.
 async fn spin_until<C: Clock + ?Sized>(clock: &C, target: u64) {
-    let mut last = now(clock);
+    let mut last = internal_now(clock);
     while last < target {
         ::tokio::task::yield_now().await;
-        let now = now(clock);
+        let now = internal_now(clock);
         if now == last {
             // The clock did not move across a yield: Tokio's time is paused
             // (or the clock is manual). Spinning would never end, and the
@@ -228,7 +222,7 @@ impl<R: Reserve> Drop for GiveBack<'_, R> {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             // Only while the slot is still ahead: a passed slot is spent.
-            if now(self.limiter.clock()) < self.slot {
+            if internal_now(self.limiter.clock()) < self.slot {
                 self.limiter.give_back(ticket);
             }
         }
