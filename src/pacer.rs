@@ -176,9 +176,15 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     ///
     /// # Errors
     /// [`TakeError::RetryAfter`] with how long until it would be admitted.
-    #[inline]
+    #[inline(always)]
     pub fn try_take(&self) -> Result<(), TakeError> {
-        self.reserve(1, Admit::Within(0)).map(drop)
+        // Not through `reserve`: its larger result would be built and
+        // copied on the hottest path.
+        let admit = Admit::Within(0);
+        match self.store.update(self.now(), 1, admit) {
+            Ok(_) => Ok(()),
+            Err(deny) => Err(self.refused(deny, 1, admit)),
+        }
     }
 
     /// Takes `cost` permits if they are free now; never blocks. A refusal

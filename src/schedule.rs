@@ -37,6 +37,7 @@
 //! conserved in permits), and an async cancellation, back to the word its
 //! own reservation replaced, while its slot is still ahead and no one has
 //! reserved and the parameters have not changed since.
+use std::fmt;
 
 /// Internal time of the clock's origin: clock readings are offset by this.
 pub const ORIGIN: u64 = 1 << 62;
@@ -63,12 +64,24 @@ pub const FULL: u64 = 1;
 pub const MAX_TAT: u64 = u64::MAX - (1 << 16);
 
 /// The configuration a decision depends on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// It keeps `T` and `tau = S * T` (the product every step needs, so no step
+/// multiplies); `S` is `tau / T`, exact.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Params {
     /// `T`, the interval between permits, ns; `1..=MAX_SPAN`.
     interval: u64,
-    /// `S`, the slack in permits; `S * T <= MAX_SPAN`.
-    slack: u64,
+    /// `tau = S * T`, the banked window, ns; `<= MAX_SPAN`.
+    tau: u64,
+}
+
+impl fmt::Debug for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Params")
+            .field("interval", &self.interval)
+            .field("slack", &self.slack())
+            .finish()
+    }
 }
 
 impl Params {
@@ -78,17 +91,18 @@ impl Params {
     pub fn new(interval: u64, slack: u64) -> Option<Params> {
         match slack.checked_mul(interval) {
             Some(tau) if tau <= MAX_SPAN && (1..=MAX_SPAN).contains(&interval) => {
-                Some(Params { interval, slack })
+                Some(Params { interval, tau })
             }
             _ => None,
         }
     }
 
-    /// Parameters already known to satisfy [`Params::new`]'s checks (an
-    /// interval a validated `Rate` gave, with the slack it was checked with).
+    /// Parameters from an interval and a `tau` that were a valid
+    /// [`Params`]'s (a store's copy of [`interval`](Self::interval) and
+    /// [`tau`](Self::tau)).
     #[inline]
-    pub(crate) const fn new_unchecked(interval: u64, slack: u64) -> Params {
-        Params { interval, slack }
+    pub(crate) const fn from_tau_unchecked(interval: u64, tau: u64) -> Params {
+        Params { interval, tau }
     }
 
     /// `T`, the interval between permits, ns.
@@ -100,13 +114,13 @@ impl Params {
     /// `S`, the slack, in permits.
     #[inline]
     pub fn slack(self) -> u64 {
-        self.slack
+        self.tau / self.interval
     }
 
     /// `tau = S * T`, the banked window, ns (cannot overflow: checked in `new`).
     #[inline]
     pub fn tau(self) -> u64 {
-        self.slack * self.interval
+        self.tau
     }
 
     /// Where a request would start: the later of `tat` and `now - tau`.
@@ -214,10 +228,11 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     };
     // Past the end of internal time nothing is scheduled: a saturated `tat`
     // or clock must not turn into "admit everything".
-    let next = match base.checked_add(span) {
-        Some(next) if next <= MAX_TAT => next,
-        _ => return Err(Deny::Saturated),
-    };
+    // (`span <= MAX_SPAN < MAX_TAT`: one compare covers the overflow too.)
+    if base > MAX_TAT - span {
+        return Err(Deny::Saturated);
+    }
+    let next = base + span;
     let slot = next - p.interval;
     if let Admit::Within(max) = admit {
         let wait = slot.saturating_sub(now);
@@ -314,7 +329,7 @@ pub fn at_rest(tat: u64, now: u64, p: Params, grace: u64) -> bool {
 pub fn available(tat: u64, now: u64, p: Params) -> u64 {
     if tat == FRESH {
         // The first request may be a whole burst (see `step`).
-        return p.slack + 1;
+        return p.slack() + 1;
     }
     let base = p.base(tat, now);
     if base > now {

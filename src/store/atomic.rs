@@ -26,7 +26,7 @@
 //!
 //! ## Parameters
 //!
-//! The interval and the slack sit in two more atomics that only
+//! The interval and `tau` (the slack as time) sit in two more atomics that only
 //! [`set_params`](Store::set_params) writes, guarded by a version counter
 //! (a seqlock): odd while a change is being written, even otherwise. A step
 //! reads the version, the word, the parameters, then the version again, and
@@ -70,27 +70,36 @@ const REBASING: u64 = u64::MAX;
 const GENERATIONS: u64 = (1 << 15) - 1;
 
 /// The lock-free store of [`AtomicLimiter`](crate::AtomicLimiter): the state
-/// word padded to its own cache line, its parameters beside it (see the
+/// word and its parameters, padded to a cache line of their own (see the
 /// module's table of words in the source, `src/store/atomic.rs`).
 pub struct AtomicStore {
-    tat: CachePadded<AtomicU64>,
-    /// Even when the parameters below are settled, odd while a change
-    /// writes them.
-    version: AtomicU64,
-    interval: AtomicU64,
-    slack: AtomicU64,
+    /// The word and its parameters, on one cache line of their own: a step
+    /// reads all four, and only the word is written outside a change.
+    cell: CachePadded<Cell>,
     /// Held by a parameter change while the word is [`REBASING`]; steps
     /// that meet that word (or an odd version) wait on it. Nothing else
     /// takes it.
     rebasing: Mutex<()>,
 }
 
+/// What a step reads.
+struct Cell {
+    /// The state word (see the table above).
+    tat: AtomicU64,
+    /// Even when the parameters below are settled, odd while a change
+    /// writes them.
+    version: AtomicU64,
+    interval: AtomicU64,
+    /// `tau` (slack times interval), kept so that no step multiplies.
+    tau: AtomicU64,
+}
+
 impl AtomicStore {
     /// The version and the word, read for a step.
     #[inline]
     fn load(&self) -> (u64, u64) {
-        let version = self.version.load(Ordering::Acquire);
-        (version, self.tat.load(Ordering::Acquire))
+        let version = self.cell.version.load(Ordering::Acquire);
+        (version, self.cell.tat.load(Ordering::Acquire))
     }
 
     /// The parameters, if they are still those of `version`: read after the
@@ -98,18 +107,22 @@ impl AtomicStore {
     /// orders that read after theirs).
     #[inline]
     fn params(&self, version: u64) -> Option<Params> {
-        let interval = self.interval.load(Ordering::Relaxed);
-        let slack = self.slack.load(Ordering::Relaxed);
+        let interval = self.cell.interval.load(Ordering::Relaxed);
+        let tau = self.cell.tau.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
-        let settled = version & 1 == 0 && self.version.load(Ordering::Relaxed) == version;
-        settled.then(|| Params::new_unchecked(interval, slack))
+        let settled = version & 1 == 0 && self.cell.version.load(Ordering::Relaxed) == version;
+        settled.then(|| Params::from_tau_unchecked(interval, tau))
     }
 
-    /// The CAS loop from a `version` and the `word` read after it. With
-    /// `MARKED` false it hands a marked word or unsettled parameters on to
-    /// [`update_marked`](Self::update_marked), so the hot loop holds no wait.
-    #[inline(always)]
-    fn run<const MARKED: bool>(
+    /// The CAS loop, for whatever the hot path of [`update`](Store::update)
+    /// did not settle in one attempt: a lost CAS (contention), a word above
+    /// [`MAX_TAT`], or a parameter change in progress. Out of line, so that
+    /// the hot path stays small enough to inline into every take.
+    /// It goes on from the `version` and `word` the hot path last read (the
+    /// word its CAS met, if that failed), so it reads nothing twice.
+    #[cold]
+    #[inline(never)]
+    fn update_contended(
         &self,
         now: u64,
         cost: u64,
@@ -118,32 +131,18 @@ impl AtomicStore {
         mut word: u64,
     ) -> Result<Grant, Deny> {
         loop {
-            // One compare on the hot path: a plain state is its own word.
-            let tat = if word > MAX_TAT {
-                if !MARKED {
-                    return self.update_marked(now, cost, admit, version, word);
-                }
-                (version, word) = self.settle(version, word);
-                state(word)
-            } else {
-                word
-            };
+            (version, word) = self.settle(version, word);
             let Some(params) = self.params(version) else {
                 // A change began since the version was read: the word may be
                 // from before its rebase. Wait it out and read both again.
-                if !MARKED {
-                    return self.update_marked(now, cost, admit, version, REBASING);
-                }
-                (version, word) = self.settle(version, REBASING);
+                word = REBASING;
                 continue;
             };
-            let grant = schedule::step(tat, now, cost, params, admit)?;
-            // Nothing to store (a cost of 0)? Asked of `cost`, not of the new
-            // word, so that a constant cost folds it away.
+            let grant = schedule::step(state(word), now, cost, params, admit)?;
             if cost == 0 {
                 return Ok(grant);
             }
-            match self.tat.compare_exchange_weak(
+            match self.cell.tat.compare_exchange_weak(
                 word,
                 grant.next,
                 Ordering::Release,
@@ -155,21 +154,6 @@ impl AtomicStore {
                 Err(actual) => word = actual,
             }
         }
-    }
-
-    /// [`update`](Store::update) once it has met a word above [`MAX_TAT`]
-    /// or a change in progress: out of the hot loop's way.
-    #[cold]
-    #[inline(never)]
-    fn update_marked(
-        &self,
-        now: u64,
-        cost: u64,
-        admit: Admit,
-        version: u64,
-        word: u64,
-    ) -> Result<Grant, Deny> {
-        self.run::<true>(now, cost, admit, version, word)
     }
 
     /// Waits out a parameter change if `word` is [`REBASING`] or `version`
@@ -195,10 +179,12 @@ impl Store for AtomicStore {
 
     fn new(tat: u64, params: Params) -> Self {
         AtomicStore {
-            tat: CachePadded::new(AtomicU64::new(tat)),
-            version: AtomicU64::new(0),
-            interval: AtomicU64::new(params.interval()),
-            slack: AtomicU64::new(params.slack()),
+            cell: CachePadded::new(Cell {
+                tat: AtomicU64::new(tat),
+                version: AtomicU64::new(0),
+                interval: AtomicU64::new(params.interval()),
+                tau: AtomicU64::new(params.tau()),
+            }),
             rebasing: Mutex::new(()),
         }
     }
@@ -216,10 +202,35 @@ impl Store for AtomicStore {
     /// again after the parameters (behind an acquire fence) proves that no
     /// change wrote them in between. On x86 these compile to the same
     /// instructions as `Relaxed`.
-    #[inline]
+    #[inline(always)]
     fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
-        let (version, word) = self.load();
-        self.run::<false>(now, cost, admit, version, word)
+        // One attempt at the common case: a plain word (a state is its own
+        // word), settled parameters, no one else's CAS in between.
+        let (version, mut word) = self.load();
+        if word <= MAX_TAT {
+            if let Some(params) = self.params(version) {
+                let grant = schedule::step(word, now, cost, params, admit)?;
+                // Nothing to store (a cost of 0)? Asked of `cost`, not of the
+                // new word, so that a constant cost folds it away.
+                if cost == 0 {
+                    return Ok(grant);
+                }
+                match self.cell.tat.compare_exchange_weak(
+                    word,
+                    grant.next,
+                    Ordering::Release,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Ok(grant),
+                    // Someone else moved the state (or a spurious failure).
+                    Err(actual) => word = actual,
+                }
+            } else {
+                // A change began since the version was read.
+                word = REBASING;
+            }
+        }
+        self.update_contended(now, cost, admit, version, word)
     }
 
     fn peek(&self) -> (u64, Params) {
@@ -239,29 +250,33 @@ impl Store for AtomicStore {
         // made at: a step checks the version around its reads, and only a
         // word the last change published lets its CAS in.
         let _rebasing = lock(&self.rebasing);
-        let version = self.version.load(Ordering::Relaxed);
-        let old = Params::new_unchecked(
-            self.interval.load(Ordering::Relaxed),
-            self.slack.load(Ordering::Relaxed),
+        let version = self.cell.version.load(Ordering::Relaxed);
+        let old = Params::from_tau_unchecked(
+            self.cell.interval.load(Ordering::Relaxed),
+            self.cell.tau.load(Ordering::Relaxed),
         );
         // Take the word: from here until the store below, steps wait (on
         // `rebasing`), CASes decided on the word fail, and give-backs fail.
-        let word = self.tat.swap(REBASING, Ordering::Acquire);
+        let word = self.cell.tat.swap(REBASING, Ordering::Acquire);
         let tat = schedule::rebase(state(word), now, old, params);
         // Odd while the parameters are written: a step that reads any of
         // the new ones sees the odd version after its fence.
-        self.version.store(version + 1, Ordering::Relaxed);
+        self.cell.version.store(version + 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        self.interval.store(params.interval(), Ordering::Relaxed);
-        self.slack.store(params.slack(), Ordering::Relaxed);
-        self.version.store(version + 2, Ordering::Release);
+        self.cell
+            .interval
+            .store(params.interval(), Ordering::Relaxed);
+        self.cell.tau.store(params.tau(), Ordering::Relaxed);
+        self.cell.version.store(version + 2, Ordering::Release);
         // Publish the rebased word with the parameters it was rebased to.
-        self.tat
+        self.cell
+            .tat
             .store(word_after_rebase(word, tat), Ordering::Release);
     }
 
     fn give_back(&self, grant: Grant) -> bool {
-        self.tat
+        self.cell
+            .tat
             .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     }
