@@ -65,6 +65,7 @@ impl Error {
     }
 
     /// The limit's refusal inside, if this is one.
+    #[cfg(feature = "tokio")]
     pub(crate) fn refusal(&self) -> Option<&TakeError> {
         match self {
             Error::Refused(e) => Some(e),

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Decision, Error, FailPolicy, Remote, Request};
+use super::{Decision, Error, FailPolicy, Remote, Request, Undo};
 use crate::clock::{internal_now, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::pacer;
@@ -53,6 +53,8 @@ impl<B> Clone for Core<B> {
 pub(crate) struct Granted {
     slot: u64,
     now: u64,
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    undo: Option<Undo>,
 }
 
 impl Granted {
@@ -147,7 +149,7 @@ impl<B> Core<B> {
         request: &Request,
     ) -> Result<Option<Granted>, Error> {
         match decision {
-            Ok(Decision::Granted { slot, now }) => Ok(Some(Granted { slot, now })),
+            Ok(Decision::Granted { slot, now, undo }) => Ok(Some(Granted { slot, now, undo })),
             Ok(Decision::Denied(deny)) => Err(Error::Refused(TakeError::refused(
                 deny,
                 request.cost,
@@ -227,9 +229,10 @@ mod asynchronous {
     //! The async calls: through the crate's one async wait, with this
     //! limit's decisions as its [`Reserve`].
 
+    use std::sync::Arc;
     use std::time::Duration;
 
-    use super::{admitted_now, Core, Error};
+    use super::{admitted_now, Core, Error, Undo};
     use crate::clock::{internal_now, DefaultClock};
     use crate::error::TakeError;
     use crate::remote::AsyncRemote;
@@ -246,9 +249,9 @@ mod asynchronous {
     /// A remote limit's decisions for the async wait. Nothing can be given
     /// back: the server keeps no record of who booked last, so a booked
     /// slot stays spent (the ticket is `()`, and always `None`).
-    impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
+    impl<B: AsyncRemote + 'static> Reserve for Keyed<'_, B> {
         type Clock = DefaultClock;
-        type Ticket = ();
+        type Ticket = Undo;
         type Error = Error;
 
         fn clock(&self) -> &DefaultClock {
@@ -259,7 +262,7 @@ mod asynchronous {
             self.core.shared.wait
         }
 
-        async fn reserve(&self, cost: u64, admit: Admit) -> Result<Reserved<()>, Error> {
+        async fn reserve(&self, cost: u64, admit: Admit) -> Result<Reserved<Undo>, Error> {
             let request = self.core.request(cost, admit)?;
             let decision = self.core.shared.backend.step(self.key, &request).await;
             let granted = self.core.settle(decision, &request)?;
@@ -270,7 +273,7 @@ mod asynchronous {
                     now,
                     slot: now.saturating_add(granted.wait()),
                     went_at: granted.went_at(),
-                    ticket: None,
+                    ticket: granted.undo,
                 },
                 None => Reserved {
                     now,
@@ -285,10 +288,24 @@ mod asynchronous {
             error.refusal()
         }
 
-        fn give_back(&self, (): ()) {}
+        /// Undoes the grant in the server, if no one has taken since: a
+        /// round trip, so it runs as a task of its own (a drop cannot wait
+        /// for it), on the runtime the take was polled on. Best effort: an
+        /// error leaves the slot spent, as if it had not been given back.
+        fn give_back(&self, undo: Undo) {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            let shared = Arc::clone(&self.core.shared);
+            let key = self.key.to_owned();
+            let tau = self.core.params.tau();
+            runtime.spawn(async move {
+                let _ = shared.backend.give_back(&key, tau, undo).await;
+            });
+        }
     }
 
-    impl<B: AsyncRemote> Core<B> {
+    impl<B: AsyncRemote + 'static> Core<B> {
         /// An unbounded take: books once the slot is within the horizon.
         pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Duration, Error> {
             wait::take(&Keyed { core: self, key }, cost, None).await

@@ -35,6 +35,7 @@ pub(crate) mod limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
 
+#[cfg(feature = "tokio")]
 use std::future::Future;
 use std::time::Duration;
 
@@ -100,9 +101,21 @@ pub(crate) enum Decision {
         slot: u64,
         /// The server's time when it decided.
         now: u64,
+        /// What undoes the grant, if it stored anything.
+        undo: Option<Undo>,
     },
     /// Refused; nothing was stored.
     Denied(Deny),
+}
+
+/// What undoes one grant ([`AsyncRemote::give_back`]): the state it
+/// replaced and the state it stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Undo {
+    /// The key's state before the grant; `None` when it had none (at rest).
+    pub(crate) prev: Option<u64>,
+    /// The state the grant stored.
+    pub(crate) next: u64,
 }
 
 /// A blocking backend: runs the step in its server.
@@ -119,6 +132,7 @@ pub(crate) trait Remote: Send + Sync {
 }
 
 /// An async backend: [`Remote`]'s calls as futures.
+#[cfg(feature = "tokio")]
 pub(crate) trait AsyncRemote: Send + Sync {
     /// As [`Remote::step`].
     fn step(
@@ -129,4 +143,15 @@ pub(crate) trait AsyncRemote: Send + Sync {
 
     /// As [`Remote::peek`].
     fn peek(&self, key: &str) -> impl Future<Output = Result<(u64, u64), Error>> + Send;
+
+    /// Puts `key` back to `undo.prev` if it still holds `undo.next` (no one
+    /// has taken since), atomically in the server; `Ok(false)` if it does
+    /// not. `tau` sets how long the restored state lives. For a take
+    /// cancelled while it waited (only async takes can be).
+    fn give_back(
+        &self,
+        key: &str,
+        tau: u64,
+        undo: Undo,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
 }

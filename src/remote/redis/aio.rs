@@ -25,7 +25,7 @@ use super::RedisLimiter;
 use crate::error::BuildError;
 use crate::rate::Rate;
 use crate::remote::limiter::{Core, Shared};
-use crate::remote::{AsyncRemote, Decision, Error, FailPolicy, Request};
+use crate::remote::{AsyncRemote, Decision, Error, FailPolicy, Request, Undo};
 use crate::schedule;
 use crate::wait::Wait;
 
@@ -184,6 +184,12 @@ impl AsyncRemote for Async {
         let call = self.wire.peek(key, None);
         let reply: Vec<String> = self.run(Call::Script(&call)).await?;
         script::peeked(&reply)
+    }
+
+    async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
+        let call = self.wire.give_back(key, tau, undo, None);
+        let reply: Vec<String> = self.run(Call::Script(&call)).await?;
+        script::given_back(&reply)
     }
 }
 

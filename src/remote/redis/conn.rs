@@ -96,11 +96,13 @@ impl Pool {
     }
 
     /// Where the connections go.
+    #[cfg(feature = "tokio")]
     pub(crate) fn target(&self) -> &Target {
         &self.target
     }
 
     /// The connect and response timeouts.
+    #[cfg(feature = "tokio")]
     pub(crate) fn timeouts(&self) -> (Duration, Duration) {
         (self.connect_timeout, self.response_timeout)
     }

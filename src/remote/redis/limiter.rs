@@ -33,6 +33,21 @@ impl Blocking {
         script::decision(&reply)
     }
 
+    /// Undoes a grant at `now` (tests only: the async limiter's give-back
+    /// runs the same call at the server's `TIME`).
+    #[cfg(test)]
+    pub(super) fn give_back_at(
+        &self,
+        key: &str,
+        tau: u64,
+        undo: crate::remote::Undo,
+        now: u64,
+    ) -> Result<bool, Error> {
+        let call = self.wire.give_back(key, tau, undo, Some(now));
+        let reply: Vec<String> = self.pool.run(|c| call.invoke(c))?;
+        script::given_back(&reply)
+    }
+
     /// Reads `key`'s state and the server's time (or `now`, in tests).
     pub(super) fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
         let call = self.wire.peek(key, now);

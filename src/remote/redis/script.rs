@@ -4,7 +4,7 @@
 
 use ::redis::{RedisError, Script, ScriptInvocation};
 
-use crate::remote::{Decision, Error, Request};
+use crate::remote::{Decision, Error, Request, Undo};
 use crate::schedule::{Admit, Deny};
 
 /// The step, as Redis runs it.
@@ -60,6 +60,27 @@ impl Wire {
         call
     }
 
+    /// The script call that undoes a grant (see [`Undo`]): `tau` sets the
+    /// restored state's TTL.
+    #[cfg(any(test, feature = "tokio"))]
+    pub(super) fn give_back(
+        &self,
+        key: &str,
+        tau: u64,
+        undo: Undo,
+        now: Option<u64>,
+    ) -> ScriptInvocation<'_> {
+        let mut call = self.script.key(self.full_key(key));
+        call.arg("give")
+            .arg(0)
+            .arg(0)
+            .arg(tau)
+            .arg(undo.next)
+            .arg(undo.prev.map(|p| p.to_string()).unwrap_or_default())
+            .arg(now.map(|n| n.to_string()).unwrap_or_default());
+        call
+    }
+
     /// The script call that reads a key's state and the server's time.
     pub(super) fn peek(&self, key: &str, now: Option<u64>) -> ScriptInvocation<'_> {
         let mut call = self.script.key(self.full_key(key));
@@ -85,16 +106,41 @@ pub(super) fn decision(reply: &[String]) -> Result<(Decision, u64), Error> {
     };
     let denied = |deny| Ok((Decision::Denied(deny), 0));
     match reply.first().map(String::as_str) {
-        Some("1") => Ok((
-            Decision::Granted {
-                slot: num(1)?,
-                now: num(2)?,
-            },
-            num(3)?,
-        )),
+        Some("1") => {
+            // `prev` ("" when the key was absent) and `next`: absent for a
+            // cost of 0, which stored nothing.
+            let undo = match (reply.get(4), reply.get(5)) {
+                (Some(prev), Some(_)) => Some(Undo {
+                    prev: if prev.is_empty() { None } else { Some(num(4)?) },
+                    next: num(5)?,
+                }),
+                _ => None,
+            };
+            Ok((
+                Decision::Granted {
+                    slot: num(1)?,
+                    now: num(2)?,
+                    undo,
+                },
+                num(3)?,
+            ))
+        }
         Some("0") => denied(Deny::Wait(num(1)?)),
         Some("2") => denied(Deny::ExceedsBurst),
         Some("4") => denied(Deny::Saturated),
+        _ => Err(bad_reply(reply)),
+    }
+}
+
+/// The script's reply to a give-back: whether the grant was undone.
+#[cfg(any(test, feature = "tokio"))]
+pub(super) fn given_back(reply: &[String]) -> Result<bool, Error> {
+    match (
+        reply.first().map(String::as_str),
+        reply.get(1).map(String::as_str),
+    ) {
+        (Some("5"), Some("1")) => Ok(true),
+        (Some("5"), Some("0")) => Ok(false),
         _ => Err(bad_reply(reply)),
     }
 }

@@ -1,7 +1,8 @@
 -- paceline's step (src/schedule.rs), run atomically inside Redis.
 --
 -- KEYS[1]  the bucket: `tat` as a decimal u64 string; absent means at rest
--- ARGV[1]  "take" (store the grant) or "peek" (store nothing, return tat)
+-- ARGV[1]  "take" (store the grant), "peek" (store nothing, return tat) or
+--          "give" (undo a grant whose waiter was cancelled; see below)
 -- ARGV[2]  lead = (cost - 1) * T, ns
 -- ARGV[3]  span = cost * T, ns ("0" for a cost of 0)
 -- ARGV[4]  tau  = slack * T, ns
@@ -12,9 +13,19 @@
 --          With it, the key is stored without expiry (expiry runs on the
 --          real clock) and the TTL it would have had is returned instead.
 --
--- Replies (all strings): {"1", slot, now, ttl_ms} granted; {"0", wait}
--- refused, retry after `wait` ns; {"2"} refused, exceeds the burst;
--- {"3", tat, now} for a peek.
+-- Replies (all strings): {"1", slot, now, ttl_ms, prev, next} granted, where
+-- `prev` is the state the grant replaced ("" when the key was absent) and
+-- `next` the state it stored (both absent for a cost of 0, which stores
+-- nothing); {"0", wait} refused, retry after `wait` ns; {"2"} refused,
+-- exceeds the burst; {"3", tat, now} for a peek; {"4"} refused, saturated;
+-- {"5", "1"} given back, {"5", "0"} not (someone took since, or the key
+-- expired).
+--
+-- "give" undoes one grant: ARGV[4] is tau, ARGV[5] the grant's `next` and
+-- ARGV[6] its `prev`. Only while the key still holds `next` exactly (no one
+-- has taken since) is it put back to `prev`, with `prev`'s time to rest as
+-- its TTL; otherwise nothing changes. x/time/rate's `Reservation.Cancel`,
+-- done where the state lives.
 --
 -- Arithmetic. Times are u64 ns with ORIGIN = 2^62 added (about 2^62.4 today)
 -- and saturate at 2^64 - 1, but a Lua 5.1 number is a double, exact only up
@@ -82,6 +93,16 @@ local function sub(as, an, bs, bn) -- saturating at 0
   return s, n
 end
 
+-- The TTL, ms, of a key holding `tat`: until the bucket is back at rest
+-- (now - tau >= tat), after which an absent key decides alike. Also whether
+-- it is at rest already.
+local function ttl_ms(tat_s, tat_n, tau_s, tau_n, now_s, now_n)
+  local rest_s, rest_n = add(tat_s, tat_n, tau_s, tau_n)
+  rest_s, rest_n = sub(rest_s, rest_n, now_s, now_n)
+  local at_rest = rest_s == 0 and rest_n == 0
+  return rest_s * 1000 + math.ceil(rest_n / 1000000) + TTL_MARGIN_MS, at_rest
+end
+
 local key = KEYS[1]
 local lead_s, lead_n = parse(ARGV[2])
 local span_s, span_n = parse(ARGV[3])
@@ -114,6 +135,26 @@ if raw then
     -- client cannot parse would break its connection for every key.
     return redis.error_reply('paceline: key ' .. key .. ' holds a value of ' .. string.len(raw) .. ' bytes that is not a paceline state')
   end
+end
+
+if ARGV[1] == 'give' then
+  if raw ~= ARGV[5] then
+    return { '5', '0' }
+  end
+  local ttl, at_rest = 0, true
+  if ARGV[6] ~= '' then
+    local prev_s, prev_n = parse(ARGV[6])
+    ttl, at_rest = ttl_ms(prev_s, prev_n, tau_s, tau_n, now_s, now_n)
+  end
+  if at_rest then
+    -- Back to a bucket at rest: an absent key is one.
+    redis.call('DEL', key)
+  elseif test_now then
+    redis.call('SET', key, ARGV[6])
+  else
+    redis.call('SET', key, ARGV[6], 'PX', ttl)
+  end
+  return { '5', '1' }
 end
 
 if ARGV[1] == 'peek' then
@@ -162,13 +203,11 @@ if ARGV[5] ~= '' then
 end
 
 -- Until the bucket is back at rest (now - tau >= next); absent decides alike.
-local rest_s, rest_n = add(next_s, next_n, tau_s, tau_n)
-rest_s, rest_n = sub(rest_s, rest_n, now_s, now_n)
-local ttl = rest_s * 1000 + math.ceil(rest_n / 1000000) + TTL_MARGIN_MS
+local ttl = ttl_ms(next_s, next_n, tau_s, tau_n, now_s, now_n)
 local state = show(next_s, next_n)
 if test_now then
   redis.call('SET', key, state)
 else
   redis.call('SET', key, state, 'PX', ttl)
 end
-return { '1', show(slot_s, slot_n), show(now_s, now_n), string.format('%d', ttl) }
+return { '1', show(slot_s, slot_n), show(now_s, now_n), string.format('%d', ttl), raw or '', state }

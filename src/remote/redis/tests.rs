@@ -12,7 +12,7 @@ use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
 use crate::rate::Rate;
-use crate::remote::Decision;
+use crate::remote::{Decision, Undo};
 use crate::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use crate::TakeError;
 use server::RedisServer;
@@ -149,7 +149,7 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                     .request(op.cost, admit)
                     .and_then(|request| backend.step_at(&key, &request, Some(now)));
                 match (rust, lua) {
-                    (Ok(g), Ok((Decision::Granted { slot, now: n }, ttl_ms))) => {
+                    (Ok(g), Ok((Decision::Granted { slot, now: n, .. }, ttl_ms))) => {
                         prop_assert_eq!(g.slot, slot, "slot");
                         prop_assert_eq!(n, now, "now");
                         if op.cost > 0 {
@@ -291,4 +291,61 @@ fn a_configuration_that_cannot_work_is_refused_at_build() {
         ["redis://127.0.0.1:1/", "ftp://x"],
         rate,
     ));
+}
+
+/// The script's give-back against the model: a grant undone while the key
+/// still holds it leaves exactly the state before it (absent included), and
+/// one undone after another take changes nothing.
+#[test]
+fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
+    let server = RedisServer::start();
+    let interval = 1_000_000; // 1 ms
+    let lim = limiter(&server, interval, 2);
+    let params = Params::new(interval, 2).unwrap();
+    let backend = lim.core.backend();
+    let key = fresh_key();
+    let now = ORIGIN + 5_000_000_000;
+    let grant = |now: u64| -> Undo {
+        let request = lim.core.request(1, Admit::Always).unwrap();
+        match backend.step_at(&key, &request, Some(now)).unwrap().0 {
+            Decision::Granted {
+                undo: Some(undo), ..
+            } => undo,
+            other => panic!("{other:?}"),
+        }
+    };
+    // At rest (absent): the grant's `prev` is none, and undoing it deletes
+    // the key again.
+    let first = grant(now);
+    assert_eq!(first.prev, None);
+    assert_eq!(
+        first.next,
+        step(FULL, now, 1, params, Admit::Always).unwrap().next
+    );
+    assert!(backend
+        .give_back_at(&key, params.tau(), first, now)
+        .unwrap());
+    assert_eq!(
+        server.raw(&format!("EXISTS {}{key}", lim.prefix())),
+        ":0\r\n"
+    );
+    // Three grants; undoing the last restores the second's state exactly.
+    let a = grant(now);
+    let b = grant(now);
+    let c = grant(now);
+    assert_eq!((b.prev, c.prev), (Some(a.next), Some(b.next)));
+    assert!(backend.give_back_at(&key, params.tau(), c, now).unwrap());
+    assert_eq!(backend.peek_at(&key, Some(now)).unwrap().0, b.next);
+    // `a` is no longer the last booking: undoing it would erase `b`'s.
+    assert!(!backend.give_back_at(&key, params.tau(), a, now).unwrap());
+    assert_eq!(backend.peek_at(&key, Some(now)).unwrap().0, b.next);
+    // A restored state already at rest is stored as absent (at rest).
+    let later = now + 10 * interval;
+    let d = grant(later);
+    assert_eq!(d.prev, Some(b.next));
+    assert!(backend.give_back_at(&key, params.tau(), d, later).unwrap());
+    assert_eq!(
+        server.raw(&format!("EXISTS {}{key}", lim.prefix())),
+        ":0\r\n"
+    );
 }
