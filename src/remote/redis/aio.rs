@@ -56,14 +56,18 @@ use crate::wait::Wait;
 /// until then it sleeps, and asks again.
 ///
 /// # Cancel safety
-/// Redis keeps no record of who booked last, so nothing booked can be given
-/// back. A [`take`](Self::take) cancelled while it waits for its slot to
-/// come within 10 ms (under `tokio::time::timeout`, in `select!`) has booked
+/// A [`take`](Self::take) cancelled while it waits for its slot to come
+/// within 10 ms (under `tokio::time::timeout`, in `select!`) has booked
 /// nothing: the next caller gets the permit. One cancelled after booking
 /// (within 10 ms of its slot, or a [`take_timeout`](Self::take_timeout),
-/// which books at once) keeps its slot spent. A future dropped while its
-/// request is on the wire may or may not have booked (Redis may run the
-/// script anyway). Dropping never admits anyone early.
+/// which books at once) gives its slot back while the slot is still ahead:
+/// a task of its own asks Redis to put the key back to the state before the
+/// booking, which the script does only if the key still holds that booking
+/// (no one has booked since; otherwise the slot stays spent). The give-back
+/// is one more round trip, best effort: if it fails, or the runtime is gone,
+/// the slot stays spent. A future dropped while its request is on the wire
+/// may or may not have booked (Redis may run the script anyway). Dropping
+/// never admits anyone early.
 #[derive(Clone)]
 pub struct AsyncRedisLimiter {
     core: Core<Async>,
@@ -244,8 +248,8 @@ impl AsyncRedisLimiter {
     ///
     /// # Cancel safety
     /// Cancelled while its slot is more than 10 ms away, it has booked
-    /// nothing; after booking, its slot stays spent (see
-    /// [the type's](AsyncRedisLimiter#cancel-safety)).
+    /// nothing; after booking, it gives its slot back if no one has booked
+    /// since (see [the type's](AsyncRedisLimiter#cancel-safety)).
     pub async fn take(&self, key: &str) -> Result<Duration, Error> {
         self.take_n(key, 1).await
     }
@@ -295,7 +299,9 @@ impl AsyncRedisLimiter {
     ///
     /// # Cancel safety
     /// It books its slot at once (if within `max_wait`): dropped after that,
-    /// the slot stays spent. A refused call stored nothing.
+    /// it gives the slot back while the slot is still ahead and no one has
+    /// booked since (see [the type's](AsyncRedisLimiter#cancel-safety)). A
+    /// refused call stored nothing.
     pub async fn take_timeout(&self, key: &str, max_wait: Duration) -> Result<Duration, Error> {
         self.take_n_timeout(key, 1, max_wait).await
     }
