@@ -550,7 +550,6 @@ fn assert_poisoned(result: Result<(), Error>, key: &str) {
 
 #[test]
 fn a_poisoned_key_fails_alone_and_the_pool_keeps_its_connections() {
-    // Copying 10 MB per call keeps a core busy: not during a rate run.
     let _one = one_run_at_a_time();
     let server = RedisServer::start();
     poison(&server);
@@ -559,7 +558,6 @@ fn a_poisoned_key_fails_alone_and_the_pool_keeps_its_connections() {
     limiter.try_take("ok").unwrap(); // opens the pool's connection
     let before = connections_received(&server);
     let start = Instant::now();
-    // (Every call on the 10 MB key costs Redis a copy of the value: a few.)
     for i in 0..2000 {
         limiter.try_take("ok").unwrap();
         if i % 100 == 0 {
@@ -993,8 +991,6 @@ mod tokio_calls {
             .map(|i| {
                 let limiter = limiter.clone();
                 tokio::spawn(async move {
-                    // Few 10 MB reads at once: each costs Redis tens of ms,
-                    // and the healthy calls queue behind them on one server.
                     match i % 20 {
                         0 if i % 100 == 0 => {
                             assert_poisoned(limiter.try_take("huge").await, "paceline:huge")

@@ -71,9 +71,9 @@
 //! limit. A key holding something that is not a paceline state (another
 //! application's value, binary garbage of any size) fails the calls on that
 //! key with [`Error::Script`], naming the key and the value's length but
-//! never echoing it; the connection stays in use for every other key. (The
-//! script still reads the value: a call on a key holding 10 MB costs Redis a
-//! copy of it.)
+//! never echoing it; the connection stays in use for every other key. The
+//! script reads at most the value's first 21 bytes, so a huge value costs no
+//! more than a state. (An empty value decides as an absent key: at rest.)
 //!
 //! # What a restart forgets
 //!

@@ -123,7 +123,14 @@ end
 
 -- Absent: at rest (schedule::FULL, any time long past).
 local tat_s, tat_n = 0, 1
-local raw = redis.call('GET', key)
+-- At most 21 bytes: a state is at most 20 digits, and a huge value stored
+-- under the key by something else must not be copied on every call (that
+-- would stall the server, every key's calls with it). An empty value reads
+-- as absent: at rest, and overwritten by the next grant.
+local raw = redis.call('GETRANGE', key, 0, 20)
+if raw == '' then
+  raw = false
+end
 if raw then
   local ok = string.len(raw) <= 20 and string.find(raw, '^%d+$')
   if ok then
@@ -133,7 +140,8 @@ if raw then
   if not ok then
     -- Never echo the value: it may be huge or not UTF-8, and an error the
     -- client cannot parse would break its connection for every key.
-    return redis.error_reply('paceline: key ' .. key .. ' holds a value of ' .. string.len(raw) .. ' bytes that is not a paceline state')
+    local size = redis.call('STRLEN', key)
+    return redis.error_reply('paceline: key ' .. key .. ' holds a value of ' .. size .. ' bytes that is not a paceline state')
   end
 end
 

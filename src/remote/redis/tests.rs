@@ -349,3 +349,28 @@ fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
         ":0\r\n"
     );
 }
+
+/// An empty value decides as an absent key (at rest) and is replaced by the
+/// grant's state, as the `redis` module docs say.
+#[test]
+fn an_empty_value_decides_as_an_absent_key() {
+    let server = RedisServer::start();
+    let interval = 1_000_000;
+    let lim = limiter(&server, interval, 3);
+    let params = Params::new(interval, 3).unwrap();
+    let backend = lim.core.backend();
+    let key = fresh_key();
+    server.raw(&format!("SET {}{key} \"\"", lim.prefix()));
+    let now = ORIGIN + 7_000_000_000;
+    let request = lim.core.request(2, Admit::Within(0)).unwrap();
+    let (decision, _) = backend.step_at(&key, &request, Some(now)).unwrap();
+    let model = step(FULL, now, 2, params, Admit::Within(0)).unwrap();
+    match decision {
+        Decision::Granted { slot, undo, .. } => {
+            assert_eq!(slot, model.slot);
+            assert_eq!(undo.map(|u| (u.prev, u.next)), Some((None, model.next)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(backend.peek_at(&key, Some(now)).unwrap().0, model.next);
+}
