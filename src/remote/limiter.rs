@@ -246,9 +246,9 @@ mod asynchronous {
         key: &'a str,
     }
 
-    /// A remote limit's decisions for the async wait. Nothing can be given
-    /// back: the server keeps no record of who booked last, so a booked
-    /// slot stays spent (the ticket is `()`, and always `None`).
+    /// A remote limit's decisions for the async wait. The ticket is the
+    /// grant's [`Undo`] (the states before and after it), which the server
+    /// applies only while the key still holds the grant's state.
     impl<B: AsyncRemote + 'static> Reserve for Keyed<'_, B> {
         type Clock = DefaultClock;
         type Ticket = Undo;
@@ -290,8 +290,10 @@ mod asynchronous {
 
         /// Undoes the grant in the server, if no one has taken since: a
         /// round trip, so it runs as a task of its own (a drop cannot wait
-        /// for it), on the runtime the take was polled on. Best effort: an
-        /// error leaves the slot spent, as if it had not been given back.
+        /// for it), on the Tokio runtime current where the future is
+        /// dropped; dropped outside any runtime, nothing is given back. Best
+        /// effort: an error leaves the slot spent, as if it had not been
+        /// given back.
         fn give_back(&self, undo: Undo) {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;

@@ -66,8 +66,14 @@ use crate::wait::Wait;
 /// (no one has booked since; otherwise the slot stays spent). The give-back
 /// is one more round trip, best effort: if it fails, or the runtime is gone,
 /// the slot stays spent. A future dropped while its request is on the wire
-/// may or may not have booked (Redis may run the script anyway). Dropping
-/// never admits anyone early.
+/// may or may not have booked (Redis may run the script anyway).
+///
+/// One exception to "never early": on a Redis Cluster the client retries a
+/// call once after a connection error, and a give-back whose reply was lost
+/// may run twice. If another caller booked in between, from the very state
+/// the first run restored, it stored the same state the grant had, and the
+/// second run erases that booking: one slot handed out twice, at most once
+/// per lost reply. A single server's connection does not resend.
 #[derive(Clone)]
 pub struct AsyncRedisLimiter {
     core: Core<Async>,
