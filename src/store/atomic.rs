@@ -3,10 +3,13 @@
 //!
 //! # Implementation details
 //!
-//! The whole state is one `u64` word, in a cache-line-padded `AtomicU64` so
-//! that threads hammering it do not also invalidate their neighbours' data.
-//! An update is a CAS loop: load, run the pure step, `compare_exchange_weak`
-//! the new word in, and on failure run the step again on the word that won.
+//! The whole state is one `u64` word, an `AtomicU64` that shares a padded
+//! cache line with its parameters only, so that threads hammering it do not
+//! also invalidate their neighbours' data, and a step finds all it reads on
+//! one line. An update is a CAS loop: load, run the pure step,
+//! `compare_exchange_weak` the new word in, and on failure run the step again
+//! on the word that won. The first attempt is inlined into the take; the
+//! loop that follows a lost CAS (or meets a change) is out of line.
 //! The loop may retry; it never loses an update (each success replaces
 //! exactly the word its step read) and never hands two callers the same
 //! slot (two successes from one word are impossible).
