@@ -755,6 +755,31 @@ mod tokio_calls {
         limiter.try_take("user:new").await.unwrap();
     }
 
+    /// On a cluster the give-back goes through its own never-retrying
+    /// client (and connection): it must reach the key's node all the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_take_gives_its_slot_back_on_a_cluster() {
+        let cluster = RedisCluster::start();
+        let limiter = RedisLimiter::cluster_builder(cluster.urls(), Rate::per_second(1))
+            .slack(0)
+            .build()
+            .map(AsyncRedisLimiter::from)
+            .unwrap();
+        // Keys on different slots, so different nodes.
+        for key in ["a", "b", "c", "user:1", "user:2"] {
+            limiter.try_take(key).await.unwrap();
+            let take = limiter.take_timeout(key, Duration::from_secs(5));
+            assert!(tokio::time::timeout(Duration::from_millis(50), take)
+                .await
+                .is_err());
+            let wait = next_free_once(&limiter, key, |w| w < Duration::from_millis(1000)).await;
+            assert!(
+                wait < Duration::from_millis(1000),
+                "{key}: next free in {wait:?}"
+            );
+        }
+    }
+
     /// The server's Unix time minus the local one, ns, from the midpoint of
     /// a round trip: both read the same clock here, so this is about 0.
     fn local_unix_ns() -> u64 {

@@ -68,12 +68,12 @@ use crate::wait::Wait;
 /// the slot stays spent. A future dropped while its request is on the wire
 /// may or may not have booked (Redis may run the script anyway).
 ///
-/// One exception to "never early": on a Redis Cluster the client retries a
-/// call once after a connection error, and a give-back whose reply was lost
-/// may run twice. If another caller booked in between, from the very state
-/// the first run restored, it stored the same state the grant had, and the
-/// second run erases that booking: one slot handed out twice, at most once
-/// per lost reply. A single server's connection does not resend.
+/// A give-back is never sent twice: run again after another caller booked
+/// from the state it restored, it would erase that booking. So on a Redis
+/// Cluster, whose client retries a call once after a connection error, the
+/// give-backs go through a second client that never retries (a give-back
+/// that meets a redirection fails, and its slot stays spent); a single
+/// server's connection never resends a call.
 #[derive(Clone)]
 pub struct AsyncRedisLimiter {
     core: Core<Async>,
@@ -101,6 +101,9 @@ enum Conn {
     Cluster {
         client: Box<ClusterClient>,
         conn: OnceCell<ClusterConnection>,
+        /// For give-backs: a client that never retries, and its connection.
+        once: Box<ClusterClient>,
+        once_conn: OnceCell<ClusterConnection>,
     },
 }
 
@@ -120,16 +123,22 @@ impl Conn {
                 conn: OnceCell::new(),
             },
             // The blocking pool's client, with the same timeouts.
-            Target::Cluster(client) => Conn::Cluster {
+            Target::Cluster { client, once } => Conn::Cluster {
                 client: client.clone(),
                 conn: OnceCell::new(),
+                once: once.clone(),
+                once_conn: OnceCell::new(),
             },
         }
     }
 
     /// Sends `call` (an `EVALSHA`, or a `PING`); a script call that meets
     /// `NOSCRIPT` loads the script and is sent again.
-    async fn query<T: FromRedisValue>(&self, call: Call<'_, '_>) -> RedisResult<T> {
+    ///
+    /// With `once`, a call a cluster client would retry after a connection
+    /// error fails instead: a give-back must not run twice. (A single
+    /// server's connection never resends a call.)
+    async fn query<T: FromRedisValue>(&self, call: Call<'_, '_>, once: bool) -> RedisResult<T> {
         match self {
             Conn::Single {
                 client,
@@ -143,7 +152,17 @@ impl Conn {
                     .await?;
                 call.send(&mut conn.clone()).await
             }
-            Conn::Cluster { client, conn } => {
+            Conn::Cluster {
+                client,
+                conn,
+                once: once_client,
+                once_conn,
+            } => {
+                let (client, conn) = if once {
+                    (once_client, once_conn)
+                } else {
+                    (client, conn)
+                };
                 let conn = conn
                     .get_or_try_init(|| client.get_async_connection())
                     .await?;
@@ -175,7 +194,20 @@ impl Call<'_, '_> {
 impl Async {
     /// Sends a call and waits for its reply within the budget.
     async fn run<T: FromRedisValue>(&self, call: Call<'_, '_>) -> Result<T, Error> {
-        match tokio::time::timeout(self.budget, self.conn.query(call)).await {
+        self.run_with(call, false).await
+    }
+
+    /// [`run`](Self::run), never retried (see [`Conn::query`]).
+    async fn run_once<T: FromRedisValue>(&self, call: Call<'_, '_>) -> Result<T, Error> {
+        self.run_with(call, true).await
+    }
+
+    async fn run_with<T: FromRedisValue>(
+        &self,
+        call: Call<'_, '_>,
+        once: bool,
+    ) -> Result<T, Error> {
+        match tokio::time::timeout(self.budget, self.conn.query(call, once)).await {
             Err(_) => Err(Error::Timeout),
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => Err(classify(e)),
@@ -198,7 +230,9 @@ impl AsyncRemote for Async {
 
     async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
         let call = self.wire.give_back(key, tau, undo, None);
-        let reply: Vec<String> = self.run(Call::Script(&call)).await?;
+        // Never retried: run twice, a give-back could erase a booking made
+        // in between from the state the first run restored.
+        let reply: Vec<String> = self.run_once(Call::Script(&call)).await?;
         script::given_back(&reply)
     }
 }

@@ -133,8 +133,13 @@ impl RedisBuilder {
         let target = match self.endpoint {
             Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
             Ok(Endpoint::Cluster(nodes)) => {
-                cluster_client(nodes, self.connect_timeout, self.response_timeout)
-                    .map(|c| Target::Cluster(Box::new(c)))
+                let (connect, response) = (self.connect_timeout, self.response_timeout);
+                cluster_client(nodes.clone(), connect, response, 1).and_then(|client| {
+                    Ok(Target::Cluster {
+                        client: Box::new(client),
+                        once: Box::new(cluster_client(nodes, connect, response, 0)?),
+                    })
+                })
             }
             Err(e) => Err(e),
         }
@@ -149,18 +154,19 @@ impl RedisBuilder {
     }
 }
 
-/// A cluster client with the limiter's timeouts.
+/// A cluster client with the limiter's timeouts, retrying a call up to
+/// `retries` times: 1 for calls (a redirection after a resharding or
+/// failover, and a call never waits out many timeouts), 0 for give-backs.
 fn cluster_client(
     nodes: Vec<ConnectionInfo>,
     connect_timeout: Duration,
     response_timeout: Duration,
+    retries: u32,
 ) -> Result<ClusterClient, RedisError> {
     ClusterClientBuilder::new(nodes)
         .connection_timeout(connect_timeout)
         .response_timeout(response_timeout)
-        // One retry (a redirection after a resharding or failover), so a
-        // call never waits out many timeouts.
-        .retries(1)
+        .retries(retries)
         .build()
 }
 

@@ -34,7 +34,16 @@ pub(crate) enum Target {
     /// One server (or a proxy).
     Single(Client),
     /// A Redis Cluster (boxed: twice the size of a single client).
-    Cluster(Box<ClusterClient>),
+    Cluster {
+        /// The client calls go through: it retries a call once (after a
+        /// redirection, or a connection error).
+        client: Box<ClusterClient>,
+        /// The same nodes and timeouts, never retrying: for a give-back,
+        /// which must not run twice (see `AsyncRedisLimiter`'s cancel
+        /// safety).
+        #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+        once: Box<ClusterClient>,
+    },
 }
 
 enum Conn {
@@ -191,7 +200,7 @@ impl Pool {
                 conn.set_write_timeout(Some(self.response_timeout))?;
                 Ok(Conn::Single(conn))
             }
-            Target::Cluster(client) => {
+            Target::Cluster { client, .. } => {
                 let conn = client.get_connection()?;
                 conn.set_read_timeout(Some(self.response_timeout))?;
                 conn.set_write_timeout(Some(self.response_timeout))?;
