@@ -141,22 +141,39 @@ impl AtomicStore {
                 word = REBASING;
                 continue;
             };
-            let grant = schedule::step(state(word), now, cost, params, admit)?;
-            if cost == 0 {
-                return Ok(grant);
-            }
-            match self.cell.tat.compare_exchange_weak(
-                word,
-                grant.next,
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(grant),
+            match self.step_and_store(word, state(word), now, cost, params, admit)? {
+                Ok(grant) => return Ok(grant),
                 // Someone else moved the state (or a spurious failure): decide
                 // again on the word that is there now.
                 Err(actual) => word = actual,
             }
         }
+    }
+
+    /// The step on `tat` (the state `word` stands for) and the CAS of its
+    /// result over `word`: `Ok(grant)` once stored (or with nothing to
+    /// store, at a cost of 0), `Err(actual)` when the CAS met `actual`.
+    #[inline(always)]
+    fn step_and_store(
+        &self,
+        word: u64,
+        tat: u64,
+        now: u64,
+        cost: u64,
+        params: Params,
+        admit: Admit,
+    ) -> Result<Result<Grant, u64>, Deny> {
+        let grant = schedule::step(tat, now, cost, params, admit)?;
+        // Nothing to store (a cost of 0)? Asked of `cost`, not of the new
+        // word, so that a constant cost folds it away.
+        if cost == 0 {
+            return Ok(Ok(grant));
+        }
+        Ok(self
+            .cell
+            .tat
+            .compare_exchange_weak(word, grant.next, Ordering::Release, Ordering::Acquire)
+            .map(|_| grant))
     }
 
     /// Waits out a parameter change if `word` is [`REBASING`] or `version`
@@ -212,19 +229,8 @@ impl Store for AtomicStore {
         let (version, mut word) = self.load();
         if word <= MAX_TAT {
             if let Some(params) = self.params(version) {
-                let grant = schedule::step(word, now, cost, params, admit)?;
-                // Nothing to store (a cost of 0)? Asked of `cost`, not of the
-                // new word, so that a constant cost folds it away.
-                if cost == 0 {
-                    return Ok(grant);
-                }
-                match self.cell.tat.compare_exchange_weak(
-                    word,
-                    grant.next,
-                    Ordering::Release,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Ok(grant),
+                match self.step_and_store(word, word, now, cost, params, admit)? {
+                    Ok(grant) => return Ok(grant),
                     // Someone else moved the state (or a spurious failure).
                     Err(actual) => word = actual,
                 }
