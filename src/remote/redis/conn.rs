@@ -125,40 +125,35 @@ impl Pool {
         mut f: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
     ) -> Result<T, Error> {
         let reused = lock(&self.idle).pop();
-        let was_reused = reused.is_some();
+        // Whether a failure may be the connection's alone, and earns one
+        // more try on a fresh one.
+        let mut retry = reused.is_some();
         let mut conn = match reused {
             Some(conn) => conn,
             None => self.connect()?,
         };
-        match f(conn.as_dyn()) {
-            Ok(v) => {
-                lock(&self.idle).push(conn);
-                Ok(v)
-            }
-            Err(e) if is_reply(&e) => {
-                lock(&self.idle).push(conn);
-                Err(Error::Script(Arc::new(e)))
-            }
-            Err(e) => {
-                drop(conn);
-                lock(&self.idle).clear();
-                if was_reused && !e.is_timeout() {
-                    // A connection that sat idle across a server restart fails
-                    // on its first use: it says nothing about the server now.
-                    let mut conn = self.connect()?;
-                    return match f(conn.as_dyn()) {
-                        Ok(v) => {
-                            lock(&self.idle).push(conn);
-                            Ok(v)
-                        }
-                        Err(e) if is_reply(&e) => {
-                            lock(&self.idle).push(conn);
-                            Err(Error::Script(Arc::new(e)))
-                        }
-                        Err(e) => Err(classify(e)),
-                    };
+        loop {
+            match f(conn.as_dyn()) {
+                Ok(v) => {
+                    lock(&self.idle).push(conn);
+                    return Ok(v);
                 }
-                Err(classify(e))
+                Err(e) if is_reply(&e) => {
+                    lock(&self.idle).push(conn);
+                    return Err(Error::Script(Arc::new(e)));
+                }
+                Err(e) => {
+                    drop(conn);
+                    lock(&self.idle).clear();
+                    if !retry || e.is_timeout() {
+                        return Err(classify(e));
+                    }
+                    // A connection that sat idle across a server restart
+                    // fails on its first use: it says nothing about the
+                    // server now.
+                    retry = false;
+                    conn = self.connect()?;
+                }
             }
         }
     }
