@@ -267,10 +267,14 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
 ///   fewer. The next step clamps them to the new `tau`.
 ///
 /// The sentinels, and a `tat` pinned at [`MAX_TAT`], are left alone (a
-/// bucket at rest is at rest at any rate).
+/// bucket at rest is at rest at any rate), and so is any `tat` when the
+/// parameters do not change: a change elsewhere (another key's override, a
+/// rate set to what it was) must not move this state, not even to an
+/// equivalent one, since how long ago it came to rest decides when a store
+/// may treat it as at rest.
 #[inline]
 pub fn rebase(tat: u64, now: u64, old: Params, new: Params) -> u64 {
-    if tat == FRESH || tat == FULL || tat >= MAX_TAT {
+    if tat == FRESH || tat == FULL || tat >= MAX_TAT || old == new {
         return tat;
     }
     let rebased = if tat > now {
@@ -475,6 +479,14 @@ mod tests {
         // a tenth of a new one (rounded up), not a credit.
         assert_eq!(rebase(500, 400, slow, Params::new(1, 0).unwrap()), 401);
         assert_eq!(rebase(500, 0, slow, Params::new(1, 0).unwrap()), FULL + 1);
+    }
+
+    #[test]
+    fn rebase_to_the_same_parameters_changes_nothing() {
+        let now = ORIGIN + 1_000_000;
+        for tat in [ORIGIN, now - 5 * T, now - 20 * T, now, now + 3 * T] {
+            assert_eq!(rebase(tat, now, p(10), p(10)), tat);
+        }
     }
 
     #[test]
