@@ -109,8 +109,14 @@ fn initial() -> impl Strategy<Value = Option<u64>> {
 #[test]
 fn lua_step_agrees_with_rust_step_decision_for_decision() {
     let server = RedisServer::start();
+    // `PROPTEST_CASES` raises the count for a longer hunt, as for the
+    // `proptest!` tests.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
     let mut runner = TestRunner::new(Config {
-        cases: 300,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
