@@ -481,6 +481,26 @@ mod tests {
         assert_eq!(rebase(500, 0, slow, Params::new(1, 0).unwrap()), FULL + 1);
     }
 
+    /// `tat == now` is the edge of "holding credit" (`tat <= now`): the
+    /// next permit is due now, and a slow-down does not put it off (were it
+    /// debt, it would move one new interval after the last slot).
+    #[test]
+    fn rebase_at_neither_credit_nor_debt_keeps_the_next_permit_due_now() {
+        let (slow, fast) = (Params::new(1000, 1).unwrap(), p(1));
+        let now = ORIGIN + 1_000_000;
+        assert_eq!(rebase(now, now, fast, slow), now);
+        assert_eq!(rebase(now, now, slow, fast), now);
+        assert_eq!(next_free(rebase(now, now, fast, slow), now, slow), 0);
+    }
+
+    #[test]
+    fn params_debug_shows_interval_and_slack() {
+        assert_eq!(
+            format!("{:?}", p(3)),
+            format!("Params {{ interval: {T}, slack: 3 }}")
+        );
+    }
+
     #[test]
     fn rebase_to_the_same_parameters_changes_nothing() {
         let now = ORIGIN + 1_000_000;
