@@ -111,3 +111,39 @@ fn a_keyed_rate_change_under_waiting_threads_paces_the_keys_later_permits() {
     let want: Vec<Duration> = booked.into_iter().chain(paced).collect();
     assert_eq!(after, want);
 }
+
+/// A change republishes a fresh or full limiter's state as a new word of a
+/// bounded table of generations, so that a step decided before the change
+/// fails its CAS; the table wraps. Past two wraps (70,000 changes) the
+/// limiter still decides as it did before any change: the first request of
+/// a fresh one goes at once and banks nothing, a full one grants its burst.
+/// (The test hangs, or overflows, if the table reaches the word that marks a
+/// change in progress.)
+#[test]
+fn many_changes_to_a_resting_limiter_keep_its_state() {
+    for full_credit in [false, true] {
+        let clock = ManualClock::new();
+        let limiter = paceline::AtomicLimiter::builder(Rate::per_second(10))
+            .slack(2)
+            .full_credit(full_credit)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        for i in 0..70_000 {
+            let rate = if i % 2 == 0 { 20 } else { 10 };
+            limiter.set_rate(Rate::per_second(rate)).unwrap();
+            // Every word of the table, read: none may be mistaken for a
+            // change in progress.
+            assert_eq!(limiter.available(), 3, "change {i}");
+        }
+        assert_eq!(limiter.rate(), Rate::per_second(10));
+        assert_eq!(limiter.available(), 3, "full_credit {full_credit}");
+        if full_credit {
+            assert!(limiter.try_take_n(3).is_ok());
+        } else {
+            // Fresh: the first request goes at once, the next one interval on.
+            assert!(limiter.try_take().is_ok());
+            assert_eq!(limiter.next_free(), Duration::from_millis(100));
+        }
+    }
+}
