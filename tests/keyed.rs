@@ -611,3 +611,29 @@ fn a_clock_stepping_back_after_a_prune_admits_early_only_past_the_grace() {
     // key is left, so it has a whole burst where its state gave 2.
     assert_eq!(after_prune_and_step_back(ms(1200)), (3, 2));
 }
+
+/// Keys at rest cost nothing for long: a shard whose table fills drops its
+/// keys at rest before it grows. A stream of 200,000 new keys, each at rest
+/// 2 ms after its one take (1000/s, slack 0, plus the 1 ms grace), arriving
+/// one per microsecond, has about 2,000 keys busy at any time. A ceiling of
+/// 100,000 keys gives 128 shards; each sweeps when its table (a few dozen
+/// entries) fills, and frees nearly all of it, so the map stays at a few
+/// thousand keys. Without those sweeps only the ceiling would bound it.
+#[test]
+fn a_stream_of_new_keys_coming_to_rest_keeps_the_map_near_the_busy_ones() {
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::<u64>::builder(Rate::per_second(1000))
+        .slack(0)
+        .max_keys(100_000)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut most = 0;
+    for key in 0..200_000u64 {
+        limiter.try_take(&key).unwrap();
+        clock.advance(Duration::from_micros(1));
+        most = most.max(limiter.len());
+    }
+    println!("most keys tracked at once: {most}");
+    assert!(most < 20_000, "{most} keys tracked, about 2,000 busy");
+}
