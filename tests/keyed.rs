@@ -637,3 +637,35 @@ fn a_stream_of_new_keys_coming_to_rest_keeps_the_map_near_the_busy_ones() {
     println!("most keys tracked at once: {most}");
     assert!(most < 20_000, "{most} keys tracked, about 2,000 busy");
 }
+
+/// At the ceiling, keys at rest in *any* shard make room before a new key
+/// is refused: 64 keys fill a ceiling of 64 (64 shards, so a new key's own
+/// shard rarely holds one of them), all come to rest, and 64 new keys are
+/// all admitted under `Refuse`; only the next one, with 64 busy keys
+/// tracked, is refused.
+#[test]
+fn at_the_ceiling_keys_at_rest_in_other_shards_make_room_first() {
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1000))
+        .slack(0)
+        .max_keys(64)
+        .when_full(WhenFull::Refuse)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for key in 0..64 {
+        limiter.try_take(&key).unwrap();
+    }
+    assert_eq!(limiter.len(), 64);
+    // 1 ms to rest, plus the 1 ms grace.
+    clock.advance(ms(5));
+    for key in 64..128 {
+        assert_eq!(limiter.try_take(&key), Ok(()), "key {key}");
+    }
+    assert_eq!(limiter.len(), 64);
+    assert_eq!(
+        limiter.try_take(&1000),
+        Err(TakeError::TooManyKeys { max_keys: 64 })
+    );
+    assert_eq!(limiter.stats().pruned, 64);
+}
