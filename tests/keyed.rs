@@ -669,3 +669,23 @@ fn at_the_ceiling_keys_at_rest_in_other_shards_make_room_first() {
     );
     assert_eq!(limiter.stats().pruned, 64);
 }
+
+/// A pruned key's admissions and refusals stay in `stats()`.
+#[test]
+fn stats_keep_the_counts_of_pruned_keys() {
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1000))
+        .slack(0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    limiter.try_take(&1).unwrap();
+    for _ in 0..3 {
+        assert!(limiter.try_take(&1).is_err());
+    }
+    clock.advance(ms(5));
+    limiter.prune();
+    let stats = limiter.stats();
+    assert_eq!((stats.keys, stats.pruned), (0, 1));
+    assert_eq!((stats.admitted, stats.refused), (1, 3));
+}
