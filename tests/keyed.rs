@@ -689,3 +689,23 @@ fn stats_keep_the_counts_of_pruned_keys() {
     assert_eq!((stats.keys, stats.pruned), (0, 1));
     assert_eq!((stats.admitted, stats.refused), (1, 3));
 }
+
+/// An evicted key's admissions and refusals stay in `stats()`, and each
+/// eviction is counted: a ceiling of 1 key, two busy keys in turn.
+#[test]
+fn stats_keep_the_counts_of_evicted_keys() {
+    let limiter = KeyedLimiter::<u32>::builder(Rate::per_hour(1))
+        .slack(0)
+        .max_keys(1)
+        .when_full(WhenFull::Evict)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    limiter.try_take(&1).unwrap();
+    assert!(limiter.try_take(&1).is_err());
+    limiter.try_take(&2).unwrap(); // evicts 1, busy for an hour
+    limiter.try_take(&1).unwrap(); // evicts 2
+    let stats = limiter.stats();
+    assert_eq!((stats.keys, stats.evicted), (1, 2));
+    assert_eq!((stats.admitted, stats.refused), (3, 1));
+}
