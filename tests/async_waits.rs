@@ -244,3 +244,33 @@ async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
     }
     assert_eq!(limiter.try_take(&1), Err(TakeError::RetryAfter(ms(50))));
 }
+
+/// A booked keyed take dropped after its key was evicted and re-created
+/// gives nothing back, even when the new entry's state has come back to the
+/// very word the grant stored: undoing it then would hand a slot out twice.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
+    let limiter = AsyncKeyedLimiter::from(
+        KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+            .slack(0)
+            .max_keys(1)
+            .when_full(paceline::WhenFull::Evict)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    limiter.take(&1).await.unwrap(); // slot 0
+    let mut first = Box::pin(limiter.take_timeout(&1, ms(1000)));
+    assert!(futures_util::FutureExt::now_or_never(&mut first).is_none()); // slot 100 ms
+    // Key 2 evicts key 1; key 1 comes back, evicting key 2, and books the
+    // same two slots again: its state is the word `first`'s grant stored.
+    limiter.try_take(&2).unwrap();
+    limiter.try_take(&1).unwrap(); // slot 0
+    let mut second = Box::pin(limiter.take_timeout(&1, ms(1000)));
+    assert!(futures_util::FutureExt::now_or_never(&mut second).is_none()); // slot 100 ms
+    assert_eq!(limiter.limiter().stats().evicted, 2);
+    drop(first);
+    // `second` still holds 100 ms: the next free slot is 200 ms.
+    assert_eq!(limiter.limiter().next_free(&1), ms(200));
+    assert_eq!(second.await, Ok(ms(100)));
+}
