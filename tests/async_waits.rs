@@ -259,15 +259,16 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
             .build()
             .unwrap(),
     );
-    limiter.take(&1).await.unwrap(); // slot 0
+    // Slot 0, then one booked at 100 ms, pending.
+    limiter.take(&1).await.unwrap();
     let mut first = Box::pin(limiter.take_timeout(&1, ms(1000)));
-    assert!(futures_util::FutureExt::now_or_never(&mut first).is_none()); // slot 100 ms
+    assert!(futures_util::FutureExt::now_or_never(&mut first).is_none());
     // Key 2 evicts key 1; key 1 comes back, evicting key 2, and books the
     // same two slots again: its state is the word `first`'s grant stored.
     limiter.try_take(&2).unwrap();
-    limiter.try_take(&1).unwrap(); // slot 0
+    limiter.try_take(&1).unwrap();
     let mut second = Box::pin(limiter.take_timeout(&1, ms(1000)));
-    assert!(futures_util::FutureExt::now_or_never(&mut second).is_none()); // slot 100 ms
+    assert!(futures_util::FutureExt::now_or_never(&mut second).is_none());
     assert_eq!(limiter.limiter().stats().evicted, 2);
     drop(first);
     // `second` still holds 100 ms: the next free slot is 200 ms.
