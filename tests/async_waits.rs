@@ -275,3 +275,23 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
     assert_eq!(limiter.limiter().next_free(&1), ms(200));
     assert_eq!(second.await, Ok(ms(100)));
 }
+
+/// At its slot exactly, a booked take's permit is due: dropped then, it
+/// keeps the slot spent (a give-back needs the slot still ahead).
+#[tokio::test(start_paused = true)]
+async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
+    let limiter = AsyncKeyedLimiter::from(
+        KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+            .slack(0)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    limiter.take(&1).await.unwrap();
+    {
+        let mut booked = Box::pin(limiter.take_timeout(&1, ms(1000)));
+        assert!(futures_util::FutureExt::now_or_never(&mut booked).is_none());
+        tokio::time::advance(ms(100)).await; // exactly its slot, unpolled
+    }
+    assert_eq!(limiter.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+}

@@ -229,10 +229,13 @@ impl<R: Reserve> Drop for GiveBack<'_, R> {
     }
 }
 
-/// How many times [`warn_if_on_runtime`] found a runtime (tests read it).
 #[cfg(debug_assertions)]
-pub(crate) static RUNTIME_WARNINGS: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(0);
+thread_local! {
+    /// How many times [`warn_if_on_runtime`] found a runtime on this thread
+    /// (the unit test below reads it; per thread, so other tests' runtimes
+    /// do not count).
+    static RUNTIME_WARNINGS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// Debug builds: warns once per process, on stderr, when a blocking take
 /// waits on a thread inside a Tokio runtime, naming `async_call`.
@@ -243,7 +246,7 @@ pub(crate) fn warn_if_on_runtime(async_call: &str) {
     if ::tokio::runtime::Handle::try_current().is_err() {
         return;
     }
-    RUNTIME_WARNINGS.fetch_add(1, Ordering::Relaxed);
+    RUNTIME_WARNINGS.with(|n| n.set(n.get() + 1));
     if !WARNED.swap(true, Ordering::Relaxed) {
         eprintln!(
             "paceline: a blocking take is waiting on a thread inside a Tokio runtime, \
@@ -251,5 +254,42 @@ pub(crate) fn warn_if_on_runtime(async_call: &str) {
              (on a spawn_blocking thread, blocking is right: ignore this). \
              Shown once, in debug builds only."
         );
+    }
+}
+
+#[cfg(all(test, debug_assertions, not(paceline_loom)))]
+mod tests {
+    use super::RUNTIME_WARNINGS;
+    use crate::{AtomicLimiter, ManualClock, Rate};
+
+    fn warnings() -> u64 {
+        RUNTIME_WARNINGS.with(|n| n.get())
+    }
+
+    /// A blocking take that waits on a thread inside a Tokio runtime is
+    /// caught (and warned about once per process); one that waits outside
+    /// any runtime, or does not wait, is not.
+    #[test]
+    fn a_blocking_wait_inside_a_runtime_is_caught() {
+        let limiter = AtomicLimiter::builder(Rate::per_second(10))
+            .slack(0)
+            .clock(ManualClock::with_auto_advance())
+            .build()
+            .unwrap();
+        let before = warnings();
+        limiter.take();
+        limiter.take(); // waits, outside any runtime
+        assert_eq!(warnings(), before);
+        let runtime = ::tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            limiter.take(); // waits 100 ms, on the runtime's thread
+        });
+        assert_eq!(warnings(), before + 1);
+        runtime.block_on(async {
+            assert!(limiter.try_take().is_err()); // never waits
+        });
+        assert_eq!(warnings(), before + 1);
     }
 }
