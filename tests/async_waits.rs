@@ -224,11 +224,9 @@ async fn async_waits_honour_the_precise_strategy_on_every_kind() {
     }
 }
 
-/// A booked take whose slot passed before it was polled again, then dropped,
-/// has taken its permit: a passed slot is never given back (the keyed wait
-/// used to give back whatever the clock said).
-#[tokio::test(start_paused = true)]
-async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
+/// A booked take (slot 100 ms) left unpolled for `unpolled`, then dropped;
+/// returns what a `try_take` on its key then gets.
+async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(), TakeError> {
     let limiter = AsyncKeyedLimiter::from(
         KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
             .slack(0)
@@ -240,9 +238,30 @@ async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
     {
         let mut booked = Box::pin(limiter.take_timeout(&1, ms(1000)));
         assert!(futures_util::FutureExt::now_or_never(&mut booked).is_none()); // 100 ms
-        tokio::time::advance(ms(150)).await; // its slot passes unpolled
+        tokio::time::advance(unpolled).await;
     }
-    assert_eq!(limiter.try_take(&1), Err(TakeError::RetryAfter(ms(50))));
+    limiter.try_take(&1)
+}
+
+/// A booked take whose slot passed before it was polled again, then dropped,
+/// has taken its permit: a passed slot is never given back (the keyed wait
+/// used to give back whatever the clock said).
+#[tokio::test(start_paused = true)]
+async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
+    assert_eq!(
+        try_take_after_dropping_a_booked_take(ms(150)).await,
+        Err(TakeError::RetryAfter(ms(50)))
+    );
+}
+
+/// At its slot exactly, a booked take's permit is due: dropped then, it
+/// keeps the slot spent (a give-back needs the slot still ahead).
+#[tokio::test(start_paused = true)]
+async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
+    assert_eq!(
+        try_take_after_dropping_a_booked_take(ms(100)).await,
+        Err(TakeError::RetryAfter(ms(100)))
+    );
 }
 
 /// A booked keyed take dropped after its key was evicted and re-created
@@ -274,24 +293,4 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
     // `second` still holds 100 ms: the next free slot is 200 ms.
     assert_eq!(limiter.limiter().next_free(&1), ms(200));
     assert_eq!(second.await, Ok(ms(100)));
-}
-
-/// At its slot exactly, a booked take's permit is due: dropped then, it
-/// keeps the slot spent (a give-back needs the slot still ahead).
-#[tokio::test(start_paused = true)]
-async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
-    let limiter = AsyncKeyedLimiter::from(
-        KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
-            .slack(0)
-            .clock(TokioClock::new())
-            .build()
-            .unwrap(),
-    );
-    limiter.take(&1).await.unwrap();
-    {
-        let mut booked = Box::pin(limiter.take_timeout(&1, ms(1000)));
-        assert!(futures_util::FutureExt::now_or_never(&mut booked).is_none());
-        tokio::time::advance(ms(100)).await; // exactly its slot, unpolled
-    }
-    assert_eq!(limiter.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
 }
