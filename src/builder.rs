@@ -6,13 +6,15 @@ use std::fmt;
 
 use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
-use crate::pacer::{Config, Pacer, DEFAULT_SLACK};
+use crate::pacer::{Config, Pacer};
 use crate::rate::Rate;
+use crate::slack::Slack;
 use crate::store::Store;
 use crate::wait::Wait;
 
 impl<S: Store> Pacer<S> {
-    /// A limiter at `rate` with uber's default slack of 10, on the
+    /// A limiter at `rate` with the default slack ([`Slack::DEFAULT`]: 10
+    /// permits, as uber's, or 10 ms of permits if that is more), on the
     /// [`DefaultClock`], waiting by sleeping.
     ///
     /// # Panics
@@ -51,7 +53,7 @@ impl<S: Store> Pacer<S> {
 /// use paceline::{AtomicLimiter, Rate, StdClock, Wait};
 ///
 /// let limiter = AtomicLimiter::builder(Rate::per_second(100))
-///     .slack(20)            // bank up to 20 permits (default 10)
+///     .slack(20)            // bank up to 20 permits (default: 10, or 10 ms)
 ///     .full_credit(true)    // start with them banked (default: none)
 ///     .wait(Wait::Sleep)    // the default
 ///     .clock(StdClock::new())
@@ -90,7 +92,7 @@ impl<L: sealed::Build> Builder<L> {
         Builder {
             config: Config {
                 rate,
-                slack: DEFAULT_SLACK,
+                slack: Slack::DEFAULT,
                 wait: Wait::default(),
                 full_credit: false,
                 clock,
@@ -98,11 +100,15 @@ impl<L: sealed::Build> Builder<L> {
         }
     }
 
-    /// How many unused permits the limiter may bank for a later burst
-    /// (default 10, as uber's). 0 is uber's `WithoutSlack`: permits are
-    /// strictly spaced by the interval.
-    pub fn slack(mut self, permits: u64) -> Self {
-        self.config.slack = permits;
+    /// How much unused time the limiter may bank for a later burst: a
+    /// permit count (`.slack(20)`), a time (`.slack(Duration::from_millis(5))`,
+    /// resolved to whole permits at the rate in force) or a [`Slack`].
+    /// The default, [`Slack::DEFAULT`], is the larger of uber's 10 permits
+    /// and 10 ms, which keeps the long-run rate exact through the stalls of
+    /// a busy machine. 0 is uber's `WithoutSlack`: permits are strictly
+    /// spaced by the interval.
+    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
+        self.config.slack = slack.into();
         self
     }
 

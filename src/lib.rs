@@ -82,6 +82,7 @@ pub use remote::redis;
 #[cfg(feature = "redis")]
 mod remote;
 pub mod schedule;
+mod slack;
 pub mod store;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
@@ -98,6 +99,7 @@ pub use limiter::Limiter;
 pub use paced::{Paced, PacedExt};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer};
 pub use rate::Rate;
+pub use slack::Slack;
 pub use unlimited::Unlimited;
 pub use wait::Wait;
 

@@ -7,6 +7,7 @@ use crate::clock::Clock;
 use crate::error::{BuildError, TakeError};
 use crate::pacer::Pacer;
 use crate::rate::Rate;
+use crate::slack::Slack;
 use crate::store::Store;
 
 /// The calls every limiter answers: [`AtomicLimiter`](crate::AtomicLimiter),
@@ -90,19 +91,20 @@ pub trait Limiter: Send + Sync {
     /// over 146 years; [`BuildError::NoRate`] for [`Unlimited`](crate::Unlimited).
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError>;
 
-    /// Changes the slack from now on; banked credit is kept in permits (up
-    /// to the new slack), never refilled.
+    /// Changes the slack from now on (`Slack::permits(20)`, or
+    /// `Duration::from_millis(5).into()`); banked credit is kept in permits
+    /// (up to the new slack), never refilled.
     ///
     /// # Errors
     /// As [`set_rate`](Limiter::set_rate).
-    fn set_slack(&self, slack: u64) -> Result<(), BuildError>;
+    fn set_slack(&self, slack: Slack) -> Result<(), BuildError>;
 
     /// Changes rate and slack as one unit (see
     /// [`Pacer::set_limit`](crate::Pacer::set_limit)).
     ///
     /// # Errors
     /// As [`set_rate`](Limiter::set_rate).
-    fn set_limit(&self, rate: Rate, slack: u64) -> Result<(), BuildError>;
+    fn set_limit(&self, rate: Rate, slack: Slack) -> Result<(), BuildError>;
 
     /// The rate in force; `None` for [`Unlimited`](crate::Unlimited).
     fn rate(&self) -> Option<Rate>;
@@ -140,10 +142,10 @@ impl<S: Store, C: Clock> Limiter for Pacer<S, C> {
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         Pacer::set_rate(self, rate)
     }
-    fn set_slack(&self, slack: u64) -> Result<(), BuildError> {
+    fn set_slack(&self, slack: Slack) -> Result<(), BuildError> {
         Pacer::set_slack(self, slack)
     }
-    fn set_limit(&self, rate: Rate, slack: u64) -> Result<(), BuildError> {
+    fn set_limit(&self, rate: Rate, slack: Slack) -> Result<(), BuildError> {
         Pacer::set_limit(self, rate, slack)
     }
     fn rate(&self) -> Option<Rate> {

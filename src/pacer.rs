@@ -11,6 +11,7 @@ use crate::error::{BuildError, TakeError};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Deny, Grant, Params};
+use crate::slack::Slack;
 use crate::store::{AtomicStore, MutexStore, Store};
 use crate::wait::{self, nanos, Wait};
 
@@ -55,17 +56,14 @@ pub type AtomicLimiter<C = DefaultClock> = Pacer<AtomicStore, C>;
 /// ```
 pub type MutexLimiter<C = DefaultClock> = Pacer<MutexStore, C>;
 
-/// uber-go/ratelimit's default slack: ten permits may be banked.
-pub(crate) const DEFAULT_SLACK: u64 = 10;
-
 /// A limiter's configuration as a builder collects it. (`pub` only so the
 /// sealed `Build` trait may name it; it cannot be named from outside.)
 #[derive(Clone, Debug)]
 pub struct Config<C> {
     /// The rate.
     pub rate: Rate,
-    /// The slack, in permits.
-    pub slack: u64,
+    /// The slack.
+    pub slack: Slack,
     /// How takes wait.
     pub wait: Wait,
     /// Whether the limiter starts with its slack banked.
@@ -104,7 +102,7 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     /// The rate as given and the slack, for introspection; the store holds
     /// their parameters. Also held by `give_back`, so that no change lands
     /// between its check of `changes` and its CAS.
-    limit: Mutex<(Rate, u64)>,
+    limit: Mutex<(Rate, Slack)>,
     /// How many changes of the parameters have completed. A give-back of a
     /// reservation decided before a change is refused: the rebase may have
     /// moved the state to a word that later takes bring back to the
@@ -272,7 +270,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years; nothing changes then.
-    pub fn set_limit(&self, rate: Rate, slack: u64) -> Result<(), BuildError> {
+    pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
+        let slack = slack.into();
         self.change(|_| (rate, slack))
     }
 
@@ -288,13 +287,14 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
-    pub fn set_slack(&self, slack: u64) -> Result<(), BuildError> {
+    pub fn set_slack(&self, slack: impl Into<Slack>) -> Result<(), BuildError> {
+        let slack = slack.into();
         self.change(|(rate, _)| (rate, slack))
     }
 
     /// Replaces the limit in force with `new(limit)`, all under the limit's
     /// lock: a `set_rate` racing a `set_slack` keeps the other's half.
-    fn change(&self, new: impl FnOnce((Rate, u64)) -> (Rate, u64)) -> Result<(), BuildError> {
+    fn change(&self, new: impl FnOnce((Rate, Slack)) -> (Rate, Slack)) -> Result<(), BuildError> {
         // The lock keeps `rate()`, `slack()` and the store changing together.
         let mut limit = lock(&self.limit);
         let (rate, slack) = new(*limit);
@@ -311,9 +311,11 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         lock(&self.limit).0
     }
 
-    /// The slack in force, in permits: the burst is `slack + 1`.
+    /// The slack in force, in permits at the rate in force: the burst is
+    /// `slack + 1`. (A [`Slack`] in time is resolved to whole permits.)
     pub fn slack(&self) -> u64 {
-        lock(&self.limit).1
+        let (rate, slack) = *lock(&self.limit);
+        slack.permits_at(rate)
     }
 
     /// How the takes wait.
@@ -418,7 +420,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 }
 
 /// Validated step parameters for `rate` with `slack`.
-pub(crate) fn params(rate: Rate, slack: u64) -> Result<Params, BuildError> {
+pub(crate) fn params(rate: Rate, slack: Slack) -> Result<Params, BuildError> {
+    let slack = slack.permits_at(rate);
     Params::new(rate.interval_ns(), slack).ok_or(BuildError::SlackTooLarge {
         slack,
         interval: rate.interval(),

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::error::{BuildError, TakeError};
 use crate::limiter::Limiter;
 use crate::rate::Rate;
+use crate::slack::Slack;
 
 /// A limiter that admits every call at once: for configurations where pacing
 /// is off, behind the same [`Limiter`] interface.
@@ -92,10 +93,10 @@ impl Limiter for Unlimited {
     fn set_rate(&self, _rate: Rate) -> Result<(), BuildError> {
         Err(BuildError::NoRate)
     }
-    fn set_slack(&self, _slack: u64) -> Result<(), BuildError> {
+    fn set_slack(&self, _slack: Slack) -> Result<(), BuildError> {
         Err(BuildError::NoRate)
     }
-    fn set_limit(&self, _rate: Rate, _slack: u64) -> Result<(), BuildError> {
+    fn set_limit(&self, _rate: Rate, _slack: Slack) -> Result<(), BuildError> {
         Err(BuildError::NoRate)
     }
     fn rate(&self) -> Option<Rate> {

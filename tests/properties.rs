@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::{build_with, Kind};
 use paceline::schedule::{self, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use paceline::{BuildError, Clock, Limiter, ManualClock, Rate, TakeError, Wait};
+use paceline::{BuildError, Clock, Limiter, ManualClock, Rate, Slack, TakeError, Wait};
 use proptest::prelude::*;
 
 /// One call or clock move. Durations are in quarters of the interval in
@@ -306,7 +306,7 @@ fn run(
                 Op::SetRate(interval) => Answer::SetRate(
                     limiter.set_rate(Rate::every(Duration::from_nanos(interval)).unwrap()),
                 ),
-                Op::SetSlack(slack) => Answer::SetRate(limiter.set_slack(slack)),
+                Op::SetSlack(slack) => Answer::SetRate(limiter.set_slack(Slack::permits(slack))),
             };
             prop_assert_eq!(&got, &want, "{:?} on {:?}", kind, op);
             prop_assert_eq!(clock.now(), model.clock, "{:?}: clock after {:?}", kind, op);

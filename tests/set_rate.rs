@@ -147,3 +147,52 @@ fn many_changes_to_a_resting_limiter_keep_its_state() {
         }
     }
 }
+
+/// A slack given in time is resolved at each rate: 10 ms is 10 permits at
+/// 1000/s and 100 at 10 000/s; a slack given in permits stays that count.
+/// The default is the larger of 10 permits and 10 ms. Keyed limiters (the
+/// default and an override) and every direct kind resolve it alike.
+#[test]
+fn a_slack_in_time_is_resolved_again_at_each_rate() {
+    use paceline::{AtomicLimiter, KeyedLimiter, MutexLimiter, Slack};
+    let ten_ms = 10 * MS;
+    let direct = AtomicLimiter::builder(Rate::per_second(1000))
+        .slack(ten_ms)
+        .build()
+        .unwrap();
+    let mutex = MutexLimiter::builder(Rate::per_second(1000))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let counted = AtomicLimiter::builder(Rate::per_second(1000))
+        .slack(20)
+        .build()
+        .unwrap();
+    assert_eq!((direct.slack(), mutex.slack(), counted.slack()), (10, 10, 20));
+    for l in [&direct, &counted] {
+        l.set_rate(Rate::per_second(10_000)).unwrap();
+    }
+    mutex.set_rate(Rate::per_second(10_000)).unwrap();
+    assert_eq!((direct.slack(), mutex.slack(), counted.slack()), (100, 100, 20));
+    mutex.set_rate(Rate::per_second(7)).unwrap();
+    assert_eq!(mutex.slack(), 10, "the default keeps uber's 10 at low rates");
+    direct.set_slack(Slack::at_least(3, 2 * MS)).unwrap();
+    assert_eq!(direct.slack(), 20);
+    direct.set_limit(Rate::per_second(100), Slack::at_least(3, 2 * MS)).unwrap();
+    assert_eq!(direct.slack(), 3);
+
+    let keyed = KeyedLimiter::<String>::builder(Rate::per_second(1000))
+        .slack(ten_ms)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    keyed.set_override("big".to_string(), Rate::per_second(2000), ten_ms).unwrap();
+    assert_eq!(keyed.slack(), 10);
+    assert_eq!(keyed.rate_for("big").1, 20);
+    keyed.set_rate(Rate::per_second(100_000)).unwrap();
+    assert_eq!(keyed.slack(), 1000);
+    assert_eq!(keyed.rate_for("any").1, 1000);
+    assert_eq!(keyed.rate_for("big").1, 20, "an override keeps its own");
+    // Banked credit follows the resolved slack: a key at rest bursts 1001.
+    assert_eq!(keyed.available("any"), 1001);
+}

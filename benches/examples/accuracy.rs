@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Options: `--secs S` (each run's length, default 1.5), `--rates 1000,10000`,
-//! `--threads 1,8`, `--slack N` (paceline's, default 10; `--slack 10ms`: as
-//! many permits as the rate gives in 10 ms, at least 10), `--plots DIR` (write
+//! `--threads 1,8`, `--slack N` (paceline's, in permits; `--slack 10ms`: as
+//! many permits as the rate gives in 10 ms; default the library's,
+//! `Slack::DEFAULT`: 10 permits or 10 ms, whichever is more), `--plots DIR` (write
 //! `accuracy-lateness.svg` and `accuracy-profile.svg` there), `--repeat N`
 //! (run every configuration N times, interleaved, and report the run with the
 //! median achieved rate: on a machine shared with other work, one burst of
@@ -38,12 +39,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use governor::clock::Clock as _;
-use paceline::{AtomicLimiter, Rate, Wait};
+use paceline::{AtomicLimiter, Rate, Slack, Wait};
 
 /// What is measured.
 #[derive(Clone, Copy, PartialEq)]
 enum Subject {
-    /// paceline's `AtomicLimiter` (slack 10 unless `--slack`), waiting this way.
+    /// paceline's `AtomicLimiter` (default slack unless `--slack`), waiting this way.
     Paceline(Wait),
     /// governor's direct limiter with this burst, driven by check-then-sleep.
     Governor(u32),
@@ -76,7 +77,7 @@ impl Subject {
     }
 
     /// A limiter at `rate`/s, ready to be primed.
-    fn limiter(self, rate: u64, slack: u64) -> Box<dyn Acquire> {
+    fn limiter(self, rate: u64, slack: Slack) -> Box<dyn Acquire> {
         match self {
             Subject::Paceline(wait) => Box::new(
                 AtomicLimiter::builder(Rate::per_second(rate))
@@ -147,7 +148,7 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn run(subject: Subject, rate: u64, slack: u64, threads: usize, secs: f64) -> Run {
+fn run(subject: Subject, rate: u64, slack: Slack, threads: usize, secs: f64) -> Run {
     let limiter = subject.limiter(rate, slack);
     let limiter = &*limiter;
     let len = Duration::from_secs_f64(secs);
@@ -328,38 +329,13 @@ struct Args {
     repeat: usize,
 }
 
-/// paceline's slack: a count, or a time window turned into one per rate.
-#[derive(Clone, Copy)]
-enum Slack {
-    Permits(u64),
-    Millis(u64),
-}
-
-impl Slack {
-    fn at(self, rate: u64) -> u64 {
-        match self {
-            Slack::Permits(n) => n,
-            Slack::Millis(ms) => (rate * ms / 1000).max(10),
-        }
-    }
-}
-
-impl std::fmt::Display for Slack {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Slack::Permits(n) => write!(f, "{n}"),
-            Slack::Millis(ms) => write!(f, "rate × {ms} ms, at least 10"),
-        }
-    }
-}
-
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         secs: 1.5,
         rates: vec![1_000, 10_000, 100_000, 1_000_000],
         threads: vec![1, 8],
         plots: None,
-        slack: Slack::Permits(10),
+        slack: Slack::DEFAULT,
         repeat: 1,
     };
     let mut it = std::env::args().skip(1);
@@ -402,8 +378,10 @@ fn parse_args() -> Result<Args, String> {
             "--slack" => {
                 let v = value()?;
                 args.slack = match v.strip_suffix("ms") {
-                    Some(ms) => Slack::Millis(ms.parse().map_err(|e| format!("--slack: {e}"))?),
-                    None => Slack::Permits(v.parse().map_err(|e| format!("--slack: {e}"))?),
+                    Some(ms) => Slack::time(Duration::from_millis(
+                        ms.parse().map_err(|e| format!("--slack {v:?}: {e}"))?,
+                    )),
+                    None => Slack::permits(v.parse().map_err(|e| format!("--slack {v:?}: {e}"))?),
                 }
             }
             "-h" | "--help" => {
@@ -469,7 +447,7 @@ fn main() {
     let mut outcomes: Vec<Vec<Outcome>> = configs.iter().map(|_| Vec::new()).collect();
     for _ in 0..args.repeat {
         for (i, &(threads, rate, subject)) in configs.iter().enumerate() {
-            let run = run(subject, rate, args.slack.at(rate), threads, args.secs);
+            let run = run(subject, rate, args.slack, threads, args.secs);
             let s = stats(&run, rate);
             let row = row(subject, rate, threads, &s);
             outcomes[i].push((s.achieved, row, (threads == 1).then_some(run)));

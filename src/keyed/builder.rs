@@ -16,7 +16,8 @@ use super::{
 };
 use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
-use crate::pacer::{params, DEFAULT_SLACK};
+use crate::pacer::params;
+use crate::slack::Slack;
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::rate::Rate;
 use crate::wait::Wait;
@@ -40,7 +41,7 @@ use crate::wait::Wait;
 #[must_use = "a builder does nothing until .build()"]
 pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
     rate: Rate,
-    slack: u64,
+    slack: Slack,
     wait: Wait,
     clock: C,
     max_keys: usize,
@@ -49,10 +50,11 @@ pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
 }
 
 impl<K, C: Clock> KeyedBuilder<K, C> {
-    /// How many unused permits each key may bank (default 10): a key's burst
-    /// is `slack + 1`.
-    pub fn slack(mut self, permits: u64) -> Self {
-        self.slack = permits;
+    /// How much unused time each key may bank: a permit count, a
+    /// `Duration`, or a [`Slack`] (default [`Slack::DEFAULT`]: 10 permits,
+    /// or 10 ms of permits if that is more). A key's burst is `slack + 1`.
+    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
+        self.slack = slack.into();
         self
     }
 
@@ -118,7 +120,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
         let resolved = Arc::new(Resolved {
             overrides: HashMap::with_hasher(OverrideHasher::default()),
-            rates: vec![self.rate],
+            limits: vec![(self.rate, self.slack)],
             classes: Arc::clone(&classes),
         });
         let max_keys = self.max_keys;
@@ -188,7 +190,8 @@ fn shard_count(max_keys: usize) -> usize {
 }
 
 impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
-    /// A keyed limiter giving each key `rate` with slack 10, at most
+    /// A keyed limiter giving each key `rate` with the default slack
+    /// ([`Slack::DEFAULT`]), at most
     /// [`DEFAULT_MAX_KEYS`] keys, evicting when full, on the [`DefaultClock`].
     ///
     /// # Panics
@@ -205,7 +208,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     pub fn builder(rate: Rate) -> KeyedBuilder<K> {
         KeyedBuilder {
             rate,
-            slack: DEFAULT_SLACK,
+            slack: Slack::DEFAULT,
             wait: Wait::default(),
             clock: DefaultClock::new(),
             max_keys: DEFAULT_MAX_KEYS,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{OverrideHasher, PRUNE_GRACE};
 use crate::rate::Rate;
+use crate::slack::Slack;
 use crate::schedule::{self, Params, FULL};
 
 /// The parameters of one class of keys: the default or one override. They
@@ -31,8 +32,9 @@ impl Class {
 pub(super) struct Resolved<K> {
     /// Override key -> class index (1..).
     pub(super) overrides: HashMap<K, u32, OverrideHasher>,
-    /// The rate each class was set with, for introspection; `[0]` the default.
-    pub(super) rates: Vec<Rate>,
+    /// The rate and slack each class was set with (a slack in time is
+    /// resolved again when the rate changes); `[0]` the default.
+    pub(super) limits: Vec<(Rate, Slack)>,
     pub(super) classes: Arc<[Class]>,
 }
 

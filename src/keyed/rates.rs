@@ -15,6 +15,7 @@ use crate::error::BuildError;
 use crate::pacer::params;
 use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
+use crate::slack::Slack;
 use crate::schedule::Params;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -116,9 +117,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
-        let p = params(rate, current.classes[0].params().slack())?;
+        let slack = current.limits[0].1;
+        let p = params(rate, slack)?;
         let entries = self.overrides_except(&current, None);
-        self.publish((rate, p), entries);
+        self.publish(((rate, slack), p), entries);
         Ok(())
     }
 
@@ -127,7 +129,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         &self,
         current: &Resolved<K>,
         except: Option<&Q>,
-    ) -> Vec<(K, Rate, Params)>
+    ) -> Vec<(K, (Rate, Slack), Params)>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -138,14 +140,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             .filter(|(k, _)| except.is_none_or(|e| (*k).borrow() != e))
             .map(|(k, &class)| {
                 let c = &current.classes[class as usize];
-                (k.clone(), current.rates[class as usize], c.params())
+                (k.clone(), current.limits[class as usize], c.params())
             })
             .collect()
     }
 
-    /// The default rate and parameters of `current`.
-    fn default_of(current: &Resolved<K>) -> (Rate, Params) {
-        (current.rates[0], current.classes[0].params())
+    /// The default limit and parameters of `current`.
+    fn default_of(current: &Resolved<K>) -> ((Rate, Slack), Params) {
+        (current.limits[0], current.classes[0].params())
     }
 
     /// Gives `key`, and with a [`parent`](super::KeyedBuilder::parent) function every
@@ -158,12 +160,18 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack` at `rate` banks over 146
     /// years; nothing changes then.
-    pub fn set_override(&self, key: K, rate: Rate, slack: u64) -> Result<(), BuildError> {
+    pub fn set_override(
+        &self,
+        key: K,
+        rate: Rate,
+        slack: impl Into<Slack>,
+    ) -> Result<(), BuildError> {
+        let slack = slack.into();
         let p = params(rate, slack)?;
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
-        entries.push((key, rate, p));
+        entries.push((key, (rate, slack), p));
         self.publish(Self::default_of(&current), entries);
         Ok(())
     }
@@ -188,18 +196,22 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// Publishes a new table with `default` and the overrides `entries`,
     /// then brings every shard to it. Runs under `admin`.
-    fn publish(&self, default: (Rate, Params), entries: Vec<(K, Rate, Params)>) {
+    fn publish(
+        &self,
+        default: ((Rate, Slack), Params),
+        entries: Vec<(K, (Rate, Slack), Params)>,
+    ) {
         let mut classes = vec![Class::new(default.1)];
-        let mut rates = vec![default.0];
+        let mut limits = vec![default.0];
         let mut overrides = HashMap::with_hasher(OverrideHasher::default());
-        for (k, rate, p) in entries {
+        for (k, limit, p) in entries {
             overrides.insert(k, classes.len() as u32);
             classes.push(Class::new(p));
-            rates.push(rate);
+            limits.push(limit);
         }
         let next = Arc::new(Resolved {
             overrides,
-            rates,
+            limits,
             classes: Arc::from(classes),
         });
         *write(&self.resolved) = Arc::clone(&next);
@@ -225,14 +237,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let resolved = Arc::clone(&read(&self.resolved));
         let class = self.resolve(&resolved, key) as usize;
         (
-            resolved.rates[class],
+            resolved.limits[class].0,
             resolved.classes[class].params().slack(),
         )
     }
 
     /// The default rate, for keys without an override.
     pub fn rate(&self) -> Rate {
-        read(&self.resolved).rates[0]
+        read(&self.resolved).limits[0].0
     }
 
     /// The default slack, in permits: a key's burst is `slack + 1`.

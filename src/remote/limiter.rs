@@ -17,6 +17,7 @@ use crate::error::{BuildError, TakeError};
 use crate::pacer;
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Params, ORIGIN};
+use crate::slack::Slack;
 use crate::wait::{self, Wait};
 
 /// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
@@ -33,6 +34,7 @@ pub(crate) struct Shared<B> {
 pub(crate) struct Core<B> {
     pub(crate) shared: Arc<Shared<B>>,
     pub(crate) rate: Rate,
+    /// The slack in permits at `rate`.
     pub(crate) slack: u64,
     pub(crate) params: Params,
 }
@@ -82,12 +84,13 @@ impl<B> Core<B> {
     pub(crate) fn new(
         backend: B,
         rate: Rate,
-        slack: u64,
+        slack: Slack,
         policy: FailPolicy,
         wait: Wait,
     ) -> Result<Core<B>, BuildError> {
+        let params = pacer::params(rate, slack)?;
         Ok(Core {
-            params: pacer::params(rate, slack)?,
+            params,
             shared: Arc::new(Shared {
                 backend,
                 policy,
@@ -95,17 +98,18 @@ impl<B> Core<B> {
                 clock: DefaultClock::new(),
             }),
             rate,
-            slack,
+            slack: params.slack(),
         })
     }
 
     /// The same backend at another rate and slack.
-    pub(crate) fn with_limit(&self, rate: Rate, slack: u64) -> Result<Core<B>, BuildError> {
+    pub(crate) fn with_limit(&self, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
+        let params = pacer::params(rate, slack)?;
         Ok(Core {
             shared: Arc::clone(&self.shared),
             rate,
-            slack,
-            params: pacer::params(rate, slack)?,
+            slack: params.slack(),
+            params,
         })
     }
 

@@ -27,6 +27,7 @@ use crate::rate::Rate;
 use crate::remote::limiter::{Core, Shared};
 use crate::remote::{AsyncRemote, Decision, Error, FailPolicy, Request, Undo};
 use crate::schedule;
+use crate::slack::Slack;
 use crate::wait::Wait;
 
 /// The async face of a [`RedisLimiter`]: its calls as futures, under the
@@ -274,9 +275,13 @@ impl AsyncRedisLimiter {
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`].
-    pub fn with_limit(&self, rate: Rate, slack: u64) -> Result<AsyncRedisLimiter, BuildError> {
+    pub fn with_limit(
+        &self,
+        rate: Rate,
+        slack: impl Into<Slack>,
+    ) -> Result<AsyncRedisLimiter, BuildError> {
         Ok(AsyncRedisLimiter {
-            core: self.core.with_limit(rate, slack)?,
+            core: self.core.with_limit(rate, slack.into())?,
         })
     }
 

@@ -11,7 +11,7 @@ use super::conn::{Pool, Target};
 use super::limiter::Blocking;
 use super::script::Wire;
 use super::{RedisLimiter, DEFAULT_PREFIX};
-use crate::pacer::DEFAULT_SLACK;
+use crate::slack::Slack;
 use crate::rate::Rate;
 use crate::remote::limiter::Core;
 use crate::remote::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
@@ -25,7 +25,7 @@ use crate::wait::Wait;
 pub struct RedisBuilder {
     endpoint: Result<Endpoint, RedisError>,
     rate: Rate,
-    slack: u64,
+    slack: Slack,
     prefix: String,
     policy: FailPolicy,
     wait: Wait,
@@ -70,7 +70,7 @@ impl RedisBuilder {
         RedisBuilder {
             endpoint,
             rate,
-            slack: DEFAULT_SLACK,
+            slack: Slack::DEFAULT,
             prefix: DEFAULT_PREFIX.to_owned(),
             policy: FailPolicy::default(),
             wait: Wait::default(),
@@ -79,10 +79,11 @@ impl RedisBuilder {
         }
     }
 
-    /// How many unused permits a key may bank for a later burst (default 10,
-    /// as in-process).
-    pub fn slack(mut self, permits: u64) -> Self {
-        self.slack = permits;
+    /// How much unused time a key may bank for a later burst: a permit
+    /// count, a `Duration` or a [`Slack`] (default [`Slack::DEFAULT`], as
+    /// in-process: 10 permits, or 10 ms of permits if that is more).
+    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
+        self.slack = slack.into();
         self
     }
 

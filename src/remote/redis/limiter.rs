@@ -11,6 +11,7 @@ use crate::rate::Rate;
 use crate::remote::limiter::Core;
 use crate::remote::{Decision, Error, FailPolicy, Remote, Request};
 use crate::schedule::{self, Admit};
+use crate::slack::Slack;
 use crate::wait::{self, Wait};
 
 /// The blocking backend: a pool of connections and the wire format.
@@ -103,9 +104,13 @@ impl RedisLimiter {
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack` intervals of `rate` span
     /// over 146 years.
-    pub fn with_limit(&self, rate: Rate, slack: u64) -> Result<RedisLimiter, BuildError> {
+    pub fn with_limit(
+        &self,
+        rate: Rate,
+        slack: impl Into<Slack>,
+    ) -> Result<RedisLimiter, BuildError> {
         Ok(RedisLimiter {
-            core: self.core.with_limit(rate, slack)?,
+            core: self.core.with_limit(rate, slack.into())?,
         })
     }
 

@@ -1,0 +1,173 @@
+//! [`Slack`]: how much unused time a limiter banks for a later burst, in
+//! permits, in time, or the larger of the two (the default).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::rate::Rate;
+
+/// How much unused time a limiter may bank for a later burst: at least
+/// [`permits`](Slack::permits) permits, and at least
+/// [`time`](Slack::time) worth of permits at the rate in force, whichever
+/// is more. A limiter at rest lets `slack + 1` permits go at once, then
+/// paces them one interval apart.
+///
+/// Slack sized in permits is uber-go/ratelimit's (`WithSlack(10)`); slack
+/// sized in time keeps the rate exact at any rate: a thread or task that
+/// wakes late by less than the banked window loses nothing, because the
+/// slots it missed are still banked when it runs. Ten permits are 100 ms
+/// at 100/s but 10 µs at 1 M/s, shorter than the stalls a busy machine
+/// gives a thread; 10 ms is 10 ms at every rate.
+///
+/// The **default**, [`Slack::DEFAULT`], is the larger of 10 permits and
+/// 10 ms: exactly uber's 10 permits at rates up to 1000/s (so uber's own
+/// test cases, at 100/s and 7/min, pass unchanged), and 10 ms of permits
+/// above (100 at 10 k/s, 10 000 at 1 M/s). The burst after idle is then at
+/// most `max(11, rate × 10 ms + 1)` permits. Choose a permit count when
+/// the burst matters more than the long-run rate, and a longer time when
+/// the machine's stalls are longer (see `docs/PERFORMANCE.md`).
+///
+/// Anything that takes a slack takes `impl Into<Slack>`: a `u64` is a
+/// permit count, a [`Duration`] a time.
+///
+/// ```
+/// use paceline::{AtomicLimiter, Rate, Slack};
+/// use std::time::Duration;
+///
+/// let at = |rate, slack| {
+///     AtomicLimiter::builder(Rate::per_second(rate)).slack(slack).build().map(|l| l.slack())
+/// };
+/// assert_eq!(at(100, Slack::DEFAULT)?, 10); // uber's 10 at uber's rates
+/// assert_eq!(at(1_000_000, Slack::DEFAULT)?, 10_000); // 10 ms at 1 M/s
+/// assert_eq!(at(1_000_000, Slack::from(20))?, 20); // exactly 20 permits
+/// assert_eq!(at(1_000, Slack::from(Duration::from_millis(50)))?, 50);
+/// assert_eq!(at(1_000, Slack::from(Duration::from_micros(1500)))?, 1); // rounded down
+/// # Ok::<(), paceline::BuildError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Slack {
+    permits: u64,
+    time: Duration,
+}
+
+impl Slack {
+    /// The larger of 10 permits (uber's default) and 10 ms of permits.
+    pub const DEFAULT: Slack = Slack {
+        permits: 10,
+        time: Duration::from_millis(10),
+    };
+
+    /// No slack: permits strictly one interval apart (uber's `WithoutSlack`).
+    pub const NONE: Slack = Slack::permits(0);
+
+    /// Exactly `permits` permits, at every rate.
+    pub const fn permits(permits: u64) -> Slack {
+        Slack {
+            permits,
+            time: Duration::ZERO,
+        }
+    }
+
+    /// As many whole permits as fit in `time` at the rate in force (rounded
+    /// down, so the banked window never exceeds `time`); recomputed when the
+    /// rate changes.
+    pub const fn time(time: Duration) -> Slack {
+        Slack { permits: 0, time }
+    }
+
+    /// Whichever is more at the rate in force: `permits` permits, or the
+    /// permits that fit in `time`.
+    pub const fn at_least(permits: u64, time: Duration) -> Slack {
+        Slack { permits, time }
+    }
+
+    /// The permit count part (0 if none).
+    pub const fn min_permits(self) -> u64 {
+        self.permits
+    }
+
+    /// The time part ([`Duration::ZERO`] if none).
+    pub const fn min_time(self) -> Duration {
+        self.time
+    }
+
+    /// The slack in permits at `rate`: the larger of the permit count and
+    /// the whole permits that fit in the time (saturating at `u64::MAX`).
+    pub fn permits_at(self, rate: Rate) -> u64 {
+        self.permits_at_interval(rate.interval_ns())
+    }
+
+    /// [`permits_at`](Self::permits_at) for an interval of `interval` ns
+    /// (`>= 1`).
+    pub(crate) fn permits_at_interval(self, interval: u64) -> u64 {
+        let by_time = self.time.as_nanos() / u128::from(interval.max(1));
+        self.permits
+            .max(u64::try_from(by_time).unwrap_or(u64::MAX))
+    }
+}
+
+impl Default for Slack {
+    /// [`Slack::DEFAULT`].
+    fn default() -> Slack {
+        Slack::DEFAULT
+    }
+}
+
+impl From<u64> for Slack {
+    /// [`Slack::permits`].
+    fn from(permits: u64) -> Slack {
+        Slack::permits(permits)
+    }
+}
+
+impl From<Duration> for Slack {
+    /// [`Slack::time`].
+    fn from(time: Duration) -> Slack {
+        Slack::time(time)
+    }
+}
+
+impl fmt::Debug for Slack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Slack {
+    /// `10 permits`, `10ms`, or `max(10 permits, 10ms)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.permits, self.time.is_zero()) {
+            (p, true) => write!(f, "{p} permits"),
+            (0, false) => write!(f, "{:?}", self.time),
+            (p, false) => write!(f, "max({p} permits, {:?})", self.time),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_to_the_larger_part() {
+        let ms = Duration::from_millis;
+        assert_eq!(Slack::DEFAULT.permits_at_interval(10_000_000), 10); // 100/s
+        assert_eq!(Slack::DEFAULT.permits_at_interval(1_000_000), 10); // 1k/s
+        assert_eq!(Slack::DEFAULT.permits_at_interval(100_000), 100); // 10k/s
+        assert_eq!(Slack::DEFAULT.permits_at_interval(1), 10_000_000); // 1G/s
+        assert_eq!(Slack::time(ms(10)).permits_at_interval(3_000_000), 3);
+        assert_eq!(Slack::time(ms(9)).permits_at_interval(3_000_000), 3);
+        assert_eq!(Slack::time(ms(8)).permits_at_interval(3_000_000), 2);
+        assert_eq!(Slack::permits(7).permits_at_interval(1), 7);
+        assert_eq!(Slack::time(Duration::MAX).permits_at_interval(1), u64::MAX);
+        assert_eq!(Slack::NONE.permits_at_interval(1), 0);
+    }
+
+    #[test]
+    fn displays_what_was_asked() {
+        assert_eq!(Slack::from(3).to_string(), "3 permits");
+        assert_eq!(Slack::from(Duration::from_millis(5)).to_string(), "5ms");
+        assert_eq!(Slack::DEFAULT.to_string(), "max(10 permits, 10ms)");
+        assert_eq!(format!("{:?}", Slack::default()), "max(10 permits, 10ms)");
+    }
+}
