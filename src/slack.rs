@@ -101,8 +101,7 @@ impl Slack {
     /// (`>= 1`).
     pub(crate) fn permits_at_interval(self, interval: u64) -> u64 {
         let by_time = self.time.as_nanos() / u128::from(interval.max(1));
-        self.permits
-            .max(u64::try_from(by_time).unwrap_or(u64::MAX))
+        self.permits.max(u64::try_from(by_time).unwrap_or(u64::MAX))
     }
 }
 

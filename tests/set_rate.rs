@@ -168,17 +168,29 @@ fn a_slack_in_time_is_resolved_again_at_each_rate() {
         .slack(20)
         .build()
         .unwrap();
-    assert_eq!((direct.slack(), mutex.slack(), counted.slack()), (10, 10, 20));
+    assert_eq!(
+        (direct.slack(), mutex.slack(), counted.slack()),
+        (10, 10, 20)
+    );
     for l in [&direct, &counted] {
         l.set_rate(Rate::per_second(10_000)).unwrap();
     }
     mutex.set_rate(Rate::per_second(10_000)).unwrap();
-    assert_eq!((direct.slack(), mutex.slack(), counted.slack()), (100, 100, 20));
+    assert_eq!(
+        (direct.slack(), mutex.slack(), counted.slack()),
+        (100, 100, 20)
+    );
     mutex.set_rate(Rate::per_second(7)).unwrap();
-    assert_eq!(mutex.slack(), 10, "the default keeps uber's 10 at low rates");
+    assert_eq!(
+        mutex.slack(),
+        10,
+        "the default keeps uber's 10 at low rates"
+    );
     direct.set_slack(Slack::at_least(3, 2 * MS)).unwrap();
     assert_eq!(direct.slack(), 20);
-    direct.set_limit(Rate::per_second(100), Slack::at_least(3, 2 * MS)).unwrap();
+    direct
+        .set_limit(Rate::per_second(100), Slack::at_least(3, 2 * MS))
+        .unwrap();
     assert_eq!(direct.slack(), 3);
 
     let keyed = KeyedLimiter::<String>::builder(Rate::per_second(1000))
@@ -186,7 +198,9 @@ fn a_slack_in_time_is_resolved_again_at_each_rate() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    keyed.set_override("big".to_string(), Rate::per_second(2000), ten_ms).unwrap();
+    keyed
+        .set_override("big".to_string(), Rate::per_second(2000), ten_ms)
+        .unwrap();
     assert_eq!(keyed.slack(), 10);
     assert_eq!(keyed.rate_for("big").1, 20);
     keyed.set_rate(Rate::per_second(100_000)).unwrap();

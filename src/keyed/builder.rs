@@ -17,9 +17,9 @@ use super::{
 use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
 use crate::pacer::params;
-use crate::slack::Slack;
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::rate::Rate;
+use crate::slack::Slack;
 use crate::wait::Wait;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::{OverrideHasher, PRUNE_GRACE};
 use crate::rate::Rate;
-use crate::slack::Slack;
 use crate::schedule::{self, Params, FULL};
+use crate::slack::Slack;
 
 /// The parameters of one class of keys: the default or one override. They
 /// never change: a change publishes a new table.

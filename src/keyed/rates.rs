@@ -15,8 +15,8 @@ use crate::error::BuildError;
 use crate::pacer::params;
 use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
-use crate::slack::Slack;
 use crate::schedule::Params;
+use crate::slack::Slack;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The class of `key`: its own override, else its parents' (at most
@@ -196,11 +196,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// Publishes a new table with `default` and the overrides `entries`,
     /// then brings every shard to it. Runs under `admin`.
-    fn publish(
-        &self,
-        default: ((Rate, Slack), Params),
-        entries: Vec<(K, (Rate, Slack), Params)>,
-    ) {
+    fn publish(&self, default: ((Rate, Slack), Params), entries: Vec<(K, (Rate, Slack), Params)>) {
         let mut classes = vec![Class::new(default.1)];
         let mut limits = vec![default.0];
         let mut overrides = HashMap::with_hasher(OverrideHasher::default());

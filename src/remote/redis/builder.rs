@@ -11,10 +11,10 @@ use super::conn::{Pool, Target};
 use super::limiter::Blocking;
 use super::script::Wire;
 use super::{RedisLimiter, DEFAULT_PREFIX};
-use crate::slack::Slack;
 use crate::rate::Rate;
 use crate::remote::limiter::Core;
 use crate::remote::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
+use crate::slack::Slack;
 use crate::wait::Wait;
 
 /// Configures a [`RedisLimiter`]; made by [`RedisLimiter::builder`] or
