@@ -3,13 +3,14 @@
 //! `AsyncLimiter`; and the constructors of [`Pacer`] that make one.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::clock::{Clock, DefaultClock};
 use crate::error::BuildError;
 use crate::pacer::{Config, Pacer};
 use crate::rate::Rate;
 use crate::slack::Slack;
-use crate::store::Store;
+use crate::store::{Store, WarmStore};
 use crate::wait::Wait;
 
 impl<S: Store> Pacer<S> {
@@ -95,6 +96,7 @@ impl<L: sealed::Build> Builder<L> {
                 slack: Slack::DEFAULT,
                 wait: Wait::default(),
                 full_credit: false,
+                warm_up: 0,
                 clock,
             },
         }
@@ -135,6 +137,7 @@ impl<L: sealed::Build> Builder<L> {
             slack,
             wait,
             full_credit,
+            warm_up,
             clock: _,
         } = self.config;
         Builder {
@@ -143,6 +146,7 @@ impl<L: sealed::Build> Builder<L> {
                 slack,
                 wait,
                 full_credit,
+                warm_up,
                 clock: ClockChoice::Given(clock),
             },
         }
@@ -158,6 +162,7 @@ impl<L: sealed::Build> Builder<L> {
             slack,
             wait,
             full_credit,
+            warm_up,
             clock,
         } = self.config;
         let clock = match clock {
@@ -169,8 +174,51 @@ impl<L: sealed::Build> Builder<L> {
             slack,
             wait,
             full_credit,
+            warm_up,
             clock,
         })
+    }
+}
+
+impl<S: Store, C: Clock> Builder<Pacer<S, C>> {
+    /// Guava's warm-up (`SmoothWarmingUp`, cold factor 3): after idle the
+    /// limiter starts cold, its permits spaced by three intervals, and
+    /// speeds up linearly to the rate as it is used, over `period` of use;
+    /// idle for `period`, it is cold again. It starts cold. Builds a
+    /// [`WarmUpLimiter`](crate::WarmUpLimiter), with the same methods.
+    ///
+    /// The model, and where it differs from Guava (it pays first, and the
+    /// slack still absorbs a caller's lateness: with a slack of 0 the
+    /// decisions are Guava's), are in [`warm_up`](crate::warm_up). Two
+    /// words of state do not fit one 64-bit CAS, so a warming-up limiter
+    /// decides under a lock, as [`MutexLimiter`](crate::MutexLimiter) does.
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::with_auto_advance();
+    /// let limiter = AtomicLimiter::builder(Rate::per_second(2))
+    ///     .slack(0)
+    ///     .warm_up(Duration::from_secs(4))
+    ///     .clock(clock)
+    ///     .build()?;
+    /// let slots: Vec<f64> = (0..6).map(|_| limiter.take().as_secs_f64()).collect();
+    /// // Guava's ramp: 1.375 s, 1.125 s, 0.875 s, 0.625 s, then 0.5 s apart.
+    /// assert_eq!(slots, [0.0, 1.375, 2.5, 3.375, 4.0, 4.5]);
+    /// # Ok::<(), paceline::BuildError>(())
+    /// ```
+    ///
+    /// A `period` over 146 years fails [`build`](Self::build) with
+    /// [`BuildError::WarmUpTooLong`].
+    pub fn warm_up(self, period: Duration) -> Builder<Pacer<WarmStore, C>> {
+        let warm_up = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        Builder {
+            config: Config {
+                warm_up,
+                ..self.config
+            },
+        }
     }
 }
 
@@ -181,6 +229,7 @@ impl<L: sealed::Build> fmt::Debug for Builder<L> {
             .field("slack", &self.config.slack)
             .field("wait", &self.config.wait)
             .field("full_credit", &self.config.full_credit)
+            .field("warm_up", &Duration::from_nanos(self.config.warm_up))
             .finish_non_exhaustive()
     }
 }

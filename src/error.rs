@@ -94,6 +94,11 @@ pub enum BuildError {
     },
     /// The limiter has no rate to change ([`Unlimited`](crate::Unlimited)).
     NoRate,
+    /// A warm-up period over 2^62 ns (about 146 years).
+    WarmUpTooLong {
+        /// The requested period (saturated at `u64::MAX` ns).
+        warm_up: Duration,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -104,6 +109,9 @@ impl fmt::Display for BuildError {
                 "slack of {slack} permits at one per {interval:?} banks more than 146 years"
             ),
             BuildError::NoRate => f.write_str("an unlimited limiter has no rate to change"),
+            BuildError::WarmUpTooLong { warm_up } => {
+                write!(f, "a warm-up of {warm_up:?} is over 146 years")
+            }
         }
     }
 }

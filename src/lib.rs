@@ -89,6 +89,7 @@ pub mod store;
 pub mod tokio;
 mod unlimited;
 mod wait;
+pub mod warm_up;
 
 pub use builder::Builder;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
@@ -97,7 +98,7 @@ pub use error::{BuildError, RateError, TakeError};
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limiter::Limiter;
 pub use paced::{Paced, PacedExt};
-pub use pacer::{AtomicLimiter, MutexLimiter, Pacer};
+pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
 pub use slack::Slack;
 pub use unlimited::Unlimited;

@@ -12,7 +12,7 @@ use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Deny, Grant, Params};
 use crate::slack::Slack;
-use crate::store::{AtomicStore, MutexStore, Store};
+use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
 use crate::wait::{self, nanos, Wait};
 
 /// A lock-free pacing limiter: `take()` before each unit of work returns when
@@ -56,6 +56,13 @@ pub type AtomicLimiter<C = DefaultClock> = Pacer<AtomicStore, C>;
 /// ```
 pub type MutexLimiter<C = DefaultClock> = Pacer<MutexStore, C>;
 
+/// A limiter with Guava's warm-up: made by `.warm_up(period)` on an
+/// [`AtomicLimiter`] or [`MutexLimiter`] builder (see
+/// [`Builder::warm_up`](crate::Builder::warm_up) and the model in
+/// [`warm_up`](crate::warm_up)). The same methods; it keeps two words of
+/// state (`tat` and the coldness) under a lock.
+pub type WarmUpLimiter<C = DefaultClock> = Pacer<WarmStore, C>;
+
 /// A limiter's configuration as a builder collects it. (`pub` only so the
 /// sealed `Build` trait may name it; it cannot be named from outside.)
 #[derive(Clone, Debug)]
@@ -68,6 +75,9 @@ pub struct Config<C> {
     pub wait: Wait,
     /// Whether the limiter starts with its slack banked.
     pub full_credit: bool,
+    /// The warm-up period, ns (0: none; only a `WarmUpLimiter`'s builder
+    /// sets it).
+    pub warm_up: u64,
     /// The clock.
     pub clock: C,
 }
@@ -123,13 +133,18 @@ pub struct Reservation {
 impl<S: Store, C: Clock> Pacer<S, C> {
     pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
         let params = params(config.rate, config.slack)?;
+        if config.warm_up > crate::warm_up::MAX_WARM_UP {
+            return Err(BuildError::WarmUpTooLong {
+                warm_up: Duration::from_nanos(config.warm_up),
+            });
+        }
         let tat = if config.full_credit {
             schedule::FULL
         } else {
             schedule::FRESH
         };
         Ok(Pacer {
-            store: S::new(tat, params),
+            store: S::new(tat, params, config.warm_up),
             clock: config.clock,
             wait: config.wait,
             limit: Mutex::new((config.rate, config.slack)),
@@ -224,16 +239,14 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// Consumes nothing (another thread may take first).
     pub fn can_take(&self, cost: u64) -> bool {
         let now = self.now();
-        let (tat, params) = self.store.peek();
-        schedule::step(tat, now, cost, params, Admit::Within(0)).is_ok()
+        self.store.can_take(now, cost)
     }
 
     /// How many permits one request could take now without waiting, from 0
     /// to `slack + 1`.
     pub fn available(&self) -> u64 {
         let now = self.now();
-        let (tat, params) = self.store.peek();
-        schedule::available(tat, now, params)
+        self.store.available(now)
     }
 
     /// How long until a permit is free (zero: one is free now).
@@ -345,12 +358,12 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     }
 
     /// The error for a refusal: out of the take path's way, and reading the
-    /// slack (under the limit's lock) only for the one error that names it.
+    /// burst only for the one error that names it.
     #[cold]
     #[inline(never)]
     fn refused(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
         let slack = match deny {
-            Deny::ExceedsBurst => self.slack(),
+            Deny::ExceedsBurst => self.store.burst(self.now()) - 1,
             _ => 0,
         };
         TakeError::refused(deny, cost, admit, slack)

@@ -197,7 +197,8 @@ impl AtomicStore {
 impl Store for AtomicStore {
     const LIMITER: &'static str = "AtomicLimiter";
 
-    fn new(tat: u64, params: Params) -> Self {
+    fn new(tat: u64, params: Params, warm_up: u64) -> Self {
+        debug_assert_eq!(warm_up, 0, "only WarmStore warms up");
         AtomicStore {
             cell: CachePadded::new(Cell {
                 tat: AtomicU64::new(tat),

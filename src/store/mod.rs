@@ -10,11 +10,13 @@
 
 pub(crate) mod atomic;
 mod mutex;
+mod warm;
 
 pub use atomic::AtomicStore;
 pub use mutex::MutexStore;
+pub use warm::WarmStore;
 
-use crate::schedule::{Admit, Deny, Grant, Params};
+use crate::schedule::{self, Admit, Deny, Grant, Params};
 
 /// A store of one limiter's state word and its [`Params`]. Sealed: paceline's
 /// two stores are the only ones (a store of your own can run
@@ -24,9 +26,10 @@ pub trait Store: sealed::Sealed + Send + Sync {
     #[doc(hidden)]
     const LIMITER: &'static str;
 
-    /// A store holding `tat` with `params`.
+    /// A store holding `tat` with `params` and a warm-up period of
+    /// `warm_up` ns (0 but for [`WarmStore`]).
     #[doc(hidden)]
-    fn new(tat: u64, params: Params) -> Self;
+    fn new(tat: u64, params: Params, warm_up: u64) -> Self;
 
     /// Runs the step on the current state and stores its result atomically
     /// with respect to every other update.
@@ -37,6 +40,28 @@ pub trait Store: sealed::Sealed + Send + Sync {
     /// enough for a question that consumes nothing.
     #[doc(hidden)]
     fn peek(&self) -> (u64, Params);
+
+    /// Whether a request of `cost` would be admitted at `now` without
+    /// waiting. Consumes nothing.
+    #[doc(hidden)]
+    fn can_take(&self, now: u64, cost: u64) -> bool {
+        let (tat, params) = self.peek();
+        schedule::step(tat, now, cost, params, Admit::Within(0)).is_ok()
+    }
+
+    /// How many permits one request could take at `now` without waiting.
+    #[doc(hidden)]
+    fn available(&self, now: u64) -> u64 {
+        let (tat, params) = self.peek();
+        schedule::available(tat, now, params)
+    }
+
+    /// The most permits one request could take at once at rest, as of
+    /// `now`: `slack + 1` (fewer for a cold [`WarmStore`]).
+    #[doc(hidden)]
+    fn burst(&self, _now: u64) -> u64 {
+        self.peek().1.slack().saturating_add(1)
+    }
 
     /// Publishes `params` (interval and slack as one unit) and
     /// [rebases](crate::schedule::rebase) the state at `now`. Calls are
@@ -54,4 +79,5 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for super::AtomicStore {}
     impl Sealed for super::MutexStore {}
+    impl Sealed for super::WarmStore {}
 }

@@ -18,7 +18,8 @@ pub struct MutexStore {
 impl Store for MutexStore {
     const LIMITER: &'static str = "MutexLimiter";
 
-    fn new(tat: u64, params: Params) -> Self {
+    fn new(tat: u64, params: Params, warm_up: u64) -> Self {
+        debug_assert_eq!(warm_up, 0, "only WarmStore warms up");
         MutexStore {
             inner: Mutex::new((tat, params)),
         }

@@ -1,0 +1,102 @@
+//! [`WarmStore`]: a warming-up limiter's two words, `tat` and the coldness,
+//! under one `Mutex`.
+//!
+//! A 64-bit CAS cannot update two words as one, and both enter every
+//! decision; so this store locks, as [`MutexStore`](super::MutexStore)
+//! does, and holds the lock only to decide. What that costs against the
+//! one-word atomic store is measured in `docs/PERFORMANCE.md`.
+
+use crate::primitive::{lock, Mutex};
+use crate::schedule::{Admit, Deny, Grant, Params};
+use crate::warm_up::{self, State};
+
+use super::Store;
+
+/// The store of [`WarmUpLimiter`](crate::WarmUpLimiter).
+pub struct WarmStore {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    state: State,
+    params: Params,
+    /// The warm-up period, ns.
+    warm_up: u64,
+    /// The state the last grant replaced, to put back if it is given back
+    /// while it is still the last.
+    undo: Option<(Grant, State)>,
+}
+
+impl Store for WarmStore {
+    const LIMITER: &'static str = "WarmUpLimiter";
+
+    fn new(tat: u64, params: Params, warm_up: u64) -> Self {
+        WarmStore {
+            inner: Mutex::new(Inner {
+                state: State::cold(tat, warm_up),
+                params,
+                warm_up,
+                undo: None,
+            }),
+        }
+    }
+
+    #[inline]
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
+        let mut inner = lock(&self.inner);
+        let (grant, next) =
+            warm_up::step(inner.state, now, cost, inner.params, inner.warm_up, admit)?;
+        if cost > 0 {
+            inner.undo = Some((grant, inner.state));
+            inner.state = next;
+        }
+        Ok(grant)
+    }
+
+    fn peek(&self) -> (u64, Params) {
+        let inner = lock(&self.inner);
+        (inner.state.tat, inner.params)
+    }
+
+    fn can_take(&self, now: u64, cost: u64) -> bool {
+        let inner = lock(&self.inner);
+        warm_up::step(
+            inner.state,
+            now,
+            cost,
+            inner.params,
+            inner.warm_up,
+            Admit::Within(0),
+        )
+        .is_ok()
+    }
+
+    fn available(&self, now: u64) -> u64 {
+        let inner = lock(&self.inner);
+        warm_up::available(inner.state, now, inner.params, inner.warm_up)
+    }
+
+    fn burst(&self, now: u64) -> u64 {
+        let inner = lock(&self.inner);
+        warm_up::burst(inner.state, now, inner.params, inner.warm_up)
+    }
+
+    fn set_params(&self, now: u64, params: Params) {
+        let mut inner = lock(&self.inner);
+        inner.state = warm_up::rebase(inner.state, now, inner.params, params, inner.warm_up);
+        inner.params = params;
+        inner.undo = None;
+    }
+
+    fn give_back(&self, grant: Grant) -> bool {
+        let mut inner = lock(&self.inner);
+        match inner.undo {
+            Some((last, prev)) if last == grant && inner.state.tat == grant.next => {
+                inner.state = prev;
+                inner.undo = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
