@@ -100,3 +100,30 @@ impl Store for WarmStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{FRESH, ORIGIN};
+
+    /// A give-back restores both words of the grant it undoes, once, and
+    /// only while that grant is still the last.
+    #[test]
+    fn a_give_back_restores_tat_and_coldness() {
+        let p = Params::new(1_000, 5).unwrap();
+        let store = WarmStore::new(FRESH, p, 100_000);
+        let first = store.update(ORIGIN, 1, Admit::Always).unwrap();
+        let cold_before = lock(&store.inner).state;
+        let second = store.update(ORIGIN, 2, Admit::Always).unwrap();
+        assert_ne!(lock(&store.inner).state, cold_before);
+        assert!(!store.give_back(first), "not the last grant");
+        assert!(store.give_back(second));
+        assert_eq!(lock(&store.inner).state, cold_before);
+        assert!(!store.give_back(second), "already given back");
+        // A refusal is not a grant and leaves the undo alone.
+        let third = store.update(ORIGIN, 1, Admit::Always).unwrap();
+        assert!(store.update(ORIGIN, 6, Admit::Within(0)).is_err());
+        assert!(store.give_back(third));
+        assert_eq!(lock(&store.inner).state, cold_before);
+    }
+}
