@@ -119,11 +119,12 @@ def tokio_section(out_dir):
 
 `cargo run --release --features tokio --example tokio_granularity`: one task
 taking from an `AsyncLimiter` in a loop (nothing queued ahead of it absorbs a
-late wake-up), with the default slack of 10, with slack covering 2.5 ms and
-10 ms, and with `paceline::tokio::PRECISE`; then 1000 tasks sharing one
-limiter with the default slack. *error* is the achieved rate against the
-target; *late* how long after its slot a permit went. A run loses about
-0.05 % at its end to the permits due in its last millisecond.
+late wake-up) with the default slack (10 permits or 10 ms, whichever is
+more), with uber's 10 permits, and with `paceline::tokio::PRECISE`; then 1000
+tasks sharing one limiter with the default slack. *achieved* counts the
+permits after the first over the span of their slots (the schedule the
+limiter kept: a stall longer than the slack shows there); *error* is that
+against the target; *late* how long after its slot a permit went.
 
 ```text
 {chr(10).join(tok)}
@@ -251,7 +252,8 @@ the most keys tracked and its peak RSS
 {redis_section(out_dir, baselines)}
 ## Pacing accuracy
 
-`benches/examples/accuracy.rs`: `AtomicLimiter` (slack 10) with each wait
+`benches/examples/accuracy.rs`: `AtomicLimiter` (default slack: 10 permits
+or 10 ms of permits, whichever is more) with each wait
 strategy, and governor driven the way its documentation shows (`check()`,
 then sleep the wait it reports) with a burst of 1 and of 10, at four rates,
 from 1 thread and from 8 threads on one limiter; each configuration's median
@@ -266,11 +268,8 @@ time in % of one core. {acc_machine}
 {drift}
 """)
     if slack:
-        head = first(slack, "Each run")
-        sized = head.split(";")[1].strip() if ";" in head else head
-        sized = sized.removeprefix("paceline's slack ").replace(" (at least 10)", ", at least 10")
-        print(f"""The same for paceline from one thread with its slack sized to a time window
-instead of 10 permits ({sized}), run right after it:
+        print(f"""The same for paceline from one thread with uber's slack of 10 permits
+(the default before it was sized in time), run right after it:
 
 {chr(10).join(l for l in slack if l.startswith(("| limiter", "|---", "| paceline")))}
 """)
@@ -278,9 +277,10 @@ instead of 10 permits ({sized}), run right after it:
 time for good, whatever the limiter and its wait strategy; on an
 oversubscribed machine such stalls last milliseconds. So the rows that keep
 the rate exact are those whose banked window covered every stall of their
-run, and sizing the slack to a time window (the second table) is what keeps
-high rates exact on a busy machine, at the price of a burst of up to
-`slack + 1` permits after a stall. The precise mode suffers most from a
+run: 10 permits (the second table) are 10 µs at 1M/s and lose most of the
+rate, while the default's 10 ms keeps high rates exact on a busy machine,
+at the price of a burst of up to `rate × 10 ms + 1` permits after a stall
+or idle time. The precise mode suffers most from a
 starved machine: it needs its core at the moment of each slot, and while it
 has it, the permit leaves within about a microsecond of its slot.
 
@@ -293,9 +293,10 @@ has it, the permit leaves within about a microsecond of its slot.
 - **`Wait::Sleep`** (the default) costs little CPU (the CPU column). Each
   permit is as late as the OS wakes a sleeper (the `thread::sleep` figure
   above the table), and the long-run rate stays exact as long as that
-  lateness fits in the banked window `slack × interval`. With the default
-  slack of 10 that window is 10 ms at 1k/s, 1 ms at 10k/s, 100 µs at
-  100k/s (the edge) and 10 µs at 1M/s (never enough).
+  lateness fits in the banked window `slack × interval`. The default slack
+  makes that window 10 ms at every rate from 1k/s up (below, uber's 10
+  permits are longer); uber's 10 permits would be 1 ms at 10k/s and 10 µs
+  at 1M/s (never enough).
 - **`Wait::PRECISE`** sleeps until 150 µs before the slot and spins the
   rest: while the thread keeps its core, permits leave within microseconds
   of their slots (the late p50 column), for a larger share of a core, a
@@ -305,9 +306,9 @@ has it, the permit leaves within about a microsecond of its slot.
   more runnable threads than cores a waiter can be off its core for
   milliseconds, whatever the strategy. A stall shorter than
   `slack × interval` is made up by a short burst; a longer one loses rate
-  for good. If the rate matters more than the burst, size the slack to the
-  stalls you expect, e.g. `slack = rate × 10 ms` (the second table); the
-  price is a burst of up to `slack + 1` permits after a stall.
+  for good. The default covers 10 ms; if your machine stalls longer, give
+  the slack more time (`.slack(Duration::from_millis(50))`); if the burst
+  matters more than the rate, give it a permit count (`.slack(10)`).
 - governor driven by check-and-sleep with a burst of 1 loses every sleep's
   overshoot (its rows); with a burst of 10 it behaves much like
   `Wait::Sleep`.

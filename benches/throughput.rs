@@ -18,7 +18,9 @@
 //!   "clock read + CAS loop", the floor of an admitted `try_take`.
 //! - `admit`: one thread, a limiter whose rate (10^9/s) and slack are so high
 //!   that every call is admitted and nothing waits: paceline's `try_take` and
-//!   `take` for `AtomicLimiter`, `MutexLimiter` and `Unlimited`; governor's
+//!   `take` for `AtomicLimiter`, `MutexLimiter` and `Unlimited`, and
+//!   `try_take` for a `WarmUpLimiter` (warm-up 1 s: most calls are on its
+//!   cold ramp, the dearer arithmetic, under its lock); governor's
 //!   direct `check()`, `ratelimit`'s `try_wait()`, `leaky-bucket`'s
 //!   `try_acquire(1)`.
 //! - `contended2` / `contended8`: the same calls from 2 and 8 threads on one
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use crossbeam_utils::CachePadded;
-use paceline::{AtomicLimiter, MutexLimiter, Rate, Unlimited};
+use paceline::{AtomicLimiter, MutexLimiter, Rate, Unlimited, WarmUpLimiter};
 
 /// Rate at which nothing waits: one permit a nanosecond, far above what any
 /// of these calls can reach.
@@ -61,6 +63,16 @@ fn mutex_fast() -> MutexLimiter {
     MutexLimiter::builder(Rate::per_second(FAST))
         .slack(FAST_BURST)
         .full_credit(true)
+        .build()
+        .expect("valid limiter")
+}
+
+/// A warming-up limiter (two words under a lock), warm-up 1 s.
+fn warm_fast() -> WarmUpLimiter {
+    AtomicLimiter::builder(Rate::per_second(FAST))
+        .slack(FAST_BURST)
+        .full_credit(true)
+        .warm_up(Duration::from_secs(1))
         .build()
         .expect("valid limiter")
 }
@@ -200,6 +212,10 @@ fn admit(c: &mut Criterion<CpuTime>) {
     g.bench_function("paceline_mutex_take", |b| {
         b.iter(|| black_box(mutex.take()))
     });
+    let warm = warm_fast();
+    g.bench_function("paceline_warm_up_try_take", |b| {
+        b.iter(|| black_box(warm.try_take()))
+    });
     g.bench_function("paceline_unlimited_try_take", |b| {
         b.iter(|| black_box(black_box(&Unlimited).try_take()))
     });
@@ -284,6 +300,10 @@ fn contended_group(c: &mut Criterion, threads: u64) {
     let mutex = mutex_fast();
     bench("paceline_mutex_try_take", &|| {
         let _ = black_box(mutex.try_take());
+    });
+    let warm = warm_fast();
+    bench("paceline_warm_up_try_take", &|| {
+        let _ = black_box(warm.try_take());
     });
     let gov = governor_fast();
     bench("governor_check", &|| {

@@ -80,7 +80,7 @@ echo "== contention" >&2
 cargo run -q --release -p paceline-benches --example contention -- --rounds $rounds >"$out/contention.txt"
 echo "== accuracy" >&2
 cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --plots "$plots" >"$out/accuracy.txt"
-cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --threads 1 --slack 10ms >"$out/accuracy-slack.txt"
+cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --threads 1 --slack 10 >"$out/accuracy-slack.txt"
 note_load "after accuracy"
 echo "== tokio granularity" >&2
 cargo run -q --release --features tokio --example tokio_granularity -- $tokio_secs >"$out/tokio.txt"

@@ -177,7 +177,7 @@ pub fn step(
 }
 
 /// How many permits one request could take at `now` without waiting: the
-/// largest `n` that [`step`] admits with [`Admit::Within(0)`]; at most
+/// largest `n` that [`step`] admits with `Admit::Within(0)`; at most
 /// `slack + 1`.
 pub fn available(s: State, now: u64, p: Params, w: u64) -> u64 {
     let admits = |n: u64| step(s, now, n, p, w, Admit::Within(0)).is_ok();

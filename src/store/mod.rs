@@ -4,7 +4,7 @@
 //! one limiter type over either; [`AtomicLimiter`](crate::AtomicLimiter) and
 //! [`MutexLimiter`](crate::MutexLimiter) name the two.
 //!
-//! Both run [`schedule::step`](crate::schedule::step) and nothing else, so
+//! Both run [`schedule::step`] and nothing else, so
 //! they decide alike; the property tests check them against the step,
 //! decision for decision, and the loom models check the CAS loop.
 
@@ -20,7 +20,7 @@ use crate::schedule::{self, Admit, Deny, Grant, Params};
 
 /// A store of one limiter's state word and its [`Params`]. Sealed: paceline's
 /// two stores are the only ones (a store of your own can run
-/// [`schedule::step`](crate::schedule::step) directly).
+/// [`schedule::step`] directly).
 pub trait Store: sealed::Sealed + Send + Sync {
     /// The name of the limiter over this store, for `Debug`.
     #[doc(hidden)]

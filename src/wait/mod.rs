@@ -34,12 +34,11 @@ const _: () = assert!(SPIN_YIELD_ABOVE as u128 >= Wait::DEFAULT_SPIN.as_nanos())
 ///   limiter keep slots booked ahead of the clock, so lateness costs them
 ///   nothing.
 /// - [`Wait::Sleep`] (the default) costs nothing while waiting. A thread's
-///   `thread::sleep` wakes 60–100 µs late on a typical Linux machine, so
-///   with the default slack of 10 a lone thread keeps its rate up to about
-///   100 000 permits per second. Tokio's timer fires in whole milliseconds
-///   (about 1.1 ms late at the median): a lone task above about 5 000/s
-///   needs `slack >= rate_per_second / 400`, and permits due within one
-///   millisecond are released together at its end.
+///   `thread::sleep` wakes 60–100 µs late on a typical Linux machine and
+///   Tokio's timer fires in whole milliseconds (about 1.1 ms late at the
+///   median; permits due within one millisecond are released together at
+///   its end). The default slack banks 10 ms at every rate from 1000/s up
+///   ([`Slack::DEFAULT`](crate::Slack::DEFAULT)), which covers both.
 /// - [`Wait::Precise`] sleeps until `spin` before the slot and then spins
 ///   (a thread) or yields in a loop (a task): permits leave within about a
 ///   microsecond of their slots, at the price of a core kept busy for up to
@@ -47,9 +46,8 @@ const _: () = assert!(SPIN_YIELD_ABOVE as u128 >= Wait::DEFAULT_SPIN.as_nanos())
 ///   `paceline::tokio::PRECISE` (a 2 ms spin, above the timer's granularity)
 ///   for tasks. It smooths the flow only when a core is free: where every
 ///   core is busy the OS preempts the spinner for milliseconds at a time.
-/// - Above about 100 000/s from one thread, or whenever the machine stalls
-///   threads for milliseconds, give the slack room in time:
-///   `slack >= rate_per_second / 100` banks 10 ms.
+/// - Where the machine stalls threads for longer than 10 ms, give the slack
+///   more time: `.slack(Duration::from_millis(50))`.
 ///
 /// `docs/PERFORMANCE.md` has the measured error per configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
