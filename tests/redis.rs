@@ -1050,3 +1050,23 @@ mod tokio_calls {
         assert!(opened <= 1, "the connection was made {} times", opened - 1);
     }
 }
+
+/// The Redis limiter resolves a slack in time as the in-process ones do,
+/// the default included (10 permits or 10 ms, whichever is more), for its
+/// own limit and for `with_limit`. Building connects to nothing.
+#[test]
+fn a_slack_in_time_resolves_at_the_rate() {
+    let url = "redis://127.0.0.1:1/";
+    let default = RedisLimiter::builder(url, Rate::per_second(100_000))
+        .build()
+        .unwrap();
+    assert_eq!(default.slack(), 1000);
+    let slow = RedisLimiter::builder(url, Rate::per_second(100))
+        .build()
+        .unwrap();
+    assert_eq!(slow.slack(), 10);
+    let other = slow
+        .with_limit(Rate::per_second(4000), Duration::from_millis(5))
+        .unwrap();
+    assert_eq!(other.slack(), 20);
+}
