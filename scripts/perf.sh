@@ -35,9 +35,9 @@ else
     doc=docs/PERFORMANCE.md
     runs=(perf1 perf2 perf3)
     crit=(--noplot)
-    acc=(--secs 1.5 --repeat 3)
+    acc=(--secs 3 --repeat 3)
     rounds=40
-    tokio_secs=2
+    tokio_secs=3
 fi
 mkdir -p "$out"
 export CARGO_TERM_COLOR=never
