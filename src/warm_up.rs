@@ -280,6 +280,54 @@ mod tests {
         }
     }
 
+    /// Nothing past the end of internal time is admitted, cold or warm.
+    #[test]
+    fn saturation_refuses() {
+        let p = Params::new(1_000, 3).unwrap();
+        let s = State {
+            tat: MAX_TAT - 500,
+            cold: 0,
+        };
+        assert_eq!(
+            step(s, MAX_TAT - 400, 1, p, 10_000, Admit::Always),
+            Err(Deny::Saturated)
+        );
+        let cold = State::cold(FULL, 10_000);
+        assert_eq!(
+            step(cold, u64::MAX, 1, p, 10_000, Admit::Always),
+            Err(Deny::Saturated)
+        );
+    }
+
+    /// A full-credit start is at rest and cold: its burst is what the slack
+    /// pays for at cold intervals. A request that fits the slack at this
+    /// coldness is told to wait; one that does not, that no wait helps.
+    #[test]
+    fn full_credit_starts_at_rest_and_cold() {
+        // T = 1 ms, slack 9 ms, W = 100 ms (as tests/warm_up.rs).
+        let ms = 1_000_000;
+        let p = Params::new(ms, 9).unwrap();
+        let w = 100 * ms;
+        let s = State::cold(FULL, w);
+        assert_eq!(available(s, ORIGIN, p, w), 4);
+        assert_eq!(burst(s, ORIGIN, p, w), 4);
+        let (g, after) = step(s, ORIGIN, 2, p, w, Admit::Within(0)).unwrap();
+        // Base 9 ms back; the first permit costs 2.98 ms from cold.
+        assert_eq!(g.slot, ORIGIN - 9 * ms + 2_980_000);
+        assert_eq!(after.cold, w - 2 * ms);
+        // Three more fit the slack at this coldness, but not yet: a wait.
+        match step(after, ORIGIN, 3, p, w, Admit::Within(0)) {
+            Err(Deny::Wait(d)) => assert!(d > 0 && d < 9 * ms, "{d}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            step(after, ORIGIN, 10, p, w, Admit::Within(0)),
+            Err(Deny::ExceedsBurst)
+        );
+        // Within a long enough wait the same request is booked.
+        assert!(step(after, ORIGIN, 10, p, w, Admit::Within(100 * ms)).is_ok());
+    }
+
     #[test]
     fn premium_is_the_trapezoid() {
         let w = 4 * S;
