@@ -54,22 +54,45 @@ async fn tokio_copy_into_a_paced_tcp_writer_goes_at_1_mib_per_second() {
     let start = std::time::Instant::now();
     limiter.take().await;
     let mut paced = PacedWriter::new(TcpStream::connect(addr).await.unwrap(), limiter.clone());
-    let copied = tokio::io::copy(&mut &sent[..], &mut paced).await.unwrap();
-    let elapsed = start.elapsed();
+    let (mut marks, mut copied) = (Vec::new(), 0);
+    // In pieces of 100 000 bytes, to mark the progress.
+    for mut piece in sent.chunks(100_000) {
+        copied += tokio::io::copy(&mut piece, &mut paced).await.unwrap() as usize;
+        marks.push((start.elapsed(), copied));
+    }
     paced.shutdown().await.unwrap();
 
-    assert_eq!(copied, BYTES as u64);
     assert_eq!(receiver.await.unwrap(), sent);
-    // Tokio's clock, which the limiter reads, is `Instant`'s.
-    let paced = limiter.rate().interval() * BYTES as u32;
-    let ratio = elapsed.as_secs_f64() / paced.as_secs_f64();
+    // Never early, at any mark; the long-run rate (at the best of the last
+    // four marks, not to take one late wake-up at the end of a loaded
+    // machine for a rate lost) within 1 %. Tokio's clock, which the
+    // limiter reads, is `Instant`'s.
+    let interval = limiter.rate().interval();
+    let ratio = |&(at, bytes): &(Duration, usize)| {
+        at.as_secs_f64() / (interval * bytes as u32).as_secs_f64()
+    };
+    for mark in &marks {
+        assert!(ratio(mark) >= 1.0, "early: {mark:?}");
+    }
+    let last = marks.last().unwrap();
+    let best = marks[marks.len() - 4..]
+        .iter()
+        .map(ratio)
+        .fold(f64::INFINITY, f64::min);
     println!(
-        "tokio::io::copy into a paced TCP writer: {BYTES} bytes in {elapsed:?}, \
-         paced {paced:?}: rate error {:+.4} %",
-        (1.0 / ratio - 1.0) * 100.0
+        "tokio::io::copy into a paced TCP writer: {} bytes in {:?}: rate error {:+.4} % \
+         (long-run {:+.4} %) against the limiter's {:.0}/s",
+        last.1,
+        last.0,
+        (1.0 / ratio(last) - 1.0) * 100.0,
+        (1.0 / best - 1.0) * 100.0,
+        1.0 / interval.as_secs_f64(),
     );
-    assert!(elapsed >= paced, "early: {elapsed:?} for {paced:?}");
-    assert!(ratio <= 1.01, "{:.2} % late", (ratio - 1.0) * 100.0);
+    assert!(
+        best <= 1.01,
+        "the rate is {:.2} % short",
+        (1.0 - 1.0 / best) * 100.0
+    );
 }
 
 /// 1 MB/s (1 µs a byte) with a burst of 64 000 bytes: 64 ms of bytes, so
