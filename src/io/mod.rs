@@ -72,13 +72,13 @@
 //!
 //! # Choosing the slack: the burst is the chunk size
 //!
-//! Set the slack explicitly: the limiter's default is tuned for requests,
-//! not bytes, and is not a sensible chunk. Two things bound it from below:
+//! Set the slack explicitly: a limiter's default slack is chosen for
+//! requests, not as a chunk of bytes. Two things bound it from below:
 //!
 //! - **Lateness.** A waiter wakes late (a blocking sleep by about 80 µs, a
 //!   Tokio timer by about 1 ms, a busy machine by more), and the long-run
 //!   rate stays exact only while the banked window, `slack` bytes' worth of
-//!   time, covers that lateness (see the crate's `docs/ARCHITECTURE.md`). So
+//!   time, covers that lateness (see [`Wait`](crate::Wait)). So
 //!   bank at least a few milliseconds of bytes: `rate / 100` (10 ms) is a
 //!   comfortable floor, and at least a few kilobytes so each call moves a
 //!   useful amount.
@@ -97,8 +97,8 @@
 //! [`Other`](std::io::ErrorKind::Other) wrapping a [`PayError`]: its message
 //! names the bytes and the limiter's error, and its
 //! [`source`](std::error::Error::source) is the limiter's error. Nothing
-//! panics. The bytes concerned are kept: a retried call pays for them
-//! again and goes on.
+//! panics. No byte is lost: a writer wrote none of them (the caller still
+//! has them), a reader holds them, and the next call tries to pay again.
 //!
 //! # Cancel safety (async)
 //!
@@ -107,9 +107,11 @@
 //!
 //! - **A cancelled call** (a `tokio::time::timeout` around a `write` or
 //!   `read`, a `select!` branch not taken) leaves the wrapper as it was: the
-//!   payment stays booked, and the next call on the wrapper goes on with it,
-//!   without paying again and, for a reader, with the bytes it had read. So
-//!   retrying after a timeout never pays twice and never loses data.
+//!   payment stays pending (booked, or in line for its slot), and the next
+//!   call on the wrapper goes on with it, without paying again and, for a
+//!   reader, with the bytes it had read (held in the reader, not in the
+//!   caller's buffer). So retrying after a timeout, with the same bytes or
+//!   others, never pays twice and never loses data.
 //! - **A dropped wrapper** drops its pending payment, which behaves as any
 //!   dropped paceline async take: if it had booked its slot and the slot is
 //!   still ahead, the slot is given back when no one has booked since (the
