@@ -20,7 +20,9 @@ use crate::unlimited::Unlimited;
 /// Implemented for [`AtomicLimiter`](crate::AtomicLimiter),
 /// [`MutexLimiter`](crate::MutexLimiter), [`Unlimited`] and `dyn Limiter`,
 /// for `&L`, `Box<L>` and `Arc<L>` of any of them, and for [`OnKey`] of a
-/// keyed or Redis limiter.
+/// keyed or Redis limiter. A [`Limiter`] of your own pays through as
+/// `&dyn Limiter` or `Arc<dyn Limiter>` (or implement this trait's two
+/// methods).
 ///
 /// ```
 /// use paceline::io::ByteLimiter;
