@@ -3,7 +3,6 @@
 //! within 1 %), chunks of one burst, pay-for-what-came, credit kept across a
 //! short write, and a limiter failure as an `io::Error`.
 
-use std::error::Error;
 use std::fs::{self, File};
 use std::io::{self, Cursor, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -11,8 +10,8 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::io::{OnKey, PacedReader, PacedWriter, PayError};
-use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, StdClock, TakeError, WhenFull};
+use paceline::io::{PacedReader, PacedWriter};
+use paceline::{AtomicLimiter, ManualClock, Rate, StdClock};
 
 /// 1 MiB/s (an interval of 954 ns, rounded from 953.67).
 const RATE: u64 = 1 << 20;
@@ -269,74 +268,89 @@ fn a_read_returns_at_most_one_burst() {
     assert_eq!(clock.elapsed(), Duration::from_millis(36));
 }
 
-/// A keyed limiter tracking at most one key, refusing new ones while it is
-/// busy, and its clock: "hog" is busy until the clock moves 1 s (only a
-/// wait moves it).
-fn keyed_with_one_busy_key() -> (KeyedLimiter<String, ManualClock>, ManualClock) {
-    let clock = ManualClock::with_auto_advance();
-    let keyed = KeyedLimiter::<String>::builder(Rate::per_second(1_000))
-        .slack(999)
-        .max_keys(1)
-        .when_full(WhenFull::Refuse)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    keyed.take_n("hog", 1_000).unwrap();
-    (keyed, clock)
-}
+/// A limiter's failure, on a keyed limiter that refuses new keys.
+#[cfg(feature = "keyed")]
+mod failed_payment {
+    use std::error::Error;
+    use std::io::{self, Read, Write};
+    use std::time::Duration;
 
-/// The `PayError` inside `e`, after checking the kind and the source.
-fn pay_error(e: &io::Error) -> &PayError {
-    assert_eq!(e.kind(), io::ErrorKind::Other);
-    assert!(
-        matches!(
-            e.source().and_then(|s| s.downcast_ref::<TakeError>()),
-            Some(TakeError::TooManyKeys { max_keys: 1 })
-        ),
-        "{e:?}"
-    );
-    e.get_ref().unwrap().downcast_ref::<PayError>().unwrap()
-}
+    use paceline::io::{OnKey, PacedReader, PacedWriter, PayError};
+    use paceline::{KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
 
-#[test]
-fn a_failed_payment_is_an_io_error_and_the_bytes_it_was_for_are_kept() {
-    let (keyed, clock) = keyed_with_one_busy_key();
-    let sent = data(1_500);
-    let mut paced = PacedReader::new(&sent[..], OnKey::new(&keyed, "reader".to_string()));
-    let mut buf = vec![0; 4_096];
+    use super::data;
 
-    let e = paced.read(&mut buf).unwrap_err();
-    assert_eq!(pay_error(&e).bytes(), 1_000);
-    assert!(
-        e.to_string().contains("could not pay for 1000 bytes"),
-        "{e}"
-    );
-    assert!(e.to_string().contains("tracked keys are busy"), "{e}");
-    assert_eq!(paced.buffer(), &sent[..1_000]); // kept, not handed out
-    assert!(paced.read(&mut buf).is_err()); // still refused, still kept
+    /// A keyed limiter tracking at most one key, refusing new ones while it is
+    /// busy, and its clock: "hog" is busy until the clock moves 1 s (only a
+    /// wait moves it).
+    fn keyed_with_one_busy_key() -> (KeyedLimiter<String, ManualClock>, ManualClock) {
+        let clock = ManualClock::with_auto_advance();
+        let keyed = KeyedLimiter::<String>::builder(Rate::per_second(1_000))
+            .slack(999)
+            .max_keys(1)
+            .when_full(WhenFull::Refuse)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        keyed.take_n("hog", 1_000).unwrap();
+        (keyed, clock)
+    }
 
-    // "hog" comes to rest and makes room: the kept bytes are paid for and
-    // handed out, then the rest.
-    clock.advance(Duration::from_secs(10));
-    let mut received = Vec::new();
-    paced.read_to_end(&mut received).unwrap();
-    assert_eq!(received, sent);
-}
+    /// The `PayError` inside `e`, after checking the kind and the source.
+    fn pay_error(e: &io::Error) -> &PayError {
+        assert_eq!(e.kind(), io::ErrorKind::Other);
+        assert!(
+            matches!(
+                e.source().and_then(|s| s.downcast_ref::<TakeError>()),
+                Some(TakeError::TooManyKeys { max_keys: 1 })
+            ),
+            "{e:?}"
+        );
+        e.get_ref().unwrap().downcast_ref::<PayError>().unwrap()
+    }
 
-#[test]
-fn a_failed_payment_writes_nothing() {
-    let (keyed, _clock) = keyed_with_one_busy_key();
-    let mut paced = PacedWriter::new(Vec::new(), OnKey::new(&keyed, "writer".to_string()));
-    let e = paced.write(&[1; 300]).unwrap_err();
-    assert_eq!(pay_error(&e).bytes(), 300);
-    assert!(paced.get_ref().is_empty());
-    assert_eq!(paced.credit(), 0);
+    #[test]
+    fn a_failed_payment_is_an_io_error_and_the_bytes_it_was_for_are_kept() {
+        let (keyed, clock) = keyed_with_one_busy_key();
+        let sent = data(1_500);
+        let mut paced = PacedReader::new(&sent[..], OnKey::new(&keyed, "reader".to_string()));
+        let mut buf = vec![0; 4_096];
+
+        let e = paced.read(&mut buf).unwrap_err();
+        assert_eq!(pay_error(&e).bytes(), 1_000);
+        assert!(
+            e.to_string().contains("could not pay for 1000 bytes"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("tracked keys are busy"), "{e}");
+        assert_eq!(paced.buffer(), &sent[..1_000]); // kept, not handed out
+        assert!(paced.read(&mut buf).is_err()); // still refused, still kept
+
+        // "hog" comes to rest and makes room: the kept bytes are paid for and
+        // handed out, then the rest.
+        clock.advance(Duration::from_secs(10));
+        let mut received = Vec::new();
+        paced.read_to_end(&mut received).unwrap();
+        assert_eq!(received, sent);
+    }
+
+    #[test]
+    fn a_failed_payment_writes_nothing() {
+        let (keyed, _clock) = keyed_with_one_busy_key();
+        let mut paced = PacedWriter::new(Vec::new(), OnKey::new(&keyed, "writer".to_string()));
+        let e = paced.write(&[1; 300]).unwrap_err();
+        assert_eq!(pay_error(&e).bytes(), 300);
+        assert!(paced.get_ref().is_empty());
+        assert_eq!(paced.credit(), 0);
+    }
 }
 
 #[cfg(feature = "redis")]
 #[test]
 fn a_redis_server_that_cannot_be_reached_fails_the_write_with_its_error() {
+    use paceline::io::OnKey;
     use paceline::redis::{Error as RedisError, RedisLimiter};
+    use std::error::Error;
 
     // Nothing listens on port 1.
     let limiter = RedisLimiter::builder("redis://127.0.0.1:1/", Rate::per_second(1_000_000))
@@ -356,4 +370,13 @@ fn a_redis_server_that_cannot_be_reached_fails_the_write_with_its_error() {
         "{e:?}"
     );
     assert!(paced.get_ref().is_empty());
+}
+
+/// The wrappers are `Send` and `Sync` when what they wrap is, with or
+/// without the `tokio` feature (its pending payment must not change that).
+#[test]
+fn the_wrappers_are_send_and_sync_like_what_they_wrap() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<PacedWriter<File, &AtomicLimiter>>();
+    send_sync::<PacedReader<TcpStream, std::sync::Arc<AtomicLimiter>>>();
 }

@@ -5,15 +5,13 @@
 //! failed payment as an `io::Error`.
 #![cfg(feature = "tokio")]
 
-use std::error::Error;
 use std::future::poll_fn;
-use std::io;
 use std::pin::Pin;
 use std::time::Duration;
 
-use paceline::io::{OnKey, PacedReader, PacedWriter, PayError};
-use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter};
-use paceline::{KeyedLimiter, Rate, TakeError, WhenFull};
+use paceline::io::{PacedReader, PacedWriter};
+use paceline::tokio::AsyncLimiter;
+use paceline::Rate;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
@@ -260,8 +258,15 @@ async fn a_retried_read_with_a_smaller_buffer_gets_the_paid_bytes_in_pieces() {
     assert_eq!(start.elapsed(), MS(136));
 }
 
+#[cfg(feature = "keyed")]
 #[tokio::test]
 async fn a_failed_async_payment_is_an_io_error_and_writes_nothing() {
+    use paceline::io::{OnKey, PayError};
+    use paceline::tokio::AsyncKeyedLimiter;
+    use paceline::{KeyedLimiter, TakeError, WhenFull};
+    use std::error::Error;
+    use std::io;
+
     // One tracked key at most, refusing new ones while it is busy: "hog"
     // is busy for a second.
     let keyed = AsyncKeyedLimiter::from(

@@ -29,12 +29,13 @@
 //! writer:
 //!
 //! ```
+//! # #[cfg(feature = "tokio")]
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use paceline::io::PacedReader;
 //! use paceline::tokio::AsyncLimiter;
 //! use paceline::Rate;
 //!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let limiter = AsyncLimiter::builder(Rate::per_second(1_000_000)) // 1 MB/s
 //!     .slack(4_095) // chunks of 4 KiB
 //!     .build()?;
@@ -48,6 +49,8 @@
 //! assert_eq!(start.elapsed(), std::time::Duration::from_millis(50));
 //! # Ok(())
 //! # }
+//! # #[cfg(not(feature = "tokio"))]
+//! # fn main() {}
 //! ```
 //!
 //! # Pay first, in chunks of one burst
@@ -139,6 +142,28 @@ pub use self::pay::{AsyncByteLimiter, Payment};
 pub use self::pay::{ByteLimiter, OnKey, PayError};
 pub use self::reader::PacedReader;
 pub use self::writer::PacedWriter;
+
+/// A pending payment, as a wrapper keeps it. The `Mutex` is never locked
+/// (the wrapper reaches the payment only through `&mut`, with `get_mut`):
+/// it is there so that a wrapper is `Sync` whenever what it wraps is,
+/// with or without the `tokio` feature (a future need not be `Sync`), and
+/// so the feature stays additive.
+#[cfg(feature = "tokio")]
+struct Pending(std::sync::Mutex<Payment>);
+
+#[cfg(feature = "tokio")]
+impl Pending {
+    fn new(payment: Payment) -> Pending {
+        Pending(std::sync::Mutex::new(payment))
+    }
+
+    fn get(&mut self) -> &mut Payment {
+        // Never poisoned: it is never locked.
+        self.0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// The most bytes one call moves: `len` (the caller's), at most one burst,
 /// and at least one byte when `len` is not zero (a limiter answering a burst

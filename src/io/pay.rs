@@ -186,6 +186,8 @@ impl<B: ByteLimiter + ?Sized> ByteLimiter for Arc<B> {
 /// | `AsyncRedisLimiter`, key `String` (features `redis`, `tokio`) | [`AsyncByteLimiter`] |
 ///
 /// ```
+/// # #[cfg(feature = "keyed")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use paceline::io::{OnKey, PacedWriter};
 /// use paceline::{KeyedLimiter, Rate};
 /// use std::io::Write;
@@ -196,7 +198,10 @@ impl<B: ByteLimiter + ?Sized> ByteLimiter for Arc<B> {
 ///     .build()?;
 /// let mut out = PacedWriter::new(Vec::new(), OnKey::new(&uploads, "tenant-a".to_string()));
 /// out.write_all(b"hello")?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "keyed"))]
+/// # fn main() {}
 /// ```
 #[derive(Clone, Debug)]
 pub struct OnKey<L, K> {

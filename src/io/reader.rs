@@ -40,7 +40,7 @@ pub struct PacedReader<R, L> {
     pub(super) held: Held,
     /// The payment for `held`, while it is pending (async only).
     #[cfg(feature = "tokio")]
-    pub(super) payment: Option<super::Payment>,
+    pub(super) payment: Option<super::Pending>,
 }
 
 /// Bytes read from the inner reader, not handed out yet: those whose
@@ -166,6 +166,11 @@ impl<R: Read, L: ByteLimiter> Read for PacedReader<R, L> {
     }
 }
 
+// Nothing is pinned in place inside (the async face polls the inner reader
+// through `Pin::new`, so it must be `Unpin`, and boxes its payment): `Unpin`
+// whatever the limiter, with or without the `tokio` feature.
+impl<R: Unpin, L> Unpin for PacedReader<R, L> {}
+
 impl<R: fmt::Debug, L: fmt::Debug> fmt::Debug for PacedReader<R, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("PacedReader");
@@ -187,11 +192,7 @@ mod asynchronous {
     use tokio::io::{AsyncRead, ReadBuf};
 
     use super::PacedReader;
-    use crate::io::{chunk, AsyncByteLimiter};
-
-    // Nothing is pinned in place inside: the inner reader is polled through
-    // `Pin::new` (so it must be `Unpin`) and the payment is boxed.
-    impl<R: Unpin, L> Unpin for PacedReader<R, L> {}
+    use crate::io::{chunk, AsyncByteLimiter, Pending};
 
     impl<R: AsyncRead + Unpin, L: AsyncByteLimiter> PacedReader<R, L> {
         /// Polls the payment for the held bytes (starting it if there is
@@ -199,8 +200,10 @@ mod asynchronous {
         fn poll_pay_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
             let bytes = self.held.len() as u64;
             let limiter = &self.limiter;
-            let payment = self.payment.get_or_insert_with(|| limiter.pay(bytes));
-            let paid = ready!(payment.as_mut().poll(cx));
+            let payment = self
+                .payment
+                .get_or_insert_with(|| Pending::new(limiter.pay(bytes)));
+            let paid = ready!(payment.get().as_mut().poll(cx));
             self.payment = None;
             self.held.paid = paid.is_ok();
             Poll::Ready(paid)

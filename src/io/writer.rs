@@ -45,7 +45,7 @@ pub struct PacedWriter<W, L> {
     pub(super) credit: u64,
     /// A pending payment and how many bytes it is for (async only).
     #[cfg(feature = "tokio")]
-    pub(super) payment: Option<(u64, super::Payment)>,
+    pub(super) payment: Option<(u64, super::Pending)>,
 }
 
 impl<W, L> PacedWriter<W, L> {
@@ -118,6 +118,11 @@ impl<W: Write, L: ByteLimiter> Write for PacedWriter<W, L> {
     }
 }
 
+// Nothing is pinned in place inside (the async face polls the inner writer
+// through `Pin::new`, so it must be `Unpin`, and boxes its payment): `Unpin`
+// whatever the limiter, with or without the `tokio` feature.
+impl<W: Unpin, L> Unpin for PacedWriter<W, L> {}
+
 impl<W: fmt::Debug, L: fmt::Debug> fmt::Debug for PacedWriter<W, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("PacedWriter");
@@ -139,11 +144,7 @@ mod asynchronous {
     use tokio::io::AsyncWrite;
 
     use super::PacedWriter;
-    use crate::io::{chunk, AsyncByteLimiter};
-
-    // Nothing is pinned in place inside: the inner writer is polled through
-    // `Pin::new` (so it must be `Unpin`) and the payment is boxed.
-    impl<W: Unpin, L> Unpin for PacedWriter<W, L> {}
+    use crate::io::{chunk, AsyncByteLimiter, Pending};
 
     impl<W: AsyncWrite + Unpin, L: AsyncByteLimiter> PacedWriter<W, L> {
         /// Makes sure some bytes are paid for: `Ready(Ok)` once `credit` is
@@ -162,11 +163,12 @@ mod asynchronous {
                         self.credit = bytes;
                         return Poll::Ready(Ok(()));
                     }
-                    let (_, payment) = self.payment.insert((bytes, self.limiter.pay(bytes)));
+                    let payment = Pending::new(self.limiter.pay(bytes));
+                    let (_, payment) = self.payment.insert((bytes, payment));
                     (bytes, payment)
                 }
             };
-            let paid = ready!(payment.as_mut().poll(cx));
+            let paid = ready!(payment.get().as_mut().poll(cx));
             self.payment = None;
             paid?;
             self.credit = bytes;
