@@ -295,3 +295,25 @@ async fn a_failed_async_payment_is_an_io_error_and_writes_nothing() {
     ));
     assert!(paced.get_ref().is_empty());
 }
+
+#[cfg(feature = "keyed")]
+#[tokio::test]
+async fn an_async_keyed_paced_writer_waits_without_counting_refusals() {
+    use paceline::io::OnKey;
+    use paceline::tokio::AsyncKeyedLimiter;
+    use paceline::KeyedLimiter;
+
+    // 1 MB/s per key, chunks of 1 000 bytes: 5 000 bytes wait 4 ms.
+    let keyed = AsyncKeyedLimiter::from(
+        KeyedLimiter::<String>::builder(Rate::per_second(1_000_000))
+            .slack(999)
+            .build()
+            .unwrap(),
+    );
+    let mut paced = PacedWriter::new(Vec::new(), OnKey::new(keyed.clone(), "up".to_string()));
+    let start = std::time::Instant::now();
+    paced.write_all(&[3; 5_000]).await.unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(4));
+    let stats = keyed.limiter().stats();
+    assert_eq!((stats.admitted, stats.refused), (5, 0));
+}

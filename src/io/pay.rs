@@ -437,9 +437,8 @@ mod asynchronous {
         fn burst(&self) -> u64 {
             burst_of(self.limiter.limiter().rate_for(&self.key).1)
         }
-        fn try_pay(&self, bytes: u64) -> bool {
-            self.limiter.try_take_n(&self.key, bytes).is_ok()
-        }
+        // No `try_pay`: a keyed limiter counts a refused try in its stats,
+        // and a chunk that waits is no refusal.
         fn pay(&self, bytes: u64) -> Payment {
             let (limiter, key) = (self.limiter.clone(), self.key.clone());
             Box::pin(async move {
