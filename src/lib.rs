@@ -32,6 +32,9 @@
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
+//! - [`io`]: [`PacedReader`](io::PacedReader) and
+//!   [`PacedWriter`](io::PacedWriter) pace the bytes of a `Read` / `Write`
+//!   (and, with `tokio`, an `AsyncRead` / `AsyncWrite`), one permit a byte.
 //! - `tokio` (feature `tokio`): the async faces, `AsyncLimiter` and
 //!   `AsyncKeyedLimiter` with `take().await` (each made from its blocking
 //!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
@@ -68,6 +71,7 @@
 mod builder;
 mod clock;
 mod error;
+pub mod io;
 #[cfg(feature = "keyed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
