@@ -89,8 +89,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A line's name, colour and points `(s, permits/s)`.
+type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+
 /// A line chart of rate over time, plain SVG.
-fn plot(series: &[(&str, &str, Vec<(f64, f64)>)], secs: f64) -> String {
+fn plot(series: &[Series<'_>], secs: f64) -> String {
     let (w, h, left, top, bottom) = (720.0, 360.0, 60.0, 30.0, 40.0);
     let ymax = 120.0;
     let x = |t: f64| left + t / secs * (w - left - 20.0);
