@@ -160,6 +160,10 @@ mod tests {
         assert_eq!(Slack::permits(7).permits_at_interval(1), 7);
         assert_eq!(Slack::time(Duration::MAX).permits_at_interval(1), u64::MAX);
         assert_eq!(Slack::NONE.permits_at_interval(1), 0);
+        let both = Slack::at_least(3, ms(4));
+        assert_eq!((both.min_permits(), both.min_time()), (3, ms(4)));
+        assert_eq!(Slack::from(7).min_time(), Duration::ZERO);
+        assert_eq!(Slack::from(ms(2)).min_permits(), 0);
     }
 
     #[test]

@@ -328,6 +328,19 @@ mod tests {
         assert!(step(after, ORIGIN, 10, p, w, Admit::Within(100 * ms)).is_ok());
     }
 
+    /// The sentinels keep the coldness they were given (a store starts them
+    /// cold; one made warm stays warm): no idle time is counted from them.
+    #[test]
+    fn sentinels_keep_their_coldness() {
+        let p = Params::new(1_000, 0).unwrap();
+        for tat in [FRESH, FULL] {
+            let warm = State { tat, cold: 0 };
+            let (_, next) = step(warm, ORIGIN + 5_000_000, 1, p, 100_000, Admit::Always).unwrap();
+            assert_eq!(next.cold, 0, "{tat}");
+            assert_eq!(next.tat, ORIGIN + 5_000_000 + 1_000, "one interval, warm");
+        }
+    }
+
     #[test]
     fn premium_is_the_trapezoid() {
         let w = 4 * S;
