@@ -1,0 +1,264 @@
+//! What paceline's Redis step costs the server, beside two other GCRA
+//! scripts, on one `redis-server` this program starts itself (a unix socket
+//! in a temporary directory; killed by pid at the end):
+//!
+//! ```text
+//! cargo run --release -p paceline-benches --features redis --example redis_cpu   # ~30 s
+//! ```
+//!
+//! - **server CPU per admitted call**: `usec_per_call` of `evalsha` in
+//!   `INFO commandstats` after `CONFIG RESETSTAT` (the time Redis spends in
+//!   the command, script included; not the round trip);
+//! - **throughput at 64 in flight**: calls/s on one connection, sending
+//!   pipelines of 64 `EVALSHA`s back to back (the same way for every script).
+//!
+//! The scripts: paceline's step as it is (`src/remote/redis/step.lua`), as
+//! it was before issue 15 (`benches/lua/step_before.lua`), go-redis/
+//! redis_rate's GCRA (`benches/lua/redis_rate.lua`), and a minimal
+//! TIME + GET + SET GCRA (`benches/lua/minimal_gcra.lua`). Each call is
+//! admitted (1 permit per µs, far faster than the calls come) and writes its
+//! key: paceline's `try_take`, and its blocking `take` for reference.
+//!
+//! A run is 5 rounds, each measuring every script once (~0.2 s each, in an
+//! order rotated each round) so that all of them see the same load; a run's
+//! figure is the median of its rounds. Three runs; the ratios are printed
+//! as the median of the three and their spread (min–max).
+
+use std::time::Instant;
+
+use redis::{Connection, Pipeline};
+
+#[path = "../../tests/support/redis_server.rs"]
+mod server;
+
+/// Calls in flight: one pipeline's length.
+const IN_FLIGHT: usize = 64;
+/// Pipelines per measurement (~0.2 s at 5 µs a call).
+const BATCHES: usize = 600;
+const ROUNDS: usize = 5;
+const RUNS: usize = 3;
+
+/// One script, with the arguments of an admitted call.
+struct Case {
+    name: &'static str,
+    code: &'static str,
+    args: &'static [&'static str],
+}
+
+/// paceline's wire format for 1 permit at 1 per µs, slack 10: lead 0,
+/// span 1 000 ns, tau 10 000 ns (as `src/remote/redis/script.rs` sends
+/// them; `take` with "" for max: every request admitted).
+const CASES: &[Case] = &[
+    Case {
+        name: "paceline try_take",
+        code: include_str!("../../src/remote/redis/step.lua"),
+        args: &["try", "0", "1000", "10000"],
+    },
+    Case {
+        name: "paceline take",
+        code: include_str!("../../src/remote/redis/step.lua"),
+        args: &["take", "0", "1000", "10000", ""],
+    },
+    // Before: op, lead, span, tau, max ("0": try_take), exceeds-burst flag,
+    // test clock ("").
+    Case {
+        name: "before try_take",
+        code: include_str!("../lua/step_before.lua"),
+        args: &["take", "0", "1000", "10000", "0", "0", ""],
+    },
+    // burst 10, 1 000 000 per 1 s, cost 1.
+    Case {
+        name: "redis_rate",
+        code: include_str!("../lua/redis_rate.lua"),
+        args: &["10", "1000000", "1", "1"],
+    },
+    // T = 1 µs, tau = 10 µs.
+    Case {
+        name: "minimal",
+        code: include_str!("../lua/minimal_gcra.lua"),
+        args: &["1", "10"],
+    },
+];
+
+/// One measurement: server µs per call, calls/s.
+#[derive(Clone, Copy)]
+struct Sample {
+    cpu_us: f64,
+    per_s: f64,
+}
+
+fn pipeline(sha: &str, key: &str, args: &[&str]) -> Pipeline {
+    let mut pipe = redis::pipe();
+    for _ in 0..IN_FLIGHT {
+        pipe.cmd("EVALSHA").arg(sha).arg(1).arg(key).arg(args);
+    }
+    pipe
+}
+
+fn usec_per_call(con: &mut Connection) -> f64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO");
+    stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split("usec_per_call=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .expect("usec_per_call of evalsha")
+}
+
+fn measure(con: &mut Connection, pipe: &Pipeline, key: &str) -> Sample {
+    let _: () = redis::cmd("DEL").arg(key).query(con).expect("DEL");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(con)
+        .expect("RESETSTAT");
+    let start = Instant::now();
+    for _ in 0..BATCHES {
+        let _: () = pipe.query(con).expect("pipeline");
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    Sample {
+        cpu_us: usec_per_call(con),
+        per_s: (BATCHES * IN_FLIGHT) as f64 / elapsed,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn spread(v: &[f64]) -> String {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    format!(
+        "{:.2} (min {:.2}, max {:.2})",
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1]
+    )
+}
+
+fn main() {
+    let server = server::RedisServer::start();
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut con = client.get_connection().expect("connection");
+    let pipes: Vec<Pipeline> = CASES
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(case.code)
+                .query(&mut con)
+                .expect("SCRIPT LOAD");
+            let key = format!("bench:{i}");
+            // Every call admitted: a grant's reply, twice (absent key, then
+            // the state the first one wrote).
+            for _ in 0..2 {
+                let reply: redis::Value = redis::cmd("EVALSHA")
+                    .arg(&sha)
+                    .arg(1)
+                    .arg(&key)
+                    .arg(case.args)
+                    .query(&mut con)
+                    .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                assert!(admitted(&reply), "{}: not admitted: {reply:?}", case.name);
+            }
+            pipeline(&sha, &key, case.args)
+        })
+        .collect();
+
+    // runs[r][case] = the run's median sample.
+    let mut runs: Vec<Vec<Sample>> = Vec::new();
+    for _ in 0..RUNS {
+        let mut rounds: Vec<Vec<Sample>> = vec![Vec::new(); CASES.len()];
+        for round in 0..ROUNDS {
+            for k in 0..CASES.len() {
+                let i = (k + round) % CASES.len();
+                let sample = measure(&mut con, &pipes[i], &format!("bench:{i}"));
+                rounds[i].push(sample);
+            }
+        }
+        runs.push(
+            rounds
+                .iter()
+                .map(|s| Sample {
+                    cpu_us: median(s.iter().map(|s| s.cpu_us).collect()),
+                    per_s: median(s.iter().map(|s| s.per_s).collect()),
+                })
+                .collect(),
+        );
+    }
+
+    println!(
+        "server CPU per admitted call (usec_per_call) and calls/s at {IN_FLIGHT} in flight, \
+         {RUNS} runs of {ROUNDS} interleaved rounds:"
+    );
+    println!("| script | µs per call | calls/s |");
+    println!("|---|---:|---:|");
+    for (i, case) in CASES.iter().enumerate() {
+        let cpu: Vec<f64> = runs.iter().map(|r| r[i].cpu_us).collect();
+        let per_s: Vec<f64> = runs.iter().map(|r| r[i].per_s / 1000.0).collect();
+        println!("| {} | {} | {}k |", case.name, spread(&cpu), spread(&per_s));
+    }
+    let index = |name: &str| CASES.iter().position(|c| c.name == name).unwrap();
+    let (after, take, before) = (
+        index("paceline try_take"),
+        index("paceline take"),
+        index("before try_take"),
+    );
+    let (rate, minimal) = (index("redis_rate"), index("minimal"));
+    let ratio = |a: usize, b: usize, f: fn(&Sample) -> f64| -> Vec<f64> {
+        runs.iter().map(|r| f(&r[a]) / f(&r[b])).collect()
+    };
+    let cpu = |s: &Sample| s.cpu_us;
+    let per_s = |s: &Sample| s.per_s;
+    println!();
+    println!("ratios, median of {RUNS} runs (min, max):");
+    for (label, v) in [
+        (
+            "paceline try_take / redis_rate, CPU",
+            ratio(after, rate, cpu),
+        ),
+        ("paceline take / redis_rate, CPU", ratio(take, rate, cpu)),
+        ("before / redis_rate, CPU", ratio(before, rate, cpu)),
+        ("paceline try_take / before, CPU", ratio(after, before, cpu)),
+        (
+            "paceline try_take / minimal, CPU",
+            ratio(after, minimal, cpu),
+        ),
+        (
+            "paceline try_take / minimal, calls/s",
+            ratio(after, minimal, per_s),
+        ),
+        (
+            "paceline take / minimal, calls/s",
+            ratio(take, minimal, per_s),
+        ),
+        ("before / minimal, calls/s", ratio(before, minimal, per_s)),
+    ] {
+        println!("  {label}: {}", spread(&v));
+    }
+    drop(con);
+    drop(server); // kills redis-server by its pid and removes its directory
+}
+
+/// Whether a script's reply says the call was admitted: paceline's `1` or
+/// `{1, ...}`, before's `{"1", ...}`, redis_rate's `{cost, ...}` with a
+/// cost of 1, the minimal script's `0`.
+fn admitted(reply: &redis::Value) -> bool {
+    use redis::Value;
+    match reply {
+        Value::Int(n) => *n == 1 || *n == 0,
+        Value::Array(items) => match items.first() {
+            Some(Value::Int(1)) => true,
+            Some(Value::BulkString(b)) => b.as_slice() == b"1",
+            _ => false,
+        },
+        _ => false,
+    }
+}
