@@ -64,13 +64,15 @@ local op = argv[1]
 
 -- The clock: the test's `now`, or TIME plus ORIGIN (2^62 = 4611686018 s
 -- and 427387904 ns).
-local at = 5
-if op == 'take' then
-  at = 6
-elseif op == 'peek' then
-  at = 2
-elseif op == 'give' then
-  at = 8
+local at = 5 -- "try"
+if op ~= 'try' then
+  if op == 'take' then
+    at = 6
+  elseif op == 'peek' then
+    at = 2
+  else
+    at = 8
+  end
 end
 local now_s, now_n = argv[at], argv[at + 1]
 local test = now_s ~= nil
@@ -142,14 +144,17 @@ if op == 'try' or op == 'take' then
     end
     return { 1, now_s, now_n, now_s, now_n }
   end
+  -- (A cost of 1 leads by "0": nothing to read.)
+  local lead_s, lead_n = 0, 0
   x = argv[2]
-  local lead_s, lead_n
-  if #x <= 15 then
-    x = x + 0
-    lead_n = x % B
-    lead_s = (x - lead_n) / B
-  else
-    lead_s, lead_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+  if x ~= '0' then
+    if #x <= 15 then
+      x = x + 0
+      lead_n = x % B
+      lead_s = (x - lead_n) / B
+    else
+      lead_s, lead_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+    end
   end
   x = argv[4]
   local tau_s, tau_n
@@ -241,7 +246,10 @@ if op == 'try' or op == 'take' then
   if rest_s < 0 then
     rest_s, rest_n = 0, 0
   end
-  local ttl = rest_s * 1000 + math.ceil(rest_n / 1000000) + 2
+  -- (rest_n / 10^6 rounded up, by % rather than a call: exact, as
+  -- rest_n + 999999 < 2^31.)
+  local ttl = rest_n + 999999
+  ttl = rest_s * 1000 + (ttl - ttl % 1000000) / 1000000 + 2
 
   -- The state stored, in decimal. Its leading digits are most often the
   -- old state's (the same second): those are reused, if written without
