@@ -75,10 +75,10 @@ fn breakdown(url: &str) {
     let empty = redis::Script::new("return 1");
     let step = redis::Script::new(include_str!("../src/remote/redis/step.lua"));
     let mut empty_call = empty.key("paceline:breakdown");
-    empty_call.arg("try").arg(0).arg(1).arg(0);
-    // As `try_take` asks it (src/remote/redis/script.rs): lead, span, tau.
+    empty_call.arg(1).arg(0);
+    // As `try_take` asks it (src/remote/redis/script.rs): span, tau.
     let mut step_call = step.key("paceline:breakdown");
-    step_call.arg("try").arg(0).arg(1).arg(0);
+    step_call.arg(1).arg(0);
     let _: redis::Value = step_call.invoke(&mut con).expect("step");
     let _: i64 = empty_call.invoke(&mut con).expect("empty script");
     let _: () = redis::cmd("CONFIG")

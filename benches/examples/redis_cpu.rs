@@ -45,19 +45,20 @@ struct Case {
     args: &'static [&'static str],
 }
 
-/// paceline's wire format for 1 permit at 1 per µs, slack 10: lead 0,
-/// span 1 000 ns, tau 10 000 ns (as `src/remote/redis/script.rs` sends
-/// them; `take` with "" for max: every request admitted).
+/// paceline's wire format for 1 permit at 1 per µs, slack 10, as
+/// `src/remote/redis/script.rs` sends it: span 1 000 ns and tau 10 000 ns
+/// (`try_take`: no operation named, no lead for a cost of 1); `take` adds
+/// the lead, 0, and "" for its longest wait (every request admitted).
 const CASES: &[Case] = &[
     Case {
         name: "paceline try_take",
         code: include_str!("../../src/remote/redis/step.lua"),
-        args: &["try", "0", "1000", "10000"],
+        args: &["1000", "10000"],
     },
     Case {
         name: "paceline take",
         code: include_str!("../../src/remote/redis/step.lua"),
-        args: &["take", "0", "1000", "10000", ""],
+        args: &["take", "1000", "10000", "0", ""],
     },
     // Before: op, lead, span, tau, max ("0": try_take), exceeds-burst flag,
     // test clock ("").
@@ -80,11 +81,13 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// One measurement: server µs per call, calls/s.
+/// One measurement: server µs per call, calls/s, and calls per second of
+/// the server's CPU time.
 #[derive(Clone, Copy)]
 struct Sample {
     cpu_us: f64,
     per_s: f64,
+    per_cpu_s: f64,
 }
 
 fn pipeline(sha: &str, key: &str, args: &[&str]) -> Pipeline {
@@ -109,20 +112,33 @@ fn usec_per_call(con: &mut Connection) -> f64 {
         .expect("usec_per_call of evalsha")
 }
 
+/// The server's CPU time so far, s (user + system, all its threads).
+fn server_cpu(con: &mut Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query(con).expect("INFO");
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum()
+}
+
 fn measure(con: &mut Connection, pipe: &Pipeline, key: &str) -> Sample {
     let _: () = redis::cmd("DEL").arg(key).query(con).expect("DEL");
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query(con)
         .expect("RESETSTAT");
+    let cpu = server_cpu(con);
     let start = Instant::now();
     for _ in 0..BATCHES {
         let _: () = pipe.query(con).expect("pipeline");
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu = server_cpu(con) - cpu;
+    let calls = (BATCHES * IN_FLIGHT) as f64;
     Sample {
         cpu_us: usec_per_call(con),
-        per_s: (BATCHES * IN_FLIGHT) as f64 / elapsed,
+        per_s: calls / elapsed,
+        per_cpu_s: calls / cpu,
     }
 }
 
@@ -189,6 +205,7 @@ fn main() {
                 .map(|s| Sample {
                     cpu_us: median(s.iter().map(|s| s.cpu_us).collect()),
                     per_s: median(s.iter().map(|s| s.per_s).collect()),
+                    per_cpu_s: median(s.iter().map(|s| s.per_cpu_s).collect()),
                 })
                 .collect(),
         );
@@ -198,12 +215,19 @@ fn main() {
         "server CPU per admitted call (usec_per_call) and calls/s at {IN_FLIGHT} in flight, \
          {RUNS} runs of {ROUNDS} interleaved rounds:"
     );
-    println!("| script | µs per call | calls/s |");
-    println!("|---|---:|---:|");
+    println!("| script | µs per call | calls/s | calls per server CPU s |");
+    println!("|---|---:|---:|---:|");
     for (i, case) in CASES.iter().enumerate() {
-        let cpu: Vec<f64> = runs.iter().map(|r| r[i].cpu_us).collect();
-        let per_s: Vec<f64> = runs.iter().map(|r| r[i].per_s / 1000.0).collect();
-        println!("| {} | {} | {}k |", case.name, spread(&cpu), spread(&per_s));
+        let column = |f: fn(&Sample) -> f64, scale: f64| {
+            spread(&runs.iter().map(|r| f(&r[i]) / scale).collect::<Vec<_>>())
+        };
+        println!(
+            "| {} | {} | {}k | {}k |",
+            case.name,
+            column(|s| s.cpu_us, 1.0),
+            column(|s| s.per_s, 1000.0),
+            column(|s| s.per_cpu_s, 1000.0),
+        );
     }
     let index = |name: &str| CASES.iter().position(|c| c.name == name).unwrap();
     let (after, take, before) = (
@@ -217,6 +241,7 @@ fn main() {
     };
     let cpu = |s: &Sample| s.cpu_us;
     let per_s = |s: &Sample| s.per_s;
+    let per_cpu_s = |s: &Sample| s.per_cpu_s;
     println!();
     println!("ratios, median of {RUNS} runs (min, max):");
     for (label, v) in [
@@ -240,6 +265,18 @@ fn main() {
             ratio(take, minimal, per_s),
         ),
         ("before / minimal, calls/s", ratio(before, minimal, per_s)),
+        (
+            "paceline try_take / minimal, calls per server CPU s",
+            ratio(after, minimal, per_cpu_s),
+        ),
+        (
+            "paceline take / minimal, calls per server CPU s",
+            ratio(take, minimal, per_cpu_s),
+        ),
+        (
+            "before / minimal, calls per server CPU s",
+            ratio(before, minimal, per_cpu_s),
+        ),
     ] {
         println!("  {label}: {}", spread(&v));
     }
