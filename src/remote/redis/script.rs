@@ -62,8 +62,9 @@ impl Wire {
         &self.prefix
     }
 
-    /// `EVALSHA <sha> 1 <prefix><key>`, with room for `args` more.
-    fn call(&self, key: &str, args: usize) -> Cmd {
+    /// `EVALSHA <sha> 1 <prefix><key>`, with room for `args` more, and the
+    /// script's "test" prefix when a test sets the clock (`now`).
+    fn call(&self, key: &str, args: usize, now: Option<u64>) -> Cmd {
         // Each argument costs its digits plus ~16 bytes of framing.
         let size = 64 + self.prefix.len() + key.len() + args * 36;
         let mut cmd = Cmd::with_capacity(4 + args, size);
@@ -74,25 +75,42 @@ impl Wire {
                 prefix: &self.prefix,
                 key,
             });
+        if let Some(now) = now {
+            cmd.arg("test");
+            pair(&mut cmd, now);
+        }
         cmd
     }
 
     /// The script call for a step: at the server's `TIME`, or at `now`
     /// (internal ns; tests only, and then the key is stored without expiry).
     pub(super) fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {
-        let mut cmd = self.call(key, 7);
+        let mut cmd = self.call(key, 8, now);
+        // A brief request is the script's "try", which goes unnamed (one
+        // argument less on the busiest call) unless a test names it.
+        match (request.brief, now) {
+            (true, None) => {}
+            (true, Some(_)) => {
+                cmd.arg("try");
+            }
+            (false, _) => {
+                cmd.arg("take");
+            }
+        }
         // Spans as one decimal each: the script splits them.
-        cmd.arg(if request.brief { "try" } else { "take" })
-            .arg(request.lead())
-            .arg(request.span)
-            .arg(request.params.tau());
-        if !request.brief {
+        cmd.arg(request.span).arg(request.params.tau());
+        let lead = request.lead();
+        if request.brief {
+            if lead != 0 {
+                cmd.arg(lead);
+            }
+        } else {
+            cmd.arg(lead);
             match request.admit {
                 Admit::Always => cmd.arg(""),
                 Admit::Within(max) => cmd.arg(max),
             };
         }
-        at(&mut cmd, now);
         cmd
     }
 
@@ -100,7 +118,7 @@ impl Wire {
     /// restored state's TTL.
     #[cfg(any(test, feature = "tokio"))]
     pub(super) fn give_back(&self, key: &str, tau: u64, undo: Undo, now: Option<u64>) -> Cmd {
-        let mut cmd = self.call(key, 9);
+        let mut cmd = self.call(key, 7, now);
         cmd.arg("give");
         pair(&mut cmd, tau);
         cmd.arg(undo.next);
@@ -113,15 +131,13 @@ impl Wire {
                 cmd.arg("").arg("").arg("");
             }
         }
-        at(&mut cmd, now);
         cmd
     }
 
     /// The script call that reads a key's state and the server's time.
     pub(super) fn peek(&self, key: &str, now: Option<u64>) -> Cmd {
-        let mut cmd = self.call(key, 3);
+        let mut cmd = self.call(key, 1, now);
         cmd.arg("peek");
-        at(&mut cmd, now);
         cmd
     }
 
@@ -165,13 +181,6 @@ fn no_script(e: &RedisError) -> bool {
 /// A time as a pair `(s, n)`.
 fn pair(cmd: &mut Cmd, ns: u64) {
     cmd.arg(ns / B).arg(ns % B);
-}
-
-/// The test clock, if any: the last pair of every call.
-fn at(cmd: &mut Cmd, now: Option<u64>) {
-    if let Some(now) = now {
-        pair(cmd, now);
-    }
 }
 
 /// The integers of a reply (at most 8, as the script never sends more),

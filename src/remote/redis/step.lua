@@ -4,19 +4,17 @@
 --
 -- ARGV, by operation. Spans (ns) are one decimal each; every other time is
 -- a pair of integers s, n for s * 10^9 + n, 0 <= n < 10^9 (see Arithmetic
--- below): "now (2)" is two arguments. Each operation takes a last pair
--- `now` (internal ns) in tests only: with it, TIME is not read, and the key
--- is stored without expiry (expiry runs on the real clock) while the reply
--- names the TTL it would have had.
+-- below): "tau (2)" is two arguments.
 --
---   "take", lead, span, tau, max [, now (2)]
---       lead = (cost - 1) * T, span = cost * T (0 for a cost of 0), tau =
---       slack * T, max = the longest wait admitted ("" admits every request)
---   "try", lead, span, tau [, now (2)]
---       a take admitted only now (max 0), for a caller that needs nothing
---       more than yes or no
---   "peek" [, now (2)]
---   "give", tau (2), next, prev, prev (2) [, now (2)]
+--   span, tau [, lead]
+--       "try" (the common call names no operation): a take admitted only
+--       now, for a caller that needs nothing more than yes or no. span =
+--       cost * T (0 for a cost of 0), tau = slack * T, lead = (cost - 1) *
+--       T (absent: 0)
+--   "take", span, tau, lead, max
+--       max = the longest wait admitted ("" admits every request)
+--   "peek"
+--   "give", tau (2), next, prev, prev (2)
 --       undoes one grant whose waiter was cancelled: `next` is the state it
 --       stored and `prev` the one it replaced, as decimal strings ("" when
 --       the key was absent, and then "", "" for its pair). Only while the
@@ -24,6 +22,10 @@
 --       back to `prev`, with `prev`'s time to rest as its TTL; otherwise
 --       nothing changes. x/time/rate's `Reservation.Cancel`, done where the
 --       state lives.
+--   "test", now (2), then one of the above with its name ("try" too)
+--       tests only: decides at `now` (internal ns) instead of TIME, stores
+--       the key without expiry (expiry runs on the real clock) and replies
+--       as "take" does, with the TTL the key would have had.
 --
 -- Replies, all integers:
 --   1                    "try": granted
@@ -60,24 +62,21 @@ local B = 1000000000
 local MAX_S, MAX_N = 18446744073, 709551615 -- 2^64 - 1
 local argv = ARGV
 local key = KEYS[1]
-local op = argv[1]
+
+-- The operation, and where its arguments start.
+local op, a = argv[1], 2
+local test = op == 'test'
+if test then
+  op, a = argv[4], 5
+elseif op ~= 'take' and op ~= 'peek' and op ~= 'give' then
+  op, a = 'try', 1
+end
 
 -- The clock: the test's `now`, or TIME plus ORIGIN (2^62 = 4611686018 s
 -- and 427387904 ns).
-local at = 5 -- "try"
-if op ~= 'try' then
-  if op == 'take' then
-    at = 6
-  elseif op == 'peek' then
-    at = 2
-  else
-    at = 8
-  end
-end
-local now_s, now_n = argv[at], argv[at + 1]
-local test = now_s ~= nil
+local now_s, now_n
 if test then
-  now_s, now_n = now_s + 0, now_n + 0
+  now_s, now_n = argv[2] + 0, argv[3] + 0
 else
   -- Redis < 5 refuses a write after TIME unless effects are replicated;
   -- from 5 on they are (and Redis 7, which names its version, need not be
@@ -126,7 +125,7 @@ if op == 'try' or op == 'take' then
   -- 2^53) a double holds one exactly, and `% B` splits it exactly (x / B is
   -- below 2^20, so it is never rounded up to the next integer); longer ones
   -- (11.6 days and more) are split as strings.
-  local x = argv[3]
+  local x = argv[a]
   local span_s, span_n
   if #x <= 15 then
     x = x + 0
@@ -144,10 +143,10 @@ if op == 'try' or op == 'take' then
     end
     return { 1, now_s, now_n, now_s, now_n }
   end
-  -- (A cost of 1 leads by "0": nothing to read.)
+  -- (A cost of 1 leads by 0: nothing to read, and "try" is not sent it.)
   local lead_s, lead_n = 0, 0
-  x = argv[2]
-  if x ~= '0' then
+  x = argv[a + 2]
+  if x and x ~= '0' then
     if #x <= 15 then
       x = x + 0
       lead_n = x % B
@@ -156,7 +155,7 @@ if op == 'try' or op == 'take' then
       lead_s, lead_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
     end
   end
-  x = argv[4]
+  x = argv[a + 1]
   local tau_s, tau_n
   if #x <= 15 then
     x = x + 0
@@ -201,10 +200,10 @@ if op == 'try' or op == 'take' then
   end
 
   -- Admitted only if the wait, slot - now, is at most max: 0 for "try",
-  -- ARGV[5] for "take" ("" admits every request).
+  -- the last argument for "take" ("" admits every request).
   x = '0'
   if op == 'take' then
-    x = argv[5]
+    x = argv[a + 3]
   end
   if x ~= '' then
     local wait_s, wait_n = slot_s - now_s, slot_n - now_n
@@ -285,13 +284,13 @@ if op == 'peek' then
 end
 
 -- "give"
-if raw ~= argv[4] then
+if raw ~= argv[a + 2] then
   return { 5, 0 }
 end
-local prev_s = argv[6]
+local prev_s = argv[a + 4]
 if prev_s ~= '' then
   -- The TTL of `prev`, as a take's above; none once it is at rest.
-  local rest_s, rest_n = prev_s + argv[2], argv[7] + argv[3]
+  local rest_s, rest_n = prev_s + argv[a], argv[a + 5] + argv[a + 1]
   if rest_n >= B then
     rest_s, rest_n = rest_s + 1, rest_n - B
   end
@@ -304,9 +303,9 @@ if prev_s ~= '' then
   end
   if rest_s >= 0 and (rest_s > 0 or rest_n > 0) then
     if test then
-      redis.call('SET', key, argv[5])
+      redis.call('SET', key, argv[a + 3])
     else
-      redis.call('SET', key, argv[5], 'PX', rest_s * 1000 + math.ceil(rest_n / 1000000) + 2)
+      redis.call('SET', key, argv[a + 3], 'PX', rest_s * 1000 + math.ceil(rest_n / 1000000) + 2)
     end
     return { 5, 1 }
   end
