@@ -3,8 +3,10 @@
 //! in a temporary directory; killed by pid at the end):
 //!
 //! ```text
-//! cargo run --release -p paceline-benches --features redis --example redis_cpu   # ~30 s
+//! cargo run --release -p paceline-benches --features redis --example redis_cpu   # ~35 s
 //! ```
+//!
+//! (`-- --quick`: a few seconds, to check that it runs; do not quote it.)
 //!
 //! - **server CPU per admitted call**: `usec_per_call` of `evalsha` in
 //!   `INFO commandstats` after `CONFIG RESETSTAT` (the time Redis spends in
@@ -33,10 +35,27 @@ mod server;
 
 /// Calls in flight: one pipeline's length.
 const IN_FLIGHT: usize = 64;
-/// Pipelines per measurement (~0.2 s at 5 µs a call).
-const BATCHES: usize = 600;
-const ROUNDS: usize = 5;
-const RUNS: usize = 3;
+
+/// How long it measures: pipelines per measurement (~0.2 s at 5 µs a
+/// call), rounds per run, runs.
+struct Size {
+    batches: usize,
+    rounds: usize,
+    runs: usize,
+}
+
+const FULL: Size = Size {
+    batches: 600,
+    rounds: 5,
+    runs: 3,
+};
+
+/// `--quick`: checks that it runs (scripts/perf.sh --quick); do not quote.
+const QUICK: Size = Size {
+    batches: 50,
+    rounds: 1,
+    runs: 3,
+};
 
 /// One script, with the arguments of an admitted call.
 struct Case {
@@ -121,7 +140,7 @@ fn server_cpu(con: &mut Connection) -> f64 {
         .sum()
 }
 
-fn measure(con: &mut Connection, pipe: &Pipeline, key: &str) -> Sample {
+fn measure(con: &mut Connection, pipe: &Pipeline, key: &str, batches: usize) -> Sample {
     let _: () = redis::cmd("DEL").arg(key).query(con).expect("DEL");
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -129,12 +148,12 @@ fn measure(con: &mut Connection, pipe: &Pipeline, key: &str) -> Sample {
         .expect("RESETSTAT");
     let cpu = server_cpu(con);
     let start = Instant::now();
-    for _ in 0..BATCHES {
+    for _ in 0..batches {
         let _: () = pipe.query(con).expect("pipeline");
     }
     let elapsed = start.elapsed().as_secs_f64();
     let cpu = server_cpu(con) - cpu;
-    let calls = (BATCHES * IN_FLIGHT) as f64;
+    let calls = (batches * IN_FLIGHT) as f64;
     Sample {
         cpu_us: usec_per_call(con),
         per_s: calls / elapsed,
@@ -159,6 +178,16 @@ fn spread(v: &[f64]) -> String {
 }
 
 fn main() {
+    let size = match std::env::args().nth(1).as_deref() {
+        None => FULL,
+        Some("--quick") => QUICK,
+        Some(other) => panic!("unknown argument {other:?} (only --quick)"),
+    };
+    let Size {
+        batches,
+        rounds,
+        runs: run_count,
+    } = size;
     let server = server::RedisServer::start();
     let client = redis::Client::open(server.url()).expect("client");
     let mut con = client.get_connection().expect("connection");
@@ -190,17 +219,18 @@ fn main() {
 
     // runs[r][case] = the run's median sample.
     let mut runs: Vec<Vec<Sample>> = Vec::new();
-    for _ in 0..RUNS {
-        let mut rounds: Vec<Vec<Sample>> = vec![Vec::new(); CASES.len()];
-        for round in 0..ROUNDS {
+    for _ in 0..run_count {
+        // samples[case] = its samples of this run, one per round.
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); CASES.len()];
+        for round in 0..rounds {
             for k in 0..CASES.len() {
                 let i = (k + round) % CASES.len();
-                let sample = measure(&mut con, &pipes[i], &format!("bench:{i}"));
-                rounds[i].push(sample);
+                let sample = measure(&mut con, &pipes[i], &format!("bench:{i}"), batches);
+                samples[i].push(sample);
             }
         }
         runs.push(
-            rounds
+            samples
                 .iter()
                 .map(|s| Sample {
                     cpu_us: median(s.iter().map(|s| s.cpu_us).collect()),
@@ -213,7 +243,7 @@ fn main() {
 
     println!(
         "server CPU per admitted call (usec_per_call) and calls/s at {IN_FLIGHT} in flight, \
-         {RUNS} runs of {ROUNDS} interleaved rounds:"
+         {run_count} runs of {rounds} interleaved rounds:"
     );
     println!("| script | µs per call | calls/s | calls per server CPU s |");
     println!("|---|---:|---:|---:|");
@@ -243,7 +273,7 @@ fn main() {
     let per_s = |s: &Sample| s.per_s;
     let per_cpu_s = |s: &Sample| s.per_cpu_s;
     println!();
-    println!("ratios, median of {RUNS} runs (min, max):");
+    println!("ratios, median of {run_count} runs (min, max):");
     for (label, v) in [
         (
             "paceline try_take / redis_rate, CPU",
