@@ -128,7 +128,8 @@ command, script included); *calls/s* is one connection sending pipelines
 of 64 back to back; *calls per server CPU s* divides the calls by the CPU
 time the server used meanwhile (`INFO cpu`): what one core of its own
 would sustain, which holds up when other work takes the server's core.
-Three runs of five interleaved rounds; median (min, max) of the runs.
+Three runs of nine interleaved rounds, a ratio taken within each round;
+median (min, max) of the runs.
 
 ```text
 {chr(10).join(cpu)}

@@ -21,10 +21,12 @@
 //! admitted (1 permit per µs, far faster than the calls come) and writes its
 //! key: paceline's `try_take`, and its blocking `take` for reference.
 //!
-//! A run is 5 rounds, each measuring every script once (~0.2 s each, in an
-//! order rotated each round) so that all of them see the same load; a run's
-//! figure is the median of its rounds. Three runs; the ratios are printed
-//! as the median of the three and their spread (min–max).
+//! A run is 9 rounds, each measuring every script once (~0.1 s each, in an
+//! order rotated each round) so that all of them see the same load. A run's
+//! figure for a script is the median of its rounds; its ratio of two
+//! scripts is the median of the ratios within each round (measured a moment
+//! apart, which holds up better on a busy machine). Three runs, printed as
+//! the median of the three and their spread (min, max).
 
 use std::time::Instant;
 
@@ -36,7 +38,7 @@ mod server;
 /// Calls in flight: one pipeline's length.
 const IN_FLIGHT: usize = 64;
 
-/// How long it measures: pipelines per measurement (~0.2 s at 5 µs a
+/// How long it measures: pipelines per measurement (~0.1 s at 5 µs a
 /// call), rounds per run, runs.
 struct Size {
     batches: usize,
@@ -45,8 +47,8 @@ struct Size {
 }
 
 const FULL: Size = Size {
-    batches: 600,
-    rounds: 5,
+    batches: 300,
+    rounds: 9,
     runs: 3,
 };
 
@@ -217,28 +219,19 @@ fn main() {
         })
         .collect();
 
-    // runs[r][case] = the run's median sample.
-    let mut runs: Vec<Vec<Sample>> = Vec::new();
+    // runs[run][round][case]
+    let mut runs: Vec<Vec<Vec<Sample>>> = Vec::new();
     for _ in 0..run_count {
-        // samples[case] = its samples of this run, one per round.
-        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); CASES.len()];
+        let mut run = Vec::new();
         for round in 0..rounds {
+            let mut samples = vec![None; CASES.len()];
             for k in 0..CASES.len() {
                 let i = (k + round) % CASES.len();
-                let sample = measure(&mut con, &pipes[i], &format!("bench:{i}"), batches);
-                samples[i].push(sample);
+                samples[i] = Some(measure(&mut con, &pipes[i], &format!("bench:{i}"), batches));
             }
+            run.push(samples.into_iter().map(Option::unwrap).collect());
         }
-        runs.push(
-            samples
-                .iter()
-                .map(|s| Sample {
-                    cpu_us: median(s.iter().map(|s| s.cpu_us).collect()),
-                    per_s: median(s.iter().map(|s| s.per_s).collect()),
-                    per_cpu_s: median(s.iter().map(|s| s.per_cpu_s).collect()),
-                })
-                .collect(),
-        );
+        runs.push(run);
     }
 
     println!(
@@ -248,8 +241,12 @@ fn main() {
     println!("| script | µs per call | calls/s | calls per server CPU s |");
     println!("|---|---:|---:|---:|");
     for (i, case) in CASES.iter().enumerate() {
+        // Each run's median over its rounds.
         let column = |f: fn(&Sample) -> f64, scale: f64| {
-            spread(&runs.iter().map(|r| f(&r[i]) / scale).collect::<Vec<_>>())
+            let per_run = runs
+                .iter()
+                .map(|run| median(run.iter().map(|round| f(&round[i]) / scale).collect()));
+            spread(&per_run.collect::<Vec<_>>())
         };
         println!(
             "| {} | {} | {}k | {}k |",
@@ -266,8 +263,18 @@ fn main() {
         index("before try_take"),
     );
     let (rate, minimal) = (index("redis_rate"), index("minimal"));
+    // A ratio within each round (the two measured close in time, under the
+    // same load), each run's median of them.
     let ratio = |a: usize, b: usize, f: fn(&Sample) -> f64| -> Vec<f64> {
-        runs.iter().map(|r| f(&r[a]) / f(&r[b])).collect()
+        runs.iter()
+            .map(|run| {
+                median(
+                    run.iter()
+                        .map(|round| f(&round[a]) / f(&round[b]))
+                        .collect(),
+                )
+            })
+            .collect()
     };
     let cpu = |s: &Sample| s.cpu_us;
     let per_s = |s: &Sample| s.per_s;
