@@ -201,10 +201,7 @@ if op == 'try' or op == 'take' then
 
   -- Admitted only if the wait, slot - now, is at most max: 0 for "try",
   -- the last argument for "take" ("" admits every request).
-  x = '0'
-  if op == 'take' then
-    x = argv[a + 3]
-  end
+  x = op == 'take' and argv[a + 3] -- false for "try"
   if x ~= '' then
     local wait_s, wait_n = slot_s - now_s, slot_n - now_n
     if wait_n < 0 then
@@ -212,13 +209,15 @@ if op == 'try' or op == 'take' then
     end
     -- (A slot in the past waits 0, which any max admits.)
     if wait_s >= 0 and (wait_s > 0 or wait_n > 0) then
-      local max_s, max_n
-      if #x <= 15 then
-        x = x + 0
-        max_n = x % B
-        max_s = (x - max_n) / B
-      else
-        max_s, max_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+      local max_s, max_n = 0, 0 -- "try"
+      if x then
+        if #x <= 15 then
+          x = x + 0
+          max_n = x % B
+          max_s = (x - max_n) / B
+        else
+          max_s, max_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+        end
       end
       if wait_s > max_s or (wait_s == max_s and wait_n > max_n) then
         return { 0, wait_s, wait_n }
