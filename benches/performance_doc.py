@@ -108,6 +108,32 @@ from `INFO commandstats`):
 ```text
 {chr(10).join(printed)}
 ```
+{redis_cpu_section(out_dir)}"""
+
+
+def redis_cpu_section(out_dir):
+    cpu = lines(os.path.join(out_dir, "redis_cpu.txt"))
+    if cpu is None:
+        return ""
+    return f"""
+### The step's cost on the server
+
+`cargo run --release -p paceline-benches --features redis --example
+redis_cpu`: paceline's step beside go-redis/redis_rate's GCRA script, a
+minimal TIME + GET + SET GCRA (`benches/lua/`), and paceline's step as it
+was before issue 15, on one `redis-server` the program starts itself,
+every call admitted and writing its key. *µs per call* is Redis's own
+`usec_per_call` for `EVALSHA` (`INFO commandstats`: the time in the
+command, script included); *calls/s* is one connection sending pipelines
+of 64 back to back; *calls per server CPU s* divides the calls by the CPU
+time the server used meanwhile (`INFO cpu`): what one core of its own
+would sustain, which holds up when other work takes the server's core.
+Three runs of nine interleaved rounds, a ratio taken within each round;
+median (min, max) of the runs.
+
+```text
+{chr(10).join(cpu)}
+```
 """
 
 

@@ -75,24 +75,11 @@ fn breakdown(url: &str) {
     let empty = redis::Script::new("return 1");
     let step = redis::Script::new(include_str!("../src/remote/redis/step.lua"));
     let mut empty_call = empty.key("paceline:breakdown");
-    empty_call
-        .arg("take")
-        .arg(0)
-        .arg(1)
-        .arg(0)
-        .arg(0)
-        .arg("0")
-        .arg("");
+    empty_call.arg(1).arg(0);
+    // As `try_take` asks it (src/remote/redis/script.rs): span, tau.
     let mut step_call = step.key("paceline:breakdown");
-    step_call
-        .arg("take")
-        .arg(0)
-        .arg(1)
-        .arg(0)
-        .arg(0)
-        .arg("0")
-        .arg("");
-    let _: Vec<String> = step_call.invoke(&mut con).expect("step");
+    step_call.arg(1).arg(0);
+    let _: redis::Value = step_call.invoke(&mut con).expect("step");
     let _: i64 = empty_call.invoke(&mut con).expect("empty script");
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -109,7 +96,7 @@ fn breakdown(url: &str) {
         .query(&mut con)
         .unwrap();
     let step = per_call(N, || {
-        let _: Vec<String> = step_call.invoke(&mut con).unwrap();
+        let _: redis::Value = step_call.invoke(&mut con).unwrap();
     });
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")

@@ -71,9 +71,12 @@ if command -v redis-server >/dev/null 2>&1; then
     echo "== redis bench" >&2
     cargo bench -p paceline-benches --features redis --bench redis -- \
         --save-baseline "${runs[0]}" "${crit[@]}" >"$out/redis.txt"
+    echo "== redis step's server CPU" >&2
+    cargo run -q --release -p paceline-benches --features redis --example redis_cpu -- \
+        $([ $quick = yes ] && echo --quick) >"$out/redis_cpu.txt"
 else
     echo "== redis bench skipped: no redis-server on PATH" >&2
-    rm -f "$out/redis.txt"
+    rm -f "$out/redis.txt" "$out/redis_cpu.txt"
 fi
 
 echo "== contention" >&2

@@ -142,11 +142,13 @@ impl<B> Core<B> {
             params: p,
             admit,
             exceeds_burst,
+            brief: false,
         })
     }
 
-    /// Turns a backend's answer into the caller's: `Some` when granted,
-    /// `None` when a failure was admitted by [`FailPolicy::Open`].
+    /// Turns a backend's answer into the caller's: `Some` when granted a
+    /// slot, `None` when admitted with no slot to wait for (a brief grant,
+    /// or a failure admitted by [`FailPolicy::Open`]).
     pub(crate) fn settle(
         &self,
         decision: Result<Decision, Error>,
@@ -154,6 +156,7 @@ impl<B> Core<B> {
     ) -> Result<Option<Granted>, Error> {
         match decision {
             Ok(Decision::Granted { slot, now, undo }) => Ok(Some(Granted { slot, now, undo })),
+            Ok(Decision::Admitted) => Ok(None),
             Ok(Decision::Denied(deny)) => Err(Error::Refused(TakeError::refused(
                 deny,
                 request.cost,
@@ -209,7 +212,9 @@ impl<B: Remote> Core<B> {
 
     /// Takes if the slot is now; never waits.
     pub(crate) fn try_take(&self, key: &str, cost: u64) -> Result<(), Error> {
-        self.decide(key, cost, Admit::Within(0)).map(drop)
+        let request = self.request(cost, Admit::Within(0))?.brief();
+        let decision = self.shared.backend.step(key, &request);
+        self.settle(decision, &request).map(drop)
     }
 
     /// `can_take`: fail-open answers `true`.
@@ -331,7 +336,7 @@ mod asynchronous {
 
         /// Takes if the slot is now; never waits.
         pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<(), Error> {
-            let request = self.request(cost, Admit::Within(0))?;
+            let request = self.request(cost, Admit::Within(0))?.brief();
             let decision = self.shared.backend.step(key, &request).await;
             self.settle(decision, &request).map(drop)
         }

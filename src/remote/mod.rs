@@ -82,9 +82,24 @@ pub(crate) struct Request {
     /// Whether a refusal is [`Deny::ExceedsBurst`] rather than a wait (known
     /// before the round trip: it depends only on the request).
     pub(crate) exceeds_burst: bool,
+    /// Whether the caller only needs to know that it was admitted now (a
+    /// `try_take`: admitted within 0, with no slot to wait for and nothing
+    /// to give back): the backend may then answer a grant with
+    /// [`Decision::Admitted`], which costs the server less to say.
+    pub(crate) brief: bool,
 }
 
 impl Request {
+    /// This request, asked briefly (see [`brief`](Self::brief)): for
+    /// `Admit::Within(0)` only.
+    pub(crate) fn brief(self) -> Request {
+        debug_assert_eq!(self.admit, Admit::Within(0));
+        Request {
+            brief: true,
+            ..self
+        }
+    }
+
     /// `(cost - 1) * T`, ns: how far after its base a request's slot is.
     pub(crate) fn lead(&self) -> u64 {
         self.span.saturating_sub(self.params.interval())
@@ -104,6 +119,9 @@ pub(crate) enum Decision {
         /// What undoes the grant, if it stored anything.
         undo: Option<Undo>,
     },
+    /// Admitted now, and nothing more said: the answer to a
+    /// [`brief`](Request::brief) request.
+    Admitted,
     /// Refused; nothing was stored.
     Denied(Deny),
 }

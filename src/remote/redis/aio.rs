@@ -16,7 +16,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, FromRedisValue, RedisResult, ScriptInvocation};
+use redis::{Client, Cmd, FromRedisValue, RedisResult};
 use tokio::sync::OnceCell;
 
 use super::conn::{classify, Target, BACKOFF_MAX, BACKOFF_MIN};
@@ -139,7 +139,7 @@ impl Conn {
     /// With `once`, a call a cluster client would retry after a connection
     /// error fails instead: a give-back must not run twice. (A single
     /// server's connection never resends a call.)
-    async fn query<T: FromRedisValue>(&self, call: Call<'_, '_>, once: bool) -> RedisResult<T> {
+    async fn query<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> RedisResult<T> {
         match self {
             Conn::Single {
                 client,
@@ -175,18 +175,20 @@ impl Conn {
 
 /// What [`Conn::query`] sends.
 #[derive(Clone, Copy)]
-enum Call<'a, 'b> {
-    Script(&'a ScriptInvocation<'b>),
+enum Call<'a> {
+    /// A script call and the wire that made it (which loads the script
+    /// after a `NOSCRIPT`).
+    Script(&'a Wire, &'a Cmd),
     Cmd(&'a Cmd),
 }
 
-impl Call<'_, '_> {
+impl Call<'_> {
     async fn send<T: FromRedisValue>(
         self,
         conn: &mut (impl redis::aio::ConnectionLike + Send),
     ) -> RedisResult<T> {
         match self {
-            Call::Script(call) => call.invoke_async(conn).await,
+            Call::Script(wire, cmd) => wire.invoke_async(cmd, conn).await,
             Call::Cmd(cmd) => cmd.query_async(conn).await,
         }
     }
@@ -194,20 +196,16 @@ impl Call<'_, '_> {
 
 impl Async {
     /// Sends a call and waits for its reply within the budget.
-    async fn run<T: FromRedisValue>(&self, call: Call<'_, '_>) -> Result<T, Error> {
+    async fn run<T: FromRedisValue>(&self, call: Call<'_>) -> Result<T, Error> {
         self.run_with(call, false).await
     }
 
     /// [`run`](Self::run), never retried (see [`Conn::query`]).
-    async fn run_once<T: FromRedisValue>(&self, call: Call<'_, '_>) -> Result<T, Error> {
+    async fn run_once<T: FromRedisValue>(&self, call: Call<'_>) -> Result<T, Error> {
         self.run_with(call, true).await
     }
 
-    async fn run_with<T: FromRedisValue>(
-        &self,
-        call: Call<'_, '_>,
-        once: bool,
-    ) -> Result<T, Error> {
+    async fn run_with<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> Result<T, Error> {
         match tokio::time::timeout(self.budget, self.conn.query(call, once)).await {
             Err(_) => Err(Error::Timeout),
             Ok(Ok(reply)) => Ok(reply),
@@ -219,13 +217,13 @@ impl Async {
 impl AsyncRemote for Async {
     async fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
         let call = self.wire.step(key, request, None);
-        let reply: Vec<String> = self.run(Call::Script(&call)).await?;
-        script::decision(&reply).map(|(decision, _ttl)| decision)
+        let reply: redis::Value = self.run(Call::Script(&self.wire, &call)).await?;
+        script::decision(&reply, request, false).map(|(decision, _ttl)| decision)
     }
 
     async fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
         let call = self.wire.peek(key, None);
-        let reply: Vec<String> = self.run(Call::Script(&call)).await?;
+        let reply: redis::Value = self.run(Call::Script(&self.wire, &call)).await?;
         script::peeked(&reply)
     }
 
@@ -233,7 +231,7 @@ impl AsyncRemote for Async {
         let call = self.wire.give_back(key, tau, undo, None);
         // Never retried: run twice, a give-back could erase a booking made
         // in between from the state the first run restored.
-        let reply: Vec<String> = self.run_once(Call::Script(&call)).await?;
+        let reply: redis::Value = self.run_once(Call::Script(&self.wire, &call)).await?;
         script::given_back(&reply)
     }
 }

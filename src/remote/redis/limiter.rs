@@ -30,8 +30,8 @@ impl Blocking {
         now: Option<u64>,
     ) -> Result<(Decision, u64), Error> {
         let call = self.wire.step(key, request, now);
-        let reply: Vec<String> = self.pool.run(|c| call.invoke(c))?;
-        script::decision(&reply)
+        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
+        script::decision(&reply, request, now.is_some())
     }
 
     /// Undoes a grant at `now` (tests only: the async limiter's give-back
@@ -45,14 +45,14 @@ impl Blocking {
         now: u64,
     ) -> Result<bool, Error> {
         let call = self.wire.give_back(key, tau, undo, Some(now));
-        let reply: Vec<String> = self.pool.run(|c| call.invoke(c))?;
+        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
         script::given_back(&reply)
     }
 
     /// Reads `key`'s state and the server's time (or `now`, in tests).
     pub(super) fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
         let call = self.wire.peek(key, now);
-        let reply: Vec<String> = self.pool.run(|c| call.invoke(c))?;
+        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
         script::peeked(&reply)
     }
 }

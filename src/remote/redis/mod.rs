@@ -46,7 +46,7 @@
 //! Lua numbers are doubles, exact only to 2^53, while internal times reach
 //! 2^62 and saturate at 2^64 - 1. The script therefore keeps every time as a
 //! pair (seconds, nanoseconds) of exact doubles, adds and subtracts them with
-//! carries, and exchanges decimal strings with the client; the products
+//! carries, and answers with such pairs as integers; the products
 //! `cost * T` and `slack * T` are computed (and checked) in Rust. See
 //! `step.lua`.
 //!

@@ -1,8 +1,19 @@
 //! The wire format: the arguments `step.lua` takes and the replies it gives,
 //! for the blocking and the async limiter alike. The script's own header
 //! documents both ends.
+//!
+//! A call is one `EVALSHA` built straight into one [`Cmd`]: the key (prefix
+//! and name) and every number are written into its buffer, with no string
+//! of their own. Times and spans under 2^53 ns cross as one decimal, larger
+//! ones (and every reply) as pairs `(s, n)` of `s * 10^9 + n`, which the
+//! script's doubles hold exactly.
 
-use ::redis::{RedisError, Script, ScriptInvocation};
+use std::io::Write;
+
+use ::redis::{
+    Cmd, ConnectionLike, FromRedisValue, RedisError, RedisResult, RedisWrite, Script, ToRedisArgs,
+    Value,
+};
 
 use crate::remote::{Decision, Error, Request, Undo};
 use crate::schedule::{Admit, Deny};
@@ -10,10 +21,32 @@ use crate::schedule::{Admit, Deny};
 /// The step, as Redis runs it.
 pub(super) const STEP_LUA: &str = include_str!("step.lua");
 
+/// The split of the script's pairs: `s * B + n`.
+const B: u64 = 1_000_000_000;
+
 /// The script and the prefix: what turns a call into an `EVALSHA`.
 pub(super) struct Wire {
     script: Script,
     prefix: String,
+}
+
+/// A key as Redis names it: the prefix, then the caller's key, written into
+/// the command as one argument.
+struct FullKey<'a> {
+    prefix: &'a str,
+    key: &'a str,
+}
+
+impl ToRedisArgs for FullKey<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + RedisWrite,
+    {
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's buffer cannot fail.
+        let _ = arg.write_all(self.prefix.as_bytes());
+        let _ = arg.write_all(self.key.as_bytes());
+    }
 }
 
 impl Wire {
@@ -29,152 +62,244 @@ impl Wire {
         &self.prefix
     }
 
-    /// The Redis key of `key`.
-    fn full_key(&self, key: &str) -> String {
-        let mut full = String::with_capacity(self.prefix.len() + key.len());
-        full.push_str(&self.prefix);
-        full.push_str(key);
-        full
+    /// `EVALSHA <sha> 1 <prefix><key>`, with room for `args` more, and the
+    /// script's "test" prefix when a test sets the clock (`now`).
+    fn call(&self, key: &str, args: usize, now: Option<u64>) -> Cmd {
+        // Each argument costs its digits plus ~16 bytes of framing.
+        let size = 64 + self.prefix.len() + key.len() + args * 36;
+        let mut cmd = Cmd::with_capacity(4 + args, size);
+        cmd.arg("EVALSHA")
+            .arg(self.script.get_hash())
+            .arg(1)
+            .arg(FullKey {
+                prefix: &self.prefix,
+                key,
+            });
+        if let Some(now) = now {
+            cmd.arg("test");
+            pair(&mut cmd, now);
+        }
+        cmd
     }
 
     /// The script call for a step: at the server's `TIME`, or at `now`
     /// (internal ns; tests only, and then the key is stored without expiry).
-    pub(super) fn step(
-        &self,
-        key: &str,
-        request: &Request,
-        now: Option<u64>,
-    ) -> ScriptInvocation<'_> {
-        let max = match request.admit {
-            Admit::Always => String::new(),
-            Admit::Within(max) => max.to_string(),
-        };
-        let mut call = self.script.key(self.full_key(key));
-        call.arg("take")
-            .arg(request.lead())
-            .arg(request.span)
-            .arg(request.params.tau())
-            .arg(max)
-            .arg(if request.exceeds_burst { "1" } else { "0" })
-            .arg(now.map(|n| n.to_string()).unwrap_or_default());
-        call
+    pub(super) fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {
+        let mut cmd = self.call(key, 8, now);
+        // A brief request is the script's "try", which goes unnamed (one
+        // argument less on the busiest call) unless a test names it.
+        match (request.brief, now) {
+            (true, None) => {}
+            (true, Some(_)) => {
+                cmd.arg("try");
+            }
+            (false, _) => {
+                cmd.arg("take");
+            }
+        }
+        // Spans as one decimal each: the script splits them.
+        cmd.arg(request.span).arg(request.params.tau());
+        let lead = request.lead();
+        if request.brief {
+            if lead != 0 {
+                cmd.arg(lead);
+            }
+        } else {
+            cmd.arg(lead);
+            match request.admit {
+                Admit::Always => cmd.arg(""),
+                Admit::Within(max) => cmd.arg(max),
+            };
+        }
+        cmd
     }
 
     /// The script call that undoes a grant (see [`Undo`]): `tau` sets the
     /// restored state's TTL.
     #[cfg(any(test, feature = "tokio"))]
-    pub(super) fn give_back(
-        &self,
-        key: &str,
-        tau: u64,
-        undo: Undo,
-        now: Option<u64>,
-    ) -> ScriptInvocation<'_> {
-        let mut call = self.script.key(self.full_key(key));
-        call.arg("give")
-            .arg(0)
-            .arg(0)
-            .arg(tau)
-            .arg(undo.next)
-            .arg(undo.prev.map(|p| p.to_string()).unwrap_or_default())
-            .arg(now.map(|n| n.to_string()).unwrap_or_default());
-        call
+    pub(super) fn give_back(&self, key: &str, tau: u64, undo: Undo, now: Option<u64>) -> Cmd {
+        let mut cmd = self.call(key, 7, now);
+        cmd.arg("give");
+        pair(&mut cmd, tau);
+        cmd.arg(undo.next);
+        match undo.prev {
+            Some(prev) => {
+                cmd.arg(prev);
+                pair(&mut cmd, prev);
+            }
+            None => {
+                cmd.arg("").arg("").arg("");
+            }
+        }
+        cmd
     }
 
     /// The script call that reads a key's state and the server's time.
-    pub(super) fn peek(&self, key: &str, now: Option<u64>) -> ScriptInvocation<'_> {
-        let mut call = self.script.key(self.full_key(key));
-        call.arg("peek")
-            .arg(0)
-            .arg(0)
-            .arg(0)
-            .arg("")
-            .arg("0")
-            .arg(now.map(|n| n.to_string()).unwrap_or_default());
-        call
+    pub(super) fn peek(&self, key: &str, now: Option<u64>) -> Cmd {
+        let mut cmd = self.call(key, 1, now);
+        cmd.arg("peek");
+        cmd
+    }
+
+    /// Sends `cmd` (made by this wire); after a `NOSCRIPT` (a server that
+    /// restarted, a `SCRIPT FLUSH`), loads the script and sends it again.
+    pub(super) fn invoke<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        con: &mut dyn ConnectionLike,
+    ) -> RedisResult<T> {
+        match cmd.query(con) {
+            Err(e) if no_script(&e) => {
+                self.script.load(con)?;
+                cmd.query(con)
+            }
+            reply => reply,
+        }
+    }
+
+    /// [`invoke`](Self::invoke), async.
+    #[cfg(feature = "tokio")]
+    pub(super) async fn invoke_async<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        con: &mut (impl ::redis::aio::ConnectionLike + Send),
+    ) -> RedisResult<T> {
+        match cmd.query_async(con).await {
+            Err(e) if no_script(&e) => {
+                self.script.load_async(con).await?;
+                cmd.query_async(con).await
+            }
+            reply => reply,
+        }
     }
 }
 
-/// The script's reply to a step: the decision, and for a grant the TTL the
-/// key was given, ms (0 for a refusal).
-pub(super) fn decision(reply: &[String]) -> Result<(Decision, u64), Error> {
-    let num = |i: usize| -> Result<u64, Error> {
-        reply
-            .get(i)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad_reply(reply))
-    };
-    let denied = |deny| Ok((Decision::Denied(deny), 0));
-    match reply.first().map(String::as_str) {
-        Some("1") => {
-            // `prev` ("" when the key was absent) and `next`: absent for a
-            // cost of 0, which stored nothing.
-            let undo = match (reply.get(4), reply.get(5)) {
-                (Some(prev), Some(_)) => Some(Undo {
-                    prev: if prev.is_empty() { None } else { Some(num(4)?) },
-                    next: num(5)?,
-                }),
-                _ => None,
-            };
-            Ok((
-                Decision::Granted {
-                    slot: num(1)?,
-                    now: num(2)?,
-                    undo,
-                },
-                num(3)?,
-            ))
+fn no_script(e: &RedisError) -> bool {
+    e.code() == Some("NOSCRIPT")
+}
+
+/// A time as a pair `(s, n)`.
+fn pair(cmd: &mut Cmd, ns: u64) {
+    cmd.arg(ns / B).arg(ns % B);
+}
+
+/// The integers of a reply (at most 8, as the script never sends more),
+/// or `None` for any other shape.
+fn ints(reply: &Value) -> Option<([u64; 8], usize)> {
+    let mut out = [0; 8];
+    match reply {
+        Value::Int(n) => {
+            out[0] = u64::try_from(*n).ok()?;
+            Some((out, 1))
         }
-        Some("0") => denied(Deny::Wait(num(1)?)),
-        Some("2") => denied(Deny::ExceedsBurst),
-        Some("4") => denied(Deny::Saturated),
-        _ => Err(bad_reply(reply)),
+        Value::Array(items) if items.len() <= out.len() => {
+            for (slot, item) in out.iter_mut().zip(items) {
+                match item {
+                    Value::Int(n) => *slot = u64::try_from(*n).ok()?,
+                    _ => return None,
+                }
+            }
+            Some((out, items.len()))
+        }
+        _ => None,
     }
+}
+
+/// The time the pair at `i` names, if a well-formed one.
+fn joined(ints: &[u64], i: usize) -> Option<u64> {
+    match (ints.get(i), ints.get(i + 1)) {
+        (Some(&s), Some(&n)) if n < B => s.checked_mul(B)?.checked_add(n),
+        _ => None,
+    }
+}
+
+/// The script's reply to `request`: the decision, and for a grant made at
+/// a test clock (`tested`) the TTL the key would have had, ms (else 0).
+pub(super) fn decision(
+    reply: &Value,
+    request: &Request,
+    tested: bool,
+) -> Result<(Decision, u64), Error> {
+    let parsed = ints(reply).and_then(|(ints, len)| {
+        let ints = &ints[..len];
+        Some(match ints {
+            [1] => (Decision::Admitted, 0),
+            [1, ..] => {
+                let (slot, now) = (joined(ints, 1)?, joined(ints, 3)?);
+                let (ttl, rest) = if tested {
+                    (*ints.get(5)?, &ints[6..])
+                } else {
+                    (0, &ints[5..])
+                };
+                let prev = match rest {
+                    [] => None,
+                    [_, _] => Some(joined(rest, 0)?),
+                    _ => return None,
+                };
+                // A cost of 0 stored nothing; any other grant stored the
+                // state one interval after its slot.
+                let undo = match request.cost {
+                    0 => None,
+                    _ => Some(Undo {
+                        prev,
+                        next: slot.checked_add(request.params.interval())?,
+                    }),
+                };
+                (Decision::Granted { slot, now, undo }, ttl)
+            }
+            [0, ..] if ints.len() == 3 => {
+                let deny = if request.exceeds_burst {
+                    Deny::ExceedsBurst
+                } else {
+                    Deny::Wait(joined(ints, 1)?)
+                };
+                (Decision::Denied(deny), 0)
+            }
+            [4] => (Decision::Denied(Deny::Saturated), 0),
+            _ => return None,
+        })
+    });
+    parsed.ok_or_else(|| bad_reply(reply))
 }
 
 /// The script's reply to a give-back: whether the grant was undone.
 #[cfg(any(test, feature = "tokio"))]
-pub(super) fn given_back(reply: &[String]) -> Result<bool, Error> {
-    match (
-        reply.first().map(String::as_str),
-        reply.get(1).map(String::as_str),
-    ) {
-        (Some("5"), Some("1")) => Ok(true),
-        (Some("5"), Some("0")) => Ok(false),
+pub(super) fn given_back(reply: &Value) -> Result<bool, Error> {
+    match ints(reply) {
+        Some(([5, 1, ..], 2)) => Ok(true),
+        Some(([5, 0, ..], 2)) => Ok(false),
         _ => Err(bad_reply(reply)),
     }
 }
 
 /// The script's reply to a peek: `(tat, now)`.
-pub(super) fn peeked(reply: &[String]) -> Result<(u64, u64), Error> {
-    match (
-        reply.first().map(String::as_str),
-        reply.get(1),
-        reply.get(2),
-    ) {
-        (Some("3"), Some(tat), Some(now)) => match (tat.parse(), now.parse()) {
-            (Ok(tat), Ok(now)) => Ok((tat, now)),
-            _ => Err(bad_reply(reply)),
-        },
-        _ => Err(bad_reply(reply)),
-    }
+pub(super) fn peeked(reply: &Value) -> Result<(u64, u64), Error> {
+    let parsed = ints(reply).and_then(|(ints, len)| match &ints[..len] {
+        [3, _, _, _, _] => Some((joined(&ints, 1)?, joined(&ints, 3)?)),
+        _ => None,
+    });
+    parsed.ok_or_else(|| bad_reply(reply))
 }
 
-fn bad_reply(reply: &[String]) -> Error {
-    // At most the first few fields: a reply is small unless something is
-    // badly wrong, and an error message should stay readable.
-    let shown: Vec<&str> = reply
-        .iter()
-        .take(4)
-        .map(|s| {
-            s.char_indices()
-                .nth(40)
-                .map_or(s.as_str(), |(i, _)| &s[..i])
-        })
-        .collect();
+fn bad_reply(reply: &Value) -> Error {
+    // At most the first few elements, each cut short: a reply is small
+    // unless something is badly wrong, and an error message should stay
+    // readable.
+    let shown: Vec<String> = match reply {
+        Value::Array(items) => items.iter().take(8).map(short).collect(),
+        other => vec![short(other)],
+    };
     Error::Script(std::sync::Arc::new(RedisError::from((
         ::redis::ErrorKind::Parse,
         "unexpected reply from paceline's step script",
         format!("{shown:?}"),
     ))))
+}
+
+fn short(value: &Value) -> String {
+    let s = format!("{value:?}");
+    match s.char_indices().nth(40) {
+        Some((i, _)) => s[..i].to_owned(),
+        None => s,
+    }
 }

@@ -1,141 +1,116 @@
 -- paceline's step (src/schedule.rs), run atomically inside Redis.
 --
--- KEYS[1]  the bucket: `tat` as a decimal u64 string; absent means at rest
--- ARGV[1]  "take" (store the grant), "peek" (store nothing, return tat) or
---          "give" (undo a grant whose waiter was cancelled; see below)
--- ARGV[2]  lead = (cost - 1) * T, ns
--- ARGV[3]  span = cost * T, ns ("0" for a cost of 0)
--- ARGV[4]  tau  = slack * T, ns
--- ARGV[5]  the longest wait admitted, ns; "" admits every request
--- ARGV[6]  "1" when a refusal is ExceedsBurst (the client knows: the cost
---          does not fit within ARGV[5] even at rest), else "0"
--- ARGV[7]  now, internal ns, for tests; "" reads the server's TIME.
---          With it, the key is stored without expiry (expiry runs on the
---          real clock) and the TTL it would have had is returned instead.
+-- KEYS[1]  the bucket: `tat` as a decimal u64 string; absent means at rest.
 --
--- Replies (all strings): {"1", slot, now, ttl_ms, prev, next} granted, where
--- `prev` is the state the grant replaced ("" when the key was absent) and
--- `next` the state it stored (both absent for a cost of 0, which stores
--- nothing); {"0", wait} refused, retry after `wait` ns; {"2"} refused,
--- exceeds the burst; {"3", tat, now} for a peek; {"4"} refused, saturated;
--- {"5", "1"} given back, {"5", "0"} not (someone took since, or the key
--- expired).
+-- ARGV, by operation. Spans (ns) are one decimal each; every other time is
+-- a pair of integers s, n for s * 10^9 + n, 0 <= n < 10^9 (see Arithmetic
+-- below): "tau (2)" is two arguments.
 --
--- "give" undoes one grant: ARGV[4] is tau, ARGV[5] the grant's `next` and
--- ARGV[6] its `prev`. Only while the key still holds `next` exactly (no one
--- has taken since) is it put back to `prev`, with `prev`'s time to rest as
--- its TTL; otherwise nothing changes. x/time/rate's `Reservation.Cancel`,
--- done where the state lives.
+--   span, tau [, lead]
+--       "try" (the common call names no operation): a take admitted only
+--       now, for a caller that needs nothing more than yes or no. span =
+--       cost * T (0 for a cost of 0), tau = slack * T, lead = (cost - 1) *
+--       T (absent: 0)
+--   "take", span, tau, lead, max
+--       max = the longest wait admitted ("" admits every request)
+--   "peek"
+--   "give", tau (2), next, prev, prev (2)
+--       undoes one grant whose waiter was cancelled: `next` is the state it
+--       stored and `prev` the one it replaced, as decimal strings ("" when
+--       the key was absent, and then "", "" for its pair). Only while the
+--       key still holds `next` exactly (no one has taken since) is it put
+--       back to `prev`, with `prev`'s time to rest as its TTL; otherwise
+--       nothing changes. x/time/rate's `Reservation.Cancel`, done where the
+--       state lives.
+--   "test", now (2), then one of the above with its name ("try" too)
+--       tests only: decides at `now` (internal ns) instead of TIME, stores
+--       the key without expiry (expiry runs on the real clock) and replies
+--       as "take" does, with the TTL the key would have had.
+--
+-- Replies, all integers:
+--   1                    "try": granted
+--   {1, slot (2), now (2) [, ttl_ms] [, prev (2)]}
+--                        "take" (and "try" in tests): granted; `ttl_ms` in
+--                        tests only; `prev` is the state the grant replaced,
+--                        absent when the key was (and for a cost of 0, which
+--                        stores nothing). The state stored is slot + T,
+--                        which the client knows.
+--   {0, wait (2)}        refused, retry after `wait` ns (the client knows
+--                        when that is ExceedsBurst instead)
+--   {4}                  refused, saturated (past MAX_TAT)
+--   {3, tat (2), now (2)}  a peek
+--   {5, 1} / {5, 0}      given back / not (someone took since, or the key
+--                        expired)
 --
 -- Arithmetic. Times are u64 ns with ORIGIN = 2^62 added (about 2^62.4 today)
 -- and saturate at 2^64 - 1, but a Lua 5.1 number is a double, exact only up
--- to 2^53. So every time is a pair {s, n} = s * 10^9 + n with 0 <= n < 10^9:
--- s stays below 1.9 * 10^10 and n below 10^9, so every sum and difference of
--- two parts is an exact double, and a carry or borrow moves 10^9 between them.
--- The decimal strings Redis carries split into pairs at their ninth digit
--- from the right, and pairs print back with the low part zero-padded, so the
--- state and every argument cross the boundary exactly. Only add, subtract and
+-- to 2^53. So every time is a pair as above: s stays below 1.9 * 10^10 and n
+-- below 10^9, so every sum and difference of two parts is an exact double,
+-- and a carry or borrow moves 10^9 between them. Only add, subtract and
 -- compare are needed: the products (cost * T, slack * T) are the client's.
+--
+-- Cost. The step runs on every call, on the server's one thread, so it is
+-- written for the Lua VM (measured: benches/examples/redis_cpu.rs): no
+-- helper functions (a script's body runs afresh on every call, and would
+-- build each closure again); numbers from strings by arithmetic (`x + 0`)
+-- rather than calls, and from as few strings as can carry them; integer
+-- replies (a number formatted in Lua costs more than the rest of the
+-- arithmetic together), and only what the caller needs; one string built
+-- per call, the state stored.
 
 local B = 1000000000
 local MAX_S, MAX_N = 18446744073, 709551615 -- 2^64 - 1
--- schedule::MAX_TAT: the largest state the step stores (slots saturate at
--- 2^64 - 1, the state 2^16 ns below it).
-local TAT_S, TAT_N = 18446744073, 709486079
-local ORIGIN_S, ORIGIN_N = 4611686018, 427387904 -- 2^62
--- Extra TTL over the exact time to rest: Redis expires keys on a millisecond
--- clock sampled when the script starts, up to 1 ms behind TIME. A key that
--- lives a little longer still decides exactly; one that vanished early would
--- not.
-local TTL_MARGIN_MS = 2
-
--- A pair travels as two values (multiple returns), not a table: no garbage,
--- which is most of what a call costs beyond its round trip.
-
-local function parse(x)
-  local len = string.len(x)
-  if len <= 9 then
-    return 0, tonumber(x)
-  end
-  return tonumber(string.sub(x, 1, len - 9)), tonumber(string.sub(x, len - 8))
-end
-
-local function show(s, n)
-  if s == 0 then
-    return string.format('%d', n)
-  end
-  return string.format('%d%09d', s, n)
-end
-
-local function lt(as, an, bs, bn)
-  return as < bs or (as == bs and an < bn)
-end
-
-local function add(as, an, bs, bn) -- saturating at 2^64 - 1
-  local s, n = as + bs, an + bn
-  if n >= B then
-    s, n = s + 1, n - B
-  end
-  if lt(MAX_S, MAX_N, s, n) then
-    return MAX_S, MAX_N
-  end
-  return s, n
-end
-
-local function sub(as, an, bs, bn) -- saturating at 0
-  if lt(as, an, bs, bn) then
-    return 0, 0
-  end
-  local s, n = as - bs, an - bn
-  if n < 0 then
-    s, n = s - 1, n + B
-  end
-  return s, n
-end
-
--- The TTL, ms, of a key holding `tat`: until the bucket is back at rest
--- (now - tau >= tat), after which an absent key decides alike. Also whether
--- it is at rest already.
-local function ttl_ms(tat_s, tat_n, tau_s, tau_n, now_s, now_n)
-  local rest_s, rest_n = add(tat_s, tat_n, tau_s, tau_n)
-  rest_s, rest_n = sub(rest_s, rest_n, now_s, now_n)
-  local at_rest = rest_s == 0 and rest_n == 0
-  return rest_s * 1000 + math.ceil(rest_n / 1000000) + TTL_MARGIN_MS, at_rest
-end
-
+local argv = ARGV
 local key = KEYS[1]
-local lead_s, lead_n = parse(ARGV[2])
-local span_s, span_n = parse(ARGV[3])
-local tau_s, tau_n = parse(ARGV[4])
-local test_now = ARGV[7] ~= ''
 
+-- The operation, and where its arguments start.
+local op, a = argv[1], 2
+local test = op == 'test'
+if test then
+  op, a = argv[4], 5
+elseif op ~= 'take' and op ~= 'peek' and op ~= 'give' then
+  op, a = 'try', 1
+end
+
+-- The clock: the test's `now`, or TIME plus ORIGIN (2^62 = 4611686018 s
+-- and 427387904 ns).
 local now_s, now_n
-if test_now then
-  now_s, now_n = parse(ARGV[7])
+if test then
+  now_s, now_n = argv[2] + 0, argv[3] + 0
 else
-  -- Redis < 5 refuses a write after TIME unless effects are replicated.
-  if redis.replicate_commands then
+  -- Redis < 5 refuses a write after TIME unless effects are replicated;
+  -- from 5 on they are (and Redis 7, which names its version, need not be
+  -- asked).
+  if not redis.REDIS_VERSION_NUM and redis.replicate_commands then
     redis.replicate_commands()
   end
   local t = redis.call('TIME') -- { seconds, microseconds }
-  now_s, now_n = add(ORIGIN_S, ORIGIN_N, tonumber(t[1]), tonumber(t[2]) * 1000)
+  now_s, now_n = t[1] + 4611686018, t[2] * 1000 + 427387904
+  if now_n >= B then
+    now_s, now_n = now_s + 1, now_n - B
+  end
 end
 
--- Absent: at rest (schedule::FULL, any time long past).
-local tat_s, tat_n = 0, 1
--- At most 21 bytes: a state is at most 20 digits, and a huge value stored
+-- The state. Absent: at rest (schedule::FULL, any time long past). At most
+-- 21 bytes are read: a state is at most 20 digits, and a huge value stored
 -- under the key by something else must not be copied on every call (that
 -- would stall the server, every key's calls with it). An empty value reads
 -- as absent: at rest, and overwritten by the next grant.
-local raw = redis.call('GETRANGE', key, 0, 20)
-if raw == '' then
-  raw = false
-end
-if raw then
-  local ok = string.len(raw) <= 20 and string.find(raw, '^%d+$')
+local raw = redis.call('GETRANGE', key, '0', '20')
+local tat_s, tat_n = 0, 1
+-- The state's digits before its last nine, when it has more than nine.
+local hi = ''
+if raw ~= '' then
+  local _, len = string.find(raw, '^%d+$')
+  local ok = len and len <= 20
   if ok then
-    tat_s, tat_n = parse(raw)
-    ok = not lt(MAX_S, MAX_N, tat_s, tat_n)
+    if len > 9 then
+      hi = string.sub(raw, 1, -10)
+      tat_s, tat_n = hi + 0, string.sub(raw, -9) + 0
+      ok = tat_s < MAX_S or (tat_s == MAX_S and tat_n <= MAX_N)
+    else
+      tat_s, tat_n = 0, raw + 0
+    end
   end
   if not ok then
     -- Never echo the value: it may be huge or not UTF-8, and an error the
@@ -145,77 +120,195 @@ if raw then
   end
 end
 
-if ARGV[1] == 'give' then
-  if raw ~= ARGV[5] then
-    return { '5', '0' }
-  end
-  local ttl, at_rest = 0, true
-  if ARGV[6] ~= '' then
-    local prev_s, prev_n = parse(ARGV[6])
-    ttl, at_rest = ttl_ms(prev_s, prev_n, tau_s, tau_n, now_s, now_n)
-  end
-  if at_rest then
-    -- Back to a bucket at rest: an absent key is one.
-    redis.call('DEL', key)
-  elseif test_now then
-    redis.call('SET', key, ARGV[6])
+if op == 'try' or op == 'take' then
+  -- lead, span, tau (and max): one decimal each. Up to 15 digits (below
+  -- 2^53) a double holds one exactly, and `% B` splits it exactly (x / B is
+  -- below 2^20, so it is never rounded up to the next integer); longer ones
+  -- (11.6 days and more) are split as strings.
+  local x = argv[a]
+  local span_s, span_n
+  if #x <= 15 then
+    x = x + 0
+    span_n = x % B
+    span_s = (x - span_n) / B
   else
-    redis.call('SET', key, ARGV[6], 'PX', ttl)
+    span_s, span_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
   end
-  return { '5', '1' }
-end
-
-if ARGV[1] == 'peek' then
-  return { '3', show(tat_s, tat_n), show(now_s, now_n) }
-end
-
--- A cost of 0: admitted now, nothing stored.
-if span_s == 0 and span_n == 0 then
-  local now = show(now_s, now_n)
-  return { '1', now, now, '0' }
-end
-
--- base = max(tat, now - tau). A FRESH state (0) is decided as at rest but
--- keeps no credit: base = now - min(lead, tau), so the next slot is one
--- interval after this one.
-local base_s, base_n
-if tat_s == 0 and tat_n == 0 then
-  local back_s, back_n = lead_s, lead_n
-  if lt(tau_s, tau_n, back_s, back_n) then
-    back_s, back_n = tau_s, tau_n
+  -- A cost of 0: admitted now, nothing stored.
+  if span_s == 0 and span_n == 0 then
+    if test then
+      return { 1, now_s, now_n, now_s, now_n, 0 }
+    elseif op == 'try' then
+      return 1
+    end
+    return { 1, now_s, now_n, now_s, now_n }
   end
-  base_s, base_n = sub(now_s, now_n, back_s, back_n)
-else
-  base_s, base_n = sub(now_s, now_n, tau_s, tau_n)
-  if lt(base_s, base_n, tat_s, tat_n) then
+  -- (A cost of 1 leads by 0: nothing to read, and "try" is not sent it.)
+  local lead_s, lead_n = 0, 0
+  x = argv[a + 2]
+  if x and x ~= '0' then
+    if #x <= 15 then
+      x = x + 0
+      lead_n = x % B
+      lead_s = (x - lead_n) / B
+    else
+      lead_s, lead_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+    end
+  end
+  x = argv[a + 1]
+  local tau_s, tau_n
+  if #x <= 15 then
+    x = x + 0
+    tau_n = x % B
+    tau_s = (x - tau_n) / B
+  else
+    tau_s, tau_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+  end
+
+  -- base = max(tat, now - tau). A FRESH state (0) is decided as at rest but
+  -- keeps no credit: base = now - min(lead, tau), so the next slot is one
+  -- interval after this one.
+  local fresh = tat_s == 0 and tat_n == 0
+  local back_s, back_n = tau_s, tau_n
+  if fresh and (lead_s < tau_s or (lead_s == tau_s and lead_n < tau_n)) then
+    back_s, back_n = lead_s, lead_n
+  end
+  local base_s, base_n = now_s - back_s, now_n - back_n
+  if base_n < 0 then
+    base_s, base_n = base_s - 1, base_n + B
+  end
+  if base_s < 0 then -- saturating at 0
+    base_s, base_n = 0, 0
+  end
+  if not fresh and (base_s < tat_s or (base_s == tat_s and base_n < tat_n)) then
     base_s, base_n = tat_s, tat_n
   end
-end
-local slot_s, slot_n = add(base_s, base_n, lead_s, lead_n)
 
--- Past the end of internal time nothing is scheduled (schedule::Deny::Saturated).
-local next_s, next_n = add(base_s, base_n, span_s, span_n)
-if lt(TAT_S, TAT_N, next_s, next_n) then
-  return { '4' }
-end
+  -- next = base + span. Past the end of internal time nothing is scheduled
+  -- (schedule::MAX_TAT, 2^64 - 1 - 2^16: Deny::Saturated).
+  local next_s, next_n = base_s + span_s, base_n + span_n
+  if next_n >= B then
+    next_s, next_n = next_s + 1, next_n - B
+  end
+  if next_s > MAX_S or (next_s == MAX_S and next_n > 709486079) then
+    return { 4 }
+  end
+  -- slot = base + lead (= next - T: below next, so it cannot saturate).
+  local slot_s, slot_n = base_s + lead_s, base_n + lead_n
+  if slot_n >= B then
+    slot_s, slot_n = slot_s + 1, slot_n - B
+  end
 
-if ARGV[5] ~= '' then
-  local wait_s, wait_n = sub(slot_s, slot_n, now_s, now_n)
-  local max_s, max_n = parse(ARGV[5])
-  if lt(max_s, max_n, wait_s, wait_n) then
-    if ARGV[6] == '1' then
-      return { '2' }
+  -- Admitted only if the wait, slot - now, is at most max: 0 for "try",
+  -- the last argument for "take" ("" admits every request).
+  x = op == 'take' and argv[a + 3] -- false for "try"
+  if x ~= '' then
+    local wait_s, wait_n = slot_s - now_s, slot_n - now_n
+    if wait_n < 0 then
+      wait_s, wait_n = wait_s - 1, wait_n + B
     end
-    return { '0', show(wait_s, wait_n) }
+    -- (A slot in the past waits 0, which any max admits.)
+    if wait_s >= 0 and (wait_s > 0 or wait_n > 0) then
+      local max_s, max_n = 0, 0 -- "try"
+      if x then
+        if #x <= 15 then
+          x = x + 0
+          max_n = x % B
+          max_s = (x - max_n) / B
+        else
+          max_s, max_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+        end
+      end
+      if wait_s > max_s or (wait_s == max_s and wait_n > max_n) then
+        return { 0, wait_s, wait_n }
+      end
+    end
+  end
+
+  -- The TTL, ms: until the bucket is back at rest, min(next + tau, 2^64 - 1)
+  -- - now (after which an absent key decides alike), rounded up, plus 2 ms:
+  -- Redis expires keys on a millisecond clock sampled when the script
+  -- starts, up to 1 ms behind TIME. A key that lives a little longer still
+  -- decides exactly; one that vanished early would not.
+  local rest_s, rest_n = next_s + tau_s, next_n + tau_n
+  if rest_n >= B then
+    rest_s, rest_n = rest_s + 1, rest_n - B
+  end
+  if rest_s > MAX_S or (rest_s == MAX_S and rest_n > MAX_N) then
+    rest_s, rest_n = MAX_S, MAX_N
+  end
+  rest_s, rest_n = rest_s - now_s, rest_n - now_n
+  if rest_n < 0 then
+    rest_s, rest_n = rest_s - 1, rest_n + B
+  end
+  if rest_s < 0 then
+    rest_s, rest_n = 0, 0
+  end
+  -- (rest_n / 10^6 rounded up, by % rather than a call: exact, as
+  -- rest_n + 999999 < 2^31.)
+  local ttl = rest_n + 999999
+  ttl = rest_s * 1000 + (ttl - ttl % 1000000) / 1000000 + 2
+
+  -- The state stored, in decimal. Its leading digits are most often the
+  -- old state's (the same second): those are reused, if written without
+  -- leading zeros (10 digits from 10^9 s, 11 from 10^10 s), and only the
+  -- last nine formatted.
+  local state
+  if next_s == tat_s and tat_s >= 1000000000 and (#hi == 10 or tat_s >= 10000000000) then
+    state = hi .. string.format('%09d', next_n)
+  elseif next_s == 0 then
+    state = string.format('%d', next_n)
+  else
+    state = string.format('%d%09d', next_s, next_n)
+  end
+  if test then
+    redis.call('SET', key, state)
+    if raw == '' then
+      return { 1, slot_s, slot_n, now_s, now_n, ttl }
+    end
+    return { 1, slot_s, slot_n, now_s, now_n, ttl, tat_s, tat_n }
+  end
+  redis.call('SET', key, state, 'PX', ttl)
+  if op == 'try' then
+    return 1
+  end
+  if raw == '' then
+    return { 1, slot_s, slot_n, now_s, now_n }
+  end
+  return { 1, slot_s, slot_n, now_s, now_n, tat_s, tat_n }
+end
+
+if op == 'peek' then
+  return { 3, tat_s, tat_n, now_s, now_n }
+end
+
+-- "give"
+if raw ~= argv[a + 2] then
+  return { 5, 0 }
+end
+local prev_s = argv[a + 4]
+if prev_s ~= '' then
+  -- The TTL of `prev`, as a take's above; none once it is at rest.
+  local rest_s, rest_n = prev_s + argv[a], argv[a + 5] + argv[a + 1]
+  if rest_n >= B then
+    rest_s, rest_n = rest_s + 1, rest_n - B
+  end
+  if rest_s > MAX_S or (rest_s == MAX_S and rest_n > MAX_N) then
+    rest_s, rest_n = MAX_S, MAX_N
+  end
+  rest_s, rest_n = rest_s - now_s, rest_n - now_n
+  if rest_n < 0 then
+    rest_s, rest_n = rest_s - 1, rest_n + B
+  end
+  if rest_s >= 0 and (rest_s > 0 or rest_n > 0) then
+    if test then
+      redis.call('SET', key, argv[a + 3])
+    else
+      redis.call('SET', key, argv[a + 3], 'PX', rest_s * 1000 + math.ceil(rest_n / 1000000) + 2)
+    end
+    return { 5, 1 }
   end
 end
-
--- Until the bucket is back at rest (now - tau >= next); absent decides alike.
-local ttl = ttl_ms(next_s, next_n, tau_s, tau_n, now_s, now_n)
-local state = show(next_s, next_n)
-if test_now then
-  redis.call('SET', key, state)
-else
-  redis.call('SET', key, state, 'PX', ttl)
-end
-return { '1', show(slot_s, slot_n), show(now_s, now_n), string.format('%d', ttl), raw or '', state }
+-- Back to a bucket at rest: an absent key is one.
+redis.call('DEL', key)
+return { 5, 1 }

@@ -47,6 +47,9 @@ struct Op {
     admit: Admit,
     /// Clock advance before the op, in intervals (fractional: ns = dt * T / 4).
     dt: u64,
+    /// Asked as a `try_take` asks (when admitted within 0): the script's
+    /// "try", whose production reply says only "admitted".
+    brief: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -58,14 +61,16 @@ fn op() -> impl Strategy<Value = Op> {
             (0..=40u64).prop_map(Some), // in quarter intervals
         ],
         prop_oneof![3 => 0..=8u64, 1 => Just(0u64), 1 => 0..=200u64],
+        any::<bool>(),
     )
-        .prop_map(|(cost, admit, dt)| Op {
+        .prop_map(|(cost, admit, dt, brief)| Op {
             cost,
             admit: match admit {
                 None => Admit::Always,
                 Some(q) => Admit::Within(q), // scaled by the interval below
             },
             dt,
+            brief,
         })
 }
 
@@ -78,6 +83,10 @@ fn interval() -> impl Strategy<Value = u64> {
         // Low parts that add up to exactly 10^9: the carry's edge.
         Just(500_000_000u64),
         Just(250_000_000u64),
+        // Spans cross as one decimal up to 15 digits, split by the script
+        // beyond: the edge.
+        Just(999_999_999_999_999u64),
+        Just(1_000_000_000_000_000u64),
         1_000_000_000..=(1u64 << 50),
     ]
 }
@@ -150,10 +159,13 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                 };
                 let rust = step(tat, now, op.cost, params, admit);
                 let backend = lim.core.backend();
-                let lua = lim
-                    .core
-                    .request(op.cost, admit)
-                    .and_then(|request| backend.step_at(&key, &request, Some(now)));
+                let lua = lim.core.request(op.cost, admit).and_then(|request| {
+                    let request = match admit {
+                        Admit::Within(0) if op.brief => request.brief(),
+                        _ => request,
+                    };
+                    backend.step_at(&key, &request, Some(now))
+                });
                 match (rust, lua) {
                     (Ok(g), Ok((Decision::Granted { slot, now: n, .. }, ttl_ms))) => {
                         prop_assert_eq!(g.slot, slot, "slot");
