@@ -172,6 +172,40 @@ proptest! {
         }
     }
 
+    /// `available` is the largest cost `step` admits now, and a
+    /// `WarmUpLimiter`'s `can_take` answers as its `try_take_n` then does.
+    #[test]
+    fn available_and_can_take_agree_with_the_step(
+        slack in 0u64..40,
+        warmup_intervals in 0u64..60,
+        ops in prop::collection::vec((0u64..4000, 1u64..12), 1..30),
+    ) {
+        let p = Params::new(100, slack).unwrap();
+        let w = 100 * warmup_intervals;
+        let mut s = State::cold(FRESH, w);
+        let mut now = ORIGIN;
+        let clock = ManualClock::new();
+        let limiter = AtomicLimiter::builder(Rate::every(Duration::from_nanos(100)).unwrap())
+            .slack(slack)
+            .warm_up(Duration::from_nanos(w))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        for (gap, cost) in ops {
+            now += gap;
+            clock.advance(Duration::from_nanos(gap));
+            let admits = |n| warm_up::step(s, now, n, p, w, Admit::Within(0)).is_ok();
+            let most = (1..=slack + 1).take_while(|&n| admits(n)).last().unwrap_or(0);
+            prop_assert_eq!(warm_up::available(s, now, p, w), most);
+            prop_assert_eq!(limiter.available(), most);
+            let can = limiter.can_take(cost);
+            prop_assert_eq!(can, limiter.try_take_n(cost).is_ok());
+            if let Ok((_, next)) = warm_up::step(s, now, cost, p, w, Admit::Within(0)) {
+                s = next;
+            }
+        }
+    }
+
     /// With no warm-up the step is `schedule::step`, decision for decision.
     #[test]
     fn no_warm_up_decides_as_the_plain_step(

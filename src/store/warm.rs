@@ -91,7 +91,10 @@ impl Store for WarmStore {
     fn give_back(&self, grant: Grant) -> bool {
         let mut inner = lock(&self.inner);
         match inner.undo {
-            Some((last, prev)) if last == grant && inner.state.tat == grant.next => {
+            // Every update that moves the state replaces `undo` (a
+            // change of parameters clears it), so the last grant's state is
+            // still the state.
+            Some((last, prev)) if last == grant => {
                 inner.state = prev;
                 inner.undo = None;
                 true
@@ -120,10 +123,16 @@ mod tests {
         assert!(store.give_back(second));
         assert_eq!(lock(&store.inner).state, cold_before);
         assert!(!store.give_back(second), "already given back");
-        // A refusal is not a grant and leaves the undo alone.
+        // A refusal, or a cost of 0, is not a grant and leaves the undo
+        // alone.
         let third = store.update(ORIGIN, 1, Admit::Always).unwrap();
         assert!(store.update(ORIGIN, 6, Admit::Within(0)).is_err());
+        assert!(store.update(ORIGIN, 0, Admit::Within(0)).is_ok());
         assert!(store.give_back(third));
         assert_eq!(lock(&store.inner).state, cold_before);
+        // A change of parameters ends what can be given back.
+        let fourth = store.update(ORIGIN, 1, Admit::Always).unwrap();
+        store.set_params(ORIGIN, Params::new(2_000, 5).unwrap());
+        assert!(!store.give_back(fourth));
     }
 }
