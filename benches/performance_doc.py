@@ -147,10 +147,11 @@ def tokio_section(out_dir):
 taking from an `AsyncLimiter` in a loop (nothing queued ahead of it absorbs a
 late wake-up) with the default slack (10 permits or 10 ms, whichever is
 more), with uber's 10 permits, and with `paceline::tokio::PRECISE`; then 1000
-tasks sharing one limiter with the default slack. *achieved* counts the
-permits after the first over the span of their slots (the schedule the
-limiter kept: a stall longer than the slack shows there); *error* is that
-against the target; *late* how long after its slot a permit went.
+tasks sharing one limiter with the default slack. *achieved* is the
+permits over the run; *long-run* the error of the rate between the first
+tenth of the permits and the last tenth, each placed by its median lateness
+on the OS clock (as in the accuracy tables: only rate lost for good moves
+it); *late* how long after its slot a permit went.
 
 ```text
 {chr(10).join(tok)}

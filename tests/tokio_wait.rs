@@ -66,20 +66,40 @@ fn precise_wait_under_paused_time_falls_back_to_the_exact_timer() {
             .build()
             .unwrap();
         let elapsed = runtime.block_on(async {
-            let limiter = AsyncLimiter::builder(Rate::per_second(100))
-                .wait(PRECISE)
-                .build()
-                .unwrap();
-            let start = tokio::time::Instant::now();
-            for i in 0..=100u32 {
-                assert_eq!(limiter.take().await, Duration::from_millis(10) * i);
+            // 10 ms apart (the yield loop), and 1 µs apart (the spin in
+            // place of the last 2 µs, which must give up on a clock that
+            // does not move: the timer then wakes it, at the paused
+            // timer's 1 ms granularity, never early).
+            let mut elapsed = vec![];
+            for (rate, interval) in [
+                (100, Duration::from_millis(10)),
+                (1_000_000, Duration::from_micros(1)),
+            ] {
+                let limiter = AsyncLimiter::builder(Rate::per_second(rate))
+                    .slack(0)
+                    .wait(PRECISE)
+                    .build()
+                    .unwrap();
+                let start = tokio::time::Instant::now();
+                let origin = limiter.take().await;
+                for i in 1..=100u32 {
+                    let went = limiter.take().await;
+                    if rate == 100 {
+                        assert_eq!(went, origin + interval * i);
+                    } else {
+                        assert!(went >= origin + interval * i, "{went:?}, slot {i}");
+                    }
+                }
+                elapsed.push(start.elapsed());
             }
-            start.elapsed()
+            elapsed
         });
         done.send(elapsed).unwrap();
     });
     let elapsed = finished
         .recv_timeout(Duration::from_secs(30))
         .expect("the precise wait spun forever under paused time");
-    assert_eq!(elapsed, Duration::from_secs(1));
+    // At 1M/s with no slack, every other take lands 1 µs past a timer tick
+    // and waits for the next: 50 paused milliseconds for 100 takes.
+    assert_eq!(elapsed, [Duration::from_secs(1), Duration::from_millis(50)]);
 }
