@@ -70,6 +70,7 @@
 
 mod builder;
 mod clock;
+mod duration;
 mod error;
 pub mod io;
 #[cfg(feature = "keyed")]
@@ -104,7 +105,7 @@ pub use limiter::Limiter;
 pub use paced::{Paced, PacedExt};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
-pub use slack::Slack;
+pub use slack::{Slack, SlackError};
 pub use unlimited::Unlimited;
 pub use wait::Wait;
 
