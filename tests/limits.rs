@@ -186,7 +186,15 @@ mod erased {
 fn refusals_name_the_value_and_where_it_is() {
     // (what is wrong, TOML, YAML, JSON, line of the fault, words the
     // message must hold)
-    let cases: &[(&str, &str, &str, &str, usize, &[&str])] = &[
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        usize,
+        &'static [&'static str],
+    );
+    let cases: &[Case] = &[
         (
             "a decimal period",
             "[default]\nrate = \"10/1.5s\"\n",
