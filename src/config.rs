@@ -145,18 +145,22 @@ impl<'de> Deserialize<'de> for TimeText {
 }
 
 impl Serialize for Limit {
-    /// A bare rate when the slack is the default; else `{ rate, burst }` for
-    /// a slack in permits, `{ rate, slack }` for one in time.
+    /// Always as a map, `{ rate }` with the default slack, `{ rate, burst }`
+    /// with a slack in permits, `{ rate, slack }` with one in time: the bare
+    /// rate is for people to write, and a map in every place keeps a TOML
+    /// writer from moving the bare values of a table ahead of its subtables.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let slack = self.slack();
-        if slack == Slack::DEFAULT {
-            return self.rate().serialize(serializer);
-        }
-        let mut map = serializer.serialize_map(Some(2))?;
+        let fields = 1 + usize::from(slack != Slack::DEFAULT);
+        let mut map = serializer.serialize_map(Some(fields))?;
         map.serialize_entry("rate", &self.rate())?;
-        match slack.min_permits().checked_add(1) {
-            Some(burst) if slack.min_time().is_zero() => map.serialize_entry("burst", &burst)?,
-            _ => map.serialize_entry("slack", &slack)?,
+        if slack != Slack::DEFAULT {
+            match slack.min_permits().checked_add(1) {
+                Some(burst) if slack.min_time().is_zero() => {
+                    map.serialize_entry("burst", &burst)?;
+                }
+                _ => map.serialize_entry("slack", &slack)?,
+            }
         }
         map.end()
     }

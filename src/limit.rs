@@ -102,6 +102,10 @@ impl fmt::Display for Limit {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
+/// The overrides keep the document's order where the format's reader does
+/// (serde_json and serde_norway do; the `toml` crate with its
+/// `preserve_order` feature).
+///
 /// Every document has a `default`; `overrides` may be left out. A key given
 /// twice, an unknown field (`brust`), a burst of 0, or a burst and a slack
 /// in one limit are errors that name the value, and the parser names where
