@@ -11,8 +11,8 @@ use crate::slack::Slack;
 /// With the `serde` feature it reads from a bare rate, `"100/s"` (the
 /// default slack), or from a map: `{ rate = "10/s", burst = 5 }` (a burst
 /// of `N` permits is slack `N - 1`), `{ rate = "10/s", slack = 19 }` (in
-/// permits), `{ rate = "10/s", slack = "10ms" }` (in time). See
-/// [`Limits`] for a whole document.
+/// permits), `{ rate = "10/s", slack = "10ms" }` (in time), and writes
+/// the map. See [`Limits`] for a whole document.
 ///
 /// ```
 /// use paceline::{Limit, Rate, Slack};
