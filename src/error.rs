@@ -46,6 +46,13 @@ pub enum RateError {
         /// What was wrong with it.
         reason: &'static str,
     },
+    /// The string had a decimal point, `"10/1.5s"`: rates are whole numbers.
+    Decimals {
+        /// The string given.
+        input: String,
+        /// The same rate in whole numbers, `"20/3s"`, where there is one.
+        instead: Option<String>,
+    },
 }
 
 impl fmt::Display for RateError {
@@ -73,6 +80,13 @@ impl fmt::Display for RateError {
             ),
             RateError::Parse { input, reason } => {
                 write!(f, "cannot parse rate {input:?}: {reason}")
+            }
+            RateError::Decimals { input, instead } => {
+                write!(f, "cannot parse rate {input:?}: decimals are not supported")?;
+                match instead {
+                    Some(rate) => write!(f, " (write {rate:?})"),
+                    None => Ok(()),
+                }
             }
         }
     }

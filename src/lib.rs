@@ -28,6 +28,10 @@
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
 //!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
+//! - [`Slack`]: the burst a limiter banks, in permits, time, or both.
+//! - [`Limit`], [`Limits`]: a rate with its slack; a default limit and
+//!   overrides by key. With feature `serde`, these, [`Rate`] and [`Slack`]
+//!   read from and write to configuration files (TOML, YAML, JSON, ...).
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
 //! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
@@ -38,7 +42,7 @@
 //! - `tokio` (feature `tokio`): the async faces, `AsyncLimiter` and
 //!   `AsyncKeyedLimiter` with `take().await` (each made from its blocking
 //!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
-//! - [`TakeError`], [`BuildError`], [`RateError`]: what can go wrong;
+//! - [`TakeError`], [`BuildError`], [`RateError`], [`SlackError`]: what can go wrong;
 //!   [`TakeError::retry_after`] says when to ask again.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
@@ -70,11 +74,15 @@
 
 mod builder;
 mod clock;
+#[cfg(feature = "serde")]
+mod config;
+mod duration;
 mod error;
 pub mod io;
 #[cfg(feature = "keyed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
+mod limit;
 mod limiter;
 mod paced;
 mod pacer;
@@ -100,11 +108,12 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
 pub use error::{BuildError, RateError, TakeError};
 #[cfg(feature = "keyed")]
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
+pub use limit::{Limit, Limits};
 pub use limiter::Limiter;
 pub use paced::{Paced, PacedExt};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
-pub use slack::Slack;
+pub use slack::{Slack, SlackError};
 pub use unlimited::Unlimited;
 pub use wait::Wait;
 

@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::duration::{self, Parsed};
 use crate::error::RateError;
 use crate::schedule::MAX_SPAN;
 
@@ -155,35 +156,20 @@ impl fmt::Debug for Rate {
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 6] = [
-            (3_600_000_000_000, "h"),
-            (60_000_000_000, "min"),
-            (1_000_000_000, "s"),
-            (1_000_000, "ms"),
-            (1_000, "us"),
-            (1, "ns"),
-        ];
-        let ns = self.period.as_nanos();
-        for (unit, name) in UNITS {
-            if ns.is_multiple_of(u128::from(unit)) {
-                let k = ns / u128::from(unit);
-                return if k == 1 {
-                    write!(f, "{}/{name}", self.count)
-                } else {
-                    write!(f, "{}/{k}{name}", self.count)
-                };
-            }
-        }
-        unreachable!("every period is a whole number of nanoseconds")
+        write!(f, "{}/", self.count)?;
+        duration::write(f, self.period, true)
     }
 }
 
 impl FromStr for Rate {
     type Err = RateError;
 
-    /// Parses `COUNT/[N]UNIT`: `"100/s"`, `"7/min"`, `"1500/h"`, `"5/250ms"`.
+    /// Parses `COUNT/[N]UNIT`: `"100/s"`, `"7/min"`, `"1500/h"`, `"5/250ms"`,
+    /// and nginx's `"20r/m"` (an `r` right before the `/`).
     /// Units: `ns`, `us` (or `µs`, with the micro sign or the Greek mu), `ms`,
-    /// `s`, `min` (or `m`), `h`, `d`. Numbers are plain digits, without a sign.
+    /// `s`, `min` (or `m`), `h`, `d`. Numbers are plain digits, without a sign
+    /// or a decimal point: `"10/1.5s"` is refused with the whole-number
+    /// spelling of the same rate, `"20/3s"`.
     ///
     /// Every `Rate`'s [`Display`](fmt::Display) parses back to an equal `Rate`.
     fn from_str(s: &str) -> Result<Rate, RateError> {
@@ -194,42 +180,58 @@ impl FromStr for Rate {
         let (count, per) = s
             .split_once('/')
             .ok_or_else(|| bad("expected COUNT/PERIOD, such as \"100/s\" or \"5/250ms\""))?;
+        // nginx writes `20r/m`: "requests" per minute.
+        let count = count.trim();
+        let count = count.strip_suffix('r').unwrap_or(count);
         // Digits first: `u64::from_str` alone would take a leading `+`.
-        let count: u64 = Some(count.trim())
+        let count: u64 = Some(count)
             .filter(|c| is_digits(c))
             .and_then(|c| c.parse().ok())
             .ok_or_else(|| {
                 bad("the count must be a whole number up to 18446744073709551615, without a sign")
             })?;
-        let per = per.trim();
-        let digits = per.find(|c: char| !c.is_ascii_digit()).unwrap_or(per.len());
-        let (n, unit) = per.split_at(digits);
-        // In u128, as the period's nanoseconds: a valid rate's period can be
-        // as long as `Duration::MAX` (about 1.8 * 10^28 ns) when its count is
-        // large enough, and its display must parse back.
-        let n: u128 = if n.is_empty() {
-            1
-        } else {
-            n.parse()
-                .map_err(|_| bad("the period's number is too large"))?
+        let period_ns = match duration::parse(per, true).map_err(bad)? {
+            Parsed::Nanos(ns) => ns,
+            Parsed::Decimal {
+                mantissa,
+                scale,
+                unit_ns,
+                unit,
+            } => {
+                return Err(RateError::Decimals {
+                    input: s.to_owned(),
+                    instead: unit_ns.and_then(|_| whole_spelling(count, mantissa, scale, &unit)),
+                })
+            }
         };
-        let unit_ns: u128 = match unit.trim() {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" | "sec" => 1_000_000_000,
-            "m" | "min" => 60_000_000_000,
-            "h" | "hr" => 3_600_000_000_000,
-            "d" | "day" => 86_400_000_000_000,
-            "" => return Err(bad("the period needs a unit: ns, us, ms, s, min, h or d")),
-            _ => return Err(bad("unknown unit; use ns, us, ms, s, min, h or d")),
-        };
-        let too_long = || bad("the period is too long: more than a Duration holds");
-        let period_ns = n.checked_mul(unit_ns).ok_or_else(too_long)?;
-        let secs = u64::try_from(period_ns / 1_000_000_000).map_err(|_| too_long())?;
-        let nanos = (period_ns % 1_000_000_000) as u32;
-        Rate::new(count, Duration::new(secs, nanos))
+        let period = duration::from_nanos(period_ns)
+            .ok_or_else(|| bad("the period is too long: more than a Duration holds"))?;
+        Rate::new(count, period)
     }
+}
+
+/// `count` per `mantissa / 10^scale` `unit`, in whole numbers of the same
+/// unit (`10` per `1.5s` is `"20/3s"`), if that spelling is a valid rate.
+fn whole_spelling(count: u64, mantissa: u128, scale: u32, unit: &str) -> Option<String> {
+    let num = u128::from(count).checked_mul(10u128.checked_pow(scale)?)?;
+    let g = gcd(num, mantissa);
+    if g == 0 {
+        return None;
+    }
+    let (count, per) = (num / g, mantissa / g);
+    let spelled = if per == 1 {
+        format!("{count}/{unit}")
+    } else {
+        format!("{count}/{per}{unit}")
+    };
+    spelled.parse::<Rate>().is_ok().then_some(spelled)
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// Non-empty and ASCII digits only.

@@ -2,8 +2,10 @@
 //! permits, in time, or the larger of the two (the default).
 
 use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
+use crate::duration::{self, Shown};
 use crate::rate::Rate;
 
 /// How much unused time a limiter may bank for a later burst: at least
@@ -133,15 +135,100 @@ impl fmt::Debug for Slack {
 }
 
 impl fmt::Display for Slack {
-    /// `10 permits`, `10ms`, or `max(10 permits, 10ms)`.
+    /// `10 permits`, `10ms`, or `max(10 permits, 10ms)`: each time in whole
+    /// units (`1500us`, not `1.5ms`), so that it parses back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.permits, self.time.is_zero()) {
             (p, true) => write!(f, "{p} permits"),
-            (0, false) => write!(f, "{:?}", self.time),
-            (p, false) => write!(f, "max({p} permits, {:?})", self.time),
+            (0, false) => write!(f, "{}", Shown(self.time)),
+            (p, false) => write!(f, "max({p} permits, {})", Shown(self.time)),
         }
     }
 }
+
+impl FromStr for Slack {
+    type Err = SlackError;
+
+    /// Parses what [`Display`](fmt::Display) writes: a permit count (`"10"`,
+    /// `"10 permits"`), a time in whole units (`"10ms"`, `"1s"`, `"250us"`),
+    /// or the larger of both (`"max(10 permits, 10ms)"`).
+    ///
+    /// ```
+    /// use paceline::Slack;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!("19".parse::<Slack>()?, Slack::permits(19));
+    /// assert_eq!("10ms".parse::<Slack>()?, Slack::time(Duration::from_millis(10)));
+    /// assert_eq!("max(10 permits, 10ms)".parse::<Slack>()?, Slack::DEFAULT);
+    /// assert!("1.5ms".parse::<Slack>().unwrap_err().to_string().contains("1500us"));
+    /// # Ok::<(), paceline::SlackError>(())
+    /// ```
+    fn from_str(s: &str) -> Result<Slack, SlackError> {
+        let bad = |reason: String| SlackError {
+            input: s.to_owned(),
+            reason,
+        };
+        let t = s.trim();
+        if let Some(inner) = t.strip_prefix("max(").and_then(|t| t.strip_suffix(')')) {
+            let (a, b) = inner
+                .split_once(',')
+                .ok_or_else(|| bad("expected max(N permits, TIME)".to_owned()))?;
+            return match (part(a).map_err(&bad)?, part(b).map_err(&bad)?) {
+                (Part::Permits(p), Part::Time(t)) | (Part::Time(t), Part::Permits(p)) => {
+                    Ok(Slack::at_least(p, t))
+                }
+                _ => Err(bad(
+                    "expected one permit count and one time, such as max(10 permits, 10ms)"
+                        .to_owned(),
+                )),
+            };
+        }
+        match part(t).map_err(bad)? {
+            Part::Permits(p) => Ok(Slack::permits(p)),
+            Part::Time(t) => Ok(Slack::time(t)),
+        }
+    }
+}
+
+enum Part {
+    Permits(u64),
+    Time(Duration),
+}
+
+/// `10`, `10 permits`, `1 permit`, or a time (`10ms`).
+fn part(s: &str) -> Result<Part, String> {
+    let s = s.trim();
+    let count = s
+        .strip_suffix("permits")
+        .or_else(|| s.strip_suffix("permit"))
+        .map(str::trim_end);
+    let digits = count.unwrap_or(s);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return digits
+            .parse()
+            .map(Part::Permits)
+            .map_err(|_| "the permit count is over 18446744073709551615".to_owned());
+    }
+    if count.is_some() {
+        return Err("the permit count must be a whole number, without a sign".to_owned());
+    }
+    duration::parse_duration(s).map(Part::Time)
+}
+
+/// Why a string did not parse as a [`Slack`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackError {
+    input: String,
+    reason: String,
+}
+
+impl fmt::Display for SlackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot parse slack {:?}: {}", self.input, self.reason)
+    }
+}
+
+impl std::error::Error for SlackError {}
 
 #[cfg(test)]
 mod tests {
@@ -172,5 +259,65 @@ mod tests {
         assert_eq!(Slack::from(Duration::from_millis(5)).to_string(), "5ms");
         assert_eq!(Slack::DEFAULT.to_string(), "max(10 permits, 10ms)");
         assert_eq!(format!("{:?}", Slack::default()), "max(10 permits, 10ms)");
+        let us = Duration::from_micros(1500);
+        assert_eq!(Slack::from(us).to_string(), "1500us");
+        assert_eq!(Slack::at_least(0, us).to_string(), "1500us");
+    }
+
+    #[test]
+    fn display_parses_back() {
+        let ms = Duration::from_millis;
+        for slack in [
+            Slack::NONE,
+            Slack::DEFAULT,
+            Slack::permits(1),
+            Slack::permits(u64::MAX),
+            Slack::time(ms(10)),
+            Slack::time(Duration::from_micros(1500)),
+            Slack::time(Duration::new(90, 1)),
+            Slack::time(Duration::MAX),
+            Slack::at_least(3, Duration::from_secs(7200)),
+        ] {
+            let shown = slack.to_string();
+            assert_eq!(shown.parse::<Slack>(), Ok(slack), "{shown}");
+        }
+    }
+
+    #[test]
+    fn parses_counts_times_and_both() {
+        let ms = Duration::from_millis;
+        let table = [
+            ("0", Slack::NONE),
+            ("19", Slack::permits(19)),
+            (" 1 permit ", Slack::permits(1)),
+            ("5permits", Slack::permits(5)),
+            ("10ms", Slack::time(ms(10))),
+            ("10 ms", Slack::time(ms(10))),
+            ("250us", Slack::time(Duration::from_micros(250))),
+            ("2min", Slack::time(ms(120_000))),
+            ("max(10ms, 4 permits)", Slack::at_least(4, ms(10))),
+        ];
+        for (input, slack) in table {
+            assert_eq!(input.parse::<Slack>(), Ok(slack), "{input}");
+        }
+    }
+
+    #[test]
+    fn bad_slack_says_what_is_wrong() {
+        let table = [
+            ("", "expected a number and a unit"),
+            ("-1", "expected a number and a unit"),
+            ("x permits", "whole number"),
+            ("1.5ms", r#"decimals are not supported (write "1500us")"#),
+            ("10 parsecs", "unknown unit"),
+            ("99999999999999999999", "over 18446744073709551615"),
+            ("max(1 permits, 2 permits)", "one permit count and one time"),
+            ("max(1ms)", "expected max(N permits, TIME)"),
+        ];
+        for (input, reason) in table {
+            let msg = input.parse::<Slack>().unwrap_err().to_string();
+            assert!(msg.contains(reason), "{input:?}: {msg}");
+            assert!(msg.contains(&format!("{input:?}")), "{input:?}: {msg}");
+        }
     }
 }

@@ -138,7 +138,6 @@ fn bad_strings_are_errors_that_say_what_is_wrong() {
         ("100/S", "unknown unit"),
         ("100/seconds", "unknown unit"),
         ("100/s/s", "unknown unit"),
-        ("100/1.5s", "unknown unit"),
         (
             "1/999999999999999999999999999999999999999s",
             "the period's number is too large",
@@ -166,6 +165,53 @@ fn bad_strings_are_errors_that_say_what_is_wrong() {
             }
             other => panic!("{input:?}: expected a parse error, got {other:?}"),
         }
+    }
+}
+
+/// A decimal period is refused as a decimal, not as an unknown unit, with
+/// the whole-number spelling of the same rate where there is one.
+#[test]
+fn decimals_are_refused_with_the_whole_number_spelling() {
+    let table: &[(&str, Option<&str>)] = &[
+        ("10/1.5s", Some("20/3s")),
+        ("100/0.5s", Some("200/s")),
+        ("1/2.25min", Some("4/9min")),
+        ("3/.5ms", Some("6/ms")),
+        ("10/1.5x", None),
+    ];
+    for &(input, instead) in table {
+        let err = input.parse::<Rate>().unwrap_err();
+        assert_eq!(
+            err,
+            RateError::Decimals {
+                input: input.to_owned(),
+                instead: instead.map(str::to_owned),
+            },
+            "{input}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("{input:?}")), "{msg}");
+        assert!(msg.contains("decimals are not supported"), "{msg}");
+        if let Some(instead) = instead {
+            assert!(msg.contains(&format!("(write {instead:?})")), "{msg}");
+            let whole: Rate = instead.parse().unwrap();
+            assert!(whole.count() > 0, "{instead} is a valid rate");
+        }
+    }
+    assert_eq!(
+        "10/1.5s".parse::<Rate>().unwrap_err().to_string(),
+        r#"cannot parse rate "10/1.5s": decimals are not supported (write "20/3s")"#
+    );
+}
+
+/// nginx's `limit_req` spelling: an `r` (requests) before the `/`.
+#[test]
+fn nginx_spelling_parses_as_the_same_rate() {
+    assert_eq!("20r/m".parse::<Rate>(), Ok(Rate::per_minute(20)));
+    assert_eq!("1r/s".parse::<Rate>(), Ok(Rate::per_second(1)));
+    assert_eq!("5r/250ms".parse::<Rate>(), "5/250ms".parse::<Rate>());
+    for bad in ["r/s", "5rr/s", "5 r/s", "5R/s"] {
+        assert!(bad.parse::<Rate>().is_err(), "{bad}");
     }
 }
 
