@@ -279,6 +279,33 @@ impl<C: Clock> AsyncLimiter<C> {
         self.limiter().set_rate(rate)
     }
 
+    /// Puts the limiter back to how it was built (no credit, or its whole
+    /// burst if built with `full_credit`): a deliberate refill, as
+    /// [`Pacer::reset`]. Tasks waiting for slots they booked keep them;
+    /// one that booked before the reset and is then dropped gives nothing
+    /// back. Tasks still in line (not yet booked) book after the reset.
+    ///
+    /// ```
+    /// use paceline::tokio::AsyncLimiter;
+    /// use paceline::Rate;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::builder(Rate::per_second(10))
+    ///     .slack(4)
+    ///     .full_credit(true)
+    ///     .build()?;
+    /// limiter.try_take_n(5)?;
+    /// assert_eq!(limiter.available(), 0);
+    /// limiter.reset();
+    /// assert_eq!(limiter.available(), 5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reset(&self) {
+        self.limiter().reset();
+    }
+
     /// The rate in force.
     pub fn rate(&self) -> Rate {
         self.limiter().rate()
