@@ -169,6 +169,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         self.inner.try_take_n(key, cost)
     }
 
+    /// Forgets `key`, as [`KeyedLimiter::reset`]: it comes back as a new
+    /// key, with its whole burst. Tasks waiting for slots they booked on it
+    /// keep them; one booked before the reset and then dropped gives
+    /// nothing back.
+    pub fn reset<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.inner.reset(key)
+    }
+
     /// The keyed limiter: its settings (rates, overrides), its questions
     /// that consume nothing, and its look inside. (Its blocking takes would
     /// block the runtime's thread: use this type's.)
@@ -260,7 +272,7 @@ where
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated the
     /// key since; `true` when it did. Not if its shard's entries were moved
-    /// (`moves`) since the grant: a rebased or re-created `tat` may come back
+    /// (`moves`: a rate change, an eviction, a reset) since the grant: a rebased or re-created `tat` may come back
     /// to `grant.next` by chance, and undoing it then would erase slots
     /// handed out since.
     fn give_back(&self, key: &K, grant: Grant, moves: u64) -> bool {
