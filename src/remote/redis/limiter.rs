@@ -226,7 +226,11 @@ impl RedisLimiter {
     /// Takes racing it land wholly before or after it (Redis runs one
     /// command at a time). An async take booked before the reset and then
     /// dropped gives nothing back: the give-back restores only a key that
-    /// still holds that take's state, and the reset removed it.
+    /// still holds that take's state, and the reset removed it. (One
+    /// exception, unlike the in-process limiters, which count resets: if
+    /// takes after the reset bring the key back to that very state, to the
+    /// nanosecond, before the booked take is dropped, its give-back
+    /// succeeds, and one slot can go out twice.)
     ///
     /// ```no_run
     /// # use paceline::{redis::RedisLimiter, Rate};
