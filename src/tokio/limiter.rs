@@ -172,7 +172,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// as under `tokio::time::timeout` or in `select!`, has booked nothing
     /// and the next caller gets the permit. One cancelled after booking and
     /// before its slot gives the slot back if no one has booked since and the
-    /// limit has not changed since; otherwise that one slot is spent, and
+    /// limit has not changed (nor been [`reset`](Self::reset)) since; otherwise that one slot is spent, and
     /// later waiters keep theirs. Once the slot has passed, the permit
     /// counts as taken. (Prefer [`take_timeout`](Self::take_timeout) to a
     /// `timeout` around `take`: it is refused at once, booking nothing,
