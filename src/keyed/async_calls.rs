@@ -76,7 +76,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// A take books the key's slot only once it is within 10 ms of the
     /// clock; cancelled before that it has booked nothing. Cancelled after
     /// booking and before its slot, it gives the slot back if no one has
-    /// booked on this key since (and no rate change or eviction has moved
+    /// booked on this key since (and no rate change, eviction or reset has moved
     /// its shard's keys since); otherwise that slot is spent. Either way a
     /// booked call counts as admitted in [`stats`](KeyedLimiter::stats).
     ///
