@@ -106,6 +106,11 @@ pub trait Limiter: Send + Sync {
     /// As [`set_rate`](Limiter::set_rate).
     fn set_limit(&self, rate: Rate, slack: Slack) -> Result<(), BuildError>;
 
+    /// Puts the limiter back to how it was built (see
+    /// [`Pacer::reset`](crate::Pacer::reset)): a deliberate refill. Does
+    /// nothing for [`Unlimited`](crate::Unlimited).
+    fn reset(&self);
+
     /// The rate in force; `None` for [`Unlimited`](crate::Unlimited).
     fn rate(&self) -> Option<Rate>;
 
@@ -147,6 +152,9 @@ impl<S: Store, C: Clock> Limiter for Pacer<S, C> {
     }
     fn set_limit(&self, rate: Rate, slack: Slack) -> Result<(), BuildError> {
         Pacer::set_limit(self, rate, slack)
+    }
+    fn reset(&self) {
+        Pacer::reset(self);
     }
     fn rate(&self) -> Option<Rate> {
         Some(Pacer::rate(self))

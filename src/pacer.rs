@@ -113,12 +113,15 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     /// their parameters. Also held by `give_back`, so that no change lands
     /// between its check of `changes` and its CAS.
     limit: Mutex<(Rate, Slack)>,
-    /// How many changes of the parameters have completed. A give-back of a
-    /// reservation decided before a change is refused: the rebase may have
-    /// moved the state to a word that later takes bring back to the
-    /// reservation's `next` (ABA), and undoing it then would hand a slot out
-    /// twice.
+    /// How many changes of the parameters, and resets, have completed. A
+    /// give-back of a reservation decided before a change is refused: the
+    /// rebase (or the reset) may have moved the state to a word that later
+    /// takes bring back to the reservation's `next` (ABA), and undoing it
+    /// then would hand a slot out twice.
     changes: AtomicU64,
+    /// The state the limiter was built with, which [`reset`](Self::reset)
+    /// puts back: `FRESH`, or `FULL` with `full_credit`.
+    start: u64,
 }
 
 /// A reserved slot that may be given back ([`Pacer::give_back`]).
@@ -149,6 +152,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             wait: config.wait,
             limit: Mutex::new((config.rate, config.slack)),
             changes: AtomicU64::new(0),
+            start: tat,
         })
     }
 
@@ -319,6 +323,45 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         Ok(())
     }
 
+    /// Puts the limiter back to how it was built: no credit (a fresh
+    /// limiter's first permit goes at once, the next one interval later),
+    /// or its whole burst if built with
+    /// [`full_credit`](crate::Builder::full_credit); fully cold again for a
+    /// [`WarmUpLimiter`]. The rate and slack in force stay.
+    ///
+    /// A reset is a deliberate refill: it forgets the slots handed out and
+    /// the debt booked ahead, so a full-credit limiter admits its whole
+    /// burst again at once, and the bound of `slack + 1 + w / T` permits in
+    /// a window `w` holds from the reset on, not across it. Slots already
+    /// handed out stand (their callers still wait for them), and a
+    /// cancelled async take booked before the reset gives nothing back.
+    /// Safe to call while other threads take: each take lands wholly before
+    /// the reset or wholly after.
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    ///
+    /// let limiter = AtomicLimiter::builder(Rate::per_second(1))
+    ///     .slack(2)
+    ///     .full_credit(true)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_take_n(3)?;
+    /// assert!(limiter.try_take().is_err()); // the burst is spent
+    /// limiter.reset();
+    /// assert_eq!(limiter.available(), 3); // whole again, as when built
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset(&self) {
+        // Under the limit's lock, as a change: serialized with changes and
+        // with give-backs' check of `changes`.
+        let _limit = lock(&self.limit);
+        self.store.reset(self.start);
+        // Counted after the reset, as a change is after its rebase: a
+        // reservation that reads the new count was decided after it.
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
     /// The rate in force.
     pub fn rate(&self) -> Rate {
         lock(&self.limit).0
@@ -391,7 +434,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// Undoes a reservation if no one has reserved since and the limit has
     /// not changed since, so the next request gets its slot; otherwise the
     /// slot stays spent and the schedule is unchanged. `true` when it was
-    /// undone. For async waiters dropped before their slot.
+    /// undone. For async waiters dropped before their slot. (A reset counts
+    /// as a change.)
     #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
     pub(crate) fn give_back(&self, reservation: Reservation) -> bool {
         // Under the lock `set_limit` holds: no rebase between check and CAS.

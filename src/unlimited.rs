@@ -71,6 +71,10 @@ impl Unlimited {
     pub fn can_take(&self, _cost: u64) -> bool {
         true
     }
+
+    /// Does nothing: there is no state to forget.
+    #[inline]
+    pub fn reset(&self) {}
 }
 
 impl Limiter for Unlimited {
@@ -98,6 +102,9 @@ impl Limiter for Unlimited {
     }
     fn set_limit(&self, _rate: Rate, _slack: Slack) -> Result<(), BuildError> {
         Err(BuildError::NoRate)
+    }
+    fn reset(&self) {
+        Unlimited::reset(self);
     }
     fn rate(&self) -> Option<Rate> {
         None

@@ -420,6 +420,43 @@ fn keys_are_separate_limits_and_with_limit_sets_another_rate() {
 }
 
 #[test]
+fn reset_deletes_the_key_and_gives_back_its_whole_burst() {
+    let server = RedisServer::start();
+    let limiter = limiter(&server, Rate::per_minute(1), 2);
+    limiter.try_take_n("k", 3).unwrap();
+    limiter.try_take("other").unwrap();
+    assert!(matches!(
+        limiter.try_take("k"),
+        Err(Error::Refused(TakeError::RetryAfter(_)))
+    ));
+    assert!(limiter.reset("k").unwrap());
+    assert_eq!(server.raw("EXISTS paceline:k"), ":0\r\n");
+    assert!(!limiter.reset("k").unwrap(), "nothing left to delete");
+    // A new key's burst; the other key untouched.
+    assert_eq!(limiter.available("k").unwrap(), 3);
+    assert_eq!(limiter.available("other").unwrap(), 2);
+    limiter.try_take_n("k", 3).unwrap();
+    assert!(limiter.try_take("k").is_err());
+}
+
+#[test]
+fn reset_reports_a_failure_whatever_the_policy() {
+    let mut server = RedisServer::start();
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let limiter = faulty_limiter(&server, policy);
+        limiter.try_take("k").unwrap();
+        server.stop();
+        assert!(
+            matches!(limiter.reset("k"), Err(Error::Unavailable(_))),
+            "{policy:?}"
+        );
+        server.restart();
+        recovery_time(&limiter);
+        assert!(limiter.reset("k").unwrap(), "{policy:?}");
+    }
+}
+
+#[test]
 fn the_prefix_names_the_keys() {
     let server = RedisServer::start();
     let limiter = RedisLimiter::builder(server.url(), Rate::per_second(1))
@@ -664,6 +701,34 @@ mod tokio_calls {
         ));
         assert_eq!(limiter.available("k").await.unwrap(), 0);
         assert!(limiter.next_free("k").await.unwrap() > Duration::from_secs(59));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_reset_deletes_the_key_and_a_dropped_take_gives_nothing_back() {
+        let server = RedisServer::start();
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_second(10))
+            .slack(0)
+            .build()
+            .map(AsyncRedisLimiter::from)
+            .unwrap();
+        limiter.take("k").await.unwrap();
+        // A take booked ~100 ms ahead, dropped after a reset: its give-back
+        // finds the key gone and restores nothing.
+        let booked = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.take_timeout("k", Duration::from_secs(1)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(30)).await; // booked by now
+        assert_eq!(server.raw("EXISTS paceline:k"), ":1\r\n");
+        assert!(limiter.reset("k").await.unwrap());
+        booked.abort();
+        assert!(booked.await.unwrap_err().is_cancelled());
+        tokio::time::sleep(Duration::from_millis(50)).await; // the give-back ran
+        assert_eq!(server.raw("EXISTS paceline:k"), ":0\r\n");
+        assert!(!limiter.reset("k").await.unwrap());
+        assert_eq!(limiter.available("k").await.unwrap(), 1);
+        limiter.try_take("k").await.unwrap();
+        assert!(limiter.try_take("k").await.is_err());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -76,7 +76,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// A take books the key's slot only once it is within 10 ms of the
     /// clock; cancelled before that it has booked nothing. Cancelled after
     /// booking and before its slot, it gives the slot back if no one has
-    /// booked on this key since (and no rate change or eviction has moved
+    /// booked on this key since (and no rate change, eviction or reset has moved
     /// its shard's keys since); otherwise that slot is spent. Either way a
     /// booked call counts as admitted in [`stats`](KeyedLimiter::stats).
     ///
@@ -167,6 +167,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.inner.try_take_n(key, cost)
+    }
+
+    /// Forgets `key`, as [`KeyedLimiter::reset`]: it comes back as a new
+    /// key, with its whole burst. Tasks waiting for slots they booked on it
+    /// keep them; one booked before the reset and then dropped gives
+    /// nothing back.
+    pub fn reset<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.inner.reset(key)
     }
 
     /// The keyed limiter: its settings (rates, overrides), its questions
@@ -260,7 +272,7 @@ where
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated the
     /// key since; `true` when it did. Not if its shard's entries were moved
-    /// (`moves`) since the grant: a rebased or re-created `tat` may come back
+    /// (`moves`: a rate change, an eviction, a reset) since the grant: a rebased or re-created `tat` may come back
     /// to `grant.next` by chance, and undoing it then would erase slots
     /// handed out since.
     fn give_back(&self, key: &K, grant: Grant, moves: u64) -> bool {

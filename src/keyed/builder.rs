@@ -142,6 +142,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                         wrapped_refused: AtomicU64::new(0),
                         pruned: 0,
                         evicted: 0,
+                        reset: 0,
                         moves: 0,
                     }))
                 })

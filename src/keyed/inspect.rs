@@ -48,6 +48,9 @@ pub struct KeyedStats {
     pub pruned: u64,
     /// Busy keys evicted under [`WhenFull::Evict`].
     pub evicted: u64,
+    /// Keys forgotten by [`reset`](KeyedLimiter::reset) (only those that
+    /// were tracked). Their calls stay in `admitted` and `refused`.
+    pub reset: u64,
     /// Calls admitted without a bucket under [`WhenFull::Admit`].
     pub untracked: u64,
     /// Override lookups that gave up after
@@ -180,6 +183,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             stats.refused += shard.wrapped_refused.load(Ordering::Relaxed);
             stats.pruned += shard.pruned;
             stats.evicted += shard.evicted;
+            stats.reset += shard.reset;
             for (_, e) in shard.map.iter() {
                 stats.admitted += u64::from(e.admitted.load(Ordering::Relaxed));
                 stats.refused += u64::from(e.refused.load(Ordering::Relaxed));

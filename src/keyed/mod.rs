@@ -113,7 +113,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::TakeError;
-use crate::primitive::{read, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
+use crate::primitive::{read, write, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL};
 use crate::wait::{self, nanos, Wait};
 
@@ -125,7 +125,7 @@ pub use inspect::{KeyState, KeyedStats};
 pub use rates::path_parent;
 
 use classes::Resolved;
-use shard::{find, on_entry, Shard};
+use shard::{find, forget, on_entry, Shard};
 
 /// An entry is dropped only this long (ns) after it came to rest: TSC readings
 /// of different cores may disagree by a little, and 1 ms is far more than
@@ -391,6 +391,51 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let (tat, now, p) = self.peek(key);
         Duration::from_nanos(schedule::next_free(tat, now, p))
+    }
+
+    /// Forgets `key`: its bucket is dropped, and it comes back as a new key
+    /// would, with its whole burst (`slack + 1` at once); `true` when the
+    /// key was tracked (a key not tracked is at rest already, and nothing
+    /// changes). Its rate (an override) stays. Like
+    /// [`Pacer::reset`](crate::Pacer::reset), a deliberate refill: the
+    /// key's bound of `slack + 1 + w / T` in a window `w` holds from the
+    /// reset on, not across it.
+    ///
+    /// Safe while other threads take the key: each take lands wholly before
+    /// the reset or wholly after (takes run under the shard's read lock,
+    /// the reset under its write lock). Slots already handed out stand; an
+    /// async take booked before the reset and then dropped gives nothing
+    /// back (nor does one booked on another key of the same shard, as after
+    /// an eviction). The key's calls stay counted in
+    /// [`stats`](Self::stats)' `admitted` and `refused`, which also count
+    /// the reset; a [`snapshot`](Self::snapshot) no longer lists the key.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, ManualClock, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<&str>::builder(Rate::per_minute(1))
+    ///     .slack(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.try_take_n(&"alice", 3)?;
+    /// assert!(limiter.try_take(&"alice").is_err()); // a minute to wait
+    /// assert!(limiter.reset(&"alice"));
+    /// assert_eq!(limiter.available(&"alice"), 3); // as a new key
+    /// assert!(!limiter.reset(&"bob")); // never tracked
+    /// assert_eq!(limiter.stats().reset, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (hash, lock) = self.shard(key);
+        let forgot = forget(&mut write(lock), hash, key);
+        if forgot {
+            self.release(1);
+        }
+        forgot
     }
 
     /// The key's state, the clock and the key's parameters, read under its

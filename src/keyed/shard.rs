@@ -62,8 +62,10 @@ pub(super) struct Shard<K> {
     pub(super) wrapped_refused: AtomicU64,
     pub(super) pruned: u64,
     pub(super) evicted: u64,
-    /// Bumped each time entries are rebased to a new class table or
-    /// evicted, so that an async give-back decided before refuses (see
+    /// Keys forgotten by [`reset`](super::KeyedLimiter::reset).
+    pub(super) reset: u64,
+    /// Bumped each time entries are rebased to a new class table,
+    /// evicted or reset, so that an async give-back decided before refuses (see
     /// `give_back`). Sweeps need not: they drop only entries at rest, and an
     /// entry with a pending grant is not at rest before the grant's slot.
     pub(super) moves: u64,
@@ -138,6 +140,26 @@ pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) -> usize {
     shard.retired_refused += refused;
     shard.pruned += pruned;
     pruned as usize
+}
+
+/// Forgets `key`'s entry (hashed to `hash`), keeping its counters in the
+/// shard's totals; `true` when there was one. Bumps `moves`, as an
+/// eviction does: the key comes back as a new one would, and its new `tat`
+/// may come back to a grant's `next` by chance.
+pub(super) fn forget<K, Q>(shard: &mut Shard<K>, hash: u64, key: &Q) -> bool
+where
+    K: Borrow<Q>,
+    Q: Eq + ?Sized,
+{
+    let Ok(entry) = shard.map.find_entry(hash, |(k, _)| k.borrow() == key) else {
+        return false;
+    };
+    let ((_, e), _) = entry.remove();
+    shard.retired_admitted += u64::from(e.admitted.load(Ordering::Relaxed));
+    shard.retired_refused += u64::from(e.refused.load(Ordering::Relaxed));
+    shard.reset += 1;
+    shard.moves += 1;
+    true
 }
 
 /// Evicts at least `count` (and at least one, unless `shard` is empty)

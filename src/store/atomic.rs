@@ -21,8 +21,8 @@
 //! | `0` ([`FRESH`]) | nothing granted yet: the first request goes at once, banks nothing |
 //! | `1` ([`FULL`]) | at rest with full credit (a `full_credit` limiter's start) |
 //! | `2 ..= MAX_TAT` | `tat`: the earliest internal time the next request may start |
-//! | `MAX_TAT + 1 ..= MAX_TAT + 2 * GENERATIONS` | `FRESH` (even offset) or `FULL` (odd offset) republished by a parameter change, so the word changes all the same |
-//! | `u64::MAX` ([`REBASING`]) | a parameter change holds the word; steps wait on its lock |
+//! | `MAX_TAT + 1 ..= MAX_TAT + 2 * GENERATIONS` | `FRESH` (even offset) or `FULL` (odd offset) republished by a parameter change or a reset, so the word changes all the same |
+//! | `u64::MAX` ([`REBASING`]) | a parameter change (or a reset) holds the word; steps wait on its lock |
 //!
 //! ([`MAX_TAT`] is `2^16` ns below `u64::MAX`; the step never produces a
 //! state above it.)
@@ -53,7 +53,15 @@
 //! (ABA) with a decision made at the old parameters, after grants at the new
 //! ones (`loom-tests/tests/give_back.rs`). Its grant is still distinct and
 //! paced whole by one set of parameters; in the rebase case the old rate is
-//! the slower one, so the grant is late, never early. (A change of slack
+//! the slower one, so the grant is late, never early. A reset (which puts
+//! `FRESH` or `FULL` back, under the same lock and by the same table) can
+//! let a word repeat the same way: a step that read a word before the reset
+//! may find it again once takes after the reset have brought `tat` back to
+//! it, and its CAS then succeeds. Its grant is distinct from every other
+//! (its slot is at or after that word, which every grant since the reset
+//! lies before) and paced by the one set of parameters from a state the
+//! limiter held since the reset; only its clock reading is older, as any
+//! step's reading is older than its CAS. (A change of slack
 //! alone that leaves the word as it was is the same as the step landing
 //! just before the change: the rebase leaves its result as it is too.)
 
@@ -279,6 +287,19 @@ impl Store for AtomicStore {
         self.cell.tau.store(params.tau(), Ordering::Relaxed);
         self.cell.version.store(version + 2, Ordering::Release);
         // Publish the rebased word with the parameters it was rebased to.
+        self.cell
+            .tat
+            .store(word_after_rebase(word, tat), Ordering::Release);
+    }
+
+    fn reset(&self, tat: u64) {
+        // A reset follows a change's protocol, with the parameters left as
+        // they are: under the change's lock it takes the word (steps wait,
+        // CASes decided on the word fail, give-backs fail) and publishes the
+        // next generation's word for `tat`, so that a CAS decided on any
+        // word before the reset fails too, as after a rebase.
+        let _rebasing = lock(&self.rebasing);
+        let word = self.cell.tat.swap(REBASING, Ordering::Acquire);
         self.cell
             .tat
             .store(word_after_rebase(word, tat), Ordering::Release);

@@ -69,6 +69,14 @@ pub trait Store: sealed::Sealed + Send + Sync {
     #[doc(hidden)]
     fn set_params(&self, now: u64, params: Params);
 
+    /// Puts the state back to `tat` ([`FRESH`](schedule::FRESH) or
+    /// [`FULL`](schedule::FULL)), as [`new`](Store::new) made it (cold
+    /// again, for [`WarmStore`]), atomically with respect to every update;
+    /// the parameters stay. Calls are serialized by the caller, with
+    /// [`set_params`](Store::set_params).
+    #[doc(hidden)]
+    fn reset(&self, tat: u64);
+
     /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one has
     /// updated the state since; `true` when it did.
     #[doc(hidden)]

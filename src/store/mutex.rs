@@ -43,6 +43,10 @@ impl Store for MutexStore {
         state.1 = params;
     }
 
+    fn reset(&self, tat: u64) {
+        lock(&self.inner).0 = tat;
+    }
+
     fn give_back(&self, grant: Grant) -> bool {
         let mut state = lock(&self.inner);
         if state.0 == grant.next {

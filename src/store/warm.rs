@@ -88,6 +88,13 @@ impl Store for WarmStore {
         inner.undo = None;
     }
 
+    fn reset(&self, tat: u64) {
+        let mut inner = lock(&self.inner);
+        inner.state = State::cold(tat, inner.warm_up);
+        // What was granted before is no longer the last grant.
+        inner.undo = None;
+    }
+
     fn give_back(&self, grant: Grant) -> bool {
         let mut inner = lock(&self.inner);
         match inner.undo {
@@ -134,5 +141,10 @@ mod tests {
         let fourth = store.update(ORIGIN, 1, Admit::Always).unwrap();
         store.set_params(ORIGIN, Params::new(2_000, 5).unwrap());
         assert!(!store.give_back(fourth));
+        // So does a reset, which makes the store cold again.
+        let fifth = store.update(ORIGIN, 3, Admit::Always).unwrap();
+        store.reset(FRESH);
+        assert_eq!(lock(&store.inner).state, State::cold(FRESH, 100_000));
+        assert!(!store.give_back(fifth));
     }
 }

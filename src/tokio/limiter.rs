@@ -172,7 +172,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// as under `tokio::time::timeout` or in `select!`, has booked nothing
     /// and the next caller gets the permit. One cancelled after booking and
     /// before its slot gives the slot back if no one has booked since and the
-    /// limit has not changed since; otherwise that one slot is spent, and
+    /// limit has not changed (nor been [`reset`](Self::reset)) since; otherwise that one slot is spent, and
     /// later waiters keep theirs. Once the slot has passed, the permit
     /// counts as taken. (Prefer [`take_timeout`](Self::take_timeout) to a
     /// `timeout` around `take`: it is refused at once, booking nothing,
@@ -277,6 +277,33 @@ impl<C: Clock> AsyncLimiter<C> {
     /// over 146 years; the rate is then unchanged.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         self.limiter().set_rate(rate)
+    }
+
+    /// Puts the limiter back to how it was built (no credit, or its whole
+    /// burst if built with `full_credit`): a deliberate refill, as
+    /// [`Pacer::reset`]. Tasks waiting for slots they booked keep them;
+    /// one that booked before the reset and is then dropped gives nothing
+    /// back. Tasks still in line (not yet booked) book after the reset.
+    ///
+    /// ```
+    /// use paceline::tokio::AsyncLimiter;
+    /// use paceline::Rate;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = AsyncLimiter::builder(Rate::per_second(10))
+    ///     .slack(4)
+    ///     .full_credit(true)
+    ///     .build()?;
+    /// limiter.try_take_n(5)?;
+    /// assert_eq!(limiter.available(), 0);
+    /// limiter.reset();
+    /// assert_eq!(limiter.available(), 5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reset(&self) {
+        self.limiter().reset();
     }
 
     /// The rate in force.

@@ -403,6 +403,37 @@ impl AsyncRedisLimiter {
             .await
     }
 
+    /// Forgets `key`'s state, as [`RedisLimiter::reset`]: one `DEL` of the prefixed key, as
+    /// redis_rate's `Reset`. The key comes back at rest, as a key never
+    /// used, with its whole burst (`slack + 1` at once): a deliberate
+    /// refill, for every process sharing the key, and the bound of `slack +
+    /// 1 + w / T` in a window `w` holds from the reset on. `true` when the
+    /// key held a state (an absent one had expired at rest already).
+    ///
+    /// Takes racing it land wholly before or after it (Redis runs one
+    /// command at a time). An async take booked before the reset and then
+    /// dropped gives nothing back: the give-back restores only a key that
+    /// still holds that take's state, and the reset removed it. (One
+    /// exception, unlike the in-process limiters, which count resets: if
+    /// takes after the reset bring the key back to that very state, to the
+    /// nanosecond, before the booked take is dropped, its give-back
+    /// succeeds, and one slot can go out twice.)
+    ///
+    /// # Errors
+    /// Redis failures, whatever the policy (see [`RedisLimiter::reset`]).
+    ///
+    /// # Cancel safety
+    /// Dropped before the reply, the `DEL` may or may not have run; running
+    /// it again is safe.
+    pub async fn reset(&self, key: &str) -> Result<bool, Error> {
+        let del = self.core.backend().wire.del(key);
+        self.core
+            .backend()
+            .run::<u64>(Call::Cmd(&del))
+            .await
+            .map(|removed| removed > 0)
+    }
+
     /// One `PING` round trip on the limiter's connection.
     ///
     /// # Errors

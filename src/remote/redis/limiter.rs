@@ -216,6 +216,45 @@ impl RedisLimiter {
         })
     }
 
+    /// Forgets `key`'s state: one `DEL` of the prefixed key, as
+    /// redis_rate's `Reset`. The key comes back at rest, as a key never
+    /// used, with its whole burst (`slack + 1` at once): a deliberate
+    /// refill, for every process sharing the key, and the bound of `slack +
+    /// 1 + w / T` in a window `w` holds from the reset on. `true` when the
+    /// key held a state (an absent one had expired at rest already).
+    ///
+    /// Takes racing it land wholly before or after it (Redis runs one
+    /// command at a time). An async take booked before the reset and then
+    /// dropped gives nothing back: the give-back restores only a key that
+    /// still holds that take's state, and the reset removed it. (One
+    /// exception, unlike the in-process limiters, which count resets: if
+    /// takes after the reset bring the key back to that very state, to the
+    /// nanosecond, before the booked take is dropped, its give-back
+    /// succeeds, and one slot can go out twice.)
+    ///
+    /// ```no_run
+    /// # use paceline::{redis::RedisLimiter, Rate};
+    /// let limiter = RedisLimiter::builder("redis://127.0.0.1/", Rate::per_second(10)).build()?;
+    /// limiter.try_take_n("user:42", 11)?;
+    /// limiter.reset("user:42")?;
+    /// assert_eq!(limiter.available("user:42")?, 11); // as a new key
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Redis failures ([`Error::Unavailable`], [`Error::Timeout`]) whatever
+    /// the [`FailPolicy`]: a reset admits nothing, and one that failed must
+    /// not pass for done. Retrying it is safe (a `DEL` twice is one).
+    pub fn reset(&self, key: &str) -> Result<bool, Error> {
+        let wire = &self.core.backend().wire;
+        let del = wire.del(key);
+        self.core
+            .backend()
+            .pool
+            .run(|c| del.query::<u64>(c))
+            .map(|removed| removed > 0)
+    }
+
     /// One `PING` round trip on one of the limiter's connections: a health
     /// check (at start-up, say), and the floor a call's round trip is
     /// measured against. Connects if no connection is open.

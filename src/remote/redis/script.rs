@@ -82,6 +82,16 @@ impl Wire {
         cmd
     }
 
+    /// `DEL <prefix><key>`: forgets the key's state (absent is at rest).
+    pub(super) fn del(&self, key: &str) -> Cmd {
+        let mut cmd = Cmd::with_capacity(2, 32 + self.prefix.len() + key.len());
+        cmd.arg("DEL").arg(FullKey {
+            prefix: &self.prefix,
+            key,
+        });
+        cmd
+    }
+
     /// The script call for a step: at the server's `TIME`, or at `now`
     /// (internal ns; tests only, and then the key is stored without expiry).
     pub(super) fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {

@@ -368,6 +368,40 @@ fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
     );
 }
 
+/// A reset is a `DEL`: the key comes back at rest, as the model's `FULL`,
+/// and a give-back of a grant made before it finds the key without the
+/// grant's state and changes nothing.
+#[test]
+fn a_give_back_after_a_reset_changes_nothing() {
+    let server = RedisServer::start();
+    let interval = 1_000_000;
+    let lim = limiter(&server, interval, 2);
+    let params = Params::new(interval, 2).unwrap();
+    let backend = lim.core.backend();
+    let key = fresh_key();
+    let exists = || server.raw(&format!("EXISTS {}{key}", lim.prefix()));
+    let now = ORIGIN + 9_000_000_000;
+    let request = lim.core.request(2, Admit::Always).unwrap();
+    let grant = || match backend.step_at(&key, &request, Some(now)).unwrap().0 {
+        Decision::Granted {
+            undo: Some(undo), ..
+        } => undo,
+        other => panic!("{other:?}"),
+    };
+    grant();
+    let second = grant();
+    assert!(lim.reset(&key).unwrap());
+    assert_eq!(exists(), ":0\r\n");
+    assert!(!lim.reset(&key).unwrap(), "already gone");
+    assert!(!backend
+        .give_back_at(&key, params.tau(), second, now)
+        .unwrap());
+    assert_eq!(exists(), ":0\r\n");
+    // At rest again: the next grant decides as on `FULL`.
+    let model = step(FULL, now, 2, params, Admit::Always).unwrap();
+    assert_eq!(grant().next, model.next);
+}
+
 /// An empty value decides as an absent key (at rest) and is replaced by the
 /// grant's state, as the `redis` module docs say.
 #[test]
