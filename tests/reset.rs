@@ -3,6 +3,8 @@
 //! a warm-up limiter) and makes a keyed limiter forget a key; a reset racing
 //! takes refills at most once per reset; an async take booked before a reset
 //! and then dropped gives nothing back. (Redis: `tests/redis.rs`.)
+//! Built with the default `keyed` feature, as the keyed cases need it.
+#![cfg(feature = "keyed")]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

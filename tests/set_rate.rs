@@ -152,6 +152,7 @@ fn many_changes_to_a_resting_limiter_keep_its_state() {
 /// 1000/s and 100 at 10 000/s; a slack given in permits stays that count.
 /// The default is the larger of 10 permits and 10 ms. Keyed limiters (the
 /// default and an override) and every direct kind resolve it alike.
+#[cfg(feature = "keyed")]
 #[test]
 fn a_slack_in_time_is_resolved_again_at_each_rate() {
     use paceline::{AtomicLimiter, KeyedLimiter, MutexLimiter, Slack};
