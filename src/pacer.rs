@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
+use crate::limit::Limit;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Deny, Grant, Params};
@@ -290,6 +291,33 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
         let slack = slack.into();
         self.change(|_| (rate, slack))
+    }
+
+    /// [`set_limit`](Self::set_limit) from a [`Limit`], as a configuration
+    /// file states one (see [`Limits`](crate::Limits)).
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, Limit, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = AtomicLimiter::new(Rate::per_second(10));
+    /// let limit = Limit::new(Rate::per_second(1000), Duration::from_millis(5));
+    /// limiter.apply(limit)?;
+    /// assert_eq!((limiter.limit(), limiter.slack()), (limit, 5));
+    /// # Ok::<(), paceline::BuildError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`set_limit`](Self::set_limit).
+    pub fn apply(&self, limit: Limit) -> Result<(), BuildError> {
+        self.set_limit(limit.rate(), limit.slack())
+    }
+
+    /// The limit in force, as it was set (a slack in time stays a time;
+    /// [`slack`](Self::slack) gives it in permits).
+    pub fn limit(&self) -> Limit {
+        let (rate, slack) = *lock(&self.limit);
+        Limit::new(rate, slack)
     }
 
     /// [`set_limit`](Self::set_limit) with the slack in force.

@@ -12,6 +12,7 @@ use super::shard::Shard;
 use super::{KeyedLimiter, OverrideHasher, MAX_PARENT_STEPS};
 use crate::clock::Clock;
 use crate::error::BuildError;
+use crate::limit::{Limit, Limits};
 use crate::pacer::params;
 use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
@@ -174,6 +175,71 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         entries.push((key, (rate, slack), p));
         self.publish(Self::default_of(&current), entries);
         Ok(())
+    }
+
+    /// Replaces the default limit and every override with `limits`', in one
+    /// step: the whole table is checked first (a bad limit changes nothing),
+    /// then published at once, so a request decides by the old set or the
+    /// new, never by a mix. Tracked keys move to their new limits as for
+    /// [`set_rate`](Self::set_rate), in one pass over the map whatever the
+    /// number of overrides; keys whose limit did not change decide exactly
+    /// as before.
+    ///
+    /// ```
+    /// use paceline::{KeyedLimiter, Limit, Limits, Rate};
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(Rate::per_second(10));
+    /// let limits = Limits::new(Rate::per_second(100))
+    ///     .with_override("tenant:acme", Limit::new(Rate::per_second(1000), 50))
+    ///     .with_override("tenant:free", Rate::per_second(1));
+    /// limiter.apply(&limits)?;
+    /// assert_eq!(limiter.rate(), Rate::per_second(100));
+    /// assert_eq!(limiter.rate_for("tenant:acme"), (Rate::per_second(1000), 50));
+    /// assert_eq!(limiter.limits(), limits);
+    /// # Ok::<(), paceline::BuildError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] for the first limit whose slack banks
+    /// over 146 years at its rate; nothing changes then.
+    pub fn apply(&self, limits: &Limits) -> Result<(), BuildError>
+    where
+        K: for<'a> From<&'a str>,
+    {
+        let (rate, slack) = (*limits.default_limit()).into();
+        let default = ((rate, slack), params(rate, slack)?);
+        let entries = limits
+            .overrides()
+            .iter()
+            .map(|(key, limit)| {
+                let (rate, slack) = (*limit).into();
+                Ok((K::from(key.as_str()), (rate, slack), params(rate, slack)?))
+            })
+            .collect::<Result<Vec<_>, BuildError>>()?;
+        let _admin = lock(&self.admin);
+        self.publish(default, entries);
+        Ok(())
+    }
+
+    /// The limits in force: the default and every override, in the order
+    /// they were set (an override set again keeps its place), as
+    /// [`apply`](Self::apply) takes them.
+    pub fn limits(&self) -> Limits
+    where
+        K: AsRef<str>,
+    {
+        let current = Arc::clone(&read(&self.resolved));
+        let mut by_class: Vec<(u32, &K)> = current.overrides.iter().map(|(k, &c)| (c, k)).collect();
+        by_class.sort_unstable_by_key(|&(class, _)| class);
+        let limit = |class: usize| {
+            let (rate, slack) = current.limits[class];
+            Limit::new(rate, slack)
+        };
+        let mut limits = Limits::new(limit(0));
+        for (class, key) in by_class {
+            limits.insert(key.as_ref(), limit(class as usize));
+        }
+        limits
     }
 
     /// Removes `key`'s override; its keys fall back to their parent's rate or
