@@ -102,6 +102,7 @@ pub mod tokio;
 mod unlimited;
 mod wait;
 pub mod warm_up;
+pub mod watch;
 
 pub use builder::Builder;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};

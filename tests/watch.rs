@@ -1,0 +1,221 @@
+//! `Watch`: a real TOML file, edited while threads take from the limiter it
+//! configures. A good edit is in force within a second; a broken one is
+//! reported (naming the bad value) and changes nothing; the next good one
+//! loads; a dropped watcher loads nothing more.
+#![cfg(all(feature = "serde", feature = "keyed"))]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use paceline::watch::Watch;
+use paceline::{KeyedLimiter, Limits, Rate};
+
+/// A fresh directory of this test's own, removed at the end.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("paceline-watch-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes `text` to `path` whole: to a file beside it, then renamed over
+/// it, as editors and deploy tools save (a reader sees the old file or the
+/// new, never half of one; a half-written file would be reported as broken).
+fn write(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Waits up to 2 s for `cond`; how long it took, or `None`.
+fn within(cond: impl Fn() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
+const V1: &str = r#"
+[default]
+rate = "100/s"
+[overrides]
+"tenant:a" = { rate = "10/s", burst = 2 }
+"#;
+
+const V2: &str = r#"
+[default]
+rate = "200/s"
+[overrides]
+"tenant:a" = { rate = "20/s", burst = 4 }
+"tenant:b" = "5/s"
+"#;
+
+const BROKEN: &str = r#"
+[default]
+rate = "10/1.5s"
+"#;
+
+#[test]
+fn edits_are_applied_while_takes_run_and_a_broken_edit_changes_nothing() {
+    let dir = TempDir::new("edits");
+    let path = dir.0.join("limits.toml");
+    write(&path, V1);
+    let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1)));
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reloads = Arc::new(AtomicU64::new(0));
+    let watcher = {
+        let (target, errors, reloads) = (
+            Arc::clone(&limiter),
+            Arc::clone(&errors),
+            Arc::clone(&reloads),
+        );
+        Watch::new(&path)
+            .every(Duration::from_millis(20))
+            .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
+            .start(move |text| {
+                let limits: Limits = toml::from_str(text)?;
+                target.apply(&limits)?;
+                reloads.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap()
+    };
+    // The first load happened before `start` returned.
+    assert_eq!(limiter.rate(), Rate::per_second(100));
+    assert_eq!(limiter.rate_for("tenant:a"), (Rate::per_second(10), 1));
+
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        for t in 0..2 {
+            let (limiter, stop) = (&limiter, &stop);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ =
+                        limiter.try_take(&format!("tenant:{}", ["a", "b", "c"][(i % 3) as usize]));
+                    i += 1 + t;
+                }
+            });
+        }
+        write(&path, V2);
+        let took = within(|| limiter.rate() == Rate::per_second(200));
+        assert!(
+            took.is_some_and(|t| t < Duration::from_secs(1)),
+            "V2 in force after {took:?}"
+        );
+        assert_eq!(limiter.rate_for("tenant:b").0, Rate::per_second(5));
+
+        write(&path, BROKEN);
+        assert!(
+            within(|| !errors.lock().unwrap().is_empty()).is_some(),
+            "the broken edit was not reported"
+        );
+        let reported = errors.lock().unwrap()[0].clone();
+        assert!(
+            reported.contains("10/1.5s") && reported.contains("decimals"),
+            "{reported}"
+        );
+        assert!(reported.contains("unchanged"), "{reported}");
+        assert_eq!(
+            limiter.limits(),
+            toml::from_str::<Limits>(V2).unwrap(),
+            "untouched"
+        );
+
+        write(&path, V1);
+        assert!(
+            within(|| limiter.rate() == Rate::per_second(100)).is_some(),
+            "V1 again"
+        );
+        stop.store(true, Ordering::Relaxed);
+    });
+    // Reported once, not at every poll.
+    assert_eq!(
+        errors.lock().unwrap().len(),
+        1,
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    // (The count follows the apply: wait for it rather than race it.)
+    assert!(
+        within(|| reloads.load(Ordering::SeqCst) == 3).is_some(),
+        "V1, V2, V1"
+    );
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(reloads.load(Ordering::SeqCst), 3, "V1, V2, V1 and no more");
+
+    drop(watcher);
+    write(&path, V2);
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        limiter.rate(),
+        Rate::per_second(100),
+        "a dropped watcher loads nothing"
+    );
+}
+
+#[test]
+fn a_first_load_that_fails_is_returned_and_nothing_is_watched() {
+    let dir = TempDir::new("first");
+    let path = dir.0.join("limits.toml");
+    let missing = Watch::new(&path).start(|_| Ok(())).unwrap_err();
+    assert!(missing.to_string().contains("cannot read"), "{missing}");
+    write(&path, BROKEN);
+    let limiter = KeyedLimiter::<String>::new(Rate::per_second(1));
+    let err = Watch::new(&path)
+        .start(move |text| {
+            let limits: Limits = toml::from_str(text)?;
+            limiter.apply(&limits)?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("10/1.5s"), "{err}");
+    assert_eq!(err.path(), path);
+}
+
+#[test]
+fn a_file_that_disappears_is_reported_once_and_loaded_when_back() {
+    let dir = TempDir::new("gone");
+    let path = dir.0.join("limits.toml");
+    write(&path, V1);
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let loads = Arc::new(AtomicU64::new(0));
+    let _watcher = {
+        let (errors, loads) = (Arc::clone(&errors), Arc::clone(&loads));
+        Watch::new(&path)
+            .every(Duration::from_millis(10))
+            .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
+            .start(move |_| {
+                loads.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap()
+    };
+    std::fs::remove_file(&path).unwrap();
+    assert!(within(|| !errors.lock().unwrap().is_empty()).is_some());
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(errors.lock().unwrap().len(), 1, "once, not at every poll");
+    write(&path, V2);
+    assert!(
+        within(|| loads.load(Ordering::SeqCst) == 2).is_some(),
+        "loaded when back"
+    );
+}
