@@ -3,31 +3,17 @@
 //! them): `take_timeout`, `set_limit`, `TakeError::retry_after`, and where a
 //! blocking wait sleeps and spins with each `Wait` strategy.
 
+#[macro_use]
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use paceline::{
-    AtomicLimiter, BuildError, Clock, ManualClock, MutexLimiter, Rate, TakeError, Wait,
-};
+use paceline::{AtomicLimiter, BuildError, Clock, ManualClock, Rate, TakeError, Wait};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Runs `$body` once with an `AtomicLimiter` and once with a `MutexLimiter`,
-/// each built at `$rate` with the builder calls `$options`.
-macro_rules! for_both_kinds {
-    ($rate:expr, [$($options:tt)*], |$limiter:ident| $body:block) => {{
-        {
-            let $limiter = AtomicLimiter::builder($rate)$($options)*.build().unwrap();
-            $body
-        }
-        {
-            let $limiter = MutexLimiter::builder($rate)$($options)*.build().unwrap();
-            $body
-        }
-    }};
 }
 
 #[test]

@@ -6,6 +6,9 @@
 //! Built with the default `keyed` feature, as the keyed cases need it.
 #![cfg(feature = "keyed")]
 
+#[macro_use]
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -19,25 +22,9 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Runs `$body` with an `AtomicLimiter` and a `MutexLimiter`, each built at
-/// `$rate` with the builder calls `$options`. (The `WarmUpLimiter` has its
-/// own tests below.)
-macro_rules! for_every_store {
-    ($rate:expr, [$($options:tt)*], |$limiter:ident| $body:block) => {{
-        {
-            let $limiter = AtomicLimiter::builder($rate)$($options)*.build().unwrap();
-            $body
-        }
-        {
-            let $limiter = MutexLimiter::builder($rate)$($options)*.build().unwrap();
-            $body
-        }
-    }};
-}
-
 #[test]
 fn a_reset_limiter_without_credit_is_fresh_again() {
-    for_every_store!(
+    for_both_kinds!(
         Rate::per_second(10),
         [.slack(3).clock(ManualClock::with_auto_advance())],
         |limiter| {
@@ -66,7 +53,7 @@ fn a_reset_limiter_without_credit_is_fresh_again() {
 
 #[test]
 fn a_reset_limiter_with_full_credit_has_its_whole_burst_again() {
-    for_every_store!(
+    for_both_kinds!(
         Rate::per_second(10),
         [.slack(3).full_credit(true).clock(ManualClock::with_auto_advance())],
         |limiter| {
@@ -88,7 +75,7 @@ fn a_reset_limiter_with_full_credit_has_its_whole_burst_again() {
 
 #[test]
 fn a_reset_after_a_rate_change_keeps_the_new_limit() {
-    for_every_store!(
+    for_both_kinds!(
         Rate::per_second(10),
         [.slack(3).full_credit(true).clock(ManualClock::new())],
         |limiter| {

@@ -2,7 +2,7 @@
 //! interface, and driving worker threads on a `ManualClock` from slot to slot.
 
 // Each test file uses its own part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -156,4 +156,20 @@ impl<'a> Sim<'a> {
         self.clock
             .advance(Duration::from_secs(100 * 365 * 24 * 3600));
     }
+}
+
+/// Runs `$body` once with an `AtomicLimiter` and once with a `MutexLimiter`,
+/// each built at `$rate` with the builder calls `$options`, on the concrete
+/// types (not through `dyn Limiter`). For `#[macro_use] mod common;`.
+macro_rules! for_both_kinds {
+    ($rate:expr, [$($options:tt)*], |$limiter:ident| $body:block) => {{
+        {
+            let $limiter = paceline::AtomicLimiter::builder($rate)$($options)*.build().unwrap();
+            $body
+        }
+        {
+            let $limiter = paceline::MutexLimiter::builder($rate)$($options)*.build().unwrap();
+            $body
+        }
+    }};
 }
