@@ -68,7 +68,10 @@ async fn main() {
         limiter: AsyncLimiter::new(Rate::per_second(rate)),
         sent: Arc::default(),
     };
-    println!("async client paced at {rate}/s (slack 10)\n");
+    println!(
+        "async client paced at {rate}/s (slack {})\n",
+        client.limiter.slack()
+    );
 
     // 1. Workers sending in a loop, stopped (aborted) after `run`.
     let mut workers = JoinSet::new();

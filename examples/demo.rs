@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::{AtomicLimiter, Clock, Rate, Wait};
+use paceline::{AtomicLimiter, Clock, Rate, Slack, Wait};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -21,7 +21,12 @@ fn main() {
     let secs: f64 = args.next().map_or(2.0, |a| a.parse().expect("SECONDS"));
     let run = Duration::from_secs_f64(secs);
 
-    println!("paceline demo: {threads} threads share one AtomicLimiter at {rate}/s (slack 10) for {secs} s\n");
+    // The default slack: 10 permits or 10 ms of them, whichever is more.
+    let slack = Slack::DEFAULT.permits_at(Rate::per_second(rate));
+    println!(
+        "paceline demo: {threads} threads share one AtomicLimiter at {rate}/s (default slack: {slack} permits, {}) for {secs} s\n",
+        Slack::DEFAULT
+    );
     println!(
         "{:<8} {:>10} {:>12} {:>9} {:>12} {:>12} {:>12}",
         "wait", "permits", "achieved/s", "error", "late p50", "late p99", "late max"
