@@ -138,6 +138,30 @@ fn reset_through_dyn_limiter_and_unlimited_is_a_no_op() {
     assert_eq!(Unlimited.available(), u64::MAX);
 }
 
+/// Two threads `take` as fast as they can while this one resets `resets`
+/// times; how many takes were admitted.
+fn race_resets(resets: u64, take: impl Fn() -> bool + Sync, reset: impl Fn()) -> u64 {
+    let admitted = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    if take() {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        for _ in 0..resets {
+            reset();
+            thread::yield_now();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    admitted.load(Ordering::Relaxed)
+}
+
 /// Threads take while another resets: on a stopped clock nothing accrues,
 /// so each reset refills at most what a new limiter has (`per_reset` takes
 /// of 1: the burst with full credit, one without). At most `(resets + 1) *
@@ -151,33 +175,7 @@ fn resets_racing_takes_refill_at_most_one_burst_each() {
         // smaller), and what takes of 1 can have of it.
         let built = limiter.available();
         let per_reset = if full_credit { built } else { 1 };
-        let admitted = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let takers: Vec<_> = (0..2)
-            .map(|_| {
-                let (limiter, admitted, stop) = (
-                    Arc::clone(&limiter),
-                    Arc::clone(&admitted),
-                    Arc::clone(&stop),
-                );
-                thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        if limiter.try_take().is_ok() {
-                            admitted.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                })
-            })
-            .collect();
-        for _ in 0..RESETS {
-            limiter.reset();
-            thread::yield_now();
-        }
-        stop.store(true, Ordering::Relaxed);
-        for t in takers {
-            t.join().unwrap();
-        }
-        let admitted = admitted.load(Ordering::Relaxed);
+        let admitted = race_resets(RESETS, || limiter.try_take().is_ok(), || limiter.reset());
         assert!(
             admitted <= (RESETS + 1) * per_reset,
             "{admitted} admitted with {RESETS} resets of {per_reset}"
@@ -266,33 +264,13 @@ fn resets_racing_a_keys_takes_refill_at_most_one_burst_each() {
             .build()
             .unwrap(),
     );
-    let admitted = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let takers: Vec<_> = (0..2)
-        .map(|_| {
-            let (limiter, admitted, stop) = (
-                Arc::clone(&limiter),
-                Arc::clone(&admitted),
-                Arc::clone(&stop),
-            );
-            thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if limiter.try_take(&7).is_ok() {
-                        admitted.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        })
-        .collect();
-    for _ in 0..RESETS {
-        limiter.reset(&7);
-        thread::yield_now();
-    }
-    stop.store(true, Ordering::Relaxed);
-    for t in takers {
-        t.join().unwrap();
-    }
-    let admitted = admitted.load(Ordering::Relaxed);
+    let admitted = race_resets(
+        RESETS,
+        || limiter.try_take(&7).is_ok(),
+        || {
+            limiter.reset(&7);
+        },
+    );
     assert!(admitted <= (RESETS + 1) * 4, "{admitted} admitted");
     assert!(limiter.len() <= 1);
     assert_eq!(limiter.stats().admitted, admitted);
