@@ -3,6 +3,8 @@
 //! within 1 %), chunks of one burst, pay-for-what-came, credit kept across a
 //! short write, and a limiter failure as an `io::Error`.
 
+mod common;
+
 use std::fs::{self, File};
 use std::io::{self, Cursor, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -10,6 +12,7 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{assert_paced, data};
 use paceline::io::{PacedReader, PacedWriter};
 use paceline::{AtomicLimiter, ManualClock, Rate, StdClock};
 
@@ -19,19 +22,6 @@ const RATE: u64 = 1 << 20;
 const SLACK: u64 = 64 * 1024 - 1;
 /// What the real-time copies move: 3 MiB, about 3 s.
 const COPY: usize = 3 << 20;
-
-/// `n` bytes that differ from one position to the next.
-fn data(n: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// A limiter at [`RATE`] with a burst of 64 KiB, with its first permit
 /// taken: from then on byte `k` may go `k` intervals later, whatever the
@@ -48,46 +38,6 @@ fn mib_per_second() -> AtomicLimiter<StdClock> {
         .unwrap();
     limiter.take();
     limiter
-}
-
-/// Checks a real-time copy, from `marks`: after each piece, the time since
-/// the limiter's first permit and the bytes through so far.
-///
-/// - Never early: at every mark, `bytes` intervals have passed.
-/// - The long-run rate within 1 % of the limiter's: measured at the best of
-///   the last four marks, so that one late wake-up at the very end (a
-///   loaded machine can hold a thread off its core for tens of ms) is not
-///   taken for a rate lost. A rate lost stays lost, at every later mark.
-fn assert_paced(what: &str, interval: Duration, marks: &[(Duration, usize)]) {
-    for &(at, bytes) in marks {
-        let due = interval * bytes as u32;
-        assert!(
-            at >= due,
-            "{what}: early: {bytes} bytes at {at:?}, due {due:?}"
-        );
-    }
-    let ratio = |&(at, bytes): &(Duration, usize)| {
-        at.as_secs_f64() / (interval * bytes as u32).as_secs_f64()
-    };
-    let last = marks.last().unwrap();
-    let best = marks[marks.len() - 4..]
-        .iter()
-        .map(ratio)
-        .fold(f64::INFINITY, f64::min);
-    println!(
-        "{what}: {} bytes in {:?}: rate error {:+.4} % (long-run {:+.4} %) against the \
-         limiter's {:.0}/s",
-        last.1,
-        last.0,
-        (1.0 / ratio(last) - 1.0) * 100.0,
-        (1.0 / best - 1.0) * 100.0,
-        1.0 / interval.as_secs_f64(),
-    );
-    assert!(
-        best <= 1.01,
-        "{what}: the rate is {:.2} % short",
-        (1.0 - 1.0 / best) * 100.0
-    );
 }
 
 /// A file of its own in the temporary directory, removed when dropped.

@@ -5,29 +5,19 @@
 //! failed payment as an `io::Error`.
 #![cfg(feature = "tokio")]
 
+mod common;
+
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::time::Duration;
 
+use common::{assert_paced, data};
 use paceline::io::{PacedReader, PacedWriter};
 use paceline::tokio::AsyncLimiter;
 use paceline::Rate;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
-
-/// `n` bytes that differ from one position to the next.
-fn data(n: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn tokio_copy_into_a_paced_tcp_writer_goes_at_1_mib_per_second() {
@@ -61,35 +51,11 @@ async fn tokio_copy_into_a_paced_tcp_writer_goes_at_1_mib_per_second() {
     paced.shutdown().await.unwrap();
 
     assert_eq!(receiver.await.unwrap(), sent);
-    // Never early, at any mark; the long-run rate (at the best of the last
-    // four marks, not to take one late wake-up at the end of a loaded
-    // machine for a rate lost) within 1 %. Tokio's clock, which the
-    // limiter reads, is `Instant`'s.
-    let interval = limiter.rate().interval();
-    let ratio = |&(at, bytes): &(Duration, usize)| {
-        at.as_secs_f64() / (interval * bytes as u32).as_secs_f64()
-    };
-    for mark in &marks {
-        assert!(ratio(mark) >= 1.0, "early: {mark:?}");
-    }
-    let last = marks.last().unwrap();
-    let best = marks[marks.len() - 4..]
-        .iter()
-        .map(ratio)
-        .fold(f64::INFINITY, f64::min);
-    println!(
-        "tokio::io::copy into a paced TCP writer: {} bytes in {:?}: rate error {:+.4} % \
-         (long-run {:+.4} %) against the limiter's {:.0}/s",
-        last.1,
-        last.0,
-        (1.0 / ratio(last) - 1.0) * 100.0,
-        (1.0 / best - 1.0) * 100.0,
-        1.0 / interval.as_secs_f64(),
-    );
-    assert!(
-        best <= 1.01,
-        "the rate is {:.2} % short",
-        (1.0 - 1.0 / best) * 100.0
+    // Tokio's clock, which the limiter reads, is `Instant`'s.
+    assert_paced(
+        "tokio::io::copy into a paced TCP writer",
+        limiter.rate().interval(),
+        &marks,
     );
 }
 

@@ -173,3 +173,56 @@ macro_rules! for_both_kinds {
         }
     }};
 }
+
+/// `n` bytes that differ from one position to the next.
+pub fn data(n: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Checks a real-time copy, from `marks`: after each piece, the time since
+/// the limiter's first permit and the bytes through so far.
+///
+/// - Never early: at every mark, `bytes` intervals have passed.
+/// - The long-run rate within 1 % of the limiter's: measured at the best of
+///   the last four marks, so that one late wake-up at the very end (a
+///   loaded machine can hold a thread off its core for tens of ms) is not
+///   taken for a rate lost. A rate lost stays lost, at every later mark.
+pub fn assert_paced(what: &str, interval: Duration, marks: &[(Duration, usize)]) {
+    for &(at, bytes) in marks {
+        let due = interval * bytes as u32;
+        assert!(
+            at >= due,
+            "{what}: early: {bytes} bytes at {at:?}, due {due:?}"
+        );
+    }
+    let ratio = |&(at, bytes): &(Duration, usize)| {
+        at.as_secs_f64() / (interval * bytes as u32).as_secs_f64()
+    };
+    let last = marks.last().unwrap();
+    let best = marks[marks.len() - 4..]
+        .iter()
+        .map(ratio)
+        .fold(f64::INFINITY, f64::min);
+    println!(
+        "{what}: {} bytes in {:?}: rate error {:+.4} % (long-run {:+.4} %) against the \
+         limiter's {:.0}/s",
+        last.1,
+        last.0,
+        (1.0 / ratio(last) - 1.0) * 100.0,
+        (1.0 / best - 1.0) * 100.0,
+        1.0 / interval.as_secs_f64(),
+    );
+    assert!(
+        best <= 1.01,
+        "{what}: the rate is {:.2} % short",
+        (1.0 - 1.0 / best) * 100.0
+    );
+}
