@@ -95,6 +95,7 @@ pub use remote::redis;
 mod remote;
 pub mod schedule;
 mod slack;
+pub mod stats;
 pub mod store;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

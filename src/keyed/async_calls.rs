@@ -20,6 +20,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, ORIGIN};
+use crate::stats::{Counted, Stats};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::Wait;
 
@@ -206,6 +207,13 @@ impl<K, C: Clock> Clone for AsyncKeyedLimiter<K, C> {
     }
 }
 
+/// All keys together, if counting: see [`KeyedStats::requests`](super::KeyedStats::requests).
+impl<K, C: Clock> Counted for AsyncKeyedLimiter<K, C> {
+    fn stats(&self) -> Option<Stats> {
+        Counted::stats(&*self.inner)
+    }
+}
+
 impl<K, C: Clock> fmt::Debug for AsyncKeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("AsyncKeyedLimiter")
@@ -276,6 +284,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// to `grant.next` by chance, and undoing it then would erase slots
     /// handed out since.
     fn give_back(&self, key: &K, grant: Grant, moves: u64) -> bool {
+        self.meter.cancelled();
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
         if shard.moves != moves {

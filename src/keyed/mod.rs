@@ -115,6 +115,7 @@ use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::primitive::{read, write, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL};
+use crate::stats::Meter;
 use crate::wait::{self, nanos, Wait};
 
 #[cfg(feature = "tokio")]
@@ -241,6 +242,8 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     admitted_free: AtomicU64,
     /// Override lookups cut at [`MAX_PARENT_STEPS`] parents.
     parent_walks_cut: AtomicU64,
+    /// Requests, permits and wait, all keys together, if the builder asked.
+    meter: Meter,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -493,6 +496,26 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// (a give-back must find it unchanged).
     #[inline]
     fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<(u64, Grant, u64), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let decided = self.decide_uncounted(key, cost, admit);
+        match &decided {
+            Ok((now, grant, _)) => self.meter.admitted(cost, grant.slot.saturating_sub(*now)),
+            Err(_) => self.meter.refused(),
+        }
+        decided
+    }
+
+    /// [`decide`](Self::decide), before the meter counts it.
+    #[inline]
+    fn decide_uncounted<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(u64, Grant, u64), TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
