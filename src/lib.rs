@@ -72,6 +72,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod all;
 mod builder;
 mod clock;
 #[cfg(feature = "serde")]

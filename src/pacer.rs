@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::all::sealed::Held;
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::limit::Limit;
@@ -477,7 +478,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 
     /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
     /// needs to undo it.
-    #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
     #[inline]
     pub(crate) fn reserve_cancellable(
         &self,
@@ -499,7 +499,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// slot stays spent and the schedule is unchanged. `true` when it was
     /// undone. For async waiters dropped before their slot. (A reset counts
     /// as a change.)
-    #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
     pub(crate) fn give_back(&self, reservation: Reservation) -> bool {
         self.meter.cancelled();
         // Under the lock `set_limit` holds: no rebase between check and CAS.
@@ -537,6 +536,32 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[doc(hidden)]
     pub fn __give_back(&self, reservation: Reservation) -> bool {
         self.give_back(reservation)
+    }
+}
+
+/// A direct limiter as a part of an all-or-nothing request.
+impl<S: Store, C: Clock> crate::all::sealed::Part for Pacer<S, C> {
+    fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
+        let (now, reservation) = self.reserve_cancellable(cost, admit)?;
+        Ok(Held {
+            now,
+            grant: reservation.grant,
+            check: reservation.changes,
+        })
+    }
+
+    fn give_back(&self, held: Held) {
+        Pacer::give_back(
+            self,
+            Reservation {
+                grant: held.grant,
+                changes: held.check,
+            },
+        );
+    }
+
+    fn wait(&self, held: &Held) {
+        self.block(held.now, held.grant.slot);
     }
 }
 

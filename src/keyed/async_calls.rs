@@ -10,12 +10,10 @@ use std::fmt;
 use std::future::{ready, Future};
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::shard::find;
-use super::{read, KeyedLimiter};
+use super::KeyedLimiter;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::rate::Rate;
@@ -273,27 +271,6 @@ where
     }
 
     fn give_back(&self, (key, grant, moves): Ticket<K>) {
-        self.limiter.give_back(&key, grant, moves);
-    }
-}
-
-impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated the
-    /// key since; `true` when it did. Not if its shard's entries were moved
-    /// (`moves`: a rate change, an eviction, a reset) since the grant: a rebased or re-created `tat` may come back
-    /// to `grant.next` by chance, and undoing it then would erase slots
-    /// handed out since.
-    fn give_back(&self, key: &K, grant: Grant, moves: u64) -> bool {
-        self.meter.cancelled();
-        let (hash, lock) = self.shard(key);
-        let shard = read(lock);
-        if shard.moves != moves {
-            return false;
-        }
-        find(&shard.map, hash, key).is_some_and(|e| {
-            e.tat
-                .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        })
+        self.limiter.give_back::<K>(&key, grant, moves);
     }
 }

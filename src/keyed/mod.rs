@@ -96,6 +96,7 @@
 
 #[cfg(feature = "tokio")]
 pub(crate) mod async_calls;
+mod bucket;
 mod builder;
 mod classes;
 mod insert;
@@ -120,6 +121,7 @@ use crate::wait::{self, nanos, Wait};
 
 #[cfg(feature = "tokio")]
 pub use async_calls::AsyncKeyedLimiter;
+pub use bucket::Bucket;
 pub use builder::KeyedBuilder;
 pub use insert::WhenFull;
 pub use inspect::{KeyState, KeyedStats};
@@ -531,6 +533,31 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             }
         }
         self.decide_new(lock, hash, key, cost, admit)
+    }
+
+    /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated
+    /// the key since; `true` when it did. Not if its shard's entries were
+    /// moved (`moves`: a rate change, an eviction, a reset) since the
+    /// grant: a rebased or re-created `tat` may come back to `grant.next` by
+    /// chance, and undoing it then would erase slots handed out since.
+    /// For async takes dropped before their slot, and all-or-nothing takes
+    /// another limit refused.
+    pub(crate) fn give_back<Q>(&self, key: &Q, grant: Grant, moves: u64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.meter.cancelled();
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        if shard.moves != moves {
+            return false;
+        }
+        find(&shard.map, hash, key).is_some_and(|e| {
+            e.tat
+                .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 
     /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals
