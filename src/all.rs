@@ -67,38 +67,9 @@ use crate::error::TakeError;
 use crate::schedule::Admit;
 use crate::wait::nanos;
 
-use sealed::Held;
+use crate::part::Held;
 
-/// A limit that can take part in an all-or-nothing request: a direct
-/// limiter, or one key of a keyed limiter (`KeyedLimiter::bucket`).
-/// Sealed: its methods are paceline's own.
-pub trait Part: sealed::Part {}
-
-impl<T: sealed::Part + ?Sized> Part for T {}
-
-pub(crate) mod sealed {
-    use crate::error::TakeError;
-    use crate::schedule::{Admit, Grant};
-
-    /// A part's booking, as its give-back and its wait need it.
-    #[derive(Clone, Copy, Debug)]
-    pub struct Held {
-        /// The part's clock at the decision.
-        pub(crate) now: u64,
-        pub(crate) grant: Grant,
-        /// The part's count of changes (or moves) before the decision.
-        pub(crate) check: u64,
-    }
-
-    pub trait Part {
-        /// Books `cost` permits if `admit` allows.
-        fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError>;
-        /// Undoes `held` if nobody has booked since.
-        fn give_back(&self, held: Held);
-        /// Blocks until `held`'s slot, on the part's clock.
-        fn wait(&self, held: &Held);
-    }
-}
+pub use crate::part::Part;
 
 /// Takes a permit from every part if each has one free now; otherwise
 /// takes from none (but see [what a race costs](self#what-a-race-costs)).

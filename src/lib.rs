@@ -87,6 +87,7 @@ mod limit;
 mod limiter;
 mod paced;
 mod pacer;
+mod part;
 mod primitive;
 mod rate;
 #[cfg(feature = "redis")]

@@ -6,10 +6,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::all::sealed::Held;
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::limit::Limit;
+use crate::part::Held;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Deny, Grant, Params};
@@ -540,7 +540,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 }
 
 /// A direct limiter as a part of an all-or-nothing request.
-impl<S: Store, C: Clock> crate::all::sealed::Part for Pacer<S, C> {
+impl<S: Store, C: Clock> crate::part::sealed::Part for Pacer<S, C> {
     fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
         let (now, reservation) = self.reserve_cancellable(cost, admit)?;
         Ok(Held {

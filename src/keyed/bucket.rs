@@ -6,9 +6,10 @@ use std::fmt;
 use std::hash::Hash;
 
 use super::KeyedLimiter;
-use crate::all::sealed::{Held, Part};
 use crate::clock::Clock;
 use crate::error::TakeError;
+use crate::part::sealed::Part;
+use crate::part::Held;
 use crate::schedule::Admit;
 
 /// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
