@@ -17,7 +17,9 @@
 //!
 //! Equivalent limits: governor's period `T` and burst `b` are paceline's
 //! rate `1/T` and slack `b - 1`. Both key by the peer address from axum's
-//! `ConnectInfo`, which each request carries.
+//! `ConnectInfo`, which each request carries. Timed in the thread's CPU
+//! time, as `throughput.rs` is, so a busy machine's preemptions do not
+//! count.
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -25,13 +27,17 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use http::{Request, Response};
 use paceline::http::LimitLayer;
 use paceline::Rate;
 use tower::{Layer, Service, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
+
+#[path = "cpu_time.rs"]
+mod cpu_time;
+use cpu_time::CpuTime;
 
 /// The handler every layer wraps: answers at once.
 #[derive(Clone)]
@@ -63,12 +69,8 @@ fn request(ip: IpAddr) -> Request<Body> {
 }
 
 /// Runs `service` on each of `ips` in turn, once per iteration.
-fn bench<S>(
-    c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    name: &str,
-    service: S,
-    ips: &[IpAddr],
-) where
+fn bench<S>(c: &mut BenchmarkGroup<'_, CpuTime>, name: &str, service: S, ips: &[IpAddr])
+where
     S: Service<Request<Body>> + Clone,
     S::Error: std::fmt::Debug,
 {
@@ -114,7 +116,7 @@ fn governor(
     GovernorLayer::<_, _, Body>::new(config).layer(Ok200)
 }
 
-fn groups(c: &mut Criterion) {
+fn groups(c: &mut Criterion<CpuTime>) {
     // Admitted: 10^9/s, a burst of 10^9 (governor: 1 ns, u32::MAX).
     let one = ips(1);
     let mut g = c.benchmark_group("admit");
@@ -164,7 +166,10 @@ fn groups(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    config = Criterion::default()
+        .with_measurement(CpuTime)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
     targets = groups
 }
 criterion_main!(benches);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
-use http::{Request, Response, StatusCode};
+use http::{Extensions, HeaderMap, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -51,6 +51,8 @@ pub enum ClientKey {
     Ip(IpAddr),
     /// A key of text.
     Text(Box<str>),
+    /// The one key of a global limit.
+    Global,
 }
 
 impl fmt::Display for ClientKey {
@@ -58,6 +60,7 @@ impl fmt::Display for ClientKey {
         match self {
             ClientKey::Ip(ip) => ip.fmt(f),
             ClientKey::Text(text) => f.write_str(text),
+            ClientKey::Global => f.write_str("global"),
         }
     }
 }
@@ -134,12 +137,13 @@ pub enum Body {
     Problem,
 }
 
-/// What the layer counted since it was built.
+/// What the layer counted since it was built: what it did on its own.
+/// (Admitted requests are the limiter's to count: a keyed limiter of your
+/// own built with `.stats(true)`, handed in with
+/// [`keyed`](LimitBuilder::keyed), counts them at no cost to others.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LayerStats {
-    /// Requests forwarded within the limit.
-    pub admitted: u64,
     /// Requests refused (429, or 503 for a failure of the limiter's server).
     pub refused: u64,
     /// Requests over the limit that [`Mode::DryRun`] forwarded.
@@ -229,7 +233,6 @@ struct Shared {
     body: Body,
     status: StatusCode,
     name: String,
-    admitted: AtomicU64,
     refused: AtomicU64,
     would_refuse: AtomicU64,
     missing_key: AtomicU64,
@@ -296,7 +299,6 @@ impl LimitLayer {
     pub fn stats(&self) -> LayerStats {
         let s = &self.shared;
         LayerStats {
-            admitted: s.admitted.load(Relaxed),
             refused: s.refused.load(Relaxed),
             would_refuse: s.would_refuse.load(Relaxed),
             missing_key: s.missing_key.load(Relaxed),
@@ -521,7 +523,6 @@ impl LimitBuilder {
                 body: self.body,
                 status: self.status,
                 name: self.name,
-                admitted: AtomicU64::new(0),
                 refused: AtomicU64::new(0),
                 would_refuse: AtomicU64::new(0),
                 missing_key: AtomicU64::new(0),
@@ -549,12 +550,16 @@ pub struct Limit<S> {
     shared: Arc<Shared>,
 }
 
+/// The fields an admitted response gets, when asked for on every one
+/// (boxed: the futures that carry them stay small to move).
+type AddedFields = Option<Box<[(HeaderName, HeaderValue); 2]>>;
+
 /// What a decision leaves for the response.
 enum Verdict {
     /// Forward; with the fields to add, when asked for on every response.
-    Forward(Option<[(HeaderName, HeaderValue); 2]>),
-    /// Answer this instead.
-    Answer(Response<Full<Bytes>>),
+    Forward(AddedFields),
+    /// Answer this instead (boxed, for the same reason).
+    Answer(Box<Response<Full<Bytes>>>),
 }
 
 impl<S, B, ResB> Service<Request<B>> for Limit<S>
@@ -575,13 +580,20 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let shared = &self.shared;
-        let (head, body) = request.into_parts();
-        let key = match shared.key(&head) {
-            Ok(key) => key,
-            Err(status) => return ResponseFuture::answer(shared.missing(status)),
+        // The head is split off only for a key or cost function.
+        let (key, cost, request) = if shared.wants_head() {
+            let (head, body) = request.into_parts();
+            let key = shared.key(&head.headers, &head.extensions, Some(&head));
+            let cost = shared.cost.as_ref().map_or(1, |cost| cost(&head));
+            (key, cost, Request::from_parts(head, body))
+        } else {
+            let key = shared.key(request.headers(), request.extensions(), None);
+            (key, 1, request)
         };
-        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&head));
-        let request = Request::from_parts(head, body);
+        let key = match key {
+            Ok(key) => key,
+            Err(status) => return ResponseFuture::answer(Box::new(shared.missing(status))),
+        };
         match shared.decide_now(&key, cost) {
             Some(Verdict::Forward(fields)) => {
                 ResponseFuture::inner(self.inner.call(request), fields)
@@ -598,7 +610,7 @@ where
                             let response = inner.call(request).await?;
                             Ok(with_fields(response.map(Either::Left), fields))
                         }
-                        Verdict::Answer(answer) => Ok(answer.map(Either::Right)),
+                        Verdict::Answer(answer) => Ok((*answer).map(Either::Right)),
                     }
                 }))
             }
@@ -607,13 +619,23 @@ where
 }
 
 impl Shared {
+    /// Whether a key or cost function needs the request's head.
+    fn wants_head(&self) -> bool {
+        self.cost.is_some() || matches!(self.source, KeySource::Function(_))
+    }
+
     /// The request's key, or the status to refuse a request without one
     /// with.
-    fn key(&self, head: &Parts) -> Result<ClientKey, StatusCode> {
+    fn key(
+        &self,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+        head: Option<&Parts>,
+    ) -> Result<ClientKey, StatusCode> {
         let found = match &self.source {
-            KeySource::Global => return Ok(ClientKey::Text("global".into())),
-            KeySource::Ip => peer(head).and_then(|peer| {
-                let ip = client_ip::client_ip(peer, &head.headers, &self.trusted, self.forwarding)?;
+            KeySource::Global => return Ok(ClientKey::Global),
+            KeySource::Ip => peer(extensions).and_then(|peer| {
+                let ip = client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)?;
                 let bits = if ip.is_ipv4() {
                     self.v4_prefix
                 } else {
@@ -621,12 +643,11 @@ impl Shared {
                 };
                 Some(ClientKey::Ip(client_ip::mask(ip, bits)))
             }),
-            KeySource::Header(name) => head
-                .headers
+            KeySource::Header(name) => headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
                 .map(|v| ClientKey::Text(v.into())),
-            KeySource::Function(f) => f(head).map(|k| ClientKey::Text(k.into())),
+            KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::Text(k.into())),
         };
         match (found, &self.missing) {
             (Some(key), _) => Ok(key),
@@ -707,7 +728,6 @@ impl Shared {
     fn settle(&self, key: &ClientKey, taken: Result<(), Failure>) -> Verdict {
         match taken {
             Ok(()) => {
-                self.admitted.fetch_add(1, Relaxed);
                 let fields = match (&self.backend, self.fields) {
                     #[cfg(feature = "redis")]
                     (Backend::Redis(_), _) => None, // looked at after, asynchronously
@@ -759,7 +779,7 @@ impl Shared {
                 fields::state(&self.name, 0, reset),
             );
         }
-        Verdict::Answer(response)
+        Verdict::Answer(Box::new(response))
     }
 
     /// The rate and burst `key` is limited by.
@@ -776,25 +796,25 @@ impl Shared {
     }
 
     /// The fields of an admitted request, from an in-process bucket.
-    fn fields_after(&self, key: &ClientKey) -> Option<[(HeaderName, HeaderValue); 2]> {
+    fn fields_after(&self, key: &ClientKey) -> AddedFields {
         let remaining = match &self.backend {
             Backend::Keyed(limiter) => limiter.limiter().available(key),
             Backend::Global(limiter) => limiter.available(),
             #[cfg(feature = "redis")]
             Backend::Redis(_) => return None,
         };
-        Some(self.fields_for(key, remaining))
+        Some(Box::new(self.fields_for(key, remaining)))
     }
 
     /// The fields of an admitted request, from any bucket.
-    async fn fields_after_async(&self, key: &ClientKey) -> Option<[(HeaderName, HeaderValue); 2]> {
+    async fn fields_after_async(&self, key: &ClientKey) -> AddedFields {
         match &self.backend {
             #[cfg(feature = "redis")]
             Backend::Redis(limiter) => {
                 // A failed look sends no fields rather than wrong ones.
                 let text = key.to_string();
                 let remaining = limiter.available(&text).await.ok()?;
-                Some(self.fields_for(key, remaining))
+                Some(Box::new(self.fields_for(key, remaining)))
             }
             _ => self.fields_after(key),
         }
@@ -876,18 +896,12 @@ enum Failure {
 
 /// The connection's peer: axum's `ConnectInfo<SocketAddr>` (feature
 /// `axum`) or a `SocketAddr` extension.
-fn peer(head: &Parts) -> Option<IpAddr> {
-    if let Some(addr) = head.extensions.get::<SocketAddr>() {
-        return Some(addr.ip());
-    }
+fn peer(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
-    if let Some(info) = head
-        .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-    {
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
     }
-    None
+    extensions.get::<SocketAddr>().map(SocketAddr::ip)
 }
 
 /// A text response.
@@ -917,12 +931,9 @@ fn json_string(s: &str) -> String {
     out
 }
 
-fn with_fields<B>(
-    mut response: Response<B>,
-    fields: Option<[(HeaderName, HeaderValue); 2]>,
-) -> Response<B> {
+fn with_fields<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {
     if let Some(fields) = fields {
-        for (name, value) in fields {
+        for (name, value) in *fields {
             response.headers_mut().insert(name, value);
         }
     }
@@ -940,20 +951,20 @@ pin_project_lite::pin_project! {
 pin_project_lite::pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
-        Inner { #[pin] future: F, fields: Option<[(HeaderName, HeaderValue); 2]> },
-        Answer { response: Option<Response<Full<Bytes>>> },
+        Inner { #[pin] future: F, fields: AddedFields },
+        Answer { response: Option<Box<Response<Full<Bytes>>>> },
         Boxed { future: BoxFuture<Result<Response<LimitBody<B>>, E>> },
     }
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    fn inner(future: F, fields: Option<[(HeaderName, HeaderValue); 2]>) -> Self {
+    fn inner(future: F, fields: AddedFields) -> Self {
         ResponseFuture {
             state: State::Inner { future, fields },
         }
     }
 
-    fn answer(response: Response<Full<Bytes>>) -> Self {
+    fn answer(response: Box<Response<Full<Bytes>>>) -> Self {
         ResponseFuture {
             state: State::Answer {
                 response: Some(response),
@@ -980,10 +991,10 @@ where
                 let response = std::task::ready!(future.poll(cx))?;
                 Poll::Ready(Ok(with_fields(response.map(Either::Left), fields.take())))
             }
-            StateProj::Answer { response } => Poll::Ready(Ok(response
+            StateProj::Answer { response } => Poll::Ready(Ok((*response
                 .take()
-                .expect("a ResponseFuture polled after it completed")
-                .map(Either::Right))),
+                .expect("a ResponseFuture polled after it completed"))
+            .map(Either::Right))),
             StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
     }
