@@ -378,6 +378,25 @@ async fn costs_bodies_and_dry_runs() {
         header(&refused, "retry-after").parse::<u64>().unwrap()
     );
 
+    // A cost above the burst: no wait admits it, so no Retry-After and no
+    // window, the policy alone, and the reason in the body.
+    let too_big = LimitLayer::per_ip(Rate::per_second(1))
+        .slack(4)
+        .cost(|head| if head.uri.path() == "/export" { 10 } else { 1 })
+        .build()
+        .unwrap();
+    let addr = serve(app(too_big)).await;
+    let refused = get_from(&client, addr, "/export", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers.get("retry-after").is_none());
+    assert!(refused.headers.get("ratelimit").is_none());
+    assert!(refused.headers.get("ratelimit-policy").is_some());
+    assert!(refused.body.contains("burst"), "{}", refused.body);
+    assert_eq!(
+        get_from(&client, addr, "/", &[]).await.status,
+        StatusCode::OK
+    );
+
     // A dry run forwards everything and counts what it would refuse.
     let dry = LimitLayer::per_ip(Rate::per_minute(1))
         .slack(1)

@@ -773,11 +773,15 @@ impl Shared {
                 fields::policy(&self.name, rate, burst),
             );
             // `t` equals Retry-After (the draft: never earlier than it).
-            let reset = Duration::from_secs(wait.map_or(0, |w| fields::seconds_up(w).max(1)));
-            headers.insert(
-                HeaderName::from_static("ratelimit"),
-                fields::state(&self.name, 0, reset),
-            );
+            // A request no wait admits (a cost above the burst) has no
+            // window to announce: the policy alone.
+            if let Some(wait) = wait {
+                let reset = Duration::from_secs(fields::seconds_up(wait).max(1));
+                headers.insert(
+                    HeaderName::from_static("ratelimit"),
+                    fields::state(&self.name, 0, reset),
+                );
+            }
         }
         Verdict::Answer(Box::new(response))
     }
