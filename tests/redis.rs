@@ -305,7 +305,11 @@ fn server_down_fails_open_when_asked() {
         assert!(admitted <= 30, "never refused again");
     }
     let failed = limiter.stats().unwrap().failed - failed_before;
-    assert_eq!(admitted - failed, 11, "{admitted} admitted, {failed} of them open");
+    assert_eq!(
+        admitted - failed,
+        11,
+        "{admitted} admitted, {failed} of them open"
+    );
 }
 
 #[test]
