@@ -139,19 +139,23 @@ impl Pace {
         drop: bool,
         before_wait: &mut dyn FnMut(),
     ) -> Result<Admit, Failure> {
-        let mut waited = false;
+        // First a try, which never waits; only once it is refused does
+        // `before_wait` run (the lines loop flushes there), and then the
+        // bounded takes, which may wait up to WAKE inside the limiter.
+        let mut tried = false;
         loop {
             self.reload_if_asked();
+            let may_wait = tried && !drop;
             let answer = {
                 let engine = self.engine.borrow();
                 match &*engine {
                     Engine::Unlimited => return Ok(Admit::Go),
-                    Engine::Local(l) if drop => l.try_take_n(cost).map_err(Refusal::Local),
+                    Engine::Local(l) if !may_wait => l.try_take_n(cost).map_err(Refusal::Local),
                     Engine::Local(l) => l
                         .take_n_timeout(cost, WAKE)
                         .map(drop_it)
                         .map_err(Refusal::Local),
-                    Engine::Redis { limiter, key } if drop => {
+                    Engine::Redis { limiter, key } if !may_wait => {
                         limiter.try_take_n(key, cost).map_err(Refusal::Redis)
                     }
                     Engine::Redis { limiter, key } => limiter
@@ -171,9 +175,10 @@ impl Pace {
             if self.flags.stopping() {
                 return Ok(Admit::Stopped);
             }
-            if !waited {
+            if !tried {
+                tried = true;
                 before_wait();
-                waited = true;
+                continue;
             }
             // Sleep until the slot is within WAKE (it is then granted), in
             // steps of at most WAKE so that signals are seen.
