@@ -35,12 +35,15 @@ fn seq(n: usize) -> Vec<u8> {
         .into_bytes()
 }
 
+/// A line of stdout and when the test read it.
+type Arrival = (Instant, Vec<u8>);
+
 /// A running `paceline`: its stdout read line by line with arrival times.
 struct Run {
     child: Child,
     start: Instant,
     stdin: Option<ChildStdin>,
-    lines: Arc<Mutex<Vec<(Instant, Vec<u8>)>>>,
+    lines: Arc<Mutex<Vec<Arrival>>>,
     reader: JoinHandle<()>,
     stderr: JoinHandle<String>,
 }
@@ -49,7 +52,7 @@ struct Run {
 struct Done {
     status: ExitStatus,
     start: Instant,
-    lines: Vec<(Instant, Vec<u8>)>,
+    lines: Vec<Arrival>,
     stderr: String,
 }
 
