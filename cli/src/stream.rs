@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::sync::atomic::Ordering;
 
+use memchr::{memchr, memchr_iter};
 use paceline::io::PacedWriter;
 
 use crate::input::{Input, Next};
@@ -44,6 +45,34 @@ fn write_failed(e: &io::Error) -> End {
         End::BrokenPipe
     } else {
         End::Failed(format!("stdout: {e}"))
+    }
+}
+
+/// One line, paid for first (waiting, after a flush) or dropped:
+/// `Ok(true)` passed, `Ok(false)` dropped.
+fn one(
+    line: &[u8],
+    pace: &Pace,
+    drop: bool,
+    out: &mut BufWriter<File>,
+    flush_error: &mut Option<io::Error>,
+) -> Result<bool, End> {
+    let admitted = pace.admit(1, drop, &mut || {
+        if let Err(e) = out.flush() {
+            flush_error.get_or_insert(e);
+        }
+    });
+    if let Some(e) = flush_error.take() {
+        return Err(write_failed(&e));
+    }
+    match admitted {
+        Ok(Admit::Go) => match out.write_all(line) {
+            Ok(()) => Ok(true),
+            Err(e) => Err(write_failed(&e)),
+        },
+        Ok(Admit::Dropped) => Ok(false),
+        Ok(Admit::Stopped) => Err(End::Stopped),
+        Err(Failure(e)) => Err(End::Failed(e)),
     }
 }
 
@@ -78,39 +107,57 @@ pub fn lines(
             break 'run write_failed(&e);
         }
         let mut rest = &chunk[..];
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            let (line, tail) = rest.split_at(i + 1);
-            rest = tail;
-            let line: &[u8] = if pending.is_empty() {
-                line
-            } else {
-                pending.extend_from_slice(line);
-                &pending
+        // A line begun in an earlier chunk: complete it, and pass it alone.
+        if !pending.is_empty() {
+            let Some(i) = memchr(b'\n', rest) else {
+                pending.extend_from_slice(rest);
+                continue;
             };
+            pending.extend_from_slice(&rest[..=i]);
+            rest = &rest[i + 1..];
             if flags.stopping() {
                 break 'run End::Stopped;
             }
-            let admitted = pace.admit(1, drop, &mut || {
-                if let Err(e) = out.flush() {
-                    flush_error.get_or_insert(e);
-                }
-            });
-            if let Some(e) = flush_error.take() {
-                break 'run write_failed(&e);
-            }
-            match admitted {
-                Ok(Admit::Go) => {
-                    if let Err(e) = out.write_all(line) {
-                        break 'run write_failed(&e);
-                    }
-                    passed += 1;
-                }
-                Ok(Admit::Dropped) => dropped += 1,
-                Ok(Admit::Stopped) => break 'run End::Stopped,
-                Err(Failure(e)) => break 'run End::Failed(e),
+            match one(&pending, pace, drop, &mut out, &mut flush_error) {
+                Ok(true) => passed += 1,
+                Ok(false) => dropped += 1,
+                Err(end) => break 'run end,
             }
             pending.clear();
-            // Published per line: a relaxed store each, for the display.
+        }
+        // The complete lines of this chunk, passed in runs: as many as
+        // the limit has room for now go in one write.
+        let mut lines = memchr_iter(b'\n', rest).count() as u64;
+        while lines > 0 {
+            if flags.stopping() {
+                break 'run End::Stopped;
+            }
+            let n = match pace.grab(lines) {
+                Ok(n) => n,
+                Err(Failure(e)) => break 'run End::Failed(e),
+            };
+            // The end of the n-th line (or of the first, if none may go now).
+            let end = memchr_iter(b'\n', rest)
+                .nth(n.max(1) as usize - 1)
+                .map_or(rest.len(), |i| i + 1);
+            let (run, tail) = rest.split_at(end);
+            rest = tail;
+            if n > 0 {
+                if let Err(e) = out.write_all(run) {
+                    break 'run write_failed(&e);
+                }
+                passed += n;
+                lines -= n;
+            } else {
+                // No room now: this one line waits (or is dropped).
+                match one(run, pace, drop, &mut out, &mut flush_error) {
+                    Ok(true) => passed += 1,
+                    Ok(false) => dropped += 1,
+                    Err(end) => break 'run end,
+                }
+                lines -= 1;
+            }
+            // Published per run: relaxed stores, for the display.
             stats.done.store(passed, Ordering::Relaxed);
             stats.dropped.store(dropped, Ordering::Relaxed);
         }
@@ -119,20 +166,16 @@ pub fn lines(
     // A last line without a newline.
     let end = match end {
         End::Done if !pending.is_empty() && !flags.stopping() => {
-            match pace.admit(1, drop, &mut || {}) {
-                Ok(Admit::Go) => match out.write_all(&pending) {
-                    Ok(()) => {
-                        passed += 1;
-                        End::Done
-                    }
-                    Err(e) => write_failed(&e),
-                },
-                Ok(Admit::Dropped) => {
+            match one(&pending, pace, drop, &mut out, &mut flush_error) {
+                Ok(true) => {
+                    passed += 1;
+                    End::Done
+                }
+                Ok(false) => {
                     dropped += 1;
                     End::Done
                 }
-                Ok(Admit::Stopped) => End::Stopped,
-                Err(Failure(e)) => End::Failed(e),
+                Err(end) => end,
             }
         }
         End::Done if flags.stopping() => End::Stopped,

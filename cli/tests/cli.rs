@@ -189,6 +189,21 @@ fn lines_pass_in_order_byte_for_byte() {
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     assert_eq!(done.stdout(), input);
     assert_eq!(done.stderr, "", "-q says nothing");
+
+    // Many 64 KiB reads, lines cut at their edges, passed in runs: by a
+    // limiter that never binds, and by none.
+    let mut input = seq(300_000);
+    input.extend_from_slice(b"\xff\xfe\r\nlast");
+    for args in [&["1000000000/s"][..], &["--unlimited"][..]] {
+        let done = run(args, input.clone());
+        assert_eq!(done.code(), Some(0), "{args:?}: {}", done.stderr);
+        assert!(done.stdout() == input, "{args:?}: the output differs");
+        assert!(
+            done.stderr.starts_with("paceline: 300002 lines in "),
+            "{}",
+            done.stderr
+        );
+    }
 }
 
 #[test]
