@@ -45,7 +45,8 @@ struct Run {
     stdin: Option<ChildStdin>,
     lines: Arc<Mutex<Vec<Arrival>>>,
     reader: JoinHandle<()>,
-    stderr: JoinHandle<String>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: JoinHandle<()>,
 }
 
 /// What a finished run left.
@@ -93,10 +94,13 @@ impl Run {
             }
         });
         let mut err = child.stderr.take().unwrap();
-        let stderr = thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let seen_err = Arc::clone(&stderr);
+        let stderr_reader = thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = err.read(&mut buf) {
+                seen_err.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
         });
         Run {
             stdin: child.stdin.take(),
@@ -105,7 +109,22 @@ impl Run {
             lines,
             reader,
             stderr,
+            stderr_reader,
         }
+    }
+
+    /// Waits until `cond` holds (failing the test after [`HANG`]).
+    fn wait_for(&self, what: &str, cond: impl Fn(&Run) -> bool) {
+        let deadline = Instant::now() + HANG;
+        while !cond(self) {
+            assert!(Instant::now() < deadline, "waited {HANG:?} for {what}");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What stderr said so far.
+    fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
     /// How many lines have arrived so far.
@@ -156,7 +175,10 @@ impl Run {
                 self.reader.join().unwrap();
                 std::mem::take(&mut *self.lines.lock().unwrap())
             },
-            stderr: self.stderr.join().unwrap(),
+            stderr: {
+                self.stderr_reader.join().unwrap();
+                String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+            },
         }
     }
 }
@@ -480,11 +502,7 @@ fn sigint_ends_cleanly_with_the_summary() {
     let mut stdin = run.stdin.take().unwrap();
     stdin.write_all(&seq(100)).unwrap();
     // Keep stdin open: paceline must not end by itself.
-    let deadline = Instant::now() + HANG;
-    while run.seen() < 3 {
-        assert!(Instant::now() < deadline, "no lines");
-        thread::sleep(Duration::from_millis(20));
-    }
+    run.wait_for("three lines", |r| r.seen() >= 3);
     run.signal("-INT");
     let done = run.finish();
     drop(stdin);
@@ -514,15 +532,20 @@ fn sigint_ends_cleanly_with_the_summary() {
 
 #[test]
 fn sigint_while_waiting_for_input_ends_promptly() {
+    // One line, then an open and silent stdin: paceline waits for input.
+    // (Its handlers are in place once a line has come out: a signal sent
+    // before would end it by the default action.)
     let mut run = Run::start(&["5/s"]);
-    let stdin = run.stdin.take().unwrap(); // open, and silent
-    thread::sleep(Duration::from_millis(300));
+    let mut stdin = run.stdin.take().unwrap();
+    stdin.write_all(b"one\n").unwrap();
+    run.wait_for("the line", |r| r.seen() == 1);
+    thread::sleep(Duration::from_millis(100));
     run.signal("-INT");
     let done = run.finish();
     drop(stdin);
-    assert_eq!(done.code(), Some(130));
+    assert_eq!(done.code(), Some(130), "{}", done.stderr);
     assert!(
-        done.stderr.contains("paceline: 0 lines in "),
+        done.stderr.contains("paceline: 1 lines in "),
         "{}",
         done.stderr
     );
@@ -540,17 +563,19 @@ fn sighup_rereads_the_rate_file_and_keeps_the_rate_on_a_bad_one() {
     drop(stdin);
     // At 1/min with a burst of 2, two lines pass, and the third would wait
     // a minute. A bad file changes nothing; a good one speeds it up.
-    thread::sleep(Duration::from_millis(300));
+    run.wait_for("the first burst", |r| r.seen() == 2);
     std::fs::write(&file, "lots/s\n").unwrap();
     run.signal("-HUP");
-    thread::sleep(Duration::from_millis(300));
+    run.wait_for("the bad file's refusal", |r| {
+        r.stderr_so_far().contains("keeping")
+    });
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(run.seen(), 2, "a bad file changed the rate");
     std::fs::write(&file, "1000/s\n").unwrap();
     run.signal("-HUP");
     let done = run.finish();
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     assert_eq!(done.lines.len(), 20);
-    // The third line waited for the good file.
-    assert!(done.lines[2].0 >= done.start + Duration::from_millis(600));
     assert!(
         done.stderr.contains("bad rate \"lots/s\"") && done.stderr.contains("keeping 1/min"),
         "{}",
