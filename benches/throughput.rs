@@ -23,6 +23,9 @@
 //!   cold ramp, the dearer arithmetic, under its lock); governor's
 //!   direct `check()`, `ratelimit`'s `try_wait()`, `leaky-bucket`'s
 //!   `try_acquire(1)`.
+//!   `paceline_atomic_try_take_stats` is `try_take` counting its decisions
+//!   (`.stats(true)`); every other paceline limiter here does not count,
+//!   which costs it one test of a null pointer.
 //! - `contended2` / `contended8`: the same calls from 2 and 8 threads on one
 //!   limiter (8 threads on this 2-vCPU machine is oversubscribed: a lock
 //!   holder can be preempted). Reported as wall time per call over all
@@ -50,6 +53,16 @@ const FAST: u64 = 1_000_000_000;
 
 /// Burst of the never-waiting limiters: a second's worth at [`FAST`].
 const FAST_BURST: u64 = 1_000_000_000;
+
+/// [`atomic_fast`] counting its decisions (`.stats(true)`).
+fn atomic_counting() -> AtomicLimiter {
+    AtomicLimiter::builder(Rate::per_second(FAST))
+        .slack(FAST_BURST)
+        .full_credit(true)
+        .stats(true)
+        .build()
+        .expect("valid limiter")
+}
 
 fn atomic_fast() -> AtomicLimiter {
     AtomicLimiter::builder(Rate::per_second(FAST))
@@ -204,6 +217,10 @@ fn admit(c: &mut Criterion<CpuTime>) {
     g.bench_function("paceline_atomic_take", |b| {
         b.iter(|| black_box(atomic.take()))
     });
+    let counting = atomic_counting();
+    g.bench_function("paceline_atomic_try_take_stats", |b| {
+        b.iter(|| black_box(counting.try_take()))
+    });
     let mutex = mutex_fast();
     g.bench_function("paceline_mutex_try_take", |b| {
         b.iter(|| black_box(mutex.try_take()))
@@ -296,6 +313,10 @@ fn contended_group(c: &mut Criterion, threads: u64) {
     let atomic = atomic_fast();
     bench("paceline_atomic_take", &|| {
         black_box(atomic.take());
+    });
+    let counting = atomic_counting();
+    bench("paceline_atomic_try_take_stats", &|| {
+        let _ = black_box(counting.try_take());
     });
     let mutex = mutex_fast();
     bench("paceline_mutex_try_take", &|| {

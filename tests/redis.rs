@@ -1138,3 +1138,52 @@ fn a_slack_in_time_resolves_at_the_rate() {
         .unwrap();
     assert_eq!(other.slack(), 20);
 }
+
+#[test]
+fn stats_count_decisions_and_the_server_failures_under_either_policy() {
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let mut server = RedisServer::start();
+        // 1 a minute, slack 1: a burst of 2, then refusals.
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_minute(1))
+            .slack(1)
+            .on_error(policy)
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .stats(true)
+            .build()
+            .unwrap();
+        let sibling = limiter.with_limit(Rate::per_minute(1), 0).unwrap();
+        limiter.try_take("a").unwrap();
+        limiter.take_n("b", 2).unwrap();
+        assert!(limiter.try_take("b").is_err());
+        assert!(limiter.try_take_n("c", 3).is_err()); // ExceedsBurst, no round trip
+        assert!(sibling.try_take_n("d", u64::MAX).is_err()); // CostTooLarge
+        sibling.try_take("d").unwrap();
+        let stats = limiter.stats().unwrap();
+        assert_eq!((stats.admitted, stats.permits, stats.refused), (3, 4, 3));
+        assert_eq!((stats.failed, stats.cancelled), (0, 0));
+        assert_eq!(sibling.stats(), Some(stats)); // one limiter's counts
+
+        server.stop();
+        let failed = limiter.try_take("e");
+        let stats = limiter.stats().unwrap();
+        assert_eq!(stats.failed, 1, "{policy:?}");
+        match policy {
+            FailPolicy::Closed => {
+                assert!(failed.is_err());
+                assert_eq!((stats.admitted, stats.refused), (3, 4));
+            }
+            FailPolicy::Open => {
+                failed.unwrap();
+                assert_eq!((stats.admitted, stats.refused), (4, 3));
+            }
+        }
+    }
+    // Without `.stats(true)`, nothing is counted.
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::builder(server.url(), Rate::per_second(1))
+        .build()
+        .unwrap();
+    limiter.try_take("a").unwrap();
+    assert_eq!(limiter.stats(), None);
+}
