@@ -584,3 +584,39 @@ fn sighup_rereads_the_rate_file_and_keeps_the_rate_on_a_bad_one() {
     assert!(done.stderr.contains("rate now 1000/s"), "{}", done.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn progress_is_drawn_on_a_terminal_with_an_eta_and_never_into_a_pipe() {
+    // `script` (util-linux; Debian's bsdutils, always installed) gives
+    // paceline a terminal for stderr; stdin and stdout stay files.
+    let dir = temp_dir("tty");
+    let input = dir.join("in");
+    std::fs::write(&input, seq(30)).unwrap();
+    let command = format!(
+        "{} 20/s -b 1 --size 30 < {} > {}",
+        env!("CARGO_BIN_EXE_paceline"),
+        input.display(),
+        dir.join("out").display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script (util-linux)");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert_eq!(std::fs::read(dir.join("out")).unwrap(), seq(30));
+    // Redrawn in place ("\r", then clear to the end of the line), with the
+    // share done and an ETA, then the summary.
+    assert!(tty.contains("\rpaceline: "), "{tty:?}");
+    assert!(tty.contains("%, ETA 0:0"), "{tty:?}");
+    assert!(tty.contains("paceline: 30 lines in "), "{tty:?}");
+    // Into a pipe (every other test): the summary line only.
+    let done = run(&["1000/s", "--size", "3"], seq(3));
+    assert!(
+        !done.stderr.contains('\r') && !done.stderr.contains("ETA"),
+        "{}",
+        done.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
