@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: every crate, every feature, doctests included.
+# The whole test suite: every crate, every feature, doctests included; the
+# CLI's tests (cli/tests, the real `paceline` binary) among them, since
+# `--workspace` covers every member, default or not.
 # The `redis` feature's tests start their own redis-server and fail loudly
 # without one, so this installs it first when it is missing and we may.
 set -euo pipefail

@@ -1,0 +1,226 @@
+//! Lines mode and bytes mode: stdin to stdout, paced.
+//!
+//! **Lines.** Each line is one permit, written whole (its newline with it;
+//! a last line without one is written as it came). Flush policy: stdout is
+//! flushed before every wait for a permit and before every wait for input,
+//! so a line never sits in paceline's buffer while paceline idles, yet an
+//! unthrottled stream is written in 64 KiB blocks rather than a `write(2)`
+//! per line (which would cap the unpaced ceiling several times lower).
+//!
+//! **Bytes.** Through `paceline::io::PacedWriter` straight onto stdout's
+//! file descriptor (no line buffering, so nothing is split at newlines):
+//! each write pays for at most one burst of bytes and a larger chunk goes
+//! in several, one burst each.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::sync::atomic::Ordering;
+
+use memchr::{memchr, memchr_iter};
+use paceline::io::PacedWriter;
+
+use crate::input::{Input, Next};
+use crate::pace::{Admit, Failure, Pace, PayStop};
+use crate::report::Stats;
+use crate::signals::Flags;
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum End {
+    /// Input exhausted, everything passed on.
+    Done,
+    /// A stop signal.
+    Stopped,
+    /// stdout was closed downstream: a normal, quiet end.
+    BrokenPipe,
+    /// Something failed (stdin, stdout, the limiter): status 1.
+    Failed(String),
+}
+
+/// stdout's buffer in lines mode.
+const OUT_BUF: usize = 64 * 1024;
+
+fn write_failed(e: &io::Error) -> End {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        End::BrokenPipe
+    } else {
+        End::Failed(format!("stdout: {e}"))
+    }
+}
+
+/// One line, paid for first (waiting, after a flush) or dropped:
+/// `Ok(true)` passed, `Ok(false)` dropped.
+fn one(
+    line: &[u8],
+    pace: &Pace,
+    drop: bool,
+    out: &mut BufWriter<File>,
+    flush_error: &mut Option<io::Error>,
+) -> Result<bool, End> {
+    let admitted = pace.admit(1, drop, &mut || {
+        if let Err(e) = out.flush() {
+            flush_error.get_or_insert(e);
+        }
+    });
+    if let Some(e) = flush_error.take() {
+        return Err(write_failed(&e));
+    }
+    match admitted {
+        Ok(Admit::Go) => match out.write_all(line) {
+            Ok(()) => Ok(true),
+            Err(e) => Err(write_failed(&e)),
+        },
+        Ok(Admit::Dropped) => Ok(false),
+        Ok(Admit::Stopped) => Err(End::Stopped),
+        Err(Failure(e)) => Err(End::Failed(e)),
+    }
+}
+
+/// Lines of `input` to `out`, each paid for (or dropped) first.
+pub fn lines(
+    input: &Input,
+    out: File,
+    pace: &Pace,
+    drop: bool,
+    flags: &Flags,
+    stats: &Stats,
+) -> End {
+    let mut out = BufWriter::with_capacity(OUT_BUF, out);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut passed = 0u64;
+    let mut dropped = 0u64;
+    // A flush that failed inside a wait's callback, reported after it.
+    let mut flush_error: Option<io::Error> = None;
+
+    let end = 'run: loop {
+        let chunk = match input.next(flags, pace, &mut || {
+            if let Err(e) = out.flush() {
+                flush_error.get_or_insert(e);
+            }
+        }) {
+            Next::Data(d) => d,
+            Next::Eof => break 'run End::Done,
+            Next::Stopped => break 'run End::Stopped,
+            Next::Failed(e) => break 'run End::Failed(format!("stdin: {e}")),
+        };
+        if let Some(e) = flush_error.take() {
+            break 'run write_failed(&e);
+        }
+        let mut rest = &chunk[..];
+        // A line begun in an earlier chunk: complete it, and pass it alone.
+        if !pending.is_empty() {
+            let Some(i) = memchr(b'\n', rest) else {
+                pending.extend_from_slice(rest);
+                continue;
+            };
+            pending.extend_from_slice(&rest[..=i]);
+            rest = &rest[i + 1..];
+            if flags.stopping() {
+                break 'run End::Stopped;
+            }
+            match one(&pending, pace, drop, &mut out, &mut flush_error) {
+                Ok(true) => passed += 1,
+                Ok(false) => dropped += 1,
+                Err(end) => break 'run end,
+            }
+            pending.clear();
+        }
+        // The complete lines of this chunk, passed in runs: as many as
+        // the limit has room for now go in one write.
+        let mut lines = memchr_iter(b'\n', rest).count() as u64;
+        while lines > 0 {
+            if flags.stopping() {
+                break 'run End::Stopped;
+            }
+            let n = match pace.grab(lines) {
+                Ok(n) => n,
+                Err(Failure(e)) => break 'run End::Failed(e),
+            };
+            // The end of the n-th line (or of the first, if none may go now).
+            let end = memchr_iter(b'\n', rest)
+                .nth(n.max(1) as usize - 1)
+                .map_or(rest.len(), |i| i + 1);
+            let (run, tail) = rest.split_at(end);
+            rest = tail;
+            if n > 0 {
+                if let Err(e) = out.write_all(run) {
+                    break 'run write_failed(&e);
+                }
+                passed += n;
+                lines -= n;
+            } else {
+                // No room now: this one line waits (or is dropped).
+                match one(run, pace, drop, &mut out, &mut flush_error) {
+                    Ok(true) => passed += 1,
+                    Ok(false) => dropped += 1,
+                    Err(end) => break 'run end,
+                }
+                lines -= 1;
+            }
+            // Published per run: relaxed stores, for the display.
+            stats.done.store(passed, Ordering::Relaxed);
+            stats.dropped.store(dropped, Ordering::Relaxed);
+        }
+        pending.extend_from_slice(rest);
+    };
+    // A last line without a newline.
+    let end = match end {
+        End::Done if !pending.is_empty() && !flags.stopping() => {
+            match one(&pending, pace, drop, &mut out, &mut flush_error) {
+                Ok(true) => {
+                    passed += 1;
+                    End::Done
+                }
+                Ok(false) => {
+                    dropped += 1;
+                    End::Done
+                }
+                Err(end) => end,
+            }
+        }
+        End::Done if flags.stopping() => End::Stopped,
+        other => other,
+    };
+    stats.done.store(passed, Ordering::Relaxed);
+    stats.dropped.store(dropped, Ordering::Relaxed);
+    match (end, out.flush()) {
+        (End::Done | End::Stopped, Err(e)) => write_failed(&e),
+        (end, _) => end,
+    }
+}
+
+/// The bytes of `input` to `out`, paid for in chunks of one burst.
+pub fn bytes(input: &Input, out: File, pace: &Pace, flags: &Flags, stats: &Stats) -> End {
+    let mut out = PacedWriter::new(out, pace);
+    let mut passed = 0u64;
+    loop {
+        let chunk = match input.next(flags, pace, &mut || {}) {
+            Next::Data(d) => d,
+            Next::Eof => return End::Done,
+            Next::Stopped => return End::Stopped,
+            Next::Failed(e) => return End::Failed(format!("stdin: {e}")),
+        };
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            if flags.stopping() {
+                return End::Stopped;
+            }
+            match out.write(rest) {
+                Ok(0) => return End::Failed("stdout: wrote no bytes".into()),
+                Ok(n) => {
+                    rest = &rest[n..];
+                    passed += n as u64;
+                    stats.done.store(passed, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return match e.get_ref().and_then(|e| e.downcast_ref::<PayStop>()) {
+                        Some(PayStop::Stopped) => End::Stopped,
+                        Some(PayStop::Failed(why)) => End::Failed(why.clone()),
+                        None => write_failed(&e),
+                    }
+                }
+            }
+        }
+    }
+}
