@@ -44,6 +44,9 @@
 //!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
 //! - [`TakeError`], [`BuildError`], [`RateError`], [`SlackError`]: what can go wrong;
 //!   [`TakeError::retry_after`] says when to ask again.
+//! - `http` (feature `tower`): `http::Inspect`, a tower service with an
+//!   operator's page of the tracked buckets (sort, filter), their JSON and
+//!   the limiters' Prometheus text, to mount at e.g. `/limits`.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
 //!
@@ -79,6 +82,9 @@ mod clock;
 mod config;
 mod duration;
 mod error;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod http;
 pub mod io;
 #[cfg(feature = "keyed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]

@@ -1,0 +1,16 @@
+//! HTTP fittings for tower (feature `tower`): services and layers that
+//! axum, hyper and tonic take as they are.
+//!
+//! - [`Inspect`]: a look inside the limiters for operators, as one service
+//!   to mount (e.g. at `/limits`): a page listing the tracked buckets with
+//!   sort and filter, the same as JSON, and Prometheus text.
+//!
+//! Every service here is `Clone` with its state behind an `Arc`, so it
+//! works in axum's `nest_service`, `.layer` and `.route_layer` without a
+//! `Buffer`.
+
+pub mod inspect;
+
+#[cfg(feature = "keyed")]
+pub use inspect::Tracked;
+pub use inspect::{Inspect, InspectService};
