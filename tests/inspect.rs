@@ -17,13 +17,14 @@ mod chromium;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use paceline::http::Inspect;
-use paceline::{AtomicLimiter, KeyedLimiter, Rate};
+use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate};
 
 /// An axum server on 127.0.0.1:0 with the page mounted at `/limits`, on a
 /// runtime of its own; shut down when dropped.
@@ -478,51 +479,66 @@ fn browser_renders_the_filtered_sorted_rows() {
 
 #[test]
 fn screenshot_of_a_realistic_page() {
-    // The README's picture: actions per user, uploads, and client addresses.
+    // The README's picture: actions per user, uploads, and client addresses,
+    // two minutes of traffic on a manual clock, so the picture is the same
+    // however slow the machine.
+    let clock = ManualClock::new();
     let actions = Arc::new(
         KeyedLimiter::<String>::builder(Rate::per_minute(20))
             .slack(9)
             .stats(true)
             .parent(paceline::keyed::path_parent)
+            .clock(clock.clone())
             .build()
             .unwrap(),
     );
     actions
         .set_override("upload".to_string(), Rate::per_hour(60), 4)
         .unwrap();
-    for (user, taken, refused) in [
-        ("alice", 9, 3),
-        ("bob", 3, 0),
-        ("carol", 7, 0),
-        ("dmitri", 10, 12),
-        ("eve", 5, 1),
-        ("farah", 1, 0),
-        ("gustav", 8, 0),
-    ] {
-        let key = format!("message_send/{user}");
-        fill(&actions, &key, taken);
-        for _ in 0..refused {
-            let _ = actions.try_take(key.as_str());
-        }
-    }
-    for (user, taken) in [("alice", 4), ("hiro", 2), ("carol", 5)] {
-        fill(&actions, &format!("upload/{user}"), taken);
-    }
     let per_ip = Arc::new(
         KeyedLimiter::<IpAddr>::builder(Rate::per_second(5))
             .slack(19)
             .stats(true)
+            .clock(clock.clone())
             .build()
             .unwrap(),
     );
-    for (ip, taken) in [
-        ("203.0.113.7", 17),
-        ("198.51.100.23", 6),
-        ("192.0.2.144", 11),
-        ("2001:db8:4f2a::1", 15),
-    ] {
-        per_ip.try_take_n(&ip.parse().unwrap(), taken).unwrap();
+    // (key, every so many 250 ms ticks, calls each time, last tick)
+    let actors: [(&str, u32, u32, u32); 12] = [
+        ("message_send/alice", 6, 2, 480),
+        ("message_send/bob", 20, 1, 470),
+        ("message_send/carol", 7, 1, 420),
+        ("message_send/dmitri", 2, 3, 479),
+        ("message_send/eve", 9, 1, 470),
+        ("message_send/farah", 40, 1, 200),
+        ("message_send/gustav", 4, 1, 476),
+        ("upload/alice", 60, 2, 460),
+        ("upload/carol", 25, 1, 478),
+        ("upload/hiro", 90, 1, 380),
+        ("203.0.113.7", 1, 2, 480),
+        ("2001:db8:4f2a::1", 1, 2, 470),
+    ];
+    for tick in 0..=480u32 {
+        for &(key, every, calls, last) in &actors {
+            if tick % every != 0 || tick > last {
+                continue;
+            }
+            for _ in 0..calls {
+                match key.parse::<IpAddr>() {
+                    Ok(ip) => drop(per_ip.try_take(&ip)),
+                    Err(_) => drop(actions.try_take(key)),
+                }
+            }
+        }
+        clock.advance(Duration::from_millis(250));
     }
+    per_ip
+        .try_take_n(&"192.0.2.144".parse().unwrap(), 14)
+        .unwrap();
+    per_ip
+        .try_take_n(&"198.51.100.23".parse().unwrap(), 6)
+        .unwrap();
+    clock.advance(Duration::from_millis(700));
     let global = Arc::new(
         AtomicLimiter::builder(Rate::per_second(2000))
             .stats(true)
