@@ -102,11 +102,14 @@
 //! # Cost, and the row cap
 //!
 //! A request walks every tracked key of the limiters it covers
-//! ([`KeyedLimiter::snapshot`](crate::KeyedLimiter::snapshot), one shard's read lock at a time), on the
-//! thread that polls it: about a millisecond per 10 000 keys. The prefix,
-//! the limiter, the fill range and the sort apply on the server, and then
-//! the cap ([`max_rows`](Inspect::max_rows)), so the rows shown are the first
-//! in the order asked for; the page says how many matched.
+//! ([`KeyedLimiter::snapshot`](crate::KeyedLimiter::snapshot), one shard's
+//! read lock at a time) and formats each key, on the thread that polls it.
+//! Measured on a shared 2-core machine (release build, median of 7, one
+//! run): 10 000 tracked keys take 1 to 5 ms, 100 000 take 30 to 80 ms,
+//! the more the more keys match. The prefix, the limiter, the fill range
+//! and the sort apply on the server, and then the cap
+//! ([`max_rows`](Inspect::max_rows)), so the rows shown are the first in
+//! the order asked for; the page says how many matched.
 //!
 //! # Metrics
 //!
@@ -428,7 +431,7 @@ fn collect(limiters: &[Registered], query: &Query) -> Listing {
             Column::Refused => a.refused.cmp(&b.refused),
         }
     };
-    rows.sort_by(|a, b| {
+    let order = |a: &Row, b: &Row| {
         let order = by(a, b);
         let order = if query.descending {
             order.reverse()
@@ -436,11 +439,17 @@ fn collect(limiters: &[Registered], query: &Query) -> Listing {
             order
         };
         // Ties: by limiter, then key, always A to Z, as the page's script.
+        // (A key is unique in its limiter: the order is total.)
         order
             .then_with(|| limiters[a.limiter].name.cmp(&limiters[b.limiter].name))
             .then_with(|| a.key.cmp(&b.key))
-    });
-    rows.truncate(query.limit);
+    };
+    // The first `limit` rows in linear time, then only those sorted.
+    if rows.len() > query.limit {
+        rows.select_nth_unstable_by(query.limit - 1, order);
+        rows.truncate(query.limit);
+    }
+    rows.sort_unstable_by(order);
     Listing { rows, matched }
 }
 

@@ -117,6 +117,11 @@
     if (s.limit !== data.query.limit || field("limit").defaultValue !== String(s.limit)) p.set("limit", s.limit);
     var qs = p.toString();
     history.replaceState(null, "", location.pathname + (qs ? "?" + qs : ""));
+    links(qs);
+  }
+
+  // The mount point is wherever the page is: /limits or /limits/.
+  function links(qs) {
     var base = location.pathname.replace(/\/$/, "");
     document.getElementById("json-link").href = base + "/json" + (qs ? "?" + qs : "");
     document.getElementById("metrics-link").href = base + "/metrics";
@@ -198,5 +203,6 @@
     ltbody.appendChild(tr);
   });
 
+  links(location.search.replace(/^\?/, ""));
   render();
 })();

@@ -176,15 +176,15 @@ impl fmt::Display for Json<'_> {
     }
 }
 
-/// A JSON number: finite, or `null` (JSON has no infinity).
+/// A JSON number: finite, or `null` (JSON has no infinity). Written in
+/// full (the shortest text that reads back to the same `f64`), so the
+/// page's script sorts exactly the values the server sorted.
 struct Number(f64);
 
 impl fmt::Display for Number {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_finite() {
-            // Six decimals: a microsecond, a millionth of a burst.
-            let rounded = (self.0 * 1e6).round() / 1e6;
-            write!(f, "{rounded}")
+            write!(f, "{}", self.0)
         } else {
             f.write_str("null")
         }
@@ -255,7 +255,7 @@ fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &s
          <input type=\"hidden\" name=\"order\" value=\"{}\">\
          <input type=\"hidden\" name=\"limit\" value=\"{}\">\n\
          <button type=\"submit\">Reload</button>\n</form>\n\
-         <p id=\"status\" role=\"status\">The table needs JavaScript; <a href=\"json\">JSON</a> does not.</p>\n\
+         <p id=\"status\" role=\"status\">The table needs JavaScript; the JSON link above does not.</p>\n\
          <table id=\"buckets\"><thead><tr>",
         Html(&bound(query.fill_gt)),
         Html(&bound(query.fill_lt)),
@@ -348,4 +348,48 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Html, Json, Number};
+
+    #[test]
+    fn json_strings_read_back_and_never_hold_markup() {
+        for s in [
+            "plain",
+            "quote \" backslash \\ slash /",
+            "</script><!-- & -->",
+            "tab\tnew\nline\rcr \u{0} \u{1f} \u{7f}",
+            "line\u{2028}para\u{2029}",
+            "ünïcødé 🦀",
+        ] {
+            let text = Json(s).to_string();
+            assert!(
+                !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']),
+                "{text}"
+            );
+            assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
+            let back: String = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, s);
+        }
+    }
+
+    #[test]
+    fn numbers_read_back_exactly_and_infinity_is_null() {
+        for x in [0.0, 0.1 + 0.2, 1.0 / 3.0, 1e-9, 123456.789, 5.0] {
+            let back: f64 = serde_json::from_str(&Number(x).to_string()).unwrap();
+            assert_eq!(back, x);
+        }
+        assert_eq!(Number(f64::INFINITY).to_string(), "null");
+        assert_eq!(Number(f64::NAN).to_string(), "null");
+    }
+
+    #[test]
+    fn html_text_is_escaped_for_content_and_attributes() {
+        assert_eq!(
+            Html("<a href='x' title=\"y\">&</a>").to_string(),
+            "&lt;a href=&#39;x&#39; title=&quot;y&quot;&gt;&amp;&lt;/a&gt;"
+        );
+    }
 }
