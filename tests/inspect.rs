@@ -36,12 +36,16 @@ struct Server {
 
 impl Server {
     fn start(inspect: Inspect) -> Server {
+        Server::start_service(inspect.service())
+    }
+
+    fn start_service(service: paceline::http::InspectService) -> Server {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let app = axum::Router::new().nest_service("/limits", inspect.service());
+        let app = axum::Router::new().nest_service("/limits", service);
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
@@ -561,4 +565,29 @@ fn screenshot_of_a_realistic_page() {
         std::fs::write(&path, &png).unwrap();
         eprintln!("wrote {}", path.display());
     }
+}
+
+#[test]
+fn service_is_clone_send_sync_and_takes_the_async_face() {
+    fn shareable<T: Clone + Send + Sync + 'static>(_: &T) {}
+    let limiter = paceline::tokio::AsyncKeyedLimiter::from(
+        KeyedLimiter::<u32>::builder(Rate::per_hour(10))
+            .slack(9)
+            .build()
+            .unwrap(),
+    );
+    limiter.try_take_n(&7, 5).unwrap();
+    let old = Arc::new(KeyedLimiter::<u32>::new(Rate::per_hour(10)));
+    old.try_take(&1).unwrap();
+    // The second registration under "tasks" replaces the first.
+    let service = Inspect::new()
+        .keyed("tasks", old)
+        .keyed("tasks", limiter.clone())
+        .service();
+    shareable(&service);
+    let server = Server::start_service(service.clone());
+    let json = server.get("/limits/json").json();
+    assert_eq!(keys(&json), ["7"]);
+    assert_eq!(json["limiters"].as_array().unwrap().len(), 1);
+    assert!((json["buckets"][0]["fill"].as_f64().unwrap() - 0.5).abs() < 0.01);
 }

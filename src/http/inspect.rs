@@ -257,9 +257,10 @@ impl fmt::Debug for Inspect {
 /// The tower service [`Inspect::service`] makes: `Clone` (every clone
 /// shares one `Arc`), `Send`, `Sync`, always ready, never failing (its
 /// error type is [`Infallible`]; a bad request is a 4xx response). Its
-/// response body is [`Full<Bytes>`](http_body_util::Full), which axum,
-/// hyper and tonic take as they are. It answers at once, on the calling
-/// task: it never waits and needs no runtime.
+/// response body is [`Full<Bytes>`](http_body_util::Full), which axum and
+/// hyper take as it is. It does its work when called, on the calling task
+/// (for what that costs, see the [module](self)): it never sleeps and
+/// needs no runtime.
 #[derive(Clone, Debug)]
 pub struct InspectService {
     inner: Arc<Inspect>,

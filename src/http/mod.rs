@@ -1,5 +1,5 @@
-//! HTTP fittings for tower (feature `tower`): services and layers that
-//! axum, hyper and tonic take as they are.
+//! HTTP fittings for tower (feature `tower`): services and layers for
+//! axum, hyper and anything else built on tower and `http` 1.
 //!
 //! - [`Inspect`]: a look inside the limiters for operators, as one service
 //!   to mount (e.g. at `/limits`): a page listing the tracked buckets with
