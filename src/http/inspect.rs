@@ -276,13 +276,14 @@ impl<B> tower_service::Service<Request<B>> for InspectService {
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        std::future::ready(Ok(self.respond(request.method(), request.uri())))
+        let (parts, body) = self.respond(request.method(), request.uri()).into_parts();
+        std::future::ready(Ok(Response::from_parts(parts, Full::new(body))))
     }
 }
 
 impl InspectService {
     /// The answer to `method` on `uri` (its path below the mount point).
-    fn respond(&self, method: &Method, uri: &http::Uri) -> Response<Full<Bytes>> {
+    fn respond(&self, method: &Method, uri: &http::Uri) -> Response<Bytes> {
         let head = *method == Method::HEAD;
         if !head && *method != Method::GET {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
@@ -313,18 +314,16 @@ impl InspectService {
             HeaderValue::from_static("nosniff"),
         );
         if head {
-            let length = http_body::Body::size_hint(response.body()).exact();
-            if let Some(length) = length {
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-            }
-            *response.body_mut() = Full::default();
+            let length = response.body().len();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            *response.body_mut() = Bytes::new();
         }
         response
     }
 
-    fn listing(&self, query: Option<&str>, page: Page) -> Response<Full<Bytes>> {
+    fn listing(&self, query: Option<&str>, page: Page) -> Response<Bytes> {
         let inspect = &*self.inner;
         let query = match Query::parse(query, inspect.rows_cap()).and_then(|q| match &q.limiter {
             Some(name) if !inspect.limiters.iter().any(|r| &r.name == name) => {
@@ -347,7 +346,7 @@ impl InspectService {
         let json = render::json(&inspect.limiters, &query, &listing);
         match page {
             Page::Json => {
-                let mut r = Response::new(Full::new(Bytes::from(json)));
+                let mut r = Response::new(Bytes::from(json));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
@@ -355,11 +354,8 @@ impl InspectService {
                 r
             }
             Page::Html => {
-                let mut r = Response::new(Full::new(Bytes::from(render::html(
-                    &inspect.limiters,
-                    &query,
-                    &json,
-                ))));
+                let mut r =
+                    Response::new(Bytes::from(render::html(&inspect.limiters, &query, &json)));
                 let headers = r.headers_mut();
                 headers.insert(
                     header::CONTENT_TYPE,
@@ -383,8 +379,8 @@ enum Page {
 }
 
 /// A plain-text response.
-fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_owned())));
+fn text(status: StatusCode, body: &str) -> Response<Bytes> {
+    let mut r = Response::new(Bytes::from(body.to_owned()));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
