@@ -42,9 +42,11 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion};
 use crossbeam_utils::CachePadded;
+#[path = "cpu_time.rs"]
+mod cpu_time;
+use cpu_time::CpuTime;
 use paceline::{AtomicLimiter, MutexLimiter, Rate, Unlimited, WarmUpLimiter};
 
 /// Rate at which nothing waits: one permit a nanosecond, far above what any
@@ -115,61 +117,6 @@ fn leaky_fast() -> leaky_bucket::RateLimiter {
         .max(FAST_BURST as usize)
         .initial(FAST_BURST as usize)
         .build()
-}
-
-/// CPU time of the measuring thread: what one thread's calls cost, however
-/// often the OS lets other work run in between.
-struct CpuTime;
-
-impl Measurement for CpuTime {
-    type Intermediate = cpu_time::ThreadTime;
-    type Value = Duration;
-
-    fn start(&self) -> cpu_time::ThreadTime {
-        cpu_time::ThreadTime::now()
-    }
-    fn end(&self, start: cpu_time::ThreadTime) -> Duration {
-        start.elapsed()
-    }
-    fn add(&self, a: &Duration, b: &Duration) -> Duration {
-        *a + *b
-    }
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        &Nanos
-    }
-}
-
-/// Shows CPU time like wall time: ns, µs, ms or s.
-struct Nanos;
-
-impl ValueFormatter for Nanos {
-    fn scale_values(&self, typical: f64, values: &mut [f64]) -> &'static str {
-        let (div, unit) = match typical {
-            t if t < 1e3 => (1.0, "ns"),
-            t if t < 1e6 => (1e3, "µs"),
-            t if t < 1e9 => (1e6, "ms"),
-            _ => (1e9, "s"),
-        };
-        values.iter_mut().for_each(|v| *v /= div);
-        unit
-    }
-    fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
-        let n = match t {
-            Throughput::Elements(n) => *n as f64,
-            _ => 1.0,
-        };
-        values.iter_mut().for_each(|v| *v = n * 1e9 / *v);
-        "per s"
-    }
-    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
-        "ns"
-    }
 }
 
 /// The floor of an admitted take: read the clock, then a CAS loop moving a

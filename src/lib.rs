@@ -44,9 +44,10 @@
 //!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
 //! - [`TakeError`], [`BuildError`], [`RateError`], [`SlackError`]: what can go wrong;
 //!   [`TakeError::retry_after`] says when to ask again.
-//! - `http` (feature `tower`): `http::Inspect`, a tower service with an
-//!   operator's page of the tracked buckets (sort, filter), their JSON and
-//!   the limiters' Prometheus text, to mount at e.g. `/limits`.
+//! - `http` (feature `tower`): tower layers that answer 429 per client
+//!   (`LimitLayer`) and pace a client (`PaceLayer`), and `Inspect`, an
+//!   operator's page of the tracked buckets (sort, filter) with their JSON
+//!   and the limiters' Prometheus text, to mount at e.g. `/limits`.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
 //!
