@@ -233,7 +233,7 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
 /// `# HELP` line (escaped as the format asks), a `# TYPE` line of `kind`
 /// (`counter`, `gauge`), and `name{limiter="..."} value` for each sample.
 /// For the fittings that add series of their own after [`prometheus`]'s.
-#[cfg(all(feature = "tower", feature = "keyed"))]
+#[cfg(feature = "tower")]
 pub(crate) fn write_family(
     out: &mut String,
     name: &str,

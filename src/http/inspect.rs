@@ -171,7 +171,6 @@ struct Registered {
 #[derive(Clone)]
 enum Kind {
     /// Its buckets are listed, and its totals measured.
-    #[cfg(feature = "keyed")]
     Keyed(Arc<dyn tracked::Tracking>),
     /// Its counts only.
     Counted(Arc<dyn Counted + Send + Sync>),
@@ -180,7 +179,6 @@ enum Kind {
 impl Kind {
     fn is_keyed(&self) -> bool {
         match self {
-            #[cfg(feature = "keyed")]
             Kind::Keyed(_) => true,
             Kind::Counted(_) => false,
         }
@@ -197,8 +195,6 @@ impl Inspect {
     /// an `Arc<KeyedLimiter<K, C>>` (or the limiter itself) or an
     /// `AsyncKeyedLimiter<K, C>`, whose keys show as their
     /// [`Display`](fmt::Display) text.
-    #[cfg(feature = "keyed")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
     pub fn keyed(self, name: impl Into<String>, limiter: impl Tracked) -> Inspect {
         self.register(name.into(), Kind::Keyed(Arc::new(limiter)))
     }
@@ -397,7 +393,6 @@ struct Listing {
 
 fn collect(limiters: &[Registered], query: &Query) -> Listing {
     let mut rows = Vec::new();
-    #[cfg(feature = "keyed")]
     for (index, registered) in limiters.iter().enumerate() {
         if query
             .limiter
@@ -450,10 +445,8 @@ fn collect(limiters: &[Registered], query: &Query) -> Listing {
     Listing { rows, matched }
 }
 
-#[cfg(feature = "keyed")]
 pub use tracked::Tracked;
 
-#[cfg(feature = "keyed")]
 mod tracked {
     use std::fmt::Display;
     use std::hash::Hash;

@@ -165,7 +165,6 @@ impl Query {
     }
 
     /// Whether a bucket of this fill is shown.
-    #[cfg_attr(not(feature = "keyed"), allow(dead_code))]
     pub(crate) fn keeps_fill(&self, fill: f64) -> bool {
         self.fill_gt.is_none_or(|gt| fill > gt) && self.fill_lt.is_none_or(|lt| fill < lt)
     }

@@ -93,7 +93,6 @@ fn write_json(
         }
         write!(out, "{{\"name\":{}", Json(&registered.name))?;
         match &registered.kind {
-            #[cfg(feature = "keyed")]
             Kind::Keyed(limiter) => {
                 let (rate, slack) = limiter.default_limit();
                 let totals = limiter.totals();
@@ -293,16 +292,13 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         .iter()
         .map(|r| {
             let limiter: &dyn Counted = match &r.kind {
-                #[cfg(feature = "keyed")]
                 Kind::Keyed(l) => l.counted(),
                 Kind::Counted(l) => &**l,
             };
             (r.name.as_str(), limiter)
         })
         .collect();
-    #[cfg_attr(not(feature = "keyed"), allow(unused_mut))]
     let mut out = stats::prometheus(&counted);
-    #[cfg(feature = "keyed")]
     {
         let keyed: Vec<(&str, crate::KeyedStats, usize)> = limiters
             .iter()
