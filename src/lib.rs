@@ -44,6 +44,10 @@
 //!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
 //! - [`TakeError`], [`BuildError`], [`RateError`], [`SlackError`]: what can go wrong;
 //!   [`TakeError::retry_after`] says when to ask again.
+//! - `http` (feature `tower`): tower layers that answer 429 per client
+//!   (`LimitLayer`) and pace a client (`PaceLayer`), and `Inspect`, an
+//!   operator's page of the tracked buckets (sort, filter) with their JSON
+//!   and the limiters' Prometheus text, to mount at e.g. `/limits`.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
 //!
@@ -131,6 +135,12 @@ pub use pacer::Reservation as __Reservation;
 
 /// The README's examples, compiled and run as doctests (they use every
 /// feature, as `scripts/test.sh` builds them).
-#[cfg(all(doctest, feature = "keyed", feature = "tokio", feature = "redis"))]
+#[cfg(all(
+    doctest,
+    feature = "keyed",
+    feature = "tokio",
+    feature = "redis",
+    feature = "tower"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -229,6 +229,27 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
     Ok(())
 }
 
+/// Appends one family of the text format, one sample per limiter: a
+/// `# HELP` line (escaped as the format asks), a `# TYPE` line of `kind`
+/// (`counter`, `gauge`), and `name{limiter="..."} value` for each sample.
+/// For the fittings that add series of their own after [`prometheus`]'s.
+#[cfg(feature = "tower")]
+pub(crate) fn write_family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: &[(&str, u64)],
+) {
+    let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (limiter, value) in samples {
+        let _ = writeln!(out, "{name}{{limiter=\"{}\"}} {value}", Escaped(limiter));
+    }
+}
+
 /// A label value, escaped for the text format.
 struct Escaped<'a>(&'a str);
 

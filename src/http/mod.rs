@@ -61,13 +61,22 @@
 //! is waited for in `poll_ready`, spent by `call`.
 //!
 //! How the fields map a paceline limit: `src/http/fields.rs`' module doc.
+//!
+//! # Look inside: [`Inspect`]
+//!
+//! A look inside the limiters for operators, as one service to mount (e.g.
+//! `nest_service("/limits", ...)`): a page listing the tracked buckets
+//! with sort and filter, the same as JSON, and Prometheus text. See the
+//! [`inspect`] module.
 
 mod client_ip;
 mod fields;
+pub mod inspect;
 mod layer;
 mod pace;
 
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
+pub use inspect::{Inspect, InspectService, Tracked};
 pub use layer::{
     Body, ClientKey, Fields, LayerError, LayerStats, Limit, LimitBody, LimitBuilder, LimitLayer,
     MissingKey, Mode, ResponseFuture,

@@ -1,0 +1,281 @@
+//! The page's query string: which buckets to list and in what order. A
+//! value that does not read is a [`BadQuery`] naming it (a 400), never a
+//! guess and never a panic.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::Rate;
+
+/// A column the buckets sort by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    Limiter,
+    Key,
+    Rate,
+    Burst,
+    Fill,
+    NextFree,
+    Idle,
+    Admitted,
+    Refused,
+}
+
+impl Column {
+    /// Every column, in the page's order, with its name in the query.
+    pub(crate) const ALL: [(Column, &'static str); 9] = [
+        (Column::Limiter, "limiter"),
+        (Column::Key, "key"),
+        (Column::Rate, "rate"),
+        (Column::Burst, "burst"),
+        (Column::Fill, "fill"),
+        (Column::NextFree, "next_free"),
+        (Column::Idle, "idle"),
+        (Column::Admitted, "admitted"),
+        (Column::Refused, "refused"),
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        Column::ALL
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map_or("key", |(_, name)| name)
+    }
+
+    /// Text columns sort A to Z first; numbers largest first.
+    pub(crate) fn descending_by_default(self) -> bool {
+        !matches!(self, Column::Limiter | Column::Key)
+    }
+}
+
+/// What a request asks to see. (`pub` in a private module: the sealed
+/// `Tracking` trait names it.)
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    /// Keys that begin with this text (empty: all).
+    pub(crate) prefix: String,
+    /// Only the limiter of this name.
+    pub(crate) limiter: Option<String>,
+    /// Only buckets whose fill is above this.
+    pub(crate) fill_gt: Option<f64>,
+    /// Only buckets whose fill is below this.
+    pub(crate) fill_lt: Option<f64>,
+    pub(crate) sort: Column,
+    pub(crate) descending: bool,
+    /// At most this many rows.
+    pub(crate) limit: usize,
+}
+
+/// One tracked bucket, as listed. (`pub` in a private module: the sealed
+/// `Tracking` trait names it.)
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Index of its limiter in the registration list.
+    pub(crate) limiter: usize,
+    pub(crate) key: String,
+    pub(crate) rate: Rate,
+    pub(crate) burst: u64,
+    pub(crate) fill: f64,
+    pub(crate) next_free: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) admitted: u64,
+    pub(crate) refused: u64,
+}
+
+/// A query value that does not read, or a parameter the page does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BadQuery(pub(crate) String);
+
+impl fmt::Display for BadQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Query {
+    /// Reads `query` (the part after `?`, form-encoded); `max_rows` is the
+    /// most a `limit` may ask for, and the default.
+    pub(crate) fn parse(query: Option<&str>, max_rows: usize) -> Result<Query, BadQuery> {
+        let mut q = Query {
+            prefix: String::new(),
+            limiter: None,
+            fill_gt: None,
+            fill_lt: None,
+            sort: Column::Key,
+            descending: false,
+            limit: max_rows,
+        };
+        let mut order = None;
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let name = decode(name)?;
+            let value = decode(value)?;
+            match name.as_str() {
+                "prefix" => q.prefix = value,
+                "limiter" => q.limiter = Some(value).filter(|v| !v.is_empty()),
+                "fill_gt" => q.fill_gt = fill(&name, &value)?,
+                "fill_lt" => q.fill_lt = fill(&name, &value)?,
+                "sort" if value.is_empty() => {}
+                "sort" => {
+                    q.sort = Column::ALL
+                        .iter()
+                        .find(|(_, n)| *n == value)
+                        .map(|(c, _)| *c)
+                        .ok_or_else(|| {
+                            BadQuery(format!(
+                                "sort must be one of {}; got {value:?}",
+                                Column::ALL.map(|(_, n)| n).join(", ")
+                            ))
+                        })?;
+                }
+                "order" => {
+                    order = match value.as_str() {
+                        "" => None,
+                        "asc" => Some(false),
+                        "desc" => Some(true),
+                        _ => {
+                            return Err(BadQuery(format!(
+                                "order must be asc or desc; got {value:?}"
+                            )))
+                        }
+                    }
+                }
+                "limit" if value.is_empty() => {}
+                "limit" => {
+                    q.limit = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=max_rows).contains(n))
+                        .ok_or_else(|| {
+                            BadQuery(format!(
+                                "limit must be a whole number from 1 to {max_rows}; got {value:?}"
+                            ))
+                        })?;
+                }
+                _ => {
+                    return Err(BadQuery(format!(
+                        "unknown parameter {name:?}: the page reads prefix, limiter, fill_gt, \
+                         fill_lt, sort, order and limit"
+                    )))
+                }
+            }
+        }
+        q.descending = order.unwrap_or_else(|| q.sort.descending_by_default());
+        Ok(q)
+    }
+
+    /// Whether a bucket of this fill is shown.
+    pub(crate) fn keeps_fill(&self, fill: f64) -> bool {
+        self.fill_gt.is_none_or(|gt| fill > gt) && self.fill_lt.is_none_or(|lt| fill < lt)
+    }
+}
+
+/// A fill bound: a number from 0 up (`0.5`, `1`, `1.25`); empty is none.
+fn fill(name: &str, value: &str) -> Result<Option<f64>, BadQuery> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite() && *f >= 0.0)
+        .map(Some)
+        .ok_or_else(|| {
+            BadQuery(format!(
+                "{name} must be a fill fraction from 0 up, such as 0.5; got {value:?}"
+            ))
+        })
+}
+
+/// Form decoding: `+` is a space, `%XX` a byte; the bytes must be UTF-8.
+fn decode(s: &str) -> Result<String, BadQuery> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| {
+                        BadQuery(format!("bad percent escape in {s:?}: % must begin %XX"))
+                    })?;
+                out.push(hex);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| BadQuery(format!("{s:?} does not decode to UTF-8 text")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Column, Query};
+
+    #[test]
+    fn defaults_list_every_bucket_by_key() {
+        let q = Query::parse(None, 1000).unwrap();
+        assert_eq!(q.sort, Column::Key);
+        assert!(!q.descending);
+        assert_eq!((q.prefix.as_str(), q.limit), ("", 1000));
+        assert_eq!(q, Query::parse(Some(""), 1000).unwrap());
+    }
+
+    #[test]
+    fn reads_every_parameter() {
+        let q = Query::parse(
+            Some("prefix=message_send%2Fa+b&limiter=per_ip&fill_gt=0.5&fill_lt=1.5&sort=fill&order=asc&limit=7"),
+            1000,
+        )
+        .unwrap();
+        assert_eq!(q.prefix, "message_send/a b");
+        assert_eq!(q.limiter.as_deref(), Some("per_ip"));
+        assert_eq!((q.fill_gt, q.fill_lt), (Some(0.5), Some(1.5)));
+        assert_eq!((q.sort, q.descending, q.limit), (Column::Fill, false, 7));
+        assert!(q.keeps_fill(0.75) && !q.keeps_fill(0.5) && !q.keeps_fill(1.5));
+    }
+
+    #[test]
+    fn numbers_sort_largest_first_unless_asked() {
+        let q = Query::parse(Some("sort=refused"), 10).unwrap();
+        assert!(q.descending);
+        let q = Query::parse(Some("sort=limiter"), 10).unwrap();
+        assert!(!q.descending);
+    }
+
+    #[test]
+    fn empty_values_are_unset() {
+        let q = Query::parse(
+            Some("prefix=&limiter=&fill_gt=&fill_lt=&sort=&order=&limit="),
+            10,
+        )
+        .unwrap();
+        assert_eq!(q, Query::parse(None, 10).unwrap());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        for (query, names) in [
+            ("fill_gt=half", "\"half\""),
+            ("fill_lt=-1", "\"-1\""),
+            ("fill_gt=NaN", "\"NaN\""),
+            ("fill_gt=inf", "\"inf\""),
+            ("sort=colour", "\"colour\""),
+            ("order=up", "\"up\""),
+            ("limit=0", "\"0\""),
+            ("limit=1001", "\"1001\""),
+            ("fill>0.5", "\"fill>0.5\""),
+            ("prefix=%zz", "%zz"),
+            ("prefix=%e2%82", "%e2%82"),
+            ("prefix=%", "\"%\""),
+        ] {
+            let err = Query::parse(Some(query), 1000).unwrap_err();
+            assert!(err.0.contains(names), "{query}: {err}");
+        }
+    }
+}

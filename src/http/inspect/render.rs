@@ -1,0 +1,391 @@
+//! The three answers as text: the JSON document, the HTML page around it,
+//! and the Prometheus text. Written by hand, without serde: the shapes are
+//! small and fixed, and every string goes through one escape.
+
+use std::fmt::{self, Write as _};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use http::HeaderValue;
+
+use super::query::Query;
+use super::sha256::{base64, sha256};
+use super::{Kind, Listing, Registered};
+use crate::stats::{self, Counted};
+
+/// The page's script, run once it has loaded: renders the embedded rows.
+const SCRIPT: &str = include_str!("page.js");
+/// The page's style sheet.
+const STYLE: &str = include_str!("page.css");
+
+/// The policy the page is served with: nothing but its own inline script
+/// and style sheet (named by their SHA-256), no connection, no frame, forms
+/// only to itself.
+pub(super) fn csp() -> HeaderValue {
+    static CSP: OnceLock<HeaderValue> = OnceLock::new();
+    CSP.get_or_init(|| {
+        let policy = format!(
+            "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
+             form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            base64(&sha256(SCRIPT.as_bytes())),
+            base64(&sha256(STYLE.as_bytes())),
+        );
+        // Base64 and ASCII only: always a valid header value.
+        HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("default-src 'none'"))
+    })
+    .clone()
+}
+
+/// The `/json` document:
+///
+/// ```text
+/// {"query": {"prefix": .., "limiter": .., "fill_gt": .., "fill_lt": .., "sort": .., "order": .., "limit": ..},
+///  "matched": N, "shown": n,
+///  "limiters": [{"name": .., "kind": "keyed", "rate": "5/s", "burst": 11, "keys": .., "max_keys": ..,
+///                "admitted": .., "refused": .., "pruned": .., "evicted": ..},
+///               {"name": .., "kind": "counted", "admitted": .. | null, "refused": .. | null}],
+///  "buckets": [{"limiter": .., "key": .., "rate": "5/s", "per_second": 5.0, "burst": 11, "fill": 0.5,
+///               "next_free": 0.0, "idle": 0.25, "admitted": 3, "refused": 0}]}
+/// ```
+///
+/// Durations in seconds. `<`, `>` and `&` are escaped wherever they occur,
+/// so the document can sit inside a `<script>` element.
+pub(super) fn json(limiters: &[Registered], query: &Query, listing: &Listing) -> String {
+    let mut out = String::with_capacity(256 + listing.rows.len() * 200);
+    // Writing to a String cannot fail.
+    let _ = write_json(&mut out, limiters, query, listing);
+    out
+}
+
+fn write_json(
+    out: &mut String,
+    limiters: &[Registered],
+    query: &Query,
+    listing: &Listing,
+) -> fmt::Result {
+    write!(out, "{{\"query\":{{\"prefix\":{}", Json(&query.prefix))?;
+    match &query.limiter {
+        Some(l) => write!(out, ",\"limiter\":{}", Json(l))?,
+        None => out.push_str(",\"limiter\":null"),
+    }
+    for (name, bound) in [("fill_gt", query.fill_gt), ("fill_lt", query.fill_lt)] {
+        match bound {
+            Some(f) => write!(out, ",\"{name}\":{}", Number(f))?,
+            None => write!(out, ",\"{name}\":null")?,
+        }
+    }
+    write!(
+        out,
+        ",\"sort\":\"{}\",\"order\":\"{}\",\"limit\":{}}}",
+        query.sort.name(),
+        if query.descending { "desc" } else { "asc" },
+        query.limit
+    )?;
+    write!(
+        out,
+        ",\"matched\":{},\"shown\":{},\"limiters\":[",
+        listing.matched,
+        listing.rows.len()
+    )?;
+    for (i, registered) in limiters.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write!(out, "{{\"name\":{}", Json(&registered.name))?;
+        match &registered.kind {
+            Kind::Keyed(limiter) => {
+                let (rate, slack) = limiter.default_limit();
+                let totals = limiter.totals();
+                write!(
+                    out,
+                    ",\"kind\":\"keyed\",\"rate\":{},\"burst\":{},\"keys\":{},\"max_keys\":{},\
+                     \"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}}}",
+                    Json(&rate.to_string()),
+                    slack.saturating_add(1),
+                    totals.keys,
+                    limiter.max_keys(),
+                    totals.admitted,
+                    totals.refused,
+                    totals.pruned,
+                    totals.evicted
+                )?;
+            }
+            Kind::Counted(limiter) => {
+                out.push_str(",\"kind\":\"counted\"");
+                match limiter.stats() {
+                    Some(s) => write!(
+                        out,
+                        ",\"admitted\":{},\"refused\":{}}}",
+                        s.admitted, s.refused
+                    )?,
+                    None => out.push_str(",\"admitted\":null,\"refused\":null}"),
+                }
+            }
+        }
+    }
+    out.push_str("],\"buckets\":[");
+    for (i, row) in listing.rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write!(
+            out,
+            "{{\"limiter\":{},\"key\":{},\"rate\":{},\"per_second\":{},\"burst\":{},\"fill\":{},\
+             \"next_free\":{},\"idle\":{},\"admitted\":{},\"refused\":{}}}",
+            Json(&limiters[row.limiter].name),
+            Json(&row.key),
+            Json(&row.rate.to_string()),
+            Number(row.rate.per_second_f64()),
+            row.burst,
+            Number(row.fill),
+            Number(secs(row.next_free)),
+            Number(secs(row.idle)),
+            row.admitted,
+            row.refused
+        )?;
+    }
+    out.push_str("]}");
+    Ok(())
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// A JSON string, quoted, with `<`, `>`, `&` and the line separators
+/// escaped too (so it is safe inside an HTML `<script>` element).
+struct Json<'a>(&'a str);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_char('"')?;
+        for c in self.0.chars() {
+            match c {
+                '"' => f.write_str("\\\"")?,
+                '\\' => f.write_str("\\\\")?,
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => write!(f, "\\u{:04x}", c as u32)?,
+                c if (c as u32) < 0x20 || c == '\u{7f}' => write!(f, "\\u{:04x}", c as u32)?,
+                c => f.write_char(c)?,
+            }
+        }
+        f.write_char('"')
+    }
+}
+
+/// A JSON number: finite, or `null` (JSON has no infinity). Written in
+/// full (the shortest text that reads back to the same `f64`), so the
+/// page's script sorts exactly the values the server sorted.
+struct Number(f64);
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_finite() {
+            write!(f, "{}", self.0)
+        } else {
+            f.write_str("null")
+        }
+    }
+}
+
+/// Text for HTML, `<`, `>`, `&`, `"` and `'` escaped: safe in content and
+/// in a quoted attribute.
+struct Html<'a>(&'a str);
+
+impl fmt::Display for Html<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '<' => f.write_str("&lt;")?,
+                '>' => f.write_str("&gt;")?,
+                '&' => f.write_str("&amp;")?,
+                '"' => f.write_str("&quot;")?,
+                '\'' => f.write_str("&#39;")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The page: the filter form with the query's values, an empty table the
+/// script fills from `json` (embedded as it is: [`json`] escapes `<`).
+pub(super) fn html(limiters: &[Registered], query: &Query, json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + STYLE.len() + SCRIPT.len() + 4096);
+    let _ = write_html(&mut out, limiters, query, json);
+    out
+}
+
+fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &str) -> fmt::Result {
+    let bound = |b: Option<f64>| b.map(|f| f.to_string()).unwrap_or_default();
+    write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>paceline: limits</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <header><h1>paceline <span>limits</span></h1>\
+         <nav><a id=\"json-link\" href=\"json\">JSON</a> <a id=\"metrics-link\" href=\"metrics\">metrics</a></nav></header>\n\
+         <form id=\"filter\" method=\"get\" action=\"\">\n\
+         <label>Key prefix <input name=\"prefix\" value=\"{}\" placeholder=\"e.g. message_send\" autocomplete=\"off\"></label>\n\
+         <label>Limiter <select name=\"limiter\"><option value=\"\">all</option>",
+        Html(&query.prefix)
+    )?;
+    for registered in limiters.iter().filter(|r| r.kind.is_keyed()) {
+        let selected = if query.limiter.as_deref() == Some(&registered.name) {
+            " selected"
+        } else {
+            ""
+        };
+        write!(
+            out,
+            "<option value=\"{0}\"{selected}>{0}</option>",
+            Html(&registered.name)
+        )?;
+    }
+    write!(
+        out,
+        "</select></label>\n\
+         <label title=\"fill above: less than 1 - fill of the burst left\">Fill &gt; \
+         <input name=\"fill_gt\" value=\"{}\" placeholder=\"0.5\" inputmode=\"decimal\" size=\"5\"></label>\n\
+         <label>Fill &lt; <input name=\"fill_lt\" value=\"{}\" placeholder=\"1\" inputmode=\"decimal\" size=\"5\"></label>\n\
+         <input type=\"hidden\" name=\"sort\" value=\"{}\">\
+         <input type=\"hidden\" name=\"order\" value=\"{}\">\
+         <input type=\"hidden\" name=\"limit\" value=\"{}\">\n\
+         <button type=\"submit\">Reload</button>\n</form>\n\
+         <p id=\"status\" role=\"status\">The table needs JavaScript; the JSON link above does not.</p>\n\
+         <table id=\"buckets\"><thead><tr>",
+        Html(&bound(query.fill_gt)),
+        Html(&bound(query.fill_lt)),
+        query.sort.name(),
+        if query.descending { "desc" } else { "asc" },
+        query.limit
+    )?;
+    for (column, name) in super::Column::ALL {
+        let label = match column {
+            super::Column::NextFree => "next free",
+            _ => name,
+        };
+        write!(
+            out,
+            "<th data-col=\"{name}\" tabindex=\"0\" aria-sort=\"none\">{label}</th>"
+        )?;
+    }
+    write!(
+        out,
+        "</tr></thead>\n<tbody></tbody></table>\n\
+         <h2>Limiters</h2>\n<table id=\"limiters\"><thead><tr><th>name</th><th>kind</th>\
+         <th>default rate</th><th>burst</th><th>keys</th><th>admitted</th><th>refused</th>\
+         <th>pruned</th><th>evicted</th></tr></thead><tbody></tbody></table>\n\
+         <footer>Fill is the part of a burst in use: the budget left is 1 - fill, so \
+         \u{201c}under 50 % left\u{201d} is fill &gt; 0.5.</footer>\n\
+         <script type=\"application/json\" id=\"paceline-data\">{json}</script>\n\
+         <script>{SCRIPT}</script>\n</body>\n</html>\n"
+    )
+}
+
+/// `/metrics`: [`stats::prometheus`] over every limiter, then the keyed
+/// limiters' gauges and counters.
+pub(super) fn metrics(limiters: &[Registered]) -> String {
+    let counted: Vec<(&str, &dyn Counted)> = limiters
+        .iter()
+        .map(|r| {
+            let limiter: &dyn Counted = match &r.kind {
+                Kind::Keyed(l) => l.counted(),
+                Kind::Counted(l) => &**l,
+            };
+            (r.name.as_str(), limiter)
+        })
+        .collect();
+    let mut out = stats::prometheus(&counted);
+    {
+        let keyed: Vec<(&str, crate::KeyedStats, usize)> = limiters
+            .iter()
+            .filter_map(|r| match &r.kind {
+                Kind::Keyed(l) => Some((r.name.as_str(), l.totals(), l.max_keys())),
+                Kind::Counted(_) => None,
+            })
+            .collect();
+        if !keyed.is_empty() {
+            type Series = (
+                &'static str,
+                &'static str,
+                &'static str,
+                fn(&(&str, crate::KeyedStats, usize)) -> u64,
+            );
+            const SERIES: [Series; 4] = [
+                ("paceline_keys", "gauge", "Keys tracked now.", |k| {
+                    k.1.keys as u64
+                }),
+                (
+                    "paceline_keys_max",
+                    "gauge",
+                    "The ceiling on tracked keys.",
+                    |k| k.2 as u64,
+                ),
+                (
+                    "paceline_pruned_total",
+                    "counter",
+                    "Keys dropped because they came to rest.",
+                    |k| k.1.pruned,
+                ),
+                (
+                    "paceline_evicted_total",
+                    "counter",
+                    "Busy keys evicted to make room for new ones.",
+                    |k| k.1.evicted,
+                ),
+            ];
+            for (name, kind, help, value) in SERIES {
+                let samples: Vec<(&str, u64)> = keyed.iter().map(|k| (k.0, value(k))).collect();
+                stats::write_family(&mut out, name, kind, help, &samples);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Html, Json, Number};
+
+    #[test]
+    fn json_strings_read_back_and_never_hold_markup() {
+        for s in [
+            "plain",
+            "quote \" backslash \\ slash /",
+            "</script><!-- & -->",
+            "tab\tnew\nline\rcr \u{0} \u{1f} \u{7f}",
+            "line\u{2028}para\u{2029}",
+            "ünïcødé 🦀",
+        ] {
+            let text = Json(s).to_string();
+            assert!(
+                !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']),
+                "{text}"
+            );
+            assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
+            let back: String = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, s);
+        }
+    }
+
+    #[test]
+    fn numbers_read_back_exactly_and_infinity_is_null() {
+        for x in [0.0, 0.1 + 0.2, 1.0 / 3.0, 1e-9, 123456.789, 5.0] {
+            let back: f64 = serde_json::from_str(&Number(x).to_string()).unwrap();
+            assert_eq!(back, x);
+        }
+        assert_eq!(Number(f64::INFINITY).to_string(), "null");
+        assert_eq!(Number(f64::NAN).to_string(), "null");
+    }
+
+    #[test]
+    fn html_text_is_escaped_for_content_and_attributes() {
+        assert_eq!(
+            Html("<a href='x' title=\"y\">&</a>").to_string(),
+            "&lt;a href=&#39;x&#39; title=&quot;y&quot;&gt;&amp;&lt;/a&gt;"
+        );
+    }
+}
