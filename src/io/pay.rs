@@ -312,7 +312,7 @@ mod asynchronous {
     use std::pin::Pin;
     use std::sync::Arc;
 
-    use super::{burst_of, failed, OnKey};
+    use super::{burst_of, failed};
     use crate::clock::Clock;
     use crate::tokio::AsyncLimiter;
     use crate::unlimited::Unlimited;
@@ -328,7 +328,7 @@ mod asynchronous {
     /// `AsyncWrite` needs (feature `tokio`). A byte costs one permit.
     ///
     /// Implemented for [`AsyncLimiter`], [`Unlimited`], `&L`, `Box<L>` and
-    /// `Arc<L>` of them, and [`OnKey`] of an `AsyncKeyedLimiter` or an
+    /// `Arc<L>` of them, and [`OnKey`](super::OnKey) of an `AsyncKeyedLimiter` or an
     /// `AsyncRedisLimiter`.
     pub trait AsyncByteLimiter {
         /// The most bytes one payment should cover: the limiter's burst,
@@ -429,7 +429,7 @@ mod asynchronous {
     }
 
     #[cfg(feature = "keyed")]
-    impl<K, C> AsyncByteLimiter for OnKey<crate::keyed::AsyncKeyedLimiter<K, C>, K>
+    impl<K, C> AsyncByteLimiter for super::OnKey<crate::keyed::AsyncKeyedLimiter<K, C>, K>
     where
         K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
         C: Clock + 'static,
@@ -452,7 +452,7 @@ mod asynchronous {
     }
 
     #[cfg(feature = "redis")]
-    impl AsyncByteLimiter for OnKey<crate::redis::AsyncRedisLimiter, String> {
+    impl AsyncByteLimiter for super::OnKey<crate::redis::AsyncRedisLimiter, String> {
         fn burst(&self) -> u64 {
             burst_of(self.limiter.slack())
         }
