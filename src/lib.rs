@@ -46,6 +46,9 @@
 //!   [`TakeError::retry_after`] says when to ask again.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
+//! - `postgres::PostgresLimiter` (feature `postgres`): the same, its state in
+//!   a PostgreSQL table, the step one SQL statement;
+//!   `postgres::AsyncPostgresLimiter` with `tokio`.
 //!
 //! How it is built (layers, the state word, the invariants and the loom
 //! models): `docs/ARCHITECTURE.md` in the repository.
@@ -88,10 +91,13 @@ mod paced;
 mod pacer;
 mod primitive;
 mod rate;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use remote::postgres;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "postgres"))]
 mod remote;
 pub mod schedule;
 mod slack;
