@@ -194,9 +194,6 @@ impl PgServer {
             .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
             .args(["-c", "synchronous_commit=off", "-c", "max_connections=300"])
             .args(self.extra.iter().flat_map(|s| ["-c", s.as_str()]))
-            // A group of its own: SIGSTOP to the group freezes the
-            // per-connection backends too.
-            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
@@ -236,21 +233,33 @@ impl PgServer {
     /// transactions roll back) and reaps it.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            self.signal_pid(child.id(), "-CONT", true);
+            for c in children(child.id()) {
+                self.signal_pid(c, "-CONT", false);
+            }
+            self.signal_pid(child.id(), "-CONT", false);
             self.signal_pid(child.id(), "-INT", false);
             let _ = child.wait();
         }
     }
 
-    /// Freezes the whole server (SIGSTOP to its process group): connections
-    /// stay open, replies stop.
+    /// Freezes the whole server (SIGSTOP to the postmaster, then to each of
+    /// its children: each backend is a process group of its own):
+    /// connections stay open, replies stop.
     pub fn pause(&self) {
-        self.signal_pid(self.pid(), "-STOP", true);
+        let pid = self.pid();
+        self.signal_pid(pid, "-STOP", false);
+        for child in children(pid) {
+            self.signal_pid(child, "-STOP", false);
+        }
     }
 
-    /// Thaws a paused server (SIGCONT).
+    /// Thaws a paused server (SIGCONT to it and its children).
     pub fn resume(&self) {
-        self.signal_pid(self.pid(), "-CONT", true);
+        let pid = self.pid();
+        for child in children(pid) {
+            self.signal_pid(child, "-CONT", false);
+        }
+        self.signal_pid(pid, "-CONT", false);
     }
 
     fn signal_pid(&self, pid: u32, signal: &str, group: bool) {
@@ -283,6 +292,31 @@ impl PgServer {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
+}
+
+/// The pids whose parent is `pid` (from /proc).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces; split after ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
 }
 
 impl Drop for PgServer {

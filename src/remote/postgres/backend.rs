@@ -251,7 +251,7 @@ impl Backend {
             return;
         }
         let n = self.0.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % every == 0 {
+        if n.is_multiple_of(every) {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 let me = self.clone();
                 rt.spawn(async move {
@@ -351,43 +351,56 @@ impl Backend {
         .await
     }
 
-    /// Creates the table and its index if missing, then checks its columns.
+    /// Creates the table if missing, checks its columns, and creates the
+    /// index if missing: one transaction, under an advisory lock.
     pub(crate) async fn install(&self, unlogged: bool) -> Result<(), Error> {
-        let schema = sql::schema(&self.0.table, unlogged);
+        let (table, index) = sql::schema(&self.0.table, unlogged);
         let name = self.0.table.quoted.clone();
-        let columns: Vec<(String, String)> = self
-            .run(|c| async move {
-                let batch = format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock({}); {schema} COMMIT;",
-                    sql::INSTALL_LOCK
-                );
-                if let Err(e) = c.batch_execute(&batch).await {
-                    // A failed batch leaves its transaction open.
-                    let _ = c.batch_execute("ROLLBACK").await;
-                    return Err(e);
-                }
-                let rows = c
-                    .query(
-                        "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
-                         WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped \
-                         ORDER BY attnum",
-                        &[&name],
-                    )
-                    .await?;
-                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-            })
-            .await?;
         let want: Vec<(String, String)> = sql::COLUMNS
             .iter()
             .map(|(n, t)| (n.to_string(), t.to_string()))
             .collect();
-        if columns != want {
-            return Err(Error::Config(format!(
-                "table {} exists with columns {columns:?}, not paceline's {want:?}",
-                self.0.table.quoted
-            )));
+        let found: Option<Vec<(String, String)>> = self
+            .run(|c| async move {
+                let steps = async {
+                    c.batch_execute(&format!(
+                        "BEGIN; SELECT pg_advisory_xact_lock({}); {table}",
+                        sql::INSTALL_LOCK
+                    ))
+                    .await?;
+                    let rows = c
+                        .query(
+                            "SELECT attname::text, format_type(atttypid, atttypmod) \
+                             FROM pg_attribute WHERE attrelid = to_regclass($1) \
+                             AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                            &[&name],
+                        )
+                        .await?;
+                    let found: Vec<(String, String)> =
+                        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+                    if found != want {
+                        c.batch_execute("ROLLBACK").await?;
+                        return Ok(Some(found));
+                    }
+                    c.batch_execute(&format!("{index} COMMIT;")).await?;
+                    Ok(None)
+                };
+                let result = steps.await;
+                if result.is_err() {
+                    // A failed step leaves its transaction open.
+                    let _ = c.batch_execute("ROLLBACK").await;
+                }
+                result
+            })
+            .await?;
+        match found {
+            None => Ok(()),
+            Some(found) => Err(Error::Config(format!(
+                "table {} exists with columns {found:?}, not paceline's {:?}",
+                self.0.table.quoted,
+                sql::COLUMNS
+            ))),
         }
-        Ok(())
     }
 }
 

@@ -419,7 +419,8 @@ impl PostgresLimiter {
     /// The SQL [`install`](Self::install) runs, for a DBA to review or run.
     pub fn schema_sql(&self) -> String {
         let b = self.core.backend();
-        sql::schema(&b.backend.0.table, b.unlogged)
+        let (table, index) = sql::schema(&b.backend.0.table, b.unlogged);
+        format!("{table}\n{index}")
     }
 
     /// Deletes every row at rest now, in batches (each walks the `rest_at`

@@ -65,7 +65,8 @@
 //! [`install`](PostgresLimiter::install) runs this (for the default table,
 //! [`DEFAULT_TABLE`]) in one transaction, after
 //! `SELECT pg_advisory_xact_lock(7312604315)` so that concurrent installs
-//! are safe, and then checks the table's columns. It is idempotent. A DBA
+//! are safe, checking the table's columns before the index (a table of
+//! another shape is an [`Error::Config`] naming its columns). It is idempotent. A DBA
 //! can run it instead ([`schema_sql`](PostgresLimiter::schema_sql) prints
 //! it for the configured table):
 //!
@@ -132,12 +133,13 @@
 //! is past, found by walking the `rest_at` index from its oldest end
 //! (`ORDER BY rest_at LIMIT n FOR UPDATE SKIP LOCKED`): no call scans the
 //! table, and none waits on a row a step holds. A row is deleted only once
-//! it has been at rest for over a second, and an absent row decides exactly
+//! it has been at rest for a second or more, and an absent row decides exactly
 //! as one at rest, so pruning never changes a decision.
 //! [`prune`](PostgresLimiter::prune) runs batches until none is full.
 //!
-//! **The bound.** With `D = cost·T + tau + 3 s` (a grant's row lives until
-//! it is at rest, plus the rounding and grace of `rest_at`), the table
+//! **The bound.** With `D = cost·T + tau + 2 s` (a grant's row lives until
+//! it is at rest, plus the rounding of `rest_at` up to a second and a
+//! second of grace), the table
 //! holds at most the keys written in the last `D` plus one batch per
 //! running prune: each batch deletes up to 64 rows per 32 new ones, twice
 //! the rate rows arrive, so a backlog of expired rows only shrinks. Under a

@@ -139,9 +139,9 @@ impl Sql {
         let prune = format!(
             "WITH c AS MATERIALIZED (SELECT floor(extract(epoch FROM clock_timestamp()))::bigint AS s)\n\
              DELETE FROM {t} WHERE key IN (\n\
-             \x20 SELECT key FROM {t} WHERE rest_at < (SELECT s FROM c)\n\
+             \x20 SELECT key FROM {t} WHERE rest_at <= (SELECT s FROM c)\n\
              \x20 ORDER BY rest_at LIMIT $1 FOR UPDATE SKIP LOCKED)\n\
-             AND rest_at < (SELECT s FROM c)"
+             AND rest_at <= (SELECT s FROM c)"
         );
         Sql {
             step,
@@ -155,20 +155,26 @@ impl Sql {
 }
 
 /// The schema, as [`install`](super::PostgresLimiter::install) runs it
-/// (inside one transaction, after taking an advisory lock).
-pub(crate) fn schema(t: &Table, unlogged: bool) -> String {
+/// (inside one transaction, after taking an advisory lock, and checking the
+/// table's columns before the index): the table, then the index.
+pub(crate) fn schema(t: &Table, unlogged: bool) -> (String, String) {
     let unlogged = if unlogged { "UNLOGGED " } else { "" };
-    format!(
-        "CREATE {unlogged}TABLE IF NOT EXISTS {t} (\n\
-         \x20 key      text COLLATE \"C\" PRIMARY KEY,\n\
-         \x20 tat      bigint NOT NULL,\n\
-         \x20 prev_tat bigint,\n\
-         \x20 rest_at  bigint NOT NULL\n\
-         ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01,\n\
-         \x20      autovacuum_vacuum_threshold = 1000);\n\
-         CREATE INDEX IF NOT EXISTS {i} ON {t} (rest_at);",
-        t = t.quoted,
-        i = t.index,
+    (
+        format!(
+            "CREATE {unlogged}TABLE IF NOT EXISTS {t} (\n\
+             \x20 key      text COLLATE \"C\" PRIMARY KEY,\n\
+             \x20 tat      bigint NOT NULL,\n\
+             \x20 prev_tat bigint,\n\
+             \x20 rest_at  bigint NOT NULL\n\
+             ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01,\n\
+             \x20      autovacuum_vacuum_threshold = 1000);",
+            t = t.quoted,
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {i} ON {t} (rest_at);",
+            t = t.quoted,
+            i = t.index,
+        ),
     )
 }
 
