@@ -214,4 +214,4 @@ pub const DEFAULT_PRUNE_EVERY: u64 = 32;
 
 /// Rows one prune batch deletes at most, unless the builder sets another:
 /// twice [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
-pub const DEFAULT_PRUNE_BATCH: u64 = 64;
+pub const DEFAULT_PRUNE_BATCH: u64 = 128;
