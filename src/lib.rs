@@ -131,6 +131,12 @@ pub use pacer::Reservation as __Reservation;
 
 /// The README's examples, compiled and run as doctests (they use every
 /// feature, as `scripts/test.sh` builds them).
-#[cfg(all(doctest, feature = "keyed", feature = "tokio", feature = "redis"))]
+#[cfg(all(
+    doctest,
+    feature = "keyed",
+    feature = "tokio",
+    feature = "redis",
+    feature = "postgres"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool, PoolError};
@@ -47,6 +47,25 @@ pub(crate) struct Inner {
     pub(crate) prune_batch: i64,
     /// Admitted writes so far (for the prune schedule).
     writes: AtomicU64,
+    /// After a failed connect: calls fail at once until the backoff ends.
+    gate: Mutex<Gate>,
+}
+
+/// The backoff after a connection could not be made (the server is down):
+/// calls meanwhile fail at once with the same error instead of each trying
+/// to connect; 10 ms, doubling to 500 ms while it stays down.
+struct Gate {
+    closed_until: Option<std::time::Instant>,
+    delay: Duration,
+    last: Option<Error>,
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
+    // Nothing panics while holding it, and a gate is valid in any state.
+    gate.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A cheap handle to [`Inner`].
@@ -71,6 +90,11 @@ impl Inner {
             prune_every,
             prune_batch,
             writes: AtomicU64::new(0),
+            gate: Mutex::new(Gate {
+                closed_until: None,
+                delay: BACKOFF_MIN,
+                last: None,
+            }),
         }
     }
 }
@@ -113,6 +137,14 @@ impl Backend {
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let inner = &self.0;
+        {
+            let gate = lock(&inner.gate);
+            if let (Some(until), Some(last)) = (gate.closed_until, &gate.last) {
+                if std::time::Instant::now() < until {
+                    return Err(last.clone());
+                }
+            }
+        }
         let conn = match timeout_at(Instant::now() + inner.connect_timeout, inner.pool.get()).await
         {
             Err(_) => return Err(Error::Timeout),
@@ -120,10 +152,22 @@ impl Backend {
                 let e = pool_error(e);
                 if matches!(e, Error::Unavailable(_)) {
                     self.drop_idle();
+                    let mut gate = lock(&inner.gate);
+                    gate.closed_until = Some(std::time::Instant::now() + gate.delay);
+                    gate.delay = (gate.delay * 2).min(BACKOFF_MAX);
+                    gate.last = Some(e.clone());
                 }
                 return Err(e);
             }
-            Ok(Ok(conn)) => Arc::new(conn),
+            Ok(Ok(conn)) => {
+                let mut gate = lock(&inner.gate);
+                if gate.last.is_some() {
+                    gate.closed_until = None;
+                    gate.delay = BACKOFF_MIN;
+                    gate.last = None;
+                }
+                Arc::new(conn)
+            }
         };
         let result = timeout_at(
             Instant::now() + inner.response_timeout,

@@ -103,8 +103,10 @@
 //! - a grant is written by the `INSERT … ON CONFLICT DO UPDATE`, whose
 //!   `SET` and `WHERE` are evaluated again on the newest row version under
 //!   its lock, so concurrent steps never lose an update; if that newest
-//!   version refuses (another process took in between), nothing is written
-//!   and the limiter asks again, with a newer snapshot;
+//!   version refuses (another process took in between), no row version is
+//!   written (the `ON CONFLICT … WHERE` only held the row's lock, as any
+//!   `SELECT … FOR UPDATE` would) and the limiter asks again, with a newer
+//!   snapshot, which refuses without a lock;
 //! - [`can_take`](PostgresLimiter::can_take), [`available`](PostgresLimiter::available)
 //!   and [`next_free`](PostgresLimiter::next_free) are a plain `SELECT`.
 //!
@@ -161,7 +163,9 @@
 //! server longer than the connect timeout (for a connection) plus the
 //! response timeout (a blocking take then also waits for its slot). After a
 //! server restart the pool's dead connections are dropped and new ones
-//! made by the next call. A step is never sent twice, except when the
+//! made by the next call. While no connection can be made, calls fail at
+//! once with the last error between attempts, backing off from 10 ms to at
+//! most 500 ms (as the Redis limiter does). A step is never sent twice, except when the
 //! server said it wrote nothing; a call that failed on the way back may
 //! still have taken its permits: failures err on the side of the limit.
 //!
