@@ -5,7 +5,9 @@
 //!    same limiter (same pool, same path), interleaved rounds, for the
 //!    blocking face (whose calls hop to its runtime thread) and the async
 //!    one;
-//! 2. ops/s at 1, 8 and 64 connections, paceline's step (through
+//! 2. floors on one raw connection: `SELECT 1`, a one-row `UPDATE` (what
+//!    any write costs), Pecorino's UPSERT, beside paceline's granted step;
+//! 3. ops/s at 1, 8 and 64 connections, paceline's step (through
 //!    `AsyncPostgresLimiter`, one task per connection) beside a
 //!    Pecorino-style float leaky-bucket UPSERT (raw prepared statements on
 //!    as many connections), on two loads: every task on its own key, each
@@ -47,7 +49,8 @@ fn per_call(n: u32, mut f: impl FnMut()) -> Duration {
 }
 
 /// Pecorino's table, as its migration makes it (a logged table, three
-/// indexes).
+/// indexes: the uuid key, the unique `key`, `may_be_deleted_after`; Rails'
+/// `string` and `datetime` read here as `text` and `timestamptz`).
 const PECORINO_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS pecorino_leaky_buckets (
   id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -59,8 +62,10 @@ CREATE TABLE IF NOT EXISTS pecorino_leaky_buckets (
 CREATE UNIQUE INDEX IF NOT EXISTS pecorino_key ON pecorino_leaky_buckets (key);
 CREATE INDEX IF NOT EXISTS pecorino_expiry ON pecorino_leaky_buckets (may_be_deleted_after);";
 
-/// Pecorino's `add_tokens` (lib/pecorino/adapters/postgres_adapter.rb): one
-/// UPSERT; $1 key, $2 capacity, $3 leak rate per s, $4 fillup.
+/// Pecorino's `add_tokens` (cheddar-me/pecorino,
+/// lib/pecorino/adapters/postgres_adapter.rb): one UPSERT, as written
+/// there; $1 key, $2 capacity, $3 leak rate per s, $4 fillup (its
+/// `delete_after_s`, `2 * capacity / leak_rate`, computed in SQL here).
 const PECORINO_ADD_TOKENS: &str = "
 INSERT INTO pecorino_leaky_buckets AS t (key, last_touched_at, may_be_deleted_after, level)
 VALUES ($1, clock_timestamp(),
@@ -74,7 +79,15 @@ ON CONFLICT (key) DO UPDATE SET
     - (extract(epoch FROM (EXCLUDED.last_touched_at - t.last_touched_at))::float8 * $3::float8)))
 RETURNING level, level >= $2::float8 AS at_capacity";
 
-fn per_call_ratios(blocking: &PostgresLimiter, rt: &tokio::runtime::Runtime) {
+/// A limiter with slack 0 for the async face (no call made yet).
+fn async_only(conn: &str, rate: Rate) -> PostgresLimiter {
+    PostgresLimiter::builder(conn, rate)
+        .slack(0)
+        .build()
+        .unwrap()
+}
+
+fn per_call_ratios(conn: &str, blocking: &PostgresLimiter, rt: &tokio::runtime::Runtime) {
     const N: u32 = 2_000;
     let granted = blocking
         .with_limit(Rate::per_second(1_000_000_000), 0)
@@ -95,7 +108,9 @@ fn per_call_ratios(blocking: &PostgresLimiter, rt: &tokio::runtime::Runtime) {
          SELECT 1 {p:.0} µs, try_take {t:.0} µs",
         ROUNDS * 2
     );
-    let lim = AsyncPostgresLimiter::from(granted.clone());
+    // The async face of a limiter never used blocking: its connections are
+    // made, and run, on this runtime.
+    let lim = AsyncPostgresLimiter::from(async_only(conn, Rate::per_second(1_000_000_000)));
     let (mut ratios, mut pings, mut takes) = (Vec::new(), Vec::new(), Vec::new());
     rt.block_on(async {
         for _ in 0..ROUNDS * 2 {
@@ -144,6 +159,82 @@ fn per_call_ratios(blocking: &PostgresLimiter, rt: &tokio::runtime::Runtime) {
     println!(
         "async:    try_take (refused, writes nothing) / SELECT 1 = {r:.2} ({rmin:.2}–{rmax:.2})"
     );
+}
+
+/// Round trips on one raw connection (no pool, no limiter), interleaved:
+/// `SELECT 1`; the floor of any write, a one-row `UPDATE` (a row version, WAL
+/// and a commit); Pecorino's UPSERT; and paceline's step as the limiter
+/// sends it (granted), through `AsyncPostgresLimiter` on its own pool. The
+/// step's cost over `SELECT 1` is mostly the write's.
+fn floors(conn: &str, rt: &tokio::runtime::Runtime) {
+    const N: u32 = 2_000;
+    // A limiter of its own, whose connections run on this runtime.
+    let lim = AsyncPostgresLimiter::from(async_only(conn, Rate::per_second(1_000_000_000)));
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(conn, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let one = client.prepare("SELECT 1").await.unwrap();
+        client
+            .execute(
+                "INSERT INTO paceline_limits VALUES ('floor', 0, NULL, 0) ON CONFLICT DO NOTHING",
+                &[],
+            )
+            .await
+            .unwrap();
+        let update = client
+            .prepare("UPDATE paceline_limits SET tat = tat + 1 WHERE key = 'floor'")
+            .await
+            .unwrap();
+        let pecorino = client.prepare(PECORINO_ADD_TOKENS).await.unwrap();
+        lim.ping().await.unwrap();
+        let mut r: [Vec<f64>; 4] = Default::default();
+        let mut us: [Vec<f64>; 4] = Default::default();
+        for _ in 0..ROUNDS * 2 {
+            let mut t = [0f64; 4];
+            let start = Instant::now();
+            for _ in 0..N {
+                client.query_one(&one, &[]).await.unwrap();
+            }
+            t[0] = start.elapsed().as_secs_f64() / f64::from(N);
+            let start = Instant::now();
+            for _ in 0..N {
+                client.execute(&update, &[]).await.unwrap();
+            }
+            t[1] = start.elapsed().as_secs_f64() / f64::from(N);
+            let start = Instant::now();
+            for _ in 0..N {
+                client
+                    .query_one(&pecorino, &[&"floor-pecorino", &1e9f64, &1e9f64, &1.0f64])
+                    .await
+                    .unwrap();
+            }
+            t[2] = start.elapsed().as_secs_f64() / f64::from(N);
+            let start = Instant::now();
+            for _ in 0..N {
+                lim.try_take("floor-paceline").await.unwrap();
+            }
+            t[3] = start.elapsed().as_secs_f64() / f64::from(N);
+            for i in 0..4 {
+                r[i].push(t[i] / t[0]);
+                us[i].push(t[i] * 1e6);
+            }
+        }
+        let names = [
+            "SELECT 1 (raw connection)",
+            "UPDATE of one row (raw)",
+            "Pecorino add_tokens (raw)",
+            "paceline try_take, granted (async limiter)",
+        ];
+        println!(
+            "\nper call, × SELECT 1 (median of {} interleaved rounds of {N}; min–max):",
+            ROUNDS * 2
+        );
+        for i in 0..4 {
+            let (m, lo, hi) = median_spread(r[i].clone());
+            let (u, _, _) = median_spread(us[i].clone());
+            println!("  {:<44} {u:>6.0} µs  {m:.2}× ({lo:.2}–{hi:.2})", names[i]);
+        }
+    });
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -293,7 +384,8 @@ fn main() {
         "PostgreSQL {} on a unix socket, fsync=off; both tables logged",
         server.psql("SHOW server_version")
     );
-    per_call_ratios(&blocking, &rt);
+    per_call_ratios(&conn, &blocking, &rt);
+    floors(&conn, &rt);
     let for_ = Duration::from_millis(1500);
     for load in [Load::OwnKeys, Load::HotKey] {
         let name = match load {

@@ -73,9 +73,17 @@ impl From<PostgresLimiter> for AsyncPostgresLimiter {
     /// The async face of `limiter`: the same pool, table, limit, fail
     /// policy, wait strategy and timeouts. Its calls run on the runtime they
     /// are awaited on.
+    ///
+    /// Each connection runs on the runtime that made it: if the limiter's
+    /// own pool (not one handed in) holds idle connections its blocking
+    /// calls made (on their runtime thread), they are closed here, so that
+    /// the async calls make theirs on the runtime they run on.
     fn from(limiter: PostgresLimiter) -> AsyncPostgresLimiter {
         let core = &limiter.core;
         let blocking = core.backend();
+        if blocking.owns_pool_on_its_thread() {
+            blocking.backend.0.pool.retain(|_, _| false);
+        }
         AsyncPostgresLimiter {
             unlogged: blocking.unlogged,
             core: Core {

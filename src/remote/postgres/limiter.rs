@@ -214,7 +214,9 @@ impl PostgresBuilder {
                 ))
             })?;
         let table = Table::new(&self.table)?;
-        let pool = match self.source? {
+        let source = self.source?;
+        let own_pool = matches!(source, Source::Config(_));
+        let pool = match source {
             Source::Pool(pool) => pool,
             Source::Config(mut config) => {
                 if config.get_connect_timeout().is_none() {
@@ -263,6 +265,7 @@ impl PostgresBuilder {
         let backend = Blocking {
             backend: Backend(Arc::new(inner)),
             unlogged: self.unlogged,
+            own_pool,
             runtime: OnceLock::new(),
         };
         let core = Core::new(backend, self.rate, self.slack, self.policy, self.wait)
@@ -319,10 +322,20 @@ impl RuntimeThread {
 pub(super) struct Blocking {
     pub(super) backend: Backend,
     pub(super) unlogged: bool,
+    /// Whether the pool is the limiter's own (built from a config).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    own_pool: bool,
     runtime: OnceLock<Result<RuntimeThread, String>>,
 }
 
 impl Blocking {
+    /// Whether the pool is the limiter's own and its runtime thread has run
+    /// (so it may hold connections made there).
+    #[cfg(feature = "tokio")]
+    pub(super) fn owns_pool_on_its_thread(&self) -> bool {
+        self.own_pool && self.runtime.get().is_some()
+    }
+
     /// Runs `f(backend)` on the runtime thread and waits for its result.
     pub(super) fn call<T, F, Fut>(&self, f: F) -> Result<T, Error>
     where
