@@ -581,6 +581,18 @@ mod tokio_calls {
         AsyncPostgresLimiter::from(lim)
     }
 
+    /// The blocking face waits on a std channel for its runtime thread: it
+    /// works (blocking the thread, as any blocking call) even on a Tokio
+    /// runtime's only thread, where a nested `block_on` would panic.
+    #[tokio::test(flavor = "current_thread")]
+    async fn blocking_calls_work_on_a_tokio_thread() {
+        let server = PgServer::start();
+        let lim = limiter(&server, Rate::per_minute(1), 5);
+        lim.try_take("k").unwrap();
+        assert_eq!(lim.available("k").unwrap(), 5);
+        assert!(lim.reset("k").unwrap());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn async_calls_pace_refuse_and_write_as_the_blocking_ones() {
         let server = PgServer::start();

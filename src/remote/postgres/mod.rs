@@ -41,7 +41,14 @@
 //!
 //! Pick Redis for very hot keys, for the lowest latency, or when the
 //! database is already the bottleneck: every call here is a statement on
-//! the database server. See `docs/ARCHITECTURE.md` for the comparison.
+//! the database server, and a granted one a write. Measured
+//! (`benches/postgres.rs`, `docs/PERFORMANCE.md`): a granted `try_take`
+//! costs about three `SELECT 1` round trips, a refused one about two; with
+//! every call a write, Pecorino's float leaky-bucket UPSERT does ~1.3x the
+//! calls per second, and on a hot key that mostly refuses paceline does
+//! more (several times more at 64 connections, where each of Pecorino's
+//! calls writes and waits on the row lock). See `docs/ARCHITECTURE.md` for
+//! the comparison with Redis.
 //!
 //! # Client crates, and handing in a pool
 //!
