@@ -567,6 +567,7 @@ fn a_step_stuck_on_a_lock_ends_at_the_statement_timeout_and_the_connection_stays
     assert_eq!(lim.available("k").unwrap(), 101 - 2);
 }
 
+#[cfg(feature = "tokio")]
 mod tokio_calls {
     use super::*;
     use paceline::postgres::AsyncPostgresLimiter;
