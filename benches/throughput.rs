@@ -23,6 +23,9 @@
 //!   cold ramp, the dearer arithmetic, under its lock); governor's
 //!   direct `check()`, `ratelimit`'s `try_wait()`, `leaky-bucket`'s
 //!   `try_acquire(1)`.
+//!   `paceline_atomic_try_take_stats` is `try_take` counting its decisions
+//!   (`.stats(true)`); every other paceline limiter here does not count,
+//!   which costs it one test of a null pointer.
 //! - `contended2` / `contended8`: the same calls from 2 and 8 threads on one
 //!   limiter (8 threads on this 2-vCPU machine is oversubscribed: a lock
 //!   holder can be preempted). Reported as wall time per call over all
@@ -39,9 +42,11 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion};
 use crossbeam_utils::CachePadded;
+#[path = "cpu_time.rs"]
+mod cpu_time;
+use cpu_time::CpuTime;
 use paceline::{AtomicLimiter, MutexLimiter, Rate, Unlimited, WarmUpLimiter};
 
 /// Rate at which nothing waits: one permit a nanosecond, far above what any
@@ -50,6 +55,16 @@ const FAST: u64 = 1_000_000_000;
 
 /// Burst of the never-waiting limiters: a second's worth at [`FAST`].
 const FAST_BURST: u64 = 1_000_000_000;
+
+/// [`atomic_fast`] counting its decisions (`.stats(true)`).
+fn atomic_counting() -> AtomicLimiter {
+    AtomicLimiter::builder(Rate::per_second(FAST))
+        .slack(FAST_BURST)
+        .full_credit(true)
+        .stats(true)
+        .build()
+        .expect("valid limiter")
+}
 
 fn atomic_fast() -> AtomicLimiter {
     AtomicLimiter::builder(Rate::per_second(FAST))
@@ -104,61 +119,6 @@ fn leaky_fast() -> leaky_bucket::RateLimiter {
         .build()
 }
 
-/// CPU time of the measuring thread: what one thread's calls cost, however
-/// often the OS lets other work run in between.
-struct CpuTime;
-
-impl Measurement for CpuTime {
-    type Intermediate = cpu_time::ThreadTime;
-    type Value = Duration;
-
-    fn start(&self) -> cpu_time::ThreadTime {
-        cpu_time::ThreadTime::now()
-    }
-    fn end(&self, start: cpu_time::ThreadTime) -> Duration {
-        start.elapsed()
-    }
-    fn add(&self, a: &Duration, b: &Duration) -> Duration {
-        *a + *b
-    }
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        &Nanos
-    }
-}
-
-/// Shows CPU time like wall time: ns, µs, ms or s.
-struct Nanos;
-
-impl ValueFormatter for Nanos {
-    fn scale_values(&self, typical: f64, values: &mut [f64]) -> &'static str {
-        let (div, unit) = match typical {
-            t if t < 1e3 => (1.0, "ns"),
-            t if t < 1e6 => (1e3, "µs"),
-            t if t < 1e9 => (1e6, "ms"),
-            _ => (1e9, "s"),
-        };
-        values.iter_mut().for_each(|v| *v /= div);
-        unit
-    }
-    fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
-        let n = match t {
-            Throughput::Elements(n) => *n as f64,
-            _ => 1.0,
-        };
-        values.iter_mut().for_each(|v| *v = n * 1e9 / *v);
-        "per s"
-    }
-    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
-        "ns"
-    }
-}
-
 /// The floor of an admitted take: read the clock, then a CAS loop moving a
 /// word forward (the least a limiter's state update can be).
 #[inline]
@@ -203,6 +163,10 @@ fn admit(c: &mut Criterion<CpuTime>) {
     let atomic = atomic_fast();
     g.bench_function("paceline_atomic_take", |b| {
         b.iter(|| black_box(atomic.take()))
+    });
+    let counting = atomic_counting();
+    g.bench_function("paceline_atomic_try_take_stats", |b| {
+        b.iter(|| black_box(counting.try_take()))
     });
     let mutex = mutex_fast();
     g.bench_function("paceline_mutex_try_take", |b| {
@@ -296,6 +260,10 @@ fn contended_group(c: &mut Criterion, threads: u64) {
     let atomic = atomic_fast();
     bench("paceline_atomic_take", &|| {
         black_box(atomic.take());
+    });
+    let counting = atomic_counting();
+    bench("paceline_atomic_try_take_stats", &|| {
+        let _ = black_box(counting.try_take());
     });
     let mutex = mutex_fast();
     bench("paceline_mutex_try_take", &|| {

@@ -10,6 +10,7 @@ use crate::error::BuildError;
 use crate::pacer::{Config, Pacer};
 use crate::rate::Rate;
 use crate::slack::Slack;
+use crate::stats::Counting;
 use crate::store::{Store, WarmStore};
 use crate::wait::Wait;
 
@@ -97,6 +98,7 @@ impl<L: sealed::Build> Builder<L> {
                 wait: Wait::default(),
                 full_credit: false,
                 warm_up: 0,
+                counting: Counting::default(),
                 clock,
             },
         }
@@ -124,6 +126,26 @@ impl<L: sealed::Build> Builder<L> {
         self
     }
 
+    /// Whether the limiter counts what it decides, for its `stats()`
+    /// (default `false`: counting costs a few atomic additions per call,
+    /// and nothing when off). See [`Stats`](crate::stats::Stats).
+    pub fn stats(mut self, on: bool) -> Self {
+        self.config.counting.on = on;
+        self
+    }
+
+    /// Counts what the limiter decides (as [`stats(true)`](Self::stats))
+    /// and sends the counts to the [`metrics`](https://docs.rs/metrics)
+    /// facade too, labelled `limiter = name`, through the recorder
+    /// installed when the limiter is built. The series are those of
+    /// [`stats::prometheus`](crate::stats::prometheus).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, name: impl Into<String>) -> Self {
+        self.config.counting.facade = Some(name.into());
+        self
+    }
+
     /// How takes wait for their slot (default [`Wait::Sleep`]).
     pub fn wait(mut self, wait: Wait) -> Self {
         self.config.wait = wait;
@@ -138,6 +160,7 @@ impl<L: sealed::Build> Builder<L> {
             wait,
             full_credit,
             warm_up,
+            counting,
             clock: _,
         } = self.config;
         Builder {
@@ -147,6 +170,7 @@ impl<L: sealed::Build> Builder<L> {
                 wait,
                 full_credit,
                 warm_up,
+                counting,
                 clock: ClockChoice::Given(clock),
             },
         }
@@ -163,6 +187,7 @@ impl<L: sealed::Build> Builder<L> {
             wait,
             full_credit,
             warm_up,
+            counting,
             clock,
         } = self.config;
         let clock = match clock {
@@ -175,6 +200,7 @@ impl<L: sealed::Build> Builder<L> {
             wait,
             full_credit,
             warm_up,
+            counting,
             clock,
         })
     }

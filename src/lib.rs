@@ -75,12 +75,16 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod all;
 mod builder;
 mod clock;
 #[cfg(feature = "serde")]
 mod config;
 mod duration;
 mod error;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod http;
 pub mod io;
 #[cfg(feature = "keyed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
@@ -89,6 +93,7 @@ mod limit;
 mod limiter;
 mod paced;
 mod pacer;
+mod part;
 mod primitive;
 mod rate;
 #[cfg(feature = "postgres")]
@@ -101,6 +106,7 @@ pub use remote::redis;
 mod remote;
 pub mod schedule;
 mod slack;
+pub mod stats;
 pub mod store;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

@@ -9,10 +9,12 @@ use std::time::Duration;
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::limit::Limit;
+use crate::part::Held;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Deny, Grant, Params};
 use crate::slack::Slack;
+use crate::stats::{Counted, Counting, Meter, Stats};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
 use crate::wait::{self, nanos, Wait};
 
@@ -79,6 +81,8 @@ pub struct Config<C> {
     /// The warm-up period, ns (0: none; only a `WarmUpLimiter`'s builder
     /// sets it).
     pub warm_up: u64,
+    /// Whether and how it counts what it decides.
+    pub(crate) counting: Counting,
     /// The clock.
     pub clock: C,
 }
@@ -123,6 +127,8 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     /// The state the limiter was built with, which [`reset`](Self::reset)
     /// puts back: `FRESH`, or `FULL` with `full_credit`.
     start: u64,
+    /// What it decided, if its builder asked ([`stats`](Self::stats)).
+    meter: Meter,
 }
 
 /// A reserved slot that may be given back ([`Pacer::give_back`]).
@@ -154,6 +160,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             limit: Mutex::new((config.rate, config.slack)),
             changes: AtomicU64::new(0),
             start: tat,
+            meter: Meter::new(&config.counting),
         })
     }
 
@@ -168,7 +175,10 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     pub fn take(&self) -> Duration {
         let now = self.now();
         match self.store.update(now, 1, Admit::Always) {
-            Ok(grant) => self.block(now, grant.slot),
+            Ok(grant) => {
+                self.meter.admitted(1, grant.slot.saturating_sub(now));
+                self.block(now, grant.slot)
+            }
             // Only past the end of internal time: never admit there.
             Err(_) => self.block(now, u64::MAX),
         }
@@ -200,7 +210,10 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         // copied on the hottest path.
         let admit = Admit::Within(0);
         match self.store.update(self.now(), 1, admit) {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.meter.admitted(1, 0);
+                Ok(())
+            }
             Err(deny) => Err(self.refused(deny, 1, admit)),
         }
     }
@@ -402,6 +415,25 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         slack.permits_at(rate)
     }
 
+    /// What it decided since it was built (a [`reset`](Self::reset) does
+    /// not zero the counts), or `None` unless its builder asked with
+    /// [`stats(true)`](crate::Builder::stats). See [`Stats`].
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, Rate};
+    ///
+    /// let limiter = AtomicLimiter::builder(Rate::per_second(10)).stats(true).build()?;
+    /// limiter.try_take()?;
+    /// assert!(limiter.try_take().is_err());
+    /// let stats = limiter.stats().unwrap();
+    /// assert_eq!((stats.admitted, stats.refused), (1, 1));
+    /// assert_eq!(AtomicLimiter::new(Rate::per_second(10)).stats(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stats(&self) -> Option<Stats> {
+        self.meter.read()
+    }
+
     /// How the takes wait.
     pub fn wait_strategy(&self) -> Wait {
         self.wait
@@ -423,7 +455,10 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError> {
         let now = self.now();
         match self.store.update(now, cost, admit) {
-            Ok(grant) => Ok((now, grant)),
+            Ok(grant) => {
+                self.meter.admitted(cost, grant.slot.saturating_sub(now));
+                Ok((now, grant))
+            }
             Err(deny) => Err(self.refused(deny, cost, admit)),
         }
     }
@@ -433,6 +468,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[cold]
     #[inline(never)]
     fn refused(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
+        self.meter.refused();
         let slack = match deny {
             Deny::ExceedsBurst => self.store.burst(self.now()) - 1,
             _ => 0,
@@ -442,7 +478,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 
     /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
     /// needs to undo it.
-    #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
     #[inline]
     pub(crate) fn reserve_cancellable(
         &self,
@@ -464,8 +499,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// slot stays spent and the schedule is unchanged. `true` when it was
     /// undone. For async waiters dropped before their slot. (A reset counts
     /// as a change.)
-    #[cfg_attr(not(any(feature = "tokio", paceline_loom)), allow(dead_code))]
     pub(crate) fn give_back(&self, reservation: Reservation) -> bool {
+        self.meter.cancelled();
         // Under the lock `set_limit` holds: no rebase between check and CAS.
         let _limit = lock(&self.limit);
         if self.changes.load(Ordering::Relaxed) != reservation.changes {
@@ -501,6 +536,38 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[doc(hidden)]
     pub fn __give_back(&self, reservation: Reservation) -> bool {
         self.give_back(reservation)
+    }
+}
+
+/// A direct limiter as a part of an all-or-nothing request.
+impl<S: Store, C: Clock> crate::part::sealed::Part for Pacer<S, C> {
+    fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
+        let (now, reservation) = self.reserve_cancellable(cost, admit)?;
+        Ok(Held {
+            now,
+            grant: reservation.grant,
+            check: reservation.changes,
+        })
+    }
+
+    fn give_back(&self, held: Held) {
+        Pacer::give_back(
+            self,
+            Reservation {
+                grant: held.grant,
+                changes: held.check,
+            },
+        );
+    }
+
+    fn wait(&self, held: &Held) {
+        self.block(held.now, held.grant.slot);
+    }
+}
+
+impl<S: Store, C: Clock> Counted for Pacer<S, C> {
+    fn stats(&self) -> Option<Stats> {
+        self.meter.read()
     }
 }
 

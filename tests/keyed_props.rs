@@ -4,6 +4,8 @@
 //! or on insert, never changes a decision.
 #![cfg(feature = "keyed")]
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -328,7 +330,7 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(512)))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(512)))]
 
     #[test]
     fn each_key_decides_like_the_pure_step_and_rebase_across_rate_changes(
@@ -401,13 +403,4 @@ proptest! {
             prop_assert!(keyed.len() <= 2);
         }
     }
-}
-
-/// `default` cases, or `PROPTEST_CASES` for a longer hunt
-/// (`ProptestConfig::with_cases` alone would ignore it).
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

@@ -567,6 +567,54 @@ fn a_step_stuck_on_a_lock_ends_at_the_statement_timeout_and_the_connection_stays
     assert_eq!(lim.available("k").unwrap(), 101 - 2);
 }
 
+#[test]
+fn stats_count_decisions_and_the_server_failures_under_either_policy() {
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let mut server = PgServer::start();
+        // 1 a minute, slack 1: a burst of 2, then refusals.
+        let limiter = PostgresLimiter::builder(&server.conn(), Rate::per_minute(1))
+            .slack(1)
+            .on_error(policy)
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .stats(true)
+            .build()
+            .unwrap();
+        limiter.install().unwrap();
+        let sibling = limiter.with_limit(Rate::per_minute(1), 0).unwrap();
+        limiter.try_take("a").unwrap();
+        limiter.take_n("b", 2).unwrap();
+        assert!(limiter.try_take("b").is_err());
+        assert!(limiter.try_take_n("c", 3).is_err()); // ExceedsBurst, no round trip
+        assert!(sibling.try_take_n("d", u64::MAX).is_err()); // CostTooLarge
+        sibling.try_take("d").unwrap();
+        let stats = limiter.stats().unwrap();
+        assert_eq!((stats.admitted, stats.permits, stats.refused), (3, 4, 3));
+        assert_eq!((stats.failed, stats.cancelled), (0, 0));
+        assert_eq!(sibling.stats(), Some(stats)); // one limiter's counts
+
+        server.stop();
+        let failed = limiter.try_take("e");
+        let stats = limiter.stats().unwrap();
+        assert_eq!(stats.failed, 1, "{policy:?}");
+        match policy {
+            FailPolicy::Closed => {
+                assert!(failed.is_err());
+                assert_eq!((stats.admitted, stats.refused), (3, 4));
+            }
+            FailPolicy::Open => {
+                failed.unwrap();
+                assert_eq!((stats.admitted, stats.refused), (4, 3));
+            }
+        }
+    }
+    // Without `.stats(true)`, nothing is counted.
+    let server = PgServer::start();
+    let limiter = limiter(&server, Rate::per_second(1), 1);
+    limiter.try_take("a").unwrap();
+    assert_eq!(limiter.stats(), None);
+}
+
 #[cfg(feature = "tokio")]
 mod tokio_calls {
     use super::*;

@@ -431,7 +431,7 @@ fn extreme_op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(256)))]
 
     /// Both limiters agree with the pure step on every answer, clock reading
     /// and introspection, and every permit stays within the window bound.
@@ -479,13 +479,4 @@ proptest! {
     ) {
         run(interval, slack, full, false, &ops)?;
     }
-}
-
-/// `default` cases, or `PROPTEST_CASES` for a longer hunt
-/// (`ProptestConfig::with_cases` alone would ignore it).
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

@@ -220,6 +220,7 @@ fn faulty_limiter(server: &RedisServer, policy: FailPolicy) -> RedisLimiter {
         .on_error(policy)
         .connect_timeout(TIMEOUT)
         .response_timeout(TIMEOUT)
+        .stats(true)
         .build()
         .unwrap()
 }
@@ -290,14 +291,25 @@ fn server_down_fails_open_when_asked() {
 
     server.restart();
     recovery_time(&limiter);
-    // Limiting again: the burst of slack + 1 = 11, then refusals.
-    for _ in 0..11 {
-        limiter.try_take("again").unwrap();
+    // Limiting again: the burst of slack + 1 = 11, then refusals. (On a
+    // loaded machine a call may still time out after the restart, and be
+    // admitted open: the counts tell those apart.)
+    let failed_before = limiter.stats().unwrap().failed;
+    let mut admitted = 0;
+    loop {
+        match limiter.try_take("again") {
+            Ok(()) => admitted += 1,
+            Err(Error::Refused(TakeError::RetryAfter(_))) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(admitted <= 30, "never refused again");
     }
-    assert!(matches!(
-        limiter.try_take("again"),
-        Err(Error::Refused(TakeError::RetryAfter(_)))
-    ));
+    let failed = limiter.stats().unwrap().failed - failed_before;
+    assert_eq!(
+        admitted - failed,
+        11,
+        "{admitted} admitted, {failed} of them open"
+    );
 }
 
 #[test]
@@ -1137,4 +1149,53 @@ fn a_slack_in_time_resolves_at_the_rate() {
         .with_limit(Rate::per_second(4000), Duration::from_millis(5))
         .unwrap();
     assert_eq!(other.slack(), 20);
+}
+
+#[test]
+fn stats_count_decisions_and_the_server_failures_under_either_policy() {
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let mut server = RedisServer::start();
+        // 1 a minute, slack 1: a burst of 2, then refusals.
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_minute(1))
+            .slack(1)
+            .on_error(policy)
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .stats(true)
+            .build()
+            .unwrap();
+        let sibling = limiter.with_limit(Rate::per_minute(1), 0).unwrap();
+        limiter.try_take("a").unwrap();
+        limiter.take_n("b", 2).unwrap();
+        assert!(limiter.try_take("b").is_err());
+        assert!(limiter.try_take_n("c", 3).is_err()); // ExceedsBurst, no round trip
+        assert!(sibling.try_take_n("d", u64::MAX).is_err()); // CostTooLarge
+        sibling.try_take("d").unwrap();
+        let stats = limiter.stats().unwrap();
+        assert_eq!((stats.admitted, stats.permits, stats.refused), (3, 4, 3));
+        assert_eq!((stats.failed, stats.cancelled), (0, 0));
+        assert_eq!(sibling.stats(), Some(stats)); // one limiter's counts
+
+        server.stop();
+        let failed = limiter.try_take("e");
+        let stats = limiter.stats().unwrap();
+        assert_eq!(stats.failed, 1, "{policy:?}");
+        match policy {
+            FailPolicy::Closed => {
+                assert!(failed.is_err());
+                assert_eq!((stats.admitted, stats.refused), (3, 4));
+            }
+            FailPolicy::Open => {
+                failed.unwrap();
+                assert_eq!((stats.admitted, stats.refused), (4, 3));
+            }
+        }
+    }
+    // Without `.stats(true)`, nothing is counted.
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::builder(server.url(), Rate::per_second(1))
+        .build()
+        .unwrap();
+    limiter.try_take("a").unwrap();
+    assert_eq!(limiter.stats(), None);
 }

@@ -2,6 +2,8 @@
 //! `SmoothWarmingUp` (its arithmetic transliterated below, in `f64` µs as
 //! Guava computes it), and Guava's own test vectors, on a `ManualClock`.
 
+mod common;
+
 use std::time::Duration;
 
 use paceline::schedule::{Admit, Params, FRESH, ORIGIN};
@@ -108,7 +110,7 @@ fn ours(s: State, now_micros: u64, cost: u64, p: Params, w: u64) -> (f64, State)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(256)))]
 
     /// Unit requests at arbitrary arrival times get Guava's instants: the
     /// same slot for every request, within paceline's rounding to whole ns
@@ -438,13 +440,4 @@ fn lateness_within_the_slack_does_not_cool() {
     assert_eq!(limiter.available(), 60);
     assert!(limiter.try_take_n(60).is_ok());
     assert_eq!(limiter.next_free(), Duration::from_millis(1));
-}
-
-/// `default` cases, or `PROPTEST_CASES` for a longer hunt
-/// (`ProptestConfig::with_cases` alone would ignore it).
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

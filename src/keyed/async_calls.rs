@@ -10,16 +10,15 @@ use std::fmt;
 use std::future::{ready, Future};
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::shard::find;
-use super::{read, KeyedLimiter};
+use super::KeyedLimiter;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, ORIGIN};
+use crate::stats::{Counted, Stats};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::Wait;
 
@@ -206,6 +205,13 @@ impl<K, C: Clock> Clone for AsyncKeyedLimiter<K, C> {
     }
 }
 
+/// All keys together, if counting: see [`KeyedStats::requests`](super::KeyedStats::requests).
+impl<K, C: Clock> Counted for AsyncKeyedLimiter<K, C> {
+    fn stats(&self) -> Option<Stats> {
+        Counted::stats(&*self.inner)
+    }
+}
+
 impl<K, C: Clock> fmt::Debug for AsyncKeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("AsyncKeyedLimiter")
@@ -265,26 +271,6 @@ where
     }
 
     fn give_back(&self, (key, grant, moves): Ticket<K>) {
-        self.limiter.give_back(&key, grant, moves);
-    }
-}
-
-impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated the
-    /// key since; `true` when it did. Not if its shard's entries were moved
-    /// (`moves`: a rate change, an eviction, a reset) since the grant: a rebased or re-created `tat` may come back
-    /// to `grant.next` by chance, and undoing it then would erase slots
-    /// handed out since.
-    fn give_back(&self, key: &K, grant: Grant, moves: u64) -> bool {
-        let (hash, lock) = self.shard(key);
-        let shard = read(lock);
-        if shard.moves != moves {
-            return false;
-        }
-        find(&shard.map, hash, key).is_some_and(|e| {
-            e.tat
-                .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        })
+        self.limiter.give_back::<K>(&key, grant, moves);
     }
 }

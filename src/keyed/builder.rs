@@ -20,6 +20,7 @@ use crate::pacer::params;
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::rate::Rate;
 use crate::slack::Slack;
+use crate::stats::{Counting, Meter};
 use crate::wait::Wait;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
@@ -47,6 +48,7 @@ pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
     max_keys: usize,
     when_full: WhenFull,
     parent: Option<fn(&K) -> Option<K>>,
+    counting: Counting,
 }
 
 impl<K, C: Clock> KeyedBuilder<K, C> {
@@ -61,6 +63,26 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     /// How blocking calls wait for their slot (default [`Wait::Sleep`]).
     pub fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
+        self
+    }
+
+    /// Whether the limiter counts its requests, permits and wait, all keys
+    /// together ([`KeyedStats::requests`](super::KeyedStats::requests), and
+    /// [`Counted`](crate::stats::Counted) for
+    /// [`stats::prometheus`](crate::stats::prometheus)); default `false`.
+    /// (Admitted and refused calls are counted per key either way.)
+    pub fn stats(mut self, on: bool) -> Self {
+        self.counting.on = on;
+        self
+    }
+
+    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
+    /// `metrics` facade too, labelled `limiter = name` (see
+    /// [`Builder::metrics`](crate::Builder::metrics)).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, name: impl Into<String>) -> Self {
+        self.counting.facade = Some(name.into());
         self
     }
 
@@ -105,6 +127,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             max_keys: self.max_keys,
             when_full: self.when_full,
             parent: self.parent,
+            counting: self.counting,
         }
     }
 
@@ -163,6 +186,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             refused_untracked: AtomicU64::new(0),
             admitted_free: AtomicU64::new(0),
             parent_walks_cut: AtomicU64::new(0),
+            meter: Meter::new(&self.counting),
         })
     }
 }
@@ -215,6 +239,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             max_keys: DEFAULT_MAX_KEYS,
             when_full: WhenFull::default(),
             parent: None,
+            counting: Counting::default(),
         }
     }
 }

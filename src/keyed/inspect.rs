@@ -9,6 +9,7 @@ use super::{KeyedLimiter, WhenFull};
 use crate::clock::Clock;
 use crate::primitive::{read, write, Ordering};
 use crate::schedule;
+use crate::stats::{Counted, Stats};
 use crate::wait::Wait;
 
 /// One tracked key as [`KeyedLimiter::snapshot`] sees it.
@@ -58,6 +59,10 @@ pub struct KeyedStats {
     /// default rate: nonzero means the [`parent`](super::KeyedBuilder::parent)
     /// function has a cycle (or a chain that deep).
     pub parent_walks_cut: u64,
+    /// Requests, permits and scheduled wait, all keys together, when the
+    /// builder asked for them with [`stats(true)`](super::KeyedBuilder::stats);
+    /// `None` otherwise.
+    pub requests: Option<Stats>,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -173,6 +178,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             admitted: self.untracked.load(Ordering::Relaxed)
                 + self.admitted_free.load(Ordering::Relaxed),
             refused: self.refused_untracked.load(Ordering::Relaxed),
+            requests: self.meter.read(),
             ..KeyedStats::default()
         };
         for lock in self.shards.iter() {
@@ -195,5 +201,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The limiter's clock.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+/// [`KeyedStats::requests`]: all keys together, if counting.
+impl<K, C: Clock> Counted for KeyedLimiter<K, C> {
+    fn stats(&self) -> Option<Stats> {
+        self.meter.read()
     }
 }

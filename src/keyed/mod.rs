@@ -96,6 +96,7 @@
 
 #[cfg(feature = "tokio")]
 pub(crate) mod async_calls;
+mod bucket;
 mod builder;
 mod classes;
 mod insert;
@@ -115,10 +116,12 @@ use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::primitive::{read, write, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL};
+use crate::stats::Meter;
 use crate::wait::{self, nanos, Wait};
 
 #[cfg(feature = "tokio")]
 pub use async_calls::AsyncKeyedLimiter;
+pub use bucket::Bucket;
 pub use builder::KeyedBuilder;
 pub use insert::WhenFull;
 pub use inspect::{KeyState, KeyedStats};
@@ -241,6 +244,8 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     admitted_free: AtomicU64,
     /// Override lookups cut at [`MAX_PARENT_STEPS`] parents.
     parent_walks_cut: AtomicU64,
+    /// Requests, permits and wait, all keys together, if the builder asked.
+    meter: Meter,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -497,6 +502,26 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let decided = self.decide_uncounted(key, cost, admit);
+        match &decided {
+            Ok((now, grant, _)) => self.meter.admitted(cost, grant.slot.saturating_sub(*now)),
+            Err(_) => self.meter.refused(),
+        }
+        decided
+    }
+
+    /// [`decide`](Self::decide), before the meter counts it.
+    #[inline]
+    fn decide_uncounted<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(u64, Grant, u64), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let (hash, lock) = self.shard(key);
         {
             let shard = read(lock);
@@ -508,6 +533,31 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             }
         }
         self.decide_new(lock, hash, key, cost, admit)
+    }
+
+    /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated
+    /// the key since; `true` when it did. Not if its shard's entries were
+    /// moved (`moves`: a rate change, an eviction, a reset) since the
+    /// grant: a rebased or re-created `tat` may come back to `grant.next` by
+    /// chance, and undoing it then would erase slots handed out since.
+    /// For async takes dropped before their slot, and all-or-nothing takes
+    /// another limit refused.
+    pub(crate) fn give_back<Q>(&self, key: &Q, grant: Grant, moves: u64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.meter.cancelled();
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        if shard.moves != moves {
+            return false;
+        }
+        find(&shard.map, hash, key).is_some_and(|e| {
+            e.tat
+                .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 
     /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals

@@ -18,6 +18,7 @@ use crate::pacer;
 use crate::rate::Rate;
 use crate::schedule::{self, Admit, Params, ORIGIN};
 use crate::slack::Slack;
+use crate::stats::{Counting, Meter};
 use crate::wait::{self, Wait};
 
 /// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
@@ -28,6 +29,8 @@ pub(crate) struct Shared<B> {
     pub(crate) wait: Wait,
     /// The local clock waits are measured on.
     pub(crate) clock: DefaultClock,
+    /// What the limiter decided, if its builder asked.
+    pub(crate) meter: Meter,
 }
 
 /// One limit (rate and slack) over a backend.
@@ -87,6 +90,7 @@ impl<B> Core<B> {
         slack: Slack,
         policy: FailPolicy,
         wait: Wait,
+        counting: &Counting,
     ) -> Result<Core<B>, BuildError> {
         let params = pacer::params(rate, slack)?;
         Ok(Core {
@@ -96,6 +100,7 @@ impl<B> Core<B> {
                 policy,
                 wait,
                 clock: DefaultClock::new(),
+                meter: Meter::new(counting),
             }),
             rate,
             slack: params.slack(),
@@ -129,8 +134,10 @@ impl<B> Core<B> {
     /// that needs no round trip.
     pub(crate) fn request(&self, cost: u64, admit: Admit) -> Result<Request, Error> {
         let p = self.params;
-        let span = schedule::span(cost, p)
-            .map_err(|deny| Error::Refused(TakeError::refused(deny, cost, admit, self.slack)))?;
+        let span = schedule::span(cost, p).map_err(|deny| {
+            self.shared.meter.refused();
+            Error::Refused(TakeError::refused(deny, cost, admit, self.slack))
+        })?;
         let exceeds_burst = match admit {
             Admit::Always => false,
             // (A cost of 0 spans nothing: the server admits it at once.)
@@ -154,16 +161,34 @@ impl<B> Core<B> {
         decision: Result<Decision, Error>,
         request: &Request,
     ) -> Result<Option<Granted>, Error> {
+        let meter = &self.shared.meter;
         match decision {
-            Ok(Decision::Granted { slot, now, undo }) => Ok(Some(Granted { slot, now, undo })),
-            Ok(Decision::Admitted) => Ok(None),
-            Ok(Decision::Denied(deny)) => Err(Error::Refused(TakeError::refused(
-                deny,
-                request.cost,
-                request.admit,
-                self.slack,
-            ))),
-            Err(e) => self.fail(e, None),
+            Ok(Decision::Granted { slot, now, undo }) => {
+                meter.admitted(request.cost, slot.saturating_sub(now));
+                Ok(Some(Granted { slot, now, undo }))
+            }
+            Ok(Decision::Admitted) => {
+                meter.admitted(request.cost, 0);
+                Ok(None)
+            }
+            Ok(Decision::Denied(deny)) => {
+                meter.refused();
+                Err(Error::Refused(TakeError::refused(
+                    deny,
+                    request.cost,
+                    request.admit,
+                    self.slack,
+                )))
+            }
+            Err(e) => {
+                meter.failed();
+                let settled = self.fail(e, None);
+                match settled {
+                    Ok(_) => meter.admitted(request.cost, 0),
+                    Err(_) => meter.refused(),
+                }
+                settled
+            }
         }
     }
 
@@ -304,6 +329,7 @@ mod asynchronous {
         /// effort: an error leaves the slot spent, as if it had not been
         /// given back.
         fn give_back(&self, undo: Undo) {
+            self.core.shared.meter.cancelled();
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;
             };

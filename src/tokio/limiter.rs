@@ -19,6 +19,7 @@ use crate::error::{BuildError, TakeError};
 use crate::pacer::{AtomicLimiter, Config, Pacer, Reservation};
 use crate::rate::Rate;
 use crate::schedule::{Admit, ORIGIN};
+use crate::stats::{Counted, Stats};
 use crate::store::Store;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::Wait;
@@ -333,6 +334,13 @@ impl<C: Clock> AsyncLimiter<C> {
         self.limiter().next_free()
     }
 
+    /// What it decided, or `None` unless its builder asked; see
+    /// [`Pacer::stats`]. A take dropped before its slot counts in
+    /// [`Stats::cancelled`].
+    pub fn stats(&self) -> Option<Stats> {
+        self.limiter().stats()
+    }
+
     /// The limiter's clock.
     pub fn clock(&self) -> &C {
         self.limiter().clock()
@@ -345,6 +353,12 @@ impl<C: Clock> Clone for AsyncLimiter<C> {
         AsyncLimiter {
             inner: Arc::clone(&self.inner),
         }
+    }
+}
+
+impl<C: Clock> Counted for AsyncLimiter<C> {
+    fn stats(&self) -> Option<Stats> {
+        self.limiter().stats()
     }
 }
 

@@ -226,3 +226,12 @@ pub fn assert_paced(what: &str, interval: Duration, marks: &[(Duration, usize)])
         (1.0 - 1.0 / best) * 100.0
     );
 }
+
+/// `default` cases, or `PROPTEST_CASES` for a longer hunt
+/// (`ProptestConfig::with_cases` alone would ignore it).
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

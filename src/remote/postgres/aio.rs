@@ -18,6 +18,7 @@ use crate::remote::limiter::{Core, Shared};
 use crate::remote::{AsyncRemote, Decision, Error, FailPolicy, Request, Undo};
 use crate::schedule;
 use crate::slack::Slack;
+use crate::stats::{Counted, Stats};
 use crate::wait::Wait;
 
 /// The async face of a [`PostgresLimiter`]: its calls as futures, under the
@@ -92,6 +93,7 @@ impl From<PostgresLimiter> for AsyncPostgresLimiter {
                     policy: core.shared.policy,
                     wait: core.shared.wait,
                     clock: core.shared.clock.clone(),
+                    meter: core.shared.meter.clone(),
                 }),
                 rate: core.rate,
                 slack: core.slack,
@@ -288,6 +290,19 @@ impl AsyncPostgresLimiter {
     /// The table, as the builder got it.
     pub fn table(&self) -> &str {
         &self.core.backend().0.table.name
+    }
+
+    /// What the limiter decided, all keys and `with_limit` siblings
+    /// together (and the blocking limiter it was made from), or `None`
+    /// unless its builder asked ([`PostgresBuilder::stats`](super::PostgresBuilder::stats)).
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+}
+
+impl Counted for AsyncPostgresLimiter {
+    fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
     }
 }
 

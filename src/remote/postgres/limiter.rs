@@ -22,6 +22,7 @@ use crate::remote::{
 };
 use crate::schedule::{self, Admit};
 use crate::slack::Slack;
+use crate::stats::{Counted, Counting, Stats};
 use crate::wait::{self, Wait};
 
 /// Connections in a pool the builder makes, unless it sets another number.
@@ -54,6 +55,7 @@ pub struct PostgresBuilder {
     unlogged: bool,
     prune_every: u64,
     prune_batch: u64,
+    counting: Counting,
 }
 
 impl PostgresLimiter {
@@ -106,7 +108,29 @@ impl PostgresBuilder {
             unlogged: false,
             prune_every: DEFAULT_PRUNE_EVERY,
             prune_batch: DEFAULT_PRUNE_BATCH,
+            counting: Counting::default(),
         }
+    }
+
+    /// Whether the limiter counts what it decides, all keys (and
+    /// `with_limit` siblings) together: `stats()` on the limiter, and
+    /// [`Counted`] for [`stats::prometheus`](crate::stats::prometheus).
+    /// Default `false`. A server's failure counts in
+    /// [`Stats::failed`](crate::stats::Stats::failed), and then as admitted
+    /// or refused as the fail policy decides.
+    pub fn stats(mut self, on: bool) -> Self {
+        self.counting.on = on;
+        self
+    }
+
+    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
+    /// `metrics` facade too, labelled `limiter = name` (see
+    /// [`Builder::metrics`](crate::Builder::metrics)).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, name: impl Into<String>) -> Self {
+        self.counting.facade = Some(name.into());
+        self
     }
 
     /// How much unused time a key may bank for a later burst (default
@@ -268,8 +292,15 @@ impl PostgresBuilder {
             own_pool,
             runtime: OnceLock::new(),
         };
-        let core = Core::new(backend, self.rate, self.slack, self.policy, self.wait)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let core = Core::new(
+            backend,
+            self.rate,
+            self.slack,
+            self.policy,
+            self.wait,
+            &self.counting,
+        )
+        .map_err(|e| Error::Config(e.to_string()))?;
         Ok(PostgresLimiter { core })
     }
 }
@@ -614,6 +645,19 @@ impl PostgresLimiter {
     /// The pool the limiter's calls use (its own, or the one handed in).
     pub fn pool(&self) -> &Pool {
         &self.core.backend().backend.0.pool
+    }
+
+    /// What the limiter decided, all keys and `with_limit` siblings
+    /// together, or `None` unless its builder asked
+    /// ([`PostgresBuilder::stats`]). See [`Stats`].
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+}
+
+impl Counted for PostgresLimiter {
+    fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
     }
 }
 

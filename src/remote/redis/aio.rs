@@ -28,6 +28,7 @@ use crate::remote::limiter::{Core, Shared};
 use crate::remote::{AsyncRemote, Decision, Error, FailPolicy, Request, Undo};
 use crate::schedule;
 use crate::slack::Slack;
+use crate::stats::{Counted, Stats};
 use crate::wait::Wait;
 
 /// The async face of a [`RedisLimiter`]: its calls as futures, under the
@@ -258,6 +259,7 @@ impl From<RedisLimiter> for AsyncRedisLimiter {
                     policy: core.shared.policy,
                     wait: core.shared.wait,
                     clock: core.shared.clock.clone(),
+                    meter: core.shared.meter.clone(),
                 }),
                 rate: core.rate,
                 slack: core.slack,
@@ -469,6 +471,19 @@ impl AsyncRedisLimiter {
     /// The prefix put before every key.
     pub fn prefix(&self) -> &str {
         self.core.backend().wire.prefix()
+    }
+
+    /// What the limiter decided, all keys and `with_limit` siblings
+    /// together (and the blocking limiter it was made from), or `None`
+    /// unless its builder asked ([`RedisBuilder::stats`](super::RedisBuilder::stats)).
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+}
+
+impl Counted for AsyncRedisLimiter {
+    fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
     }
 }
 

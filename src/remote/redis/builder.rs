@@ -15,6 +15,7 @@ use crate::rate::Rate;
 use crate::remote::limiter::Core;
 use crate::remote::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 use crate::slack::Slack;
+use crate::stats::Counting;
 use crate::wait::Wait;
 
 /// Configures a [`RedisLimiter`]; made by [`RedisLimiter::builder`] or
@@ -31,6 +32,7 @@ pub struct RedisBuilder {
     wait: Wait,
     connect_timeout: Duration,
     response_timeout: Duration,
+    counting: Counting,
 }
 
 /// Where a builder's limiter connects to.
@@ -76,7 +78,29 @@ impl RedisBuilder {
             wait: Wait::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            counting: Counting::default(),
         }
+    }
+
+    /// Whether the limiter counts what it decides, all keys (and
+    /// `with_limit` siblings) together: `stats()` on the limiter, and
+    /// [`Counted`](crate::stats::Counted) for
+    /// [`stats::prometheus`](crate::stats::prometheus). Default `false`.
+    /// A server's failure counts in [`Stats::failed`](crate::stats::Stats::failed),
+    /// and then as admitted or refused as the fail policy decides.
+    pub fn stats(mut self, on: bool) -> Self {
+        self.counting.on = on;
+        self
+    }
+
+    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
+    /// `metrics` facade too, labelled `limiter = name` (see
+    /// [`Builder::metrics`](crate::Builder::metrics)).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, name: impl Into<String>) -> Self {
+        self.counting.facade = Some(name.into());
+        self
     }
 
     /// How much unused time a key may bank for a later burst: a permit
@@ -149,8 +173,15 @@ impl RedisBuilder {
             pool: Pool::new(target, self.connect_timeout, self.response_timeout),
             wire: Wire::new(self.prefix),
         };
-        let core = Core::new(backend, self.rate, self.slack, self.policy, self.wait)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let core = Core::new(
+            backend,
+            self.rate,
+            self.slack,
+            self.policy,
+            self.wait,
+            &self.counting,
+        )
+        .map_err(|e| Error::Config(e.to_string()))?;
         Ok(RedisLimiter { core })
     }
 }

@@ -12,6 +12,7 @@ use crate::remote::limiter::Core;
 use crate::remote::{Decision, Error, FailPolicy, Remote, Request};
 use crate::schedule::{self, Admit};
 use crate::slack::Slack;
+use crate::stats::{Counted, Stats};
 use crate::wait::{self, Wait};
 
 /// The blocking backend: a pool of connections and the wire format.
@@ -284,6 +285,14 @@ impl RedisLimiter {
         self.core.fail_policy()
     }
 
+    /// What the limiter decided, all keys and `with_limit` siblings
+    /// together, or `None` unless its builder asked
+    /// ([`RedisBuilder::stats`](super::RedisBuilder::stats)). See
+    /// [`Stats`].
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+
     /// How a take waits out its slot.
     pub fn wait_strategy(&self) -> Wait {
         self.core.wait_strategy()
@@ -292,6 +301,12 @@ impl RedisLimiter {
     /// The prefix put before every key.
     pub fn prefix(&self) -> &str {
         self.core.backend().wire.prefix()
+    }
+}
+
+impl Counted for RedisLimiter {
+    fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
     }
 }
 

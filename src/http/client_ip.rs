@@ -1,0 +1,369 @@
+//! Who the client is: the peer address, or, only when the peer is a
+//! trusted proxy, the right-most address of `X-Forwarded-For` or
+//! `Forwarded` that is not a trusted proxy; grouped by prefix (an IPv6 /64
+//! is one client).
+//!
+//! # Why right-most
+//!
+//! Each proxy appends the address it received the request from, so the
+//! list reads `client-written…, client, proxy1, proxy2`, and only the
+//! entries our own proxies appended can be believed. Walking from the
+//! right, past our trusted proxies, the first address that is not one of
+//! them is the last hop a trusted proxy saw: the client. Anything left of
+//! it was written by the client and is never read (taking the left-most
+//! entry, as tower_governor's `SmartIpKeyExtractor` does, lets every
+//! request pick its own bucket). An entry that cannot be read (`unknown`,
+//! an obfuscated name, garbage) before an untrusted address ends the walk
+//! with no client: the request gets the layer's missing-key outcome.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use http::HeaderMap;
+
+/// How many entries of a forwarding header are read at most: a chain of
+/// proxies is short; a longer list is a client's invention.
+pub const MAX_HOPS: usize = 32;
+
+/// An address block, `10.0.0.0/8` or `2001:db8::/32` (an address alone is
+/// its own /32 or /128).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// The block of `addr` masked to `prefix` bits.
+    ///
+    /// # Errors
+    /// [`CidrError`] when `prefix` exceeds the address' width.
+    pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, CidrError> {
+        let width = match addr {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        };
+        if prefix > width {
+            return Err(CidrError(format!("{addr}/{prefix}")));
+        }
+        Ok(Cidr {
+            addr: mask(addr, prefix),
+            prefix,
+        })
+    }
+
+    /// Whether `ip` is in the block (an IPv4-mapped IPv6 address counts as
+    /// its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        matches!(
+            (self.addr, ip),
+            (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_))
+        ) && mask(ip, self.prefix) == self.addr
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(s: &str) -> Result<Cidr, CidrError> {
+        let bad = || CidrError(s.to_owned());
+        let (addr, prefix) = match s.split_once('/') {
+            Some((addr, prefix)) => {
+                let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+                (addr, Some(prefix))
+            }
+            None => (s, None),
+        };
+        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+        let prefix = prefix.unwrap_or(if addr.is_ipv4() { 32 } else { 128 });
+        Cidr::new(addr, prefix).map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// An address block that does not parse: the text given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CidrError(pub(crate) String);
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "not an address block: {:?} (expected e.g. \"10.0.0.0/8\", \"::1\" or \"2001:db8::/32\")",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+/// Which forwarding header names the client, when the peer is trusted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Forwarding {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (every field line, in
+    /// order, as one list). The default.
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for="[2001:db8::1]:4711"`.
+    Forwarded,
+}
+
+/// The client's address: `peer` itself unless it is in `trusted`; then the
+/// right-most entry of the `forwarding` header not in `trusted`. `None`
+/// when an entry before that cannot be read, or the list is too long.
+pub(crate) fn client_ip(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &[Cidr],
+    forwarding: Forwarding,
+) -> Option<IpAddr> {
+    let peer = canonical(peer);
+    if !trusted.iter().any(|c| c.contains(peer)) {
+        return Some(peer);
+    }
+    let hops = hops(headers, forwarding)?;
+    // Every entry trusted (internal traffic): the left-most is our own
+    // proxies' word; with no entry at all, the peer.
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        let ip = canonical((*hop)?);
+        if !trusted.iter().any(|c| c.contains(ip)) {
+            return Some(ip);
+        }
+        client = ip;
+    }
+    Some(client)
+}
+
+/// The header's entries, left to right (`None` for one that is not an
+/// address); `None` when the list is longer than [`MAX_HOPS`].
+fn hops(headers: &HeaderMap, forwarding: Forwarding) -> Option<Vec<Option<IpAddr>>> {
+    let name = match forwarding {
+        Forwarding::XForwardedFor => "x-forwarded-for",
+        Forwarding::Forwarded => "forwarded",
+    };
+    let mut hops = Vec::new();
+    for line in headers.get_all(name) {
+        // A field line that is not text cannot be read: no client.
+        let Ok(line) = line.to_str() else {
+            hops.push(None);
+            continue;
+        };
+        for entry in line.split(',') {
+            if hops.len() == MAX_HOPS {
+                return None;
+            }
+            hops.push(match forwarding {
+                Forwarding::XForwardedFor => node(entry.trim()),
+                Forwarding::Forwarded => forwarded_for(entry),
+            });
+        }
+    }
+    Some(hops)
+}
+
+/// The `for=` node of one `Forwarded` element, as an address.
+fn forwarded_for(element: &str) -> Option<IpAddr> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.trim().split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("for")
+            .then(|| node(value.trim().trim_matches('"')))?
+    })
+}
+
+/// An address from `1.2.3.4`, `1.2.3.4:80`, `[2001:db8::1]`,
+/// `[2001:db8::1]:443` or a bare `2001:db8::1`.
+fn node(s: &str) -> Option<IpAddr> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (v6, after) = rest.split_once(']')?;
+        if !(after.is_empty() || after.starts_with(':')) {
+            return None;
+        }
+        return v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    // `1.2.3.4:port`: only IPv4 has a port without brackets.
+    let (v4, port) = s.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    v4.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+/// An IPv4-mapped IPv6 address (`::ffff:1.2.3.4`, as a dual-stack
+/// listener reports IPv4 peers) as its IPv4 address.
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// `ip` with all but its first `prefix` bits cleared.
+pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => {
+            let bits = u32::from(v4);
+            let kept = if prefix == 0 {
+                0
+            } else {
+                bits & (u32::MAX << (32 - u32::from(prefix.min(32))))
+            };
+            IpAddr::V4(Ipv4Addr::from(kept))
+        }
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            let kept = if prefix == 0 {
+                0
+            } else {
+                bits & (u128::MAX << (128 - u32::from(prefix.min(128))))
+            };
+            IpAddr::V6(Ipv6Addr::from(kept))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn headers(name: &str, lines: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for line in lines {
+            h.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(line).unwrap(),
+            );
+        }
+        h
+    }
+
+    fn trusted(list: &[&str]) -> Vec<Cidr> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn an_untrusted_peer_is_the_client_whatever_it_forwards() {
+        let h = headers("x-forwarded-for", &["9.9.9.9"]);
+        let t = trusted(&["10.0.0.0/8"]);
+        assert_eq!(
+            client_ip(ip("127.0.0.5"), &h, &t, Forwarding::XForwardedFor),
+            Some(ip("127.0.0.5"))
+        );
+    }
+
+    #[test]
+    fn behind_trusted_proxies_the_right_most_untrusted_entry_is_the_client() {
+        let t = trusted(&["10.0.0.0/8", "127.0.0.1"]);
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (&["1.1.1.1, 2.2.2.2"], Some("2.2.2.2")),
+            (&["spoof-garbage, 3.3.3.3, 10.1.2.3"], Some("3.3.3.3")),
+            (&["6.6.6.6, 3.3.3.3:8080, 10.1.2.3"], Some("3.3.3.3")),
+            // Two field lines are one list, in order.
+            (&["7.7.7.7", "4.4.4.4, 10.0.0.9"], Some("4.4.4.4")),
+            // All trusted: the left-most, which our proxies wrote.
+            (&["10.0.0.1, 10.0.0.2"], Some("10.0.0.1")),
+            // Unreadable before any untrusted entry: no client.
+            (&["1.1.1.1, unknown, 10.0.0.2"], None),
+            (&["[2001:db8::1]:443"], Some("2001:db8::1")),
+            (&["::ffff:5.5.5.5"], Some("5.5.5.5")),
+        ];
+        for (lines, expected) in cases {
+            let h = headers("x-forwarded-for", lines);
+            assert_eq!(
+                client_ip(ip("127.0.0.1"), &h, &t, Forwarding::XForwardedFor),
+                expected.map(ip),
+                "{lines:?}"
+            );
+        }
+        // No header at all: the peer.
+        assert_eq!(
+            client_ip(
+                ip("127.0.0.1"),
+                &HeaderMap::new(),
+                &t,
+                Forwarding::XForwardedFor
+            ),
+            Some(ip("127.0.0.1"))
+        );
+    }
+
+    #[test]
+    fn forwarded_elements_are_read_by_their_for_pair() {
+        let t = trusted(&["127.0.0.1"]);
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "for=192.0.2.60;proto=http;by=203.0.113.43",
+                Some("192.0.2.60"),
+            ),
+            (
+                r#"for="[2001:db8:cafe::17]:4711""#,
+                Some("2001:db8:cafe::17"),
+            ),
+            (
+                r#"For="192.0.2.43:47011", for=198.51.100.17"#,
+                Some("198.51.100.17"),
+            ),
+            ("for=9.9.9.9, for=unknown", None),
+            ("for=_hidden", None),
+        ];
+        for (line, expected) in cases {
+            let h = headers("forwarded", &[line]);
+            assert_eq!(
+                client_ip(ip("127.0.0.1"), &h, &t, Forwarding::Forwarded),
+                expected.map(ip),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_list_longer_than_max_hops_names_no_client() {
+        let t = trusted(&["127.0.0.1"]);
+        let long = vec!["1.1.1.1"; MAX_HOPS + 1].join(", ");
+        let h = headers("x-forwarded-for", &[&long]);
+        assert_eq!(
+            client_ip(ip("127.0.0.1"), &h, &t, Forwarding::XForwardedFor),
+            None
+        );
+    }
+
+    #[test]
+    fn cidrs_parse_contain_and_name_bad_input() {
+        let c: Cidr = "10.1.0.0/16".parse().unwrap();
+        assert!(c.contains(ip("10.1.200.3")));
+        assert!(c.contains(ip("::ffff:10.1.0.1")));
+        assert!(!c.contains(ip("10.2.0.1")));
+        assert!(!c.contains(ip("::1")));
+        assert_eq!(c.to_string(), "10.1.0.0/16");
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains(ip("2001:db8:1::5")));
+        for bad in ["10.0.0.0/33", "::/129", "10.0.0/8", "x", "1.2.3.4/"] {
+            let e = bad.parse::<Cidr>().unwrap_err();
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn masks_group_addresses_by_prefix() {
+        assert_eq!(mask(ip("2001:db8:1:2:3:4:5:6"), 64), ip("2001:db8:1:2::"));
+        assert_eq!(mask(ip("2001:db8:1:2:3:4:5:6"), 56), ip("2001:db8:1::"));
+        assert_eq!(mask(ip("192.168.7.9"), 24), ip("192.168.7.0"));
+        assert_eq!(mask(ip("192.168.7.9"), 32), ip("192.168.7.9"));
+        assert_eq!(mask(ip("192.168.7.9"), 0), ip("0.0.0.0"));
+        assert_eq!(mask(ip("::1"), 128), ip("::1"));
+    }
+}

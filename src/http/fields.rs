@@ -1,0 +1,141 @@
+//! The response fields a limit announces: `Retry-After` (RFC 9110) and the
+//! IETF httpapi draft's `RateLimit-Policy` and `RateLimit`
+//! (draft-ietf-httpapi-ratelimit-headers, -08 and later: Structured Field
+//! Lists of named items, RFC 9651), written by hand.
+//!
+//! # Mapping a paceline limit
+//!
+//! - `RateLimit-Policy: "name";q=Q;w=W;paceline-burst=B`: `Q` requests per `W`
+//!   seconds, the rate. A period of whole seconds is given as it is
+//!   (`"5/s"` → `q=5;w=1`, `"100/min"` → `q=100;w=60`); another is widened
+//!   to the next whole second with `Q` rounded down, so the policy never
+//!   promises more than the limit (`"5/250ms"` → `q=20;w=1`). `paceline-burst` is
+//!   the burst, `slack + 1`, under a name of ours, as the draft asks of
+//!   implementations.
+//! - `RateLimit: "name";r=R;t=S`: `R` requests may go at once now, and the
+//!   bucket is whole again in at most `S` seconds. On a refusal `r=0` and
+//!   `t` equals `Retry-After` (the draft: `Retry-After` must not point
+//!   earlier than the window's end).
+//! - `Retry-After`: whole seconds, rounded up, at least 1 for any wait: a
+//!   client that honours it is never early (a wait of 0.3 s is `1`, never
+//!   the `0` that means "now").
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use http::HeaderValue;
+
+use crate::rate::Rate;
+
+/// One second, ns.
+const SECOND: u128 = 1_000_000_000;
+
+/// The largest Integer a Structured Field holds (15 digits).
+const SF_MAX: u64 = 999_999_999_999_999;
+
+/// `d` in whole seconds, rounded up; at least 1 when `d > 0`.
+pub(crate) fn seconds_up(d: Duration) -> u64 {
+    let s = d.as_nanos().div_ceil(SECOND);
+    u64::try_from(s).unwrap_or(u64::MAX).min(SF_MAX)
+}
+
+/// `Retry-After` for a wait of `d`.
+pub(crate) fn retry_after(d: Duration) -> HeaderValue {
+    HeaderValue::from(seconds_up(d).max(1))
+}
+
+/// The policy's `q` and `w` for `rate`: `q` permits in `w` whole seconds,
+/// never more than the rate allows.
+pub(crate) fn quota(rate: Rate) -> (u64, u64) {
+    let period = rate.period().as_nanos();
+    let w = period.div_ceil(SECOND).max(1);
+    let q = u128::from(rate.count()) * w * SECOND / period;
+    let clamp = |x: u128| u64::try_from(x).unwrap_or(u64::MAX).min(SF_MAX);
+    (clamp(q), clamp(w))
+}
+
+/// Whether `name` can be a policy name: an SF String of printable ASCII.
+pub(crate) fn valid_name(name: &str) -> bool {
+    name.bytes().all(|b| (0x20..=0x7e).contains(&b))
+}
+
+/// `name` as an SF String.
+fn sf_string(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+/// `RateLimit-Policy` for a limit at `rate` with a burst of `burst`.
+pub(crate) fn policy(name: &str, rate: Rate, burst: u64) -> HeaderValue {
+    let (q, w) = quota(rate);
+    let mut out = String::new();
+    sf_string(&mut out, name);
+    let _ = write!(out, ";q={q};w={w};paceline-burst={}", burst.min(SF_MAX));
+    // Printable ASCII only (checked when the name was set).
+    HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
+}
+
+/// `RateLimit`: `remaining` may go now; whole again within `reset`.
+pub(crate) fn state(name: &str, remaining: u64, reset: Duration) -> HeaderValue {
+    let mut out = String::new();
+    sf_string(&mut out, name);
+    let _ = write!(out, ";r={};t={}", remaining.min(SF_MAX), seconds_up(reset));
+    HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_and_is_never_zero() {
+        let cases = [
+            (Duration::from_nanos(1), "1"),
+            (Duration::from_millis(300), "1"),
+            (Duration::from_secs(1), "1"),
+            (Duration::from_millis(1001), "2"),
+            (Duration::from_secs(59), "59"),
+            (Duration::ZERO, "1"),
+        ];
+        for (d, s) in cases {
+            assert_eq!(retry_after(d), s, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn the_quota_never_promises_more_than_the_rate() {
+        let cases = [
+            ("5/s", (5, 1)),
+            ("100/min", (100, 60)),
+            ("7/2s", (7, 2)),
+            ("5/250ms", (20, 1)),
+            ("3/1500ms", (4, 2)),
+            ("1/h", (1, 3600)),
+        ];
+        for (rate, qw) in cases {
+            assert_eq!(quota(rate.parse().unwrap()), qw, "{rate}");
+        }
+    }
+
+    #[test]
+    fn fields_are_structured_field_lists() {
+        let rate: Rate = "100/min".parse().unwrap();
+        assert_eq!(
+            policy("api", rate, 11),
+            "\"api\";q=100;w=60;paceline-burst=11"
+        );
+        assert_eq!(
+            state("a \"b\\", 0, Duration::from_millis(1500)),
+            "\"a \\\"b\\\\\";r=0;t=2"
+        );
+        assert!(valid_name("per-ip v1"));
+        assert!(!valid_name("naïve"));
+        assert!(!valid_name("tab\t"));
+    }
+}

@@ -1,0 +1,75 @@
+//! paceline for HTTP services (feature `tower`): a tower layer that limits
+//! requests per client and answers 429 properly ([`LimitLayer`]), and one
+//! that paces a client's outbound calls ([`PaceLayer`]). axum, tonic and
+//! hyper take both; with feature `axum` the inbound layer reads axum's
+//! `ConnectInfo` for the client's address.
+//!
+//! ```no_run
+//! # #[cfg(feature = "axum")]
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! use axum::{routing::get, Router};
+//! use paceline::http::LimitLayer;
+//! use std::net::SocketAddr;
+//!
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(LimitLayer::per_ip("5/s".parse()?).build()?); // 429 + Retry-After per client
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Inbound: [`LimitLayer`]
+//!
+//! - **Keys:** the client's address ([`LimitLayer::per_ip`]; IPv6 grouped
+//!   by /64, [`ipv6_prefix`](LimitBuilder::ipv6_prefix)), a header
+//!   ([`per_header`](LimitLayer::per_header)), one global limit
+//!   ([`global`](LimitLayer::global)), or a function of the request's head
+//!   ([`per_key`](LimitLayer::per_key)).
+//! - **Behind proxies** the address comes from `X-Forwarded-For` (or
+//!   `Forwarded`) only when the peer is one of the
+//!   [`trust_proxies`](LimitBuilder::trust_proxies), and then it is the
+//!   right-most entry that is not a trusted proxy: the left-most is
+//!   whatever the client wrote, and never read (see [`Forwarding`]).
+//! - **No key** (no peer address, an unreadable chain, no header): the
+//!   [`MissingKey`] outcome, by default a 400 saying why; or a shared key.
+//!   Never a silent pass.
+//! - **Costs:** [`cost`](LimitBuilder::cost) from the request's head (a
+//!   costly route takes n). Per-route limits: a layer per route
+//!   (`route_layer`), or a [`per_key`](LimitLayer::per_key) key that names
+//!   the route.
+//! - **Refusals:** 429 with `Retry-After` in whole seconds, rounded up, so
+//!   never before the slot; the IETF httpapi draft's `RateLimit-Policy`
+//!   and `RateLimit` fields, on refusals or on every response
+//!   ([`Fields`]); a [`Body`] of text, JSON or `application/problem+json`.
+//! - **Modes:** refuse at once, hold a request up to a bounded wait and
+//!   forward it, or a dry run that counts what it would refuse ([`Mode`]).
+//! - **Limiters:** an in-process keyed limiter (made by the builder, or
+//!   yours with its overrides: [`keyed`](LimitBuilder::keyed)), one
+//!   [`AsyncLimiter`](crate::tokio::AsyncLimiter) for all
+//!   ([`shared`](LimitBuilder::shared)), or, with feature `redis`, a
+//!   limit shared by every process ([`redis`](LimitBuilder::redis)).
+//! - The layer and its service are `Clone` and share one limiter: they go
+//!   in axum's `.layer` and `.route_layer` as they are, with no `Buffer`.
+//!   A request held by the wait mode whose client goes away gives its slot
+//!   back, as the async takes do.
+//!
+//! # Outbound: [`PaceLayer`]
+//!
+//! Wraps a client service so its calls leave at a limiter's pace: the slot
+//! is waited for in `poll_ready`, spent by `call`.
+//!
+//! How the fields map a paceline limit: `src/http/fields.rs`' module doc.
+
+mod client_ip;
+mod fields;
+mod layer;
+mod pace;
+
+pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
+pub use layer::{
+    Body, ClientKey, Fields, LayerError, LayerStats, Limit, LimitBody, LimitBuilder, LimitLayer,
+    MissingKey, Mode, ResponseFuture,
+};
+pub use pace::{PaceLayer, Paced};

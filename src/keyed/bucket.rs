@@ -1,0 +1,64 @@
+//! [`Bucket`]: one key of a [`KeyedLimiter`], as a part of an
+//! all-or-nothing request ([`all`](crate::all)).
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::Hash;
+
+use super::KeyedLimiter;
+use crate::clock::Clock;
+use crate::error::TakeError;
+use crate::part::sealed::Part;
+use crate::part::Held;
+use crate::schedule::Admit;
+
+/// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
+/// [`Part`](crate::all::Part) of an all-or-nothing request.
+pub struct Bucket<'a, K, Q: ?Sized, C: Clock> {
+    limiter: &'a KeyedLimiter<K, C>,
+    key: &'a Q,
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// `key`'s bucket, to take from together with other limits through
+    /// [`all`](crate::all): `all::try_take(&[&per_user.bucket("alice"), &global])`.
+    pub fn bucket<'a, Q>(&'a self, key: &'a Q) -> Bucket<'a, K, Q, C>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        Bucket { limiter: self, key }
+    }
+}
+
+impl<K, Q, C> Part for Bucket<'_, K, Q, C>
+where
+    K: Hash + Eq + Clone + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    C: Clock,
+{
+    fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
+        let (now, grant, moves) = self.limiter.decide(self.key, cost, admit)?;
+        Ok(Held {
+            now,
+            grant,
+            check: moves,
+        })
+    }
+
+    fn give_back(&self, held: Held) {
+        self.limiter.give_back(self.key, held.grant, held.check);
+    }
+
+    fn wait(&self, held: &Held) {
+        self.limiter.wait_for(held.now, held.grant.slot);
+    }
+}
+
+impl<K, Q: fmt::Debug + ?Sized, C: Clock> fmt::Debug for Bucket<'_, K, Q, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bucket")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,308 @@
+//! `paceline::all`: a request goes only if every part admits it; a refusal
+//! gives the earlier parts back; under threads racing, no part ever admits
+//! more than its own bound.
+#![cfg(feature = "keyed")]
+
+use std::sync::Barrier;
+use std::thread;
+use std::time::Duration;
+
+use paceline::{all, AtomicLimiter, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError};
+
+#[test]
+fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
+    let clock = ManualClock::new();
+    let per_user = KeyedLimiter::<String>::builder(Rate::per_second(1))
+        .slack(4)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let global = AtomicLimiter::builder(Rate::per_second(1))
+        .slack(1)
+        .full_credit(true)
+        .stats(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let other = MutexLimiter::builder(Rate::per_second(1))
+        .slack(9)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let alice = per_user.bucket("alice");
+    let parts: [&dyn all::Part; 3] = [&alice, &other, &global];
+    all::try_take(&parts).unwrap();
+    all::try_take(&parts).unwrap();
+    // The global burst of 2 is spent: the third request takes from no one.
+    let refused = all::try_take(&parts);
+    assert!(
+        matches!(refused, Err(TakeError::RetryAfter(_))),
+        "{refused:?}"
+    );
+    assert_eq!(per_user.available("alice"), 3);
+    assert_eq!(other.available(), 8);
+    assert_eq!(global.available(), 0);
+    // A refusal by the first part asks no other.
+    let alone = KeyedLimiter::<String>::builder(Rate::per_second(1))
+        .slack(0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    alone.try_take("bob").unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(global.available(), 1);
+    assert!(all::try_take(&[&alone.bucket("bob"), &global]).is_ok());
+    assert!(all::try_take(&[&alone.bucket("bob"), &global]).is_err());
+    assert_eq!(global.available(), 0);
+    let stats = global.stats().unwrap();
+    assert_eq!((stats.admitted, stats.refused), (3, 1));
+}
+
+#[test]
+fn costs_and_timeouts_apply_to_every_part() {
+    let clock = ManualClock::with_auto_advance();
+    let a = AtomicLimiter::builder(Rate::per_second(10)) // T = 100 ms
+        .slack(0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let b = KeyedLimiter::<u8>::builder(Rate::per_second(4)) // T = 250 ms
+        .slack(3)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // A cost above a part's burst can never go now.
+    assert!(matches!(
+        all::try_take_n(&[&b.bucket(&1), &a], 2),
+        Err(TakeError::ExceedsBurst { .. })
+    ));
+    assert_eq!(b.available(&1), 4, "given back");
+    all::try_take_n(&[&b.bucket(&1), &a], 1).unwrap();
+    // The next permit of `a` is 100 ms away: too far for 50 ms.
+    assert!(matches!(
+        all::take_timeout(&[&b.bucket(&1), &a], Duration::from_millis(50)),
+        Err(TakeError::QueueFull { .. })
+    ));
+    assert_eq!(b.available(&1), 3, "given back");
+    // Within 150 ms it goes, after the later slot.
+    let before = clock.elapsed();
+    all::take_timeout(&[&b.bucket(&1), &a], Duration::from_millis(150)).unwrap();
+    assert_eq!(clock.elapsed() - before, Duration::from_millis(100));
+    // A blocking take waits for the latest slot of all.
+    all::take_n(&[&a, &b.bucket(&1)], 1).unwrap();
+    assert_eq!(clock.elapsed() - before, Duration::from_millis(200));
+}
+
+/// Rounds of racing threads at one clock reading each; between rounds the
+/// clock moves on. Every part's admissions, counted per round, must fit its
+/// bound in every window of rounds: `slack + 1 + (t_j - t_i) / T`.
+#[test]
+fn racing_threads_never_exceed_any_one_limit() {
+    // The recommended order (the contended global limit last), and the
+    // other, whose give-backs of the global limit race its takers.
+    race(false);
+    race(true);
+}
+
+fn race(global_first: bool) {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 60;
+    const TRIES: usize = 40;
+    const KEYS: u8 = 3;
+    let clock = ManualClock::new();
+    // Global: 2000/s (T = 0.5 ms), a burst of 5. Per user: 500/s, a burst
+    // of 3: each limit refuses some requests the other admitted.
+    let (global_t, global_slack) = (500_000u64, 4u64);
+    let (user_t, user_slack) = (2_000_000u64, 2u64);
+    let global = AtomicLimiter::builder(Rate::per_second(2000))
+        .slack(global_slack)
+        .stats(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let per_user = KeyedLimiter::<u8>::builder(Rate::per_second(500))
+        .slack(user_slack)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+
+    let start = Barrier::new(THREADS + 1);
+    let end = Barrier::new(THREADS + 1);
+    // admitted[round][key], and the clock of each round.
+    let mut admitted = vec![[0u64; KEYS as usize]; ROUNDS];
+    let mut times = Vec::with_capacity(ROUNDS);
+    thread::scope(|s| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (global, per_user, start, end) = (&global, &per_user, &start, &end);
+                s.spawn(move || {
+                    let mut mine = vec![[0u64; KEYS as usize]; ROUNDS];
+                    for round in mine.iter_mut() {
+                        start.wait();
+                        for i in 0..TRIES {
+                            let key = ((t + i) % KEYS as usize) as u8;
+                            let bucket = per_user.bucket(&key);
+                            let parts: [&dyn all::Part; 2] = if global_first {
+                                [global, &bucket]
+                            } else {
+                                [&bucket, global]
+                            };
+                            if all::try_take(&parts).is_ok() {
+                                round[key as usize] += 1;
+                            }
+                        }
+                        end.wait();
+                    }
+                    mine
+                })
+            })
+            .collect();
+        for round in 0..ROUNDS {
+            times.push(clock.elapsed().as_nanos() as u64);
+            start.wait();
+            end.wait();
+            // 0, 1 or 3 ms: some rounds with no new permits at all.
+            clock.advance(Duration::from_millis([0, 1, 3][round % 3]));
+        }
+        for w in workers {
+            for (round, counts) in w.join().unwrap().into_iter().enumerate() {
+                for k in 0..KEYS as usize {
+                    admitted[round][k] += counts[k];
+                }
+            }
+        }
+    });
+
+    let total: Vec<u64> = admitted.iter().map(|r| r.iter().sum()).collect();
+    for i in 0..ROUNDS {
+        for j in i..ROUNDS {
+            let span = times[j] - times[i];
+            let global_count: u64 = total[i..=j].iter().sum();
+            assert!(
+                global_count <= global_slack + 1 + span / global_t,
+                "global: {global_count} in rounds {i}..={j} ({span} ns)"
+            );
+            for k in 0..KEYS as usize {
+                let count: u64 = admitted[i..=j].iter().map(|r| r[k]).sum();
+                assert!(
+                    count <= user_slack + 1 + span / user_t,
+                    "key {k}: {count} in rounds {i}..={j} ({span} ns)"
+                );
+            }
+        }
+    }
+    let all_admitted: u64 = total.iter().sum();
+    let stats = global.stats().unwrap();
+    assert!(all_admitted > 0);
+    if global_first {
+        // Every grant of the global limit went through all, or was handed
+        // back after a per-user refusal.
+        assert_eq!(stats.admitted, all_admitted + stats.cancelled);
+    } else {
+        // Last: it is asked only when every other part admitted.
+        assert_eq!((stats.admitted, stats.cancelled), (all_admitted, 0));
+    }
+    println!(
+        "global {}: admitted {all_admitted} of {} tries; the global limit granted {} and had {} handed back",
+        if global_first { "first" } else { "last" },
+        THREADS * ROUNDS * TRIES,
+        stats.admitted,
+        stats.cancelled
+    );
+}
+
+/// The give-back's own race: threads whose requests a second part always
+/// refuses book and hand back the global limit without pause, while
+/// others take from it for real. Each undo that found another booking
+/// after its own must leave that booking alone, so the real takers never
+/// get more than the global bound, window by window.
+#[test]
+fn give_backs_racing_real_takers_never_exceed_the_bound() {
+    const ROUNDS: usize = 200;
+    const TRIES: usize = 200;
+    let clock = ManualClock::new();
+    // 1000/s (T = 1 ms), a burst of 9.
+    let (global_t, global_slack) = (1_000_000u64, 8u64);
+    let global = AtomicLimiter::builder(Rate::per_second(1000))
+        .slack(global_slack)
+        .stats(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Refuses everything: each key's one permit is spent up front.
+    let closed = KeyedLimiter::<usize>::builder(Rate::per_hour(1))
+        .slack(0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Never the reason for a refusal.
+    let open = AtomicLimiter::builder(Rate::per_second(1_000_000))
+        .slack(1_000_000)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for key in 0..2 {
+        closed.try_take(&key).unwrap();
+    }
+
+    let start = Barrier::new(5);
+    let end = Barrier::new(5);
+    let mut admitted = vec![0u64; ROUNDS];
+    let mut times = Vec::with_capacity(ROUNDS);
+    thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let (global, closed, open, start, end) = (&global, &closed, &open, &start, &end);
+                s.spawn(move || {
+                    let bucket = closed.bucket(&t);
+                    let parts: [&dyn all::Part; 2] = if t < 2 {
+                        [global, &bucket] // always handed back
+                    } else {
+                        [global, open]
+                    };
+                    let mut mine = vec![0u64; ROUNDS];
+                    for round in mine.iter_mut() {
+                        start.wait();
+                        for _ in 0..TRIES {
+                            if all::try_take(&parts).is_ok() {
+                                *round += 1;
+                            }
+                        }
+                        end.wait();
+                    }
+                    mine
+                })
+            })
+            .collect();
+        for _ in 0..ROUNDS {
+            times.push(clock.elapsed().as_nanos() as u64);
+            start.wait();
+            end.wait();
+            clock.advance(Duration::from_millis(2));
+        }
+        for w in workers {
+            for (round, n) in w.join().unwrap().into_iter().enumerate() {
+                admitted[round] += n;
+            }
+        }
+    });
+    for i in 0..ROUNDS {
+        for j in i..ROUNDS {
+            let count: u64 = admitted[i..=j].iter().sum();
+            let span = times[j] - times[i];
+            assert!(
+                count <= global_slack + 1 + span / global_t,
+                "{count} in rounds {i}..={j} ({span} ns)"
+            );
+        }
+    }
+    let stats = global.stats().unwrap();
+    let total: u64 = admitted.iter().sum();
+    println!(
+        "real takers got {total} (the bound over the run: {}); {} handed back",
+        global_slack + 1 + (times[ROUNDS - 1] - times[0]) / global_t,
+        stats.cancelled
+    );
+}
