@@ -111,6 +111,36 @@ from `INFO commandstats`):
 {redis_cpu_section(out_dir)}"""
 
 
+def postgres_section(out_dir):
+    pg = lines(os.path.join(out_dir, "postgres.txt"))
+    if pg is None:
+        return """## PostgreSQL
+
+Not measured in this run: no PostgreSQL server was installed. With one,
+`bash scripts/perf.sh` runs `cargo bench -p paceline-benches --features
+postgres --bench postgres` and fills this section.
+"""
+    printed = [l for l in pg if l.strip() and not l.startswith(("Compiling", "Finished", "Running"))]
+    return f"""## PostgreSQL
+
+`benches/postgres.rs`, on a PostgreSQL the bench starts itself (unix
+socket, `fsync=off`): `PostgresLimiter::try_take` against one `SELECT 1` on
+the same limiter (same pool and path; interleaved rounds of 2 000 calls, a
+ratio per round), for the blocking face (whose calls hop to its runtime
+thread) and the async one; then calls per second at 1, 8 and 64
+connections, paceline's step (`AsyncPostgresLimiter`, one task per
+connection) beside Pecorino's float leaky-bucket UPSERT (raw prepared
+statements on as many connections), each task on its own key (every call
+granted and written) and all on one hot key at 1000/s (nearly every call
+refused: paceline writes nothing, Pecorino writes every call). Both tables
+logged. Rounds alternate paceline and Pecorino; medians, min–max.
+
+```text
+{chr(10).join(printed)}
+```
+"""
+
+
 def redis_cpu_section(out_dir):
     cpu = lines(os.path.join(out_dir, "redis_cpu.txt"))
     if cpu is None:
@@ -224,6 +254,7 @@ ratelimit, leaky-bucket):
 cargo bench -p paceline-benches --bench throughput            # the cost of a call
 cargo bench -p paceline-benches --bench keyed                 # KeyedLimiter beside governor's
 cargo bench -p paceline-benches --features redis --bench redis
+cargo bench -p paceline-benches --features postgres --bench postgres
 cargo run --release -p paceline-benches --example contention  # interleaved cross-check
 cargo run --release -p paceline-benches --example accuracy    # pacing accuracy
 cargo run --release --features tokio --example tokio_granularity
@@ -284,6 +315,7 @@ the most keys tracked and its peak RSS
 (`PACELINE_FLOOD_KEYS=10000000 cargo test --release --test keyed_flood -- --nocapture`).
 
 {redis_section(out_dir, baselines)}
+{postgres_section(out_dir)}
 ## Pacing accuracy
 
 `benches/examples/accuracy.rs`: `AtomicLimiter` (default slack: 10 permits

@@ -8,7 +8,8 @@
 #
 # Run it on a machine as quiet as you can get: the document records the load
 # averages, but cannot undo them. The Redis section needs redis-server on
-# PATH (it is skipped, and says so, without it).
+# PATH, the PostgreSQL one an installed server (each is skipped, and says
+# so, without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,6 +78,14 @@ if command -v redis-server >/dev/null 2>&1; then
 else
     echo "== redis bench skipped: no redis-server on PATH" >&2
     rm -f "$out/redis.txt" "$out/redis_cpu.txt"
+fi
+
+if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then
+    echo "== postgres bench" >&2
+    cargo bench -p paceline-benches --features postgres --bench postgres >"$out/postgres.txt"
+else
+    echo "== postgres bench skipped: no PostgreSQL server installed" >&2
+    rm -f "$out/postgres.txt"
 fi
 
 echo "== contention" >&2

@@ -50,6 +50,9 @@
 //!   and the limiters' Prometheus text, to mount at e.g. `/limits`.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
+//! - `postgres::PostgresLimiter` (feature `postgres`): the same, its state in
+//!   a PostgreSQL table, the step one SQL statement;
+//!   `postgres::AsyncPostgresLimiter` with `tokio`.
 //!
 //! How it is built (layers, the state word, the invariants and the loom
 //! models): `docs/ARCHITECTURE.md` in the repository.
@@ -97,10 +100,13 @@ mod pacer;
 mod part;
 mod primitive;
 mod rate;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use remote::postgres;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "postgres"))]
 mod remote;
 pub mod schedule;
 mod slack;
@@ -140,7 +146,8 @@ pub use pacer::Reservation as __Reservation;
     feature = "keyed",
     feature = "tokio",
     feature = "redis",
-    feature = "tower"
+    feature = "tower",
+    feature = "postgres"
 ))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::error::TakeError;
 
 /// The server's own error, whatever the backend (for Redis a
-/// `redis::RedisError`: `downcast_ref` it to look inside).
+/// `redis::RedisError`; for PostgreSQL a `tokio_postgres::Error`, or a
+/// `deadpool_postgres::PoolError` when no connection could be had:
+/// `downcast_ref` it to look inside).
 pub type Cause = Arc<dyn StdError + Send + Sync + 'static>;
 
 /// Why a call to a remote limiter did not admit its request.
@@ -27,7 +29,8 @@ pub enum Error {
     /// The server did not answer within the response (or connect) timeout.
     Timeout,
     /// The server answered with an error: the key holds something that is
-    /// not a paceline state, the step failed, or the reply was not
+    /// not a paceline state, the step failed (for PostgreSQL: the table is
+    /// missing, or the role may not write it), or the reply was not
     /// understood. It concerns that call (that key) only: the connection
     /// stays in use.
     Script(Cause),

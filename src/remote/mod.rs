@@ -1,6 +1,6 @@
-//! The seam for limits kept in a server (features `redis`, and later
-//! `postgres`): the step runs in the server, atomically, on its clock; the
-//! client only asks and then waits.
+//! The seam for limits kept in a server (features `redis` and `postgres`):
+//! the step runs in the server, atomically, on its clock; the client only
+//! asks and then waits.
 //!
 //! # Implementation details
 //!
@@ -32,6 +32,8 @@
 
 mod error;
 pub(crate) mod limiter;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 
@@ -121,6 +123,7 @@ pub(crate) enum Decision {
     },
     /// Admitted now, and nothing more said: the answer to a
     /// [`brief`](Request::brief) request.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Admitted,
     /// Refused; nothing was stored.
     Denied(Deny),

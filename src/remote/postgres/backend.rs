@@ -1,0 +1,456 @@
+//! The backend both faces share: a pool, the statements for one table, and
+//! the calls as futures (each bounded by the limiter's timeouts, each one
+//! autocommit statement on a connection of the pool).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool, PoolError};
+use tokio::time::{timeout_at, Instant};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use super::sql::{self, decode, encode, Sql, Table};
+use crate::remote::{Decision, Error, Request, Undo};
+use crate::schedule::{Admit, Deny};
+
+/// The step's parameter types: key, lead, span, tau, longest wait (text,
+/// cast to `numeric`: a `u64` does not fit a `bigint`), now.
+const STEP_TYPES: [Type; 6] = [
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::TEXT,
+    Type::INT8,
+];
+const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
+#[cfg(any(test, feature = "tokio"))]
+const GIVE_TYPES: [Type; 4] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8];
+#[cfg(any(test, feature = "tokio"))]
+const GIVE_ABSENT_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
+
+/// Everything a limiter's calls need, behind one `Arc`.
+pub(crate) struct Inner {
+    pub(crate) pool: Pool,
+    pub(crate) table: Table,
+    pub(crate) sql: Sql,
+    /// The longest a call waits for a connection, then for its reply.
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    /// Prune a batch every this many admitted writes (0: never by itself).
+    pub(crate) prune_every: u64,
+    /// Rows per prune batch.
+    pub(crate) prune_batch: i64,
+    /// Admitted writes so far (for the prune schedule).
+    writes: AtomicU64,
+    /// After a failed connect: calls fail at once until the backoff ends.
+    gate: Mutex<Gate>,
+}
+
+/// The backoff after a connection could not be made (the server is down):
+/// calls meanwhile fail at once with the same error instead of each trying
+/// to connect; 10 ms, doubling to 500 ms while it stays down.
+struct Gate {
+    closed_until: Option<std::time::Instant>,
+    delay: Duration,
+    last: Option<Error>,
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
+    // Nothing panics while holding it, and a gate is valid in any state.
+    gate.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A cheap handle to [`Inner`].
+#[derive(Clone)]
+pub(crate) struct Backend(pub(crate) Arc<Inner>);
+
+impl Inner {
+    pub(crate) fn new(
+        pool: Pool,
+        table: Table,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        prune_every: u64,
+        prune_batch: i64,
+    ) -> Inner {
+        Inner {
+            pool,
+            sql: Sql::new(&table),
+            table,
+            connect_timeout,
+            response_timeout,
+            prune_every,
+            prune_batch,
+            writes: AtomicU64::new(0),
+            gate: Mutex::new(Gate {
+                closed_until: None,
+                delay: BACKOFF_MIN,
+                last: None,
+            }),
+        }
+    }
+}
+
+/// The error a caller sees for a failure of the pool.
+fn pool_error(e: PoolError) -> Error {
+    match e {
+        PoolError::Timeout(_) => Error::Timeout,
+        PoolError::Backend(e) => classify(e),
+        e => Error::Unavailable(Arc::new(e)),
+    }
+}
+
+/// The error a caller sees for a failure of a statement. A statement or
+/// lock timeout on the server is a [`Error::Timeout`]; a connection that
+/// broke (or a server shutting down) is [`Error::Unavailable`]; any other
+/// error the server answered is [`Error::Script`].
+pub(crate) fn classify(e: tokio_postgres::Error) -> Error {
+    match e.code() {
+        Some(c) if *c == SqlState::QUERY_CANCELED || *c == SqlState::LOCK_NOT_AVAILABLE => {
+            Error::Timeout
+        }
+        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => {
+            Error::Unavailable(Arc::new(e))
+        }
+        Some(_) => Error::Script(Arc::new(e)),
+        None => Error::Unavailable(Arc::new(e)),
+    }
+}
+
+impl Backend {
+    /// Runs `f` on a connection of the pool, within the connect timeout (for
+    /// the connection) and the response timeout (for `f`). A connection
+    /// that timed out is taken out of the pool and closed (its protocol
+    /// state is mid-statement); one that broke takes the idle ones with it
+    /// (after a restart of the server every idle one is dead).
+    pub(crate) async fn run<T, F, Fut>(&self, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(Arc<Object>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let inner = &self.0;
+        {
+            let gate = lock(&inner.gate);
+            if let (Some(until), Some(last)) = (gate.closed_until, &gate.last) {
+                if std::time::Instant::now() < until {
+                    return Err(last.clone());
+                }
+            }
+        }
+        let conn = match timeout_at(Instant::now() + inner.connect_timeout, inner.pool.get()).await
+        {
+            Err(_) => return Err(Error::Timeout),
+            Ok(Err(e)) => {
+                let e = pool_error(e);
+                if matches!(e, Error::Unavailable(_)) {
+                    self.drop_idle();
+                    let mut gate = lock(&inner.gate);
+                    gate.closed_until = Some(std::time::Instant::now() + gate.delay);
+                    gate.delay = (gate.delay * 2).min(BACKOFF_MAX);
+                    gate.last = Some(e.clone());
+                }
+                return Err(e);
+            }
+            Ok(Ok(conn)) => {
+                let mut gate = lock(&inner.gate);
+                if gate.last.is_some() {
+                    gate.closed_until = None;
+                    gate.delay = BACKOFF_MIN;
+                    gate.last = None;
+                }
+                Arc::new(conn)
+            }
+        };
+        let result = timeout_at(
+            Instant::now() + inner.response_timeout,
+            f(Arc::clone(&conn)),
+        )
+        .await;
+        match result {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                let e = classify(e);
+                if matches!(e, Error::Unavailable(_)) {
+                    discard(conn);
+                    self.drop_idle();
+                }
+                Err(e)
+            }
+            Err(_) => {
+                discard(conn);
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    fn drop_idle(&self) {
+        self.0.pool.retain(|_, _| false);
+    }
+
+    /// Runs the step for `request` on `key`: at the server's clock, or at
+    /// `now` (internal ns; tests only).
+    pub(crate) async fn step_at(
+        &self,
+        key: &str,
+        request: &Request,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        if request.cost == 0 {
+            // Nothing to pay: admitted at the server's now, nothing stored.
+            let (_, now) = self.peek_at(key, now).await?;
+            return Ok(Decision::Granted {
+                slot: now,
+                now,
+                undo: None,
+            });
+        }
+        let lead = request.lead() as i64;
+        let span = request.span as i64;
+        let tau = request.params.tau() as i64;
+        let max = match request.admit {
+            Admit::Always => None,
+            Admit::Within(max) => Some(max.to_string()),
+        };
+        let now = now.map(encode);
+        let start = Instant::now();
+        loop {
+            let row = self
+                .run(|c| {
+                    let (key, max) = (key, max.as_deref());
+                    async move {
+                        let st = c
+                            .prepare_typed_cached(&self.0.sql.step, &STEP_TYPES)
+                            .await?;
+                        let params: [&(dyn ToSql + Sync); 6] =
+                            [&key, &lead, &span, &tau, &max, &now];
+                        c.query_one(&st, &params).await
+                    }
+                })
+                .await?;
+            match self.decision(&row, request)? {
+                Some(decision) => {
+                    if matches!(decision, Decision::Granted { .. }) {
+                        self.wrote();
+                    }
+                    return Ok(decision);
+                }
+                // Admitted on the statement's snapshot, but another
+                // step took the row first and the newest state refuses:
+                // nothing was written, so asking again is safe, and the
+                // new snapshot sees the newer state.
+                None if start.elapsed() < self.0.response_timeout => continue,
+                None => return Err(Error::Timeout),
+            }
+        }
+    }
+
+    /// The step's reply as a decision; `None`: ask again.
+    fn decision(&self, row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
+        let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
+        let now: i64 = row.try_get(0).map_err(bad)?;
+        let saturated: bool = row.try_get(1).map_err(bad)?;
+        let admitted: bool = row.try_get(2).map_err(bad)?;
+        let slot: Option<i64> = row.try_get(3).map_err(bad)?;
+        let next: Option<i64> = row.try_get(4).map_err(bad)?;
+        let prev: Option<i64> = row.try_get(5).map_err(bad)?;
+        let now = decode(now);
+        if saturated {
+            return Ok(Some(Decision::Denied(Deny::Saturated)));
+        }
+        if !admitted {
+            let deny = if request.exceeds_burst {
+                Deny::ExceedsBurst
+            } else {
+                let slot = slot.map(decode).unwrap_or(now);
+                Deny::Wait(slot.saturating_sub(now))
+            };
+            return Ok(Some(Decision::Denied(deny)));
+        }
+        let Some(next) = next.map(decode) else {
+            return Ok(None);
+        };
+        Ok(Some(Decision::Granted {
+            slot: next - request.params.interval(),
+            now,
+            undo: Some(Undo {
+                prev: prev.map(decode),
+                next,
+            }),
+        }))
+    }
+
+    /// Counts an admitted write, and every `prune_every` of them prunes a
+    /// batch in a task of its own.
+    fn wrote(&self) {
+        let every = self.0.prune_every;
+        if every == 0 {
+            return;
+        }
+        let n = self.0.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(every) {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let me = self.clone();
+                rt.spawn(async move {
+                    let _ = me.prune_batch().await;
+                });
+            }
+        }
+    }
+
+    /// Deletes at most one batch of rows at rest; how many it deleted.
+    pub(crate) async fn prune_batch(&self) -> Result<u64, Error> {
+        let batch = self.0.prune_batch;
+        self.run(|c| async move {
+            let st = c
+                .prepare_typed_cached(&self.0.sql.prune, &[Type::INT8])
+                .await?;
+            c.execute(&st, &[&batch]).await
+        })
+        .await
+    }
+
+    /// Batches until one deletes less than a batch: every row at rest now.
+    pub(crate) async fn prune(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        loop {
+            let n = self.prune_batch().await?;
+            total += n;
+            if n < self.0.prune_batch as u64 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// `key`'s state and the server's time (or `now`, in tests).
+    pub(crate) async fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+        let now = now.map(encode);
+        let row = self
+            .run(|c| async move {
+                let st = c
+                    .prepare_typed_cached(&self.0.sql.peek, &PEEK_TYPES)
+                    .await?;
+                c.query_one(&st, &[&key, &now]).await
+            })
+            .await?;
+        let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
+        let now: i64 = row.try_get(0).map_err(bad)?;
+        let tat: Option<i64> = row.try_get(1).map_err(bad)?;
+        Ok((tat.map_or(crate::schedule::FULL, decode), decode(now)))
+    }
+
+    /// Puts `key` back to `undo.prev` if it still holds `undo.next`.
+    #[cfg(any(test, feature = "tokio"))]
+    pub(crate) async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
+        let next = encode(undo.next);
+        let tau = tau as i64;
+        let n = self
+            .run(|c| async move {
+                match undo.prev {
+                    Some(prev) => {
+                        let prev = encode(prev);
+                        let st = c
+                            .prepare_typed_cached(&self.0.sql.give_back, &GIVE_TYPES)
+                            .await?;
+                        c.execute(&st, &[&key, &next, &prev, &tau]).await
+                    }
+                    None => {
+                        let st = c
+                            .prepare_typed_cached(&self.0.sql.give_back_absent, &GIVE_ABSENT_TYPES)
+                            .await?;
+                        c.execute(&st, &[&key, &next]).await
+                    }
+                }
+            })
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Deletes `key`'s row; whether it had one.
+    pub(crate) async fn reset(&self, key: &str) -> Result<bool, Error> {
+        let n = self
+            .run(|c| async move {
+                let st = c
+                    .prepare_typed_cached(&self.0.sql.reset, &[Type::TEXT])
+                    .await?;
+                c.execute(&st, &[&key]).await
+            })
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// One `SELECT 1` round trip.
+    pub(crate) async fn ping(&self) -> Result<(), Error> {
+        self.run(|c| async move {
+            let st = c.prepare_cached("SELECT 1").await?;
+            c.query_one(&st, &[]).await.map(drop)
+        })
+        .await
+    }
+
+    /// Creates the table if missing, checks its columns, and creates the
+    /// index if missing: one transaction, under an advisory lock.
+    pub(crate) async fn install(&self, unlogged: bool) -> Result<(), Error> {
+        let (table, index) = sql::schema(&self.0.table, unlogged);
+        let name = self.0.table.quoted.clone();
+        let want: Vec<(String, String)> = sql::COLUMNS
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        let found: Option<Vec<(String, String)>> = self
+            .run(|c| async move {
+                let steps = async {
+                    c.batch_execute(&format!(
+                        "BEGIN; SELECT pg_advisory_xact_lock({}); {table}",
+                        sql::INSTALL_LOCK
+                    ))
+                    .await?;
+                    let rows = c
+                        .query(
+                            "SELECT attname::text, format_type(atttypid, atttypmod) \
+                             FROM pg_attribute WHERE attrelid = to_regclass($1) \
+                             AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                            &[&name],
+                        )
+                        .await?;
+                    let found: Vec<(String, String)> =
+                        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+                    if found != want {
+                        c.batch_execute("ROLLBACK").await?;
+                        return Ok(Some(found));
+                    }
+                    c.batch_execute(&format!("{index} COMMIT;")).await?;
+                    Ok(None)
+                };
+                let result = steps.await;
+                if result.is_err() {
+                    // A failed step leaves its transaction open.
+                    let _ = c.batch_execute("ROLLBACK").await;
+                }
+                result
+            })
+            .await?;
+        match found {
+            None => Ok(()),
+            Some(found) => Err(Error::Config(format!(
+                "table {} exists with columns {found:?}, not paceline's {:?}",
+                self.0.table.quoted,
+                sql::COLUMNS
+            ))),
+        }
+    }
+}
+
+/// Takes a connection out of its pool for good and closes it.
+fn discard(conn: Arc<Object>) {
+    if let Ok(conn) = Arc::try_unwrap(conn) {
+        drop(Object::take(conn));
+    }
+}
