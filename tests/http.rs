@@ -651,3 +651,56 @@ async fn a_redis_limit_is_shared_by_layers_and_fails_closed_with_503() {
         started.elapsed()
     );
 }
+
+#[cfg(feature = "postgres")]
+#[path = "support/pg_server.rs"]
+mod pg;
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_limit_is_shared_by_layers_and_fails_closed_with_503() {
+    use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
+
+    let mut server = pg::PgServer::start();
+    let limiter = |conn: &str| {
+        let limiter = PostgresLimiter::builder(conn, Rate::per_minute(1))
+            .slack(1)
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap();
+        limiter.install().unwrap();
+        AsyncPostgresLimiter::from(limiter)
+    };
+    let conn = server.conn();
+    let one = LimitLayer::per_ip(Rate::per_second(1))
+        .postgres(limiter(&conn))
+        .fields(Fields::Always)
+        .build()
+        .unwrap();
+    let two = LimitLayer::per_ip(Rate::per_second(1))
+        .postgres(limiter(&conn))
+        .build()
+        .unwrap();
+    let (a, b) = (serve(app(one)).await, serve(app(two)).await);
+    let client = client("127.0.0.80");
+    let first = get_from(&client, a, "/", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let (_, params) = sf_item(header(&first, "ratelimit"));
+    assert_eq!(params["r"], 1);
+    assert_eq!(get_from(&client, b, "/", &[]).await.status, StatusCode::OK);
+    let refused = get_from(&client, a, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = header(&refused, "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+
+    server.stop();
+    let started = Instant::now();
+    let failed = get_from(&client, b, "/", &[]).await;
+    assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

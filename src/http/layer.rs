@@ -204,8 +204,51 @@ enum KeySource {
 enum Backend {
     Keyed(AsyncKeyedLimiter<ClientKey>),
     Global(AsyncLimiter),
+    #[cfg(any(feature = "redis", feature = "postgres"))]
+    Remote(Remote),
+}
+
+/// A limit kept in a server, shared by every process that uses it.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+enum Remote {
     #[cfg(feature = "redis")]
     Redis(crate::redis::AsyncRedisLimiter),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::postgres::AsyncPostgresLimiter),
+}
+
+/// `$body` with `$l` bound to whichever remote limiter `$remote` holds:
+/// both have the same calls.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+macro_rules! on_remote {
+    ($remote:expr, $l:ident => $body:expr) => {
+        match $remote {
+            #[cfg(feature = "redis")]
+            Remote::Redis($l) => $body,
+            #[cfg(feature = "postgres")]
+            Remote::Postgres($l) => $body,
+        }
+    };
+}
+
+#[cfg(any(feature = "redis", feature = "postgres"))]
+impl Remote {
+    /// Takes `cost` from `key`'s limit as `mode` says.
+    async fn take(&self, key: &str, cost: u64, mode: Mode) -> Result<(), crate::remote::Error> {
+        on_remote!(self, l => match mode {
+            Mode::Wait(max) => l.take_n_timeout(key, cost, max).await.map(drop),
+            _ => l.try_take_n(key, cost).await,
+        })
+    }
+
+    async fn available(&self, key: &str) -> Result<u64, crate::remote::Error> {
+        on_remote!(self, l => l.available(key).await)
+    }
+
+    /// The rate and the burst.
+    fn limit(&self) -> (Rate, u64) {
+        on_remote!(self, l => (l.rate(), l.slack().saturating_add(1)))
+    }
 }
 
 /// A tower [`Layer`] that limits requests per client (or per header, per
@@ -380,7 +423,17 @@ impl LimitBuilder {
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn redis(mut self, limiter: crate::redis::AsyncRedisLimiter) -> Self {
-        self.limiter = Some(Backend::Redis(limiter));
+        self.limiter = Some(Backend::Remote(Remote::Redis(limiter)));
+        self
+    }
+
+    /// Takes from a PostgreSQL limiter, as [`redis`](Self::redis) does
+    /// from Redis: one limit per key for every process using the same
+    /// table; a failure its fail policy does not admit answers 503.
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub fn postgres(mut self, limiter: crate::postgres::AsyncPostgresLimiter) -> Self {
+        self.limiter = Some(Backend::Remote(Remote::Postgres(limiter)));
         self
     }
 
@@ -680,8 +733,8 @@ impl Shared {
             (_, Mode::Wait(_)) => return None,
             (Backend::Keyed(limiter), _) => limiter.try_take_n(key, cost),
             (Backend::Global(limiter), _) => limiter.try_take_n(cost),
-            #[cfg(feature = "redis")]
-            (Backend::Redis(_), _) => return None,
+            #[cfg(any(feature = "redis", feature = "postgres"))]
+            (Backend::Remote(_), _) => return None,
         };
         Some(self.settle(key, taken.map_err(Failure::Limit)))
     }
@@ -701,13 +754,9 @@ impl Shared {
                 .map(drop)
                 .map_err(Failure::Limit),
             (Backend::Global(limiter), _) => limiter.try_take_n(cost).map_err(Failure::Limit),
-            #[cfg(feature = "redis")]
-            (Backend::Redis(limiter), mode) => {
-                let key = key.to_string();
-                let taken = match mode {
-                    Mode::Wait(max) => limiter.take_n_timeout(&key, cost, max).await.map(drop),
-                    _ => limiter.try_take_n(&key, cost).await,
-                };
+            #[cfg(any(feature = "redis", feature = "postgres"))]
+            (Backend::Remote(remote), mode) => {
+                let taken = remote.take(&key.to_string(), cost, mode).await;
                 taken.map_err(|e| match e.refusal() {
                     Some(refusal) => Failure::Limit(*refusal),
                     None => Failure::Server(e.to_string()),
@@ -729,8 +778,8 @@ impl Shared {
         match taken {
             Ok(()) => {
                 let fields = match (&self.backend, self.fields) {
-                    #[cfg(feature = "redis")]
-                    (Backend::Redis(_), _) => None, // looked at after, asynchronously
+                    #[cfg(any(feature = "redis", feature = "postgres"))]
+                    (Backend::Remote(_), _) => None, // looked at after, asynchronously
                     (_, Fields::Always) => self.fields_after(key),
                     _ => None,
                 };
@@ -794,8 +843,8 @@ impl Shared {
                 (rate, slack.saturating_add(1))
             }
             Backend::Global(limiter) => (limiter.rate(), limiter.slack().saturating_add(1)),
-            #[cfg(feature = "redis")]
-            Backend::Redis(limiter) => (limiter.rate(), limiter.slack().saturating_add(1)),
+            #[cfg(any(feature = "redis", feature = "postgres"))]
+            Backend::Remote(remote) => remote.limit(),
         }
     }
 
@@ -804,8 +853,8 @@ impl Shared {
         let remaining = match &self.backend {
             Backend::Keyed(limiter) => limiter.limiter().available(key),
             Backend::Global(limiter) => limiter.available(),
-            #[cfg(feature = "redis")]
-            Backend::Redis(_) => return None,
+            #[cfg(any(feature = "redis", feature = "postgres"))]
+            Backend::Remote(_) => return None,
         };
         Some(Box::new(self.fields_for(key, remaining)))
     }
@@ -813,11 +862,10 @@ impl Shared {
     /// The fields of an admitted request, from any bucket.
     async fn fields_after_async(&self, key: &ClientKey) -> AddedFields {
         match &self.backend {
-            #[cfg(feature = "redis")]
-            Backend::Redis(limiter) => {
+            #[cfg(any(feature = "redis", feature = "postgres"))]
+            Backend::Remote(remote) => {
                 // A failed look sends no fields rather than wrong ones.
-                let text = key.to_string();
-                let remaining = limiter.available(&text).await.ok()?;
+                let remaining = remote.available(&key.to_string()).await.ok()?;
                 Some(Box::new(self.fields_for(key, remaining)))
             }
             _ => self.fields_after(key),
@@ -894,7 +942,7 @@ enum Failure {
     /// The limit refused it.
     Limit(TakeError),
     /// The limit's server failed, and its fail policy did not admit.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     Server(String),
 }
 
