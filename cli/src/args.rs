@@ -36,7 +36,11 @@ options:
       --redis URL      share the limit through Redis (with --key): every
                        paceline using the same server and key draws from one
                        schedule, on any host
-      --key KEY        the shared limit's name in Redis
+      --postgres CONN  share the limit through a PostgreSQL table instead
+                       (with --key; CONN as libpq takes it: \"host=/run/pg
+                       user=app\" or postgres://...); the table is created if
+                       missing
+      --key KEY        the shared limit's name in Redis or PostgreSQL
       --rate-file PATH read the rate (and optionally a burst: \"10/s 20\") from
                        PATH, and again on SIGHUP; RATE may then be omitted
   -s, --size N         the total (lines, or bytes with --bytes) for the ETA;
@@ -50,7 +54,7 @@ every run. SIGINT/SIGTERM: stop taking input, finish, summarise. SIGHUP:
 re-read --rate-file (a bad file keeps the rate in force).
 
 exit status: 0 done (a closed stdout downstream, too); 1 a runtime error
-(stdin, Redis); 2 a bad argument; 130/143 ended by SIGINT/SIGTERM;
+(stdin, Redis, PostgreSQL); 2 a bad argument; 130/143 ended by SIGINT/SIGTERM;
 with --exec, as xargs: 123 a command exited 1-254, 124 one exited 255,
 125 one was killed by a signal, 126 CMD cannot run, 127 CMD not found.
 ";
@@ -148,8 +152,8 @@ pub struct Args {
     pub burst: Option<u64>,
     /// `--drop`.
     pub drop: bool,
-    /// `--redis URL` and `--key KEY`.
-    pub redis: Option<(String, String)>,
+    /// `--redis URL` or `--postgres CONN`, and `--key KEY`.
+    pub shared: Option<(Server, String)>,
     /// `--rate-file PATH`.
     pub rate_file: Option<PathBuf>,
     /// `--size N`.
@@ -161,6 +165,32 @@ pub struct Args {
 /// A usage error: the message names the bad value. Exit status 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Usage(pub String);
+
+/// Where a shared limit is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// `--redis URL`.
+    Redis(String),
+    /// `--postgres CONN`.
+    Postgres(String),
+}
+
+impl Server {
+    /// The flag that named it.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            Server::Redis(_) => "--redis",
+            Server::Postgres(_) => "--postgres",
+        }
+    }
+
+    /// The URL or connection string.
+    pub fn address(&self) -> &str {
+        match self {
+            Server::Redis(a) | Server::Postgres(a) => a,
+        }
+    }
+}
 
 impl fmt::Display for Usage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -241,6 +271,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
     let mut jobs: Option<String> = None;
     let mut drop = false;
     let mut redis: Option<String> = None;
+    let mut postgres: Option<String> = None;
     let mut key: Option<String> = None;
     let mut rate_file: Option<PathBuf> = None;
     let mut size: Option<String> = None;
@@ -268,6 +299,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
             Short('j') | Long("jobs") => jobs = Some(p.value()?.string()?),
             Long("drop") => drop = true,
             Long("redis") => redis = Some(p.value()?.string()?),
+            Long("postgres") => postgres = Some(p.value()?.string()?),
             Long("key") => key = Some(p.value()?.string()?),
             Long("rate-file") => rate_file = Some(p.value()?.into()),
             Short('s') | Long("size") => size = Some(p.value()?.string()?),
@@ -340,16 +372,32 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         })
         .transpose()?;
 
-    let redis = match (redis, key) {
-        (Some(url), Some(key)) if !key.is_empty() => Some((url, key)),
-        (Some(_), _) => {
+    let server = match (redis, postgres) {
+        (Some(_), Some(_)) => {
             return Err(Usage(
-                "--redis needs --key KEY: the name of the shared limit".into(),
+                "--redis and --postgres: a limit is kept in one of them".into(),
             ))
         }
-        (None, Some(k)) => return Err(Usage(format!("--key {k:?} needs --redis URL"))),
+        (Some(url), None) => Some(Server::Redis(url)),
+        (None, Some(conn)) => Some(Server::Postgres(conn)),
         (None, None) => None,
     };
+    let shared = match (server, key) {
+        (Some(server), Some(key)) if !key.is_empty() => Some((server, key)),
+        (Some(server), _) => {
+            return Err(Usage(format!(
+                "{} needs --key KEY: the name of the shared limit",
+                server.flag()
+            )))
+        }
+        (None, Some(k)) => {
+            return Err(Usage(format!(
+                "--key {k:?} needs --redis URL or --postgres CONN"
+            )))
+        }
+        (None, None) => None,
+    };
+    let redis = &shared;
 
     let limit = if unlimited {
         if let Some(r) = &rate {
@@ -359,7 +407,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         }
         if redis.is_some() || drop || rate_file.is_some() || burst.is_some() {
             return Err(Usage(
-                "--unlimited does not pace: --redis, --drop, --burst and --rate-file need a rate"
+                "--unlimited does not pace: --redis, --postgres, --drop, --burst and --rate-file need a rate"
                     .into(),
             ));
         }
@@ -392,7 +440,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         limit,
         burst,
         drop,
-        redis,
+        shared,
         rate_file,
         size,
         quiet,

@@ -69,7 +69,7 @@ fn run(args: Args) -> Result<u8, String> {
     let bytes = args.mode == Mode::Bytes;
     let pace = Pace::new(
         args.limit,
-        args.redis.clone(),
+        args.shared.clone(),
         flags.clone(),
         args.rate_file.clone(),
         args.burst,

@@ -1,6 +1,6 @@
 //! [`Pace`]: the one place the CLI asks paceline for permits, over an
-//! in-process `AtomicLimiter`, the blocking `RedisLimiter`, or nothing
-//! (`--unlimited`).
+//! in-process `AtomicLimiter`, the blocking `RedisLimiter` or
+//! `PostgresLimiter`, or nothing (`--unlimited`).
 //!
 //! A request first *tries* (`try_take_n`, which never waits). Refused, it
 //! lets the caller flush (the lines loop writes out what it holds), and a
@@ -12,7 +12,7 @@
 //! storing nothing; it then sleeps towards the slot in steps of at most
 //! `WAKE`, looking at the signal flags between steps. A lone process books
 //! each slot exactly as a blocking `take` would (the schedule decides the
-//! slot, not when the caller asked); processes sharing a Redis key book in
+//! slot, not when the caller asked); processes sharing a key book in
 //! the order they come within `WAKE` of their slots, and the window bound
 //! holds either way, since it is the step's.
 //!
@@ -26,7 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use paceline::io::ByteLimiter;
-use paceline::redis::{Error as RedisError, RedisLimiter};
+use paceline::postgres::PostgresLimiter;
+use paceline::redis::{Error as SharedError, RedisLimiter};
+
+use crate::args::Server;
 use paceline::{AtomicLimiter, TakeError};
 
 use crate::args::{parse_rate_file, Limit};
@@ -59,7 +62,29 @@ pub enum Admit {
 enum Engine {
     Unlimited,
     Local(Box<AtomicLimiter>),
-    Redis { limiter: RedisLimiter, key: String },
+    /// A limit kept in Redis or PostgreSQL, shared by every process using
+    /// the same server and key.
+    Shared {
+        limiter: SharedLimiter,
+        key: String,
+    },
+}
+
+/// The blocking limiter of a shared limit.
+enum SharedLimiter {
+    Redis(RedisLimiter),
+    Postgres(PostgresLimiter),
+}
+
+/// `$body` with `$l` bound to whichever limiter `$shared` holds: both have
+/// the same calls and errors.
+macro_rules! on_shared {
+    ($shared:expr, $l:ident => $body:expr) => {
+        match $shared {
+            SharedLimiter::Redis($l) => $body,
+            SharedLimiter::Postgres($l) => $body,
+        }
+    };
 }
 
 /// The CLI's limiter: one of the engines, the limit in force, and what a
@@ -77,23 +102,24 @@ pub struct Pace {
     quiet: bool,
 }
 
-/// A failure of the limiter (Redis down, a broken configuration): the run
+/// A failure of the limiter (its server down, a broken configuration): the run
 /// ends with status 1 and this message.
 #[derive(Debug)]
 pub struct Failure(pub String);
 
 impl Pace {
-    /// The limiter for `limit` (`None`: unlimited), in process or on Redis.
+    /// The limiter for `limit` (`None`: unlimited), in process or in a
+    /// server.
     pub fn new(
         limit: Option<Limit>,
-        redis: Option<(String, String)>,
+        shared: Option<(Server, String)>,
         flags: Arc<Flags>,
         rate_file: Option<std::path::PathBuf>,
         burst: Option<u64>,
         bytes: bool,
         quiet: bool,
     ) -> Result<Pace, Failure> {
-        let engine = match (limit, redis) {
+        let engine = match (limit, shared) {
             (None, _) => Engine::Unlimited,
             (Some(l), None) => Engine::Local(Box::new(
                 AtomicLimiter::builder(l.given.rate())
@@ -104,16 +130,30 @@ impl Pace {
                     .build()
                     .map_err(|e| Failure(format!("rate {}: {e}", l.given)))?,
             )),
-            (Some(l), Some((url, key))) => {
-                let limiter = RedisLimiter::builder(url.as_str(), l.given.rate())
-                    .slack(l.slack)
-                    .build()
-                    .map_err(|e| Failure(format!("--redis {url}: {e}")))?;
+            (Some(l), Some((server, key))) => {
+                let failed = |e: &dyn std::fmt::Display| {
+                    Failure(format!("{} {}: {e}", server.flag(), server.address()))
+                };
+                let limiter = match &server {
+                    Server::Redis(url) => SharedLimiter::Redis(
+                        RedisLimiter::builder(url.as_str(), l.given.rate())
+                            .slack(l.slack)
+                            .build()
+                            .map_err(|e| failed(&e))?,
+                    ),
+                    Server::Postgres(conn) => {
+                        let limiter = PostgresLimiter::builder(conn, l.given.rate())
+                            .slack(l.slack)
+                            .build()
+                            .map_err(|e| failed(&e))?;
+                        // The table, if it is not there yet (idempotent).
+                        limiter.install().map_err(|e| failed(&e))?;
+                        SharedLimiter::Postgres(limiter)
+                    }
+                };
                 // Fail now, naming the server, rather than at the first line.
-                limiter
-                    .ping()
-                    .map_err(|e| Failure(format!("--redis {url}: {e}")))?;
-                Engine::Redis { limiter, key }
+                on_shared!(&limiter, l => l.ping()).map_err(|e| failed(&e))?;
+                Engine::Shared { limiter, key }
             }
         };
         Ok(Pace {
@@ -133,7 +173,7 @@ impl Pace {
         match &*self.engine.borrow() {
             Engine::Unlimited => u64::MAX,
             Engine::Local(l) => l.slack().saturating_add(1),
-            Engine::Redis { limiter, .. } => limiter.slack().saturating_add(1),
+            Engine::Shared { limiter, .. } => on_shared!(limiter, l => l.slack()).saturating_add(1),
         }
     }
 
@@ -144,7 +184,7 @@ impl Pace {
         let (rate, slack) = match &*self.engine.borrow() {
             Engine::Unlimited => return Duration::ZERO,
             Engine::Local(l) => (l.rate(), l.slack()),
-            Engine::Redis { limiter, .. } => (limiter.rate(), limiter.slack()),
+            Engine::Shared { limiter, .. } => on_shared!(limiter, l => (l.rate(), l.slack())),
         };
         let banked = rate
             .interval()
@@ -172,7 +212,7 @@ impl Pace {
         let want = match &*engine {
             Engine::Unlimited => return Ok(max),
             Engine::Local(l) => l.available().min(max),
-            Engine::Redis { .. } => 1,
+            Engine::Shared { .. } => 1,
         };
         if want == 0 {
             return Ok(0);
@@ -180,7 +220,9 @@ impl Pace {
         let answer = match &*engine {
             Engine::Unlimited => return Ok(max),
             Engine::Local(l) => l.try_take_n(want).map_err(Refusal::Local),
-            Engine::Redis { limiter, key } => limiter.try_take_n(key, want).map_err(Refusal::Redis),
+            Engine::Shared { limiter, key } => {
+                on_shared!(limiter, l => l.try_take_n(key, want)).map_err(Refusal::Shared)
+            }
         };
         match answer {
             Ok(()) => Ok(want),
@@ -214,13 +256,13 @@ impl Pace {
                         .take_n_timeout(cost, WAKE)
                         .map(drop_it)
                         .map_err(Refusal::Local),
-                    Engine::Redis { limiter, key } if !may_wait => {
-                        limiter.try_take_n(key, cost).map_err(Refusal::Redis)
+                    Engine::Shared { limiter, key } if !may_wait => {
+                        on_shared!(limiter, l => l.try_take_n(key, cost)).map_err(Refusal::Shared)
                     }
-                    Engine::Redis { limiter, key } => limiter
-                        .take_n_timeout(key, cost, WAKE)
-                        .map(drop_it)
-                        .map_err(Refusal::Redis),
+                    Engine::Shared { limiter, key } => {
+                        on_shared!(limiter, l => l.take_n_timeout(key, cost, WAKE).map(drop_it))
+                            .map_err(Refusal::Shared)
+                    }
                 }
             };
             let wait = match answer {
@@ -296,11 +338,11 @@ impl Pace {
             Engine::Local(l) => l
                 .set_limit(limit.given.rate(), limit.slack)
                 .map_err(|e| e.to_string())?,
-            Engine::Redis { limiter, .. } => {
-                *limiter = limiter
+            Engine::Shared { limiter, .. } => on_shared!(limiter, l => {
+                *l = l
                     .with_limit(limit.given.rate(), limit.slack)
                     .map_err(|e| e.to_string())?;
-            }
+            }),
         }
         self.limit.set(Some(limit));
         Ok(())
@@ -312,14 +354,14 @@ fn drop_it<T>(_: T) {}
 /// A refusal from either engine.
 enum Refusal {
     Local(TakeError),
-    Redis(RedisError),
+    Shared(SharedError),
 }
 
 impl Refusal {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             Refusal::Local(e) => e.retry_after(),
-            Refusal::Redis(e) => e.retry_after(),
+            Refusal::Shared(e) => e.retry_after(),
         }
     }
 }
@@ -328,7 +370,7 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Local(e) => write!(f, "{e}"),
-            Refusal::Redis(e) => write!(f, "redis: {e}"),
+            Refusal::Shared(e) => write!(f, "shared limit: {e}"),
         }
     }
 }

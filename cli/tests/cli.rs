@@ -431,6 +431,22 @@ fn bad_input_exits_2_naming_the_bad_value() {
         (&[][..], "missing RATE"),
         (&["5/s", "--redis", "redis://127.0.0.1/"][..], "--key"),
         (
+            &["5/s", "--postgres", "host=/tmp"][..],
+            "--postgres needs --key",
+        ),
+        (
+            &[
+                "5/s",
+                "--redis",
+                "redis://x/",
+                "--postgres",
+                "host=/tmp",
+                "--key",
+                "k",
+            ][..],
+            "--redis and --postgres",
+        ),
+        (
             &["--rate-file", "/nonexistent/paceline-rate"][..],
             "/nonexistent/paceline-rate",
         ),
@@ -445,6 +461,16 @@ fn bad_input_exits_2_naming_the_bad_value() {
     let done = run(&["--help"], Vec::new());
     assert_eq!(done.code(), Some(0));
     assert!(done.texts()[0].starts_with("paceline: pace lines"));
+}
+
+#[test]
+fn an_unreachable_postgres_fails_with_status_1_naming_it() {
+    let dir = temp_dir("nopostgres");
+    let conn = format!("host={} port=1 connect_timeout=1", dir.display());
+    let done = run(&["5/s", "--postgres", &conn, "--key", "k"], seq(3));
+    assert_eq!(done.code(), Some(1), "{}", done.stderr);
+    assert!(done.stderr.contains(&conn), "{}", done.stderr);
+    assert!(done.lines.is_empty());
 }
 
 #[test]

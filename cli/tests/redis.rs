@@ -1,11 +1,16 @@
-//! `--redis URL --key K`: two `paceline` processes on one key against a
-//! real `redis-server` this file starts in a temporary directory (the
-//! library's harness, `tests/support/redis_server.rs`), stopped when the
-//! test ends. Together they never pass more than the limit's window
-//! bound, `S + 1 + w / T` lines in any window `w` from the start.
+//! `--redis URL --key K` and `--postgres CONN --key K`: two `paceline`
+//! processes on one key against a real `redis-server`, and a real
+//! PostgreSQL, that this file starts in a temporary directory (the
+//! library's harnesses, `tests/support/redis_server.rs` and
+//! `pg_server.rs`), stopped when the test ends. Together they never pass
+//! more than the limit's window bound, `S + 1 + w / T` lines in any window
+//! `w` from the start.
 
 #[path = "../../tests/support/redis_server.rs"]
 mod support;
+
+#[path = "../../tests/support/pg_server.rs"]
+mod pg;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -18,12 +23,22 @@ use support::RedisServer;
 const CLOCKS: Duration = Duration::from_millis(2);
 
 #[test]
-fn two_processes_on_one_key_never_pass_more_than_the_bound() {
+fn two_processes_on_one_redis_key_never_pass_more_than_the_bound() {
+    let server = RedisServer::start();
+    two_processes_share_one_limit("--redis", &server.url());
+}
+
+#[test]
+fn two_processes_on_one_postgres_key_never_pass_more_than_the_bound() {
+    let server = pg::PgServer::start();
+    two_processes_share_one_limit("--postgres", &server.conn());
+}
+
+/// Two runs of the binary with `flag address --key shared`.
+fn two_processes_share_one_limit(flag: &str, address: &str) {
     const RATE: u64 = 100; // T = 10 ms
     const BURST: u64 = 5; // S = 4
     const LINES: usize = 100; // per process: 200 lines, about 2 s together
-    let server = RedisServer::start();
-    let url = server.url();
     let t = Duration::from_nanos(1_000_000_000 / RATE);
 
     let start = Instant::now();
@@ -31,7 +46,7 @@ fn two_processes_on_one_key_never_pass_more_than_the_bound() {
         .map(|p| {
             let mut child = Command::new(env!("CARGO_BIN_EXE_paceline"))
                 .args([&format!("{RATE}/s"), "--burst", &BURST.to_string()])
-                .args(["--redis", &url, "--key", "shared"])
+                .args([flag, address, "--key", "shared"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
