@@ -1,7 +1,8 @@
 //! Paced byte streams through one key of a Redis limiter (a `redis-server`
 //! this file starts itself): blocking and async, the bytes paced by the
 //! server's schedule; and an unreachable server as an `io::Error`.
-#![cfg(feature = "redis")]
+// The async half needs `tokio`; the file builds with both.
+#![cfg(all(feature = "redis", feature = "tokio"))]
 
 #[path = "support/redis_server.rs"]
 mod support;
