@@ -610,19 +610,39 @@ async fn a_redis_limit_is_shared_by_layers_and_fails_closed_with_503() {
                 .unwrap(),
         )
     };
-    // Two servers (two layers, two connections): one limit per client.
     let url = server.url();
-    let one = LimitLayer::per_ip(Rate::per_second(1))
-        .redis(limiter(&url))
-        .fields(Fields::Always)
-        .build()
-        .unwrap();
-    let two = LimitLayer::per_ip(Rate::per_second(1))
-        .redis(limiter(&url))
-        .build()
-        .unwrap();
+    let layer = |fields| {
+        LimitLayer::per_ip(Rate::per_second(1))
+            .redis(limiter(&url))
+            .fields(fields)
+            .build()
+            .unwrap()
+    };
+    let (one, two) = (layer(Fields::Always), layer(Fields::OnRefusal));
+    shared_remote_limit(
+        one,
+        two,
+        ["127.0.0.70", "127.0.0.71"],
+        Duration::from_secs(2),
+        || server.stop(),
+    )
+    .await;
+}
+
+/// Two servers (two layers over one remote limit, two connections): one
+/// limit per client, a burst of 2 at 1/min. `one` sends the fields on
+/// every response. Then `stop` takes the limit's server down, and a
+/// request is answered 503 within `within`.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+async fn shared_remote_limit(
+    one: LimitLayer,
+    two: LimitLayer,
+    from: [&str; 2],
+    within: Duration,
+    stop: impl FnOnce(),
+) {
     let (a, b) = (serve(app(one)).await, serve(app(two)).await);
-    let client = client("127.0.0.70");
+    let client = client(from[0]);
     let first = get_from(&client, a, "/", &[]).await;
     assert_eq!(first.status, StatusCode::OK);
     let (_, params) = sf_item(header(&first, "ratelimit"));
@@ -634,22 +654,16 @@ async fn a_redis_limit_is_shared_by_layers_and_fails_closed_with_503() {
     assert!((1..=60).contains(&retry), "{retry}");
     // Another client has its own bucket.
     assert_eq!(
-        get_from(&self::client("127.0.0.71"), b, "/", &[])
-            .await
-            .status,
+        get_from(&self::client(from[1]), b, "/", &[]).await.status,
         StatusCode::OK
     );
 
-    server.stop();
+    stop();
     let started = Instant::now();
     let failed = get_from(&client, b, "/", &[]).await;
     assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(header(&failed, "retry-after"), "1");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < within, "{:?}", started.elapsed());
 }
 
 #[cfg(feature = "postgres")]
@@ -673,34 +687,20 @@ async fn a_postgres_limit_is_shared_by_layers_and_fails_closed_with_503() {
         AsyncPostgresLimiter::from(limiter)
     };
     let conn = server.conn();
-    let one = LimitLayer::per_ip(Rate::per_second(1))
-        .postgres(limiter(&conn))
-        .fields(Fields::Always)
-        .build()
-        .unwrap();
-    let two = LimitLayer::per_ip(Rate::per_second(1))
-        .postgres(limiter(&conn))
-        .build()
-        .unwrap();
-    let (a, b) = (serve(app(one)).await, serve(app(two)).await);
-    let client = client("127.0.0.80");
-    let first = get_from(&client, a, "/", &[]).await;
-    assert_eq!(first.status, StatusCode::OK);
-    let (_, params) = sf_item(header(&first, "ratelimit"));
-    assert_eq!(params["r"], 1);
-    assert_eq!(get_from(&client, b, "/", &[]).await.status, StatusCode::OK);
-    let refused = get_from(&client, a, "/", &[]).await;
-    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
-    let retry: u64 = header(&refused, "retry-after").parse().unwrap();
-    assert!((1..=60).contains(&retry), "{retry}");
-
-    server.stop();
-    let started = Instant::now();
-    let failed = get_from(&client, b, "/", &[]).await;
-    assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    let layer = |fields| {
+        LimitLayer::per_ip(Rate::per_second(1))
+            .postgres(limiter(&conn))
+            .fields(fields)
+            .build()
+            .unwrap()
+    };
+    let (one, two) = (layer(Fields::Always), layer(Fields::OnRefusal));
+    shared_remote_limit(
+        one,
+        two,
+        ["127.0.0.80", "127.0.0.81"],
+        Duration::from_secs(3),
+        || server.stop(),
+    )
+    .await;
 }
