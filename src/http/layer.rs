@@ -22,6 +22,7 @@ use tower_service::Service;
 
 use super::client_ip::{self, Cidr, CidrError, Forwarding};
 use super::fields;
+use super::json::Json;
 use crate::error::{BuildError, TakeError};
 use crate::keyed::{KeyedLimiter, WhenFull};
 use crate::rate::Rate;
@@ -903,7 +904,7 @@ impl Shared {
             (Some(s), None) => format!("retry in {s} s"),
             (None, None) => String::new(),
         };
-        let name = json_string(&self.name);
+        let name = Json(&self.name);
         let (content_type, body) = match self.body {
             Body::Text => (
                 "text/plain; charset=utf-8",
@@ -914,7 +915,7 @@ impl Shared {
                 format!(
                     "{{\"error\":\"rate_limited\",\"retry_after\":{},\"policy\":{name},\"detail\":{}}}",
                     retry.map_or("null".to_owned(), |s| s.to_string()),
-                    json_string(&detail)
+                    Json(&detail)
                 ),
             ),
             Body::Problem => (
@@ -924,7 +925,7 @@ impl Shared {
                      \"title\":\"Request quota exceeded\",\"status\":{},\"detail\":{},\
                      \"violated-policies\":[{name}]}}",
                     status.as_u16(),
-                    json_string(&detail)
+                    Json(&detail)
                 ),
             ),
         };
@@ -965,22 +966,6 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// `s` as a JSON string.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn with_fields<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {

@@ -95,6 +95,7 @@
 mod client_ip;
 mod fields;
 pub mod inspect;
+mod json;
 mod layer;
 mod pace;
 

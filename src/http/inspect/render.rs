@@ -11,6 +11,7 @@ use http::HeaderValue;
 use super::query::Query;
 use super::sha256::{base64, sha256};
 use super::{Kind, Listing, Registered};
+use crate::http::json::Json;
 use crate::stats::{self, Counted};
 
 /// The page's script, run once it has loaded: renders the embedded rows.
@@ -150,29 +151,6 @@ fn write_json(
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
-}
-
-/// A JSON string, quoted, with `<`, `>`, `&` and the line separators
-/// escaped too (so it is safe inside an HTML `<script>` element).
-struct Json<'a>(&'a str);
-
-impl fmt::Display for Json<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_char('"')?;
-        for c in self.0.chars() {
-            match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                '\n' => f.write_str("\\n")?,
-                '\r' => f.write_str("\\r")?,
-                '\t' => f.write_str("\\t")?,
-                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => write!(f, "\\u{:04x}", c as u32)?,
-                c if (c as u32) < 0x20 || c == '\u{7f}' => write!(f, "\\u{:04x}", c as u32)?,
-                c => f.write_char(c)?,
-            }
-        }
-        f.write_char('"')
-    }
 }
 
 /// A JSON number: finite, or `null` (JSON has no infinity). Written in

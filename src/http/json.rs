@@ -1,0 +1,28 @@
+//! [`Json`]: a JSON string as the HTTP fittings write it, by hand (no
+//! serde in the library's HTTP path): the look inside's data and the
+//! layer's refusal bodies.
+
+use std::fmt::{self, Write as _};
+
+/// A JSON string, quoted, with `<`, `>`, `&` and the line separators
+/// escaped too (so it is safe inside an HTML `<script>` element).
+pub(crate) struct Json<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_char('"')?;
+        for c in self.0.chars() {
+            match c {
+                '"' => f.write_str("\\\"")?,
+                '\\' => f.write_str("\\\\")?,
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => write!(f, "\\u{:04x}", c as u32)?,
+                c if (c as u32) < 0x20 || c == '\u{7f}' => write!(f, "\\u{:04x}", c as u32)?,
+                c => f.write_char(c)?,
+            }
+        }
+        f.write_char('"')
+    }
+}
