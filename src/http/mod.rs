@@ -92,6 +92,7 @@
 //! with sort and filter, the same as JSON, and Prometheus text. See the
 //! [`inspect`] module.
 
+mod builder;
 mod client_ip;
 mod fields;
 pub mod inspect;
@@ -99,10 +100,10 @@ mod json;
 mod layer;
 mod pace;
 
+pub use builder::{
+    Body, ClientKey, Fields, LayerError, LayerStats, LimitBuilder, MissingKey, Mode,
+};
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
 pub use inspect::{Inspect, InspectService, Tracked};
-pub use layer::{
-    Body, ClientKey, Fields, LayerError, LayerStats, Limit, LimitBody, LimitBuilder, LimitLayer,
-    MissingKey, Mode, ResponseFuture,
-};
+pub use layer::{Limit, LimitBody, LimitLayer, ResponseFuture};
 pub use pace::{PaceLayer, Paced};
