@@ -34,33 +34,51 @@ fn call() -> impl Strategy<Value = Call> {
 }
 
 /// What the calls' own results add up to: the count each limiter must
-/// report. A take's wait is from the clock at the call to the slot it
-/// returns (the clock moves only when told, or by a wait).
-fn tally(limiter: &dyn Limiter, clock: &ManualClock, calls: &[Call]) -> Stats {
+/// report. `take(key, call)` makes one call (never `Advance`), answering
+/// when the permit went, or `None` for a `try_take` (at once). A take's
+/// wait is from the clock at the call to the slot it returns (the clock
+/// moves only when told, or by a wait).
+fn tally<'a, K: 'a>(
+    clock: &ManualClock,
+    calls: impl IntoIterator<Item = (&'a K, &'a Call)>,
+    mut take: impl FnMut(&K, &Call) -> Result<Option<Duration>, TakeError>,
+) -> Stats {
     let mut expected = Stats::default();
-    let mut count = |result: Result<Duration, TakeError>, cost: u64, before: Duration| match result
-    {
-        Ok(went) => {
-            expected.admitted += 1;
-            expected.permits += cost;
-            expected.wait += went.saturating_sub(before);
-        }
-        Err(_) => expected.refused += 1,
-    };
-    for call in calls {
+    for (key, call) in calls {
+        let cost = match *call {
+            Call::TryTake(n) | Call::TakeTimeout(n, _) | Call::Take(n) => n,
+            Call::Advance(ms) => {
+                clock.advance(Duration::from_millis(ms));
+                continue;
+            }
+        };
         let before = clock.elapsed();
-        match *call {
-            Call::TryTake(n) => count(limiter.try_take_n(n).map(|()| before), n, before),
-            Call::TakeTimeout(n, ms) => count(
-                limiter.take_n_timeout(n, Duration::from_millis(ms)),
-                n,
-                before,
-            ),
-            Call::Take(n) => count(limiter.take_n(n), n, before),
-            Call::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+        match take(key, call) {
+            Ok(went) => {
+                expected.admitted += 1;
+                expected.permits += cost;
+                expected.wait += went.unwrap_or(before).saturating_sub(before);
+            }
+            Err(_) => expected.refused += 1,
         }
     }
     expected
+}
+
+/// [`tally`] for a direct limiter.
+fn tally_direct(limiter: &dyn Limiter, clock: &ManualClock, calls: &[Call]) -> Stats {
+    tally(
+        clock,
+        calls.iter().map(|c| (&(), c)),
+        |(), call| match *call {
+            Call::TryTake(n) => limiter.try_take_n(n).map(|()| None),
+            Call::TakeTimeout(n, ms) => limiter
+                .take_n_timeout(n, Duration::from_millis(ms))
+                .map(Some),
+            Call::Take(n) => limiter.take_n(n).map(Some),
+            Call::Advance(_) => unreachable!("tally advances the clock itself"),
+        },
+    )
 }
 
 /// A limiter that counts, behind one `dyn`.
@@ -115,7 +133,7 @@ proptest! {
             let clock = ManualClock::with_auto_advance();
             let (name, limiter) = direct_kinds(Rate::per_second(per_sec), slack, &clock)
                 .swap_remove(kind);
-            let expected = tally(&*limiter, &clock, &calls);
+            let expected = tally_direct(&*limiter, &clock, &calls);
             prop_assert_eq!(limiter.stats(), Some(expected), "{}", name);
         }
     }
@@ -134,29 +152,14 @@ proptest! {
             .clock(clock.clone())
             .build()
             .unwrap();
-        let mut expected = Stats::default();
-        for (key, call) in &calls {
-            let before = clock.elapsed();
-            let (result, cost) = match *call {
-                Call::TryTake(n) => (limiter.try_take_n(key, n).map(|()| before), n),
-                Call::TakeTimeout(n, ms) => {
-                    (limiter.take_n_timeout(key, n, Duration::from_millis(ms)), n)
-                }
-                Call::Take(n) => (limiter.take_n(key, n), n),
-                Call::Advance(ms) => {
-                    clock.advance(Duration::from_millis(ms));
-                    continue;
-                }
-            };
-            match result {
-                Ok(went) => {
-                    expected.admitted += 1;
-                    expected.permits += cost;
-                    expected.wait += went.saturating_sub(before);
-                }
-                Err(_) => expected.refused += 1,
-            }
-        }
+        let expected = tally(&clock, calls.iter().map(|(k, c)| (k, c)), |key, call| match *call {
+            Call::TryTake(n) => limiter.try_take_n(key, n).map(|()| None),
+            Call::TakeTimeout(n, ms) => limiter
+                .take_n_timeout(key, n, Duration::from_millis(ms))
+                .map(Some),
+            Call::Take(n) => limiter.take_n(key, n).map(Some),
+            Call::Advance(_) => unreachable!("tally advances the clock itself"),
+        });
         prop_assert_eq!(limiter.stats().requests, Some(expected));
         prop_assert_eq!(Counted::stats(&limiter), Some(expected));
         // The per-key totals, always on, agree on the calls.
