@@ -24,7 +24,9 @@
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
 //! - [`Pacer`]: the one type both name, over a [`store`]; its methods.
 //! - [`Unlimited`]: admits everything (pacing switched off).
-//! - [`Limiter`]: the object-safe trait all three implement.
+//! - [`Take`], [`AsyncTake`]: the take interface every kind answers, for a
+//!   key; a take reports what it found ([`Taken`], [`State`]); one
+//!   [`Error`] (the limit's refusal, or a remote server's failure).
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
 //!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
@@ -86,6 +88,7 @@ mod clock;
 mod config;
 mod duration;
 mod error;
+mod failure;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod http;
@@ -106,12 +109,12 @@ pub use remote::postgres;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-mod remote;
+pub mod remote;
 pub mod schedule;
 mod slack;
 pub mod stats;
 pub mod store;
+pub mod take;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
@@ -126,11 +129,11 @@ pub use error::{BuildError, RateError, TakeError};
 #[cfg(feature = "keyed")]
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limit::{Limit, Limits};
-pub use limiter::Limiter;
 pub use paced::{Paced, PacedExt};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
 pub use slack::{Slack, SlackError};
+pub use take::{AsyncTake, Error, State, Take, Taken};
 pub use unlimited::Unlimited;
 pub use wait::Wait;
 

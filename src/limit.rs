@@ -47,6 +47,22 @@ impl Limit {
     pub fn slack(&self) -> Slack {
         self.slack
     }
+
+    /// The burst: the most permits one request may take at once,
+    /// `slack + 1`, the slack in permits at the rate (saturating). The
+    /// slack is what the API sets (uber's word); configuration files, the
+    /// CLI and the HTTP fields state the burst.
+    ///
+    /// ```
+    /// use paceline::{Limit, Rate};
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(Limit::new(Rate::per_second(10), 4).burst(), 5);
+    /// assert_eq!(Limit::new(Rate::per_second(1000), Duration::from_millis(20)).burst(), 21);
+    /// ```
+    pub fn burst(&self) -> u64 {
+        self.slack.permits_at(self.rate).saturating_add(1)
+    }
 }
 
 impl From<Rate> for Limit {

@@ -3,12 +3,12 @@
 use std::fmt;
 use std::iter::FusedIterator;
 
-use crate::limiter::Limiter;
+use crate::take::Take;
 
 /// Paces any [`Iterator`]: `jobs.into_iter().paced(&limiter)` yields the
-/// same items, each after a blocking [`take`](Limiter::take) on `limiter`.
-/// For the per-thread pacing of batch jobs; works with any [`Limiter`]
-/// (including `&dyn Limiter`). The async twin for streams is
+/// same items, each after a blocking [`take`](Take::take) on `limiter`.
+/// For the per-thread pacing of batch jobs; works with any direct limiter,
+/// through [`Take`] (including `&dyn Take`). The async twin for streams is
 /// `paceline::tokio::PacedStreamExt` (feature `tokio`).
 ///
 /// ```
@@ -25,7 +25,7 @@ pub trait PacedExt: Iterator + Sized {
     /// Yields this iterator's items, each after taking one permit from
     /// `limiter` (blocking). An item is pulled first and then paced, so an
     /// exhausted iterator spends no permit.
-    fn paced<L: Limiter + ?Sized>(self, limiter: &L) -> Paced<'_, Self, L> {
+    fn paced<L: Take + ?Sized>(self, limiter: &L) -> Paced<'_, Self, L> {
         Paced {
             iter: self,
             limiter,
@@ -42,12 +42,14 @@ pub struct Paced<'a, I, L: ?Sized> {
     limiter: &'a L,
 }
 
-impl<I: Iterator, L: Limiter + ?Sized> Iterator for Paced<'_, I, L> {
+impl<I: Iterator, L: Take + ?Sized> Iterator for Paced<'_, I, L> {
     type Item = I::Item;
 
     fn next(&mut self) -> Option<I::Item> {
         let item = self.iter.next()?;
-        self.limiter.take();
+        // A direct limiter refuses a single permit never (only a cost past
+        // 146 years); a failure of a limiter of one's own passes the item.
+        let _ = self.limiter.take(&());
         Some(item)
     }
 
@@ -56,9 +58,9 @@ impl<I: Iterator, L: Limiter + ?Sized> Iterator for Paced<'_, I, L> {
     }
 }
 
-impl<I: ExactSizeIterator, L: Limiter + ?Sized> ExactSizeIterator for Paced<'_, I, L> {}
+impl<I: ExactSizeIterator, L: Take + ?Sized> ExactSizeIterator for Paced<'_, I, L> {}
 
-impl<I: FusedIterator, L: Limiter + ?Sized> FusedIterator for Paced<'_, I, L> {}
+impl<I: FusedIterator, L: Take + ?Sized> FusedIterator for Paced<'_, I, L> {}
 
 impl<I: fmt::Debug, L: ?Sized> fmt::Debug for Paced<'_, I, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

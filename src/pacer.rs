@@ -511,7 +511,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 
     /// Waits until `slot` and returns the clock time the permit went at.
     #[inline]
-    fn block(&self, now: u64, slot: u64) -> Duration {
+    pub(crate) fn block(&self, now: u64, slot: u64) -> Duration {
         wait::block(
             self.wait,
             &self.clock,

@@ -2,13 +2,11 @@
 
 use std::time::Duration;
 
-use crate::error::{BuildError, TakeError};
-use crate::limiter::Limiter;
-use crate::rate::Rate;
-use crate::slack::Slack;
+use crate::error::TakeError;
+use crate::stats::{Counted, Stats};
 
 /// A limiter that admits every call at once: for configurations where pacing
-/// is off, behind the same [`Limiter`] interface.
+/// is off, behind the same [`Take`](crate::Take) interface.
 ///
 /// It keeps no clock, so [`take`](Self::take) returns `Duration::ZERO`.
 ///
@@ -77,45 +75,9 @@ impl Unlimited {
     pub fn reset(&self) {}
 }
 
-impl Limiter for Unlimited {
-    fn take(&self) -> Duration {
-        Unlimited::take(self)
-    }
-    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
-        Unlimited::take_n(self, cost)
-    }
-    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
-        Unlimited::try_take_n(self, cost)
-    }
-    fn take_n_timeout(&self, _cost: u64, _max_wait: Duration) -> Result<Duration, TakeError> {
-        Ok(Duration::ZERO)
-    }
-    fn can_take(&self, cost: u64) -> bool {
-        Unlimited::can_take(self, cost)
-    }
-    /// Always [`BuildError::NoRate`]: there is no rate to change.
-    fn set_rate(&self, _rate: Rate) -> Result<(), BuildError> {
-        Err(BuildError::NoRate)
-    }
-    fn set_slack(&self, _slack: Slack) -> Result<(), BuildError> {
-        Err(BuildError::NoRate)
-    }
-    fn set_limit(&self, _rate: Rate, _slack: Slack) -> Result<(), BuildError> {
-        Err(BuildError::NoRate)
-    }
-    fn reset(&self) {
-        Unlimited::reset(self);
-    }
-    fn rate(&self) -> Option<Rate> {
+/// Counts nothing: [`stats`](Counted::stats) is `None`.
+impl Counted for Unlimited {
+    fn stats(&self) -> Option<Stats> {
         None
-    }
-    fn slack(&self) -> u64 {
-        u64::MAX
-    }
-    fn available(&self) -> u64 {
-        u64::MAX
-    }
-    fn next_free(&self) -> Duration {
-        Duration::ZERO
     }
 }

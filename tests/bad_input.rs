@@ -3,14 +3,16 @@
 //! wrap, or grant a permit early. And the trait objects work for every type.
 
 mod common;
+#[allow(unused_imports)]
+use common::Limiter;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{build, build_with, KINDS};
 use paceline::{
-    AtomicLimiter, BuildError, Limiter, ManualClock, MutexLimiter, Rate, RateError, TakeError,
-    Unlimited, Wait,
+    AtomicLimiter, BuildError, ManualClock, MutexLimiter, Rate, RateError, TakeError, Unlimited,
+    Wait,
 };
 
 const MS: Duration = Duration::from_millis(1);

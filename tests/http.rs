@@ -172,7 +172,7 @@ async fn fields_parse_as_structured_field_lists_and_agree_with_the_limiter() {
             .unwrap(),
     );
     let layer = LimitLayer::per_ip(Rate::per_second(1))
-        .keyed(limiter.clone())
+        .limiter(limiter.clone())
         .fields(Fields::Always)
         .name("per-client")
         .build()
@@ -509,7 +509,7 @@ async fn a_shared_limit_takes_from_one_async_limiter() {
         .build()
         .unwrap();
     let layer = LimitLayer::per_ip(Rate::per_second(1))
-        .shared(limiter.clone())
+        .limiter(limiter.clone())
         .build()
         .unwrap();
     let addr = serve(app(layer)).await;
@@ -613,7 +613,7 @@ async fn a_redis_limit_is_shared_by_layers_and_fails_closed_with_503() {
     let url = server.url();
     let layer = |fields| {
         LimitLayer::per_ip(Rate::per_second(1))
-            .redis(limiter(&url))
+            .limiter(limiter(&url))
             .fields(fields)
             .build()
             .unwrap()
@@ -689,7 +689,7 @@ async fn a_postgres_limit_is_shared_by_layers_and_fails_closed_with_503() {
     let conn = server.conn();
     let layer = |fields| {
         LimitLayer::per_ip(Rate::per_second(1))
-            .postgres(limiter(&conn))
+            .limiter(limiter(&conn))
             .fields(fields)
             .build()
             .unwrap()

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, Limiter, ManualClock, PacedExt, Rate, Unlimited};
+use paceline::{AtomicLimiter, ManualClock, PacedExt, Rate, Take, Unlimited};
 
 #[test]
 fn paced_iterator_takes_one_permit_per_item_in_order() {
@@ -47,7 +47,7 @@ fn exhausted_iterator_spends_no_permit() {
 
 #[test]
 fn paced_iterator_accepts_any_limiter_behind_dyn() {
-    let limiters: [&dyn Limiter; 2] = [&Unlimited, &AtomicLimiter::new(Rate::per_second(1000))];
+    let limiters: [&dyn Take; 2] = [&Unlimited, &AtomicLimiter::new(Rate::per_second(1000))];
     for limiter in limiters {
         assert_eq!((0..3).paced(limiter).sum::<i32>(), 3);
     }

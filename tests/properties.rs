@@ -11,13 +11,15 @@
 //! all three.
 
 mod common;
+#[allow(unused_imports)]
+use common::Limiter;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{build_with, Kind};
 use paceline::schedule::{self, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use paceline::{BuildError, Clock, Limiter, ManualClock, Rate, Slack, TakeError, Wait};
+use paceline::{BuildError, Clock, ManualClock, Rate, Slack, TakeError, Wait};
 use proptest::prelude::*;
 
 /// One call or clock move. Durations are in quarters of the interval in

@@ -8,6 +8,8 @@
 
 #[macro_use]
 mod common;
+#[allow(unused_imports)]
+use common::Limiter;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use std::thread;
 use std::time::Duration;
 
 use paceline::{
-    AtomicLimiter, KeyedLimiter, Limiter, ManualClock, MutexLimiter, Rate, TakeError, Unlimited,
+    AtomicLimiter, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError, Unlimited,
 };
 
 fn ms(n: u64) -> Duration {

@@ -7,6 +7,8 @@
 //! bounded to a fraction of a second of wall time per limiter.
 
 mod common;
+#[allow(unused_imports)]
+use common::Limiter;
 
 use std::cell::Cell;
 use std::sync::{Arc, Barrier};
@@ -14,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{build, Kind, KINDS};
-use paceline::{Clock, DefaultClock, Limiter, Rate};
+use paceline::{Clock, DefaultClock, Rate};
 
 const THREADS: usize = 8;
 const RUN: Duration = Duration::from_millis(250);

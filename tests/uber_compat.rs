@@ -9,13 +9,15 @@
 //! exactly. Every case runs on both `AtomicLimiter` and `MutexLimiter`.
 
 mod common;
+#[allow(unused_imports)]
+use common::Limiter;
 
 use std::sync::atomic::AtomicBool;
 use std::thread;
 use std::time::Duration;
 
 use common::{build, build_with, Log, Sim, KINDS, PARK_TIMEOUT};
-use paceline::{Limiter, ManualClock, Rate, Unlimited, Wait};
+use paceline::{ManualClock, Rate, Unlimited, Wait};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);

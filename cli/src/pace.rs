@@ -1,6 +1,8 @@
-//! [`Pace`]: the one place the CLI asks paceline for permits, over an
-//! in-process `AtomicLimiter`, the blocking `RedisLimiter` or
-//! `PostgresLimiter`, or nothing (`--unlimited`).
+//! [`Pace`]: the one place the CLI asks paceline for permits, through the
+//! take interface (`paceline::Take`): an in-process `AtomicLimiter`, a
+//! limit shared through a server (the blocking `RedisLimiter` or
+//! `PostgresLimiter`, chosen only where the flags are read), or nothing
+//! (`--unlimited`).
 //!
 //! A request first *tries* (`try_take_n`, which never waits). Refused, it
 //! lets the caller flush (the lines loop writes out what it holds), and a
@@ -27,11 +29,11 @@ use std::time::Duration;
 
 use paceline::io::ByteLimiter;
 use paceline::postgres::PostgresLimiter;
-use paceline::redis::{Error as SharedError, RedisLimiter};
+use paceline::redis::RedisLimiter;
+use paceline::remote::{Backend, RemoteLimiter};
+use paceline::{AtomicLimiter, Error, Rate, Slack, Take};
 
 use crate::args::Server;
-use paceline::{AtomicLimiter, TakeError};
-
 use crate::args::{parse_rate_file, Limit};
 use crate::signals::Flags;
 
@@ -58,33 +60,39 @@ pub enum Admit {
     Stopped,
 }
 
-/// The limiter behind the CLI.
+/// A limiter the CLI paces through: the take interface, keyed by text (an
+/// in-process limiter ignores the key), and a way to put a new limit in
+/// force on SIGHUP.
+trait Limiter: Take<str> {
+    /// Puts `rate` with `slack` in force from now on.
+    fn relimit(&mut self, rate: Rate, slack: Slack) -> Result<(), String>;
+}
+
+/// Live: booked slots stand, banked credit is kept in permits.
+impl Limiter for AtomicLimiter {
+    fn relimit(&mut self, rate: Rate, slack: Slack) -> Result<(), String> {
+        self.set_limit(rate, slack).map_err(|e| e.to_string())
+    }
+}
+
+/// The limit this process's requests to the server are paced by.
+impl<B: Backend> Limiter for RemoteLimiter<B> {
+    fn relimit(&mut self, rate: Rate, slack: Slack) -> Result<(), String> {
+        *self = self.with_limit(rate, slack).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// The limiter behind the CLI: nothing (`--unlimited`), or one limit.
 enum Engine {
     Unlimited,
-    Local(Box<AtomicLimiter>),
-    /// A limit kept in Redis or PostgreSQL, shared by every process using
-    /// the same server and key.
-    Shared {
-        limiter: SharedLimiter,
+    Limited {
+        limiter: Box<dyn Limiter>,
+        /// The key of a shared limit (empty in process, where none is read).
         key: String,
+        /// Whether the limit is kept in a server (each ask a round trip).
+        shared: bool,
     },
-}
-
-/// The blocking limiter of a shared limit.
-enum SharedLimiter {
-    Redis(RedisLimiter),
-    Postgres(PostgresLimiter),
-}
-
-/// `$body` with `$l` bound to whichever limiter `$shared` holds: both have
-/// the same calls and errors.
-macro_rules! on_shared {
-    ($shared:expr, $l:ident => $body:expr) => {
-        match $shared {
-            SharedLimiter::Redis($l) => $body,
-            SharedLimiter::Postgres($l) => $body,
-        }
-    };
 }
 
 /// The CLI's limiter: one of the engines, the limit in force, and what a
@@ -121,21 +129,25 @@ impl Pace {
     ) -> Result<Pace, Failure> {
         let engine = match (limit, shared) {
             (None, _) => Engine::Unlimited,
-            (Some(l), None) => Engine::Local(Box::new(
-                AtomicLimiter::builder(l.given.rate())
-                    .slack(l.slack)
-                    // A pipeline's first burst goes at once, as `--burst`
-                    // promises (a library limiter starts without credit).
-                    .full_credit(true)
-                    .build()
-                    .map_err(|e| Failure(format!("rate {}: {e}", l.given)))?,
-            )),
+            (Some(l), None) => Engine::Limited {
+                limiter: Box::new(
+                    AtomicLimiter::builder(l.given.rate())
+                        .slack(l.slack)
+                        // A pipeline's first burst goes at once, as `--burst`
+                        // promises (a library limiter starts without credit).
+                        .full_credit(true)
+                        .build()
+                        .map_err(|e| Failure(format!("rate {}: {e}", l.given)))?,
+                ),
+                key: String::new(),
+                shared: false,
+            },
             (Some(l), Some((server, key))) => {
                 let failed = |e: &dyn std::fmt::Display| {
                     Failure(format!("{} {}: {e}", server.flag(), server.address()))
                 };
-                let limiter = match &server {
-                    Server::Redis(url) => SharedLimiter::Redis(
+                let limiter: Box<dyn Limiter> = match &server {
+                    Server::Redis(url) => Box::new(
                         RedisLimiter::builder(url.as_str(), l.given.rate())
                             .slack(l.slack)
                             .build()
@@ -148,12 +160,17 @@ impl Pace {
                             .map_err(|e| failed(&e))?;
                         // The table, if it is not there yet (idempotent).
                         limiter.install().map_err(|e| failed(&e))?;
-                        SharedLimiter::Postgres(limiter)
+                        Box::new(limiter)
                     }
                 };
-                // Fail now, naming the server, rather than at the first line.
-                on_shared!(&limiter, l => l.ping()).map_err(|e| failed(&e))?;
-                Engine::Shared { limiter, key }
+                // Fail now, naming the server, rather than at the first
+                // line: one look at the key.
+                limiter.state(&key).map_err(|e| failed(&e))?;
+                Engine::Limited {
+                    limiter,
+                    key,
+                    shared: true,
+                }
             }
         };
         Ok(Pace {
@@ -172,8 +189,9 @@ impl Pace {
     fn burst_permits(&self) -> u64 {
         match &*self.engine.borrow() {
             Engine::Unlimited => u64::MAX,
-            Engine::Local(l) => l.slack().saturating_add(1),
-            Engine::Shared { limiter, .. } => on_shared!(limiter, l => l.slack()).saturating_add(1),
+            Engine::Limited { limiter, key, .. } => {
+                limiter.limit_for(key).map_or(u64::MAX, |l| l.burst())
+            }
         }
     }
 
@@ -181,11 +199,14 @@ impl Pace {
     /// half the banked window (`slack * T / 2`), which the sleep's lateness
     /// must fit in for the rate to hold; zero without slack.
     fn coalesce(&self) -> Duration {
-        let (rate, slack) = match &*self.engine.borrow() {
+        let limit = match &*self.engine.borrow() {
             Engine::Unlimited => return Duration::ZERO,
-            Engine::Local(l) => (l.rate(), l.slack()),
-            Engine::Shared { limiter, .. } => on_shared!(limiter, l => (l.rate(), l.slack())),
+            Engine::Limited { limiter, key, .. } => limiter.limit_for(key),
         };
+        let Some(limit) = limit else {
+            return Duration::ZERO;
+        };
+        let (rate, slack) = (limit.rate(), limit.burst() - 1);
         let banked = rate
             .interval()
             .checked_mul(u32::try_from(slack).unwrap_or(u32::MAX))
@@ -209,25 +230,27 @@ impl Pace {
         }
         self.reload_if_asked();
         let engine = self.engine.borrow();
-        let want = match &*engine {
-            Engine::Unlimited => return Ok(max),
-            Engine::Local(l) => l.available().min(max),
-            Engine::Shared { .. } => 1,
+        let Engine::Limited {
+            limiter,
+            key,
+            shared,
+        } = &*engine
+        else {
+            return Ok(max);
+        };
+        // A shared limit asks for one (a look first would be a second
+        // round trip); one in process asks for what it has.
+        let want = match shared {
+            true => 1,
+            false => limiter.state(key).map_or(0, |s| s.available()).min(max),
         };
         if want == 0 {
             return Ok(0);
         }
-        let answer = match &*engine {
-            Engine::Unlimited => return Ok(max),
-            Engine::Local(l) => l.try_take_n(want).map_err(Refusal::Local),
-            Engine::Shared { limiter, key } => {
-                on_shared!(limiter, l => l.try_take_n(key, want)).map_err(Refusal::Shared)
-            }
-        };
-        match answer {
-            Ok(()) => Ok(want),
-            Err(r) if r.retry_after().is_some() => Ok(0),
-            Err(r) => Err(Failure(r.to_string())),
+        match limiter.try_take_n(key, want) {
+            Ok(_) => Ok(want),
+            Err(e) if e.retry_after().is_some() => Ok(0),
+            Err(e) => Err(refused(&e, *shared)),
         }
     }
 
@@ -247,30 +270,28 @@ impl Pace {
         loop {
             self.reload_if_asked();
             let may_wait = tried && !drop;
-            let answer = {
+            let (answer, shared) = {
                 let engine = self.engine.borrow();
-                match &*engine {
-                    Engine::Unlimited => return Ok(Admit::Go),
-                    Engine::Local(l) if !may_wait => l.try_take_n(cost).map_err(Refusal::Local),
-                    Engine::Local(l) => l
-                        .take_n_timeout(cost, WAKE)
-                        .map(drop_it)
-                        .map_err(Refusal::Local),
-                    Engine::Shared { limiter, key } if !may_wait => {
-                        on_shared!(limiter, l => l.try_take_n(key, cost)).map_err(Refusal::Shared)
-                    }
-                    Engine::Shared { limiter, key } => {
-                        on_shared!(limiter, l => l.take_n_timeout(key, cost, WAKE).map(drop_it))
-                            .map_err(Refusal::Shared)
-                    }
-                }
+                let Engine::Limited {
+                    limiter,
+                    key,
+                    shared,
+                } = &*engine
+                else {
+                    return Ok(Admit::Go);
+                };
+                let answer = match may_wait {
+                    false => limiter.try_take_n(key, cost),
+                    true => limiter.take_n_timeout(key, cost, WAKE),
+                };
+                (answer, *shared)
             };
             let wait = match answer {
-                Ok(()) => return Ok(Admit::Go),
-                Err(refusal) => match refusal.retry_after() {
+                Ok(_) => return Ok(Admit::Go),
+                Err(e) => match e.retry_after() {
                     Some(_) if drop => return Ok(Admit::Dropped),
                     Some(wait) => wait,
-                    None => return Err(Failure(refusal.to_string())),
+                    None => return Err(refused(&e, shared)),
                 },
             };
             if self.flags.stopping() {
@@ -335,43 +356,19 @@ impl Pace {
         let mut engine = self.engine.borrow_mut();
         match &mut *engine {
             Engine::Unlimited => return Err("--unlimited runs do not pace".into()),
-            Engine::Local(l) => l
-                .set_limit(limit.given.rate(), limit.slack)
-                .map_err(|e| e.to_string())?,
-            Engine::Shared { limiter, .. } => on_shared!(limiter, l => {
-                *l = l
-                    .with_limit(limit.given.rate(), limit.slack)
-                    .map_err(|e| e.to_string())?;
-            }),
+            Engine::Limited { limiter, .. } => limiter.relimit(limit.given.rate(), limit.slack)?,
         }
         self.limit.set(Some(limit));
         Ok(())
     }
 }
 
-fn drop_it<T>(_: T) {}
-
-/// A refusal from either engine.
-enum Refusal {
-    Local(TakeError),
-    Shared(SharedError),
-}
-
-impl Refusal {
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Refusal::Local(e) => e.retry_after(),
-            Refusal::Shared(e) => e.retry_after(),
-        }
-    }
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::Local(e) => write!(f, "{e}"),
-            Refusal::Shared(e) => write!(f, "shared limit: {e}"),
-        }
+/// The failure a refusal no wait cures (or a server's failure) ends the
+/// run with; a shared limit's says so.
+fn refused(e: &Error, shared: bool) -> Failure {
+    match shared {
+        true => Failure(format!("shared limit: {e}")),
+        false => Failure(e.to_string()),
     }
 }
 
@@ -396,8 +393,9 @@ impl std::fmt::Display for PayStop {
 
 impl std::error::Error for PayStop {}
 
-/// Bytes: a byte limiter in units of [`Pace::unit`] bytes, paid first.
-impl ByteLimiter for Pace {
+/// Bytes: a byte limiter in units of [`Pace::unit`] bytes, paid first (by
+/// reference: the writer borrows the CLI's one `Pace`).
+impl ByteLimiter for &Pace {
     fn burst(&self) -> u64 {
         self.burst_permits().saturating_mul(self.unit())
     }

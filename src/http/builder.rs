@@ -14,13 +14,12 @@ use http::StatusCode;
 
 use super::client_ip::{Cidr, CidrError, Forwarding};
 use super::fields;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-use super::layer::Remote;
-use super::layer::{Backend, CostFn, KeySource, LimitLayer, Shared};
+use super::layer::{CostFn, KeySource, LimitLayer, Limiter, Shared};
 use crate::error::BuildError;
 use crate::keyed::{KeyedLimiter, WhenFull};
 use crate::rate::Rate;
 use crate::slack::Slack;
+use crate::take::AsyncTake;
 use crate::tokio::{AsyncKeyedLimiter, AsyncLimiter};
 
 /// A request's key in the layer's keyed limiter: a client address (masked
@@ -180,7 +179,7 @@ pub struct LimitBuilder {
     slack: Slack,
     max_keys: Option<usize>,
     when_full: WhenFull,
-    limiter: Option<Backend>,
+    limiter: Option<Box<dyn Limiter>>,
     source: KeySource,
     trusted: Vec<String>,
     forwarding: Forwarding,
@@ -273,39 +272,24 @@ impl LimitBuilder {
         self
     }
 
-    /// Takes from `limiter`, a keyed limiter of your own (with overrides,
-    /// counting, a clock), instead of one the builder makes; the builder's
-    /// rate, slack and `max_keys` are then unused.
-    pub fn keyed(mut self, limiter: AsyncKeyedLimiter<ClientKey>) -> Self {
-        self.limiter = Some(Backend::Keyed(limiter));
-        self
-    }
-
-    /// Takes from `limiter`, one limit for every request whatever its key
-    /// (the key is still found: a missing one gets its outcome).
-    pub fn shared(mut self, limiter: AsyncLimiter) -> Self {
-        self.limiter = Some(Backend::Global(limiter));
-        self
-    }
-
-    /// Takes from a Redis limiter: one limit per key shared by every
-    /// process using the same Redis. Keys are the address or text
-    /// (`"10.0.0.7"`, `"2001:db8:1:2::"`). A failure of Redis that the
-    /// limiter's fail policy does not admit answers 503.
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn redis(mut self, limiter: crate::redis::AsyncRedisLimiter) -> Self {
-        self.limiter = Some(Backend::Remote(Remote::Redis(limiter)));
-        self
-    }
-
-    /// Takes from a PostgreSQL limiter, as [`redis`](Self::redis) does
-    /// from Redis: one limit per key for every process using the same
-    /// table; a failure its fail policy does not admit answers 503.
-    #[cfg(feature = "postgres")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-    pub fn postgres(mut self, limiter: crate::postgres::AsyncPostgresLimiter) -> Self {
-        self.limiter = Some(Backend::Remote(Remote::Postgres(limiter)));
+    /// Takes from `limiter` instead of one the builder makes: any limiter
+    /// that answers [`AsyncTake`] for the layer's [`ClientKey`], which is
+    /// every paceline kind and a limiter of your own. The builder's rate,
+    /// slack and `max_keys` are then unused.
+    ///
+    /// - a keyed limiter of your own (`AsyncKeyedLimiter<ClientKey>`, with
+    ///   overrides, counting, a clock), which
+    ///   [`keyed_limiter`](LimitLayer::keyed_limiter) hands back for the
+    ///   look inside;
+    /// - an `AsyncLimiter`: one limit for every request whatever its key
+    ///   (the key is still found: a missing one gets its outcome);
+    /// - a remote limiter (`AsyncRedisLimiter`, `AsyncPostgresLimiter`):
+    ///   one limit per key shared by every process using the same server,
+    ///   keys as text (`"10.0.0.7"`, `"2001:db8:1:2::"`). One round trip a
+    ///   request, whose answer also carries the `RateLimit` fields; a
+    ///   failure the limiter's fail policy does not admit answers 503.
+    pub fn limiter(mut self, limiter: impl AsyncTake<ClientKey> + 'static) -> Self {
+        self.limiter = Some(Box::new(limiter));
         self
     }
 
@@ -413,10 +397,10 @@ impl LimitBuilder {
             ),
             None => self.source,
         };
-        let backend = match self.limiter {
-            Some(backend) => backend,
+        let limiter: Box<dyn Limiter> = match self.limiter {
+            Some(limiter) => limiter,
             None => match source {
-                KeySource::Global => Backend::Global(
+                KeySource::Global => Box::new(
                     AsyncLimiter::builder(self.rate)
                         .slack(self.slack)
                         .full_credit(true)
@@ -429,13 +413,13 @@ impl LimitBuilder {
                     if let Some(max) = self.max_keys {
                         b = b.max_keys(max);
                     }
-                    Backend::Keyed(AsyncKeyedLimiter::from(b.build()?))
+                    Box::new(AsyncKeyedLimiter::from(b.build()?))
                 }
             },
         };
         Ok(LimitLayer {
             shared: Arc::new(Shared {
-                backend,
+                limiter,
                 source,
                 trusted,
                 forwarding: self.forwarding,

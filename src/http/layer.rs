@@ -4,6 +4,7 @@
 //! draft's `RateLimit` fields. What it is configured with, and the checks
 //! that build it, are `builder.rs`'.
 
+use std::any::Any;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -25,8 +26,9 @@ use super::client_ip::{self, Cidr, Forwarding};
 use super::fields;
 use super::json::Json;
 use crate::error::TakeError;
-use crate::rate::Rate;
-use crate::tokio::{AsyncKeyedLimiter, AsyncLimiter};
+use crate::limit::Limit as Quota;
+use crate::take::{AsyncTake, Error, State as Found, Taken};
+use crate::tokio::AsyncKeyedLimiter;
 
 /// The response body of a limited service: the inner service's, or the
 /// layer's own (a refusal).
@@ -34,7 +36,7 @@ pub type LimitBody<B> = Either<B, Full<Bytes>>;
 
 /// A boxed response future, for the paths that wait (a bounded wait, a
 /// remote limiter).
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Picks a request's key from its head.
 pub(super) type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
@@ -51,54 +53,49 @@ pub(super) enum KeySource {
     Function(Box<KeyFn>),
 }
 
-/// The limiter requests take from.
-pub(super) enum Backend {
-    Keyed(AsyncKeyedLimiter<ClientKey>),
-    Global(AsyncLimiter),
-    #[cfg(any(feature = "redis", feature = "postgres"))]
-    Remote(Remote),
+/// The limiter requests take from, whatever its kind: the take interface
+/// with its futures boxed, so that the layer holds any limiter behind one
+/// pointer. Implemented for every [`AsyncTake<ClientKey>`].
+pub(super) trait Limiter: Send + Sync + 'static {
+    /// A try decided without awaiting, when the limiter decides in process.
+    fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>>;
+    /// Takes `cost` from `key`'s limit as `mode` says: waiting up to its
+    /// bound, or a try.
+    fn take<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        cost: u64,
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<Taken, Error>>;
+    /// The limit `key` is held to.
+    fn limit_for(&self, key: &ClientKey) -> Option<Quota>;
+    /// The limiter itself, for [`LimitLayer::keyed_limiter`].
+    fn as_any(&self) -> &dyn Any;
 }
 
-/// A limit kept in a server, shared by every process that uses it.
-#[cfg(any(feature = "redis", feature = "postgres"))]
-pub(super) enum Remote {
-    #[cfg(feature = "redis")]
-    Redis(crate::redis::AsyncRedisLimiter),
-    #[cfg(feature = "postgres")]
-    Postgres(crate::postgres::AsyncPostgresLimiter),
-}
+impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
+    fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>> {
+        self.try_take_n_now(key, cost)
+    }
 
-/// `$body` with `$l` bound to whichever remote limiter `$remote` holds:
-/// both have the same calls.
-#[cfg(any(feature = "redis", feature = "postgres"))]
-macro_rules! on_remote {
-    ($remote:expr, $l:ident => $body:expr) => {
-        match $remote {
-            #[cfg(feature = "redis")]
-            Remote::Redis($l) => $body,
-            #[cfg(feature = "postgres")]
-            Remote::Postgres($l) => $body,
+    fn take<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        cost: u64,
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<Taken, Error>> {
+        match mode {
+            Mode::Wait(max) => Box::pin(self.take_n_timeout(key, cost, max)),
+            _ => Box::pin(self.try_take_n(key, cost)),
         }
-    };
-}
-
-#[cfg(any(feature = "redis", feature = "postgres"))]
-impl Remote {
-    /// Takes `cost` from `key`'s limit as `mode` says.
-    async fn take(&self, key: &str, cost: u64, mode: Mode) -> Result<(), crate::remote::Error> {
-        on_remote!(self, l => match mode {
-            Mode::Wait(max) => l.take_n_timeout(key, cost, max).await.map(drop),
-            _ => l.try_take_n(key, cost).await,
-        })
     }
 
-    async fn available(&self, key: &str) -> Result<u64, crate::remote::Error> {
-        on_remote!(self, l => l.available(key).await)
+    fn limit_for(&self, key: &ClientKey) -> Option<Quota> {
+        AsyncTake::limit_for(self, key)
     }
 
-    /// The rate and the burst.
-    fn limit(&self) -> (Rate, u64) {
-        on_remote!(self, l => (l.rate(), l.slack().saturating_add(1)))
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -114,7 +111,7 @@ pub struct LimitLayer {
 }
 
 pub(super) struct Shared {
-    pub(super) backend: Backend,
+    pub(super) limiter: Box<dyn Limiter>,
     pub(super) source: KeySource,
     pub(super) trusted: Vec<Cidr>,
     pub(super) forwarding: Forwarding,
@@ -146,10 +143,7 @@ impl LimitLayer {
     /// The in-process keyed limiter the layer takes from, if it has one:
     /// for its overrides (`apply`), `snapshot`, `stats`.
     pub fn keyed_limiter(&self) -> Option<&AsyncKeyedLimiter<ClientKey>> {
-        match &self.shared.backend {
-            Backend::Keyed(limiter) => Some(limiter),
-            _ => None,
-        }
+        self.shared.limiter.as_any().downcast_ref()
     }
 }
 
@@ -298,63 +292,34 @@ impl Shared {
     /// A decision on the spot, for in-process limiters that do not wait;
     /// `None` for the others.
     fn decide_now(&self, key: &ClientKey, cost: u64) -> Option<Verdict> {
-        let taken = match (&self.backend, self.mode) {
-            (_, Mode::Wait(_)) => return None,
-            (Backend::Keyed(limiter), _) => limiter.try_take_n(key, cost),
-            (Backend::Global(limiter), _) => limiter.try_take_n(cost),
-            #[cfg(any(feature = "redis", feature = "postgres"))]
-            (Backend::Remote(_), _) => return None,
-        };
-        Some(self.settle(key, taken.map_err(Failure::Limit)))
+        if let Mode::Wait(_) = self.mode {
+            return None;
+        }
+        let taken = self.limiter.try_now(key, cost)?;
+        Some(self.settle(key, taken))
     }
 
-    /// A decision that may wait: a bounded wait, or a remote limiter.
+    /// A decision that may wait: a bounded wait, or a remote limiter (one
+    /// round trip, whose answer carries the fields too).
     async fn decide_later(&self, key: &ClientKey, cost: u64) -> Verdict {
-        let taken = match (&self.backend, self.mode) {
-            (Backend::Keyed(limiter), Mode::Wait(max)) => limiter
-                .take_n_timeout(key, cost, max)
-                .await
-                .map(drop)
-                .map_err(Failure::Limit),
-            (Backend::Keyed(limiter), _) => limiter.try_take_n(key, cost).map_err(Failure::Limit),
-            (Backend::Global(limiter), Mode::Wait(max)) => limiter
-                .take_n_timeout(cost, max)
-                .await
-                .map(drop)
-                .map_err(Failure::Limit),
-            (Backend::Global(limiter), _) => limiter.try_take_n(cost).map_err(Failure::Limit),
-            #[cfg(any(feature = "redis", feature = "postgres"))]
-            (Backend::Remote(remote), mode) => {
-                let taken = remote.take(&key.to_string(), cost, mode).await;
-                taken.map_err(|e| match e.refusal() {
-                    Some(refusal) => Failure::Limit(*refusal),
-                    None => Failure::Server(e.to_string()),
-                })
-            }
-        };
-        let verdict = self.settle(key, taken);
-        // The fields of an admitted request: a look at the bucket after.
-        match verdict {
-            Verdict::Forward(None) if self.fields == Fields::Always => {
-                Verdict::Forward(self.fields_after_async(key).await)
-            }
-            verdict => verdict,
-        }
+        let taken = self.limiter.take(key, cost, self.mode).await;
+        self.settle(key, taken)
     }
 
     /// Counts and answers a decision.
-    fn settle(&self, key: &ClientKey, taken: Result<(), Failure>) -> Verdict {
+    fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>) -> Verdict {
         match taken {
-            Ok(()) => {
-                let fields = match (&self.backend, self.fields) {
-                    #[cfg(any(feature = "redis", feature = "postgres"))]
-                    (Backend::Remote(_), _) => None, // looked at after, asynchronously
-                    (_, Fields::Always) => self.fields_after(key),
-                    _ => None,
+            Ok(taken) => Verdict::Forward(match self.fields {
+                Fields::Always => self.fields_for(taken.state()),
+                _ => None,
+            }),
+            Err(e) => {
+                let failure = match e.refusal() {
+                    Some(refusal) => Failure::Limit(*refusal),
+                    None => Failure::Server(e.to_string()),
                 };
-                Verdict::Forward(fields)
+                self.refuse(key, failure)
             }
-            Err(failure) => self.refuse(key, failure),
         }
     }
 
@@ -384,11 +349,12 @@ impl Shared {
         if let Some(wait) = wait {
             headers.insert(RETRY_AFTER, fields::retry_after(wait));
         }
-        if self.fields != Fields::Off {
-            let (rate, burst) = self.limit_of(key);
+        // The limit is the limiter's own knowledge: never a round trip.
+        let limit = self.limiter.limit_for(key);
+        if let (Some(limit), true) = (limit, self.fields != Fields::Off) {
             headers.insert(
                 HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.name, rate, burst),
+                fields::policy(&self.name, limit.rate(), limit.burst()),
             );
             // `t` equals Retry-After (the draft: never earlier than it).
             // A request no wait admits (a cost above the burst) has no
@@ -404,59 +370,21 @@ impl Shared {
         Verdict::Answer(Box::new(response))
     }
 
-    /// The rate and burst `key` is limited by.
-    fn limit_of(&self, key: &ClientKey) -> (Rate, u64) {
-        match &self.backend {
-            Backend::Keyed(limiter) => {
-                let (rate, slack) = limiter.limiter().rate_for(key);
-                (rate, slack.saturating_add(1))
-            }
-            Backend::Global(limiter) => (limiter.rate(), limiter.slack().saturating_add(1)),
-            #[cfg(any(feature = "redis", feature = "postgres"))]
-            Backend::Remote(remote) => remote.limit(),
-        }
-    }
-
-    /// The fields of an admitted request, from an in-process bucket.
-    fn fields_after(&self, key: &ClientKey) -> AddedFields {
-        let remaining = match &self.backend {
-            Backend::Keyed(limiter) => limiter.limiter().available(key),
-            Backend::Global(limiter) => limiter.available(),
-            #[cfg(any(feature = "redis", feature = "postgres"))]
-            Backend::Remote(_) => return None,
-        };
-        Some(Box::new(self.fields_for(key, remaining)))
-    }
-
-    /// The fields of an admitted request, from any bucket.
-    async fn fields_after_async(&self, key: &ClientKey) -> AddedFields {
-        match &self.backend {
-            #[cfg(any(feature = "redis", feature = "postgres"))]
-            Backend::Remote(remote) => {
-                // A failed look sends no fields rather than wrong ones.
-                let remaining = remote.available(&key.to_string()).await.ok()?;
-                Some(Box::new(self.fields_for(key, remaining)))
-            }
-            _ => self.fields_after(key),
-        }
-    }
-
-    /// `RateLimit-Policy` and `RateLimit` with `remaining` free now: the
-    /// bucket is whole again at most `(burst - remaining) * T` later.
-    fn fields_for(&self, key: &ClientKey, remaining: u64) -> [(HeaderName, HeaderValue); 2] {
-        let (rate, burst) = self.limit_of(key);
-        let missing = u32::try_from(burst.saturating_sub(remaining)).unwrap_or(u32::MAX);
-        let reset = rate.interval().saturating_mul(missing);
-        [
+    /// `RateLimit-Policy` and `RateLimit` of an admitted request, from what
+    /// its take found: `available` free now, the bucket whole again
+    /// [`State::reset`](crate::State::reset) later. None when nothing limits.
+    fn fields_for(&self, state: Found) -> AddedFields {
+        let limit = state.limit()?;
+        Some(Box::new([
             (
                 HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.name, rate, burst),
+                fields::policy(&self.name, limit.rate(), limit.burst()),
             ),
             (
                 HeaderName::from_static("ratelimit"),
-                fields::state(&self.name, remaining, reset),
+                fields::state(&self.name, state.available(), state.reset()),
             ),
-        ]
+        ]))
     }
 
     /// The body of a refusal: `wait` until it may go, or `why` it cannot.
@@ -511,7 +439,6 @@ enum Failure {
     /// The limit refused it.
     Limit(TakeError),
     /// The limit's server failed, and its fail policy did not admit.
-    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     Server(String),
 }
 
@@ -558,7 +485,7 @@ pin_project_lite::pin_project! {
     enum State<F, B, E> {
         Inner { #[pin] future: F, fields: AddedFields },
         Answer { response: Option<Box<Response<Full<Bytes>>>> },
-        Boxed { future: BoxFuture<Result<Response<LimitBody<B>>, E>> },
+        Boxed { future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>> },
     }
 }
 
@@ -577,7 +504,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    fn boxed(future: BoxFuture<Result<Response<LimitBody<B>>, E>>) -> Self {
+    fn boxed(future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>>) -> Self {
         ResponseFuture {
             state: State::Boxed { future },
         }

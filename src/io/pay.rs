@@ -1,28 +1,24 @@
 //! What a paced reader or writer pays through: [`ByteLimiter`] (blocking)
-//! and [`AsyncByteLimiter`] (a future), for every limiter kind; [`OnKey`]
-//! for one key of a keyed or remote limiter; [`PayError`].
+//! and [`AsyncByteLimiter`] (a future), for every limiter through the take
+//! interface ([`Take`], [`AsyncTake`](crate::AsyncTake)); [`OnKey`] for one
+//! key of a keyed or remote limiter; [`PayError`]. No kind is named here:
+//! whatever answers the interface pays.
 
 use std::error::Error;
 use std::fmt;
 use std::io;
-use std::sync::Arc;
 
-use crate::clock::Clock;
-use crate::limiter::Limiter;
-use crate::pacer::Pacer;
-use crate::store::Store;
-use crate::unlimited::Unlimited;
+use crate::take::Take;
 
 /// A limiter that bytes can be paid through, blocking: what a
 /// [`PacedReader`](super::PacedReader) or [`PacedWriter`](super::PacedWriter)
 /// over a `std::io` reader or writer needs. A byte costs one permit.
 ///
-/// Implemented for [`AtomicLimiter`](crate::AtomicLimiter),
-/// [`MutexLimiter`](crate::MutexLimiter), [`Unlimited`] and `dyn Limiter`,
-/// for `&L`, `Box<L>` and `Arc<L>` of any of them, and for [`OnKey`] of a
-/// keyed or Redis limiter. A [`Limiter`] of your own pays through as
-/// `&dyn Limiter` or `Arc<dyn Limiter>` (or implement this trait's two
-/// methods).
+/// Implemented for every direct limiter ([`Take`] with the unit key:
+/// `AtomicLimiter`, `MutexLimiter`, `WarmUpLimiter`, `Unlimited`, a limiter
+/// of your own, `dyn Take`, and `&L`, `Box<L>`, `Arc<L>` of them), and for
+/// [`OnKey`] of any keyed one (a `KeyedLimiter`, a Redis or PostgreSQL
+/// limiter).
 ///
 /// ```
 /// use paceline::io::ByteLimiter;
@@ -115,62 +111,20 @@ fn failed(bytes: u64, e: impl Into<Box<dyn Error + Send + Sync + 'static>>) -> i
     PayError::new(bytes, e).into()
 }
 
-/// `slack + 1`, saturating.
-fn burst_of(slack: u64) -> u64 {
-    slack.saturating_add(1)
+/// The most one payment covers: the burst of `limit`, or everything when
+/// nothing limits.
+fn burst_of(limit: Option<crate::limit::Limit>) -> u64 {
+    limit.map_or(u64::MAX, |l| l.burst())
 }
 
-impl<S: Store, C: Clock> ByteLimiter for Pacer<S, C> {
+impl<L: Take + ?Sized> ByteLimiter for L {
     fn burst(&self) -> u64 {
-        burst_of(self.slack())
+        burst_of(self.limit_for(&()))
     }
     fn pay(&self, bytes: u64) -> io::Result<()> {
-        self.take_n(bytes).map(drop).map_err(|e| failed(bytes, e))
-    }
-}
-
-impl ByteLimiter for Unlimited {
-    fn burst(&self) -> u64 {
-        u64::MAX
-    }
-    fn pay(&self, _bytes: u64) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl ByteLimiter for dyn Limiter + '_ {
-    fn burst(&self) -> u64 {
-        burst_of(self.slack())
-    }
-    fn pay(&self, bytes: u64) -> io::Result<()> {
-        self.take_n(bytes).map(drop).map_err(|e| failed(bytes, e))
-    }
-}
-
-impl<B: ByteLimiter + ?Sized> ByteLimiter for &B {
-    fn burst(&self) -> u64 {
-        (**self).burst()
-    }
-    fn pay(&self, bytes: u64) -> io::Result<()> {
-        (**self).pay(bytes)
-    }
-}
-
-impl<B: ByteLimiter + ?Sized> ByteLimiter for Box<B> {
-    fn burst(&self) -> u64 {
-        (**self).burst()
-    }
-    fn pay(&self, bytes: u64) -> io::Result<()> {
-        (**self).pay(bytes)
-    }
-}
-
-impl<B: ByteLimiter + ?Sized> ByteLimiter for Arc<B> {
-    fn burst(&self) -> u64 {
-        (**self).burst()
-    }
-    fn pay(&self, bytes: u64) -> io::Result<()> {
-        (**self).pay(bytes)
+        self.take_n(&(), bytes)
+            .map(drop)
+            .map_err(|e| failed(bytes, e))
     }
 }
 
@@ -178,12 +132,12 @@ impl<B: ByteLimiter + ?Sized> ByteLimiter for Arc<B> {
 /// takes from that key's limit (its own rate and slack, overrides
 /// included).
 ///
-/// | `OnKey` of | pays through |
-/// |---|---|
-/// | `&KeyedLimiter<K, C>` or `Arc<KeyedLimiter<K, C>>`, key `K` | [`ByteLimiter`] |
-/// | `RedisLimiter` or `&RedisLimiter`, key `String` (feature `redis`) | [`ByteLimiter`] |
-/// | `AsyncKeyedLimiter<K, C>`, key `K` (feature `tokio`) | [`AsyncByteLimiter`] |
-/// | `AsyncRedisLimiter`, key `String` (features `redis`, `tokio`) | [`AsyncByteLimiter`] |
+/// `OnKey<L, K>` pays through [`ByteLimiter`] when `L` answers [`Take<K>`]
+/// (a `&KeyedLimiter<K>`, an `Arc` of one, a `RedisLimiter` or
+/// `PostgresLimiter` with a `String` key), and through
+/// [`AsyncByteLimiter`] when `L` answers `AsyncTake<K>` and both are owned
+/// and `Clone` (an `AsyncKeyedLimiter<K>`, an `AsyncRedisLimiter` or
+/// `AsyncPostgresLimiter`).
 ///
 /// ```
 /// # #[cfg(feature = "keyed")]
@@ -226,79 +180,15 @@ impl<L, K> OnKey<L, K> {
     }
 }
 
-#[cfg(feature = "keyed")]
-mod keyed {
-    use std::hash::Hash;
-    use std::io;
-    use std::sync::Arc;
-
-    use super::{burst_of, failed, ByteLimiter, OnKey};
-    use crate::clock::Clock;
-    use crate::keyed::KeyedLimiter;
-
-    fn burst<K: Hash + Eq + Clone, C: Clock>(limiter: &KeyedLimiter<K, C>, key: &K) -> u64 {
-        burst_of(limiter.rate_for(key).1)
+impl<L: Take<K>, K> ByteLimiter for OnKey<L, K> {
+    fn burst(&self) -> u64 {
+        burst_of(self.limiter.limit_for(&self.key))
     }
-
-    fn pay<K: Hash + Eq + Clone, C: Clock>(
-        limiter: &KeyedLimiter<K, C>,
-        key: &K,
-        bytes: u64,
-    ) -> io::Result<()> {
-        limiter
-            .take_n(key, bytes)
+    fn pay(&self, bytes: u64) -> io::Result<()> {
+        self.limiter
+            .take_n(&self.key, bytes)
             .map(drop)
             .map_err(|e| failed(bytes, e))
-    }
-
-    impl<K: Hash + Eq + Clone, C: Clock> ByteLimiter for OnKey<&KeyedLimiter<K, C>, K> {
-        fn burst(&self) -> u64 {
-            burst(self.limiter, &self.key)
-        }
-        fn pay(&self, bytes: u64) -> io::Result<()> {
-            pay(self.limiter, &self.key, bytes)
-        }
-    }
-
-    impl<K: Hash + Eq + Clone, C: Clock> ByteLimiter for OnKey<Arc<KeyedLimiter<K, C>>, K> {
-        fn burst(&self) -> u64 {
-            burst(&self.limiter, &self.key)
-        }
-        fn pay(&self, bytes: u64) -> io::Result<()> {
-            pay(&self.limiter, &self.key, bytes)
-        }
-    }
-}
-
-#[cfg(feature = "redis")]
-mod redis {
-    use std::io;
-
-    use super::{burst_of, failed, ByteLimiter, OnKey};
-    use crate::redis::RedisLimiter;
-
-    impl ByteLimiter for OnKey<RedisLimiter, String> {
-        fn burst(&self) -> u64 {
-            burst_of(self.limiter.slack())
-        }
-        fn pay(&self, bytes: u64) -> io::Result<()> {
-            self.limiter
-                .take_n(&self.key, bytes)
-                .map(drop)
-                .map_err(|e| failed(bytes, e))
-        }
-    }
-
-    impl ByteLimiter for OnKey<&RedisLimiter, String> {
-        fn burst(&self) -> u64 {
-            burst_of(self.limiter.slack())
-        }
-        fn pay(&self, bytes: u64) -> io::Result<()> {
-            self.limiter
-                .take_n(&self.key, bytes)
-                .map(drop)
-                .map_err(|e| failed(bytes, e))
-        }
     }
 }
 
@@ -307,15 +197,12 @@ pub use self::asynchronous::{AsyncByteLimiter, Payment};
 
 #[cfg(feature = "tokio")]
 mod asynchronous {
-    use std::future::{ready, Future};
+    use std::future::Future;
     use std::io;
     use std::pin::Pin;
-    use std::sync::Arc;
 
-    use super::{burst_of, failed};
-    use crate::clock::Clock;
-    use crate::tokio::AsyncLimiter;
-    use crate::unlimited::Unlimited;
+    use super::{burst_of, failed, OnKey};
+    use crate::take::AsyncTake;
 
     /// A pending payment: an owned future that completes once the bytes are
     /// paid for. Dropped before that, it gives its slot back as a dropped
@@ -327,9 +214,10 @@ mod asynchronous {
     /// [`PacedWriter`](crate::io::PacedWriter) over a Tokio `AsyncRead` or
     /// `AsyncWrite` needs (feature `tokio`). A byte costs one permit.
     ///
-    /// Implemented for [`AsyncLimiter`], [`Unlimited`], `&L`, `Box<L>` and
-    /// `Arc<L>` of them, and [`OnKey`](super::OnKey) of an `AsyncKeyedLimiter` or an
-    /// `AsyncRedisLimiter`.
+    /// Implemented for every owned, `Clone` limiter that answers
+    /// [`AsyncTake`] with the unit key (`AsyncLimiter`, `Unlimited`, an
+    /// `Arc` of a limiter of your own), and [`OnKey`] of any keyed one (an
+    /// `AsyncKeyedLimiter`, an async Redis or PostgreSQL limiter).
     pub trait AsyncByteLimiter {
         /// The most bytes one payment should cover: the limiter's burst,
         /// `slack + 1` permits.
@@ -361,18 +249,15 @@ mod asynchronous {
         fn pay(&self, bytes: u64) -> Payment;
     }
 
-    impl<C: Clock + 'static> AsyncByteLimiter for AsyncLimiter<C> {
+    impl<L: AsyncTake + Clone + 'static> AsyncByteLimiter for L {
         fn burst(&self) -> u64 {
-            burst_of(self.slack())
-        }
-        fn try_pay(&self, bytes: u64) -> bool {
-            self.try_take_n(bytes).is_ok()
+            burst_of(self.limit_for(&()))
         }
         fn pay(&self, bytes: u64) -> Payment {
             let limiter = self.clone();
             Box::pin(async move {
                 limiter
-                    .take_n(bytes)
+                    .take_n(&(), bytes)
                     .await
                     .map(drop)
                     .map_err(|e| failed(bytes, e))
@@ -380,81 +265,13 @@ mod asynchronous {
         }
     }
 
-    impl AsyncByteLimiter for Unlimited {
-        fn burst(&self) -> u64 {
-            u64::MAX
-        }
-        fn try_pay(&self, _bytes: u64) -> bool {
-            true
-        }
-        fn pay(&self, _bytes: u64) -> Payment {
-            Box::pin(ready(Ok(())))
-        }
-    }
-
-    impl<A: AsyncByteLimiter + ?Sized> AsyncByteLimiter for &A {
-        fn burst(&self) -> u64 {
-            (**self).burst()
-        }
-        fn try_pay(&self, bytes: u64) -> bool {
-            (**self).try_pay(bytes)
-        }
-        fn pay(&self, bytes: u64) -> Payment {
-            (**self).pay(bytes)
-        }
-    }
-
-    impl<A: AsyncByteLimiter + ?Sized> AsyncByteLimiter for Box<A> {
-        fn burst(&self) -> u64 {
-            (**self).burst()
-        }
-        fn try_pay(&self, bytes: u64) -> bool {
-            (**self).try_pay(bytes)
-        }
-        fn pay(&self, bytes: u64) -> Payment {
-            (**self).pay(bytes)
-        }
-    }
-
-    impl<A: AsyncByteLimiter + ?Sized> AsyncByteLimiter for Arc<A> {
-        fn burst(&self) -> u64 {
-            (**self).burst()
-        }
-        fn try_pay(&self, bytes: u64) -> bool {
-            (**self).try_pay(bytes)
-        }
-        fn pay(&self, bytes: u64) -> Payment {
-            (**self).pay(bytes)
-        }
-    }
-
-    #[cfg(feature = "keyed")]
-    impl<K, C> AsyncByteLimiter for super::OnKey<crate::keyed::AsyncKeyedLimiter<K, C>, K>
+    impl<L, K> AsyncByteLimiter for OnKey<L, K>
     where
-        K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
-        C: Clock + 'static,
+        L: AsyncTake<K> + Clone + 'static,
+        K: Clone + Send + Sync + 'static,
     {
         fn burst(&self) -> u64 {
-            burst_of(self.limiter.limiter().rate_for(&self.key).1)
-        }
-        // No `try_pay`: a keyed limiter counts a refused try in its stats,
-        // and a chunk that waits is no refusal.
-        fn pay(&self, bytes: u64) -> Payment {
-            let (limiter, key) = (self.limiter.clone(), self.key.clone());
-            Box::pin(async move {
-                limiter
-                    .take_n(&key, bytes)
-                    .await
-                    .map(drop)
-                    .map_err(|e| failed(bytes, e))
-            })
-        }
-    }
-
-    #[cfg(feature = "redis")]
-    impl AsyncByteLimiter for super::OnKey<crate::redis::AsyncRedisLimiter, String> {
-        fn burst(&self) -> u64 {
-            burst_of(self.limiter.slack())
+            burst_of(self.limiter.limit_for(&self.key))
         }
         fn pay(&self, bytes: u64) -> Payment {
             let (limiter, key) = (self.limiter.clone(), self.key.clone());

@@ -16,9 +16,11 @@ use std::time::Duration;
 use super::KeyedLimiter;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
+use crate::limit::Limit;
 use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, ORIGIN};
 use crate::stats::{Counted, Stats};
+use crate::take::{AsyncTake, Error, State, Take, Taken};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::Wait;
 
@@ -153,7 +155,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.inner.try_take(key)
+        KeyedLimiter::try_take(&self.inner, key)
     }
 
     /// Takes `cost` permits of the key if they are free now; never waits.
@@ -165,7 +167,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.inner.try_take_n(key, cost)
+        KeyedLimiter::try_take_n(&self.inner, key, cost)
     }
 
     /// Forgets `key`, as [`KeyedLimiter::reset`]: it comes back as a new
@@ -217,6 +219,45 @@ impl<K, C: Clock> fmt::Debug for AsyncKeyedLimiter<K, C> {
         f.debug_tuple("AsyncKeyedLimiter")
             .field(&self.inner)
             .finish()
+    }
+}
+
+/// Each key its own limit, as [`KeyedLimiter`]'s [`Take`] answers; the
+/// tries decide at once ([`try_take_n_now`](AsyncTake::try_take_n_now)).
+impl<K, Q, C> AsyncTake<Q> for AsyncKeyedLimiter<K, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    C: Clock,
+{
+    async fn take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
+        let at = AsyncKeyedLimiter::take_n(self, key, cost).await?;
+        Ok(Taken::new(at, self.inner.state_of(key)))
+    }
+
+    async fn try_take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
+        Take::try_take_n(&*self.inner, key, cost)
+    }
+
+    async fn take_n_timeout(&self, key: &Q, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        let at = AsyncKeyedLimiter::take_n_timeout(self, key, cost, max_wait).await?;
+        Ok(Taken::new(at, self.inner.state_of(key)))
+    }
+
+    async fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {
+        Ok(KeyedLimiter::can_take(&self.inner, key, cost))
+    }
+
+    async fn state(&self, key: &Q) -> Result<State, Error> {
+        Ok(self.inner.state_of(key))
+    }
+
+    fn limit_for(&self, key: &Q) -> Option<Limit> {
+        Some(KeyedLimiter::limit_for(&self.inner, key))
+    }
+
+    fn try_take_n_now(&self, key: &Q, cost: u64) -> Option<Result<Taken, Error>> {
+        Some(Take::try_take_n(&*self.inner, key, cost))
     }
 }
 

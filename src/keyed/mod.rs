@@ -103,6 +103,7 @@ mod insert;
 mod inspect;
 mod rates;
 mod shard;
+mod take;
 
 use std::borrow::Borrow;
 use std::fmt;

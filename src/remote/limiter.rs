@@ -1,386 +1,280 @@
-//! [`Core`]: a remote limiter's calls, once for every backend: check what
-//! needs no round trip, ask the backend, apply the fail policy, map the
-//! decision to the caller's answer, and wait (blocking, or as a Tokio task).
-//!
-//! The server's slot is turned into a local deadline by the wait the server
-//! reported (`slot - server_now`), counted from the reply's arrival on the
-//! local clock: the return leg of the round trip is added to the wait, so a
-//! permit is never early by the server's clock, and client and server clocks
-//! need not agree.
+//! [`RemoteLimiter<B>`]: the blocking remote limiter, its calls written
+//! once for every backend over [`Core`].
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::fmt;
+use std::time::Duration;
 
-use super::{Decision, Error, FailPolicy, Remote, Request, Undo};
-use crate::clock::{internal_now, DefaultClock};
-use crate::error::{BuildError, TakeError};
-use crate::pacer;
+use super::core::Core;
+use super::{Backend, Error, FailPolicy};
+use crate::error::BuildError;
+use crate::limit::Limit;
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Params, ORIGIN};
+use crate::schedule::Admit;
 use crate::slack::Slack;
-use crate::stats::{Counting, Meter};
+use crate::stats::{Counted, Counting, Stats};
+use crate::take::{State, Take, Taken};
 use crate::wait::{self, Wait};
 
-/// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
-/// siblings) shares: the backend and how calls fail and wait.
-pub(crate) struct Shared<B> {
-    pub(crate) backend: B,
-    pub(crate) policy: FailPolicy,
-    pub(crate) wait: Wait,
-    /// The local clock waits are measured on.
-    pub(crate) clock: DefaultClock,
-    /// What the limiter decided, if its builder asked.
-    pub(crate) meter: Meter,
+/// A limiter whose state lives in a server, so that every process using the
+/// same server and key shares one limit: [`RedisLimiter`](crate::redis::RedisLimiter),
+/// [`PostgresLimiter`](crate::postgres::PostgresLimiter) and
+/// [`MemoryLimiter`](super::memory::MemoryLimiter) are it over their
+/// backends.
+///
+/// Calls name a key (`"api"`, `"user:42"`): each key is its own limit at
+/// this limiter's rate and slack. The calls and their meaning are
+/// [`AtomicLimiter`](crate::AtomicLimiter)'s, plus an [`Error`] on
+/// failure, which the [`FailPolicy`] turns into an admission only when the
+/// server could not answer. It answers the [`Take`] interface for any key
+/// that displays as text; its async face is
+/// [`AsyncRemoteLimiter::from`](super::AsyncRemoteLimiter) (feature `tokio`).
+///
+/// It is cheap to clone (the clones share connections) and `Send + Sync`.
+///
+/// # What `take` returns
+/// The time the permit went on the limiter's local clock, since the clock's
+/// origin (the limiter's creation): the server decides the slot, and the
+/// wait it reports is counted from the reply's arrival, so a permit is
+/// never early by the server's clock.
+pub struct RemoteLimiter<B> {
+    pub(crate) core: Core<B>,
 }
 
-/// One limit (rate and slack) over a backend.
-pub(crate) struct Core<B> {
-    pub(crate) shared: Arc<Shared<B>>,
-    pub(crate) rate: Rate,
-    /// The slack in permits at `rate`.
-    pub(crate) slack: u64,
-    pub(crate) params: Params,
-}
-
-impl<B> Clone for Core<B> {
+impl<B> Clone for RemoteLimiter<B> {
     fn clone(&self) -> Self {
-        Core {
-            shared: Arc::clone(&self.shared),
-            rate: self.rate,
-            slack: self.slack,
-            params: self.params,
+        RemoteLimiter {
+            core: self.core.clone(),
         }
     }
 }
 
-/// A grant, as the caller's waits need it: the server's slot and now.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Granted {
-    slot: u64,
-    now: u64,
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    undo: Option<Undo>,
-}
-
-impl Granted {
-    /// When the permit went: its slot (or, if that had passed, when it was
-    /// granted) as the server's Unix time.
-    fn went_at(self) -> Duration {
-        Duration::from_nanos(self.slot.max(self.now).saturating_sub(ORIGIN))
+impl<B: Backend> RemoteLimiter<B> {
+    /// A limiter of `limit` over `backend`, failing as `policy` says, and
+    /// counting ([`stats`](Self::stats)): for a backend made by hand (the
+    /// in-memory one); the Redis and PostgreSQL limiters have builders of
+    /// their own.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
+    /// 146 years.
+    pub fn with_backend(backend: B, limit: Limit, policy: FailPolicy) -> Result<Self, BuildError> {
+        let core = Core::new(
+            backend,
+            limit.rate(),
+            limit.slack(),
+            policy,
+            Wait::default(),
+            &Counting {
+                on: true,
+                ..Counting::default()
+            },
+        )?;
+        Ok(RemoteLimiter { core })
     }
 
-    /// How long after the reply the permit may go, ns.
-    fn wait(self) -> u64 {
-        self.slot.saturating_sub(self.now)
-    }
-}
-
-/// When a permit the fail-open policy admitted went: the local Unix time.
-fn admitted_now() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
-impl<B> Core<B> {
-    /// A limit at `rate` with `slack` over `backend`.
-    pub(crate) fn new(
-        backend: B,
-        rate: Rate,
-        slack: Slack,
-        policy: FailPolicy,
-        wait: Wait,
-        counting: &Counting,
-    ) -> Result<Core<B>, BuildError> {
-        let params = pacer::params(rate, slack)?;
-        Ok(Core {
-            params,
-            shared: Arc::new(Shared {
-                backend,
-                policy,
-                wait,
-                clock: DefaultClock::new(),
-                meter: Meter::new(counting),
-            }),
-            rate,
-            slack: params.slack(),
+    /// The same limiter (same server, connections and policy) at another
+    /// rate and slack: for keys that need their own limit. Every process
+    /// must use the same limit for a key; if two disagree, each request is
+    /// paced by the limit of the process that made it.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when `slack` intervals of `rate` span
+    /// over 146 years.
+    pub fn with_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<Self, BuildError> {
+        Ok(RemoteLimiter {
+            core: self.core.with_limit(rate, slack.into())?,
         })
     }
 
-    /// The same backend at another rate and slack.
-    pub(crate) fn with_limit(&self, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
-        let params = pacer::params(rate, slack)?;
-        Ok(Core {
-            shared: Arc::clone(&self.shared),
-            rate,
-            slack: params.slack(),
-            params,
-        })
+    /// Blocks until the next permit of `key`'s limit comes up, and returns
+    /// when it went (see [What `take` returns](Self#what-take-returns)).
+    ///
+    /// # Errors
+    /// A failure of the server ([`Error::Unavailable`], [`Error::Timeout`],
+    /// [`Error::Script`]) unless the [`FailPolicy`] admits it (then it
+    /// returns at once).
+    pub fn take(&self, key: &str) -> Result<Duration, Error> {
+        self.take_n(key, 1)
     }
 
-    pub(crate) fn backend(&self) -> &B {
-        &self.shared.backend
+    /// Blocks until `cost` permits of `key`'s limit are paid for, as one
+    /// request ("pay first").
+    ///
+    /// # Errors
+    /// [`TakeError::CostTooLarge`](crate::TakeError::CostTooLarge) (as
+    /// [`Error::Refused`]); failures as [`take`](Self::take).
+    pub fn take_n(&self, key: &str, cost: u64) -> Result<Duration, Error> {
+        Ok(self.core.take(key, cost, Admit::Always)?.at())
     }
 
-    pub(crate) fn fail_policy(&self) -> FailPolicy {
-        self.shared.policy
+    /// Takes a permit of `key`'s limit if one is free now; never waits for
+    /// one. A refusal stores nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`](crate::TakeError::RetryAfter) (as
+    /// [`Error::Refused`]); failures as [`take`](Self::take).
+    pub fn try_take(&self, key: &str) -> Result<(), Error> {
+        self.try_take_n(key, 1)
     }
 
-    pub(crate) fn wait_strategy(&self) -> Wait {
-        self.shared.wait
+    /// Takes `cost` permits of `key`'s limit if they are free now. (The
+    /// server answers only the admission; [`Take::try_take_n`] also reports
+    /// what is left.)
+    ///
+    /// # Errors
+    /// As [`try_take`](Self::try_take), and
+    /// [`TakeError::ExceedsBurst`](crate::TakeError::ExceedsBurst) when
+    /// `cost > slack + 1`.
+    pub fn try_take_n(&self, key: &str, cost: u64) -> Result<(), Error> {
+        self.core.try_take(key, cost)
     }
 
-    /// The request a backend sends for `cost` under `admit`, or the refusal
-    /// that needs no round trip.
-    pub(crate) fn request(&self, cost: u64, admit: Admit) -> Result<Request, Error> {
-        let p = self.params;
-        let span = schedule::span(cost, p).map_err(|deny| {
-            self.shared.meter.refused();
-            Error::Refused(TakeError::refused(deny, cost, admit, self.slack))
-        })?;
-        let exceeds_burst = match admit {
-            Admit::Always => false,
-            // (A cost of 0 spans nothing: the server admits it at once.)
-            Admit::Within(max) => cost > 0 && schedule::exceeds_burst(span, p, max),
-        };
-        Ok(Request {
-            cost,
-            span,
-            params: p,
-            admit,
-            exceeds_burst,
-            brief: false,
-        })
+    /// Takes a permit of `key`'s limit and waits for it only if its slot is
+    /// at most `max_wait` away; otherwise fails at once, storing nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`](crate::TakeError::QueueFull) (as
+    /// [`Error::Refused`]); failures as [`take`](Self::take).
+    pub fn take_timeout(&self, key: &str, max_wait: Duration) -> Result<Duration, Error> {
+        self.take_n_timeout(key, 1, max_wait)
     }
 
-    /// Turns a backend's answer into the caller's: `Some` when granted a
-    /// slot, `None` when admitted with no slot to wait for (a brief grant,
-    /// or a failure admitted by [`FailPolicy::Open`]).
-    pub(crate) fn settle(
-        &self,
-        decision: Result<Decision, Error>,
-        request: &Request,
-    ) -> Result<Option<Granted>, Error> {
-        let meter = &self.shared.meter;
-        match decision {
-            Ok(Decision::Granted { slot, now, undo }) => {
-                meter.admitted(request.cost, slot.saturating_sub(now));
-                Ok(Some(Granted { slot, now, undo }))
-            }
-            Ok(Decision::Admitted) => {
-                meter.admitted(request.cost, 0);
-                Ok(None)
-            }
-            Ok(Decision::Denied(deny)) => {
-                meter.refused();
-                Err(Error::Refused(TakeError::refused(
-                    deny,
-                    request.cost,
-                    request.admit,
-                    self.slack,
-                )))
-            }
-            Err(e) => {
-                meter.failed();
-                let settled = self.fail(e, None);
-                match settled {
-                    Ok(_) => meter.admitted(request.cost, 0),
-                    Err(_) => meter.refused(),
-                }
-                settled
-            }
-        }
-    }
-
-    /// Applies the fail policy to `e`: refusals and configuration errors
-    /// pass through; failures of the server pass under `Closed` and admit
-    /// (answering `admitted`) under `Open`.
-    pub(crate) fn fail<T>(&self, e: Error, admitted: T) -> Result<T, Error> {
-        match (&e, self.shared.policy) {
-            (Error::Refused(_) | Error::Config(_), _) | (_, FailPolicy::Closed) => Err(e),
-            (_, FailPolicy::Open) => Ok(admitted),
-        }
-    }
-
-    /// `can_take`'s answer from a peek.
-    fn can_take_from(&self, peeked: Result<(u64, u64), Error>, cost: u64) -> Result<bool, Error> {
-        match peeked {
-            Ok((tat, now)) => {
-                Ok(schedule::step(tat, now, cost, self.params, Admit::Within(0)).is_ok())
-            }
-            Err(e) => self.fail(e, true),
-        }
-    }
-}
-
-/// The blocking calls.
-impl<B: Remote> Core<B> {
-    /// Decides in the server and applies the fail policy.
-    fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<Option<Granted>, Error> {
-        let request = self.request(cost, admit)?;
-        let decision = self.shared.backend.step(key, &request);
-        self.settle(decision, &request)
-    }
-
-    /// Reserves, then blocks until the slot (`take_n`, `take_n_timeout`).
-    pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Duration, Error> {
-        let Some(granted) = self.decide(key, cost, admit)? else {
-            return Ok(admitted_now());
-        };
-        let clock = &self.shared.clock;
-        // The server's wait, counted from the reply's arrival.
-        let now = internal_now(clock);
-        let slot = now.saturating_add(granted.wait());
-        wait::block(self.shared.wait, clock, now, slot, B::ASYNC_TAKE);
-        Ok(granted.went_at())
-    }
-
-    /// Takes if the slot is now; never waits.
-    pub(crate) fn try_take(&self, key: &str, cost: u64) -> Result<(), Error> {
-        let request = self.request(cost, Admit::Within(0))?.brief();
-        let decision = self.shared.backend.step(key, &request);
-        self.settle(decision, &request).map(drop)
-    }
-
-    /// `can_take`: fail-open answers `true`.
-    pub(crate) fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        self.can_take_from(self.shared.backend.peek(key), cost)
-    }
-
-    /// `f(tat, now, params)` from a peek; failures whatever the policy.
-    pub(crate) fn peek<T>(
+    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
+    ///
+    /// # Errors
+    /// As [`take_timeout`](Self::take_timeout), and
+    /// [`TakeError::ExceedsBurst`](crate::TakeError::ExceedsBurst).
+    pub fn take_n_timeout(
         &self,
         key: &str,
-        f: impl FnOnce(u64, u64, Params) -> T,
-    ) -> Result<T, Error> {
-        let (tat, now) = self.shared.backend.peek(key)?;
-        Ok(f(tat, now, self.params))
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Duration, Error> {
+        Ok(self.take_within(key, cost, max_wait)?.at())
+    }
+
+    fn take_within(&self, key: &str, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        self.core
+            .take(key, cost, Admit::Within(wait::nanos(max_wait)))
+            .map_err(|e| e.timed_out(max_wait))
+    }
+
+    /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would succeed now.
+    /// Consumes nothing.
+    ///
+    /// # Errors
+    /// Failures, unless the [`FailPolicy`] admits them (then `true`).
+    pub fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
+        self.core.can_take(key, cost)
+    }
+
+    /// How many permits of `key`'s limit one request could take now without
+    /// waiting, from 0 to `slack + 1`.
+    ///
+    /// # Errors
+    /// Failures, whatever the policy: there is nothing to admit.
+    pub fn available(&self, key: &str) -> Result<u64, Error> {
+        Ok(self.core.state(key)?.available())
+    }
+
+    /// How long until a permit of `key`'s limit is free (zero: one is free
+    /// now).
+    ///
+    /// # Errors
+    /// Failures, whatever the policy.
+    pub fn next_free(&self, key: &str) -> Result<Duration, Error> {
+        Ok(self.core.state(key)?.next_free())
+    }
+
+    /// Forgets `key`'s state: the key comes back at rest, as a key never
+    /// used, with its whole burst (`slack + 1` at once), for every process
+    /// sharing it: a deliberate refill, after which the bound of
+    /// `slack + 1 + w / T` in a window `w` holds again. `true` when the key
+    /// held a state. Takes racing it land wholly before or after it. An
+    /// async take booked before the reset and then dropped gives nothing
+    /// back (unless takes after the reset bring the key back to that very
+    /// state, to the nanosecond, before it is dropped).
+    ///
+    /// # Errors
+    /// Failures, whatever the [`FailPolicy`]: a reset admits nothing, and
+    /// one that failed must not pass for done. Retrying it is safe.
+    pub fn reset(&self, key: &str) -> Result<bool, Error> {
+        self.core.backend().reset(key)
+    }
+
+    /// The rate in force.
+    pub fn rate(&self) -> Rate {
+        self.core.rate
+    }
+
+    /// The slack, in permits: the burst is `slack + 1`.
+    pub fn slack(&self) -> u64 {
+        self.core.slack
+    }
+
+    /// The limit in force, its slack in permits.
+    pub fn limit(&self) -> Limit {
+        self.core.limit()
+    }
+
+    /// What a call does when the server fails it.
+    pub fn fail_policy(&self) -> FailPolicy {
+        self.core.fail_policy()
+    }
+
+    /// How a take waits out its slot.
+    pub fn wait_strategy(&self) -> Wait {
+        self.core.wait_strategy()
+    }
+
+    /// What the limiter decided, all keys, `with_limit` siblings and the
+    /// async face together, or `None` unless its builder asked. See
+    /// [`Stats`].
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+
+    /// The backend: what only its server has (see its own calls).
+    pub fn backend(&self) -> &B {
+        self.core.backend()
     }
 }
 
-#[cfg(feature = "tokio")]
-mod asynchronous {
-    //! The async calls: through the crate's one async wait, with this
-    //! limit's decisions as its [`Reserve`].
-
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use super::{admitted_now, Core, Error, Undo};
-    use crate::clock::{internal_now, DefaultClock};
-    use crate::error::TakeError;
-    use crate::remote::AsyncRemote;
-    use crate::schedule::{Admit, Params};
-    use crate::wait::tokio::{self as wait, Reserve, Reserved};
-    use crate::wait::Wait;
-
-    /// One key of a limit, as the async wait asks it for decisions.
-    struct Keyed<'a, B> {
-        core: &'a Core<B>,
-        key: &'a str,
+/// Any key that displays as text (`str`, `String`, a number, the HTTP
+/// layer's `ClientKey`) names the server's key.
+impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
+    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        self.core.take(&key.to_string(), cost, Admit::Always)
     }
-
-    /// A remote limit's decisions for the async wait. The ticket is the
-    /// grant's [`Undo`] (the states before and after it), which the server
-    /// applies only while the key still holds the grant's state.
-    impl<B: AsyncRemote + 'static> Reserve for Keyed<'_, B> {
-        type Clock = DefaultClock;
-        type Ticket = Undo;
-        type Error = Error;
-
-        fn clock(&self) -> &DefaultClock {
-            &self.core.shared.clock
-        }
-
-        fn wait(&self) -> Wait {
-            self.core.shared.wait
-        }
-
-        async fn reserve(&self, cost: u64, admit: Admit) -> Result<Reserved<Undo>, Error> {
-            let request = self.core.request(cost, admit)?;
-            let decision = self.core.shared.backend.step(self.key, &request).await;
-            let granted = self.core.settle(decision, &request)?;
-            // The server's wait, counted from the reply's arrival.
-            let now = internal_now(self.clock());
-            Ok(match granted {
-                Some(granted) => Reserved {
-                    now,
-                    slot: now.saturating_add(granted.wait()),
-                    went_at: granted.went_at(),
-                    ticket: granted.undo,
-                },
-                None => Reserved {
-                    now,
-                    slot: now,
-                    went_at: admitted_now(),
-                    ticket: None,
-                },
-            })
-        }
-
-        fn refusal(error: &Error) -> Option<&TakeError> {
-            error.refusal()
-        }
-
-        /// Undoes the grant in the server, if no one has taken since: a
-        /// round trip, so it runs as a task of its own (a drop cannot wait
-        /// for it), on the Tokio runtime current where the future is
-        /// dropped; dropped outside any runtime, nothing is given back. Best
-        /// effort: an error leaves the slot spent, as if it had not been
-        /// given back.
-        fn give_back(&self, undo: Undo) {
-            self.core.shared.meter.cancelled();
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                return;
-            };
-            let shared = Arc::clone(&self.core.shared);
-            let key = self.key.to_owned();
-            let tau = self.core.params.tau();
-            runtime.spawn(async move {
-                let _ = shared.backend.give_back(&key, tau, undo).await;
-            });
-        }
+    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        self.core.take(&key.to_string(), cost, Admit::Within(0))
     }
+    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        self.take_within(&key.to_string(), cost, max_wait)
+    }
+    fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
+        self.core.can_take(&key.to_string(), cost)
+    }
+    fn state(&self, key: &K) -> Result<State, Error> {
+        self.core.state(&key.to_string())
+    }
+    fn limit_for(&self, _key: &K) -> Option<Limit> {
+        Some(self.core.limit())
+    }
+}
 
-    impl<B: AsyncRemote + 'static> Core<B> {
-        /// An unbounded take: books once the slot is within the horizon.
-        pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Duration, Error> {
-            wait::take(&Keyed { core: self, key }, cost, None).await
-        }
+impl<B> Counted for RemoteLimiter<B> {
+    fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+}
 
-        /// A bounded take: books at once if within `max_wait`.
-        pub(crate) async fn take_timeout_async(
-            &self,
-            key: &str,
-            cost: u64,
-            max_wait: Duration,
-        ) -> Result<Duration, Error> {
-            wait::take_within(&Keyed { core: self, key }, cost, max_wait)
-                .await
-                .map_err(|e| e.timed_out(max_wait))
-        }
-
-        /// Takes if the slot is now; never waits.
-        pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<(), Error> {
-            let request = self.request(cost, Admit::Within(0))?.brief();
-            let decision = self.shared.backend.step(key, &request).await;
-            self.settle(decision, &request).map(drop)
-        }
-
-        /// `can_take`: fail-open answers `true`.
-        pub(crate) async fn can_take_async(&self, key: &str, cost: u64) -> Result<bool, Error> {
-            let peeked = self.shared.backend.peek(key).await;
-            self.can_take_from(peeked, cost)
-        }
-
-        /// `f(tat, now, params)` from a peek; failures whatever the policy.
-        pub(crate) async fn peek_async<T>(
-            &self,
-            key: &str,
-            f: impl FnOnce(u64, u64, Params) -> T,
-        ) -> Result<T, Error> {
-            let (tat, now) = self.shared.backend.peek(key).await?;
-            Ok(f(tat, now, self.params))
-        }
+impl<B: Backend> fmt::Debug for RemoteLimiter<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteLimiter")
+            .field("rate", &self.rate())
+            .field("slack", &self.slack())
+            .field("fail_policy", &self.fail_policy())
+            .finish_non_exhaustive()
     }
 }

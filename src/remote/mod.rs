@@ -1,6 +1,21 @@
-//! The seam for limits kept in a server (features `redis` and `postgres`):
-//! the step runs in the server, atomically, on its clock; the client only
-//! asks and then waits.
+//! Limits kept in a server: one limiter type over a backend,
+//! [`RemoteLimiter<B>`] (blocking) and [`AsyncRemoteLimiter<B>`] (futures,
+//! feature `tokio`), as [`Pacer<S>`](crate::Pacer) is over a store. The step
+//! runs in the server, atomically, on its clock; the client only asks and
+//! then waits.
+//!
+//! | backend | blocking | async | feature |
+//! |---|---|---|---|
+//! | Redis (a Lua script) | [`RedisLimiter`](crate::redis::RedisLimiter) | `AsyncRedisLimiter` | `redis` |
+//! | PostgreSQL (one SQL statement) | [`PostgresLimiter`](crate::postgres::PostgresLimiter) | `AsyncPostgresLimiter` | `postgres` |
+//! | in memory, for tests ([`memory`]) | [`MemoryLimiter`](memory::MemoryLimiter) | `AsyncMemoryLimiter` | none |
+//!
+//! Each name is an alias of the generic type over that backend: the calls
+//! are written once, in `src/remote/limiter.rs` and `src/remote/aio.rs`;
+//! what only one server has (Redis's prefix, PostgreSQL's `install` and
+//! `prune`) is an inherent impl in that backend's folder. A new backend is
+//! its folder (the step sent, the reply mapped to a decision) and one line
+//! in `lib.rs`.
 //!
 //! # Implementation details
 //!
@@ -27,23 +42,31 @@
 //!   local clock for the wait the server reported, counted from the reply's
 //!   arrival, so a permit is never early by the server's clock.
 //!
-//! See `src/remote/limiter.rs` for the calls, and `src/remote/redis/` for the
-//! first backend.
+//! See `src/remote/core.rs` for the shared logic, and `src/remote/redis/`
+//! for the first backend.
 
-mod error;
-pub(crate) mod limiter;
+#[cfg(feature = "tokio")]
+mod aio;
+pub(crate) mod core;
+mod limiter;
+pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 
-#[cfg(feature = "tokio")]
-use std::future::Future;
 use std::time::Duration;
 
-pub use error::Error;
+#[cfg(feature = "tokio")]
+pub use aio::AsyncRemoteLimiter;
+pub use limiter::RemoteLimiter;
 
-use crate::schedule::{Admit, Deny, Params};
+pub use crate::failure::{Cause, Error};
+#[cfg(feature = "tokio")]
+pub(crate) use seam::AsyncRemote;
+pub(crate) use seam::{Decision, Remote, Request, Undo};
+
+mod seam;
 
 /// How long to wait for a connection, unless the builder sets another: a
 /// local server answers in well under a millisecond; a second covers a busy
@@ -69,110 +92,16 @@ pub enum FailPolicy {
     Open,
 }
 
-/// One request, as a backend sends it: everything the server needs for
-/// [`schedule::step`](crate::schedule::step) except the state and its clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Request {
-    /// The cost, in permits.
-    pub(crate) cost: u64,
-    /// `cost * T`, ns ([`schedule::span`](crate::schedule::span)).
-    pub(crate) span: u64,
-    /// The limit's parameters.
-    pub(crate) params: Params,
-    /// Which requests are admitted.
-    pub(crate) admit: Admit,
-    /// Whether a refusal is [`Deny::ExceedsBurst`] rather than a wait (known
-    /// before the round trip: it depends only on the request).
-    pub(crate) exceeds_burst: bool,
-    /// Whether the caller only needs to know that it was admitted now (a
-    /// `try_take`: admitted within 0, with no slot to wait for and nothing
-    /// to give back): the backend may then answer a grant with
-    /// [`Decision::Admitted`], which costs the server less to say.
-    pub(crate) brief: bool,
-}
+/// A backend of [`RemoteLimiter`]: a server the step runs in, reached with
+/// blocking calls. Sealed: the backends are paceline's (see the table
+/// above).
+pub trait Backend: Remote {}
 
-impl Request {
-    /// This request, asked briefly (see [`brief`](Self::brief)): for
-    /// `Admit::Within(0)` only.
-    pub(crate) fn brief(self) -> Request {
-        debug_assert_eq!(self.admit, Admit::Within(0));
-        Request {
-            brief: true,
-            ..self
-        }
-    }
+impl<T: Remote> Backend for T {}
 
-    /// `(cost - 1) * T`, ns: how far after its base a request's slot is.
-    pub(crate) fn lead(&self) -> u64 {
-        self.span.saturating_sub(self.params.interval())
-    }
-}
-
-/// What the server decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// Admitted: may proceed at `slot`, decided at `now` (both the server's
-    /// time, internal ns).
-    Granted {
-        /// The slot.
-        slot: u64,
-        /// The server's time when it decided.
-        now: u64,
-        /// What undoes the grant, if it stored anything.
-        undo: Option<Undo>,
-    },
-    /// Admitted now, and nothing more said: the answer to a
-    /// [`brief`](Request::brief) request.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    Admitted,
-    /// Refused; nothing was stored.
-    Denied(Deny),
-}
-
-/// What undoes one grant ([`AsyncRemote::give_back`]): the state it
-/// replaced and the state it stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Undo {
-    /// The key's state before the grant; `None` when it had none (at rest).
-    pub(crate) prev: Option<u64>,
-    /// The state the grant stored.
-    pub(crate) next: u64,
-}
-
-/// A blocking backend: runs the step in its server.
-pub(crate) trait Remote: Send + Sync {
-    /// The async call to name when a blocking take waits on a Tokio thread.
-    const ASYNC_TAKE: &'static str;
-
-    /// Decides `request` for `key` in the server, storing the grant.
-    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error>;
-
-    /// `key`'s state and the server's time (internal ns), read atomically;
-    /// stores nothing.
-    fn peek(&self, key: &str) -> Result<(u64, u64), Error>;
-}
-
-/// An async backend: [`Remote`]'s calls as futures.
+/// A backend of [`AsyncRemoteLimiter`], reached with futures. Sealed.
 #[cfg(feature = "tokio")]
-pub(crate) trait AsyncRemote: Send + Sync {
-    /// As [`Remote::step`].
-    fn step(
-        &self,
-        key: &str,
-        request: &Request,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+pub trait AsyncBackend: AsyncRemote {}
 
-    /// As [`Remote::peek`].
-    fn peek(&self, key: &str) -> impl Future<Output = Result<(u64, u64), Error>> + Send;
-
-    /// Puts `key` back to `undo.prev` if it still holds `undo.next` (no one
-    /// has taken since), atomically in the server; `Ok(false)` if it does
-    /// not. `tau` sets how long the restored state lives. For a take
-    /// cancelled while it waited (only async takes can be).
-    fn give_back(
-        &self,
-        key: &str,
-        tau: u64,
-        undo: Undo,
-    ) -> impl Future<Output = Result<bool, Error>> + Send;
-}
+#[cfg(feature = "tokio")]
+impl<T: AsyncRemote> AsyncBackend for T {}

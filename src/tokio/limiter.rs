@@ -16,11 +16,14 @@ use ::tokio::sync::Mutex as Gate;
 use crate::builder::{sealed::Build, Builder};
 use crate::clock::Clock;
 use crate::error::{BuildError, TakeError};
+use crate::limit::Limit;
 use crate::pacer::{AtomicLimiter, Config, Pacer, Reservation};
 use crate::rate::Rate;
 use crate::schedule::{Admit, ORIGIN};
+use crate::slack::Slack;
 use crate::stats::{Counted, Stats};
 use crate::store::Store;
+use crate::take::{AsyncTake, Error, State, Take, Taken};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::Wait;
 
@@ -344,6 +347,77 @@ impl<C: Clock> AsyncLimiter<C> {
     /// The limiter's clock.
     pub fn clock(&self) -> &C {
         self.limiter().clock()
+    }
+}
+
+impl<C: Clock> AsyncLimiter<C> {
+    /// Changes the rate and the slack as one unit; see
+    /// [`Pacer::set_limit`].
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`]; nothing changes then.
+    pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
+        self.limiter().set_limit(rate, slack)
+    }
+
+    /// Changes the slack, keeping the rate; see [`Pacer::set_slack`].
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
+    pub fn set_slack(&self, slack: impl Into<Slack>) -> Result<(), BuildError> {
+        self.limiter().set_slack(slack)
+    }
+
+    /// Puts `limit` in force; see [`Pacer::apply`].
+    ///
+    /// # Errors
+    /// As [`set_limit`](Self::set_limit).
+    pub fn apply(&self, limit: Limit) -> Result<(), BuildError> {
+        self.limiter().apply(limit)
+    }
+
+    /// The limit in force, as it was set; see [`Pacer::limit`].
+    pub fn limit(&self) -> Limit {
+        self.limiter().limit()
+    }
+}
+
+/// One limit for any key, which it ignores; the tries decide at once
+/// ([`try_take_n_now`](AsyncTake::try_take_n_now)).
+impl<K: ?Sized + Sync, C: Clock> AsyncTake<K> for AsyncLimiter<C> {
+    async fn take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
+        let at = AsyncLimiter::take_n(self, cost).await?;
+        Ok(Taken::new(at, self.limiter().state_now()))
+    }
+
+    async fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        Take::try_take_n(self.limiter(), key, cost)
+    }
+
+    async fn take_n_timeout(
+        &self,
+        _key: &K,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Taken, Error> {
+        let at = AsyncLimiter::take_n_timeout(self, cost, max_wait).await?;
+        Ok(Taken::new(at, self.limiter().state_now()))
+    }
+
+    async fn can_take(&self, _key: &K, cost: u64) -> Result<bool, Error> {
+        Ok(AsyncLimiter::can_take(self, cost))
+    }
+
+    async fn state(&self, _key: &K) -> Result<State, Error> {
+        Ok(self.limiter().state_now())
+    }
+
+    fn limit_for(&self, key: &K) -> Option<Limit> {
+        Take::limit_for(self.limiter(), key)
+    }
+
+    fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+        Some(Take::try_take_n(self.limiter(), key, cost))
     }
 }
 

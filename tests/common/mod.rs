@@ -9,7 +9,127 @@ use std::sync::{Arc, Mutex};
 use std::thread::Scope;
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, Clock, Limiter, ManualClock, MutexLimiter, Rate, Wait};
+use paceline::store::Store;
+use paceline::{
+    AtomicLimiter, BuildError, Clock, ManualClock, MutexLimiter, Pacer, Rate, Slack, TakeError,
+    Unlimited, Wait,
+};
+
+/// The direct limiters' own calls (their inherent methods), as one object
+/// safe trait, so a test can run the same case on every store.
+pub trait Limiter: Send + Sync {
+    fn take(&self) -> Duration;
+    fn take_n(&self, cost: u64) -> Result<Duration, TakeError>;
+    fn try_take(&self) -> Result<(), TakeError> {
+        self.try_take_n(1)
+    }
+    fn try_take_n(&self, cost: u64) -> Result<(), TakeError>;
+    fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
+        self.take_n_timeout(1, max_wait)
+    }
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError>;
+    fn can_take(&self, cost: u64) -> bool;
+    fn set_rate(&self, rate: Rate) -> Result<(), BuildError>;
+    fn set_slack(&self, slack: Slack) -> Result<(), BuildError>;
+    fn set_limit(&self, rate: Rate, slack: Slack) -> Result<(), BuildError>;
+    fn reset(&self);
+    fn rate(&self) -> Option<Rate>;
+    fn slack(&self) -> u64;
+    fn available(&self) -> u64;
+    fn next_free(&self) -> Duration;
+    fn stats(&self) -> Option<paceline::stats::Stats>;
+}
+
+impl<S: Store, C: Clock> Limiter for Pacer<S, C> {
+    fn take(&self) -> Duration {
+        Pacer::take(self)
+    }
+    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+        Pacer::take_n(self, cost)
+    }
+    fn try_take(&self) -> Result<(), TakeError> {
+        Pacer::try_take(self)
+    }
+    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+        Pacer::try_take_n(self, cost)
+    }
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+        Pacer::take_n_timeout(self, cost, max_wait)
+    }
+    fn can_take(&self, cost: u64) -> bool {
+        Pacer::can_take(self, cost)
+    }
+    fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+        Pacer::set_rate(self, rate)
+    }
+    fn set_slack(&self, slack: Slack) -> Result<(), BuildError> {
+        Pacer::set_slack(self, slack)
+    }
+    fn set_limit(&self, rate: Rate, slack: Slack) -> Result<(), BuildError> {
+        Pacer::set_limit(self, rate, slack)
+    }
+    fn reset(&self) {
+        Pacer::reset(self)
+    }
+    fn rate(&self) -> Option<Rate> {
+        Some(Pacer::rate(self))
+    }
+    fn slack(&self) -> u64 {
+        Pacer::slack(self)
+    }
+    fn available(&self) -> u64 {
+        Pacer::available(self)
+    }
+    fn next_free(&self) -> Duration {
+        Pacer::next_free(self)
+    }
+    fn stats(&self) -> Option<paceline::stats::Stats> {
+        Pacer::stats(self)
+    }
+}
+
+impl Limiter for Unlimited {
+    fn take(&self) -> Duration {
+        Unlimited::take(self)
+    }
+    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+        Unlimited::take_n(self, cost)
+    }
+    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+        Unlimited::try_take_n(self, cost)
+    }
+    fn take_n_timeout(&self, _cost: u64, _max_wait: Duration) -> Result<Duration, TakeError> {
+        Ok(Duration::ZERO)
+    }
+    fn can_take(&self, cost: u64) -> bool {
+        Unlimited::can_take(self, cost)
+    }
+    fn set_rate(&self, _rate: Rate) -> Result<(), BuildError> {
+        Err(BuildError::NoRate)
+    }
+    fn set_slack(&self, _slack: Slack) -> Result<(), BuildError> {
+        Err(BuildError::NoRate)
+    }
+    fn set_limit(&self, _rate: Rate, _slack: Slack) -> Result<(), BuildError> {
+        Err(BuildError::NoRate)
+    }
+    fn reset(&self) {}
+    fn rate(&self) -> Option<Rate> {
+        None
+    }
+    fn slack(&self) -> u64 {
+        u64::MAX
+    }
+    fn available(&self) -> u64 {
+        u64::MAX
+    }
+    fn next_free(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn stats(&self) -> Option<paceline::stats::Stats> {
+        None
+    }
+}
 
 /// The two limiters that must make the same decisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -37,6 +37,8 @@ const GIVE_ABSENT_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 pub(crate) struct Inner {
     pub(crate) pool: Pool,
     pub(crate) table: Table,
+    /// Whether `install` makes the table `UNLOGGED`.
+    pub(crate) unlogged: bool,
     pub(crate) sql: Sql,
     /// The longest a call waits for a connection, then for its reply.
     pub(crate) connect_timeout: Duration,
@@ -68,9 +70,11 @@ fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
     gate.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A cheap handle to [`Inner`].
+/// The async PostgreSQL backend: the pool and the statements for one
+/// table, each call one autocommit statement bounded by the timeouts. A
+/// cheap handle (clones share it).
 #[derive(Clone)]
-pub(crate) struct Backend(pub(crate) Arc<Inner>);
+pub struct AsyncPostgresBackend(pub(crate) Arc<Inner>);
 
 impl Inner {
     pub(crate) fn new(
@@ -80,8 +84,10 @@ impl Inner {
         response_timeout: Duration,
         prune_every: u64,
         prune_batch: i64,
+        unlogged: bool,
     ) -> Inner {
         Inner {
+            unlogged,
             pool,
             sql: Sql::new(&table),
             table,
@@ -125,7 +131,7 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> Error {
     }
 }
 
-impl Backend {
+impl AsyncPostgresBackend {
     /// Runs `f` on a connection of the pool, within the connect timeout (for
     /// the connection) and the response timeout (for `f`). A connection
     /// that timed out is taken out of the pool and closed (its protocol

@@ -199,16 +199,20 @@
 #[cfg(feature = "tokio")]
 mod aio;
 mod backend;
+mod builder;
 mod limiter;
+mod runtime;
 mod sql;
 #[cfg(test)]
 mod tests;
 
 #[cfg(feature = "tokio")]
 pub use aio::AsyncPostgresLimiter;
-pub use limiter::{PostgresBuilder, PostgresLimiter, DEFAULT_POOL_SIZE};
+pub use backend::AsyncPostgresBackend;
+pub use builder::{PostgresBuilder, DEFAULT_POOL_SIZE};
+pub use limiter::{PostgresBackend, PostgresLimiter};
 
-pub use super::error::Cause;
+pub use super::Cause;
 pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 
 /// The client crates the limiter runs on, re-exported so that a pool handed

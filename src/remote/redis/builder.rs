@@ -8,11 +8,12 @@ use ::redis::cluster::{ClusterClient, ClusterClientBuilder};
 use ::redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisError};
 
 use super::conn::{Pool, Target};
-use super::limiter::Blocking;
+use super::limiter::RedisBackend;
 use super::script::Wire;
 use super::{RedisLimiter, DEFAULT_PREFIX};
 use crate::rate::Rate;
-use crate::remote::limiter::Core;
+use crate::remote::core::Core;
+use crate::remote::RemoteLimiter;
 use crate::remote::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 use crate::slack::Slack;
 use crate::stats::Counting;
@@ -169,7 +170,7 @@ impl RedisBuilder {
             Err(e) => Err(e),
         }
         .map_err(|e| Error::Config(e.to_string()))?;
-        let backend = Blocking {
+        let backend = RedisBackend {
             pool: Pool::new(target, self.connect_timeout, self.response_timeout),
             wire: Wire::new(self.prefix),
         };
@@ -182,7 +183,7 @@ impl RedisBuilder {
             &self.counting,
         )
         .map_err(|e| Error::Config(e.to_string()))?;
-        Ok(RedisLimiter { core })
+        Ok(RemoteLimiter { core })
     }
 }
 

@@ -124,11 +124,11 @@ mod script;
 mod tests;
 
 #[cfg(feature = "tokio")]
-pub use aio::AsyncRedisLimiter;
+pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
 pub use builder::RedisBuilder;
-pub use limiter::RedisLimiter;
+pub use limiter::{RedisBackend, RedisLimiter};
 
-pub use super::error::Cause;
+pub use super::Cause;
 pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 
 /// The key prefix unless the builder sets another: keeps paceline's keys

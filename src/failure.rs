@@ -1,4 +1,6 @@
-//! [`Error`]: why a call to a remote limiter did not admit its request.
+//! [`Error`]: why a take through the [`Take`](crate::Take) interface did
+//! not admit its request: the limit's own refusal ([`TakeError`]), or a
+//! failure of the server a remote limiter keeps its state in.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -13,11 +15,13 @@ use crate::error::TakeError;
 /// `downcast_ref` it to look inside).
 pub type Cause = Arc<dyn StdError + Send + Sync + 'static>;
 
-/// Why a call to a remote limiter did not admit its request.
+/// Why a take did not admit its request: the one error of the
+/// [`Take`](crate::Take) and [`AsyncTake`](crate::AsyncTake) interface.
 ///
-/// Only [`Refused`](Error::Refused) is the limit's own answer; the rest are
-/// failures, which the [`FailPolicy`](super::FailPolicy) turns into an
-/// admission under [`FailPolicy::Open`](super::FailPolicy::Open).
+/// Only [`Refused`](Error::Refused) is the limit's own answer, and the only
+/// error an in-process limiter gives; the rest are failures of a remote
+/// limiter's server, which a fail policy turns into an admission only when
+/// the server could not answer.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
@@ -52,8 +56,7 @@ impl Error {
     /// caller's call: the connection backs off by itself).
     ///
     /// ```
-    /// use paceline::redis::Error;
-    /// use paceline::TakeError;
+    /// use paceline::{Error, TakeError};
     /// use std::time::Duration;
     ///
     /// let refused = Error::Refused(TakeError::RetryAfter(Duration::from_millis(8)));
@@ -67,9 +70,8 @@ impl Error {
         }
     }
 
-    /// The limit's refusal inside, if this is one.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn refusal(&self) -> Option<&TakeError> {
+    /// The limit's refusal inside, if this is one (`None` for a failure).
+    pub fn refusal(&self) -> Option<&TakeError> {
         match self {
             Error::Refused(e) => Some(e),
             _ => None,

@@ -1,0 +1,72 @@
+//! A keyed limiter's answers to the take interface: each key its own limit
+//! (its override's, if it has one).
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+use std::time::Duration;
+
+use super::KeyedLimiter;
+use crate::clock::Clock;
+use crate::limit::Limit;
+use crate::take::{Error, State, Take, Taken};
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// The limit in force for `key` (its override's, its parent's, or the
+    /// default), its slack in permits.
+    pub fn limit_for<Q>(&self, key: &Q) -> Limit
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (rate, slack) = self.rate_for(key);
+        Limit::new(rate, slack)
+    }
+
+    /// `key`'s state now, as [`Take::state`] reports it.
+    pub(crate) fn state_of<Q>(&self, key: &Q) -> State
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        State::new(
+            self.available(key),
+            self.next_free(key),
+            Some(self.limit_for(key)),
+        )
+    }
+}
+
+impl<K, Q, C> Take<Q> for KeyedLimiter<K, C>
+where
+    K: Hash + Eq + Clone + Borrow<Q> + Send + Sync,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    C: Clock,
+{
+    fn take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
+        let at = KeyedLimiter::take_n(self, key, cost)?;
+        Ok(Taken::new(at, self.state_of(key)))
+    }
+
+    fn try_take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
+        KeyedLimiter::try_take_n(self, key, cost)?;
+        let at = Duration::from_nanos(self.clock().now());
+        Ok(Taken::new(at, self.state_of(key)))
+    }
+
+    fn take_n_timeout(&self, key: &Q, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        let at = KeyedLimiter::take_n_timeout(self, key, cost, max_wait)?;
+        Ok(Taken::new(at, self.state_of(key)))
+    }
+
+    fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {
+        Ok(KeyedLimiter::can_take(self, key, cost))
+    }
+
+    fn state(&self, key: &Q) -> Result<State, Error> {
+        Ok(self.state_of(key))
+    }
+
+    fn limit_for(&self, key: &Q) -> Option<Limit> {
+        Some(KeyedLimiter::limit_for(self, key))
+    }
+}

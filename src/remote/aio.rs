@@ -1,0 +1,274 @@
+//! [`AsyncRemoteLimiter<B>`]: the remote limiter's calls as futures (feature
+//! `tokio`), written once for every backend over [`Core`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::core::{Core, Shared};
+use super::{AsyncBackend, Backend, Error, FailPolicy, RemoteLimiter};
+use crate::error::BuildError;
+use crate::limit::Limit;
+use crate::rate::Rate;
+use crate::slack::Slack;
+use crate::stats::{Counted, Stats};
+use crate::take::{AsyncTake, State, Taken};
+use crate::wait::Wait;
+
+/// The async face of a [`RemoteLimiter`]: its calls as futures, under the
+/// same names, made by `AsyncRemoteLimiter::from(limiter)`:
+/// `AsyncRedisLimiter`, `AsyncPostgresLimiter` and `AsyncMemoryLimiter` are
+/// it over their backends.
+///
+/// Cheap to clone; `Send + Sync`. It answers [`AsyncTake`] for any key
+/// that displays as text.
+///
+/// # Waiting
+/// As [`AsyncLimiter`](crate::tokio::AsyncLimiter)'s: an unbounded take
+/// books its slot in the server only once it is within 10 ms; until then it
+/// sleeps, and asks again.
+///
+/// # Cancel safety
+/// A [`take`](Self::take) cancelled while it waits for its slot to come
+/// within 10 ms has booked nothing. One cancelled after booking (within
+/// 10 ms of its slot, or a [`take_timeout`](Self::take_timeout), which
+/// books at once) gives its slot back while the slot is still ahead: a task
+/// of its own asks the server to put the key back to the state before the
+/// booking, which it does only if the key still holds that booking. Best
+/// effort, one round trip, never sent twice: if it fails, or the runtime is
+/// gone, the slot stays spent. A future dropped while its request is on the
+/// wire may or may not have booked.
+pub struct AsyncRemoteLimiter<B> {
+    core: Core<B>,
+}
+
+impl<B> Clone for AsyncRemoteLimiter<B> {
+    fn clone(&self) -> Self {
+        AsyncRemoteLimiter {
+            core: self.core.clone(),
+        }
+    }
+}
+
+impl<B: Backend> From<RemoteLimiter<B>> for AsyncRemoteLimiter<B::Async> {
+    /// The async face of `limiter`: the same server, limit, fail policy,
+    /// wait strategy, timeouts and counts, over the backend's async
+    /// connection (made by the first call, in the runtime that call runs
+    /// on). Limiters made from it by [`with_limit`](Self::with_limit) share
+    /// it.
+    fn from(limiter: RemoteLimiter<B>) -> Self {
+        let core = &limiter.core;
+        AsyncRemoteLimiter {
+            core: Core {
+                shared: Arc::new(Shared {
+                    backend: core.backend().to_async(),
+                    policy: core.shared.policy,
+                    wait: core.shared.wait,
+                    clock: core.shared.clock.clone(),
+                    meter: core.shared.meter.clone(),
+                }),
+                rate: core.rate,
+                slack: core.slack,
+                params: core.params,
+            },
+        }
+    }
+}
+
+impl<B: AsyncBackend> AsyncRemoteLimiter<B> {
+    /// The same limiter at another rate and slack; see
+    /// [`RemoteLimiter::with_limit`].
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`].
+    pub fn with_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<Self, BuildError> {
+        Ok(AsyncRemoteLimiter {
+            core: self.core.with_limit(rate, slack.into())?,
+        })
+    }
+
+    /// Waits until the next permit of `key`'s limit comes up; see
+    /// [`RemoteLimiter::take`].
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::take`].
+    ///
+    /// # Cancel safety
+    /// See [the type's](Self#cancel-safety).
+    pub async fn take(&self, key: &str) -> Result<Duration, Error> {
+        self.take_n(key, 1).await
+    }
+
+    /// Waits until `cost` permits of `key`'s limit are paid for.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::take_n`].
+    ///
+    /// # Cancel safety
+    /// See [the type's](Self#cancel-safety).
+    pub async fn take_n(&self, key: &str, cost: u64) -> Result<Duration, Error> {
+        Ok(self.core.take_async(key, cost).await?.at())
+    }
+
+    /// Takes a permit if one is free now; never waits.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::try_take`].
+    ///
+    /// # Cancel safety
+    /// Dropped while its request is on the wire, it may or may not have
+    /// taken the permit.
+    pub async fn try_take(&self, key: &str) -> Result<(), Error> {
+        self.try_take_n(key, 1).await
+    }
+
+    /// Takes `cost` permits if they are free now; never waits.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::try_take_n`].
+    ///
+    /// # Cancel safety
+    /// As [`try_take`](Self::try_take).
+    pub async fn try_take_n(&self, key: &str, cost: u64) -> Result<(), Error> {
+        self.core.try_take_async(key, cost).await
+    }
+
+    /// Takes a permit, waiting only if its slot is at most `max_wait` away.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::take_timeout`].
+    ///
+    /// # Cancel safety
+    /// It books at once; cancelled before its slot, it gives the slot back
+    /// (see [the type's](Self#cancel-safety)).
+    pub async fn take_timeout(&self, key: &str, max_wait: Duration) -> Result<Duration, Error> {
+        self.take_n_timeout(key, 1, max_wait).await
+    }
+
+    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::take_n_timeout`].
+    ///
+    /// # Cancel safety
+    /// As [`take_timeout`](Self::take_timeout).
+    pub async fn take_n_timeout(
+        &self,
+        key: &str,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Duration, Error> {
+        let taken = self.core.take_timeout_async(key, cost, max_wait).await?;
+        Ok(taken.at())
+    }
+
+    /// Whether [`try_take_n`](Self::try_take_n) would succeed now.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::can_take`].
+    pub async fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
+        self.core.can_take_async(key, cost).await
+    }
+
+    /// How many permits of `key`'s limit one request could take now.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::available`].
+    pub async fn available(&self, key: &str) -> Result<u64, Error> {
+        Ok(self.core.state_async(key).await?.available())
+    }
+
+    /// How long until a permit of `key`'s limit is free.
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::next_free`].
+    pub async fn next_free(&self, key: &str) -> Result<Duration, Error> {
+        Ok(self.core.state_async(key).await?.next_free())
+    }
+
+    /// Forgets `key`'s state; see [`RemoteLimiter::reset`].
+    ///
+    /// # Errors
+    /// As [`RemoteLimiter::reset`].
+    pub async fn reset(&self, key: &str) -> Result<bool, Error> {
+        self.core.backend().reset(key).await
+    }
+
+    /// The rate in force.
+    pub fn rate(&self) -> Rate {
+        self.core.rate
+    }
+
+    /// The slack, in permits: the burst is `slack + 1`.
+    pub fn slack(&self) -> u64 {
+        self.core.slack
+    }
+
+    /// The limit in force, its slack in permits.
+    pub fn limit(&self) -> Limit {
+        self.core.limit()
+    }
+
+    /// What a call does when the server fails it.
+    pub fn fail_policy(&self) -> FailPolicy {
+        self.core.fail_policy()
+    }
+
+    /// How a take waits out its slot.
+    pub fn wait_strategy(&self) -> Wait {
+        self.core.wait_strategy()
+    }
+
+    /// What the limiter decided (with its blocking twin and siblings), or
+    /// `None` unless its builder asked. See [`Stats`].
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+
+    /// The backend: what only its server has (see its own calls).
+    pub fn backend(&self) -> &B {
+        self.core.backend()
+    }
+}
+
+impl<K, B> AsyncTake<K> for AsyncRemoteLimiter<B>
+where
+    K: fmt::Display + Sync + ?Sized,
+    B: AsyncBackend,
+{
+    async fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        self.core.take_async(&key.to_string(), cost).await
+    }
+    async fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        self.core.try_take_full_async(&key.to_string(), cost).await
+    }
+    async fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        let key = key.to_string();
+        self.core.take_timeout_async(&key, cost, max_wait).await
+    }
+    async fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
+        self.core.can_take_async(&key.to_string(), cost).await
+    }
+    async fn state(&self, key: &K) -> Result<State, Error> {
+        self.core.state_async(&key.to_string()).await
+    }
+    fn limit_for(&self, _key: &K) -> Option<Limit> {
+        Some(self.core.limit())
+    }
+}
+
+impl<B> Counted for AsyncRemoteLimiter<B> {
+    fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+}
+
+impl<B: AsyncBackend> fmt::Debug for AsyncRemoteLimiter<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncRemoteLimiter")
+            .field("rate", &self.rate())
+            .field("slack", &self.slack())
+            .field("fail_policy", &self.fail_policy())
+            .finish_non_exhaustive()
+    }
+}

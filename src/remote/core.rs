@@ -1,0 +1,459 @@
+//! [`Core`]: a remote limiter's logic, once for every backend and both
+//! faces: check what needs no round trip, ask the backend, apply the fail
+//! policy, map the decision to the caller's answer and to what the take
+//! found, and wait (blocking, or as a Tokio task).
+//!
+//! The server's slot is turned into a local deadline by the wait the server
+//! reported (`slot - server_now`), counted from the reply's arrival on the
+//! local clock: the return leg of the round trip is added to the wait, so a
+//! permit is never early by the server's clock, and client and server clocks
+//! need not agree.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Decision, Error, FailPolicy, Remote, Request, Undo};
+use crate::clock::{internal_now, DefaultClock};
+use crate::error::{BuildError, TakeError};
+use crate::limit::Limit;
+use crate::pacer;
+use crate::rate::Rate;
+use crate::schedule::{self, Admit, Params, ORIGIN};
+use crate::slack::Slack;
+use crate::stats::{Counting, Meter};
+use crate::take::{State, Taken};
+use crate::wait::{self, Wait};
+
+/// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
+/// siblings) shares: the backend and how calls fail and wait.
+pub(crate) struct Shared<B> {
+    pub(crate) backend: B,
+    pub(crate) policy: FailPolicy,
+    pub(crate) wait: Wait,
+    /// The local clock waits are measured on.
+    pub(crate) clock: DefaultClock,
+    /// What the limiter decided, if its builder asked.
+    pub(crate) meter: Meter,
+}
+
+/// One limit (rate and slack) over a backend.
+pub(crate) struct Core<B> {
+    pub(crate) shared: Arc<Shared<B>>,
+    pub(crate) rate: Rate,
+    /// The slack in permits at `rate`.
+    pub(crate) slack: u64,
+    pub(crate) params: Params,
+}
+
+impl<B> Clone for Core<B> {
+    fn clone(&self) -> Self {
+        Core {
+            shared: Arc::clone(&self.shared),
+            rate: self.rate,
+            slack: self.slack,
+            params: self.params,
+        }
+    }
+}
+
+/// A grant, as the caller's waits need it: the server's slot and now.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Granted {
+    slot: u64,
+    now: u64,
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    undo: Option<Undo>,
+}
+
+impl Granted {
+    /// How long after the reply the permit may go, ns.
+    pub(crate) fn wait(self) -> u64 {
+        self.slot.saturating_sub(self.now)
+    }
+
+    /// The state the grant stored (a cost of 0 stored nothing: then the
+    /// state its slot implies).
+    fn next(self, p: Params) -> u64 {
+        match self.undo {
+            Some(undo) => undo.next,
+            None => self.slot.saturating_add(p.interval()),
+        }
+    }
+}
+
+/// A time on the local clock (internal ns) as a take reports it: since the
+/// clock's origin.
+pub(crate) fn since_origin(t: u64) -> Duration {
+    Duration::from_nanos(t.saturating_sub(ORIGIN))
+}
+
+impl<B> Core<B> {
+    /// A limit at `rate` with `slack` over `backend`.
+    pub(crate) fn new(
+        backend: B,
+        rate: Rate,
+        slack: Slack,
+        policy: FailPolicy,
+        wait: Wait,
+        counting: &Counting,
+    ) -> Result<Core<B>, BuildError> {
+        let params = pacer::params(rate, slack)?;
+        Ok(Core {
+            params,
+            shared: Arc::new(Shared {
+                backend,
+                policy,
+                wait,
+                clock: DefaultClock::new(),
+                meter: Meter::new(counting),
+            }),
+            rate,
+            slack: params.slack(),
+        })
+    }
+
+    /// The same backend at another rate and slack.
+    pub(crate) fn with_limit(&self, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
+        let params = pacer::params(rate, slack)?;
+        Ok(Core {
+            shared: Arc::clone(&self.shared),
+            rate,
+            slack: params.slack(),
+            params,
+        })
+    }
+
+    pub(crate) fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+
+    /// The limit, its slack in permits.
+    pub(crate) fn limit(&self) -> Limit {
+        Limit::new(self.rate, self.slack)
+    }
+
+    /// The state a peek found: `tat` at the server's `now`.
+    pub(crate) fn state_of(&self, tat: u64, now: u64) -> State {
+        let p = self.params;
+        State::new(
+            schedule::available(tat, now, p),
+            Duration::from_nanos(schedule::next_free(tat, now, p)),
+            Some(self.limit()),
+        )
+    }
+
+    /// What a take found: `granted` (the server's answer), or, admitted by
+    /// the fail-open policy with nothing known (`None`), no permit free and
+    /// none promised. `at` is when it went on the local clock.
+    pub(crate) fn taken(&self, at: u64, granted: Option<Granted>) -> Taken {
+        let state = match granted {
+            Some(g) => self.state_of(g.next(self.params), g.now),
+            None => State::new(0, Duration::ZERO, Some(self.limit())),
+        };
+        Taken::new(since_origin(at), state)
+    }
+
+    /// The local clock's reading (internal ns).
+    pub(crate) fn local_now(&self) -> u64 {
+        internal_now(&self.shared.clock)
+    }
+
+    pub(crate) fn fail_policy(&self) -> FailPolicy {
+        self.shared.policy
+    }
+
+    pub(crate) fn wait_strategy(&self) -> Wait {
+        self.shared.wait
+    }
+
+    /// The request a backend sends for `cost` under `admit`, or the refusal
+    /// that needs no round trip.
+    pub(crate) fn request(&self, cost: u64, admit: Admit) -> Result<Request, Error> {
+        let p = self.params;
+        let span = schedule::span(cost, p).map_err(|deny| {
+            self.shared.meter.refused();
+            Error::Refused(TakeError::refused(deny, cost, admit, self.slack))
+        })?;
+        let exceeds_burst = match admit {
+            Admit::Always => false,
+            // (A cost of 0 spans nothing: the server admits it at once.)
+            Admit::Within(max) => cost > 0 && schedule::exceeds_burst(span, p, max),
+        };
+        Ok(Request {
+            cost,
+            span,
+            params: p,
+            admit,
+            exceeds_burst,
+            brief: false,
+        })
+    }
+
+    /// Turns a backend's answer into the caller's: `Some` when granted a
+    /// slot, `None` when admitted with no slot to wait for (a brief grant,
+    /// or a failure admitted by [`FailPolicy::Open`]).
+    pub(crate) fn settle(
+        &self,
+        decision: Result<Decision, Error>,
+        request: &Request,
+    ) -> Result<Option<Granted>, Error> {
+        let meter = &self.shared.meter;
+        match decision {
+            Ok(Decision::Granted { slot, now, undo }) => {
+                meter.admitted(request.cost, slot.saturating_sub(now));
+                Ok(Some(Granted { slot, now, undo }))
+            }
+            Ok(Decision::Admitted) => {
+                meter.admitted(request.cost, 0);
+                Ok(None)
+            }
+            Ok(Decision::Denied(deny)) => {
+                meter.refused();
+                Err(Error::Refused(TakeError::refused(
+                    deny,
+                    request.cost,
+                    request.admit,
+                    self.slack,
+                )))
+            }
+            Err(e) => {
+                meter.failed();
+                let settled = self.fail(e, None);
+                match settled {
+                    Ok(_) => meter.admitted(request.cost, 0),
+                    Err(_) => meter.refused(),
+                }
+                settled
+            }
+        }
+    }
+
+    /// Applies the fail policy to `e`: only a server that could not answer
+    /// (unreachable, timed out) admits, and only under `Open` (answering
+    /// `admitted`). Refusals, configuration errors and errors the request
+    /// caused (a step the server rejected: a key it cannot hold, a foreign
+    /// value) never admit: a client must not lift its limit by choosing
+    /// its key.
+    pub(crate) fn fail<T>(&self, e: Error, admitted: T) -> Result<T, Error> {
+        match (&e, self.shared.policy) {
+            (Error::Unavailable(_) | Error::Timeout, FailPolicy::Open) => Ok(admitted),
+            _ => Err(e),
+        }
+    }
+
+    /// `can_take`'s answer from a peek.
+    fn can_take_from(&self, peeked: Result<(u64, u64), Error>, cost: u64) -> Result<bool, Error> {
+        match peeked {
+            Ok((tat, now)) => {
+                Ok(schedule::step(tat, now, cost, self.params, Admit::Within(0)).is_ok())
+            }
+            Err(e) => self.fail(e, true),
+        }
+    }
+}
+
+/// The blocking calls.
+impl<B: Remote> Core<B> {
+    /// Decides in the server and applies the fail policy.
+    fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<Option<Granted>, Error> {
+        let request = self.request(cost, admit)?;
+        let decision = self.shared.backend.step(key, &request);
+        self.settle(decision, &request)
+    }
+
+    /// Reserves, then blocks until the slot (`take_n`, `take_n_timeout`,
+    /// and with `Admit::Within(0)` a try that reports what it found).
+    pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Taken, Error> {
+        let granted = self.decide(key, cost, admit)?;
+        // The server's wait, counted from the reply's arrival.
+        let now = self.local_now();
+        let slot = now.saturating_add(granted.map_or(0, Granted::wait));
+        wait::block(
+            self.shared.wait,
+            &self.shared.clock,
+            now,
+            slot,
+            "paceline::remote::AsyncRemoteLimiter::take(..).await",
+        );
+        Ok(self.taken(slot.max(now), granted))
+    }
+
+    /// Takes if the slot is now; never waits, and asks the server only for
+    /// the admission (the cheapest reply).
+    pub(crate) fn try_take(&self, key: &str, cost: u64) -> Result<(), Error> {
+        let request = self.request(cost, Admit::Within(0))?.brief();
+        let decision = self.shared.backend.step(key, &request);
+        self.settle(decision, &request).map(drop)
+    }
+
+    /// `key`'s state, one peek.
+    pub(crate) fn state(&self, key: &str) -> Result<State, Error> {
+        let (tat, now) = self.shared.backend.peek(key)?;
+        Ok(self.state_of(tat, now))
+    }
+
+    /// `can_take`: fail-open answers `true`.
+    pub(crate) fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
+        self.can_take_from(self.shared.backend.peek(key), cost)
+    }
+}
+
+#[cfg(feature = "tokio")]
+mod asynchronous {
+    //! The async calls: through the crate's one async wait, with this
+    //! limit's decisions as its [`Reserve`].
+
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::Duration;
+
+    use super::{since_origin, Core, Error, Granted, Undo};
+    use crate::clock::DefaultClock;
+    use crate::error::TakeError;
+    use crate::remote::AsyncRemote;
+    use crate::schedule::Admit;
+    use crate::take::{State, Taken};
+    use crate::wait::tokio::{self as wait, Reserve, Reserved};
+    use crate::wait::Wait;
+
+    /// One key of a limit, as the async wait asks it for decisions; keeps
+    /// what the last decision found, for the take's report.
+    struct Keyed<'a, B> {
+        core: &'a Core<B>,
+        key: &'a str,
+        found: Mutex<Option<Option<Granted>>>,
+    }
+
+    impl<'a, B> Keyed<'a, B> {
+        fn new(core: &'a Core<B>, key: &'a str) -> Self {
+            Keyed {
+                core,
+                key,
+                found: Mutex::new(None),
+            }
+        }
+
+        /// The report of a take that went at `at` (since the clock's origin).
+        fn taken(&self, at: Duration) -> Taken {
+            let found = self
+                .found
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .flatten();
+            let state = self.core.taken(0, found).state();
+            Taken::new(at, state)
+        }
+    }
+
+    /// A remote limit's decisions for the async wait. The ticket is the
+    /// grant's [`Undo`] (the states before and after it), which the server
+    /// applies only while the key still holds the grant's state.
+    impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
+        type Clock = DefaultClock;
+        type Ticket = Undo;
+        type Error = Error;
+
+        fn clock(&self) -> &DefaultClock {
+            &self.core.shared.clock
+        }
+
+        fn wait(&self) -> Wait {
+            self.core.shared.wait
+        }
+
+        async fn reserve(&self, cost: u64, admit: Admit) -> Result<Reserved<Undo>, Error> {
+            let request = self.core.request(cost, admit)?;
+            let decision = self.core.shared.backend.step(self.key, &request).await;
+            let granted = self.core.settle(decision, &request)?;
+            *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Some(granted);
+            // The server's wait, counted from the reply's arrival.
+            let now = self.core.local_now();
+            let slot = now.saturating_add(granted.map_or(0, Granted::wait));
+            Ok(Reserved {
+                now,
+                slot,
+                went_at: since_origin(slot.max(now)),
+                ticket: granted.and_then(|g| g.undo),
+            })
+        }
+
+        fn refusal(error: &Error) -> Option<&TakeError> {
+            error.refusal()
+        }
+
+        /// Undoes the grant in the server, if no one has taken since: a
+        /// round trip, so it runs as a task of its own (a drop cannot wait
+        /// for it), on the Tokio runtime current where the future is
+        /// dropped; dropped outside any runtime, nothing is given back. Best
+        /// effort: an error leaves the slot spent, as if it had not been
+        /// given back.
+        fn give_back(&self, undo: Undo) {
+            self.core.shared.meter.cancelled();
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            let shared = Arc::clone(&self.core.shared);
+            let key = self.key.to_owned();
+            let tau = self.core.params.tau();
+            runtime.spawn(async move {
+                let _ = shared.backend.give_back(&key, tau, undo).await;
+            });
+        }
+    }
+
+    impl<B: AsyncRemote> Core<B> {
+        /// An unbounded take: books once the slot is within the horizon.
+        pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
+            let keyed = Keyed::new(self, key);
+            let at = wait::take(&keyed, cost, None).await?;
+            Ok(keyed.taken(at))
+        }
+
+        /// A bounded take: books at once if within `max_wait` (with 0, a
+        /// try that reports what it found).
+        pub(crate) async fn take_timeout_async(
+            &self,
+            key: &str,
+            cost: u64,
+            max_wait: Duration,
+        ) -> Result<Taken, Error> {
+            let keyed = Keyed::new(self, key);
+            let at = wait::take_within(&keyed, cost, max_wait)
+                .await
+                .map_err(|e| e.timed_out(max_wait))?;
+            Ok(keyed.taken(at))
+        }
+
+        /// Takes if the slot is now; never waits (the brief reply).
+        pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<(), Error> {
+            let request = self.request(cost, Admit::Within(0))?.brief();
+            let decision = self.shared.backend.step(key, &request).await;
+            self.settle(decision, &request).map(drop)
+        }
+
+        /// Takes if the slot is now, and reports what it found (the full
+        /// reply, not the brief one).
+        pub(crate) async fn try_take_full_async(
+            &self,
+            key: &str,
+            cost: u64,
+        ) -> Result<Taken, Error> {
+            let request = self.request(cost, Admit::Within(0))?;
+            let decision = self.shared.backend.step(key, &request).await;
+            let granted = self.settle(decision, &request)?;
+            Ok(self.taken(self.local_now(), granted))
+        }
+
+        /// `can_take`: fail-open answers `true`.
+        pub(crate) async fn can_take_async(&self, key: &str, cost: u64) -> Result<bool, Error> {
+            let peeked = self.shared.backend.peek(key).await;
+            self.can_take_from(peeked, cost)
+        }
+
+        /// `key`'s state, one peek.
+        pub(crate) async fn state_async(&self, key: &str) -> Result<State, Error> {
+            let (tat, now) = self.shared.backend.peek(key).await?;
+            Ok(self.state_of(tat, now))
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! What a backend is: the sealed traits [`Remote`] (blocking) and
+//! [`AsyncRemote`] (futures), and what passes through them: the
+//! [`Request`] sent, the [`Decision`] returned, the [`Undo`] of a grant.
+//! (`pub` items in a private module: no user can name them.)
+
+#[cfg(feature = "tokio")]
+use std::future::Future;
+
+use super::Error;
+use crate::schedule::{Admit, Deny, Params};
+
+/// One request, as a backend sends it: everything the server needs for
+/// [`schedule::step`](crate::schedule::step) except the state and its clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The cost, in permits.
+    pub(crate) cost: u64,
+    /// `cost * T`, ns ([`schedule::span`](crate::schedule::span)).
+    pub(crate) span: u64,
+    /// The limit's parameters.
+    pub(crate) params: Params,
+    /// Which requests are admitted.
+    pub(crate) admit: Admit,
+    /// Whether a refusal is [`Deny::ExceedsBurst`] rather than a wait (known
+    /// before the round trip: it depends only on the request).
+    pub(crate) exceeds_burst: bool,
+    /// Whether the caller only needs to know that it was admitted now (a
+    /// `try_take`: admitted within 0, with no slot to wait for and nothing
+    /// to give back): the backend may then answer a grant with
+    /// [`Decision::Admitted`], which costs the server less to say.
+    pub(crate) brief: bool,
+}
+
+impl Request {
+    /// This request, asked briefly (see [`brief`](Self::brief)): for
+    /// `Admit::Within(0)` only.
+    pub(crate) fn brief(self) -> Request {
+        debug_assert_eq!(self.admit, Admit::Within(0));
+        Request {
+            brief: true,
+            ..self
+        }
+    }
+
+    /// `(cost - 1) * T`, ns: how far after its base a request's slot is.
+    pub(crate) fn lead(&self) -> u64 {
+        self.span.saturating_sub(self.params.interval())
+    }
+}
+
+/// What the server decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Admitted: may proceed at `slot`, decided at `now` (both the server's
+    /// time, internal ns).
+    Granted {
+        /// The slot.
+        slot: u64,
+        /// The server's time when it decided.
+        now: u64,
+        /// What undoes the grant, if it stored anything.
+        undo: Option<Undo>,
+    },
+    /// Admitted now, and nothing more said: the answer to a
+    /// [`brief`](Request::brief) request.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Admitted,
+    /// Refused; nothing was stored.
+    Denied(Deny),
+}
+
+/// What undoes one grant ([`AsyncRemote::give_back`]): the state it
+/// replaced and the state it stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Undo {
+    /// The key's state before the grant; `None` when it had none (at rest).
+    pub(crate) prev: Option<u64>,
+    /// The state the grant stored.
+    pub(crate) next: u64,
+}
+
+/// A blocking backend: runs the step in its server. (`pub` in a private
+/// module: sealed.)
+pub trait Remote: Send + Sync + 'static {
+    /// The backend of the async face ([`From`] a blocking limiter).
+    #[cfg(feature = "tokio")]
+    type Async: AsyncRemote;
+
+    /// The async face's backend: the same server, limit and settings.
+    #[cfg(feature = "tokio")]
+    fn to_async(&self) -> Self::Async;
+
+    /// Decides `request` for `key` in the server, storing the grant.
+    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error>;
+
+    /// `key`'s state and the server's time (internal ns), read atomically;
+    /// stores nothing.
+    fn peek(&self, key: &str) -> Result<(u64, u64), Error>;
+
+    /// Forgets `key`'s state; `true` when it held one.
+    fn reset(&self, key: &str) -> Result<bool, Error>;
+}
+
+/// An async backend: [`Remote`]'s calls as futures. (Sealed.)
+#[cfg(feature = "tokio")]
+pub trait AsyncRemote: Send + Sync + 'static {
+    /// As [`Remote::step`].
+    fn step(
+        &self,
+        key: &str,
+        request: &Request,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+
+    /// As [`Remote::peek`].
+    fn peek(&self, key: &str) -> impl Future<Output = Result<(u64, u64), Error>> + Send;
+
+    /// Puts `key` back to `undo.prev` if it still holds `undo.next` (no one
+    /// has taken since), atomically in the server; `Ok(false)` if it does
+    /// not. `tau` sets how long the restored state lives. For a take
+    /// cancelled while it waited (only async takes can be).
+    fn give_back(
+        &self,
+        key: &str,
+        tau: u64,
+        undo: Undo,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// As [`Remote::reset`].
+    fn reset(&self, key: &str) -> impl Future<Output = Result<bool, Error>> + Send;
+}

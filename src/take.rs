@@ -1,0 +1,361 @@
+//! The take interface every limiter kind answers: [`Take`] (blocking) and
+//! [`AsyncTake`] (futures), with what a take found ([`Taken`], [`State`])
+//! and the one error ([`Error`]).
+//!
+//! A fitting (the HTTP layer, paced byte streams, the CLI, iterator pacing)
+//! is written once against these traits, and every kind fits it: the direct
+//! limiters ([`AtomicLimiter`](crate::AtomicLimiter),
+//! [`MutexLimiter`](crate::MutexLimiter),
+//! [`WarmUpLimiter`](crate::WarmUpLimiter), [`Unlimited`](crate::Unlimited)),
+//! a keyed limiter by key, the remote limiters (Redis, PostgreSQL), each
+//! async face, and a limiter of your own.
+//!
+//! # Keys
+//!
+//! Every call names a key. A keyed or remote limiter limits each key on its
+//! own; a direct limiter has one limit, implements the traits for every key
+//! type, and ignores the key. Generic code over one limit uses the unit key,
+//! `Take<()>`, which is the default: `dyn Take` is a direct limiter behind
+//! a pointer.
+//!
+//! # The time a take returns
+//!
+//! [`Taken::at`] is the moment the permit went, on the limiter's clock, as a
+//! `Duration` since that clock's origin: its slot, or the time of the call
+//! when a permit was free at once. For every kind the clock is the local
+//! one the limiter waits on (a remote limiter's server decides the slot,
+//! and the wait is counted from the reply's arrival on the local clock), so
+//! two readings of one limiter subtract to the time between its permits.
+//! A permit admitted by a fail-open policy went at the time of the call.
+//! [`Unlimited`](crate::Unlimited) has no clock and answers zero.
+//!
+//! # Implementing it
+//!
+//! Implement the required methods; the single-permit calls (`take`,
+//! `try_take`, `take_timeout`) are provided. The test suite
+//! `tests/interface.rs` runs the same cases against every kind.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use crate::failure::Error;
+use crate::limit::Limit;
+
+/// A limit's state at one instant: what a request could take, when the next
+/// permit is free, and the limit in force. Returned by
+/// [`Take::state`]; a [`Taken`] carries the state right after its take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    available: u64,
+    next_free: Duration,
+    limit: Option<Limit>,
+}
+
+impl State {
+    /// `available` permits free now, the next free `next_free` from now,
+    /// under `limit` (`None`: no limit).
+    pub const fn new(available: u64, next_free: Duration, limit: Option<Limit>) -> State {
+        State {
+            available,
+            next_free,
+            limit,
+        }
+    }
+
+    /// How many permits one request could take now without waiting: from 0
+    /// to the burst (`slack + 1`); `u64::MAX` when nothing limits.
+    pub fn available(&self) -> u64 {
+        self.available
+    }
+
+    /// How long until a permit is free (zero: one is free now).
+    pub fn next_free(&self) -> Duration {
+        self.next_free
+    }
+
+    /// The limit in force, its slack in permits ([`Limit::burst`] is
+    /// `slack + 1`); `None` for [`Unlimited`](crate::Unlimited).
+    pub fn limit(&self) -> Option<Limit> {
+        self.limit
+    }
+
+    /// How long until the bucket is whole again: `(burst - available)`
+    /// intervals (zero when nothing limits). What the IETF draft's
+    /// `RateLimit` field calls the reset.
+    pub fn reset(&self) -> Duration {
+        match self.limit {
+            Some(limit) => {
+                let missing = limit.burst().saturating_sub(self.available);
+                let missing = u32::try_from(missing).unwrap_or(u32::MAX);
+                limit.rate().interval().saturating_mul(missing)
+            }
+            None => Duration::ZERO,
+        }
+    }
+}
+
+/// What a granted take found: when its permit went ([`at`](Self::at)) and
+/// the limit's [`State`] right after it, so a caller that reports the limit
+/// (the HTTP layer's `RateLimit` fields, a metrics label) never asks again.
+///
+/// For an in-process limiter the state is read just after the decision
+/// (another thread may take in between); for a remote one it is the
+/// server's answer to this very take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    at: Duration,
+    after: State,
+}
+
+impl Taken {
+    /// A permit that went `at` (see [the time a take
+    /// returns](crate::take#the-time-a-take-returns)), leaving `after`.
+    pub const fn new(at: Duration, after: State) -> Taken {
+        Taken { at, after }
+    }
+
+    /// When the permit went, on the limiter's clock, since its origin.
+    pub fn at(&self) -> Duration {
+        self.at
+    }
+
+    /// The limit's state right after the take.
+    pub fn state(&self) -> State {
+        self.after
+    }
+
+    /// [`State::available`] after the take.
+    pub fn available(&self) -> u64 {
+        self.after.available
+    }
+
+    /// [`State::next_free`] after the take.
+    pub fn next_free(&self) -> Duration {
+        self.after.next_free
+    }
+
+    /// The limit the take was decided by ([`State::limit`]).
+    pub fn limit(&self) -> Option<Limit> {
+        self.after.limit
+    }
+}
+
+/// The blocking calls every limiter answers, for a key (see [the module
+/// docs](crate::take)). Object safe: `Box<dyn Take>` holds any direct
+/// limiter, `Arc<dyn Take<str>>` any limiter keyed by text.
+///
+/// ```
+/// use paceline::{AtomicLimiter, KeyedLimiter, Rate, Take, Unlimited};
+/// use std::sync::Arc;
+///
+/// // One function, any kind.
+/// fn send(limiter: &dyn Take<str>, user: &str) -> Result<u64, paceline::Error> {
+///     let taken = limiter.try_take(user)?;
+///     Ok(taken.available()) // what is left, found by the take itself
+/// }
+///
+/// let per_user = KeyedLimiter::<String>::new(Rate::per_second(10));
+/// let global = AtomicLimiter::new(Rate::per_second(100));
+/// assert_eq!(send(&per_user, "alice")?, 0); // a fresh key has no credit yet
+/// assert_eq!(send(&global, "alice")?, 0);
+/// assert_eq!(send(&Unlimited, "alice")?, u64::MAX);
+///
+/// let off: Arc<dyn Take> = Arc::new(Unlimited); // a direct limiter: key `()`
+/// off.take(&())?;
+/// # Ok::<(), paceline::Error>(())
+/// ```
+///
+/// Every method returns without panicking; only the `take`s block.
+pub trait Take<K: ?Sized = ()>: Send + Sync {
+    /// Blocks until `cost` permits of `key`'s limit are paid for, as one
+    /// request ("pay first"), and returns what it found.
+    ///
+    /// # Errors
+    /// [`TakeError::CostTooLarge`](crate::TakeError::CostTooLarge) (as
+    /// [`Error::Refused`]); a remote limiter's failures its fail policy
+    /// does not admit.
+    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
+
+    /// Takes `cost` permits of `key`'s limit if they are free now; never
+    /// waits. A refusal stores nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`](crate::TakeError::RetryAfter),
+    /// [`ExceedsBurst`](crate::TakeError::ExceedsBurst) when no wait helps,
+    /// and the rest as [`take_n`](Self::take_n).
+    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
+
+    /// Takes `cost` permits and waits for them only if their slot is at most
+    /// `max_wait` away; otherwise fails at once, storing nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`](crate::TakeError::QueueFull), and the rest
+    /// as [`try_take_n`](Self::try_take_n).
+    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error>;
+
+    /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would succeed now.
+    /// Consumes nothing.
+    ///
+    /// # Errors
+    /// A remote limiter's failures (a fail-open policy answers `true`).
+    fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error>;
+
+    /// `key`'s state now (one look; for a remote limiter one round trip).
+    /// Consumes nothing.
+    ///
+    /// # Errors
+    /// A remote limiter's failures, whatever its policy.
+    fn state(&self, key: &K) -> Result<State, Error>;
+
+    /// The limit in force for `key` (an override, if it has one), its slack
+    /// in permits; never a round trip. `None` when nothing limits.
+    fn limit_for(&self, key: &K) -> Option<Limit>;
+
+    /// [`take_n`](Self::take_n) of one permit.
+    ///
+    /// # Errors
+    /// As [`take_n`](Self::take_n).
+    fn take(&self, key: &K) -> Result<Taken, Error> {
+        self.take_n(key, 1)
+    }
+
+    /// [`try_take_n`](Self::try_take_n) of one permit.
+    ///
+    /// # Errors
+    /// As [`try_take_n`](Self::try_take_n).
+    fn try_take(&self, key: &K) -> Result<Taken, Error> {
+        self.try_take_n(key, 1)
+    }
+
+    /// [`take_n_timeout`](Self::take_n_timeout) of one permit.
+    ///
+    /// # Errors
+    /// As [`take_n_timeout`](Self::take_n_timeout).
+    fn take_timeout(&self, key: &K, max_wait: Duration) -> Result<Taken, Error> {
+        self.take_n_timeout(key, 1, max_wait)
+    }
+}
+
+/// The calls every async face answers, as futures (see [the module
+/// docs](crate::take)): `AsyncLimiter`, `AsyncKeyedLimiter`, the async
+/// Redis and PostgreSQL limiters, [`Unlimited`](crate::Unlimited), and a
+/// limiter of your own.
+///
+/// Its futures are `Send`; it is not object safe (a fitting that must hold
+/// any limiter is generic over it, or erases it behind its own boxed
+/// future, as the HTTP layer does).
+///
+/// # Cancel safety
+/// An implementation's futures, dropped before they complete, leave the
+/// limit as if not asked, or give their booked slot back while no one has
+/// booked after it (as paceline's own async takes do).
+pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
+    /// As [`Take::take_n`], waiting as a task.
+    fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;
+
+    /// As [`Take::try_take_n`].
+    fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;
+
+    /// As [`Take::take_n_timeout`], waiting as a task.
+    fn take_n_timeout(
+        &self,
+        key: &K,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send;
+
+    /// As [`Take::can_take`].
+    fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// As [`Take::state`].
+    fn state(&self, key: &K) -> impl Future<Output = Result<State, Error>> + Send;
+
+    /// As [`Take::limit_for`]: never a round trip, never awaits.
+    fn limit_for(&self, key: &K) -> Option<Limit>;
+
+    /// Answers [`try_take_n`](Self::try_take_n) without awaiting when the
+    /// limiter decides in process (`Some`); `None` when the answer needs a
+    /// round trip, and then nothing was asked. A fitting on a hot path (the
+    /// HTTP layer) uses it to skip a future. The default answers `None`.
+    fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+        let _ = (key, cost);
+        None
+    }
+
+    /// [`take_n`](Self::take_n) of one permit.
+    fn take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_n(key, 1)
+    }
+
+    /// [`try_take_n`](Self::try_take_n) of one permit.
+    fn try_take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.try_take_n(key, 1)
+    }
+
+    /// [`take_n_timeout`](Self::take_n_timeout) of one permit.
+    fn take_timeout(
+        &self,
+        key: &K,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_n_timeout(key, 1, max_wait)
+    }
+}
+
+/// `Take` through a pointer: `&L`, `Box<L>`, `Arc<L>` answer as `L` does.
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        impl<K: ?Sized, L: Take<K> + ?Sized> Take<K> for $ptr {
+            fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+                (**self).take_n(key, cost)
+            }
+            fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+                (**self).try_take_n(key, cost)
+            }
+            fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+                (**self).take_n_timeout(key, cost, max_wait)
+            }
+            fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
+                (**self).can_take(key, cost)
+            }
+            fn state(&self, key: &K) -> Result<State, Error> {
+                (**self).state(key)
+            }
+            fn limit_for(&self, key: &K) -> Option<Limit> {
+                (**self).limit_for(key)
+            }
+        }
+
+        impl<K: ?Sized + Sync, L: AsyncTake<K> + ?Sized> AsyncTake<K> for $ptr {
+            fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+                (**self).take_n(key, cost)
+            }
+            fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+                (**self).try_take_n(key, cost)
+            }
+            fn take_n_timeout(
+                &self,
+                key: &K,
+                cost: u64,
+                max_wait: Duration,
+            ) -> impl Future<Output = Result<Taken, Error>> + Send {
+                (**self).take_n_timeout(key, cost, max_wait)
+            }
+            fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
+                (**self).can_take(key, cost)
+            }
+            fn state(&self, key: &K) -> impl Future<Output = Result<State, Error>> + Send {
+                (**self).state(key)
+            }
+            fn limit_for(&self, key: &K) -> Option<Limit> {
+                (**self).limit_for(key)
+            }
+            fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+                (**self).try_take_n_now(key, cost)
+            }
+        }
+    )*};
+}
+
+forward!(&L, Box<L>, Arc<L>);
