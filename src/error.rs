@@ -140,10 +140,10 @@ impl Error for BuildError {}
 #[non_exhaustive]
 pub enum TakeError {
     /// Not admitted now; it would be admitted after `retry_after` if no one
-    /// else takes first ([`try_take`](crate::Limiter::try_take)).
+    /// else takes first ([`try_take`](crate::Take::try_take)).
     RetryAfter(Duration),
     /// Its slot is `wait` away, longer than the `max_wait` the caller allowed:
-    /// the queue ahead is full ([`take_timeout`](crate::Limiter::take_timeout)).
+    /// the queue ahead is full ([`take_timeout`](crate::Take::take_timeout)).
     QueueFull {
         /// How long the request would have waited.
         wait: Duration,

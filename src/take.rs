@@ -20,13 +20,16 @@
 //!
 //! # The time a take returns
 //!
-//! [`Taken::at`] is the moment the permit went, on the limiter's clock, as a
-//! `Duration` since that clock's origin: its slot, or the time of the call
-//! when a permit was free at once. For every kind the clock is the local
-//! one the limiter waits on (a remote limiter's server decides the slot,
-//! and the wait is counted from the reply's arrival on the local clock), so
-//! two readings of one limiter subtract to the time between its permits.
-//! A permit admitted by a fail-open policy went at the time of the call.
+//! [`Taken::at`] (and the `Duration` a kind's own `take` returns) is the
+//! moment the permit went, as a `Duration` on **the clock that decided
+//! it**: its slot, or the time of the decision when a permit was free at
+//! once. For an in-process limiter that is the limiter's clock, since the
+//! clock's origin (for the default clock, the limiter's creation). For a
+//! remote limiter it is the server's clock, as Unix time, so the times of
+//! every process sharing a key are on one clock and compare (the wait is
+//! counted on the local clock from the reply's arrival, so a permit is
+//! never early by the server's); a permit a fail-open policy admitted
+//! while the server could not answer went at the local Unix time.
 //! [`Unlimited`](crate::Unlimited) has no clock and answers zero.
 //!
 //! # Implementing it
@@ -157,8 +160,8 @@ impl Taken {
 ///
 /// let per_user = KeyedLimiter::<String>::new(Rate::per_second(10));
 /// let global = AtomicLimiter::new(Rate::per_second(100));
-/// assert_eq!(send(&per_user, "alice")?, 0); // a fresh key has no credit yet
-/// assert_eq!(send(&global, "alice")?, 0);
+/// assert_eq!(send(&per_user, "alice")?, 10); // a new key has its burst of 11
+/// assert_eq!(send(&global, "alice")?, 0); // a new limiter has no credit yet
 /// assert_eq!(send(&Unlimited, "alice")?, u64::MAX);
 ///
 /// let off: Arc<dyn Take> = Arc::new(Unlimited); // a direct limiter: key `()`

@@ -2,7 +2,7 @@
 //! writer and pace the bytes through a paceline limiter, one permit per byte.
 //!
 //! - [`PacedReader`]`<R, L>`: [`std::io::Read`] over a [`ByteLimiter`] (any
-//!   [`Limiter`](crate::Limiter)), and Tokio's `AsyncRead` over an
+//!   limiter through [`Take`](crate::Take)), and Tokio's `AsyncRead` over an
 //!   [`AsyncByteLimiter`] (an `AsyncLimiter`; feature `tokio`).
 //! - [`PacedWriter`]`<W, L>`: the same for [`std::io::Write`] and `AsyncWrite`.
 //! - [`ByteLimiter`], [`AsyncByteLimiter`]: what the wrappers pay through,
@@ -128,8 +128,8 @@
 //!
 //! | wrapping | limiter |
 //! |---|---|
-//! | `Read` / `Write` | [`AtomicLimiter`](crate::AtomicLimiter), [`MutexLimiter`](crate::MutexLimiter), [`Unlimited`](crate::Unlimited), `dyn Limiter`, and `&L`, `Box<L>`, `Arc<L>` of them; [`OnKey`] of a `&KeyedLimiter` / `Arc<KeyedLimiter>` or a `RedisLimiter` |
-//! | `AsyncRead` / `AsyncWrite` | `AsyncLimiter`, [`Unlimited`](crate::Unlimited), and `&L`, `Box<L>`, `Arc<L>` of them; [`OnKey`] of an `AsyncKeyedLimiter` or an `AsyncRedisLimiter` |
+//! | `Read` / `Write` | every direct [`Take`](crate::Take) (`AtomicLimiter`, `MutexLimiter`, `Unlimited`, `dyn Take`, and `&L`, `Box<L>`, `Arc<L>` of them); [`OnKey`] of any keyed `Take<K>` (a `&KeyedLimiter`, a Redis or PostgreSQL limiter) |
+//! | `AsyncRead` / `AsyncWrite` | every owned, `Clone` direct `AsyncTake` (`AsyncLimiter`, [`Unlimited`](crate::Unlimited), `Arc<L>` of one); [`OnKey`] of any keyed one (an `AsyncKeyedLimiter`, an async Redis or PostgreSQL limiter) |
 //!
 //! Or implement [`ByteLimiter`] / [`AsyncByteLimiter`] for your own.
 

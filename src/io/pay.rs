@@ -107,8 +107,12 @@ impl From<PayError> for io::Error {
 
 /// A limiter's failure to pay for `bytes`, as the `io::Error` the wrappers
 /// return.
-fn failed(bytes: u64, e: impl Into<Box<dyn Error + Send + Sync + 'static>>) -> io::Error {
-    PayError::new(bytes, e).into()
+fn failed(bytes: u64, e: crate::take::Error) -> io::Error {
+    match e {
+        // The limit's own refusal is the source as it is: a `TakeError`.
+        crate::take::Error::Refused(refusal) => PayError::new(bytes, refusal).into(),
+        e => PayError::new(bytes, e).into(),
+    }
 }
 
 /// The most one payment covers: the burst of `limit`, or everything when

@@ -10,7 +10,7 @@
 //! need not agree.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Decision, Error, FailPolicy, Remote, Request, Undo};
 use crate::clock::{internal_now, DefaultClock};
@@ -81,10 +81,17 @@ impl Granted {
     }
 }
 
-/// A time on the local clock (internal ns) as a take reports it: since the
-/// clock's origin.
-pub(crate) fn since_origin(t: u64) -> Duration {
-    Duration::from_nanos(t.saturating_sub(ORIGIN))
+/// When a granted permit went, on the clock that decided it: the server's
+/// (internal ns are its Unix time plus `ORIGIN`); for a permit the
+/// fail-open policy admitted, the local Unix time, the nearest this
+/// process has to the server's.
+pub(crate) fn went_at(granted: Option<Granted>) -> Duration {
+    match granted {
+        Some(g) => Duration::from_nanos(g.slot.max(g.now).saturating_sub(ORIGIN)),
+        None => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default(),
+    }
 }
 
 impl<B> Core<B> {
@@ -144,13 +151,13 @@ impl<B> Core<B> {
 
     /// What a take found: `granted` (the server's answer), or, admitted by
     /// the fail-open policy with nothing known (`None`), no permit free and
-    /// none promised. `at` is when it went on the local clock.
-    pub(crate) fn taken(&self, at: u64, granted: Option<Granted>) -> Taken {
+    /// none promised.
+    pub(crate) fn taken(&self, granted: Option<Granted>) -> Taken {
         let state = match granted {
             Some(g) => self.state_of(g.next(self.params), g.now),
             None => State::new(0, Duration::ZERO, Some(self.limit())),
         };
-        Taken::new(since_origin(at), state)
+        Taken::new(went_at(granted), state)
     }
 
     /// The local clock's reading (internal ns).
@@ -275,7 +282,7 @@ impl<B: Remote> Core<B> {
             slot,
             "paceline::remote::AsyncRemoteLimiter::take(..).await",
         );
-        Ok(self.taken(slot.max(now), granted))
+        Ok(self.taken(granted))
     }
 
     /// Takes if the slot is now; never waits, and asks the server only for
@@ -306,7 +313,7 @@ mod asynchronous {
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
 
-    use super::{since_origin, Core, Error, Granted, Undo};
+    use super::{went_at, Core, Error, Granted, Undo};
     use crate::clock::DefaultClock;
     use crate::error::TakeError;
     use crate::remote::AsyncRemote;
@@ -332,16 +339,15 @@ mod asynchronous {
             }
         }
 
-        /// The report of a take that went at `at` (since the clock's origin).
-        fn taken(&self, at: Duration) -> Taken {
+        /// The report of the take, from its last decision.
+        fn taken(&self) -> Taken {
             let found = self
                 .found
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take()
                 .flatten();
-            let state = self.core.taken(0, found).state();
-            Taken::new(at, state)
+            self.core.taken(found)
         }
     }
 
@@ -372,7 +378,7 @@ mod asynchronous {
             Ok(Reserved {
                 now,
                 slot,
-                went_at: since_origin(slot.max(now)),
+                went_at: went_at(granted),
                 ticket: granted.and_then(|g| g.undo),
             })
         }
@@ -405,8 +411,8 @@ mod asynchronous {
         /// An unbounded take: books once the slot is within the horizon.
         pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
             let keyed = Keyed::new(self, key);
-            let at = wait::take(&keyed, cost, None).await?;
-            Ok(keyed.taken(at))
+            wait::take(&keyed, cost, None).await?;
+            Ok(keyed.taken())
         }
 
         /// A bounded take: books at once if within `max_wait` (with 0, a
@@ -418,10 +424,10 @@ mod asynchronous {
             max_wait: Duration,
         ) -> Result<Taken, Error> {
             let keyed = Keyed::new(self, key);
-            let at = wait::take_within(&keyed, cost, max_wait)
+            wait::take_within(&keyed, cost, max_wait)
                 .await
                 .map_err(|e| e.timed_out(max_wait))?;
-            Ok(keyed.taken(at))
+            Ok(keyed.taken())
         }
 
         /// Takes if the slot is now; never waits (the brief reply).
@@ -441,7 +447,7 @@ mod asynchronous {
             let request = self.request(cost, Admit::Within(0))?;
             let decision = self.shared.backend.step(key, &request).await;
             let granted = self.settle(decision, &request)?;
-            Ok(self.taken(self.local_now(), granted))
+            Ok(self.taken(granted))
         }
 
         /// `can_take`: fail-open answers `true`.

@@ -32,9 +32,10 @@ use crate::wait::{self, Wait};
 /// It is cheap to clone (the clones share connections) and `Send + Sync`.
 ///
 /// # What `take` returns
-/// The time the permit went on the limiter's local clock, since the clock's
-/// origin (the limiter's creation): the server decides the slot, and the
-/// wait it reports is counted from the reply's arrival, so a permit is
+/// The time the permit went on the server's clock, as Unix time (see [the
+/// time a take returns](crate::take#the-time-a-take-returns)): every
+/// process sharing a key reads one clock. The wait the server reports is
+/// counted on the local clock from the reply's arrival, so a permit is
 /// never early by the server's clock.
 pub struct RemoteLimiter<B> {
     pub(crate) core: Core<B>,

@@ -36,7 +36,7 @@ use super::TokioClock;
 /// It makes exactly [`AtomicLimiter`](crate::AtomicLimiter)'s decisions (the
 /// same state word and CAS step, uber-go/ratelimit's semantics) and differs
 /// in how a caller waits: on Tokio's timer instead of by blocking. It has no
-/// blocking `take` and does not implement [`Limiter`](crate::Limiter), so a
+/// blocking `take` and does not implement [`Take`](crate::Take), so a
 /// blocking wait cannot be called on it by accident.
 ///
 /// Clones share one limiter (an `Arc` inside): clone it into each task.
@@ -45,10 +45,10 @@ use super::TokioClock;
 /// wrapping at each use; the blocking limiters are shared by reference.)
 ///
 /// ```compile_fail
-/// use paceline::{tokio::AsyncLimiter, Limiter, Rate};
+/// use paceline::{tokio::AsyncLimiter, Rate, Take};
 ///
-/// // No blocking wait on a runtime thread: it is not a `Limiter` ...
-/// let blocking: &dyn Limiter = &AsyncLimiter::new(Rate::per_second(10));
+/// // No blocking wait on a runtime thread: it is not a `Take` ...
+/// let blocking: &dyn Take = &AsyncLimiter::new(Rate::per_second(10));
 /// ```
 ///
 /// ```compile_fail

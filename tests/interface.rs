@@ -1,0 +1,313 @@
+//! One suite for every kind, written against the take interface (`Take`,
+//! `AsyncTake`): the same cases run on the direct limiters, a keyed
+//! limiter, the in-memory remote backend, and a real Redis and PostgreSQL
+//! (started here), blocking and async. Every limit is 1/s with a slack of
+//! 2 (a burst of 3), at rest with full credit, so a real clock's drift
+//! over a case (milliseconds) changes no decision.
+#![cfg(all(feature = "tokio", feature = "keyed"))]
+
+use std::time::Duration;
+
+use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
+use paceline::remote::FailPolicy;
+use paceline::{
+    AsyncTake, AtomicLimiter, Error, KeyedLimiter, Limit, MutexLimiter, Rate, Take, TakeError,
+};
+
+const BURST: u64 = 3;
+
+fn limit() -> Limit {
+    Limit::new(Rate::per_second(1), BURST - 1)
+}
+
+fn retry(e: &Error) -> Duration {
+    e.retry_after()
+        .unwrap_or_else(|| panic!("{e} is not a refusal a wait cures"))
+}
+
+/// The blocking cases, on `key` of `limiter`.
+fn suite<L: Take<str> + ?Sized>(name: &str, limiter: &L, key: &str) {
+    // The limit in force, known without asking anyone.
+    assert_eq!(limiter.limit_for(key), Some(limit()), "{name}");
+    let before = limiter.state(key).unwrap();
+    assert_eq!(
+        before.available(),
+        BURST,
+        "{name}: at rest, the whole burst"
+    );
+    assert_eq!(before.next_free(), Duration::ZERO, "{name}");
+    assert!(limiter.can_take(key, BURST).unwrap(), "{name}");
+    // A cost above the burst: no wait helps, nothing is stored.
+    let e = limiter.try_take_n(key, BURST + 1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Refused(TakeError::ExceedsBurst { cost: 4, burst: 3 })
+        ),
+        "{name}: {e}"
+    );
+    // The burst at once; the take reports what it left.
+    let taken = limiter.try_take_n(key, BURST).unwrap();
+    assert_eq!(taken.available(), 0, "{name}");
+    assert!(
+        taken.next_free() > Duration::from_millis(900),
+        "{name}: {taken:?}"
+    );
+    assert_eq!(taken.limit(), Some(limit()), "{name}");
+    assert!(
+        taken.state().reset() > Duration::from_millis(2900),
+        "{name}"
+    );
+    // Now empty: a try learns the wait, a bounded take fails at once.
+    let e = limiter.try_take(key).unwrap_err();
+    assert!(
+        matches!(e, Error::Refused(TakeError::RetryAfter(_))),
+        "{name}: {e}"
+    );
+    let wait = retry(&e);
+    assert!(
+        wait > Duration::from_millis(900) && wait <= Duration::from_secs(1),
+        "{name}: {wait:?}"
+    );
+    let e = limiter
+        .take_n_timeout(key, 1, Duration::from_millis(10))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Refused(TakeError::QueueFull { .. })),
+        "{name}: {e}"
+    );
+    assert!(!limiter.can_take(key, 1).unwrap(), "{name}");
+    let after = limiter.state(key).unwrap();
+    assert_eq!(after.available(), 0, "{name}");
+    assert!(after.next_free() > Duration::from_millis(900), "{name}");
+    // A cost far past any clock: refused, never a panic.
+    assert!(limiter.try_take_n(key, u64::MAX).is_err(), "{name}");
+}
+
+/// The same cases through the async face.
+async fn suite_async<L: AsyncTake<str>>(name: &str, limiter: &L, key: &str) {
+    assert_eq!(limiter.limit_for(key), Some(limit()), "{name}");
+    let before = limiter.state(key).await.unwrap();
+    assert_eq!(
+        before.available(),
+        BURST,
+        "{name}: at rest, the whole burst"
+    );
+    assert!(limiter.can_take(key, BURST).await.unwrap(), "{name}");
+    let e = limiter.try_take_n(key, BURST + 1).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Refused(TakeError::ExceedsBurst { cost: 4, burst: 3 })
+        ),
+        "{name}: {e}"
+    );
+    let taken = limiter.try_take_n(key, BURST).await.unwrap();
+    assert_eq!(taken.available(), 0, "{name}");
+    assert!(
+        taken.next_free() > Duration::from_millis(900),
+        "{name}: {taken:?}"
+    );
+    assert_eq!(taken.limit(), Some(limit()), "{name}");
+    let e = limiter.try_take(key).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Refused(TakeError::RetryAfter(_))),
+        "{name}: {e}"
+    );
+    let wait = retry(&e);
+    assert!(
+        wait > Duration::from_millis(900) && wait <= Duration::from_secs(1),
+        "{name}: {wait:?}"
+    );
+    let e = limiter
+        .take_n_timeout(key, 1, Duration::from_millis(10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Refused(TakeError::QueueFull { .. })),
+        "{name}: {e}"
+    );
+    assert!(!limiter.can_take(key, 1).await.unwrap(), "{name}");
+    assert_eq!(limiter.state(key).await.unwrap().available(), 0, "{name}");
+    // The decision on the spot agrees (in process), or is not offered.
+    if let Some(now) = limiter.try_take_n_now(key, 1) {
+        assert!(now.is_err(), "{name}");
+    }
+}
+
+fn atomic() -> AtomicLimiter {
+    AtomicLimiter::builder(limit().rate())
+        .slack(BURST - 1)
+        .full_credit(true)
+        .build()
+        .unwrap()
+}
+
+fn keyed() -> KeyedLimiter<String> {
+    KeyedLimiter::builder(limit().rate())
+        .slack(BURST - 1)
+        .build()
+        .unwrap()
+}
+
+fn memory() -> MemoryLimiter {
+    MemoryLimiter::with_backend(MemoryBackend::new(), limit(), FailPolicy::Closed).unwrap()
+}
+
+#[test]
+fn every_in_process_kind_answers_the_interface_alike() {
+    suite("atomic", &atomic(), "k");
+    let mutex = MutexLimiter::builder(limit().rate())
+        .slack(BURST - 1)
+        .full_credit(true)
+        .build()
+        .unwrap();
+    suite("mutex", &mutex, "k");
+    let warm = AtomicLimiter::builder(limit().rate())
+        .slack(BURST - 1)
+        .full_credit(true)
+        .warm_up(Duration::ZERO)
+        .build()
+        .unwrap();
+    suite("warm-up", &warm, "k");
+    let keyed = keyed();
+    suite("keyed", &keyed, "alice");
+    suite("keyed, another key", &keyed, "bob");
+    // Behind a pointer, as a fitting holds it.
+    let boxed: Box<dyn Take<str>> = Box::new(atomic());
+    suite("dyn Take", &*boxed, "k");
+}
+
+#[test]
+fn the_remote_seam_answers_the_interface_alike() {
+    let limiter = memory();
+    suite("memory", &limiter, "alice");
+    suite("memory, another key", &limiter, "bob");
+}
+
+#[test]
+fn unlimited_reports_nothing_limiting() {
+    let taken = Take::<str>::try_take_n(&paceline::Unlimited, "k", u64::MAX).unwrap();
+    assert_eq!(taken.available(), u64::MAX);
+    assert_eq!(taken.limit(), None);
+    assert_eq!(Take::<str>::limit_for(&paceline::Unlimited, "k"), None);
+}
+
+#[tokio::test]
+async fn every_async_face_answers_the_interface_alike() {
+    let direct = paceline::tokio::AsyncLimiter::from(atomic());
+    suite_async("async atomic", &direct, "k").await;
+    let keyed = paceline::tokio::AsyncKeyedLimiter::from(keyed());
+    suite_async("async keyed", &keyed, "alice").await;
+    let memory = paceline::remote::memory::AsyncMemoryLimiter::from(memory());
+    suite_async("async memory", &memory, "alice").await;
+}
+
+/// The fail policy, through the interface: a server that cannot answer
+/// admits under `Open` and errs under `Closed`.
+#[test]
+fn a_down_server_is_admitted_only_by_the_open_policy() {
+    let backend = MemoryBackend::new();
+    let open = MemoryLimiter::with_backend(backend.clone(), limit(), FailPolicy::Open).unwrap();
+    let closed = MemoryLimiter::with_backend(backend.clone(), limit(), FailPolicy::Closed).unwrap();
+    backend.set_down(true);
+    for _ in 0..10 {
+        assert!(Take::<str>::try_take(&open, "k").is_ok());
+        let e = Take::<str>::try_take(&closed, "k").unwrap_err();
+        assert!(matches!(e, Error::Unavailable(_)), "{e}");
+    }
+    backend.set_down(false);
+    assert_eq!(Take::<str>::state(&open, "k").unwrap().available(), BURST);
+}
+
+#[cfg(feature = "postgres")]
+#[path = "support/pg_server.rs"]
+mod pg_support;
+#[cfg(feature = "redis")]
+#[path = "support/redis_server.rs"]
+mod redis_support;
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::redis_support as support;
+
+    use paceline::redis::{AsyncRedisLimiter, RedisLimiter};
+
+    #[test]
+    fn redis_answers_the_interface_alike() {
+        let server = support::RedisServer::start();
+        let limiter = RedisLimiter::builder(server.url(), super::limit().rate())
+            .slack(super::BURST - 1)
+            .build()
+            .unwrap();
+        super::suite("redis", &limiter, "alice");
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let limiter = AsyncRedisLimiter::from(limiter);
+        runtime.block_on(super::suite_async("async redis", &limiter, "bob"));
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::pg_support as support;
+
+    use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
+
+    #[test]
+    fn postgres_answers_the_interface_alike() {
+        let server = support::PgServer::start();
+        let limiter = PostgresLimiter::builder(&server.conn(), super::limit().rate())
+            .slack(super::BURST - 1)
+            .build()
+            .unwrap();
+        limiter.install().unwrap();
+        super::suite("postgres", &limiter, "alice");
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let limiter = AsyncPostgresLimiter::from(limiter);
+        runtime.block_on(super::suite_async("async postgres", &limiter, "bob"));
+    }
+}
+
+/// A remote-backed layer makes one round trip a request, with the
+/// `RateLimit` fields on every response too: the take's own answer
+/// carries them.
+#[cfg(feature = "tower")]
+#[tokio::test]
+async fn a_remote_backed_layer_makes_one_round_trip_per_request() {
+    use paceline::http::{Fields, LimitLayer};
+    use paceline::remote::memory::AsyncMemoryLimiter;
+    use tower::{Layer, ServiceExt};
+
+    let backend = MemoryBackend::new();
+    let limiter = MemoryLimiter::with_backend(
+        backend.clone(),
+        Limit::new(Rate::per_second(1), 4),
+        FailPolicy::Closed,
+    )
+    .unwrap();
+    let layer = LimitLayer::per_header("x-key", Rate::per_second(1))
+        .limiter(AsyncMemoryLimiter::from(limiter))
+        .fields(Fields::Always)
+        .build()
+        .unwrap();
+    let inner = tower::service_fn(|_req: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let service = layer.layer(inner);
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let request = http::Request::builder()
+            .header("x-key", "client-a")
+            .body(String::new())
+            .unwrap();
+        let response = service.clone().oneshot(request).await.unwrap();
+        statuses.push(response.status().as_u16());
+        assert!(
+            response.headers().contains_key("ratelimit-policy"),
+            "request {i}"
+        );
+        assert_eq!(backend.round_trips(), i + 1, "request {i}");
+    }
+    // A burst of 5, then refusals: 8 requests, 8 round trips.
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+}
