@@ -45,11 +45,12 @@
 //!   ([`Fields`]); a [`Body`] of text, JSON or `application/problem+json`.
 //! - **Modes:** refuse at once, hold a request up to a bounded wait and
 //!   forward it, or a dry run that counts what it would refuse ([`Mode`]).
-//! - **Limiters:** an in-process keyed limiter (made by the builder, or
-//!   yours with its overrides: [`keyed`](LimitBuilder::keyed)), one
-//!   [`AsyncLimiter`](crate::tokio::AsyncLimiter) for all
-//!   ([`shared`](LimitBuilder::shared)), or, with feature `redis`, a
-//!   limit shared by every process ([`redis`](LimitBuilder::redis)).
+//! - **Limiters:** an in-process keyed limiter made by the builder, or
+//!   any limiter that answers [`AsyncTake`](crate::AsyncTake) for a
+//!   [`ClientKey`], handed in with [`limiter`](LimitBuilder::limiter): a
+//!   keyed limiter of yours with its overrides, one
+//!   [`AsyncLimiter`](crate::tokio::AsyncLimiter) for all, a remote limit
+//!   shared by every process (Redis, PostgreSQL), or your own.
 //! - The layer and its service are `Clone` and share one limiter: they go
 //!   in axum's `.layer` and `.route_layer` as they are, with no `Buffer`.
 //!   A request held by the wait mode whose client goes away gives its slot

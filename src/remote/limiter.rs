@@ -59,16 +59,19 @@ impl<B: Backend> RemoteLimiter<B> {
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years.
     pub fn with_backend(backend: B, limit: Limit, policy: FailPolicy) -> Result<Self, BuildError> {
+        // On, and (with `metrics`) no facade.
+        #[allow(clippy::needless_update)]
+        let counting = Counting {
+            on: true,
+            ..Counting::default()
+        };
         let core = Core::new(
             backend,
             limit.rate(),
             limit.slack(),
             policy,
             Wait::default(),
-            &Counting {
-                on: true,
-                ..Counting::default()
-            },
+            &counting,
         )?;
         Ok(RemoteLimiter { core })
     }

@@ -20,18 +20,18 @@
 //! # Implementation details
 //!
 //! A remote store is one backend: it sends the step for `(key, request)`
-//! to its server and maps the reply to a [`Decision`] (granted at a slot,
+//! to its server and maps the reply to a `Decision` (granted at a slot,
 //! with the server's now; or a refusal of
 //! [`schedule::step`](crate::schedule::step)), and it
 //! peeks at a key's state and the server's now without storing anything.
-//! That is [`Remote`] (blocking) and [`AsyncRemote`] (a future). Everything
+//! That is `Remote` (blocking) and `AsyncRemote` (a future). Everything
 //! else is here, once, for every backend:
 //!
 //! - the checks that need no round trip
 //!   ([`schedule::span`](crate::schedule::span)'s `CostTooLarge`, and
 //!   whether a refusal would be
 //!   [`schedule::exceeds_burst`](crate::schedule::exceeds_burst)),
-//!   and the request the backend sends ([`Request`]);
+//!   and the request the backend sends (`Request`);
 //! - the [`FailPolicy`] (a failure of the server admits or errs), the
 //!   timeouts' defaults, and the one [`Error`] type;
 //! - turning a decision into the caller's answer, through

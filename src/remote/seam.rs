@@ -43,6 +43,7 @@ impl Request {
     }
 
     /// `(cost - 1) * T`, ns: how far after its base a request's slot is.
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn lead(&self) -> u64 {
         self.span.saturating_sub(self.params.interval())
     }

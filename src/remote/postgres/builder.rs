@@ -112,7 +112,7 @@ impl PostgresBuilder {
 
     /// Whether the limiter counts what it decides, all keys (and
     /// `with_limit` siblings) together: `stats()` on the limiter, and
-    /// [`Counted`] for [`stats::prometheus`](crate::stats::prometheus).
+    /// [`Counted`](crate::stats::Counted) for [`stats::prometheus`](crate::stats::prometheus).
     /// Default `false`. A server's failure counts in
     /// [`Stats::failed`](crate::stats::Stats::failed), and then as admitted
     /// or refused as the fail policy decides.

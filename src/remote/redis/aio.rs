@@ -23,7 +23,7 @@ use super::limiter::RedisBackend;
 use super::script::{self, Wire};
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
 
-/// The async face of a [`RedisLimiter`]: [`AsyncRemoteLimiter`] over
+/// The async face of a [`RedisLimiter`](super::RedisLimiter): [`AsyncRemoteLimiter`] over
 /// [`AsyncRedisBackend`], made by `AsyncRedisLimiter::from(limiter)`; its
 /// calls are [`AsyncRemoteLimiter`]'s, plus [`ping`](AsyncRemoteLimiter::ping)
 /// and [`prefix`](AsyncRemoteLimiter::prefix).
