@@ -13,14 +13,16 @@ use crate::take::{Error, State, Take, Taken};
 use crate::unlimited::Unlimited;
 
 impl<S: Store, C: Clock> Pacer<S, C> {
+    /// The limit in force, its slack in permits: one read of the limit's
+    /// lock (`rate()` and `slack()` would take it twice).
+    fn applied(&self) -> Limit {
+        let limit = self.limit();
+        Limit::new(limit.rate(), limit.slack().permits_at(limit.rate()))
+    }
+
     /// The state now, as [`Take::state`] reports it.
     pub(crate) fn state_now(&self) -> State {
-        let limit = self.limit();
-        State::new(
-            self.available(),
-            self.next_free(),
-            Some(Limit::new(limit.rate(), self.slack())),
-        )
+        State::new(self.available(), self.next_free(), Some(self.applied()))
     }
 
     /// What a take that went at `at` found.
@@ -57,7 +59,7 @@ impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
     }
 
     fn limit_for(&self, _key: &K) -> Option<Limit> {
-        Some(Limit::new(self.rate(), self.slack()))
+        Some(self.applied())
     }
 }
 
