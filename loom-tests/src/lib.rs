@@ -91,16 +91,41 @@ use std::time::Duration;
 
 pub use paceline::__Reservation as Reservation;
 use paceline::schedule::{Admit, Grant};
-use paceline::{AtomicLimiter, Limiter, ManualClock, MutexLimiter, Rate, TakeError};
+use paceline::{AtomicLimiter, BuildError, ManualClock, MutexLimiter, Rate, TakeError};
 
 /// Preemptions explored per execution when `LOOM_MAX_PREEMPTIONS` is unset:
 /// 2 already catches every broken step in the table above, in seconds.
 pub const DEFAULT_PREEMPTIONS: usize = 2;
 
 /// A limiter type the models run against, on a manual clock.
-pub trait Subject: Limiter + Sized + 'static {
+///
+/// Its take calls forward to the limiter's own (inherent) ones, the calls
+/// the models race: the shared `Take` interface wraps them in the same
+/// steps, so a model of these is a model of that.
+pub trait Subject: Send + Sync + Sized + 'static {
     /// The type's name, for failure messages.
     const NAME: &'static str;
+
+    /// Waits for one permit; the time waited.
+    fn take(&self) -> Duration;
+    /// Waits for `cost` permits; the time waited.
+    fn take_n(&self, cost: u64) -> Result<Duration, TakeError>;
+    /// Waits for `cost` permits unless that takes longer than `max_wait`.
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError>;
+    /// One permit now or a refusal.
+    fn try_take(&self) -> Result<(), TakeError>;
+    /// `cost` permits now or a refusal.
+    fn try_take_n(&self, cost: u64) -> Result<(), TakeError>;
+    /// Whether `cost` permits could be taken now, consuming nothing.
+    fn can_take(&self, cost: u64) -> bool;
+    /// Changes the rate.
+    fn set_rate(&self, rate: Rate) -> Result<(), BuildError>;
+    /// The rate applied.
+    fn rate(&self) -> Rate;
+    /// Permits that could be taken now.
+    fn available(&self) -> u64;
+    /// How long until the next permit is free.
+    fn next_free(&self) -> Duration;
 
     /// A limiter at one permit per `interval` with `slack`, starting with
     /// full credit or none, on `clock`.
@@ -125,6 +150,37 @@ macro_rules! subject {
     ($ty:ident) => {
         impl Subject for $ty<ManualClock> {
             const NAME: &'static str = stringify!($ty);
+
+            fn take(&self) -> Duration {
+                $ty::take(self)
+            }
+            fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+                $ty::take_n(self, cost)
+            }
+            fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+                $ty::take_n_timeout(self, cost, max_wait)
+            }
+            fn try_take(&self) -> Result<(), TakeError> {
+                $ty::try_take(self)
+            }
+            fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+                $ty::try_take_n(self, cost)
+            }
+            fn can_take(&self, cost: u64) -> bool {
+                $ty::can_take(self, cost)
+            }
+            fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+                $ty::set_rate(self, rate)
+            }
+            fn rate(&self) -> Rate {
+                $ty::rate(self)
+            }
+            fn available(&self) -> u64 {
+                $ty::available(self)
+            }
+            fn next_free(&self) -> Duration {
+                $ty::next_free(self)
+            }
 
             fn build(
                 interval: Duration,
