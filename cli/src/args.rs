@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
-use paceline::{Rate, Slack};
+use paceline::{AtomicLimiter, Rate, Slack};
 
 use crate::units::{self, ByteRate};
 
@@ -130,6 +130,10 @@ pub struct Limit {
 
 impl Limit {
     /// `given` with a burst of `burst` lines or bytes (None: the default).
+    ///
+    /// # Errors
+    /// A burst of 0, or one that banks more time than the limiter can
+    /// (about 146 years of the rate): bad input, named.
     pub fn new(given: Given, burst: Option<u64>) -> Result<Limit, Usage> {
         let slack = match burst {
             None => Slack::DEFAULT,
@@ -137,6 +141,27 @@ impl Limit {
             // A burst of N units is a slack of N - 1; bytes round up to units.
             Some(n) => Slack::permits(n.div_ceil(given.unit()) - 1),
         };
+        // The library's own check of `slack * interval`, on a throwaway
+        // limiter, so that a burst too large is refused here (status 2),
+        // not when the run builds its limiter (status 1).
+        if AtomicLimiter::builder(given.rate())
+            .slack(slack)
+            .build()
+            .is_err()
+        {
+            return Err(Usage(match (burst, given) {
+                (Some(n), Given::Bytes(_)) => {
+                    format!("bad burst {n} bytes: at {given} it banks more than 146 years")
+                }
+                (Some(n), Given::Lines(_)) => {
+                    format!("bad burst {n}: at {given} it banks more than 146 years")
+                }
+                (None, _) => format!(
+                    "rate {given}: the default burst banks more than 146 years at it \
+                     (give a smaller --burst)"
+                ),
+            }));
+        }
         Ok(Limit { given, slack })
     }
 }
@@ -357,7 +382,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         ));
     }
 
-    let burst = burst.map(|b| parse_burst(&b, is_bytes)).transpose()?;
+    let burst_text = burst;
+    let burst = burst_text
+        .as_deref()
+        .map(|b| parse_burst(b, is_bytes))
+        .transpose()?;
     let size = size
         .map(|s| {
             if is_bytes {
@@ -416,7 +445,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         match (&rate, &rate_file) {
             (Some(r), _) => {
                 let given = parse_rate(r, is_bytes).map_err(Usage)?;
-                Some(Limit::new(given, burst)?)
+                Some(Limit::new(given, burst).map_err(|u| match &burst_text {
+                    // A size names the bytes it came to, and the text typed.
+                    Some(text) if is_bytes => Usage(format!("--burst {text:?}: {u}")),
+                    _ => u,
+                })?)
             }
             (None, Some(path)) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {

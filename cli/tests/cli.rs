@@ -463,6 +463,39 @@ fn bad_input_exits_2_naming_the_bad_value() {
     assert!(done.texts()[0].starts_with("paceline: pace lines"));
 }
 
+/// A burst too large for the limiter (more than 146 years of the rate) is
+/// bad input like any other: status 2 naming the value, in the lines and
+/// bytes modes and from a rate file, not a runtime failure (status 1).
+#[test]
+fn an_oversized_burst_exits_2_naming_it() {
+    let dir = temp_dir("burst");
+    let file = dir.join("rate");
+    std::fs::write(&file, "10/s 99999999999999999\n").unwrap();
+    let file = file.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["10/s", "--burst", "99999999999999999"][..],
+            "99999999999999999",
+        ),
+        (
+            &["10/s", "-b", "18446744073709551615"][..],
+            "18446744073709551615",
+        ),
+        (
+            &["10/s", "-b", "99999999999999999", "-e", "true"][..],
+            "99999999999999999",
+        ),
+        (&["--bytes", "1/s", "-b", "99999T"][..], "\"99999T\""),
+        (&["--rate-file", file][..], "99999999999999999"),
+    ] {
+        let done = run(args, seq(3));
+        assert_eq!(done.code(), Some(2), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains(needle), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains("burst"), "{args:?}: {}", done.stderr);
+        assert!(done.lines.is_empty(), "{args:?} wrote to stdout");
+    }
+}
+
 #[test]
 fn an_unreachable_postgres_fails_with_status_1_naming_it() {
     let dir = temp_dir("nopostgres");
