@@ -9,6 +9,12 @@ use paceline::{AtomicLimiter, Rate, Slack};
 
 use crate::units::{self, ByteRate};
 
+/// The most commands `--jobs` runs at once. Every running command is polled
+/// for its end once a millisecond, and each is a process of the user's
+/// quota: past a thousand, paceline would spend its time polling, and a
+/// larger number is more likely a slip than a plan.
+pub const MAX_JOBS: usize = 1024;
+
 /// `paceline --help`.
 pub const HELP: &str = "\
 paceline: pace lines, commands or bytes at a steady rate with a bounded burst
@@ -30,7 +36,8 @@ options:
   -e, --exec CMD ARG.. run CMD once per line (the rest of the command line);
                        every {} in CMD/ARGs is replaced by the line, or the
                        line is the last argument if there is no {}; no shell
-  -j, --jobs N         with --exec: at most N commands at once [default: 1]
+  -j, --jobs N         with --exec: at most N commands at once, N up to 1024
+                       [default: 1]
       --drop           refuse instead of waiting: lines over the limit are
                        dropped (counted in the summary)
       --redis URL      share the limit through Redis (with --key): every
@@ -361,11 +368,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
             }
             let jobs = match jobs {
                 None => 1,
-                Some(j) => match j.trim().parse::<usize>() {
-                    Ok(n) if n >= 1 => n,
+                Some(j) => match j.trim().parse::<u64>() {
+                    Ok(n @ 1..) if n <= MAX_JOBS as u64 => n as usize,
                     _ => {
                         return Err(Usage(format!(
-                            "bad --jobs {j:?}: expected a whole number, at least 1"
+                            "bad --jobs {j:?}: expected a whole number from 1 to {MAX_JOBS}"
                         )))
                     }
                 },
@@ -527,6 +534,10 @@ mod tests {
             }
         );
         assert!(!a.drop, "--drop after --exec belongs to the command");
+        assert!(
+            HELP.contains(&format!("N up to {MAX_JOBS}")),
+            "--help says the bound"
+        );
     }
 
     #[test]

@@ -463,6 +463,46 @@ fn bad_input_exits_2_naming_the_bad_value() {
     assert!(done.texts()[0].starts_with("paceline: pace lines"));
 }
 
+/// A number on the command line is input like any other: `--jobs` is
+/// bounded (at most 1024 commands at once), and a count past its bound
+/// exits 2 naming it rather than panicking or allocating for it; every other
+/// numeric flag holds its extremes.
+#[test]
+fn numbers_on_the_command_line_are_bounded_and_a_bad_one_is_named() {
+    for jobs in ["18446744073709551615", "1000000000000", "1025"] {
+        let done = run(&["10/s", "-j", jobs, "--exec", "true"], seq(1));
+        assert_eq!(done.code(), Some(2), "-j {jobs}: {}", done.stderr);
+        assert!(
+            done.stderr.contains(&format!("--jobs \"{jobs}\"")) && done.stderr.contains("1024"),
+            "-j {jobs}: {}",
+            done.stderr
+        );
+    }
+    // The bound itself runs.
+    let done = run(&["-q", "1000/s", "-j", "1024", "--exec", "true"], seq(3));
+    assert_eq!(done.code(), Some(0), "-j 1024: {}", done.stderr);
+    // Past what a u64 holds: named, status 2.
+    for args in [
+        &["10/s", "-s", "18446744073709551616"][..],
+        &["10/s", "-b", "18446744073709551616"][..],
+        &["--bytes", "1M/s", "-s", "99999999999T"][..],
+        &["--bytes", "18446744073709551615/1ns"][..],
+        &["18446744073709551616/s"][..],
+    ] {
+        let done = run(args, seq(1));
+        assert_eq!(done.code(), Some(2), "{args:?}: {}", done.stderr);
+        let value = args[args.len() - 1];
+        assert!(
+            done.stderr.contains(&format!("\"{value}\"")),
+            "{args:?}: {}",
+            done.stderr
+        );
+    }
+    // The largest total is only a total.
+    let done = run(&["-q", "10/s", "-s", "18446744073709551615"], seq(1));
+    assert_eq!((done.code(), done.texts()), (Some(0), vec!["1".to_owned()]));
+}
+
 /// A burst too large for the limiter (more than 146 years of the rate) is
 /// bad input like any other: status 2 naming the value, in the lines and
 /// bytes modes and from a rate file, not a runtime failure (status 1).
