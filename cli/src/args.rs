@@ -62,7 +62,8 @@ re-read --rate-file (a bad file keeps the rate in force).
 
 exit status: 0 done (a closed stdout downstream, too); 1 a runtime error
 (stdin, Redis, PostgreSQL); 2 a bad argument; 130/143 ended by SIGINT/SIGTERM;
-with --exec, as xargs: 123 a command exited 1-254, 124 one exited 255,
+with --exec, as xargs: 123 a command exited 1-254 (or a line that cannot
+be an argument, such as one holding a NUL byte, was skipped), 124 one exited 255,
 125 one was killed by a signal, 126 CMD cannot run, 127 CMD not found.
 ";
 

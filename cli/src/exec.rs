@@ -7,6 +7,12 @@
 //! stderr. No shell is involved: `{}` in any argument is replaced by the
 //! line (without its newline), or the line is appended as the last
 //! argument when no argument holds `{}`. Every line runs, empty ones too.
+//!
+//! A line that cannot become an argument (it holds a NUL byte, or the
+//! system refuses it as too long) is not the command's fault: it is
+//! reported on stderr with its number, counted as skipped, and the run goes
+//! on with the next line; a run that skipped lines exits 123, as one whose
+//! commands failed.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -35,6 +41,8 @@ pub struct Tally {
     failed: BTreeMap<i32, u64>,
     /// Commands killed by a signal.
     killed: u64,
+    /// Lines that could not become an argument.
+    skipped: u64,
     /// The command could not be started: (xargs status, message).
     cannot_run: Option<(i32, String)>,
 }
@@ -57,7 +65,7 @@ impl Tally {
             125
         } else if self.failed.contains_key(&255) {
             124
-        } else if !self.failed.is_empty() {
+        } else if !self.failed.is_empty() || self.skipped > 0 {
             123
         } else {
             0
@@ -78,6 +86,9 @@ impl Tally {
         }
         if self.killed > 0 {
             s += &format!(", {} killed by a signal", self.killed);
+        }
+        if self.skipped > 0 {
+            s += &format!(", {} skipped (not an argument)", self.skipped);
         }
         if let Some((_, why)) = &self.cannot_run {
             s += &format!("; {why}");
@@ -115,16 +126,38 @@ fn replace(hay: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Starts `argv`, or says why it cannot (xargs's 127 / 126).
-fn start(argv: &[OsString]) -> Result<Child, (i32, String)> {
+/// Why a line cannot become an argument, if it cannot: checked before it
+/// waits for a job slot or a permit, so a skipped line costs neither.
+fn unusable(line: &[u8]) -> Option<&'static str> {
+    line.contains(&0)
+        .then_some("it holds a NUL byte, which no argument can")
+}
+
+/// Why a command did not start.
+enum NotStarted {
+    /// This line's fault: skip it and go on.
+    Line(String),
+    /// The command's: stop, with xargs's status (127 / 126) and why.
+    Command(i32, String),
+}
+
+/// Starts `argv`, or says why it cannot.
+fn start(argv: &[OsString]) -> Result<Child, NotStarted> {
     let name = argv[0].to_string_lossy();
     Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => (127, format!("cannot run {name:?}: not found")),
-            _ => (126, format!("cannot run {name:?}: {e}")),
+            io::ErrorKind::NotFound => {
+                NotStarted::Command(127, format!("cannot run {name:?}: not found"))
+            }
+            // The line made the arguments too long for the system (E2BIG),
+            // or into something no argument can hold.
+            io::ErrorKind::ArgumentListTooLong | io::ErrorKind::InvalidInput => {
+                NotStarted::Line(format!("the system refused it as an argument: {e}"))
+            }
+            _ => NotStarted::Command(126, format!("cannot run {name:?}: {e}")),
         })
 }
 
@@ -157,9 +190,20 @@ pub fn run(
     let mut running: Vec<Child> = Vec::with_capacity(jobs);
     let mut pending: Vec<u8> = Vec::new();
     let (mut started, mut dropped) = (0u64, 0u64);
+    // The number of the line in hand, from 1, for what is said about it.
+    let mut number = 0u64;
+    let skip = |number: u64, why: &str, tally: &mut Tally| {
+        eprintln!("paceline: line {number} skipped: {why}");
+        tally.skipped += 1;
+    };
 
     // One line: a job slot, a permit, a start. `false`: stop the run.
     let mut one = |line: &[u8], running: &mut Vec<Child>, tally: &mut Tally| -> Result<bool, End> {
+        number += 1;
+        if let Some(why) = unusable(line) {
+            skip(number, why, tally);
+            return Ok(true);
+        }
         loop {
             reap(running, tally);
             if running.len() < jobs {
@@ -178,8 +222,12 @@ pub fn run(
                     stats.done.store(started, Ordering::Relaxed);
                     Ok(true)
                 }
-                Err(why) => {
-                    tally.cannot_run = Some(why);
+                Err(NotStarted::Line(why)) => {
+                    skip(number, &why, tally);
+                    Ok(true)
+                }
+                Err(NotStarted::Command(code, why)) => {
+                    tally.cannot_run = Some((code, why));
                     Ok(false)
                 }
             },

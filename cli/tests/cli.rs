@@ -333,6 +333,34 @@ fn exec_runs_a_command_per_line_and_sums_up_the_statuses() {
     );
 }
 
+/// A line that cannot become an argument (it holds a NUL byte) is reported
+/// with its number and skipped, counted in the summary, and the run goes
+/// on: the command is not blamed (status 126) and the later lines run. The
+/// status is 123, as for a command that failed: some lines' work was not
+/// done.
+#[test]
+fn a_line_that_cannot_be_an_argument_is_skipped_and_the_run_goes_on() {
+    let done = run(
+        &["1000/s", "--exec", "echo", "ran"],
+        b"a\nb\0c\nd\n\0\ne".to_vec(),
+    );
+    assert_eq!(done.texts(), ["ran a", "ran d", "ran e"], "{}", done.stderr);
+    assert_eq!(done.code(), Some(123), "{}", done.stderr);
+    for line in [2, 4] {
+        assert!(
+            done.stderr.contains(&format!("line {line} skipped")) && done.stderr.contains("NUL"),
+            "{}",
+            done.stderr
+        );
+    }
+    assert!(!done.stderr.contains("cannot run"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("3 commands in ") && done.stderr.contains("2 skipped"),
+        "{}",
+        done.stderr
+    );
+}
+
 #[test]
 fn exec_runs_at_most_j_commands_at_once() {
     // Each command marks itself running in a directory, records how many
