@@ -8,8 +8,8 @@
 //! line (without its newline), or the line is appended as the last
 //! argument when no argument holds `{}`. Every line runs, empty ones too.
 //!
-//! A line that cannot become an argument (it holds a NUL byte, or the
-//! system refuses it as too long) is not the command's fault: it is
+//! A line that cannot become an argument (it holds a NUL byte, it is longer
+//! than [`MAX_LINE`], or the system refuses it) is not the command's fault: it is
 //! reported on stderr with its number, counted as skipped, and the run goes
 //! on with the next line; a run that skipped lines exits 123, as one whose
 //! commands failed.
@@ -32,6 +32,11 @@ use crate::stream::End;
 
 /// How often a full set of jobs is polled for one that ended.
 const REAP_POLL: Duration = Duration::from_millis(1);
+
+/// The longest line that may become an argument: Linux takes at most
+/// 128 KiB in one argument (`MAX_ARG_STRLEN`, its NUL included). A longer
+/// line is skipped, and only this much of it is ever held.
+const MAX_LINE: usize = 128 * 1024 - 1;
 
 /// How the commands ended.
 #[derive(Debug, Default)]
@@ -126,11 +131,28 @@ fn replace(hay: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Why a line cannot become an argument, if it cannot: checked before it
-/// waits for a job slot or a permit, so a skipped line costs neither.
-fn unusable(line: &[u8]) -> Option<&'static str> {
-    line.contains(&0)
-        .then_some("it holds a NUL byte, which no argument can")
+/// Why a line cannot become an argument, if it cannot (`overlong`: it ran
+/// past [`MAX_LINE`], and was not kept): checked before it waits for a job
+/// slot or a permit, so a skipped line costs neither.
+fn unusable(line: &[u8], overlong: bool) -> Option<&'static str> {
+    if overlong {
+        Some("longer than 128 KiB, the most one argument can hold")
+    } else {
+        line.contains(&0)
+            .then_some("it holds a NUL byte, which no argument can")
+    }
+}
+
+/// Adds `part` to the line in hand, unless that makes it longer than
+/// [`MAX_LINE`]: then the line is `overlong` and no more of it is kept.
+fn keep(pending: &mut Vec<u8>, part: &[u8], overlong: &mut bool) {
+    if !*overlong && pending.len() + part.len() > MAX_LINE {
+        *overlong = true;
+        *pending = Vec::new();
+    }
+    if !*overlong {
+        pending.extend_from_slice(part);
+    }
 }
 
 /// Why a command did not start.
@@ -198,9 +220,13 @@ pub fn run(
     };
 
     // One line: a job slot, a permit, a start. `false`: stop the run.
-    let mut one = |line: &[u8], running: &mut Vec<Child>, tally: &mut Tally| -> Result<bool, End> {
+    let mut one = |line: &[u8],
+                   overlong: bool,
+                   running: &mut Vec<Child>,
+                   tally: &mut Tally|
+     -> Result<bool, End> {
         number += 1;
-        if let Some(why) = unusable(line) {
+        if let Some(why) = unusable(line, overlong) {
             skip(number, why, tally);
             return Ok(true);
         }
@@ -241,13 +267,16 @@ pub fn run(
         }
     };
 
+    // The line in hand ran past MAX_LINE: the rest of it is not kept.
+    let mut overlong = false;
+
     let end = 'run: loop {
         let chunk = match input.next(flags, pace, &mut || {}) {
             Next::Data(d) => d,
             Next::Eof => {
-                if !pending.is_empty() {
+                if !pending.is_empty() || overlong {
                     let line = std::mem::take(&mut pending);
-                    if let Err(end) = one(&line, &mut running, &mut tally) {
+                    if let Err(end) = one(&line, overlong, &mut running, &mut tally) {
                         break 'run end;
                     }
                 }
@@ -258,18 +287,21 @@ pub fn run(
         };
         let mut rest = &chunk[..];
         while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            pending.extend_from_slice(&rest[..i]);
+            keep(&mut pending, &rest[..i], &mut overlong);
             rest = &rest[i + 1..];
             if flags.stopping() {
                 break 'run End::Stopped;
             }
-            match one(&pending, &mut running, &mut tally) {
-                Ok(true) => pending.clear(),
+            match one(&pending, overlong, &mut running, &mut tally) {
+                Ok(true) => {
+                    pending.clear();
+                    overlong = false;
+                }
                 Ok(false) => break 'run End::Done,
                 Err(end) => break 'run end,
             }
         }
-        pending.extend_from_slice(rest);
+        keep(&mut pending, rest, &mut overlong);
     };
     // Whatever stopped the loop, the commands started are waited for.
     for mut child in running {
