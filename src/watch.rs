@@ -39,9 +39,18 @@
 //! version of its content, and the limits stay as they were; the next good
 //! version is loaded as usual. Nothing in the watcher panics; a reload
 //! function that panics ends the watcher's thread, and nothing else.
+//!
+//! Only a regular file is read (a symbolic link to one is followed). A FIFO,
+//! a device or a directory at the path is reported as not a regular file
+//! and never read: a FIFO's open or read would wait for a writer, and the
+//! watcher (and dropping it) with it. On unix the file is opened with
+//! `O_NONBLOCK` and checked again once open, so a path swapped for a FIFO
+//! between the look and the open cannot hold the watcher either.
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -179,9 +188,67 @@ impl fmt::Debug for Watch {
     }
 }
 
+/// Refuses anything but a regular file, saying what it is.
+fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else {
+        special(kind)
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("not a regular file ({what})"),
+    ))
+}
+
+/// What a special file is.
+#[cfg(unix)]
+fn special(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+/// What a special file is.
+#[cfg(not(unix))]
+fn special(_: std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
+/// The bytes of the regular file at `path`. Anything else is refused before
+/// it is opened; on unix the open cannot wait (`O_NONBLOCK`, which a
+/// regular file's reads ignore) and what was opened is checked again.
+fn read(path: &Path) -> io::Result<Vec<u8>> {
+    regular(&std::fs::metadata(path)?)?;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let mut file: File = options.open(path)?;
+    let meta = file.metadata()?;
+    regular(&meta)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Reads the file and reloads it; the bytes read, or why not.
 fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Vec<u8>, WatchError> {
-    let bytes = std::fs::read(path).map_err(|e| WatchError {
+    let bytes = read(path).map_err(|e| WatchError {
         path: path.to_owned(),
         kind: Kind::Read(e),
     })?;
@@ -201,7 +268,7 @@ fn poll(
     reload: &mut impl FnMut(&str) -> ReloadResult,
     on_error: &mut OnError,
 ) {
-    match std::fs::read(path) {
+    match read(path) {
         Ok(bytes) if last.as_deref() == Some(&bytes[..]) => {}
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes).into_owned();

@@ -219,3 +219,107 @@ fn a_file_that_disappears_is_reported_once_and_loaded_when_back() {
         "loaded when back"
     );
 }
+
+/// Runs `f` on a thread of its own; its result, or `None` if it has not
+/// returned within 3 s (then `unstick` runs, to release it).
+#[cfg(unix)]
+fn bounded<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+    unstick: impl FnOnce(),
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(3)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            unstick();
+            None
+        }
+    }
+}
+
+/// Makes a FIFO at `path`, with the system's `mkfifo`.
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo")
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Opens `path`'s write end without waiting, which releases a reader
+/// blocked opening the FIFO (and makes it read an end of file).
+#[cfg(unix)]
+fn release(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+}
+
+/// A FIFO at the watched path is reported as not a regular file, never
+/// opened for a read that would wait for a writer: the first load fails at
+/// once, a watcher whose file becomes a FIFO reports it and goes on, and
+/// dropping that watcher returns at once.
+#[test]
+#[cfg(unix)]
+fn a_fifo_at_the_watched_path_never_blocks_the_watcher_or_its_drop() {
+    let dir = TempDir::new("fifo");
+    let path = dir.0.join("limits.toml");
+    mkfifo(&path);
+    let first = {
+        let watched = path.clone();
+        bounded(
+            move || Watch::new(watched).start(|_| Ok(())).map(drop),
+            || release(&path),
+        )
+    };
+    let err = first
+        .expect("start() on a FIFO returned within 3 s")
+        .unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+
+    std::fs::remove_file(&path).unwrap();
+    write(&path, V1);
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let watcher = {
+        let errors = Arc::clone(&errors);
+        Watch::new(&path)
+            .every(Duration::from_millis(10))
+            .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
+            .start(|_| Ok(()))
+            .unwrap()
+    };
+    std::fs::remove_file(&path).unwrap();
+    mkfifo(&path);
+    let reported = within(|| {
+        errors
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("not a regular file"))
+    });
+    let dropped = {
+        let path = path.clone();
+        bounded(
+            move || drop(watcher),
+            move || {
+                // Release the watcher's thread, as often as it opens again.
+                for _ in 0..100 {
+                    release(&path);
+                    thread::sleep(Duration::from_millis(10));
+                }
+            },
+        )
+    };
+    assert!(
+        dropped.is_some(),
+        "dropping the watcher returned within 3 s"
+    );
+    assert!(reported.is_some(), "{:?}", errors.lock().unwrap());
+}
