@@ -89,6 +89,8 @@ fn edits_are_applied_while_takes_run_and_a_broken_edit_changes_nothing() {
         );
         Watch::new(&path)
             .every(Duration::from_millis(20))
+            // `write` saves by rename: a version is whole when first seen.
+            .settle(Duration::from_millis(50))
             .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
             .start(move |text| {
                 let limits: Limits = toml::from_str(text)?;
@@ -202,6 +204,7 @@ fn a_file_that_disappears_is_reported_once_and_loaded_when_back() {
         let (errors, loads) = (Arc::clone(&errors), Arc::clone(&loads));
         Watch::new(&path)
             .every(Duration::from_millis(10))
+            .settle(Duration::from_millis(50))
             .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
             .start(move |_| {
                 loads.fetch_add(1, Ordering::SeqCst);
@@ -218,6 +221,46 @@ fn a_file_that_disappears_is_reported_once_and_loaded_when_back() {
         within(|| loads.load(Ordering::SeqCst) == 2).is_some(),
         "loaded when back"
     );
+}
+
+/// A file saved in place, in two writes with a pause between them shorter
+/// than the settle time: its first half parses on its own (a valid limits
+/// document), yet is never applied; the whole file is, within the settle
+/// time plus a poll (under 2 s at the defaults).
+#[test]
+fn a_half_written_file_is_never_applied() {
+    const FIRST: &str = "[default]\nrate = \"200/s\"\n";
+    const REST: &str = "[overrides]\n\"tenant:a\" = { rate = \"20/s\", burst = 4 }\n";
+    let dir = TempDir::new("half");
+    let path = dir.0.join("limits.toml");
+    write(&path, V1);
+    let applied = Arc::new(Mutex::new(Vec::<String>::new()));
+    let _watcher = {
+        let applied = Arc::clone(&applied);
+        Watch::new(&path)
+            .start(move |text| {
+                toml::from_str::<Limits>(text)?;
+                applied.lock().unwrap().push(text.to_owned());
+                Ok(())
+            })
+            .unwrap()
+    };
+    assert!(toml::from_str::<Limits>(FIRST).is_ok(), "the half parses");
+    // Saved in place, as `cat > limits.toml` or a slow writer does: the
+    // file truncated, half of it written, a pause, the rest.
+    let mut file = std::fs::File::create(&path).unwrap();
+    std::io::Write::write_all(&mut file, FIRST.as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(400));
+    std::io::Write::write_all(&mut file, REST.as_bytes()).unwrap();
+    drop(file);
+    let whole = format!("{FIRST}{REST}");
+    let took = within(|| applied.lock().unwrap().last() == Some(&whole));
+    let applied = applied.lock().unwrap().clone();
+    assert!(
+        !applied.iter().any(|t| t == FIRST || t.is_empty()),
+        "a part of the file was applied: {applied:?}"
+    );
+    assert!(took.is_some(), "the whole file in force: {applied:?}");
 }
 
 /// Runs `f` on a thread of its own; its result, or `None` if it has not
