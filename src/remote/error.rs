@@ -52,6 +52,9 @@ impl Error {
     /// caller's call: the connection backs off by itself).
     ///
     /// ```
+    /// # #[cfg(not(feature = "redis"))] // one type, named by either backend
+    /// # use paceline::postgres::Error;
+    /// # #[cfg(feature = "redis")]
     /// use paceline::redis::Error;
     /// use paceline::TakeError;
     /// use std::time::Duration;
