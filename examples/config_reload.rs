@@ -36,6 +36,9 @@ rate = "100/s"
     let target = Arc::clone(&limiter);
     let watch = Watch::new(&path)
         .every(Duration::from_millis(100))
+        // `save` renames a whole file over the old one: never half-written
+        // at the path, so a version may go in force as soon as it is seen.
+        .settle(Duration::ZERO)
         .on_error(|e| println!("  reported: {e}"))
         .start(move |text| Ok(target.apply(&toml::from_str::<Limits>(text)?)?))?;
 

@@ -3,6 +3,8 @@
 //! global one, say).
 //!
 //! ```
+//! # #[cfg(feature = "keyed")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use paceline::{all, AtomicLimiter, KeyedLimiter, Rate};
 //!
 //! let global = AtomicLimiter::builder(Rate::per_second(1))
@@ -19,7 +21,10 @@
 //! assert!(all::try_take(&[&per_user.bucket("alice"), &global]).is_err());
 //! assert_eq!(global.available(), 1);
 //! all::try_take(&[&per_user.bucket("bob"), &global])?; // the global permit left
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "keyed"))]
+//! # fn main() {}
 //! ```
 //!
 //! The parts ([`Part`]) are any direct limiter ([`AtomicLimiter`],

@@ -53,6 +53,16 @@ pub enum RateError {
         /// The same rate in whole numbers, `"20/3s"`, where there is one.
         instead: Option<String>,
     },
+    /// The string read as `COUNT/PERIOD`, but that rate is refused
+    /// (`"0/s"`): the string, and [`Rate::new`](crate::Rate::new)'s error,
+    /// which is also this error's [`source`](Error::source).
+    Invalid {
+        /// The string given.
+        input: String,
+        /// Why the rate it spells is refused: one of the variants above
+        /// `Parse`.
+        error: Box<RateError>,
+    },
 }
 
 impl fmt::Display for RateError {
@@ -88,11 +98,19 @@ impl fmt::Display for RateError {
                     None => Ok(()),
                 }
             }
+            RateError::Invalid { input, error } => write!(f, "invalid rate {input:?}: {error}"),
         }
     }
 }
 
-impl Error for RateError {}
+impl Error for RateError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            RateError::Invalid { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// Why a limiter could not be built, or its rate not changed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -172,6 +172,12 @@ impl FromStr for Rate {
     /// spelling of the same rate, `"20/3s"`.
     ///
     /// Every `Rate`'s [`Display`](fmt::Display) parses back to an equal `Rate`.
+    ///
+    /// # Errors
+    /// Every error names the string: [`RateError::Parse`] or
+    /// [`RateError::Decimals`] for one that does not read as a rate,
+    /// [`RateError::Invalid`] (with [`Rate::new`]'s error inside) for one
+    /// that does but is refused, as `"0/s"` is.
     fn from_str(s: &str) -> Result<Rate, RateError> {
         let bad = |reason: &'static str| RateError::Parse {
             input: s.to_owned(),
@@ -206,7 +212,11 @@ impl FromStr for Rate {
         };
         let period = duration::from_nanos(period_ns)
             .ok_or_else(|| bad("the period is too long: more than a Duration holds"))?;
-        Rate::new(count, period)
+        // The rate's own error, with the text that spelled it.
+        Rate::new(count, period).map_err(|error| RateError::Invalid {
+            input: s.to_owned(),
+            error: Box::new(error),
+        })
     }
 }
 

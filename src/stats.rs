@@ -147,6 +147,8 @@ impl<T: Counted + ?Sized> Counted for Arc<T> {
 /// format asks (`\\`, `\"`, `\n`).
 ///
 /// ```
+/// # #[cfg(feature = "keyed")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use paceline::stats::prometheus;
 /// use paceline::{AtomicLimiter, KeyedLimiter, Rate};
 ///
@@ -156,7 +158,10 @@ impl<T: Counted + ?Sized> Counted for Arc<T> {
 /// let text = prometheus(&[("global", &global), ("per_user", &users)]);
 /// assert!(text.contains("paceline_admitted_total{limiter=\"global\"} 1\n"));
 /// assert!(text.contains("paceline_admitted_total{limiter=\"per_user\"} 0\n"));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "keyed"))]
+/// # fn main() {}
 /// ```
 pub fn prometheus(limiters: &[(&str, &dyn Counted)]) -> String {
     let read: Vec<(&str, Stats)> = limiters

@@ -31,22 +31,50 @@
 //! # How a change is seen
 //!
 //! The watcher reads the file every [`every`](Watch::every) (default
-//! 250 ms) and reloads when its bytes differ from the last ones it loaded
-//! or tried: a portable poll, with no file-system notification crate, so
-//! an edit is in force within one interval plus the reload. A file that
+//! 250 ms): a portable poll, with no file-system notification crate. A
+//! version whose bytes differ from the last ones it loaded or tried goes in
+//! force only once those bytes have stayed unchanged for the
+//! [`settle`](Watch::settle) time (default 1 s); meanwhile the file is read
+//! ten times as often, and any change starts the wait again. So:
+//!
+//! - every save is in force within the settle time plus one poll (1.25 s at
+//!   the defaults, plus the reload);
+//! - a file saved in place (truncated, then written: `cat > limits.toml`,
+//!   many editors, `std::fs::write`) is never applied half-written, as long
+//!   as its writer never pauses mid-file for as long as the settle time,
+//!   even when the first part would parse on its own (a `[default]` without
+//!   its `[overrides]`). A writer that pauses longer has that part applied
+//!   (or reported, if it does not load), and then the whole.
+//! - a save by rename (written beside the file, then renamed over it, as
+//!   deploy tools, `mv`, vim's default and most config managers do) is never
+//!   half-written at the path; with such writers only, `.settle(Duration::ZERO)`
+//!   is safe and puts a save in force within one poll.
+//!
+//! The first load, in [`start`](Watch::start), takes the file as it is.
+//!
+//! A file that
 //! cannot be read (missing, mid-rename) or whose reload fails is reported
 //! to [`on_error`](Watch::on_error) (default: a line on stderr), once per
 //! version of its content, and the limits stay as they were; the next good
 //! version is loaded as usual. Nothing in the watcher panics; a reload
 //! function that panics ends the watcher's thread, and nothing else.
+//!
+//! Only a regular file is read (a symbolic link to one is followed). A FIFO,
+//! a device or a directory at the path is reported as not a regular file
+//! and never read: a FIFO's open or read would wait for a writer, and the
+//! watcher (and dropping it) with it. On unix the file is opened with
+//! `O_NONBLOCK` and checked again once open, so a path swapped for a FIFO
+//! between the look and the open cannot hold the watcher either.
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a reload returns: any error, reported as it is.
 pub type ReloadResult = Result<(), Box<dyn StdError + Send + Sync>>;
@@ -58,8 +86,18 @@ type OnError = Box<dyn FnMut(&WatchError) + Send>;
 pub struct Watch {
     path: PathBuf,
     every: Duration,
+    settle: Duration,
     on_error: OnError,
 }
+
+/// How often the file is read by default.
+const EVERY: Duration = Duration::from_millis(250);
+
+/// How long a new version's bytes must stay unchanged, by default: far
+/// longer than a writer pauses between two writes of one save (a disk
+/// flush, a scheduler stall), short enough that a save is in force within
+/// about a second.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// Why a version of the watched file was not loaded.
 #[derive(Debug)]
@@ -108,7 +146,8 @@ impl Watch {
     pub fn new(path: impl Into<PathBuf>) -> Watch {
         Watch {
             path: path.into(),
-            every: Duration::from_millis(250),
+            every: EVERY,
+            settle: SETTLE,
             on_error: Box::new(|e| eprintln!("paceline: {e}")),
         }
     }
@@ -116,6 +155,18 @@ impl Watch {
     /// How often the file is read (default 250 ms; at least 1 ms).
     pub fn every(mut self, interval: Duration) -> Watch {
         self.every = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a new version of the file must stay unchanged before it is
+    /// loaded (default 1 s): a file saved in place is not applied while it
+    /// is half-written, so long as its writer pauses for less than this.
+    /// While a version settles, the file is read every tenth of this (at
+    /// most every [`every`](Self::every), at least every millisecond).
+    /// `Duration::ZERO` loads a new version as soon as it is seen: safe only
+    /// when every save is a rename over the file (see the module's docs).
+    pub fn settle(mut self, time: Duration) -> Watch {
+        self.settle = time;
         self
     }
 
@@ -139,8 +190,11 @@ impl Watch {
         let Watch {
             path,
             every,
+            settle,
             mut on_error,
         } = self;
+        // How often the file is read while a new version settles.
+        let fast = (settle / 10).clamp(Duration::from_millis(1), every);
         let first = load(&path, &mut reload)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -149,13 +203,22 @@ impl Watch {
             thread::Builder::new()
                 .name("paceline-watch".into())
                 .spawn(move || {
-                    let mut last = Some(first);
+                    let mut seen = Seen {
+                        last: Some(first),
+                        settling: None,
+                    };
+                    let mut wait = every;
                     while !stop.load(Ordering::Acquire) {
-                        thread::park_timeout(every);
+                        thread::park_timeout(wait);
                         if stop.load(Ordering::Acquire) {
                             break;
                         }
-                        poll(&watched, &mut last, &mut reload, &mut on_error);
+                        // Read again soon while a version settles: at its
+                        // due time, or sooner to see a change sooner.
+                        wait = match poll(&watched, &mut seen, settle, &mut reload, &mut on_error) {
+                            Some(due) => due.min(fast),
+                            None => every,
+                        };
                     }
                 })
                 .map_err(|e| WatchError {
@@ -175,13 +238,72 @@ impl fmt::Debug for Watch {
         f.debug_struct("Watch")
             .field("path", &self.path)
             .field("every", &self.every)
+            .field("settle", &self.settle)
             .finish_non_exhaustive()
     }
 }
 
+/// Refuses anything but a regular file, saying what it is.
+fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else {
+        special(kind)
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("not a regular file ({what})"),
+    ))
+}
+
+/// What a special file is.
+#[cfg(unix)]
+fn special(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+/// What a special file is.
+#[cfg(not(unix))]
+fn special(_: std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
+/// The bytes of the regular file at `path`. Anything else is refused before
+/// it is opened; on unix the open cannot wait (`O_NONBLOCK`, which a
+/// regular file's reads ignore) and what was opened is checked again.
+fn read(path: &Path) -> io::Result<Vec<u8>> {
+    regular(&std::fs::metadata(path)?)?;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let mut file: File = options.open(path)?;
+    let meta = file.metadata()?;
+    regular(&meta)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Reads the file and reloads it; the bytes read, or why not.
 fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Vec<u8>, WatchError> {
-    let bytes = std::fs::read(path).map_err(|e| WatchError {
+    let bytes = read(path).map_err(|e| WatchError {
         path: path.to_owned(),
         kind: Kind::Read(e),
     })?;
@@ -193,17 +315,48 @@ fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Ve
     Ok(bytes)
 }
 
-/// One look at the file: reload a new version, report one that fails
-/// (once: `last` then holds it, so it is not tried again until it changes).
+/// What the watcher has seen of the file.
+struct Seen {
+    /// The version last loaded or tried (`None`: the file could not be read).
+    last: Option<Vec<u8>>,
+    /// A newer version, and when it was first seen with these bytes.
+    settling: Option<(Vec<u8>, Instant)>,
+}
+
+/// One look at the file: a version that differs from the last one settles
+/// (its bytes unchanged for `settle`) and is then reloaded, or reported if
+/// that fails (once: `last` then holds it, so it is not tried again until
+/// it changes). `Some(left)` while a version settles: how long until it may
+/// go in force.
 fn poll(
     path: &Path,
-    last: &mut Option<Vec<u8>>,
+    seen: &mut Seen,
+    settle: Duration,
     reload: &mut impl FnMut(&str) -> ReloadResult,
     on_error: &mut OnError,
-) {
-    match std::fs::read(path) {
-        Ok(bytes) if last.as_deref() == Some(&bytes[..]) => {}
+) -> Option<Duration> {
+    let last = &mut seen.last;
+    match read(path) {
+        Ok(bytes) if last.as_deref() == Some(&bytes[..]) => {
+            // Back to the version in force (or never left it).
+            seen.settling = None;
+            None
+        }
         Ok(bytes) => {
+            let now = Instant::now();
+            // When these bytes were first seen: a change starts again.
+            let since = match &seen.settling {
+                Some((settling, since)) if *settling == bytes => *since,
+                _ => {
+                    seen.settling = Some((bytes.clone(), now));
+                    now
+                }
+            };
+            let settled = now.saturating_duration_since(since);
+            if settled < settle {
+                return Some(settle - settled);
+            }
+            seen.settling = None;
             let text = String::from_utf8_lossy(&bytes).into_owned();
             if let Err(e) = reload(&text) {
                 on_error(&WatchError {
@@ -212,8 +365,10 @@ fn poll(
                 });
             }
             *last = Some(bytes);
+            None
         }
         Err(e) => {
+            seen.settling = None;
             // Reported once until the file is back.
             if last.is_some() {
                 on_error(&WatchError {
@@ -222,6 +377,7 @@ fn poll(
                 });
                 *last = None;
             }
+            None
         }
     }
 }

@@ -305,6 +305,43 @@ fn refusals_name_the_value_and_where_it_is() {
     }
 }
 
+/// A rate that reads as `COUNT/PERIOD` but is refused (`"0/s"`, `"0/0s"`,
+/// `"1/0s"`) is named in the message, in every format, as a malformed one is.
+#[test]
+fn a_refused_rate_is_named_in_every_format() {
+    for (rate, reason) in [
+        ("0/s", "at least 1 per period, got 0"),
+        ("0/0s", "at least 1 per period, got 0"),
+        ("1/0s", "period must be longer than 0"),
+    ] {
+        for (format, result) in [
+            (
+                "TOML",
+                from_toml(&format!("[default]\nrate = \"{rate}\"\n")),
+            ),
+            ("YAML", from_yaml(&format!("default:\n  rate: {rate}\n"))),
+            (
+                "JSON",
+                from_json(&format!("{{\"default\": {{\"rate\": \"{rate}\"}}}}")),
+            ),
+        ] {
+            let msg = result.expect_err(rate);
+            assert!(
+                msg.contains(&format!("{rate:?}")),
+                "{rate} in {format}: {msg}"
+            );
+            assert!(msg.contains(reason), "{rate} in {format}: {msg}");
+        }
+        let msg = serde_json::from_str::<Rate>(&format!("{rate:?}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(&format!("{rate:?}")),
+            "{rate} as a Rate: {msg}"
+        );
+    }
+}
+
 /// Whether an error message names `line`: `line 2` (serde_json,
 /// serde_norway, toml's header) — toml 1 writes "at line 2, column 8".
 fn says_line(msg: &str, line: usize) -> bool {

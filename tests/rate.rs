@@ -218,20 +218,49 @@ fn nginx_spelling_parses_as_the_same_rate() {
 /// A string that parses but whose rate is invalid gets the rate's own error.
 #[test]
 fn well_formed_but_invalid_rates_get_the_rate_error() {
-    assert_eq!("0/s".parse::<Rate>(), Err(RateError::ZeroCount));
-    assert_eq!("1/0s".parse::<Rate>(), Err(RateError::ZeroPeriod));
+    // The rate's own error, inside one that names the string.
+    let refused = |input: &str| match input.parse::<Rate>() {
+        Err(RateError::Invalid {
+            input: named,
+            error,
+        }) => {
+            assert_eq!(named, input);
+            *error
+        }
+        other => panic!("{input:?}: {other:?}"),
+    };
+    assert_eq!(refused("0/s"), RateError::ZeroCount);
+    assert_eq!(refused("1/0s"), RateError::ZeroPeriod);
     assert!(matches!(
-        "5/1ns".parse::<Rate>(),
-        Err(RateError::IntervalTooShort { .. })
+        refused("5/1ns"),
+        RateError::IntervalTooShort { .. }
     ));
     for input in ["1/200000d", "1/9999999999999d"] {
         assert!(
-            matches!(
-                input.parse::<Rate>(),
-                Err(RateError::IntervalTooLong { .. })
-            ),
+            matches!(refused(input), RateError::IntervalTooLong { .. }),
             "{input}"
         );
+    }
+}
+
+/// Every string `Rate` refuses is named in the error, whether it failed to
+/// parse or parsed to a rate that is not valid (`"0/s"`): a message from a
+/// configuration file or a command line says which value was wrong.
+#[test]
+fn every_rate_parse_error_names_the_input() {
+    for (input, reason) in [
+        ("0/s", "at least 1 per period, got 0"),
+        ("0/0s", "at least 1 per period, got 0"),
+        ("1/0s", "period must be longer than 0"),
+        ("5/1ns", "faster than 1 per nanosecond"),
+        ("1/200000d", "more than 146 years"),
+        ("2/3ns", "fractional-nanosecond"),
+        ("5/x", "unknown unit"),
+        ("10/1.5s", "decimals"),
+    ] {
+        let msg = input.parse::<Rate>().unwrap_err().to_string();
+        assert!(msg.contains(&format!("{input:?}")), "{input:?}: {msg}");
+        assert!(msg.contains(reason), "{input:?}: {msg}");
     }
 }
 

@@ -2,6 +2,9 @@
 //! admitted and refused, permits, scheduled wait, cancellations), counts
 //! nothing unless asked, and loses no count across threads; the Prometheus
 //! text says the same.
+// The direct and keyed kinds share one tally and most tests here, so the
+// file needs `keyed` (a default feature).
+#![cfg(feature = "keyed")]
 
 #[macro_use]
 mod common;

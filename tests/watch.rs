@@ -89,6 +89,8 @@ fn edits_are_applied_while_takes_run_and_a_broken_edit_changes_nothing() {
         );
         Watch::new(&path)
             .every(Duration::from_millis(20))
+            // `write` saves by rename: a version is whole when first seen.
+            .settle(Duration::from_millis(50))
             .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
             .start(move |text| {
                 let limits: Limits = toml::from_str(text)?;
@@ -202,6 +204,7 @@ fn a_file_that_disappears_is_reported_once_and_loaded_when_back() {
         let (errors, loads) = (Arc::clone(&errors), Arc::clone(&loads));
         Watch::new(&path)
             .every(Duration::from_millis(10))
+            .settle(Duration::from_millis(50))
             .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
             .start(move |_| {
                 loads.fetch_add(1, Ordering::SeqCst);
@@ -218,4 +221,148 @@ fn a_file_that_disappears_is_reported_once_and_loaded_when_back() {
         within(|| loads.load(Ordering::SeqCst) == 2).is_some(),
         "loaded when back"
     );
+}
+
+/// A file saved in place, in two writes with a pause between them shorter
+/// than the settle time: its first half parses on its own (a valid limits
+/// document), yet is never applied; the whole file is, within the settle
+/// time plus a poll (under 2 s at the defaults).
+#[test]
+fn a_half_written_file_is_never_applied() {
+    const FIRST: &str = "[default]\nrate = \"200/s\"\n";
+    const REST: &str = "[overrides]\n\"tenant:a\" = { rate = \"20/s\", burst = 4 }\n";
+    let dir = TempDir::new("half");
+    let path = dir.0.join("limits.toml");
+    write(&path, V1);
+    let applied = Arc::new(Mutex::new(Vec::<String>::new()));
+    let _watcher = {
+        let applied = Arc::clone(&applied);
+        Watch::new(&path)
+            .start(move |text| {
+                toml::from_str::<Limits>(text)?;
+                applied.lock().unwrap().push(text.to_owned());
+                Ok(())
+            })
+            .unwrap()
+    };
+    assert!(toml::from_str::<Limits>(FIRST).is_ok(), "the half parses");
+    // Saved in place, as `cat > limits.toml` or a slow writer does: the
+    // file truncated, half of it written, a pause, the rest.
+    let mut file = std::fs::File::create(&path).unwrap();
+    std::io::Write::write_all(&mut file, FIRST.as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(400));
+    std::io::Write::write_all(&mut file, REST.as_bytes()).unwrap();
+    drop(file);
+    let whole = format!("{FIRST}{REST}");
+    let took = within(|| applied.lock().unwrap().last() == Some(&whole));
+    let applied = applied.lock().unwrap().clone();
+    assert!(
+        !applied.iter().any(|t| t == FIRST || t.is_empty()),
+        "a part of the file was applied: {applied:?}"
+    );
+    assert!(took.is_some(), "the whole file in force: {applied:?}");
+}
+
+/// Runs `f` on a thread of its own; its result, or `None` if it has not
+/// returned within 3 s (then `unstick` runs, to release it).
+#[cfg(unix)]
+fn bounded<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+    unstick: impl FnOnce(),
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(3)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            unstick();
+            None
+        }
+    }
+}
+
+/// Makes a FIFO at `path`, with the system's `mkfifo`.
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo")
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Opens `path`'s write end without waiting, which releases a reader
+/// blocked opening the FIFO (and makes it read an end of file).
+#[cfg(unix)]
+fn release(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+}
+
+/// A FIFO at the watched path is reported as not a regular file, never
+/// opened for a read that would wait for a writer: the first load fails at
+/// once, a watcher whose file becomes a FIFO reports it and goes on, and
+/// dropping that watcher returns at once.
+#[test]
+#[cfg(unix)]
+fn a_fifo_at_the_watched_path_never_blocks_the_watcher_or_its_drop() {
+    let dir = TempDir::new("fifo");
+    let path = dir.0.join("limits.toml");
+    mkfifo(&path);
+    let first = {
+        let watched = path.clone();
+        bounded(
+            move || Watch::new(watched).start(|_| Ok(())).map(drop),
+            || release(&path),
+        )
+    };
+    let err = first
+        .expect("start() on a FIFO returned within 3 s")
+        .unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+
+    std::fs::remove_file(&path).unwrap();
+    write(&path, V1);
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let watcher = {
+        let errors = Arc::clone(&errors);
+        Watch::new(&path)
+            .every(Duration::from_millis(10))
+            .on_error(move |e| errors.lock().unwrap().push(e.to_string()))
+            .start(|_| Ok(()))
+            .unwrap()
+    };
+    std::fs::remove_file(&path).unwrap();
+    mkfifo(&path);
+    let reported = within(|| {
+        errors
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("not a regular file"))
+    });
+    let dropped = {
+        let path = path.clone();
+        bounded(
+            move || drop(watcher),
+            move || {
+                // Release the watcher's thread, as often as it opens again.
+                for _ in 0..100 {
+                    release(&path);
+                    thread::sleep(Duration::from_millis(10));
+                }
+            },
+        )
+    };
+    assert!(
+        dropped.is_some(),
+        "dropping the watcher returned within 3 s"
+    );
+    assert!(reported.is_some(), "{:?}", errors.lock().unwrap());
 }

@@ -5,9 +5,15 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
-use paceline::{Rate, Slack};
+use paceline::{AtomicLimiter, Rate, Slack};
 
 use crate::units::{self, ByteRate};
+
+/// The most commands `--jobs` runs at once. Every running command is polled
+/// for its end once a millisecond, and each is a process of the user's
+/// quota: past a thousand, paceline would spend its time polling, and a
+/// larger number is more likely a slip than a plan.
+pub const MAX_JOBS: usize = 1024;
 
 /// `paceline --help`.
 pub const HELP: &str = "\
@@ -30,7 +36,8 @@ options:
   -e, --exec CMD ARG.. run CMD once per line (the rest of the command line);
                        every {} in CMD/ARGs is replaced by the line, or the
                        line is the last argument if there is no {}; no shell
-  -j, --jobs N         with --exec: at most N commands at once [default: 1]
+  -j, --jobs N         with --exec: at most N commands at once, N up to 1024
+                       [default: 1]
       --drop           refuse instead of waiting: lines over the limit are
                        dropped (counted in the summary)
       --redis URL      share the limit through Redis (with --key): every
@@ -55,7 +62,8 @@ re-read --rate-file (a bad file keeps the rate in force).
 
 exit status: 0 done (a closed stdout downstream, too); 1 a runtime error
 (stdin, Redis, PostgreSQL); 2 a bad argument; 130/143 ended by SIGINT/SIGTERM;
-with --exec, as xargs: 123 a command exited 1-254, 124 one exited 255,
+with --exec, as xargs: 123 a command exited 1-254 (or a line that cannot
+be an argument, such as one holding a NUL byte, was skipped), 124 one exited 255,
 125 one was killed by a signal, 126 CMD cannot run, 127 CMD not found.
 ";
 
@@ -130,6 +138,10 @@ pub struct Limit {
 
 impl Limit {
     /// `given` with a burst of `burst` lines or bytes (None: the default).
+    ///
+    /// # Errors
+    /// A burst of 0, or one that banks more time than the limiter can
+    /// (about 146 years of the rate): bad input, named.
     pub fn new(given: Given, burst: Option<u64>) -> Result<Limit, Usage> {
         let slack = match burst {
             None => Slack::DEFAULT,
@@ -137,6 +149,27 @@ impl Limit {
             // A burst of N units is a slack of N - 1; bytes round up to units.
             Some(n) => Slack::permits(n.div_ceil(given.unit()) - 1),
         };
+        // The library's own check of `slack * interval`, on a throwaway
+        // limiter, so that a burst too large is refused here (status 2),
+        // not when the run builds its limiter (status 1).
+        if AtomicLimiter::builder(given.rate())
+            .slack(slack)
+            .build()
+            .is_err()
+        {
+            return Err(Usage(match (burst, given) {
+                (Some(n), Given::Bytes(_)) => {
+                    format!("bad burst {n} bytes: at {given} it banks more than 146 years")
+                }
+                (Some(n), Given::Lines(_)) => {
+                    format!("bad burst {n}: at {given} it banks more than 146 years")
+                }
+                (None, _) => format!(
+                    "rate {given}: the default burst banks more than 146 years at it \
+                     (give a smaller --burst)"
+                ),
+            }));
+        }
         Ok(Limit { given, slack })
     }
 }
@@ -336,11 +369,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
             }
             let jobs = match jobs {
                 None => 1,
-                Some(j) => match j.trim().parse::<usize>() {
-                    Ok(n) if n >= 1 => n,
+                Some(j) => match j.trim().parse::<u64>() {
+                    Ok(n @ 1..) if n <= MAX_JOBS as u64 => n as usize,
                     _ => {
                         return Err(Usage(format!(
-                            "bad --jobs {j:?}: expected a whole number, at least 1"
+                            "bad --jobs {j:?}: expected a whole number from 1 to {MAX_JOBS}"
                         )))
                     }
                 },
@@ -357,7 +390,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         ));
     }
 
-    let burst = burst.map(|b| parse_burst(&b, is_bytes)).transpose()?;
+    let burst_text = burst;
+    let burst = burst_text
+        .as_deref()
+        .map(|b| parse_burst(b, is_bytes))
+        .transpose()?;
     let size = size
         .map(|s| {
             if is_bytes {
@@ -416,7 +453,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         match (&rate, &rate_file) {
             (Some(r), _) => {
                 let given = parse_rate(r, is_bytes).map_err(Usage)?;
-                Some(Limit::new(given, burst)?)
+                Some(Limit::new(given, burst).map_err(|u| match &burst_text {
+                    // A size names the bytes it came to, and the text typed.
+                    Some(text) if is_bytes => Usage(format!("--burst {text:?}: {u}")),
+                    _ => u,
+                })?)
             }
             (None, Some(path)) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -494,6 +535,10 @@ mod tests {
             }
         );
         assert!(!a.drop, "--drop after --exec belongs to the command");
+        assert!(
+            HELP.contains(&format!("N up to {MAX_JOBS}")),
+            "--help says the bound"
+        );
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! stderr. No shell is involved: `{}` in any argument is replaced by the
 //! line (without its newline), or the line is appended as the last
 //! argument when no argument holds `{}`. Every line runs, empty ones too.
+//!
+//! A line that cannot become an argument (it holds a NUL byte, it is longer
+//! than [`MAX_LINE`], or the system refuses it) is not the command's fault: it is
+//! reported on stderr with its number, counted as skipped, and the run goes
+//! on with the next line; a run that skipped lines exits 123, as one whose
+//! commands failed.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -27,6 +33,11 @@ use crate::stream::End;
 /// How often a full set of jobs is polled for one that ended.
 const REAP_POLL: Duration = Duration::from_millis(1);
 
+/// The longest line that may become an argument: Linux takes at most
+/// 128 KiB in one argument (`MAX_ARG_STRLEN`, its NUL included). A longer
+/// line is skipped, and only this much of it is ever held.
+const MAX_LINE: usize = 128 * 1024 - 1;
+
 /// How the commands ended.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -35,6 +46,8 @@ pub struct Tally {
     failed: BTreeMap<i32, u64>,
     /// Commands killed by a signal.
     killed: u64,
+    /// Lines that could not become an argument.
+    skipped: u64,
     /// The command could not be started: (xargs status, message).
     cannot_run: Option<(i32, String)>,
 }
@@ -57,7 +70,7 @@ impl Tally {
             125
         } else if self.failed.contains_key(&255) {
             124
-        } else if !self.failed.is_empty() {
+        } else if !self.failed.is_empty() || self.skipped > 0 {
             123
         } else {
             0
@@ -78,6 +91,9 @@ impl Tally {
         }
         if self.killed > 0 {
             s += &format!(", {} killed by a signal", self.killed);
+        }
+        if self.skipped > 0 {
+            s += &format!(", {} skipped (not an argument)", self.skipped);
         }
         if let Some((_, why)) = &self.cannot_run {
             s += &format!("; {why}");
@@ -115,16 +131,55 @@ fn replace(hay: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Starts `argv`, or says why it cannot (xargs's 127 / 126).
-fn start(argv: &[OsString]) -> Result<Child, (i32, String)> {
+/// Why a line cannot become an argument, if it cannot (`overlong`: it ran
+/// past [`MAX_LINE`], and was not kept): checked before it waits for a job
+/// slot or a permit, so a skipped line costs neither.
+fn unusable(line: &[u8], overlong: bool) -> Option<&'static str> {
+    if overlong {
+        Some("longer than 128 KiB, the most one argument can hold")
+    } else {
+        line.contains(&0)
+            .then_some("it holds a NUL byte, which no argument can")
+    }
+}
+
+/// Adds `part` to the line in hand, unless that makes it longer than
+/// [`MAX_LINE`]: then the line is `overlong` and no more of it is kept.
+fn keep(pending: &mut Vec<u8>, part: &[u8], overlong: &mut bool) {
+    if !*overlong && pending.len() + part.len() > MAX_LINE {
+        *overlong = true;
+        *pending = Vec::new();
+    }
+    if !*overlong {
+        pending.extend_from_slice(part);
+    }
+}
+
+/// Why a command did not start.
+enum NotStarted {
+    /// This line's fault: skip it and go on.
+    Line(String),
+    /// The command's: stop, with xargs's status (127 / 126) and why.
+    Command(i32, String),
+}
+
+/// Starts `argv`, or says why it cannot.
+fn start(argv: &[OsString]) -> Result<Child, NotStarted> {
     let name = argv[0].to_string_lossy();
     Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => (127, format!("cannot run {name:?}: not found")),
-            _ => (126, format!("cannot run {name:?}: {e}")),
+            io::ErrorKind::NotFound => {
+                NotStarted::Command(127, format!("cannot run {name:?}: not found"))
+            }
+            // The line made the arguments too long for the system (E2BIG),
+            // or into something no argument can hold.
+            io::ErrorKind::ArgumentListTooLong | io::ErrorKind::InvalidInput => {
+                NotStarted::Line(format!("the system refused it as an argument: {e}"))
+            }
+            _ => NotStarted::Command(126, format!("cannot run {name:?}: {e}")),
         })
 }
 
@@ -157,9 +212,24 @@ pub fn run(
     let mut running: Vec<Child> = Vec::with_capacity(jobs);
     let mut pending: Vec<u8> = Vec::new();
     let (mut started, mut dropped) = (0u64, 0u64);
+    // The number of the line in hand, from 1, for what is said about it.
+    let mut number = 0u64;
+    let skip = |number: u64, why: &str, tally: &mut Tally| {
+        eprintln!("paceline: line {number} skipped: {why}");
+        tally.skipped += 1;
+    };
 
     // One line: a job slot, a permit, a start. `false`: stop the run.
-    let mut one = |line: &[u8], running: &mut Vec<Child>, tally: &mut Tally| -> Result<bool, End> {
+    let mut one = |line: &[u8],
+                   overlong: bool,
+                   running: &mut Vec<Child>,
+                   tally: &mut Tally|
+     -> Result<bool, End> {
+        number += 1;
+        if let Some(why) = unusable(line, overlong) {
+            skip(number, why, tally);
+            return Ok(true);
+        }
         loop {
             reap(running, tally);
             if running.len() < jobs {
@@ -178,8 +248,12 @@ pub fn run(
                     stats.done.store(started, Ordering::Relaxed);
                     Ok(true)
                 }
-                Err(why) => {
-                    tally.cannot_run = Some(why);
+                Err(NotStarted::Line(why)) => {
+                    skip(number, &why, tally);
+                    Ok(true)
+                }
+                Err(NotStarted::Command(code, why)) => {
+                    tally.cannot_run = Some((code, why));
                     Ok(false)
                 }
             },
@@ -193,13 +267,16 @@ pub fn run(
         }
     };
 
+    // The line in hand ran past MAX_LINE: the rest of it is not kept.
+    let mut overlong = false;
+
     let end = 'run: loop {
         let chunk = match input.next(flags, pace, &mut || {}) {
             Next::Data(d) => d,
             Next::Eof => {
-                if !pending.is_empty() {
+                if !pending.is_empty() || overlong {
                     let line = std::mem::take(&mut pending);
-                    if let Err(end) = one(&line, &mut running, &mut tally) {
+                    if let Err(end) = one(&line, overlong, &mut running, &mut tally) {
                         break 'run end;
                     }
                 }
@@ -210,18 +287,21 @@ pub fn run(
         };
         let mut rest = &chunk[..];
         while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            pending.extend_from_slice(&rest[..i]);
+            keep(&mut pending, &rest[..i], &mut overlong);
             rest = &rest[i + 1..];
             if flags.stopping() {
                 break 'run End::Stopped;
             }
-            match one(&pending, &mut running, &mut tally) {
-                Ok(true) => pending.clear(),
+            match one(&pending, overlong, &mut running, &mut tally) {
+                Ok(true) => {
+                    pending.clear();
+                    overlong = false;
+                }
                 Ok(false) => break 'run End::Done,
                 Err(end) => break 'run end,
             }
         }
-        pending.extend_from_slice(rest);
+        keep(&mut pending, rest, &mut overlong);
     };
     // Whatever stopped the loop, the commands started are waited for.
     for mut child in running {

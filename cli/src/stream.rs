@@ -1,7 +1,10 @@
 //! Lines mode and bytes mode: stdin to stdout, paced.
 //!
 //! **Lines.** Each line is one permit, written whole (its newline with it;
-//! a last line without one is written as it came). Flush policy: stdout is
+//! a last line without one is written as it came). A line is held for its
+//! newline only while it is short: once [`LONG_LINE`] of it is in hand, it
+//! is paid for (or dropped) and the rest streams through as it comes, so a
+//! line of any length costs one permit and bounded memory. Flush policy: stdout is
 //! flushed before every wait for a permit and before every wait for input,
 //! so a line never sits in paceline's buffer while paceline idles, yet an
 //! unthrottled stream is written in 64 KiB blocks rather than a `write(2)`
@@ -39,6 +42,11 @@ pub enum End {
 
 /// stdout's buffer in lines mode.
 const OUT_BUF: usize = 64 * 1024;
+
+/// The most of a line held for its newline: past this the line is paid for
+/// and streamed. Far longer than lines a pipeline paces, and small beside
+/// what stdin reads ahead.
+const LONG_LINE: usize = 256 * 1024;
 
 fn write_failed(e: &io::Error) -> End {
     if e.kind() == io::ErrorKind::BrokenPipe {
@@ -86,7 +94,11 @@ pub fn lines(
     stats: &Stats,
 ) -> End {
     let mut out = BufWriter::with_capacity(OUT_BUF, out);
+    // The start of a line whose newline has not come yet (under LONG_LINE).
     let mut pending: Vec<u8> = Vec::new();
+    // A long line whose start went through (`Some(true)`: so does the rest)
+    // or was dropped (`Some(false)`: so is the rest).
+    let mut open: Option<bool> = None;
     let mut passed = 0u64;
     let mut dropped = 0u64;
     // A flush that failed inside a wait's callback, reported after it.
@@ -107,10 +119,46 @@ pub fn lines(
             break 'run write_failed(&e);
         }
         let mut rest = &chunk[..];
+        // The rest of a long line, paid for (or dropped) already.
+        if let Some(pass) = open {
+            let newline = memchr(b'\n', rest);
+            let (part, tail) = rest.split_at(newline.map_or(rest.len(), |i| i + 1));
+            if pass {
+                if let Err(e) = out.write_all(part) {
+                    break 'run write_failed(&e);
+                }
+            }
+            if newline.is_none() {
+                continue;
+            }
+            open = None;
+            rest = tail;
+        }
         // A line begun in an earlier chunk: complete it, and pass it alone.
         if !pending.is_empty() {
             let Some(i) = memchr(b'\n', rest) else {
                 pending.extend_from_slice(rest);
+                if pending.len() >= LONG_LINE {
+                    // Too long to hold: its start is paid for (or dropped)
+                    // now, and the rest follows it as it comes.
+                    if flags.stopping() {
+                        break 'run End::Stopped;
+                    }
+                    match one(&pending, pace, drop, &mut out, &mut flush_error) {
+                        Ok(pass) => {
+                            open = Some(pass);
+                            if pass {
+                                passed += 1;
+                            } else {
+                                dropped += 1;
+                            }
+                        }
+                        Err(end) => break 'run end,
+                    }
+                    pending.clear();
+                    stats.done.store(passed, Ordering::Relaxed);
+                    stats.dropped.store(dropped, Ordering::Relaxed);
+                }
                 continue;
             };
             pending.extend_from_slice(&rest[..=i]);
@@ -161,9 +209,11 @@ pub fn lines(
             stats.done.store(passed, Ordering::Relaxed);
             stats.dropped.store(dropped, Ordering::Relaxed);
         }
+        // The start of the next line, held for its newline (a chunk is far
+        // shorter than LONG_LINE: the check comes with the next chunk).
         pending.extend_from_slice(rest);
     };
-    // A last line without a newline.
+    // A last line without a newline (one that streamed is counted already).
     let end = match end {
         End::Done if !pending.is_empty() && !flags.stopping() => {
             match one(&pending, pace, drop, &mut out, &mut flush_error) {

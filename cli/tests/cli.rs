@@ -333,6 +333,107 @@ fn exec_runs_a_command_per_line_and_sums_up_the_statuses() {
     );
 }
 
+/// A line that cannot become an argument (it holds a NUL byte) is reported
+/// with its number and skipped, counted in the summary, and the run goes
+/// on: the command is not blamed (status 126) and the later lines run. The
+/// status is 123, as for a command that failed: some lines' work was not
+/// done.
+#[test]
+fn a_line_that_cannot_be_an_argument_is_skipped_and_the_run_goes_on() {
+    let done = run(
+        &["1000/s", "--exec", "echo", "ran"],
+        b"a\nb\0c\nd\n\0\ne".to_vec(),
+    );
+    assert_eq!(done.texts(), ["ran a", "ran d", "ran e"], "{}", done.stderr);
+    assert_eq!(done.code(), Some(123), "{}", done.stderr);
+    for line in [2, 4] {
+        assert!(
+            done.stderr.contains(&format!("line {line} skipped")) && done.stderr.contains("NUL"),
+            "{}",
+            done.stderr
+        );
+    }
+    assert!(!done.stderr.contains("cannot run"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("3 commands in ") && done.stderr.contains("2 skipped"),
+        "{}",
+        done.stderr
+    );
+}
+
+/// The peak resident memory of `paceline args…` fed one 200 MB line without
+/// a newline, in MiB: `VmHWM` read from `/proc` once all of it is written
+/// (and before stdin closes, so the process is still there to be read).
+fn peak_mib_for_a_200_mb_line(args: &[&str]) -> (u64, Option<i32>, String) {
+    let mut child = paceline()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let block = vec![b'x'; 1 << 20];
+    for _ in 0..200 {
+        stdin.write_all(&block).unwrap();
+    }
+    // Whatever was read ahead is taken in by now.
+    thread::sleep(Duration::from_millis(300));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    drop(stdin);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let code = child.wait().unwrap().code();
+    (kib / 1024, code, stderr)
+}
+
+/// A line is one permit whatever its length, and is streamed through, not
+/// held: a 200 MB line without a newline keeps paceline under 64 MiB in
+/// every mode. With `--exec` a line is an argument, which the system bounds
+/// (128 KiB on Linux): a longer one is skipped and named, not held.
+#[test]
+fn a_long_line_is_streamed_through_in_bounded_memory() {
+    for args in [
+        &["1000/s"][..],
+        &["1000/s", "--drop"][..],
+        &["--unlimited"][..],
+        &["--bytes", "10GiB/s"][..],
+        &["1000/s", "--exec", "true"][..],
+    ] {
+        let (peak, code, stderr) = peak_mib_for_a_200_mb_line(args);
+        assert!(peak < 64, "{args:?}: peak RSS {peak} MiB; {stderr}");
+        if args.contains(&"--exec") {
+            assert_eq!(code, Some(123), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains("line 1 skipped") && stderr.contains("longer than"),
+                "{args:?}: {stderr}"
+            );
+        } else {
+            assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        }
+    }
+    // Passed whole, and counted as one line.
+    let mut input = vec![b'y'; 3 << 20];
+    input.extend_from_slice(b"\nshort\n");
+    input.extend(vec![b'z'; 1 << 20]);
+    for args in [&["-q", "1000/s"][..], &["-q", "--unlimited"][..]] {
+        let done = run(args, input.clone());
+        assert_eq!(done.stdout(), input, "{args:?}");
+    }
+    let done = run(&["1000/s"], input.clone());
+    assert!(done.stderr.contains(": 3 lines in "), "{}", done.stderr);
+}
+
 #[test]
 fn exec_runs_at_most_j_commands_at_once() {
     // Each command marks itself running in a directory, records how many
@@ -461,6 +562,79 @@ fn bad_input_exits_2_naming_the_bad_value() {
     let done = run(&["--help"], Vec::new());
     assert_eq!(done.code(), Some(0));
     assert!(done.texts()[0].starts_with("paceline: pace lines"));
+}
+
+/// A number on the command line is input like any other: `--jobs` is
+/// bounded (at most 1024 commands at once), and a count past its bound
+/// exits 2 naming it rather than panicking or allocating for it; every other
+/// numeric flag holds its extremes.
+#[test]
+fn numbers_on_the_command_line_are_bounded_and_a_bad_one_is_named() {
+    for jobs in ["18446744073709551615", "1000000000000", "1025"] {
+        let done = run(&["10/s", "-j", jobs, "--exec", "true"], seq(1));
+        assert_eq!(done.code(), Some(2), "-j {jobs}: {}", done.stderr);
+        assert!(
+            done.stderr.contains(&format!("--jobs \"{jobs}\"")) && done.stderr.contains("1024"),
+            "-j {jobs}: {}",
+            done.stderr
+        );
+    }
+    // The bound itself runs.
+    let done = run(&["-q", "1000/s", "-j", "1024", "--exec", "true"], seq(3));
+    assert_eq!(done.code(), Some(0), "-j 1024: {}", done.stderr);
+    // Past what a u64 holds: named, status 2.
+    for args in [
+        &["10/s", "-s", "18446744073709551616"][..],
+        &["10/s", "-b", "18446744073709551616"][..],
+        &["--bytes", "1M/s", "-s", "99999999999T"][..],
+        &["--bytes", "18446744073709551615/1ns"][..],
+        &["18446744073709551616/s"][..],
+    ] {
+        let done = run(args, seq(1));
+        assert_eq!(done.code(), Some(2), "{args:?}: {}", done.stderr);
+        let value = args[args.len() - 1];
+        assert!(
+            done.stderr.contains(&format!("\"{value}\"")),
+            "{args:?}: {}",
+            done.stderr
+        );
+    }
+    // The largest total is only a total.
+    let done = run(&["-q", "10/s", "-s", "18446744073709551615"], seq(1));
+    assert_eq!((done.code(), done.texts()), (Some(0), vec!["1".to_owned()]));
+}
+
+/// A burst too large for the limiter (more than 146 years of the rate) is
+/// bad input like any other: status 2 naming the value, in the lines and
+/// bytes modes and from a rate file, not a runtime failure (status 1).
+#[test]
+fn an_oversized_burst_exits_2_naming_it() {
+    let dir = temp_dir("burst");
+    let file = dir.join("rate");
+    std::fs::write(&file, "10/s 99999999999999999\n").unwrap();
+    let file = file.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["10/s", "--burst", "99999999999999999"][..],
+            "99999999999999999",
+        ),
+        (
+            &["10/s", "-b", "18446744073709551615"][..],
+            "18446744073709551615",
+        ),
+        (
+            &["10/s", "-b", "99999999999999999", "-e", "true"][..],
+            "99999999999999999",
+        ),
+        (&["--bytes", "1/s", "-b", "99999T"][..], "\"99999T\""),
+        (&["--rate-file", file][..], "99999999999999999"),
+    ] {
+        let done = run(args, seq(3));
+        assert_eq!(done.code(), Some(2), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains(needle), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains("burst"), "{args:?}: {}", done.stderr);
+        assert!(done.lines.is_empty(), "{args:?} wrote to stdout");
+    }
 }
 
 #[test]

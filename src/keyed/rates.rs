@@ -185,6 +185,44 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// number of overrides; keys whose limit did not change decide exactly
     /// as before.
     ///
+    /// # Credit: a key at rest gets the new burst
+    ///
+    /// Unlike a lone limiter's [`apply`](crate::Pacer::apply), which never
+    /// refills (banked credit is kept in permits), a key **at rest** under
+    /// its old limit (its whole burst banked, for a millisecond at least) is
+    /// at rest under the new one too: it gets the *full new burst*, as a key
+    /// never seen would, since a key at rest and an absent key must decide
+    /// alike (that is what lets them be dropped). A key that is busy (some
+    /// of its burst spent) keeps its booked slots and the rule of
+    /// [`set_rate`](Self::set_rate). So raising a burst from 3 to 10 lets
+    /// each key at rest send 10 at once, where a lone limiter keeps 3:
+    ///
+    /// ```
+    /// use paceline::{AtomicLimiter, KeyedLimiter, Limit, Limits, ManualClock, Rate};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let keyed = KeyedLimiter::<String>::builder(Rate::per_second(1))
+    ///     .slack(2) // a burst of 3
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let lone = AtomicLimiter::builder(Rate::per_second(1))
+    ///     .slack(2)
+    ///     .full_credit(true)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// keyed.try_take("a")?;
+    /// lone.try_take()?;
+    /// clock.advance(Duration::from_secs(60)); // both at rest, 3 banked
+    /// assert_eq!((keyed.available("a"), lone.available()), (3, 3));
+    ///
+    /// keyed.apply(&Limits::new(Limit::new(Rate::per_second(1), 9)))?;
+    /// lone.apply(Limit::new(Rate::per_second(1), 9))?;
+    /// assert_eq!(keyed.available("a"), 10); // the full new burst
+    /// assert_eq!(lone.available(), 3); // credit kept, never refilled
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// ```
     /// use paceline::{KeyedLimiter, Limit, Limits, Rate};
     ///
