@@ -661,6 +661,26 @@ mod tokio_calls {
             .unwrap()
     }
 
+    /// Async takes that wait past the horizon are admitted once each, as
+    /// their callers saw: asking the server again is no refusal.
+    #[tokio::test]
+    async fn async_takes_that_wait_count_as_admitted_not_refused() {
+        let server = RedisServer::start();
+        // 20/s, no slack: T = 50 ms, five horizons.
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_second(20))
+            .slack(0)
+            .stats(true)
+            .build()
+            .map(AsyncRedisLimiter::from)
+            .unwrap();
+        for _ in 0..4 {
+            limiter.take("k").await.unwrap();
+        }
+        limiter.take_n("k", 2).await.unwrap(); // above the burst
+        let stats = limiter.stats().unwrap();
+        assert_eq!((stats.admitted, stats.permits, stats.refused), (5, 6, 0));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     // Held for the whole run on purpose; only other tests' threads wait on it.
     #[allow(clippy::await_holding_lock)]

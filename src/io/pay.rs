@@ -339,7 +339,8 @@ mod asynchronous {
         /// trip; `false` (having stored nothing) otherwise, and then the
         /// wrapper calls [`pay`](Self::pay). The default always answers
         /// `false`. It spares a payment covered by banked credit its
-        /// allocation.
+        /// allocation. One payment is one request in a limiter's stats: a
+        /// `false` here should not count as a refusal.
         fn try_pay(&self, bytes: u64) -> bool {
             let _ = bytes;
             false
@@ -366,7 +367,8 @@ mod asynchronous {
             burst_of(self.slack())
         }
         fn try_pay(&self, bytes: u64) -> bool {
-            self.try_take_n(bytes).is_ok()
+            // Not counted if refused: the payment that follows is the request.
+            self.probe_n(bytes)
         }
         fn pay(&self, bytes: u64) -> Payment {
             let limiter = self.clone();

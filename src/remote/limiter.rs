@@ -19,7 +19,7 @@ use crate::rate::Rate;
 use crate::schedule::{self, Admit, Params, ORIGIN};
 use crate::slack::Slack;
 use crate::stats::{Counting, Meter};
-use crate::wait::{self, Wait};
+use crate::wait::{self, Ask, Wait};
 
 /// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
 /// siblings) shares: the backend and how calls fail and wait.
@@ -150,6 +150,7 @@ impl<B> Core<B> {
             admit,
             exceeds_burst,
             brief: false,
+            ask: Ask::Answer,
         })
     }
 
@@ -172,13 +173,11 @@ impl<B> Core<B> {
                 Ok(None)
             }
             Ok(Decision::Denied(deny)) => {
-                meter.refused();
-                Err(Error::Refused(TakeError::refused(
-                    deny,
-                    request.cost,
-                    request.admit,
-                    self.slack,
-                )))
+                let refusal = TakeError::refused(deny, request.cost, request.admit, self.slack);
+                if request.ask.counts(&refusal) {
+                    meter.refused();
+                }
+                Err(Error::Refused(refusal))
             }
             Err(e) => {
                 meter.failed();
@@ -272,7 +271,7 @@ mod asynchronous {
     use crate::remote::AsyncRemote;
     use crate::schedule::{Admit, Params};
     use crate::wait::tokio::{self as wait, Reserve, Reserved};
-    use crate::wait::Wait;
+    use crate::wait::{Ask, Wait};
 
     /// One key of a limit, as the async wait asks it for decisions.
     struct Keyed<'a, B> {
@@ -296,8 +295,13 @@ mod asynchronous {
             self.core.shared.wait
         }
 
-        async fn reserve(&self, cost: u64, admit: Admit) -> Result<Reserved<Undo>, Error> {
-            let request = self.core.request(cost, admit)?;
+        async fn reserve(
+            &self,
+            cost: u64,
+            admit: Admit,
+            ask: Ask,
+        ) -> Result<Reserved<Undo>, Error> {
+            let request = self.core.request(cost, admit)?.asked(ask);
             let decision = self.core.shared.backend.step(self.key, &request).await;
             let granted = self.core.settle(decision, &request)?;
             // The server's wait, counted from the reply's arrival.

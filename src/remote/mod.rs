@@ -44,6 +44,7 @@ use std::time::Duration;
 pub use error::Error;
 
 use crate::schedule::{Admit, Deny, Params};
+use crate::wait::Ask;
 
 /// How long to wait for a connection, unless the builder sets another: a
 /// local server answers in well under a millisecond; a second covers a busy
@@ -89,6 +90,9 @@ pub(crate) struct Request {
     /// to give back): the backend may then answer a grant with
     /// [`Decision::Admitted`], which costs the server less to say.
     pub(crate) brief: bool,
+    /// Why the caller asks: whether a refusal counts as one (an async
+    /// take's horizon asks again). Not sent.
+    pub(crate) ask: Ask,
 }
 
 impl Request {
@@ -100,6 +104,12 @@ impl Request {
             brief: true,
             ..self
         }
+    }
+
+    /// This request, asked as `ask` says (see [`Ask`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn asked(self, ask: Ask) -> Request {
+        Request { ask, ..self }
     }
 
     /// `(cost - 1) * T`, ns: how far after its base a request's slot is.

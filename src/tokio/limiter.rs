@@ -22,7 +22,7 @@ use crate::schedule::{Admit, ORIGIN};
 use crate::stats::{Counted, Stats};
 use crate::store::Store;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
-use crate::wait::Wait;
+use crate::wait::{Ask, Wait};
 
 use super::TokioClock;
 
@@ -263,6 +263,15 @@ impl<C: Clock> AsyncLimiter<C> {
         self.limiter().try_take_n(cost)
     }
 
+    /// [`try_take_n`](Self::try_take_n) as a look before a take of the same
+    /// request (a paced stream's try before it pays): `true` if admitted;
+    /// a refusal is not counted, the take that follows gives the answer.
+    pub(crate) fn probe_n(&self, cost: u64) -> bool {
+        self.limiter()
+            .reserve_asked(cost, Admit::Within(0), Ask::Probe)
+            .is_ok()
+    }
+
     /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
     /// Consumes nothing (another task may take first).
     pub fn can_take(&self, cost: u64) -> bool {
@@ -412,9 +421,10 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         &self,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> impl Future<Output = Result<Reserved<Reservation>, TakeError>> + Send {
         ready(
-            self.reserve_cancellable(cost, admit)
+            self.reserve_cancellable(cost, admit, ask)
                 .map(|(now, reservation)| {
                     let slot = reservation.grant.slot;
                     Reserved {
