@@ -36,7 +36,9 @@ pub enum Error {
     /// not a paceline state, the step failed (for PostgreSQL: the table is
     /// missing, or the role may not write it), or the reply was not
     /// understood. It concerns that call (that key) only: the connection
-    /// stays in use.
+    /// stays in use. Its message carries the server's own words (for
+    /// PostgreSQL its message, detail and hint), which the cause may keep a
+    /// level down.
     Script(Cause),
     /// The builder's configuration cannot work (a URL that does not parse,
     /// a slack too large for the rate).
@@ -91,11 +93,46 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Refused(e) => e.fmt(f),
-            Error::Unavailable(e) => write!(f, "limit server unavailable: {e}"),
+            Error::Unavailable(e) => write!(f, "limit server unavailable: {}", Why(&**e)),
             Error::Timeout => f.write_str("the limit server did not answer within the timeout"),
-            Error::Script(e) => write!(f, "the limit server rejected paceline's step: {e}"),
+            Error::Script(e) => write!(
+                f,
+                "the limit server rejected paceline's step: {}",
+                Why(&**e)
+            ),
             Error::Config(e) => write!(f, "invalid remote limiter configuration: {e}"),
         }
+    }
+}
+
+/// A cause and the errors under it, on one line: a server's own words are
+/// often a level down (tokio-postgres says "db error" and keeps the
+/// server's message, detail and hint in its source). A level whose text
+/// the line already holds is left out.
+struct Why<'a>(&'a (dyn StdError + 'static));
+
+impl fmt::Display for Why<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// Enough for any real chain; a cycle must not loop for ever.
+        const MAX_DEPTH: usize = 8;
+        let mut line = self.0.to_string();
+        let chain = std::iter::successors(self.0.source(), |&e| e.source());
+        for e in chain.take(MAX_DEPTH) {
+            let text = e.to_string();
+            // (An empty text is contained too.)
+            if line.contains(&text) {
+                continue;
+            }
+            // Multi-line messages (PostgreSQL's `DETAIL:` and `HINT:`) on
+            // the one line.
+            let mut sep = ": ";
+            for part in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                line.push_str(sep);
+                line.push_str(part);
+                sep = if part.ends_with('.') { " " } else { "; " };
+            }
+        }
+        f.write_str(&line)
     }
 }
 
@@ -112,5 +149,48 @@ impl StdError for Error {
 impl From<TakeError> for Error {
     fn from(e: TakeError) -> Error {
         Error::Refused(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that says little and keeps the server's words below it, as
+    /// tokio-postgres's "db error" does.
+    #[derive(Debug)]
+    struct Vague(Server);
+
+    #[derive(Debug)]
+    struct Server;
+
+    impl fmt::Display for Vague {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("db error")
+        }
+    }
+
+    impl StdError for Vague {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    impl fmt::Display for Server {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("ERROR: too long\nDETAIL: in \"t\".\nHINT: Shorter.")
+        }
+    }
+
+    impl StdError for Server {}
+
+    #[test]
+    fn a_script_error_says_the_servers_words_on_one_line() {
+        let e = Error::Script(Arc::new(Vague(Server)));
+        assert_eq!(
+            e.to_string(),
+            "the limit server rejected paceline's step: db error: ERROR: too long; \
+             DETAIL: in \"t\". HINT: Shorter."
+        );
     }
 }

@@ -16,7 +16,7 @@ use crate::schedule::{self, Admit, Deny, Grant, Params};
 use crate::slack::Slack;
 use crate::stats::{Counted, Counting, Meter, Stats};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
-use crate::wait::{self, nanos, Wait};
+use crate::wait::{self, nanos, Ask, Wait};
 
 /// A lock-free pacing limiter: `take()` before each unit of work returns when
 /// that unit may go, so units leave at a steady rate with a bounded burst.
@@ -214,7 +214,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
                 self.meter.admitted(1, 0);
                 Ok(())
             }
-            Err(deny) => Err(self.refused(deny, 1, admit)),
+            Err(deny) => Err(self.refused(deny, 1, admit, Ask::Answer)),
         }
     }
 
@@ -453,27 +453,43 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// Reserves a slot for `cost` permits if `admit` allows, without waiting.
     #[inline]
     pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError> {
+        self.reserve_asked(cost, admit, Ask::Answer)
+    }
+
+    /// [`reserve`](Self::reserve), counting a refusal only if `ask` says it
+    /// is the caller's answer.
+    #[inline]
+    pub(crate) fn reserve_asked(
+        &self,
+        cost: u64,
+        admit: Admit,
+        ask: Ask,
+    ) -> Result<(u64, Grant), TakeError> {
         let now = self.now();
         match self.store.update(now, cost, admit) {
             Ok(grant) => {
                 self.meter.admitted(cost, grant.slot.saturating_sub(now));
                 Ok((now, grant))
             }
-            Err(deny) => Err(self.refused(deny, cost, admit)),
+            Err(deny) => Err(self.refused(deny, cost, admit, ask)),
         }
     }
 
-    /// The error for a refusal: out of the take path's way, and reading the
-    /// burst only for the one error that names it.
+    /// The error for a refusal, counted if `ask` says so: out of the take
+    /// path's way, and reading the burst only for the one error that names
+    /// it.
     #[cold]
     #[inline(never)]
-    fn refused(&self, deny: Deny, cost: u64, admit: Admit) -> TakeError {
-        self.meter.refused();
+    fn refused(&self, deny: Deny, cost: u64, admit: Admit, ask: Ask) -> TakeError {
         let slack = match deny {
             Deny::ExceedsBurst => self.store.burst(self.now()) - 1,
             _ => 0,
         };
-        TakeError::refused(deny, cost, admit, slack)
+        let refusal = TakeError::refused(deny, cost, admit, slack);
+        if ask.counts(&refusal) {
+            self.meter.refused();
+        }
+        refusal
     }
 
     /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
@@ -483,6 +499,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         &self,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> Result<(u64, Reservation), TakeError> {
         // Read before the step. `set_limit` counts a change only after its
         // rebase (release), so a reservation that reads the new count was
@@ -490,7 +507,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         // have been decided either side, and its give-back is refused if the
         // count moved (conservative: the slot stays spent).
         let changes = self.changes.load(Ordering::Acquire);
-        let (now, grant) = self.reserve(cost, admit)?;
+        let (now, grant) = self.reserve_asked(cost, admit, ask)?;
         Ok((now, Reservation { grant, changes }))
     }
 
@@ -526,7 +543,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[cfg(paceline_loom)]
     #[doc(hidden)]
     pub fn __reserve(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError> {
-        self.reserve_cancellable(cost, admit).map(|(_, r)| r)
+        self.reserve_cancellable(cost, admit, Ask::Answer)
+            .map(|(_, r)| r)
     }
 
     /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
@@ -542,7 +560,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 /// A direct limiter as a part of an all-or-nothing request.
 impl<S: Store, C: Clock> crate::part::sealed::Part for Pacer<S, C> {
     fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
-        let (now, reservation) = self.reserve_cancellable(cost, admit)?;
+        let (now, reservation) = self.reserve_cancellable(cost, admit, Ask::Answer)?;
         Ok(Held {
             now,
             grant: reservation.grant,

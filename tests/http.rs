@@ -274,6 +274,28 @@ async fn forwarding_headers_count_only_from_trusted_proxies() {
     assert_eq!(layer.stats().missing_key, 1);
 }
 
+/// What a client writes left of its own entry cannot take its key away:
+/// a byte that is not text, or a chain longer than `MAX_HOPS`, left of the
+/// entry the trusted proxy appended, and the client is still keyed on its
+/// own address (not on the shared bucket of requests without a key).
+#[tokio::test]
+async fn a_client_cannot_make_its_own_key_disappear_behind_trusted_proxies() {
+    let layer = LimitLayer::per_ip(Rate::per_second(100))
+        .trust_proxies(["127.0.0.1"])
+        .on_missing_key(MissingKey::Shared("anonymous".into()))
+        .build()
+        .unwrap();
+    let addr = serve(app(layer.clone())).await;
+    let proxy = client("127.0.0.1");
+    let long = format!("{}, 2.2.2.2", vec!["9.9.9.9"; 40].join(", "));
+    for xff in ["caf\u{e9}, 2.2.2.2", long.as_str()] {
+        let answer = get_from(&proxy, addr, "/", &[("x-forwarded-for", xff)]).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(keys(&layer), ["2.2.2.2"], "{xff}");
+    }
+    assert_eq!(layer.stats().missing_key, 0);
+}
+
 #[tokio::test]
 async fn ipv6_clients_are_grouped_by_prefix() {
     let layer = LimitLayer::per_ip(Rate::per_second(100))

@@ -615,6 +615,43 @@ fn stats_count_decisions_and_the_server_failures_under_either_policy() {
     assert_eq!(limiter.stats(), None);
 }
 
+/// The server's error reaches the caller's message, not only the source
+/// chain: a key the server cannot index, a NUL byte in a key, a table that
+/// is not there. (Each is an `Error::Script`, for that call only.)
+#[test]
+fn a_servers_error_says_why_in_the_message() {
+    let server = PgServer::start();
+    let lim = limiter(&server, Rate::per_second(10), 1);
+    let script = |r: Result<(), Error>| match r {
+        Err(e @ Error::Script(_)) => e.to_string(),
+        other => panic!("expected a script error, got {other:?}"),
+    };
+    // 3 KB that do not compress: over the index's limit of about 2.7 KB.
+    let mut x = 1u64;
+    let long: String = (0..3 << 10)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'!' + (x >> 58) as u8)
+        })
+        .collect();
+    let long = script(lim.try_take(&long));
+    assert!(long.contains("index row size"), "{long}");
+    let nul = script(lim.try_take("a\0b"));
+    assert!(nul.contains("0x00"), "{nul}");
+    let gone = PostgresLimiter::builder(&server.conn(), Rate::per_second(10))
+        .table("nowhere.limits")
+        .build()
+        .unwrap();
+    let missing = script(gone.try_take("k"));
+    assert!(
+        missing.contains("\"nowhere.limits\" does not exist"),
+        "{missing}"
+    );
+    lim.try_take("k").unwrap();
+}
+
 #[cfg(feature = "tokio")]
 mod tokio_calls {
     use super::*;

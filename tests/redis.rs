@@ -635,6 +635,23 @@ fn a_poisoned_key_fails_alone_and_the_pool_keeps_its_connections() {
     assert!(matches!(open.try_take("huge"), Err(Error::Script(_))));
 }
 
+/// An empty value is foreign like any other: every call on it fails with a
+/// script error naming the key, and the value stays as it was (not taken
+/// for a fresh key, granted a burst and overwritten).
+#[test]
+fn an_empty_value_is_a_foreign_value_left_as_it_was() {
+    let server = RedisServer::start();
+    let limiter = limiter(&server, Rate::per_minute(1), 4);
+    assert_eq!(server.raw("SET paceline:empty \"\""), "+OK\r\n");
+    assert_poisoned(limiter.try_take("empty"), "paceline:empty");
+    assert_poisoned(limiter.take_n("empty", 2).map(drop), "paceline:empty");
+    assert_poisoned(limiter.available("empty").map(drop), "paceline:empty");
+    assert_eq!(server.raw("GET paceline:empty"), "$0\r\n\r\n");
+    assert_eq!(server.raw("PTTL paceline:empty"), ":-1\r\n");
+    // An absent key is still a bucket at rest.
+    limiter.try_take_n("absent", 5).unwrap();
+}
+
 #[test]
 fn flushall_forgets_every_limit_as_the_docs_warn() {
     let server = RedisServer::start();
@@ -668,6 +685,26 @@ mod tokio_calls {
             .build()
             .map(AsyncRedisLimiter::from)
             .unwrap()
+    }
+
+    /// Async takes that wait past the horizon are admitted once each, as
+    /// their callers saw: asking the server again is no refusal.
+    #[tokio::test]
+    async fn async_takes_that_wait_count_as_admitted_not_refused() {
+        let server = RedisServer::start();
+        // 20/s, no slack: T = 50 ms, five horizons.
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_second(20))
+            .slack(0)
+            .stats(true)
+            .build()
+            .map(AsyncRedisLimiter::from)
+            .unwrap();
+        for _ in 0..4 {
+            limiter.take("k").await.unwrap();
+        }
+        limiter.take_n("k", 2).await.unwrap(); // above the burst
+        let stats = limiter.stats().unwrap();
+        assert_eq!((stats.admitted, stats.permits, stats.refused), (5, 6, 0));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -403,3 +403,79 @@ fn the_metrics_facade_gets_the_same_counts() {
     assert_eq!(seen["paceline_failed_total"], 0.0);
     assert!((seen["paceline_wait_seconds"] - 0.1).abs() < 1e-9);
 }
+
+/// Async takes that wait (beyond the horizon, or for a cost above the
+/// burst) are admitted once, as their callers saw: asking again while they
+/// wait is no refusal.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn async_takes_that_wait_count_as_admitted_not_refused() {
+    use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter, TokioClock};
+
+    // 10/s, no slack: T = 100 ms, ten horizons.
+    let limiter: AsyncLimiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .stats(true)
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        limiter.take().await;
+    }
+    limiter.take_n(3).await.unwrap(); // above the burst: waits its intervals
+    let stats = limiter.stats().unwrap();
+    assert_eq!((stats.admitted, stats.permits, stats.refused), (6, 8, 0));
+
+    let keyed = AsyncKeyedLimiter::from(
+        KeyedLimiter::<u8>::builder(Rate::per_second(10))
+            .slack(0)
+            .stats(true)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    for _ in 0..5 {
+        keyed.take(&1).await.unwrap();
+    }
+    keyed.take_n(&1, 3).await.unwrap();
+    let stats = Counted::stats(&keyed).unwrap();
+    assert_eq!((stats.admitted, stats.permits, stats.refused), (6, 8, 0));
+    let totals = keyed.limiter().stats();
+    assert_eq!((totals.admitted, totals.refused), (6, 0));
+}
+
+/// A paced async writer or reader pays for each chunk once: its chunks are
+/// admitted requests, none of them refused, however long each waits.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn paced_async_streams_count_each_chunk_once_as_admitted() {
+    use paceline::io::{PacedReader, PacedWriter};
+    use paceline::tokio::AsyncLimiter;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // 1 000 bytes/s, chunks of one burst (100 bytes): 100 ms apart.
+    let limiter = || -> AsyncLimiter {
+        AsyncLimiter::builder(Rate::per_second(1000))
+            .slack(99)
+            .stats(true)
+            .build()
+            .unwrap()
+    };
+    let writes = limiter();
+    let mut writer = PacedWriter::new(Vec::new(), writes.clone());
+    writer.write_all(&[7; 400]).await.unwrap();
+    let stats = writes.stats().unwrap();
+    assert_eq!((stats.admitted, stats.permits, stats.refused), (4, 400, 0));
+
+    let reads = limiter();
+    let mut reader = PacedReader::new(&[7u8; 1600][..], reads.clone());
+    let (mut buf, mut chunks) = ([0; 100], 0);
+    while reader.read(&mut buf).await.unwrap() > 0 {
+        chunks += 1;
+    }
+    assert_eq!(chunks, 16);
+    let stats = reads.stats().unwrap();
+    assert_eq!(
+        (stats.admitted, stats.permits, stats.refused),
+        (16, 1600, 0)
+    );
+}

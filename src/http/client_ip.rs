@@ -12,9 +12,12 @@
 //! them is the last hop a trusted proxy saw: the client. Anything left of
 //! it was written by the client and is never read (taking the left-most
 //! entry, as tower_governor's `SmartIpKeyExtractor` does, lets every
-//! request pick its own bucket). An entry that cannot be read (`unknown`,
-//! an obfuscated name, garbage) before an untrusted address ends the walk
-//! with no client: the request gets the layer's missing-key outcome.
+//! request pick its own bucket). The walk stops there, so nothing the
+//! client wrote is parsed: not text, garbage, a list of any length left of
+//! the client's entry make no difference. An entry that cannot be read
+//! (`unknown`, an obfuscated name, garbage) before an untrusted address
+//! ends the walk with no client: the request gets the layer's missing-key
+//! outcome.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -22,8 +25,11 @@ use std::str::FromStr;
 
 use http::HeaderMap;
 
-/// How many entries of a forwarding header are read at most: a chain of
-/// proxies is short; a longer list is a client's invention.
+/// How many entries of a forwarding header are read at most, from the
+/// right, looking for the first that is not a trusted proxy: a chain of
+/// trusted proxies is short, and more trusted entries than this are a
+/// client's invention (no client). Entries left of the client's are never
+/// read, however many there are.
 pub const MAX_HOPS: usize = 32;
 
 /// An address block, `10.0.0.0/8` or `2001:db8::/32` (an address alone is
@@ -117,24 +123,42 @@ pub enum Forwarding {
 
 /// The client's address: `peer` itself unless it is in `trusted`; then the
 /// right-most entry of the `forwarding` header not in `trusted`. `None`
-/// when an entry before that cannot be read, or the list is too long.
+/// when an entry right of it (or it) cannot be read, or more than
+/// [`MAX_HOPS`] entries from the right are all trusted. Nothing left of
+/// that entry is read: whatever the client wrote there (bytes that are not
+/// text, garbage, any number of entries) changes nothing.
 pub(crate) fn client_ip(
     peer: IpAddr,
     headers: &HeaderMap,
     trusted: &[Cidr],
     forwarding: Forwarding,
 ) -> Option<IpAddr> {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
     let peer = canonical(peer);
-    if !trusted.iter().any(|c| c.contains(peer)) {
+    if !is_trusted(peer) {
         return Some(peer);
     }
-    let hops = hops(headers, forwarding)?;
+    let name = match forwarding {
+        Forwarding::XForwardedFor => "x-forwarded-for",
+        Forwarding::Forwarded => "forwarded",
+    };
+    // Right to left: the last field line first (the lines are one list, in
+    // order), each line's entries from its end. Bytes, not text: a line is
+    // read only as far as the walk goes.
+    let entries = headers
+        .get_all(name)
+        .iter()
+        .rev()
+        .flat_map(|line| line.as_bytes().rsplit(|&b| b == b','));
     // Every entry trusted (internal traffic): the left-most is our own
     // proxies' word; with no entry at all, the peer.
     let mut client = peer;
-    for hop in hops.iter().rev() {
-        let ip = canonical((*hop)?);
-        if !trusted.iter().any(|c| c.contains(ip)) {
+    for (read, entry) in entries.enumerate() {
+        if read == MAX_HOPS {
+            return None;
+        }
+        let ip = canonical(hop(entry, forwarding)?);
+        if !is_trusted(ip) {
             return Some(ip);
         }
         client = ip;
@@ -142,31 +166,14 @@ pub(crate) fn client_ip(
     Some(client)
 }
 
-/// The header's entries, left to right (`None` for one that is not an
-/// address); `None` when the list is longer than [`MAX_HOPS`].
-fn hops(headers: &HeaderMap, forwarding: Forwarding) -> Option<Vec<Option<IpAddr>>> {
-    let name = match forwarding {
-        Forwarding::XForwardedFor => "x-forwarded-for",
-        Forwarding::Forwarded => "forwarded",
-    };
-    let mut hops = Vec::new();
-    for line in headers.get_all(name) {
-        // A field line that is not text cannot be read: no client.
-        let Ok(line) = line.to_str() else {
-            hops.push(None);
-            continue;
-        };
-        for entry in line.split(',') {
-            if hops.len() == MAX_HOPS {
-                return None;
-            }
-            hops.push(match forwarding {
-                Forwarding::XForwardedFor => node(entry.trim()),
-                Forwarding::Forwarded => forwarded_for(entry),
-            });
-        }
+/// One entry of a forwarding header as an address; `None` when it is not
+/// text or not an address.
+fn hop(entry: &[u8], forwarding: Forwarding) -> Option<IpAddr> {
+    let entry = std::str::from_utf8(entry).ok()?;
+    match forwarding {
+        Forwarding::XForwardedFor => node(entry.trim()),
+        Forwarding::Forwarded => forwarded_for(entry),
     }
-    Some(hops)
 }
 
 /// The `for=` node of one `Forwarded` element, as an address.
@@ -330,15 +337,57 @@ mod tests {
         }
     }
 
+    /// A field line of raw bytes (`HeaderValue::from_str` takes text only).
+    fn raw_headers(name: &str, lines: &[&[u8]]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for line in lines {
+            h.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(line).unwrap(),
+            );
+        }
+        h
+    }
+
     #[test]
-    fn a_list_longer_than_max_hops_names_no_client() {
-        let t = trusted(&["127.0.0.1"]);
-        let long = vec!["1.1.1.1"; MAX_HOPS + 1].join(", ");
-        let h = headers("x-forwarded-for", &[&long]);
-        assert_eq!(
-            client_ip(ip("127.0.0.1"), &h, &t, Forwarding::XForwardedFor),
-            None
+    fn nothing_left_of_the_right_most_untrusted_entry_is_read() {
+        let t = trusted(&["10.0.0.0/8", "127.0.0.1"]);
+        let xff = |lines: &[&[u8]]| {
+            let h = raw_headers("x-forwarded-for", lines);
+            client_ip(ip("127.0.0.1"), &h, &t, Forwarding::XForwardedFor)
+        };
+        // A byte that is not text, left of the client: on its line, or on
+        // a line of its own before.
+        assert_eq!(xff(&[b"\xff\xfe, 3.3.3.3, 10.1.2.3"]), Some(ip("3.3.3.3")));
+        assert_eq!(xff(&[b"caf\xc3\xa9", b"3.3.3.3"]), Some(ip("3.3.3.3")));
+        // Any number of entries left of the client.
+        let long = format!(
+            "{}, 3.3.3.3, 10.0.0.9",
+            vec!["1.1.1.1"; 10 * MAX_HOPS].join(", ")
         );
+        assert_eq!(xff(&[long.as_bytes()]), Some(ip("3.3.3.3")));
+        // Forwarded alike.
+        let h = raw_headers("forwarded", &[b"for=\xff, for=_x;by=\x80, for=4.4.4.4"]);
+        assert_eq!(
+            client_ip(ip("127.0.0.1"), &h, &t, Forwarding::Forwarded),
+            Some(ip("4.4.4.4"))
+        );
+        // What is right of the client (or the client) must be readable.
+        assert_eq!(xff(&[b"3.3.3.3, \xff, 10.0.0.1"]), None);
+        assert_eq!(xff(&[b"3.3.3.3", b"10.0.0.1 \xff"]), None);
+        assert_eq!(xff(&[b"1.1.1.1, 3.3.3.3\xff, 10.0.0.1"]), None);
+    }
+
+    #[test]
+    fn more_trusted_entries_than_max_hops_name_no_client() {
+        let t = trusted(&["10.0.0.0/8", "127.0.0.1"]);
+        let read = |entries: usize| {
+            let list = format!("1.1.1.1, {}", vec!["10.0.0.1"; entries].join(", "));
+            let h = headers("x-forwarded-for", &[&list]);
+            client_ip(ip("127.0.0.1"), &h, &t, Forwarding::XForwardedFor)
+        };
+        assert_eq!(read(MAX_HOPS - 1), Some(ip("1.1.1.1")));
+        assert_eq!(read(MAX_HOPS), None);
     }
 
     #[test]

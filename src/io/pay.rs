@@ -231,7 +231,8 @@ mod asynchronous {
         /// trip; `false` (having stored nothing) otherwise, and then the
         /// wrapper calls [`pay`](Self::pay). The default always answers
         /// `false`. It spares a payment covered by banked credit its
-        /// allocation.
+        /// allocation. One payment is one request in a limiter's stats: a
+        /// `false` here should not count as a refusal.
         fn try_pay(&self, bytes: u64) -> bool {
             let _ = bytes;
             false

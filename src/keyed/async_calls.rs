@@ -22,7 +22,7 @@ use crate::schedule::{Admit, Grant, ORIGIN};
 use crate::stats::{Counted, Stats};
 use crate::take::{AsyncTake, Error, State, Take, Taken};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
-use crate::wait::Wait;
+use crate::wait::{Ask, Wait};
 
 /// A [`KeyedLimiter`] whose takes are futures: `limiter.take(&ip).await`.
 /// The async face of the keyed limiter, made from a built one with
@@ -294,10 +294,11 @@ where
         &self,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> impl Future<Output = Result<Reserved<Ticket<K>>, TakeError>> + Send {
         ready(
             self.limiter
-                .decide(self.key, cost, admit)
+                .decide_asked(self.key, cost, admit, ask)
                 .map(|(now, grant, moves)| Reserved {
                     now,
                     slot: grant.slot,

@@ -42,6 +42,7 @@ use crate::clock::Clock;
 use crate::error::TakeError;
 use crate::primitive::{read, write, AtomicU32, AtomicU64, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, FULL};
+use crate::wait::Ask;
 
 /// When a full shard evicts, it evicts this fraction (1/8) of its entries at
 /// once, so the next inserts find room without another scan.
@@ -94,6 +95,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         key: &Q,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> Result<(u64, Grant, u64), TakeError>
     where
         K: Borrow<Q>,
@@ -104,7 +106,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
-            let (now, grant) = on_entry(shard, entry, now, cost, admit)?;
+            let (now, grant) = on_entry(shard, entry, now, cost, admit, ask)?;
             return Ok((now, grant, shard.moves));
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
@@ -122,8 +124,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let grant = match schedule::step(FULL, now, cost, p, admit) {
             Ok(grant) => grant,
             Err(deny) => {
-                self.refused_untracked.fetch_add(1, Ordering::Relaxed);
-                return Err(TakeError::refused(deny, cost, admit, p.slack()));
+                let refusal = TakeError::refused(deny, cost, admit, p.slack());
+                if ask.counts(&refusal) {
+                    self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+                }
+                return Err(refusal);
             }
         };
         if grant.next == FULL {

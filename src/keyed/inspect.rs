@@ -8,6 +8,7 @@ use super::shard::{coarse, sweep, IDLE_SHIFT};
 use super::{KeyedLimiter, WhenFull};
 use crate::clock::Clock;
 use crate::primitive::{read, write, Ordering};
+use crate::rate::Rate;
 use crate::schedule;
 use crate::stats::{Counted, Stats};
 use crate::wait::Wait;
@@ -127,6 +128,26 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// ```
     pub fn snapshot(&self) -> Vec<KeyState<K>> {
         let mut out = Vec::new();
+        self.for_each_live(|key, state, _| {
+            out.push(KeyState {
+                key: key.clone(),
+                fill: state.fill,
+                next_free: state.next_free,
+                idle: state.idle,
+                admitted: state.admitted,
+                refused: state.refused,
+            })
+        });
+        out
+    }
+
+    /// [`snapshot`](Self::snapshot)'s walk without its copies: `f` sees
+    /// each key not at rest, borrowed, with its state (`key: ()`) and the
+    /// rate and slack it is limited by, under its shard's read lock, so it
+    /// must not take from, reset or change this limiter. For the look
+    /// inside, which keeps only the rows a page shows: memory bounded by
+    /// those, not by the keys.
+    pub(crate) fn for_each_live(&self, mut f: impl FnMut(&K, KeyState<()>, (Rate, u64))) {
         for lock in self.shards.iter() {
             let shard = read(lock);
             let now = self.now();
@@ -140,20 +161,26 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                     continue;
                 }
                 let window = p.tau().saturating_add(p.interval());
-                out.push(KeyState {
-                    key: key.clone(),
-                    fill: used as f64 / window as f64,
-                    next_free: Duration::from_nanos(schedule::next_free(tat, now, p)),
-                    idle: Duration::from_nanos(
-                        u64::from(coarse(now).wrapping_sub(e.last.load(Ordering::Relaxed)))
-                            << IDLE_SHIFT,
-                    ),
-                    admitted: u64::from(e.admitted.load(Ordering::Relaxed)),
-                    refused: u64::from(e.refused.load(Ordering::Relaxed)),
-                });
+                // The entry's class indexes this shard's table, taken with
+                // its limits (`reresolve` moves them together).
+                let rate = shard.resolved.limits[e.class as usize].0;
+                f(
+                    key,
+                    KeyState {
+                        key: (),
+                        fill: used as f64 / window as f64,
+                        next_free: Duration::from_nanos(schedule::next_free(tat, now, p)),
+                        idle: Duration::from_nanos(
+                            u64::from(coarse(now).wrapping_sub(e.last.load(Ordering::Relaxed)))
+                                << IDLE_SHIFT,
+                        ),
+                        admitted: u64::from(e.admitted.load(Ordering::Relaxed)),
+                        refused: u64::from(e.refused.load(Ordering::Relaxed)),
+                    },
+                    (rate, p.slack()),
+                );
             }
         }
-        out
     }
 
     /// Totals since the limiter was built, for metrics. Takes each shard's

@@ -118,7 +118,7 @@ use crate::error::TakeError;
 use crate::primitive::{read, write, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::schedule::{self, Admit, Grant, Params, FULL};
 use crate::stats::Meter;
-use crate::wait::{self, nanos, Wait};
+use crate::wait::{self, nanos, Ask, Wait};
 
 #[cfg(feature = "tokio")]
 pub use async_calls::AsyncKeyedLimiter;
@@ -503,21 +503,40 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let decided = self.decide_uncounted(key, cost, admit);
+        self.decide_asked(key, cost, admit, Ask::Answer)
+    }
+
+    /// [`decide`](Self::decide), counting a refusal (in the meter and the
+    /// per-key totals) only if `ask` says it is the caller's answer.
+    #[inline]
+    pub(super) fn decide_asked<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+        ask: Ask,
+    ) -> Result<(u64, Grant, u64), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let decided = self.decide_uncounted(key, cost, admit, ask);
         match &decided {
             Ok((now, grant, _)) => self.meter.admitted(cost, grant.slot.saturating_sub(*now)),
-            Err(_) => self.meter.refused(),
+            Err(refusal) if ask.counts(refusal) => self.meter.refused(),
+            Err(_) => {}
         }
         decided
     }
 
-    /// [`decide`](Self::decide), before the meter counts it.
+    /// [`decide_asked`](Self::decide_asked), before the meter counts it.
     #[inline]
     fn decide_uncounted<Q>(
         &self,
         key: &Q,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> Result<(u64, Grant, u64), TakeError>
     where
         K: Borrow<Q>,
@@ -529,11 +548,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             if let Some(entry) = find(&shard.map, hash, key) {
                 // Read under the lock: see the module doc's "Rest".
                 let now = self.now();
-                let (now, grant) = on_entry(&shard, entry, now, cost, admit)?;
+                let (now, grant) = on_entry(&shard, entry, now, cost, admit, ask)?;
                 return Ok((now, grant, shard.moves));
             }
         }
-        self.decide_new(lock, hash, key, cost, admit)
+        self.decide_new(lock, hash, key, cost, admit, ask)
     }
 
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated

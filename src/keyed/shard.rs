@@ -11,6 +11,7 @@ use crate::error::TakeError;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::schedule::{Admit, Grant};
 use crate::store::atomic;
+use crate::wait::Ask;
 
 /// One tracked key's bucket and counters: 24 bytes.
 pub(super) struct Entry {
@@ -93,6 +94,7 @@ pub(super) fn on_entry<K>(
     now: u64,
     cost: u64,
     admit: Admit,
+    ask: Ask,
 ) -> Result<(u64, Grant), TakeError> {
     // The index was set under this shard's lock against this very table.
     let class = &shard.classes[entry.class as usize];
@@ -106,10 +108,12 @@ pub(super) fn on_entry<K>(
             Ok((now, grant))
         }
         Err(deny) => {
-            if entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
+            let refusal = TakeError::refused(deny, cost, admit, params.slack());
+            // Counted only as the caller's answer (the fetch_add short-circuits).
+            if ask.counts(&refusal) && entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
                 shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
             }
-            Err(TakeError::refused(deny, cost, admit, params.slack()))
+            Err(refusal)
         }
     }
 }

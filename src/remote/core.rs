@@ -22,7 +22,7 @@ use crate::schedule::{self, Admit, Params, ORIGIN};
 use crate::slack::Slack;
 use crate::stats::{Counting, Meter};
 use crate::take::{State, Taken};
-use crate::wait::{self, Wait};
+use crate::wait::{self, Ask, Wait};
 
 /// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
 /// siblings) shares: the backend and how calls fail and wait.
@@ -193,6 +193,7 @@ impl<B> Core<B> {
             admit,
             exceeds_burst,
             brief: false,
+            ask: Ask::Answer,
         })
     }
 
@@ -215,13 +216,11 @@ impl<B> Core<B> {
                 Ok(None)
             }
             Ok(Decision::Denied(deny)) => {
-                meter.refused();
-                Err(Error::Refused(TakeError::refused(
-                    deny,
-                    request.cost,
-                    request.admit,
-                    self.slack,
-                )))
+                let refusal = TakeError::refused(deny, request.cost, request.admit, self.slack);
+                if request.ask.counts(&refusal) {
+                    meter.refused();
+                }
+                Err(Error::Refused(refusal))
             }
             Err(e) => {
                 meter.failed();
@@ -320,7 +319,7 @@ mod asynchronous {
     use crate::schedule::Admit;
     use crate::take::{State, Taken};
     use crate::wait::tokio::{self as wait, Reserve, Reserved};
-    use crate::wait::Wait;
+    use crate::wait::{Ask, Wait};
 
     /// One key of a limit, as the async wait asks it for decisions; keeps
     /// what the last decision found, for the take's report.
@@ -367,8 +366,13 @@ mod asynchronous {
             self.core.shared.wait
         }
 
-        async fn reserve(&self, cost: u64, admit: Admit) -> Result<Reserved<Undo>, Error> {
-            let request = self.core.request(cost, admit)?;
+        async fn reserve(
+            &self,
+            cost: u64,
+            admit: Admit,
+            ask: Ask,
+        ) -> Result<Reserved<Undo>, Error> {
+            let request = self.core.request(cost, admit)?.asked(ask);
             let decision = self.core.shared.backend.step(self.key, &request).await;
             let granted = self.core.settle(decision, &request)?;
             *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Some(granted);

@@ -8,6 +8,7 @@ use std::future::Future;
 
 use super::Error;
 use crate::schedule::{Admit, Deny, Params};
+use crate::wait::Ask;
 
 /// One request, as a backend sends it: everything the server needs for
 /// [`schedule::step`](crate::schedule::step) except the state and its clock.
@@ -29,9 +30,18 @@ pub struct Request {
     /// to give back): the backend may then answer a grant with
     /// [`Decision::Admitted`], which costs the server less to say.
     pub(crate) brief: bool,
+    /// Why the caller asks: whether a refusal counts as one (an async
+    /// take's horizon asks again). Not sent.
+    pub(crate) ask: Ask,
 }
 
 impl Request {
+    /// This request, asked as `ask` says (see [`Ask`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn asked(self, ask: Ask) -> Request {
+        Request { ask, ..self }
+    }
+
     /// This request, asked briefly (see [`brief`](Self::brief)): for
     /// `Admit::Within(0)` only.
     pub(crate) fn brief(self) -> Request {

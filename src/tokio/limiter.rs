@@ -25,7 +25,7 @@ use crate::stats::{Counted, Stats};
 use crate::store::Store;
 use crate::take::{AsyncTake, Error, State, Take, Taken};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
-use crate::wait::Wait;
+use crate::wait::{Ask, Wait};
 
 use super::TokioClock;
 
@@ -486,9 +486,10 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         &self,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> impl Future<Output = Result<Reserved<Reservation>, TakeError>> + Send {
         ready(
-            self.reserve_cancellable(cost, admit)
+            self.reserve_cancellable(cost, admit, ask)
                 .map(|(now, reservation)| {
                     let slot = reservation.grant.slot;
                     Reserved {

@@ -14,6 +14,7 @@ pub(crate) mod tokio;
 use std::time::Duration;
 
 use crate::clock::{Clock, SPIN_YIELD_ABOVE};
+use crate::error::TakeError;
 use crate::schedule::ORIGIN;
 
 // The default precise wait spins without yielding (see `SPIN_YIELD_ABOVE`).
@@ -110,6 +111,35 @@ pub(crate) fn block<C: Clock + ?Sized>(
         wait.wait_until(clock, slot - ORIGIN);
     }
     Duration::from_nanos(slot.max(now) - ORIGIN)
+}
+
+/// Why a take asks its limiter for a decision, which says whether a
+/// refusal is counted (in [`Stats`](crate::stats::Stats) and a keyed
+/// limiter's per-key totals): counts equal what callers saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))] // only async takes ask otherwise
+pub(crate) enum Ask {
+    /// For the caller's answer: every refusal is one, and counts.
+    Answer,
+    /// Whether an async take's slot is within the horizon yet
+    /// (`wait/tokio.rs`): a slot too far (`QueueFull`) or a cost above the
+    /// burst (`ExceedsBurst`) only means "not yet", and the take asks again
+    /// (its answer counts then); any other refusal is the caller's answer.
+    Horizon,
+}
+
+impl Ask {
+    /// Whether `refusal` counts as a refused request.
+    #[inline]
+    pub(crate) fn counts(self, refusal: &TakeError) -> bool {
+        match self {
+            Ask::Answer => true,
+            Ask::Horizon => !matches!(
+                refusal,
+                TakeError::QueueFull { .. } | TakeError::ExceedsBurst { .. }
+            ),
+        }
+    }
 }
 
 /// A `Duration` in nanoseconds, saturating at `u64::MAX` (584 years).

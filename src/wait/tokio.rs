@@ -18,7 +18,9 @@
 //! - **A horizon for unbounded takes.** A `take` whose slot is further than
 //!   [`HORIZON`] away does not book it yet: it sleeps until the slot is
 //!   within the horizon and asks again. Only then does it book, and from
-//!   then on it owns its slot. So slots booked by async takes reach at most
+//!   then on it owns its slot. Asking again is no refusal: the take is
+//!   one request, counted once, when it books (see [`Ask::Horizon`]). So
+//!   slots booked by async takes reach at most
 //!   a horizon (plus one request) past the clock, and a take cancelled while
 //!   it waits (under `tokio::time::timeout`, in `select!`) has mostly booked
 //!   nothing: its capacity goes to whoever asks next. (Booking at once, as
@@ -44,7 +46,7 @@ use std::time::Duration;
 use ::tokio::sync::Mutex as Gate;
 use ::tokio::time::Instant;
 
-use super::{nanos, Wait};
+use super::{nanos, Ask, Wait};
 use crate::clock::{internal_now, Clock};
 use crate::error::TakeError;
 use crate::schedule::Admit;
@@ -89,11 +91,14 @@ pub(crate) trait Reserve: Sync {
     /// How the limiter waits.
     fn wait(&self) -> Wait;
 
-    /// Decides a request of `cost` under `admit`, booking it if admitted.
+    /// Decides a request of `cost` under `admit`, booking it if admitted,
+    /// and counts the decision as `ask` says (a horizon's "not yet" is no
+    /// refusal).
     fn reserve(
         &self,
         cost: u64,
         admit: Admit,
+        ask: Ask,
     ) -> impl Future<Output = Result<Reserved<Self::Ticket>, Self::Error>> + Send;
 
     /// The limit's own refusal inside `error`, if it is one.
@@ -117,7 +122,12 @@ pub(crate) async fn take<R: Reserve>(
             None => None,
         };
         loop {
-            let e = match limiter.reserve(cost, Admit::Within(HORIZON)).await {
+            // Not counted as refused while only too far: the caller sees
+            // one answer, the booking (or the error) at the end.
+            let e = match limiter
+                .reserve(cost, Admit::Within(HORIZON), Ask::Horizon)
+                .await
+            {
                 Ok(reserved) => break reserved,
                 Err(e) => e,
             };
@@ -131,7 +141,7 @@ pub(crate) async fn take<R: Reserve>(
                 // A cost above the burst is further than the horizon even at
                 // rest: book it at once (it waits its extra intervals anyway).
                 Some(TakeError::ExceedsBurst { .. }) => {
-                    break limiter.reserve(cost, Admit::Always).await?;
+                    break limiter.reserve(cost, Admit::Always, Ask::Answer).await?;
                 }
                 _ => return Err(e),
             }
@@ -148,7 +158,7 @@ pub(crate) async fn take_within<R: Reserve>(
     max_wait: Duration,
 ) -> Result<Duration, R::Error> {
     let reserved = limiter
-        .reserve(cost, Admit::Within(nanos(max_wait)))
+        .reserve(cost, Admit::Within(nanos(max_wait)), Ask::Answer)
         .await?;
     Ok(wait_reserved(limiter, reserved).await)
 }

@@ -66,13 +66,14 @@ pub struct Query {
     pub(crate) limit: usize,
 }
 
-/// One tracked bucket, as listed. (`pub` in a private module: the sealed
-/// `Tracking` trait names it.)
+/// One tracked bucket, as listed: its key owned (`Row`), or borrowed
+/// (`Row<&str>`) while a limiter offers it and the page has not yet kept
+/// it. (`pub` in a private module: the sealed `Tracking` trait names it.)
 #[derive(Clone, Debug)]
-pub struct Row {
+pub struct Row<S = String> {
     /// Index of its limiter in the registration list.
     pub(crate) limiter: usize,
-    pub(crate) key: String,
+    pub(crate) key: S,
     pub(crate) rate: Rate,
     pub(crate) burst: u64,
     pub(crate) fill: f64,
@@ -80,6 +81,23 @@ pub struct Row {
     pub(crate) idle: Duration,
     pub(crate) admitted: u64,
     pub(crate) refused: u64,
+}
+
+impl Row<&str> {
+    /// This row, its key copied: one the page keeps.
+    pub(crate) fn owned(&self) -> Row {
+        Row {
+            limiter: self.limiter,
+            key: self.key.to_owned(),
+            rate: self.rate,
+            burst: self.burst,
+            fill: self.fill,
+            next_free: self.next_free,
+            idle: self.idle,
+            admitted: self.admitted,
+            refused: self.refused,
+        }
+    }
 }
 
 /// A query value that does not read, or a parameter the page does not know.

@@ -73,7 +73,8 @@
 //! key with [`Error::Script`], naming the key and the value's length but
 //! never echoing it; the connection stays in use for every other key. The
 //! script reads at most the value's first 21 bytes, so a huge value costs no
-//! more than a state. (An empty value decides as an absent key: at rest.)
+//! more than a state. (An empty value is such a value too: only an absent
+//! key is a bucket at rest.)
 //!
 //! # What a restart forgets
 //!

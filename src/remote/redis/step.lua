@@ -1,6 +1,7 @@
 -- paceline's step (src/schedule.rs), run atomically inside Redis.
 --
--- KEYS[1]  the bucket: `tat` as a decimal u64 string; absent means at rest.
+-- KEYS[1]  the bucket: `tat` as a decimal u64 string; absent means at rest
+--          (any other value, an empty one too, is an error).
 --
 -- ARGV, by operation. Spans (ns) are one decimal each; every other time is
 -- a pair of integers s, n for s * 10^9 + n, 0 <= n < 10^9 (see Arithmetic
@@ -94,13 +95,15 @@ end
 -- The state. Absent: at rest (schedule::FULL, any time long past). At most
 -- 21 bytes are read: a state is at most 20 digits, and a huge value stored
 -- under the key by something else must not be copied on every call (that
--- would stall the server, every key's calls with it). An empty value reads
--- as absent: at rest, and overwritten by the next grant.
+-- would stall the server, every key's calls with it). GETRANGE reads an
+-- empty value as it reads an absent key: only then is EXISTS asked which it
+-- is, and an empty value is foreign like any other (not a fresh key, to be
+-- granted a burst and overwritten).
 local raw = redis.call('GETRANGE', key, '0', '20')
 local tat_s, tat_n = 0, 1
 -- The state's digits before its last nine, when it has more than nine.
 local hi = ''
-if raw ~= '' then
+if raw ~= '' or redis.call('EXISTS', key) == 1 then
   local _, len = string.find(raw, '^%d+$')
   local ok = len and len <= 20
   if ok then

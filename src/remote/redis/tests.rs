@@ -404,27 +404,34 @@ fn a_give_back_after_a_reset_changes_nothing() {
     assert_eq!(grant().next, model.next);
 }
 
-/// An empty value decides as an absent key (at rest) and is replaced by the
-/// grant's state, as the `redis` module docs say.
+/// An empty value is foreign, as the `redis` module docs say: every
+/// operation on it fails with a script error and leaves it as it was (only
+/// an absent key is at rest).
 #[test]
-fn an_empty_value_decides_as_an_absent_key() {
+fn an_empty_value_fails_every_operation_and_stays() {
     let server = RedisServer::start();
     let interval = 1_000_000;
     let lim = limiter(&server, interval, 3);
     let params = Params::new(interval, 3).unwrap();
     let backend = lim.core.backend();
     let key = fresh_key();
-    server.raw(&format!("SET {}{key} \"\"", lim.prefix()));
+    let stored = format!("{}{key}", lim.prefix());
+    server.raw(&format!("SET {stored} \"\""));
     let now = ORIGIN + 7_000_000_000;
-    let request = lim.core.request(2, Admit::Within(0)).unwrap();
-    let (decision, _) = backend.step_at(&key, &request, Some(now)).unwrap();
-    let model = step(FULL, now, 2, params, Admit::Within(0)).unwrap();
-    match decision {
-        Decision::Granted { slot, undo, .. } => {
-            assert_eq!(slot, model.slot);
-            assert_eq!(undo.map(|u| (u.prev, u.next)), Some((None, model.next)));
-        }
-        other => panic!("{other:?}"),
+    let script = |r: Result<_, Error>| assert!(matches!(r, Err(Error::Script(_))));
+    for admit in [Admit::Within(0), Admit::Always] {
+        let request = lim.core.request(2, admit).unwrap();
+        script(backend.step_at(&key, &request, Some(now)).map(drop));
     }
-    assert_eq!(backend.peek_at(&key, Some(now)).unwrap().0, model.next);
+    script(backend.peek_at(&key, Some(now)).map(drop));
+    let undo = Undo {
+        prev: None,
+        next: step(FULL, now, 1, params, Admit::Always).unwrap().next,
+    };
+    script(
+        backend
+            .give_back_at(&key, params.tau(), undo, now)
+            .map(drop),
+    );
+    assert_eq!(server.raw(&format!("GET {stored}")), "$0\r\n\r\n");
 }
