@@ -133,7 +133,7 @@ pub use paced::{Paced, PacedExt};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
 pub use slack::{Slack, SlackError};
-pub use take::{AsyncTake, Error, State, Take, Taken};
+pub use take::{AsyncTake, Error, OnKey, State, Take, Taken};
 pub use unlimited::Unlimited;
 pub use wait::Wait;
 

@@ -23,6 +23,44 @@ use crate::slack::Slack;
 /// assert_eq!(Limit::from(rate).slack(), Slack::DEFAULT);
 /// assert_eq!(limit.to_string(), "10/s, slack 4 permits");
 /// ```
+///
+/// # Slack and burst
+///
+/// One setting, two words. The **slack** `S` (uber's word) is what a
+/// limiter banks beyond the permit at hand; the **burst** `S + 1` is the
+/// most permits one request may take at once, and what a full bucket
+/// holds. The Rust API states the slack; what operators and clients read
+/// states the burst:
+///
+/// | surface | states | example for `S = 4` |
+/// |---|---|---|
+/// | builders' `.slack(..)`, [`Limit::new`], [`Slack`], `set_slack` | slack | `.slack(4)` |
+/// | [`Limit::burst`], [`State::available`](crate::State::available) when whole | burst | `5` |
+/// | configuration ([`Limits`], serde) | either: `burst` or `slack` | `{ rate = "10/s", burst = 5 }` or `slack = 4` |
+/// | the CLI: `--burst`, a rate file's second number | burst | `--burst 5`, `10/s 5` |
+/// | HTTP: `RateLimit-Policy`'s `paceline-burst` | burst | `paceline-burst=5` |
+/// | HTTP: `RateLimit`'s `r` (what may go now) | burst when whole | `r=5` |
+/// | the look inside (`paceline::http::Inspect`): page, JSON | burst | `"burst": 5` |
+///
+/// ```
+/// use paceline::{AtomicLimiter, Limit, Rate, Take};
+///
+/// let limit = Limit::new(Rate::per_second(10), 4);
+/// assert_eq!(limit.burst(), 5);
+/// // A bucket that is whole holds the burst.
+/// let limiter = AtomicLimiter::builder(limit.rate())
+///     .slack(limit.slack())
+///     .full_credit(true)
+///     .build()?;
+/// assert_eq!(limiter.state(&())?.available(), 5);
+/// # #[cfg(feature = "serde")]
+/// # {
+/// let burst: Limit = serde_json::from_str(r#"{ "rate": "10/s", "burst": 5 }"#)?;
+/// let slack: Limit = serde_json::from_str(r#"{ "rate": "10/s", "slack": 4 }"#)?;
+/// assert_eq!((burst, slack), (limit, limit));
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
     rate: Rate,

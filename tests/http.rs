@@ -581,6 +581,45 @@ async fn the_pace_layer_sends_each_call_at_its_slot() {
     assert_eq!(before.elapsed(), Duration::from_millis(5));
 }
 
+/// `PaceLayer` takes any async limiter with the unit key: here one key of a
+/// remote limiter (the in-memory backend, which counts its round trips and
+/// can play a server that is down). A take that fails fails `poll_ready`
+/// with the limiter's error, and the service asks again once it can.
+#[tokio::test]
+async fn the_pace_layer_paces_through_any_limiter_and_fails_with_its_error() {
+    use paceline::remote::memory::{AsyncMemoryLimiter, MemoryBackend, MemoryLimiter};
+    use paceline::remote::FailPolicy;
+    use paceline::{Limit, OnKey};
+    use tower::{Service, ServiceExt};
+
+    let backend = MemoryBackend::new();
+    let limit = Limit::new(Rate::per_second(20), 1);
+    let limiter = MemoryLimiter::with_backend(backend.clone(), limit, FailPolicy::Closed).unwrap();
+    let limiter = OnKey::new(AsyncMemoryLimiter::from(limiter), "upstream".to_string());
+    let inner = tower::service_fn(|_: ()| async { Ok::<_, Infallible>(Response::new(())) });
+    let mut service = tower::ServiceBuilder::new()
+        .layer(PaceLayer::new(limiter))
+        .service(inner);
+
+    let start = Instant::now();
+    for _ in 0..4 {
+        service.ready().await.unwrap().call(()).await.unwrap();
+    }
+    // The burst of 2 at once, then two slots 50 ms apart.
+    assert!(start.elapsed() >= Duration::from_millis(95), "{:?}", start.elapsed());
+    // One round trip a take, and one more for each that asked before its
+    // slot came within the async wait's horizon.
+    let trips = backend.round_trips();
+    assert!((4..=8).contains(&trips), "{trips} round trips");
+
+    backend.set_down(true);
+    let failed = service.ready().await.err().expect("a take that failed");
+    let failed = failed.downcast_ref::<paceline::Error>().expect("the limiter's error");
+    assert!(matches!(failed, paceline::Error::Unavailable(_)), "{failed:?}");
+    backend.set_down(false);
+    service.ready().await.unwrap().call(()).await.unwrap();
+}
+
 #[test]
 fn bad_configuration_is_named() {
     let bad_proxy = LimitLayer::per_ip(Rate::per_second(1))

@@ -107,4 +107,4 @@ pub use builder::{
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
 pub use inspect::{Inspect, InspectService, Tracked};
 pub use layer::{Limit, LimitBody, LimitLayer, ResponseFuture};
-pub use pace::{PaceLayer, Paced};
+pub use pace::{BoxError, PaceLayer, Paced, Sent};

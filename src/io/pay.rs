@@ -132,69 +132,7 @@ impl<L: Take + ?Sized> ByteLimiter for L {
     }
 }
 
-/// One key of a keyed or remote limiter, as a byte limiter: every payment
-/// takes from that key's limit (its own rate and slack, overrides
-/// included).
-///
-/// `OnKey<L, K>` pays through [`ByteLimiter`] when `L` answers [`Take<K>`]
-/// (a `&KeyedLimiter<K>`, an `Arc` of one, a `RedisLimiter` or
-/// `PostgresLimiter` with a `String` key), and through
-/// [`AsyncByteLimiter`] when `L` answers `AsyncTake<K>` and both are owned
-/// and `Clone` (an `AsyncKeyedLimiter<K>`, an `AsyncRedisLimiter` or
-/// `AsyncPostgresLimiter`).
-///
-/// ```
-/// # #[cfg(feature = "keyed")]
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use paceline::io::{OnKey, PacedWriter};
-/// use paceline::{KeyedLimiter, Rate};
-/// use std::io::Write;
-///
-/// // Each tenant uploads at 1 MB/s, in chunks of up to 16 kB.
-/// let uploads = KeyedLimiter::<String>::builder(Rate::per_second(1_000_000))
-///     .slack(15_999)
-///     .build()?;
-/// let mut out = PacedWriter::new(Vec::new(), OnKey::new(&uploads, "tenant-a".to_string()));
-/// out.write_all(b"hello")?;
-/// # Ok(())
-/// # }
-/// # #[cfg(not(feature = "keyed"))]
-/// # fn main() {}
-/// ```
-#[derive(Clone, Debug)]
-pub struct OnKey<L, K> {
-    limiter: L,
-    key: K,
-}
-
-impl<L, K> OnKey<L, K> {
-    /// Pays through `limiter` on `key`.
-    pub fn new(limiter: L, key: K) -> Self {
-        OnKey { limiter, key }
-    }
-
-    /// The limiter.
-    pub fn limiter(&self) -> &L {
-        &self.limiter
-    }
-
-    /// The key.
-    pub fn key(&self) -> &K {
-        &self.key
-    }
-}
-
-impl<L: Take<K>, K> ByteLimiter for OnKey<L, K> {
-    fn burst(&self) -> u64 {
-        burst_of(self.limiter.limit_for(&self.key))
-    }
-    fn pay(&self, bytes: u64) -> io::Result<()> {
-        self.limiter
-            .take_n(&self.key, bytes)
-            .map(drop)
-            .map_err(|e| failed(bytes, e))
-    }
-}
+pub use crate::take::OnKey;
 
 #[cfg(feature = "tokio")]
 pub use self::asynchronous::{AsyncByteLimiter, Payment};
@@ -205,7 +143,7 @@ mod asynchronous {
     use std::io;
     use std::pin::Pin;
 
-    use super::{burst_of, failed, OnKey};
+    use super::{burst_of, failed};
     use crate::take::AsyncTake;
 
     /// A pending payment: an owned future that completes once the bytes are
@@ -263,26 +201,6 @@ mod asynchronous {
             Box::pin(async move {
                 limiter
                     .take_n(&(), bytes)
-                    .await
-                    .map(drop)
-                    .map_err(|e| failed(bytes, e))
-            })
-        }
-    }
-
-    impl<L, K> AsyncByteLimiter for OnKey<L, K>
-    where
-        L: AsyncTake<K> + Clone + 'static,
-        K: Clone + Send + Sync + 'static,
-    {
-        fn burst(&self) -> u64 {
-            burst_of(self.limiter.limit_for(&self.key))
-        }
-        fn pay(&self, bytes: u64) -> Payment {
-            let (limiter, key) = (self.limiter.clone(), self.key.clone());
-            Box::pin(async move {
-                limiter
-                    .take_n(&key, bytes)
                     .await
                     .map(drop)
                     .map_err(|e| failed(bytes, e))
