@@ -382,7 +382,7 @@ forward!(&L, Box<L>, Arc<L>);
 /// let per_tenant = KeyedLimiter::<String>::new(Rate::per_second(10));
 /// let tenant_a = OnKey::new(&per_tenant, "a".to_string());
 /// tenant_a.try_take(&())?;
-/// assert_eq!(per_tenant.state(&"a".to_string())?.available(), 9);
+/// assert_eq!(per_tenant.state(&"a".to_string())?.available(), 10); // of 11
 /// # Ok(())
 /// # }
 /// # #[cfg(not(feature = "keyed"))]
