@@ -105,7 +105,7 @@ fn main() -> std::io::Result<()> {
         );
         server.join().expect("server")?;
 
-        let stats = limiter.stats();
+        let stats = limiter.keyed_stats();
         println!(
             "limiter: {} keys tracked (ceiling {}), {} admitted, {} refused, {} evicted, {} pruned",
             stats.keys,

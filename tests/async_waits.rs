@@ -288,7 +288,7 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
     limiter.try_take(&1).unwrap();
     let mut second = Box::pin(limiter.take_timeout(&1, ms(1000)));
     assert!(futures_util::FutureExt::now_or_never(&mut second).is_none());
-    assert_eq!(limiter.limiter().stats().evicted, 2);
+    assert_eq!(limiter.limiter().keyed_stats().evicted, 2);
     drop(first);
     // `second` still holds 100 ms: the next free slot is 200 ms.
     assert_eq!(limiter.limiter().next_free(&1), ms(200));

@@ -606,16 +606,27 @@ async fn the_pace_layer_paces_through_any_limiter_and_fails_with_its_error() {
         service.ready().await.unwrap().call(()).await.unwrap();
     }
     // The burst of 2 at once, then two slots 50 ms apart.
-    assert!(start.elapsed() >= Duration::from_millis(95), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(95),
+        "{:?}",
+        start.elapsed()
+    );
     // One round trip a take, and one more for each that asked before its
     // slot came within the async wait's horizon.
     let trips = backend.round_trips();
     assert!((4..=8).contains(&trips), "{trips} round trips");
 
     backend.set_down(true);
-    let failed = service.ready().await.err().expect("a take that failed");
-    let failed = failed.downcast_ref::<paceline::Error>().expect("the limiter's error");
-    assert!(matches!(failed, paceline::Error::Unavailable(_)), "{failed:?}");
+    let Err(failed) = service.ready().await else {
+        panic!("the take should fail while the server is down")
+    };
+    let failed = failed
+        .downcast_ref::<paceline::Error>()
+        .expect("the limiter's error");
+    assert!(
+        matches!(failed, paceline::Error::Unavailable(_)),
+        "{failed:?}"
+    );
     backend.set_down(false);
     service.ready().await.unwrap().call(()).await.unwrap();
 }

@@ -280,6 +280,6 @@ async fn an_async_keyed_paced_writer_waits_without_counting_refusals() {
     let start = std::time::Instant::now();
     paced.write_all(&[3; 5_000]).await.unwrap();
     assert!(start.elapsed() >= Duration::from_millis(4));
-    let stats = keyed.limiter().stats();
+    let stats = keyed.limiter().keyed_stats();
     assert_eq!((stats.admitted, stats.refused), (5, 0));
 }

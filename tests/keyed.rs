@@ -68,7 +68,7 @@ fn a_refused_first_request_tracks_no_key() {
         Err(TakeError::ExceedsBurst { cost: 4, burst: 3 })
     );
     assert!(l.is_empty());
-    assert_eq!(l.stats().refused, 1);
+    assert_eq!(l.keyed_stats().refused, 1);
 }
 
 /// As the direct limiters: a timeout's refusal is `QueueFull` even when it
@@ -121,7 +121,7 @@ fn a_key_at_rest_is_pruned_and_then_decides_as_a_new_key() {
     assert_eq!(l.prune(), 1);
     assert!(l.is_empty());
     assert_eq!(l.try_take_n(&1, 3), Ok(()));
-    let stats = l.stats();
+    let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.admitted, stats.pruned), (1, 2, 1));
 }
 
@@ -142,7 +142,7 @@ fn idle_keys_are_pruned_on_insert_without_being_asked() {
     }
     // ... but keys come to rest (201 ms after their one use) and make room,
     // so most keys got a bucket.
-    let stats = l.stats();
+    let stats = l.keyed_stats();
     assert!(stats.keys <= 64);
     assert!(stats.pruned > 500, "{stats:?}");
     assert!(stats.admitted > 500, "{stats:?}");
@@ -179,7 +179,7 @@ fn admit_lets_new_keys_through_untracked_when_full() {
     assert_eq!(l.try_take(&2), Ok(()));
     assert_eq!(l.try_take(&2), Ok(()));
     assert!(l.try_take(&1).is_err());
-    let stats = l.stats();
+    let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.untracked, stats.admitted), (1, 2, 3));
 }
 
@@ -197,7 +197,7 @@ fn evict_drops_the_key_nearest_rest_and_tracks_the_new_one() {
     assert_eq!(l.try_take(&2), Ok(()));
     assert_eq!(l.len(), 1);
     assert_eq!(l.snapshot()[0].key, 2);
-    assert_eq!(l.stats().evicted, 1);
+    assert_eq!(l.keyed_stats().evicted, 1);
 }
 
 #[test]
@@ -359,7 +359,7 @@ fn snapshot_shows_fill_next_free_idle_and_counts() {
     assert!((keys[1].fill - 260.0 / 300.0).abs() < 1e-9, "{keys:?}");
     assert_eq!(keys[1].next_free, ms(60));
     assert_eq!((keys[1].admitted, keys[1].refused), (1, 1));
-    let stats = l.stats();
+    let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.admitted, stats.refused), (2, 2, 1));
 }
 
@@ -416,7 +416,7 @@ fn racing_threads_never_exceed_a_keys_burst_even_while_it_is_created() {
             "{per_key:?}"
         );
     }
-    assert_eq!(l.stats().admitted, 20 * 50 * 3);
+    assert_eq!(l.keyed_stats().admitted, 20 * 50 * 3);
 }
 
 #[test]
@@ -499,7 +499,7 @@ fn a_parent_cycle_resolves_to_the_default_and_is_counted_never_hangs() {
             .unwrap();
         let rate = l.rate_for("a/b");
         let taken = l.try_take_n("a/b", 3);
-        done.send((rate, taken, l.stats().parent_walks_cut))
+        done.send((rate, taken, l.keyed_stats().parent_walks_cut))
             .unwrap();
     });
     let (rate, taken, cut) = finished
@@ -516,11 +516,11 @@ fn a_cost_of_zero_counts_as_admitted_on_new_and_tracked_keys_alike() {
     let l = limiter::<u32>(&clock);
     assert_eq!(l.try_take_n(&1, 0), Ok(())); // a new key: nothing tracked
     assert_eq!(l.len(), 0);
-    assert_eq!(l.stats().admitted, 1);
+    assert_eq!(l.keyed_stats().admitted, 1);
     l.try_take(&2).unwrap();
     assert_eq!(l.try_take_n(&2, 0), Ok(())); // a tracked key
     assert_eq!(l.take_n(&3, 0), Ok(Duration::ZERO));
-    let stats = l.stats();
+    let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.admitted, stats.untracked), (1, 4, 0));
 }
 
@@ -579,7 +579,7 @@ fn evict_makes_room_from_another_shard_when_the_new_keys_shard_is_empty() {
         // The new key is tracked: a second take is refused.
         assert!(l.try_take(&key).is_err(), "key {key} untracked");
     }
-    let stats = l.stats();
+    let stats = l.keyed_stats();
     assert_eq!(stats.untracked, 0);
     assert_eq!(stats.keys as u64 + stats.evicted, 1_000);
 }
@@ -667,7 +667,7 @@ fn at_the_ceiling_keys_at_rest_in_other_shards_make_room_first() {
         limiter.try_take(&1000),
         Err(TakeError::TooManyKeys { max_keys: 64 })
     );
-    assert_eq!(limiter.stats().pruned, 64);
+    assert_eq!(limiter.keyed_stats().pruned, 64);
 }
 
 /// A pruned key's admissions and refusals stay in `stats()`.
@@ -685,7 +685,7 @@ fn stats_keep_the_counts_of_pruned_keys() {
     }
     clock.advance(ms(5));
     limiter.prune();
-    let stats = limiter.stats();
+    let stats = limiter.keyed_stats();
     assert_eq!((stats.keys, stats.pruned), (0, 1));
     assert_eq!((stats.admitted, stats.refused), (1, 3));
 }
@@ -705,7 +705,7 @@ fn stats_keep_the_counts_of_evicted_keys() {
     assert!(limiter.try_take(&1).is_err());
     limiter.try_take(&2).unwrap(); // evicts 1, busy for an hour
     limiter.try_take(&1).unwrap(); // evicts 2
-    let stats = limiter.stats();
+    let stats = limiter.keyed_stats();
     assert_eq!((stats.keys, stats.evicted), (1, 2));
     assert_eq!((stats.admitted, stats.refused), (3, 1));
 }

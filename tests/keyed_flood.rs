@@ -75,7 +75,7 @@ fn ten_million_distinct_keys_stay_under_the_ceiling() {
             .unwrap()
     });
     let elapsed = start.elapsed();
-    let stats = limiter.stats();
+    let stats = limiter.keyed_stats();
     let after = memory_kib();
     println!(
         "flood: {} keys in {:.2?} ({:.0} ns/key/thread, {THREADS} threads); \

@@ -251,7 +251,7 @@ fn a_reset_key_comes_back_as_a_new_key() {
     assert_eq!(limiter.try_take("a"), Err(TakeError::RetryAfter(ms(100))));
     // The forgotten key's calls stay counted; a key not tracked is not reset.
     assert!(!limiter.reset("never"));
-    let stats = limiter.stats();
+    let stats = limiter.keyed_stats();
     assert_eq!((stats.keys, stats.reset), (2, 1));
     assert_eq!((stats.admitted, stats.refused), (3, 2));
 }
@@ -275,7 +275,7 @@ fn resets_racing_a_keys_takes_refill_at_most_one_burst_each() {
     );
     assert!(admitted <= (RESETS + 1) * 4, "{admitted} admitted");
     assert!(limiter.len() <= 1);
-    assert_eq!(limiter.stats().admitted, admitted);
+    assert_eq!(limiter.keyed_stats().admitted, admitted);
 }
 
 #[cfg(feature = "tokio")]
@@ -348,6 +348,6 @@ mod tokio_calls {
         drop(first);
         assert_eq!(limiter.limiter().next_free(&1), ms(200));
         assert_eq!(second.await, Ok(ms(100)));
-        assert_eq!(limiter.limiter().stats().reset, 1);
+        assert_eq!(limiter.limiter().keyed_stats().reset, 1);
     }
 }

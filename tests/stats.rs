@@ -165,11 +165,11 @@ proptest! {
             Call::Take(n) => limiter.take_n(key, n).map(Some),
             Call::Advance(_) => unreachable!("tally advances the clock itself"),
         });
-        prop_assert_eq!(limiter.stats().requests, Some(expected));
+        prop_assert_eq!(limiter.keyed_stats().requests, Some(expected));
         prop_assert_eq!(Counted::stats(&limiter), Some(expected));
         // The per-key totals, always on, agree on the calls.
         prop_assert_eq!(
-            (limiter.stats().admitted, limiter.stats().refused),
+            (limiter.keyed_stats().admitted, limiter.keyed_stats().refused),
             (expected.admitted, expected.refused)
         );
     }
@@ -189,7 +189,7 @@ fn a_limiter_counts_nothing_unless_asked() {
     direct.try_take().unwrap();
     keyed.try_take(&1).unwrap();
     assert_eq!(direct.stats(), None);
-    assert_eq!(keyed.stats().requests, None);
+    assert_eq!(keyed.keyed_stats().requests, None);
     assert_eq!(Counted::stats(&keyed), None);
     assert_eq!(
         prometheus(&[("direct", &direct), ("keyed", &keyed)])
@@ -267,7 +267,7 @@ fn threads_lose_no_count() {
     assert_eq!(stats.admitted, admitted);
     assert_eq!(stats.permits, permits);
     assert_eq!(stats.admitted + stats.refused, THREADS * CALLS);
-    let keyed_stats = keyed.stats();
+    let keyed_stats = keyed.keyed_stats();
     let requests = keyed_stats.requests.unwrap();
     assert_eq!(requests.admitted + requests.refused, THREADS * CALLS);
     assert_eq!(requests.admitted, keyed_stats.admitted);
@@ -439,7 +439,7 @@ async fn async_takes_that_wait_count_as_admitted_not_refused() {
     keyed.take_n(&1, 3).await.unwrap();
     let stats = Counted::stats(&keyed).unwrap();
     assert_eq!((stats.admitted, stats.permits, stats.refused), (6, 8, 0));
-    let totals = keyed.limiter().stats();
+    let totals = keyed.limiter().keyed_stats();
     assert_eq!((totals.admitted, totals.refused), (6, 0));
 }
 

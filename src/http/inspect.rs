@@ -574,7 +574,7 @@ mod tracked {
         }
 
         fn totals(&self) -> KeyedStats {
-            self.stats()
+            self.keyed_stats()
         }
 
         fn max_keys(&self) -> usize {
@@ -607,7 +607,7 @@ mod tracked {
         }
 
         fn totals(&self) -> KeyedStats {
-            self.limiter().stats()
+            self.limiter().keyed_stats()
         }
 
         fn max_keys(&self) -> usize {

@@ -193,11 +193,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1)).slack(0).build()?;
     /// limiter.try_take(&1)?;
     /// assert!(limiter.try_take(&1).is_err());
-    /// let stats = limiter.stats();
+    /// let stats = limiter.keyed_stats();
     /// assert_eq!((stats.keys, stats.admitted, stats.refused), (1, 1, 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn stats(&self) -> KeyedStats {
+    ///
+    /// (Named apart from [`Counted::stats`], every kind's request counts,
+    /// which a keyed limiter answers with
+    /// [`KeyedStats::requests`].)
+    pub fn keyed_stats(&self) -> KeyedStats {
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
             parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),

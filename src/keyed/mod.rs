@@ -629,7 +629,7 @@ mod tests {
         }
         l.try_take(&7).unwrap();
         l.try_take_n(&7, 5).unwrap_err();
-        let stats = l.stats();
+        let stats = l.keyed_stats();
         assert_eq!(stats.admitted, u64::from(u32::MAX) + 1);
         assert_eq!(stats.refused, u64::from(u32::MAX) + 1);
     }
