@@ -11,7 +11,8 @@ use std::time::Duration;
 use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
 use paceline::remote::FailPolicy;
 use paceline::{
-    AsyncTake, AtomicLimiter, Error, KeyedLimiter, Limit, MutexLimiter, Rate, Take, TakeError,
+    AsyncTake, AtomicLimiter, Error, KeyedLimiter, Limit, MutexLimiter, OnKey, Rate, Take,
+    TakeError,
 };
 
 const BURST: u64 = 3;
@@ -26,7 +27,7 @@ fn retry(e: &Error) -> Duration {
 }
 
 /// The blocking cases, on `key` of `limiter`.
-fn suite<L: Take<str> + ?Sized>(name: &str, limiter: &L, key: &str) {
+fn suite<K: ?Sized, L: Take<K> + ?Sized>(name: &str, limiter: &L, key: &K) {
     // The limit in force, known without asking anyone.
     assert_eq!(limiter.limit_for(key), Some(limit()), "{name}");
     let before = limiter.state(key).unwrap();
@@ -85,7 +86,7 @@ fn suite<L: Take<str> + ?Sized>(name: &str, limiter: &L, key: &str) {
 }
 
 /// The same cases through the async face.
-async fn suite_async<L: AsyncTake<str>>(name: &str, limiter: &L, key: &str) {
+async fn suite_async<K: ?Sized + Sync, L: AsyncTake<K>>(name: &str, limiter: &L, key: &K) {
     assert_eq!(limiter.limit_for(key), Some(limit()), "{name}");
     let before = limiter.state(key).await.unwrap();
     assert_eq!(
@@ -176,6 +177,17 @@ fn every_in_process_kind_answers_the_interface_alike() {
     // Behind a pointer, as a fitting holds it.
     let boxed: Box<dyn Take<str>> = Box::new(atomic());
     suite("dyn Take", &*boxed, "k");
+    // One key of a keyed limiter as a direct one (unit key).
+    suite(
+        "OnKey of keyed",
+        &OnKey::new(&keyed, "carol".to_string()),
+        &(),
+    );
+    assert_eq!(
+        keyed.state("carol").unwrap().available(),
+        0,
+        "OnKey took from its key"
+    );
 }
 
 #[test]
@@ -183,6 +195,7 @@ fn the_remote_seam_answers_the_interface_alike() {
     let limiter = memory();
     suite("memory", &limiter, "alice");
     suite("memory, another key", &limiter, "bob");
+    suite("OnKey of memory", &OnKey::new(&limiter, "carol"), &());
 }
 
 #[test]
@@ -201,6 +214,8 @@ async fn every_async_face_answers_the_interface_alike() {
     suite_async("async keyed", &keyed, "alice").await;
     let memory = paceline::remote::memory::AsyncMemoryLimiter::from(memory());
     suite_async("async memory", &memory, "alice").await;
+    let on_key = OnKey::new(memory.clone(), "carol");
+    suite_async("OnKey of async memory", &on_key, &()).await;
 }
 
 /// The fail policy, through the interface: a server that cannot answer
