@@ -316,7 +316,7 @@ fn methods_other_than_get_and_head_are_405() {
 
 #[test]
 fn metrics_are_prometheus_text_without_per_key_labels() {
-    let (inspect, _actions) = fixture();
+    let (inspect, actions) = fixture();
     let server = Server::start(inspect);
     let reply = server.get("/limits/metrics");
     assert_eq!(reply.status, 200);
@@ -341,6 +341,11 @@ fn metrics_are_prometheus_text_without_per_key_labels() {
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
+    // The memory the key map holds, as the limiter counts it.
+    let bytes = actions.keyed_stats().bytes;
+    assert!(bytes >= 6 * 24, "{bytes} bytes for 6 keys");
+    let line = format!("paceline_keys_bytes{{limiter=\"actions\"}} {bytes}\n");
+    assert!(text.contains(&line), "missing {line:?} in\n{text}");
     assert!(!text.contains("paceline_admitted_total{limiter=\"per_ip\"}"));
     assert!(!text.contains("message_send") && !text.contains("10.0.0.7"));
     // The format's rules: every sample's family was announced just before

@@ -126,6 +126,7 @@
 //! |---|---|---|
 //! | `paceline_keys` | gauge | keys tracked now ([`KeyedStats::keys`](crate::KeyedStats::keys)) |
 //! | `paceline_keys_max` | gauge | the ceiling on tracked keys |
+//! | `paceline_keys_bytes` | gauge | bytes the key map holds ([`KeyedStats::bytes`](crate::KeyedStats::bytes)) |
 //! | `paceline_pruned_total` | counter | keys dropped at rest |
 //! | `paceline_evicted_total` | counter | busy keys evicted to make room |
 //!
@@ -134,7 +135,6 @@
 
 mod query;
 mod render;
-mod sha256;
 
 use std::convert::Infallible;
 use std::fmt;

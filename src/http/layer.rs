@@ -262,8 +262,8 @@ impl Shared {
             KeySource::Header(name) => headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
-                .map(|v| ClientKey::Text(v.into())),
-            KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::Text(k.into())),
+                .map(ClientKey::text),
+            KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::text(&k)),
         };
         match (found, &self.missing) {
             (Some(key), _) => Ok(key),

@@ -100,9 +100,10 @@ pub mod inspect;
 mod json;
 mod layer;
 mod pace;
+mod sha256;
 
 pub use builder::{
-    Body, ClientKey, Fields, LayerError, LayerStats, LimitBuilder, MissingKey, Mode,
+    Body, ClientKey, Fields, LayerError, LayerStats, LimitBuilder, MissingKey, Mode, MAX_KEY_BYTES,
 };
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
 pub use inspect::{Inspect, InspectService, Tracked};

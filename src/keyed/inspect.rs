@@ -40,6 +40,12 @@ pub struct KeyState<K> {
 pub struct KeyedStats {
     /// Keys tracked now.
     pub keys: usize,
+    /// Bytes the map holds for its keys now: its slots as allocated,
+    /// occupied or free, each a key's inline bytes and its bucket. Memory a
+    /// key owns beyond its inline bytes (a `String`'s text) is not in it;
+    /// the HTTP layer's keys own at most 71 bytes more
+    /// (`http::MAX_KEY_BYTES`), whatever a client sends.
+    pub bytes: usize,
     /// Calls admitted in all (tracked, since dropped, and untracked). A call
     /// of cost 0 counts, on a key tracked or not: it is admitted, and takes
     /// nothing.
@@ -221,6 +227,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             stats.pruned += shard.pruned;
             stats.evicted += shard.evicted;
             stats.reset += shard.reset;
+            stats.bytes += shard.map.allocation_size();
             for (_, e) in shard.map.iter() {
                 stats.admitted += u64::from(e.admitted.load(Ordering::Relaxed));
                 stats.refused += u64::from(e.refused.load(Ordering::Relaxed));

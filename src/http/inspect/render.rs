@@ -9,9 +9,9 @@ use std::time::Duration;
 use http::HeaderValue;
 
 use super::query::Query;
-use super::sha256::{base64, sha256};
 use super::{Kind, Listing, Registered};
 use crate::http::json::Json;
+use crate::http::sha256::{base64, sha256};
 use crate::stats::{self, Counted};
 
 /// The page's script, run once it has loaded: renders the embedded rows.
@@ -42,7 +42,7 @@ pub(super) fn csp() -> HeaderValue {
 /// ```text
 /// {"query": {"prefix": .., "limiter": .., "fill_gt": .., "fill_lt": .., "sort": .., "order": .., "limit": ..},
 ///  "matched": N, "shown": n,
-///  "limiters": [{"name": .., "kind": "keyed", "rate": "5/s", "burst": 11, "keys": .., "max_keys": ..,
+///  "limiters": [{"name": .., "kind": "keyed", "rate": "5/s", "burst": 11, "keys": .., "max_keys": .., "bytes": ..,
 ///                "admitted": .., "refused": .., "pruned": .., "evicted": ..},
 ///               {"name": .., "kind": "counted", "admitted": .. | null, "refused": .. | null}],
 ///  "buckets": [{"limiter": .., "key": .., "rate": "5/s", "per_second": 5.0, "burst": 11, "fill": 0.5,
@@ -100,11 +100,12 @@ fn write_json(
                 write!(
                     out,
                     ",\"kind\":\"keyed\",\"rate\":{},\"burst\":{},\"keys\":{},\"max_keys\":{},\
-                     \"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}}}",
+                     \"bytes\":{},\"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}}}",
                     Json(&rate.to_string()),
                     slack.saturating_add(1),
                     totals.keys,
                     limiter.max_keys(),
+                    totals.bytes,
                     totals.admitted,
                     totals.refused,
                     totals.pruned,
@@ -292,7 +293,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
                 &'static str,
                 fn(&(&str, crate::KeyedStats, usize)) -> u64,
             );
-            const SERIES: [Series; 4] = [
+            const SERIES: [Series; 5] = [
                 ("paceline_keys", "gauge", "Keys tracked now.", |k| {
                     k.1.keys as u64
                 }),
@@ -301,6 +302,12 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
                     "gauge",
                     "The ceiling on tracked keys.",
                     |k| k.2 as u64,
+                ),
+                (
+                    "paceline_keys_bytes",
+                    "gauge",
+                    "Bytes the key map holds (its slots as allocated).",
+                    |k| k.1.bytes as u64,
                 ),
                 (
                     "paceline_pruned_total",

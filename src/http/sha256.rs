@@ -1,8 +1,10 @@
-//! SHA-256 (FIPS 180-4) and base64, for the page's Content-Security-Policy:
-//! the policy names the page's one script and one style sheet by hash, so
-//! that nothing else on the page runs, and a crate for one hash of two
-//! static texts, computed once, would be a dependency collected rather than
-//! chosen. Checked against the standard's test vectors below.
+//! SHA-256 (FIPS 180-4) and base64: for the look inside's
+//! Content-Security-Policy (the policy names the page's one script and one
+//! style sheet by hash, so that nothing else on the page runs), and for the
+//! layer's long text keys, kept as their digest ([`ClientKey::text`](super::ClientKey::text)).
+//! Neither is a hot path (two static texts hashed once; a key only past 64
+//! bytes), so a crate would be a dependency collected rather than chosen.
+//! Checked against the standard's test vectors below.
 
 /// The first 32 bits of the fractional parts of the cube roots of the
 /// first 64 primes (FIPS 180-4, 4.2.2).
@@ -23,58 +25,69 @@ const H0: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 ];
 
-/// The SHA-256 digest of `data`.
+/// The SHA-256 digest of `data`: its whole blocks where they lie, then the
+/// tail with the padding (one or two blocks), so nothing is copied but
+/// the tail.
 pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
-    let mut msg = data.to_vec();
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&((data.len() as u64).wrapping_mul(8)).to_be_bytes());
     let mut h = H0;
-    for block in msg.chunks_exact(64) {
-        let mut w = [0u32; 64];
-        for (i, word) in block.chunks_exact(4).enumerate() {
-            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
-        }
-        for i in 16..64 {
-            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-            w[i] = w[i - 16]
-                .wrapping_add(s0)
-                .wrapping_add(w[i - 7])
-                .wrapping_add(s1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
-        for i in 0..64 {
-            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-            let ch = (e & f) ^ (!e & g);
-            let t1 = hh
-                .wrapping_add(s1)
-                .wrapping_add(ch)
-                .wrapping_add(K[i])
-                .wrapping_add(w[i]);
-            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-            let maj = (a & b) ^ (a & c) ^ (b & c);
-            let t2 = s0.wrapping_add(maj);
-            hh = g;
-            g = f;
-            f = e;
-            e = d.wrapping_add(t1);
-            d = c;
-            c = b;
-            b = a;
-            a = t1.wrapping_add(t2);
-        }
-        for (word, add) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
-            *word = word.wrapping_add(add);
-        }
+    let mut blocks = data.chunks_exact(64);
+    for block in &mut blocks {
+        compress(&mut h, block);
+    }
+    let rest = blocks.remainder();
+    let mut tail = [0u8; 128];
+    tail[..rest.len()].copy_from_slice(rest);
+    tail[rest.len()] = 0x80;
+    let end = if rest.len() < 56 { 64 } else { 128 };
+    tail[end - 8..end].copy_from_slice(&(data.len() as u64).wrapping_mul(8).to_be_bytes());
+    for block in tail[..end].chunks_exact(64) {
+        compress(&mut h, block);
     }
     let mut out = [0u8; 32];
     for (bytes, word) in out.chunks_exact_mut(4).zip(h) {
         bytes.copy_from_slice(&word.to_be_bytes());
     }
     out
+}
+
+/// One 64-byte block into the state `h` (FIPS 180-4, 6.2.2).
+fn compress(h: &mut [u32; 8], block: &[u8]) {
+    let mut w = [0u32; 64];
+    for (i, word) in block.chunks_exact(4).enumerate() {
+        w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+    }
+    for i in 16..64 {
+        let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+        let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16]
+            .wrapping_add(s0)
+            .wrapping_add(w[i - 7])
+            .wrapping_add(s1);
+    }
+    let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = *h;
+    for i in 0..64 {
+        let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+        let ch = (e & f) ^ (!e & g);
+        let t1 = hh
+            .wrapping_add(s1)
+            .wrapping_add(ch)
+            .wrapping_add(K[i])
+            .wrapping_add(w[i]);
+        let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+        let maj = (a & b) ^ (a & c) ^ (b & c);
+        let t2 = s0.wrapping_add(maj);
+        hh = g;
+        g = f;
+        f = e;
+        e = d.wrapping_add(t1);
+        d = c;
+        c = b;
+        b = a;
+        a = t1.wrapping_add(t2);
+    }
+    for (word, add) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+        *word = word.wrapping_add(add);
+    }
 }
 
 /// `bytes` in standard base64, padded (RFC 4648, 4), as CSP hash sources are.
