@@ -190,6 +190,43 @@ fn every_in_process_kind_answers_the_interface_alike() {
     );
 }
 
+/// What a keyed take reports is what a look right after it finds, for a
+/// key new and tracked, by default and under an override: the take reads
+/// its state in the same pass as its decision, and must read the same.
+#[test]
+fn a_keyed_take_reports_the_state_a_look_finds() {
+    let clock = paceline::ManualClock::new();
+    let keyed = KeyedLimiter::<String>::builder(Rate::per_second(10))
+        .slack(4)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    keyed
+        .set_override("vip".to_string(), Rate::per_second(100), 9)
+        .unwrap();
+    for (key, cost) in [
+        ("alice", 2),
+        ("alice", 1),
+        ("vip", 3),
+        ("vip", 5),
+        ("bob", 0),
+    ] {
+        let taken = Take::try_take_n(&keyed, key, cost).unwrap();
+        assert_eq!(
+            taken.state(),
+            keyed.state(key).unwrap(),
+            "{key}, cost {cost}"
+        );
+        assert_eq!(
+            taken.at(),
+            Duration::from_nanos(paceline::Clock::now(&clock)),
+            "{key}"
+        );
+        clock.advance(Duration::from_millis(3));
+    }
+    assert_eq!(keyed.state("vip").unwrap().limit().unwrap().burst(), 10);
+}
+
 #[test]
 fn the_remote_seam_answers_the_interface_alike() {
     let limiter = memory();

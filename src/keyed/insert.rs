@@ -37,11 +37,11 @@ use std::sync::Arc;
 
 use super::classes::rest_time;
 use super::shard::{coarse, evict, find, on_entry, sweep, Entry, Shard};
-use super::{KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
+use super::{Decided, KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
 use crate::error::TakeError;
 use crate::primitive::{read, write, AtomicU32, AtomicU64, Ordering, RwLock};
-use crate::schedule::{self, Admit, Grant, FULL};
+use crate::schedule::{self, Admit, FULL};
 use crate::wait::Ask;
 
 /// When a full shard evicts, it evicts this fraction (1/8) of its entries at
@@ -96,7 +96,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<(u64, Grant, u64), TakeError>
+    ) -> Result<Decided, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -107,7 +107,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
             let (now, grant) = on_entry(shard, entry, now, cost, admit, ask)?;
-            return Ok((now, grant, shard.moves));
+            return Ok(Decided::on(shard, entry.class, now, grant));
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
         // with the table published before it.
@@ -135,7 +135,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             // A cost of 0: nothing to remember, but a call admitted all the
             // same, as it counts on a tracked key.
             self.admitted_free.fetch_add(1, Ordering::Relaxed);
-            return Ok((now, grant, shard.moves));
+            return Ok(Decided::on(shard, class, now, grant));
         }
         if shard.map.len() >= shard.sweep_at {
             self.tidy(shard, now);
@@ -152,7 +152,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 // case that it found nothing to evict (see `claim`).
                 WhenFull::Admit | WhenFull::Evict => {
                     self.untracked.fetch_add(1, Ordering::Relaxed);
-                    Ok((now, grant, shard.moves))
+                    Ok(Decided::on(shard, class, now, grant))
                 }
             };
         }
@@ -175,7 +175,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         shard
             .map
             .insert_unique(hash, (key.to_owned(), entry), |(k, _)| hasher.hash_one(k));
-        Ok((now, grant, shard.moves))
+        Ok(Decided::on(shard, class, now, grant))
     }
 
     /// Called when an insert finds `shard` at its sweep mark: drops its

@@ -131,6 +131,32 @@ pub use rates::path_parent;
 use classes::Resolved;
 use shard::{find, forget, on_entry, Shard};
 
+/// A decision on a key, with what a caller reporting the key's state needs
+/// besides: its shard's `moves` at the decision, and the entry's class's
+/// parameters and rate.
+struct Decided {
+    now: u64,
+    grant: Grant,
+    moves: u64,
+    params: Params,
+    rate: crate::rate::Rate,
+}
+
+impl Decided {
+    /// `grant` decided at `now` on an entry of `class` in `shard`.
+    #[inline]
+    fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
+        let class = class as usize;
+        Decided {
+            now,
+            grant,
+            moves: shard.moves,
+            params: shard.classes[class].params(),
+            rate: shard.resolved.limits[class].0,
+        }
+    }
+}
+
 /// An entry is dropped only this long (ns) after it came to rest: TSC readings
 /// of different cores may disagree by a little, and 1 ms is far more than
 /// they do, while small enough not to keep idle keys around.
@@ -553,6 +579,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             }
         }
         self.decide_new(lock, hash, key, cost, admit, ask)
+            .map(|d| (d.now, d.grant, d.moves))
     }
 
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated
