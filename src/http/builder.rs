@@ -132,12 +132,14 @@ pub enum Mode {
 /// When the `RateLimit-Policy` and `RateLimit` fields are sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Fields {
-    /// On refusals only (the default): they cost nothing on the admitted
+    /// On refusals only (the default): nothing is written on the admitted
     /// path.
     #[default]
     OnRefusal,
-    /// On every response: an admitted one costs a second look at the
-    /// key's bucket (a round trip, for a remote limiter).
+    /// On every response. An admitted one's fields come from what its
+    /// take found (the limit applied, what is left): no second look at the
+    /// key, no second round trip to a remote limiter; the cost is writing
+    /// two header values.
     Always,
     /// Never (`Retry-After` is still sent on a refusal).
     Off,
