@@ -439,7 +439,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// async take booked before the reset and then dropped gives nothing
     /// back (nor does one booked on another key of the same shard, as after
     /// an eviction). The key's calls stay counted in
-    /// [`stats`](Self::stats)' `admitted` and `refused`, which also count
+    /// [`keyed_stats`](Self::keyed_stats)' `admitted` and `refused`, which also count
     /// the reset; a [`snapshot`](Self::snapshot) no longer lists the key.
     ///
     /// ```
