@@ -149,7 +149,7 @@ impl Taken {
 /// limiter, `Arc<dyn Take<str>>` any limiter keyed by text.
 ///
 /// ```
-/// use paceline::{AtomicLimiter, KeyedLimiter, Rate, Take, Unlimited};
+/// use paceline::{AtomicLimiter, Rate, Take, Unlimited};
 /// use std::sync::Arc;
 ///
 /// // One function, any kind.
@@ -158,9 +158,12 @@ impl Taken {
 ///     Ok(taken.available()) // what is left, found by the take itself
 /// }
 ///
-/// let per_user = KeyedLimiter::<String>::new(Rate::per_second(10));
-/// let global = AtomicLimiter::new(Rate::per_second(100));
+/// # #[cfg(feature = "keyed")]
+/// # {
+/// let per_user = paceline::KeyedLimiter::<String>::new(Rate::per_second(10));
 /// assert_eq!(send(&per_user, "alice")?, 10); // a new key has its burst of 11
+/// # }
+/// let global = AtomicLimiter::new(Rate::per_second(100));
 /// assert_eq!(send(&global, "alice")?, 0); // a new limiter has no credit yet
 /// assert_eq!(send(&Unlimited, "alice")?, u64::MAX);
 ///

@@ -454,7 +454,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// assert!(limiter.reset(&"alice"));
     /// assert_eq!(limiter.available(&"alice"), 3); // as a new key
     /// assert!(!limiter.reset(&"bob")); // never tracked
-    /// assert_eq!(limiter.stats().reset, 1);
+    /// assert_eq!(limiter.keyed_stats().reset, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset<Q>(&self, key: &Q) -> bool
