@@ -669,6 +669,87 @@ fn flushall_forgets_every_limit_as_the_docs_warn() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
+/// `len` bytes of printable ASCII that do not compress (a fixed LCG).
+fn random_text(len: usize, seed: u64) -> String {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'!' + (x >> 58) as u8)
+        })
+        .collect()
+}
+
+/// `n` `try_take`s on `key`: how many were admitted; every other one must
+/// be the limit's refusal, not an error.
+fn admitted_of(limiter: &RedisLimiter, key: &str, n: usize, name: &str) -> usize {
+    let mut admitted = 0;
+    for _ in 0..n {
+        match limiter.try_take(key) {
+            Ok(()) => admitted += 1,
+            Err(Error::Refused(_)) => {}
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    admitted
+}
+
+/// Every key a limiter accepts is limited, whatever its length or bytes
+/// (issue 30, item 1), and a key costs Redis at most 512 bytes however
+/// long it is: a 1 MB key used to be stored whole (a megabyte of server
+/// memory per key while it lives, and in every error naming it); it is
+/// stored under its digest, and still limited: 3 of 100 calls at 1/min
+/// with a burst of 3, under either policy, as a 3 KB key of random text,
+/// one with a NUL byte and a non-ASCII one; reset finds the same key.
+#[test]
+fn every_key_is_limited_and_a_long_one_costs_redis_a_digest() {
+    let server = RedisServer::start();
+    let long = random_text(3 << 10, 1);
+    let huge = "x".repeat(1 << 20);
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_minute(1))
+            .slack(2)
+            .on_error(policy)
+            .stats(true)
+            .build()
+            .unwrap();
+        let tag = format!("{policy:?}");
+        let keys = [
+            ("3 KB of random text", format!("{tag}:{long}"), 100),
+            ("a NUL byte", format!("{tag}:a\0b"), 100),
+            ("non-ASCII", format!("{tag}:ключ🙂"), 100),
+            // Each call sends the megabyte: a few are enough.
+            ("1 MB", format!("{tag}:{huge}"), 10),
+        ];
+        for (name, key, n) in &keys {
+            assert_eq!(
+                admitted_of(&limiter, key, *n, name),
+                3,
+                "{name} under {policy:?}"
+            );
+            assert_eq!(limiter.available(key).unwrap(), 0, "{name}");
+            assert!(limiter.reset(key).unwrap(), "{name}: reset found no key");
+            assert_eq!(admitted_of(&limiter, key, *n, name), 3, "{name}");
+        }
+        assert_eq!(limiter.stats().unwrap().failed, 0, "{policy:?}");
+    }
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let stored: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert_eq!(stored.len(), 8);
+    let longest = stored.iter().map(Vec::len).max().unwrap();
+    assert!(
+        longest <= "paceline:".len() + 512,
+        "a key of {longest} bytes is stored"
+    );
+    // A key short enough is stored as given, NUL and all.
+    assert!(stored.contains(&b"paceline:Open:a\0b".to_vec()));
+}
+
 /// The async limiter: the same limit, failures and recovery, under Tokio.
 #[cfg(feature = "tokio")]
 mod tokio_calls {

@@ -26,7 +26,7 @@
 //! # The model, in Redis
 //!
 //! Each limiter key (the prefix, `"paceline:"` by default, then the key a
-//! call names) holds `tat` of [`schedule`](crate::schedule) as a decimal string, in internal
+//! call names, as given up to 512 bytes; see "Keys" below) holds `tat` of [`schedule`](crate::schedule) as a decimal string, in internal
 //! nanoseconds: the server's Unix time (Redis `TIME`) plus
 //! [`ORIGIN`](crate::schedule::ORIGIN). The
 //! script is [`schedule::step`](crate::schedule::step), decision for decision (a property test runs
@@ -49,6 +49,18 @@
 //! carries, and answers with such pairs as integers; the products
 //! `cost * T` and `slack * T` are computed (and checked) in Rust. See
 //! `step.lua`.
+//!
+//! # Keys
+//!
+//! A key comes from a client, so every key is limited, whatever its length
+//! or bytes, at a bounded cost to Redis. Redis keys are binary-safe (a NUL
+//! or any other byte is stored as given), but a key costs its length for as
+//! long as it lives (a 1 MB key, a megabyte), so a key over 512 bytes, or
+//! one that starts with `~sha256:`, is stored as the prefix, `~sha256:` and
+//! the 64 hex digits of the SHA-256 of its bytes (see `src/remote/key.rs`).
+//! No two keys share a Redis key, and `reset` and every process find the
+//! same one. On a Cluster such a key's slot is its digest's: a hash tag in
+//! it no longer places it (one in the prefix still does).
 //!
 //! # Waiting
 //!
