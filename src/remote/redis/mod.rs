@@ -74,7 +74,8 @@
 //!
 //! A Redis that cannot be reached, a reply that does not come within the
 //! response timeout, or a script that fails are each an [`Error`]; with
-//! [`FailPolicy::Open`] they admit the request instead. No call panics, and
+//! [`FailPolicy::Open`] the first two admit the request instead (a script's
+//! error is the server's answer about that key, and never admits). No call panics, and
 //! none blocks on Redis longer than the connect plus response timeouts
 //! (a blocking take then also waits for its slot). Connections reconnect by
 //! themselves, with a backoff of at most 500 ms while the server is down.
@@ -126,6 +127,15 @@
 //! on every primary. Each key then lives on, and is paced by the clock of,
 //! one primary. Replication is asynchronous: after a failover the replica's
 //! copy may be a few writes behind, and its clock is another host's.
+//!
+//! A resharding fails no call. While a slot moves, its nodes answer a call
+//! on it with `MOVED` or `ASK`, and when the source learns of the move
+//! before the target does, each sends the call to the other for as long as
+//! that lasts (~100 ms). A redirected call ran nowhere: the limiter sends
+//! it again, after a pause that doubles from 1 ms to 32 ms, up to 16 times
+//! and within the call's timeouts. A call still redirected after that fails
+//! with the redirection as an [`Error::Script`], which no fail policy
+//! admits: a redirection is the server's answer, not an outage.
 
 #[cfg(feature = "tokio")]
 mod aio;
