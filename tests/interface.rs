@@ -235,6 +235,37 @@ fn the_remote_seam_answers_the_interface_alike() {
     suite("OnKey of memory", &OnKey::new(&limiter, "carol"), &());
 }
 
+/// Keys a client may send that a server cannot hold as given: ~3 KB of
+/// random text (over PostgreSQL's index limit), a NUL byte (which its
+/// `text` cannot hold), non-ASCII text; each starts with `tag`.
+fn hostile_keys(tag: &str) -> Vec<String> {
+    let mut x = 1u64;
+    let long: String = (0..3 << 10)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'!' + (x >> 58) as u8)
+        })
+        .collect();
+    vec![
+        format!("{tag}:{long}"),
+        format!("{tag}:a\0b"),
+        format!("{tag}:ключ🙂"),
+    ]
+}
+
+/// Every key a limiter accepts is limited, whatever its length or bytes
+/// (issue 30, item 1): the same suite on hostile keys, here on the
+/// in-memory backend, and below on Redis and PostgreSQL.
+#[test]
+fn every_remote_backend_limits_a_key_whatever_its_length_or_bytes() {
+    let limiter = memory();
+    for key in hostile_keys("memory") {
+        suite("memory, a hostile key", &limiter, &key);
+    }
+}
+
 #[test]
 fn unlimited_reports_nothing_limiting() {
     let taken = Take::<str>::try_take_n(&paceline::Unlimited, "k", u64::MAX).unwrap();
@@ -293,9 +324,19 @@ mod redis {
             .build()
             .unwrap();
         super::suite("redis", &limiter, "alice");
+        for key in super::hostile_keys("redis") {
+            super::suite("redis, a hostile key", &limiter, &key);
+        }
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let limiter = AsyncRedisLimiter::from(limiter);
         runtime.block_on(super::suite_async("async redis", &limiter, "bob"));
+        for key in super::hostile_keys("async redis") {
+            runtime.block_on(super::suite_async(
+                "async redis, a hostile key",
+                &limiter,
+                &key,
+            ));
+        }
     }
 }
 
@@ -314,9 +355,19 @@ mod postgres {
             .unwrap();
         limiter.install().unwrap();
         super::suite("postgres", &limiter, "alice");
+        for key in super::hostile_keys("postgres") {
+            super::suite("postgres, a hostile key", &limiter, &key);
+        }
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let limiter = AsyncPostgresLimiter::from(limiter);
         runtime.block_on(super::suite_async("async postgres", &limiter, "bob"));
+        for key in super::hostile_keys("async postgres") {
+            runtime.block_on(super::suite_async(
+                "async postgres, a hostile key",
+                &limiter,
+                &key,
+            ));
+        }
     }
 }
 

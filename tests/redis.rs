@@ -9,6 +9,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -559,6 +560,192 @@ fn cluster_shares_one_hash_tagged_limit_across_eight_connections() {
     println!("8 connections, cluster of 3: {rate:.1}/s");
 }
 
+/// The bulk strings of a raw reply (`*2\r\n$3\r\nabc\r\n…`, or one `$3…`).
+fn bulk_strings(reply: &str) -> Vec<String> {
+    reply
+        .split("\r\n")
+        .filter(|l| !l.is_empty() && !l.starts_with(['*', '$']))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_ok(reply: String, what: &str) {
+    assert_eq!(reply, "+OK\r\n", "{what}");
+}
+
+/// Moves `slot` from node `from` to node `to` of `cluster`, its keys
+/// first, then in the order that redirects calls in a loop: the source
+/// learns that the slot moved `gap` before the target does (redis-cli's
+/// own order tells the target first). Meanwhile each sends a call on the
+/// slot to the other.
+fn move_slot_source_first(
+    cluster: &RedisCluster,
+    slot: u16,
+    from: usize,
+    to: usize,
+    gap: Duration,
+) {
+    let (src, dst) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let src_id = bulk_strings(&src.raw("CLUSTER MYID")).remove(0);
+    let dst_id = bulk_strings(&dst.raw("CLUSTER MYID")).remove(0);
+    let port = dst.port().unwrap();
+    assert_ok(
+        dst.raw(&format!("CLUSTER SETSLOT {slot} IMPORTING {src_id}")),
+        "importing",
+    );
+    assert_ok(
+        src.raw(&format!("CLUSTER SETSLOT {slot} MIGRATING {dst_id}")),
+        "migrating",
+    );
+    for _ in 0..100 {
+        let keys = bulk_strings(&src.raw(&format!("CLUSTER GETKEYSINSLOT {slot} 100")));
+        if keys.is_empty() {
+            break;
+        }
+        for key in keys {
+            let moved = src.raw(&format!("MIGRATE 127.0.0.1 {port} {key} 0 5000"));
+            assert!(
+                moved == "+OK\r\n" || moved == "+NOKEY\r\n",
+                "MIGRATE: {moved}"
+            );
+        }
+    }
+    assert_ok(
+        src.raw(&format!("CLUSTER SETSLOT {slot} NODE {dst_id}")),
+        "source",
+    );
+    thread::sleep(gap);
+    assert_ok(
+        dst.raw(&format!("CLUSTER SETSLOT {slot} NODE {dst_id}")),
+        "target",
+    );
+}
+
+/// What one caller saw while slots moved: calls, and failures with the
+/// first one's message.
+#[derive(Debug, Default)]
+struct Seen {
+    calls: u64,
+    failed: u64,
+    first: Option<String>,
+}
+
+/// Calls `call` on `keys` in turn until `stop`.
+fn call_until(
+    stop: &AtomicBool,
+    keys: &[String],
+    mut call: impl FnMut(&str) -> Result<(), Error>,
+) -> Seen {
+    let mut seen = Seen::default();
+    for key in keys.iter().cycle() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        seen.calls += 1;
+        match call(key) {
+            Ok(()) | Err(Error::Refused(_)) => {}
+            Err(e) => {
+                seen.failed += 1;
+                seen.first.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    seen
+}
+
+/// A resharding fails no call and lifts no limit (issue 30, item 3): while
+/// a slot moves in the order that makes its two nodes redirect each call
+/// to each other for 100 ms, calls on its keys used to fail with `MOVED`
+/// (an error under `Closed`, a failure under `Open`, counted in `failed`;
+/// before fail-open was narrowed, an unmetered admission). The limiter
+/// follows the redirections within the call's budget: through four such
+/// moves, no call fails under `Closed`, blocking or async, and `Open`
+/// counts no failure (nothing admitted unmetered).
+#[test]
+fn a_resharding_fails_no_call_and_admits_none_unmetered() {
+    let _one = one_run_at_a_time();
+    let cluster = RedisCluster::start();
+    // Every key in the slot of the hash tag "mv"; a limit that refuses
+    // none of these calls, whose keys live a second (so there are keys to
+    // migrate).
+    let keys: Vec<String> = (0..8).map(|i| format!("{{mv}}:{i}")).collect();
+    let slot: u16 = cluster.nodes[0]
+        .raw("CLUSTER KEYSLOT mv")
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap();
+    let owner = (0..3)
+        .find(|&i| !cluster.nodes[i].raw("EXISTS {mv}").starts_with("-MOVED"))
+        .unwrap();
+    let other = (owner + 1) % 3;
+    let build = |policy| {
+        RedisLimiter::cluster_builder(cluster.urls(), Rate::per_second(1_000_000))
+            .slack(1_000_000)
+            .on_error(policy)
+            .stats(true)
+            .build()
+            .unwrap()
+    };
+    let closed = build(FailPolicy::Closed);
+    let open = build(FailPolicy::Open);
+    #[cfg(feature = "tokio")]
+    let in_async = paceline::redis::AsyncRedisLimiter::from(build(FailPolicy::Closed));
+    for key in &keys {
+        closed.try_take(key).unwrap();
+        open.try_take(key).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let (closed_seen, open_seen, async_seen) = thread::scope(|s| {
+        let closed_seen = s.spawn(|| call_until(&stop, &keys, |k| closed.try_take(k)));
+        let open_seen = s.spawn(|| call_until(&stop, &keys, |k| open.try_take(k)));
+        #[cfg(feature = "tokio")]
+        let async_seen = s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            call_until(&stop, &keys, |k| rt.block_on(in_async.try_take(k)))
+        });
+        thread::sleep(Duration::from_millis(100));
+        for round in 0..4 {
+            let (from, to) = if round % 2 == 0 {
+                (owner, other)
+            } else {
+                (other, owner)
+            };
+            move_slot_source_first(&cluster, slot, from, to, Duration::from_millis(100));
+            thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        #[cfg(feature = "tokio")]
+        let async_seen = Some(async_seen.join().unwrap());
+        #[cfg(not(feature = "tokio"))]
+        let async_seen: Option<Seen> = None;
+        (
+            closed_seen.join().unwrap(),
+            open_seen.join().unwrap(),
+            async_seen,
+        )
+    });
+    println!("closed: {closed_seen:?}\nopen: {open_seen:?}\nasync: {async_seen:?}");
+    let open_stats = open.stats().unwrap();
+    println!("open's stats: {open_stats:?}");
+    assert!(
+        closed_seen.calls >= 100 && open_seen.calls >= 100,
+        "too few calls to tell"
+    );
+    assert_eq!(closed_seen.failed, 0, "Closed: {:?}", closed_seen.first);
+    assert_eq!(
+        open_stats.failed, 0,
+        "Open counted failures, admitted unmetered"
+    );
+    assert_eq!(open_seen.failed, 0, "Open: {:?}", open_seen.first);
+    if let Some(seen) = async_seen {
+        assert_eq!(seen.failed, 0, "async Closed: {:?}", seen.first);
+    }
+}
+
 /// `INFO stats`' count of connections the server has accepted.
 fn connections_received(server: &RedisServer) -> u64 {
     let info = server.raw("INFO stats");
@@ -667,6 +854,87 @@ fn flushall_forgets_every_limit_as_the_docs_warn() {
     // Two bursts of slack + 1 at 1 per minute, within seconds.
     assert_eq!(granted, 10);
     assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// `len` bytes of printable ASCII that do not compress (a fixed LCG).
+fn random_text(len: usize, seed: u64) -> String {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'!' + (x >> 58) as u8)
+        })
+        .collect()
+}
+
+/// `n` `try_take`s on `key`: how many were admitted; every other one must
+/// be the limit's refusal, not an error.
+fn admitted_of(limiter: &RedisLimiter, key: &str, n: usize, name: &str) -> usize {
+    let mut admitted = 0;
+    for _ in 0..n {
+        match limiter.try_take(key) {
+            Ok(()) => admitted += 1,
+            Err(Error::Refused(_)) => {}
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    admitted
+}
+
+/// Every key a limiter accepts is limited, whatever its length or bytes
+/// (issue 30, item 1), and a key costs Redis at most 512 bytes however
+/// long it is: a 1 MB key used to be stored whole (a megabyte of server
+/// memory per key while it lives, and in every error naming it); it is
+/// stored under its digest, and still limited: 3 of 100 calls at 1/min
+/// with a burst of 3, under either policy, as a 3 KB key of random text,
+/// one with a NUL byte and a non-ASCII one; reset finds the same key.
+#[test]
+fn every_key_is_limited_and_a_long_one_costs_redis_a_digest() {
+    let server = RedisServer::start();
+    let long = random_text(3 << 10, 1);
+    let huge = "x".repeat(1 << 20);
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let limiter = RedisLimiter::builder(server.url(), Rate::per_minute(1))
+            .slack(2)
+            .on_error(policy)
+            .stats(true)
+            .build()
+            .unwrap();
+        let tag = format!("{policy:?}");
+        let keys = [
+            ("3 KB of random text", format!("{tag}:{long}"), 100),
+            ("a NUL byte", format!("{tag}:a\0b"), 100),
+            ("non-ASCII", format!("{tag}:ключ🙂"), 100),
+            // Each call sends the megabyte: a few are enough.
+            ("1 MB", format!("{tag}:{huge}"), 10),
+        ];
+        for (name, key, n) in &keys {
+            assert_eq!(
+                admitted_of(&limiter, key, *n, name),
+                3,
+                "{name} under {policy:?}"
+            );
+            assert_eq!(limiter.available(key).unwrap(), 0, "{name}");
+            assert!(limiter.reset(key).unwrap(), "{name}: reset found no key");
+            assert_eq!(admitted_of(&limiter, key, *n, name), 3, "{name}");
+        }
+        assert_eq!(limiter.stats().unwrap().failed, 0, "{policy:?}");
+    }
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let stored: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert_eq!(stored.len(), 8);
+    let longest = stored.iter().map(Vec::len).max().unwrap();
+    assert!(
+        longest <= "paceline:".len() + 512,
+        "a key of {longest} bytes is stored"
+    );
+    // A key short enough is stored as given, NUL and all.
+    assert!(stored.contains(&b"paceline:Open:a\0b".to_vec()));
 }
 
 /// The async limiter: the same limit, failures and recovery, under Tokio.

@@ -48,6 +48,8 @@
 #[cfg(feature = "tokio")]
 mod aio;
 pub(crate) mod core;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod key;
 mod limiter;
 pub mod memory;
 #[cfg(feature = "postgres")]

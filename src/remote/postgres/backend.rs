@@ -14,6 +14,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::sql::{self, decode, encode, Sql, Table};
+use crate::remote::key;
 use crate::remote::{Decision, Error, Request, Undo};
 use crate::schedule::{Admit, Deny};
 
@@ -218,6 +219,9 @@ impl AsyncPostgresBackend {
                 undo: None,
             });
         }
+        // The row's key (src/remote/key.rs): as given, or its digest.
+        let stored = key::postgres(key);
+        let key: &str = &stored;
         let lead = request.lead() as i64;
         let span = request.span as i64;
         let tau = request.params.tau() as i64;
@@ -337,6 +341,8 @@ impl AsyncPostgresBackend {
 
     /// `key`'s state and the server's time (or `now`, in tests).
     pub(crate) async fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+        let stored = key::postgres(key);
+        let key: &str = &stored;
         let now = now.map(encode);
         let row = self
             .run(|c| async move {
@@ -355,6 +361,8 @@ impl AsyncPostgresBackend {
     /// Puts `key` back to `undo.prev` if it still holds `undo.next`.
     #[cfg(any(test, feature = "tokio"))]
     pub(crate) async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
+        let stored = key::postgres(key);
+        let key: &str = &stored;
         let next = encode(undo.next);
         let tau = tau as i64;
         let n = self
@@ -381,6 +389,8 @@ impl AsyncPostgresBackend {
 
     /// Deletes `key`'s row; whether it had one.
     pub(crate) async fn reset(&self, key: &str) -> Result<bool, Error> {
+        let stored = key::postgres(key);
+        let key: &str = &stored;
         let n = self
             .run(|c| async move {
                 let st = c

@@ -97,6 +97,22 @@
 //! (`MATERIALIZED` CTEs), 14 or later for the exact clock reading
 //! (`extract` returns `numeric` from 14 on).
 //!
+//! # Keys
+//!
+//! A key comes from a client, so every key is limited, whatever its length
+//! or bytes: a row's `key` is the caller's key as given when it is at most
+//! 512 bytes of printable ASCII (space to `~`) and does not start with
+//! `~sha256:`, which covers the usual ones (`user:42`, an IP address or
+//! prefix, an API key, a UUID), so an operator reads them in `psql`. Any
+//! other key is stored as `~sha256:` and the 64 hex digits of the SHA-256
+//! of its bytes (see `src/remote/key.rs`): a key of ~3 KB of random text
+//! (over the `text` btree's limit of about 2.7 KB), one with a NUL (which
+//! `text` cannot hold), control bytes (which would reach an operator's
+//! terminal) or non-ASCII text (which a database not in UTF-8 may have no
+//! character for). No two keys share a row, and `reset` and every process
+//! find the same one. A DBA looks a digested key up with
+//! `'~sha256:' || encode(sha256(convert_to(key_text, 'UTF8')), 'hex')`.
+//!
 //! # The step, as one statement
 //!
 //! Each take is one `WITH … INSERT … ON CONFLICT (key) DO UPDATE … WHERE …

@@ -18,7 +18,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, FromRedisValue, RedisResult};
 use tokio::sync::OnceCell;
 
-use super::conn::{classify, Target, BACKOFF_MAX, BACKOFF_MIN};
+use super::conn::{classify, Redirects, Target, BACKOFF_MAX, BACKOFF_MIN};
 use super::limiter::RedisBackend;
 use super::script::{self, Wire};
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
@@ -53,6 +53,8 @@ pub struct AsyncRedisBackend {
     wire: Wire,
     /// The longest a call waits on Redis: connect plus response timeouts.
     budget: Duration,
+    /// The response timeout.
+    response: Duration,
 }
 
 /// The shared connection, made by the first call that needs it (inside the
@@ -98,6 +100,11 @@ impl Conn {
                 once_conn: OnceCell::new(),
             },
         }
+    }
+
+    /// Whether this leads to a cluster (whose redirections are followed).
+    fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster { .. })
     }
 
     /// Sends `call` (an `EVALSHA`, or a `PING`); a script call that meets
@@ -172,11 +179,23 @@ impl AsyncRedisBackend {
         self.run_with(call, true).await
     }
 
+    /// A cluster's redirection is followed as the blocking calls follow
+    /// it (see `src/remote/redis/conn.rs`): sent again after a pause, while
+    /// the budget leaves room for the reply; a redirection is never a
+    /// timeout or an outage (no fail policy admits it). Even a give-back
+    /// follows it: a redirected call ran nowhere.
     async fn run_with<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> Result<T, Error> {
-        match tokio::time::timeout(self.budget, self.conn.query(call, once)).await {
-            Err(_) => Err(Error::Timeout),
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => Err(classify(e)),
+        let mut redirects = Redirects::new(self.budget, self.response);
+        loop {
+            let left = redirects.left();
+            match tokio::time::timeout(left, self.conn.query(call, once)).await {
+                Err(_) => return Err(Error::Timeout),
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(e)) => match redirects.follow(&e) {
+                    Some(pause) if self.conn.is_cluster() => tokio::time::sleep(pause).await,
+                    _ => return Err(classify(e)),
+                },
+            }
         }
     }
 }
@@ -221,6 +240,7 @@ impl AsyncRedisBackend {
             conn: Conn::new(blocking.pool.target(), connect, response),
             wire: Wire::new(blocking.wire.prefix().to_owned()),
             budget: connect.saturating_add(response),
+            response,
         }
     }
 }

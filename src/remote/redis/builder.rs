@@ -190,6 +190,8 @@ impl RedisBuilder {
 /// A cluster client with the limiter's timeouts, retrying a call up to
 /// `retries` times: 1 for calls (a redirection after a resharding or
 /// failover, and a call never waits out many timeouts), 0 for give-backs.
+/// A call redirected again is sent again by the limiter, within the call's
+/// budget (see `src/remote/redis/conn.rs`): a resharding fails no call.
 fn cluster_client(
     nodes: Vec<ConnectionInfo>,
     connect_timeout: Duration,

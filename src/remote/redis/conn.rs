@@ -10,14 +10,27 @@
 //! ([`BACKOFF_MIN`] to [`BACKOFF_MAX`]), and calls in between fail at once
 //! with the last error instead of each waiting out a connect timeout.
 //!
-//! Cluster connections route each call by its one key and follow
-//! `MOVED`/`ASK` redirections themselves; the pool treats them the same way.
+//! Cluster connections route each call by its one key and follow a
+//! `MOVED`/`ASK` redirection once themselves. While a slot moves, a call
+//! can be redirected back and forth for a while (when the source node
+//! learns of the move before the target does, each sends the call to the
+//! other until the target learns it too: ~100 ms): a redirected call ran
+//! nowhere, so it is sent again, after a pause that doubles from
+//! [`REDIRECT_PAUSE_MIN`] to [`REDIRECT_PAUSE_MAX`], at most
+//! [`MAX_RESENDS`] times and only while the call's budget (connect plus
+//! response timeout, from its start) leaves a quarter of the response
+//! timeout for the reply; the resend's reply must come within what is
+//! left. A call still redirected then fails with the
+//! redirection, an [`Error::Script`]: the server answered, so no fail
+//! policy admits it.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::{Client, Connection, ConnectionLike, ErrorKind, RedisError, RedisResult};
+use redis::{
+    Client, Connection, ConnectionLike, ErrorKind, RedisError, RedisResult, ServerErrorKind,
+};
 
 use crate::remote::Error;
 
@@ -28,6 +41,19 @@ pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// The longest pause between reconnect attempts: how late, at worst, a
 /// limiter notices that its server is back.
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// The first pause before sending a redirected call again: a slot's move
+/// usually completes within milliseconds.
+pub(crate) const REDIRECT_PAUSE_MIN: Duration = Duration::from_millis(1);
+
+/// The longest pause between two sends of a redirected call: a move that
+/// takes ~100 ms is followed within ~30 ms of its end, in about ten sends.
+pub(crate) const REDIRECT_PAUSE_MAX: Duration = Duration::from_millis(32);
+
+/// The most times one call is sent again after a redirection: with the
+/// pauses above, ~380 ms of them, well past a move's ~100 ms, so a node
+/// that keeps redirecting (a cluster misconfigured) fails the call soon.
+pub(crate) const MAX_RESENDS: u32 = 16;
 
 /// Where the connections go.
 pub(crate) enum Target {
@@ -119,11 +145,16 @@ impl Pool {
     /// Runs `f` on a connection. A Redis error reply leaves the connection in
     /// use; any other failure drops it and the idle ones. A call on a reused
     /// connection that finds it dropped (the server restarted since) runs
-    /// once more on a fresh one.
+    /// once more on a fresh one. A cluster's redirection is followed within
+    /// the call's budget (see the module docs).
     pub(crate) fn run<T>(
         &self,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
     ) -> Result<T, Error> {
+        let mut redirects = Redirects::new(
+            self.connect_timeout.saturating_add(self.response_timeout),
+            self.response_timeout,
+        );
         let reused = lock(&self.idle).pop();
         // Whether a failure may be the connection's alone, and earns one
         // more try on a fresh one.
@@ -135,11 +166,20 @@ impl Pool {
         loop {
             match f(conn.as_dyn()) {
                 Ok(v) => {
-                    lock(&self.idle).push(conn);
+                    self.keep(conn, &redirects);
                     return Ok(v);
                 }
                 Err(e) if is_reply(&e) => {
-                    lock(&self.idle).push(conn);
+                    if let Conn::Cluster(c) = &conn {
+                        if let Some(pause) = redirects.follow(&e) {
+                            std::thread::sleep(pause);
+                            // The resend's reply is due within the budget.
+                            if c.set_read_timeout(Some(redirects.left())).is_ok() {
+                                continue;
+                            }
+                        }
+                    }
+                    self.keep(conn, &redirects);
                     return Err(Error::Script(Arc::new(e)));
                 }
                 Err(e) => {
@@ -156,6 +196,18 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// Puts `conn` back among the idle ones, with its own read timeout again
+    /// if a redirected call shortened it.
+    fn keep(&self, conn: Conn, redirects: &Redirects) {
+        if let (Conn::Cluster(c), true) = (&conn, redirects.followed()) {
+            if c.set_read_timeout(Some(self.response_timeout)).is_err() {
+                // (Not for a timeout above zero.) Dropped, not kept short.
+                return;
+            }
+        }
+        lock(&self.idle).push(conn);
     }
 
     /// A new connection, unless the backoff after a failed one still runs.
@@ -203,6 +255,70 @@ impl Pool {
             }
         }
     }
+}
+
+/// One call's cluster redirections: how long to pause before each resend,
+/// and when to stop (see the module docs).
+pub(crate) struct Redirects {
+    start: Instant,
+    /// The call's budget, from `start`.
+    budget: Duration,
+    /// What the budget must still hold for a resend: its reply's time.
+    reserve: Duration,
+    pause: Duration,
+    resends: u32,
+}
+
+impl Redirects {
+    /// For a call that starts now, may take `budget` in all, and whose
+    /// replies come within `response`.
+    pub(crate) fn new(budget: Duration, response: Duration) -> Redirects {
+        Redirects {
+            start: Instant::now(),
+            budget,
+            reserve: response / 4,
+            pause: REDIRECT_PAUSE_MIN,
+            resends: 0,
+        }
+    }
+
+    /// The pause before sending the call again after `e`; `None` when `e`
+    /// is not a redirection, after [`MAX_RESENDS`], or when the budget has
+    /// no room for a resend.
+    pub(crate) fn follow(&mut self, e: &RedisError) -> Option<Duration> {
+        if !is_redirect(e) || self.resends == MAX_RESENDS {
+            return None;
+        }
+        let pause = self.pause;
+        if self.left() < pause.saturating_add(self.reserve) {
+            return None;
+        }
+        self.pause = pause.saturating_mul(2).min(REDIRECT_PAUSE_MAX);
+        self.resends += 1;
+        Some(pause)
+    }
+
+    /// What is left of the budget (never zero: a read timeout of zero is
+    /// an error).
+    pub(crate) fn left(&self) -> Duration {
+        self.budget
+            .saturating_sub(self.start.elapsed())
+            .max(Duration::from_millis(1))
+    }
+
+    /// Whether any redirection was followed.
+    fn followed(&self) -> bool {
+        self.resends > 0
+    }
+}
+
+/// Whether a cluster node redirected the call (its key's slot moved or is
+/// moving): the call ran nowhere, and may be sent again.
+fn is_redirect(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
+    )
 }
 
 /// Whether Redis answered with an error (the connection is still good).

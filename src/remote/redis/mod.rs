@@ -26,7 +26,7 @@
 //! # The model, in Redis
 //!
 //! Each limiter key (the prefix, `"paceline:"` by default, then the key a
-//! call names) holds `tat` of [`schedule`](crate::schedule) as a decimal string, in internal
+//! call names, as given up to 512 bytes; see "Keys" below) holds `tat` of [`schedule`](crate::schedule) as a decimal string, in internal
 //! nanoseconds: the server's Unix time (Redis `TIME`) plus
 //! [`ORIGIN`](crate::schedule::ORIGIN). The
 //! script is [`schedule::step`](crate::schedule::step), decision for decision (a property test runs
@@ -50,6 +50,18 @@
 //! `cost * T` and `slack * T` are computed (and checked) in Rust. See
 //! `step.lua`.
 //!
+//! # Keys
+//!
+//! A key comes from a client, so every key is limited, whatever its length
+//! or bytes, at a bounded cost to Redis. Redis keys are binary-safe (a NUL
+//! or any other byte is stored as given), but a key costs its length for as
+//! long as it lives (a 1 MB key, a megabyte), so a key over 512 bytes, or
+//! one that starts with `~sha256:`, is stored as the prefix, `~sha256:` and
+//! the 64 hex digits of the SHA-256 of its bytes (see `src/remote/key.rs`).
+//! No two keys share a Redis key, and `reset` and every process find the
+//! same one. On a Cluster such a key's slot is its digest's: a hash tag in
+//! it no longer places it (one in the prefix still does).
+//!
 //! # Waiting
 //!
 //! A blocking [`take`](RedisLimiter::take) reserves its slot in Redis, which
@@ -62,7 +74,8 @@
 //!
 //! A Redis that cannot be reached, a reply that does not come within the
 //! response timeout, or a script that fails are each an [`Error`]; with
-//! [`FailPolicy::Open`] they admit the request instead. No call panics, and
+//! [`FailPolicy::Open`] the first two admit the request instead (a script's
+//! error is the server's answer about that key, and never admits). No call panics, and
 //! none blocks on Redis longer than the connect plus response timeouts
 //! (a blocking take then also waits for its slot). Connections reconnect by
 //! themselves, with a backoff of at most 500 ms while the server is down.
@@ -114,6 +127,15 @@
 //! on every primary. Each key then lives on, and is paced by the clock of,
 //! one primary. Replication is asynchronous: after a failover the replica's
 //! copy may be a few writes behind, and its clock is another host's.
+//!
+//! A resharding fails no call. While a slot moves, its nodes answer a call
+//! on it with `MOVED` or `ASK`, and when the source learns of the move
+//! before the target does, each sends the call to the other for as long as
+//! that lasts (~100 ms). A redirected call ran nowhere: the limiter sends
+//! it again, after a pause that doubles from 1 ms to 32 ms, up to 16 times
+//! and within the call's timeouts. A call still redirected after that fails
+//! with the redirection as an [`Error::Script`], which no fail policy
+//! admits: a redirection is the server's answer, not an outage.
 
 #[cfg(feature = "tokio")]
 mod aio;

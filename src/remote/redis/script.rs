@@ -15,6 +15,7 @@ use ::redis::{
     Value,
 };
 
+use crate::remote::key;
 use crate::remote::{Decision, Error, Request, Undo};
 use crate::schedule::{Admit, Deny};
 
@@ -30,8 +31,8 @@ pub(super) struct Wire {
     prefix: String,
 }
 
-/// A key as Redis names it: the prefix, then the caller's key, written into
-/// the command as one argument.
+/// A key as Redis names it: the prefix, then the caller's key as stored
+/// (see `src/remote/key.rs`), written into the command as one argument.
 struct FullKey<'a> {
     prefix: &'a str,
     key: &'a str,
@@ -65,6 +66,8 @@ impl Wire {
     /// `EVALSHA <sha> 1 <prefix><key>`, with room for `args` more, and the
     /// script's "test" prefix when a test sets the clock (`now`).
     fn call(&self, key: &str, args: usize, now: Option<u64>) -> Cmd {
+        // The key as stored (src/remote/key.rs): as given, or its digest.
+        let key = &*key::redis(key);
         // Each argument costs its digits plus ~16 bytes of framing.
         let size = 64 + self.prefix.len() + key.len() + args * 36;
         let mut cmd = Cmd::with_capacity(4 + args, size);
@@ -84,6 +87,7 @@ impl Wire {
 
     /// `DEL <prefix><key>`: forgets the key's state (absent is at rest).
     pub(super) fn del(&self, key: &str) -> Cmd {
+        let key = &*key::redis(key);
         let mut cmd = Cmd::with_capacity(2, 32 + self.prefix.len() + key.len());
         cmd.arg("DEL").arg(FullKey {
             prefix: &self.prefix,
