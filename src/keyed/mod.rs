@@ -580,6 +580,44 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         })
     }
 
+    /// How long a request of `cost` on `key` would wait now (ns) under
+    /// `admit`, storing nothing, counting nothing and tracking no key (a
+    /// held async take's look).
+    #[cfg(feature = "tokio")]
+    pub(super) fn wait_ahead<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<u64, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        schedule::step(tat, now, cost, p, admit)
+            .map(|grant| grant.slot.saturating_sub(now))
+            .map_err(|deny| TakeError::refused(deny, cost, admit, p.slack()))
+    }
+
+    /// Counts a refusal of `key` decided outside the step (a held async
+    /// take's), in the meter and the key's totals.
+    #[cfg(feature = "tokio")]
+    pub(super) fn count_refused<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.meter.refused();
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        match find(&shard.map, hash, key) {
+            Some(e) => {
+                if e.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
+                    shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
+                }
+            }
+            None => {
+                self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals
     /// are `QueueFull` whatever the wait they allowed.
     fn decide_timeout<Q>(

@@ -24,7 +24,7 @@ use crate::slack::Slack;
 use crate::stats::{Counted, Stats};
 use crate::store::Store;
 use crate::take::{AsyncTake, Error, State, Take, Taken};
-use crate::wait::tokio::{self as wait, Reserve, Reserved};
+use crate::wait::tokio::{self as wait, Line, Peek, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
 use super::TokioClock;
@@ -113,11 +113,13 @@ pub struct AsyncLimiter<C: Clock = TokioClock> {
     inner: Arc<Inner<C>>,
 }
 
-/// What the clones share: the limiter, and the line unbounded takes wait in
-/// for their slot to come within the horizon.
+/// What the clones share: the limiter, the line unbounded takes wait in
+/// for their slot to come within the horizon, and the cost promised to
+/// bounded takes held until then.
 struct Inner<C: Clock> {
     limiter: AtomicLimiter<C>,
     gate: Gate<()>,
+    line: Line,
 }
 
 impl AsyncLimiter {
@@ -211,16 +213,23 @@ impl<C: Clock> AsyncLimiter<C> {
 
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
     /// away; otherwise fails at once, storing nothing: the queue ahead is
-    /// longer than the caller may wait.
+    /// longer than the caller may wait. The queue counts the takes held
+    /// before this one that have not booked yet (see Cancel safety).
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`] with the wait it would have needed.
+    /// [`TakeError::QueueFull`] with the wait it would have needed (also,
+    /// rarely, after waiting: when takes that do not queue, an unbounded
+    /// `take` or a `try_take`, have since booked so much ahead of it that
+    /// its slot is now past `max_wait`).
     ///
     /// # Cancel safety
-    /// It books its slot at once (if within `max_wait`): dropped before
-    /// the slot, the slot is given back if no one has booked since;
-    /// otherwise it is spent. A refused call stored nothing, so there is
-    /// nothing to give back.
+    /// Like [`take`](Self::take), it books its slot only once it is within
+    /// 10 ms of the clock; until then it holds a place in line (the cost it
+    /// will book, which later calls count ahead of them). Dropped before
+    /// booking, it leaves the line, in whatever order held takes go: those
+    /// after it lose nothing. Dropped after booking and before its slot, the
+    /// slot is given back if no one has booked since; otherwise it is spent.
+    /// A refused call stored nothing.
     pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
         self.take_n_timeout(1, max_wait).await
     }
@@ -239,7 +248,7 @@ impl<C: Clock> AsyncLimiter<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        wait::take_within(self.limiter(), cost, max_wait)
+        wait::take_held(self.limiter(), cost, max_wait, &self.inner.line, 0)
             .await
             .map_err(|e| e.timed_out(max_wait))
     }
@@ -462,6 +471,7 @@ impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
             inner: Arc::new(Inner {
                 limiter,
                 gate: Gate::new(()),
+                line: Line::new(),
             }),
         }
     }
@@ -508,5 +518,15 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
 
     fn give_back(&self, reservation: Reservation) {
         Pacer::give_back(self, reservation);
+    }
+}
+
+impl<S: Store, C: Clock> Peek for Pacer<S, C> {
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+        Pacer::wait_for(self, cost, admit)
+    }
+
+    fn count_refused(&self) {
+        Pacer::count_refused(self);
     }
 }
