@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use paceline::tokio::AsyncKeyedLimiter;
-use paceline::{Clock, KeyedLimiter, Rate, TakeError};
+use paceline::{Clock, KeyedLimiter, Limit, Limits, Rate, TakeError};
 use tokio::time::Instant;
 
 /// A clock on Tokio's time, so that pausing it pauses the limiter.
@@ -140,4 +140,52 @@ async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
     };
     assert_eq!(both.await, Ok(ms(7)));
     assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(2))));
+}
+
+/// Issue 30, item 7, keyed: a change of limits reaches the tasks already
+/// waiting on a key, unbounded takes and held `take_timeout`s alike. Five
+/// of each wait at 10/s; at 1 ms `apply` puts 1000/s in force for their
+/// keys: they go within a few ms, not at their old slots (90 ms and on).
+#[tokio::test(start_paused = true)]
+async fn a_change_of_limits_reaches_the_keyed_tasks_already_waiting() {
+    let l = AsyncKeyedLimiter::from(
+        KeyedLimiter::<String, _>::builder(Rate::per_second(10))
+            .slack(0)
+            .clock(TokioTime(Instant::now()))
+            .build()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for key in ["take", "held"] {
+        l.take(key).await.unwrap(); // slot 0, the next at 100 ms
+        for _ in 0..5 {
+            let l = l.clone();
+            tasks.push(tokio::spawn(async move {
+                if key == "take" {
+                    l.take(key).await.unwrap();
+                } else {
+                    l.take_timeout(key, Duration::from_secs(10)).await.unwrap();
+                }
+                (key, start.elapsed())
+            }));
+        }
+    }
+    tokio::time::sleep(ms(1)).await;
+    let fast = Limit::new(Rate::per_second(1000), 0);
+    l.limiter()
+        .apply(
+            &Limits::new(Limit::new(Rate::per_second(10), 0))
+                .with_override("take", fast)
+                .with_override("held", fast),
+        )
+        .unwrap();
+    let mut went = Vec::new();
+    for task in tasks {
+        went.push(task.await.unwrap());
+    }
+    assert!(
+        went.iter().all(|(_, t)| *t < ms(20)),
+        "after the change at 1 ms they went at {went:?}"
+    );
 }

@@ -306,3 +306,57 @@ async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
     assert_eq!(second.await.unwrap(), 6 * MS);
     assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(2 * MS)));
 }
+
+/// Issue 30, item 7: a speed-up reaches the tasks already waiting. Five
+/// tasks wait at 10/s; at 1 ms the rate becomes 1000/s: they wake and go
+/// at the new pace (1-5 ms), not at their old slots less the 10 ms horizon
+/// (90-94 ms). A slow-down reaches them too: they ask again and wait for
+/// their new slots, never going early.
+#[tokio::test(start_paused = true)]
+async fn a_change_of_rate_reaches_the_tasks_already_waiting() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    let waiting = |limiter: &AsyncLimiter, n| {
+        let start = Instant::now();
+        (0..n)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    limiter.take().await;
+                    start.elapsed()
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    limiter.take().await; // slot 0, the next at 100 ms
+    let tasks = waiting(&limiter, 5);
+    sleep(MS).await;
+    limiter.set_rate(Rate::per_second(1000)).unwrap();
+    let mut went = Vec::new();
+    for task in tasks {
+        went.push(task.await.unwrap());
+    }
+    went.sort();
+    assert!(
+        went.iter().all(|t| *t < 20 * MS),
+        "after the speed-up at 1 ms they went at {went:?}"
+    );
+    // Slower: two wait at 10/s; at 1 ms the rate becomes 1 per 5 s, and
+    // they go at 5 s and 10 s (one interval after the last slot, 0).
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    let tasks = waiting(&limiter, 2);
+    sleep(MS).await;
+    limiter.set_limit(Rate::per_minute(12), 0).unwrap();
+    let mut went = Vec::new();
+    for task in tasks {
+        went.push(task.await.unwrap());
+    }
+    went.sort();
+    assert_eq!(went, [5 * SECOND, 10 * SECOND], "after the slow-down");
+}

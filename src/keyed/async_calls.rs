@@ -107,7 +107,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        wait::take(&self.on(key), cost, None).await
+        wait::take(&self.on(key), cost, None, Some(&self.inner.changed)).await
     }
 
     /// Takes a permit of the key and waits for it only if its slot is at
@@ -155,7 +155,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
         let place = self.line.place(key);
-        wait::take_held(&self.on(key), cost, max_wait, &self.line, place)
+        let changed = &self.inner.changed;
+        wait::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
             .await
             .map_err(|e| e.timed_out(max_wait))
     }

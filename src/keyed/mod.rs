@@ -247,6 +247,11 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     parent_walks_cut: AtomicU64,
     /// Requests, permits and wait, all keys together, if the builder asked.
     meter: Meter,
+    /// Wakes async takes waiting for their slot to come within the horizon
+    /// when a change of rates or overrides is in force, or a key is reset,
+    /// so they ask again (`src/wait/tokio.rs`). Never touched by a take.
+    #[cfg(feature = "tokio")]
+    changed: ::tokio::sync::Notify,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -440,6 +445,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let forgot = forget(&mut write(lock), hash, key);
         if forgot {
             self.release(1);
+            #[cfg(feature = "tokio")]
+            self.changed.notify_waiters();
         }
         forgot
     }

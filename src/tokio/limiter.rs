@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::tokio::sync::Mutex as Gate;
+use ::tokio::sync::Notify;
 
 use crate::builder::{sealed::Build, Builder};
 use crate::clock::Clock;
@@ -114,12 +115,14 @@ pub struct AsyncLimiter<C: Clock = TokioClock> {
 }
 
 /// What the clones share: the limiter, the line unbounded takes wait in
-/// for their slot to come within the horizon, and the cost promised to
-/// bounded takes held until then.
+/// for their slot to come within the horizon, the cost promised to
+/// bounded takes held until then, and the signal that wakes them all when
+/// the limit changes.
 struct Inner<C: Clock> {
     limiter: AtomicLimiter<C>,
     gate: Gate<()>,
     line: Line,
+    changed: Notify,
 }
 
 impl AsyncLimiter {
@@ -208,7 +211,14 @@ impl<C: Clock> AsyncLimiter<C> {
     /// dropped after booking and before its slot, the whole cost is given
     /// back if no one has booked since; otherwise it is spent.
     pub async fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
-        wait::take(&self.inner.limiter, cost, Some(&self.inner.gate)).await
+        let inner = &*self.inner;
+        wait::take(
+            &inner.limiter,
+            cost,
+            Some(&inner.gate),
+            Some(&inner.changed),
+        )
+        .await
     }
 
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
@@ -248,9 +258,17 @@ impl<C: Clock> AsyncLimiter<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        wait::take_held(self.limiter(), cost, max_wait, &self.inner.line, 0)
-            .await
-            .map_err(|e| e.timed_out(max_wait))
+        let inner = &*self.inner;
+        wait::take_held(
+            &inner.limiter,
+            cost,
+            max_wait,
+            &inner.line,
+            0,
+            &inner.changed,
+        )
+        .await
+        .map_err(|e| e.timed_out(max_wait))
     }
 
     /// Takes a permit if one is free now; never waits. A refusal stores
@@ -281,15 +299,24 @@ impl<C: Clock> AsyncLimiter<C> {
         self.limiter().can_take(cost)
     }
 
-    /// Changes the rate from now on: slots already handed out (including
-    /// those tasks are waiting for) stand, later requests are spaced by the
-    /// new interval.
+    /// Changes the rate from now on: slots already handed out (booked by
+    /// tasks within 10 ms of them) stand, later requests are spaced by the
+    /// new interval. Tasks waiting for their slot to come within 10 ms wake
+    /// and ask again: after a speed-up they go at the new pace at once.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when the slack at the new rate banks
     /// over 146 years; the rate is then unchanged.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        self.limiter().set_rate(rate)
+        self.changed(self.limiter().set_rate(rate))
+    }
+
+    /// Wakes the tasks waiting to book once a change is in force.
+    fn changed<T>(&self, change: Result<T, BuildError>) -> Result<T, BuildError> {
+        if change.is_ok() {
+            self.inner.changed.notify_waiters();
+        }
+        change
     }
 
     /// Puts the limiter back to how it was built (no credit, or its whole
@@ -317,6 +344,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// ```
     pub fn reset(&self) {
         self.limiter().reset();
+        self.inner.changed.notify_waiters();
     }
 
     /// The rate in force.
@@ -361,28 +389,31 @@ impl<C: Clock> AsyncLimiter<C> {
 
 impl<C: Clock> AsyncLimiter<C> {
     /// Changes the rate and the slack as one unit; see
-    /// [`Pacer::set_limit`].
+    /// [`Pacer::set_limit`]. Waiting tasks ask again, as after
+    /// [`set_rate`](Self::set_rate).
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; nothing changes then.
     pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        self.limiter().set_limit(rate, slack)
+        self.changed(self.limiter().set_limit(rate, slack))
     }
 
     /// Changes the slack, keeping the rate; see [`Pacer::set_slack`].
+    /// Waiting tasks ask again, as after [`set_rate`](Self::set_rate).
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
     pub fn set_slack(&self, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        self.limiter().set_slack(slack)
+        self.changed(self.limiter().set_slack(slack))
     }
 
-    /// Puts `limit` in force; see [`Pacer::apply`].
+    /// Puts `limit` in force; see [`Pacer::apply`]. Waiting tasks ask
+    /// again, as after [`set_rate`](Self::set_rate).
     ///
     /// # Errors
     /// As [`set_limit`](Self::set_limit).
     pub fn apply(&self, limit: Limit) -> Result<(), BuildError> {
-        self.limiter().apply(limit)
+        self.changed(self.limiter().apply(limit))
     }
 
     /// The limit in force, as it was set; see [`Pacer::limit`].
@@ -472,6 +503,7 @@ impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
                 limiter,
                 gate: Gate::new(()),
                 line: Line::new(),
+                changed: Notify::new(),
             }),
         }
     }

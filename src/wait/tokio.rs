@@ -44,6 +44,18 @@
 //!   may book ahead of held ones; a held take whose slot has so moved past
 //!   its `max_wait` is refused when it finds out, at the latest at its
 //!   slot's horizon.)
+//! - **A change of limit wakes the waiters.** A take that sleeps until
+//!   its slot comes within the horizon (unbooked: an unbounded take, or a
+//!   held bounded one) also wakes when its limiter's limit changes
+//!   (`set_rate`, `set_limit`, `set_slack`, `apply`, a reset; for a keyed
+//!   limiter any change of its rates or overrides), through the limiter's
+//!   `Notify`, and asks again: after a speed-up it books at the new pace at
+//!   once, instead of sleeping out a slot computed at the old one; after a
+//!   slow-down it sleeps longer (a held take whose slot has so moved past
+//!   its bound is refused then). Slots already booked (within the horizon)
+//!   stand. A take that does not wait never touches the `Notify`: a waiter
+//!   starts watching it only after its first "not yet", and then asks once
+//!   more, so that a change between the two is not missed.
 //! - **A fair queue where there is one.** Takes that wait for the horizon
 //!   on one in-process limiter line up behind a Tokio mutex (first come,
 //!   first served), so only the head asks the store again: no herd of
@@ -57,14 +69,18 @@
 //!   slot that has passed is spent.
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 #[cfg(feature = "keyed")]
 use std::hash::{BuildHasher, Hash, RandomState};
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
+use ::tokio::sync::futures::Notified;
 use ::tokio::sync::Mutex as Gate;
+use ::tokio::sync::Notify;
 use ::tokio::time::Instant;
 
 use super::{nanos, Ask, Wait};
@@ -224,6 +240,7 @@ pub(crate) async fn take_held<R: Peek>(
     max_wait: Duration,
     line: &Line,
     place: u64,
+    changed: &Notify,
 ) -> Result<Duration, TakeError> {
     let max = nanos(max_wait);
     if max <= HORIZON {
@@ -248,6 +265,9 @@ pub(crate) async fn take_held<R: Peek>(
         wait: Duration::from_nanos(wait),
         max_wait,
     };
+    // Watched from before the wait is computed: a change after that wakes
+    // the take.
+    let mut change = pin!(changed.notified());
     let (promise, wait) = {
         let mut held = line.lock();
         let ahead = held.get(&place).copied().unwrap_or(0);
@@ -279,7 +299,10 @@ pub(crate) async fn take_held<R: Peek>(
     };
     let mut until = start.saturating_add(wait.saturating_sub(HORIZON));
     loop {
-        sleep_until(limiter.clock(), until).await;
+        if sleep_until_or(limiter.clock(), until, change.as_mut()).await {
+            // The limit changed: ask again, watching for the next change.
+            change.set(changed.notified());
+        }
         let e = match limiter
             .reserve(cost, Admit::Within(HORIZON), Ask::Horizon)
             .await
@@ -332,6 +355,7 @@ pub(crate) async fn take<R: Reserve>(
     limiter: &R,
     cost: u64,
     gate: Option<&Gate<()>>,
+    changed: Option<&Notify>,
 ) -> Result<Duration, R::Error> {
     let reserved = {
         // Held until this take has booked: the next in line asks only then.
@@ -339,6 +363,8 @@ pub(crate) async fn take<R: Reserve>(
             Some(gate) => Some(gate.lock().await),
             None => None,
         };
+        // Set once the take has to wait (see the module docs).
+        let mut change: Pin<&mut Option<Notified<'_>>> = pin!(None);
         loop {
             // Not counted as refused while only too far: the caller sees
             // one answer, the booking (or the error) at the end.
@@ -354,7 +380,19 @@ pub(crate) async fn take<R: Reserve>(
                 Some(TakeError::QueueFull { wait, .. }) => {
                     let now = internal_now(limiter.clock());
                     let until = now.saturating_add(nanos(*wait).saturating_sub(HORIZON));
-                    sleep_until(limiter.clock(), until).await;
+                    let Some(changed) = changed else {
+                        sleep_until(limiter.clock(), until).await;
+                        continue;
+                    };
+                    let fired = match change.as_mut().as_pin_mut() {
+                        Some(watch) => sleep_until_or(limiter.clock(), until, watch).await,
+                        // The first "not yet": watch for a change from
+                        // here on, and ask once more before sleeping.
+                        None => true,
+                    };
+                    if fired {
+                        change.set(Some(changed.notified()));
+                    }
                 }
                 // A cost above the burst is further than the horizon even at
                 // rest: book it at once (it waits its extra intervals anyway).
@@ -420,6 +458,24 @@ pub(crate) async fn sleep_until<C: Clock + ?Sized>(clock: &C, target: u64) {
         let left = Duration::from_nanos((target - now).min(MAX_SLEEP_NS));
         ::tokio::time::sleep_until(Instant::now() + left).await;
     }
+}
+
+/// [`sleep_until`], or until `change` fires, whichever comes first; `true`
+/// when the change came first (the caller then watches anew: a fired
+/// `Notified` stays ready).
+async fn sleep_until_or<C: Clock + ?Sized>(
+    clock: &C,
+    target: u64,
+    mut change: Pin<&mut Notified<'_>>,
+) -> bool {
+    let mut sleep = pin!(sleep_until(clock, target));
+    poll_fn(|cx| {
+        if change.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        sleep.as_mut().poll(cx).map(|()| false)
+    })
+    .await
 }
 
 /// Below this many ns from its slot a precise async wait spins in place
