@@ -492,6 +492,27 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         refusal
     }
 
+    /// How long a request of `cost` would wait now (ns) under `admit`,
+    /// storing nothing and counting nothing (a held async take's look).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        match schedule::step(tat, now, cost, params, admit) {
+            Ok(grant) => Ok(grant.slot.saturating_sub(now)),
+            Err(deny) => {
+                let slack = self.store.burst(now).saturating_sub(1);
+                Err(TakeError::refused(deny, cost, admit, slack))
+            }
+        }
+    }
+
+    /// Counts a refusal decided outside the step (a held async take's).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn count_refused(&self) {
+        self.meter.refused();
+    }
+
     /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
     /// needs to undo it.
     #[inline]

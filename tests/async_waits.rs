@@ -224,11 +224,12 @@ async fn async_waits_honour_the_precise_strategy_on_every_kind() {
     }
 }
 
-/// A booked take (slot 100 ms) left unpolled for `unpolled`, then dropped;
-/// returns what a `try_take` on its key then gets.
+/// A booked take (slot 5 ms: within the 10 ms horizon, so a
+/// `take_timeout` books it at once) left unpolled for `unpolled`, then
+/// dropped; returns what a `try_take` on its key then gets.
 async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(), TakeError> {
     let limiter = AsyncKeyedLimiter::from(
-        KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+        KeyedLimiter::<u32, _>::builder(Rate::per_second(200))
             .slack(0)
             .clock(TokioClock::new())
             .build()
@@ -237,7 +238,7 @@ async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(),
     limiter.take(&1).await.unwrap();
     {
         let mut booked = Box::pin(limiter.take_timeout(&1, ms(1000)));
-        assert!(futures_util::FutureExt::now_or_never(&mut booked).is_none()); // 100 ms
+        assert!(futures_util::FutureExt::now_or_never(&mut booked).is_none()); // 5 ms
         tokio::time::advance(unpolled).await;
     }
     limiter.try_take(&1)
@@ -249,8 +250,8 @@ async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(),
 #[tokio::test(start_paused = true)]
 async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
     assert_eq!(
-        try_take_after_dropping_a_booked_take(ms(150)).await,
-        Err(TakeError::RetryAfter(ms(50)))
+        try_take_after_dropping_a_booked_take(Duration::from_micros(7_500)).await,
+        Err(TakeError::RetryAfter(Duration::from_micros(2_500)))
     );
 }
 
@@ -259,8 +260,8 @@ async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
 #[tokio::test(start_paused = true)]
 async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
     assert_eq!(
-        try_take_after_dropping_a_booked_take(ms(100)).await,
-        Err(TakeError::RetryAfter(ms(100)))
+        try_take_after_dropping_a_booked_take(ms(5)).await,
+        Err(TakeError::RetryAfter(ms(5)))
     );
 }
 
@@ -270,7 +271,7 @@ async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
 #[tokio::test(start_paused = true)]
 async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
     let limiter = AsyncKeyedLimiter::from(
-        KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+        KeyedLimiter::<u32, _>::builder(Rate::per_second(200))
             .slack(0)
             .max_keys(1)
             .when_full(paceline::WhenFull::Evict)
@@ -278,7 +279,8 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
             .build()
             .unwrap(),
     );
-    // Slot 0, then one booked at 100 ms, pending.
+    // Slot 0, then one booked at 5 ms (within the horizon: booked at
+    // once), pending.
     limiter.take(&1).await.unwrap();
     let mut first = Box::pin(limiter.take_timeout(&1, ms(1000)));
     assert!(futures_util::FutureExt::now_or_never(&mut first).is_none());
@@ -290,7 +292,7 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
     assert!(futures_util::FutureExt::now_or_never(&mut second).is_none());
     assert_eq!(limiter.limiter().keyed_stats().evicted, 2);
     drop(first);
-    // `second` still holds 100 ms: the next free slot is 200 ms.
-    assert_eq!(limiter.limiter().next_free(&1), ms(200));
-    assert_eq!(second.await, Ok(ms(100)));
+    // `second` still holds 5 ms: the next free slot is 10 ms.
+    assert_eq!(limiter.limiter().next_free(&1), ms(10));
+    assert_eq!(second.await, Ok(ms(5)));
 }

@@ -497,6 +497,84 @@ async fn the_wait_mode_holds_a_request_and_a_client_gone_gives_its_slot_back() {
     assert!(at.elapsed() < Duration::from_secs(1));
 }
 
+/// Issue 30, item 6: held requests abandoned oldest first (clients that
+/// give up in the order they came) give every slot back, on a per-client
+/// limit and on a shared one: the next request waits at most about the
+/// 10 ms horizon, not for the slots of requests no one is waiting for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_requests_abandoned_in_arrival_order_give_their_slots_back() {
+    // 1/s, no slack: each held request's slot is a second after the one
+    // before; held up to 30 s.
+    let hold = Mode::Wait(Duration::from_secs(30));
+    let shared = AsyncLimiter::builder(Rate::per_second(1))
+        .slack(0)
+        .build()
+        .unwrap();
+    let layers = [
+        (
+            "per client",
+            "127.0.0.90",
+            LimitLayer::per_ip(Rate::per_second(1)).slack(0),
+        ),
+        (
+            "global",
+            "127.0.0.91",
+            LimitLayer::global(Rate::per_second(1)).slack(0),
+        ),
+        (
+            "a shared AsyncLimiter",
+            "127.0.0.92",
+            LimitLayer::per_ip(Rate::per_second(1)).limiter(shared),
+        ),
+    ];
+    let mut waits = Vec::new();
+    for (name, from, layer) in layers {
+        let addr = serve(app(layer.mode(hold).build().unwrap())).await;
+        let client = client(from);
+        let start = Instant::now();
+        assert_eq!(
+            get_from(&client, addr, "/", &[]).await.status,
+            StatusCode::OK
+        );
+        // Ten requests held behind it, in a known order.
+        let mut held = Vec::new();
+        for _ in 0..10 {
+            let client = client.clone();
+            held.push(tokio::spawn(async move {
+                get_from(&client, addr, "/", &[]).await
+            }));
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Their clients give up, oldest first.
+        for request in held {
+            request.abort();
+            let gone = request.await;
+            assert!(
+                matches!(&gone, Err(e) if e.is_cancelled()),
+                "{name}: answered"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Once the first request's interval is over, the limit is free
+        // again: no one is waiting.
+        let free = Duration::from_millis(1_100);
+        tokio::time::sleep(free.saturating_sub(start.elapsed())).await;
+        let next = Instant::now();
+        let answer =
+            tokio::time::timeout(Duration::from_secs(3), get_from(&client, addr, "/", &[])).await;
+        let status = answer.map(|a| a.status);
+        waits.push((name, next.elapsed(), status));
+    }
+    for (name, waited, status) in waits.iter() {
+        assert!(
+            *waited < Duration::from_millis(250) && *status == Ok(StatusCode::OK),
+            "{name}: the next request waited {waited:?} (the abandoned held requests \
+             kept their slots): {waits:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn route_layers_and_router_clones_share_one_budget() {
     let layer = LimitLayer::per_ip(Rate::per_minute(1))

@@ -289,19 +289,19 @@ mod tokio_calls {
     /// could hand a slot out twice).
     #[tokio::test(start_paused = true)]
     async fn a_direct_take_booked_before_a_reset_and_dropped_gives_nothing_back() {
-        let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        let limiter = AsyncLimiter::builder(Rate::per_second(200))
             .slack(0)
             .build()
             .unwrap();
         limiter.take().await;
-        let mut booked = Box::pin(limiter.take_timeout(ms(1000))); // slot 100 ms
+        let mut booked = Box::pin(limiter.take_timeout(ms(1000))); // slot 5 ms: booked at once
         assert!((&mut booked).now_or_never().is_none());
         limiter.reset();
-        // Fresh: one at once; its next slot is 100 ms on.
+        // Fresh: one at once; its next slot is 5 ms on.
         limiter.try_take().unwrap();
-        assert_eq!(limiter.next_free(), ms(100));
+        assert_eq!(limiter.next_free(), ms(5));
         drop(booked);
-        assert_eq!(limiter.next_free(), ms(100));
+        assert_eq!(limiter.next_free(), ms(5));
         assert!(limiter.try_take().is_err());
     }
 
@@ -310,27 +310,27 @@ mod tokio_calls {
     /// nothing is given back.
     #[tokio::test(start_paused = true)]
     async fn a_direct_take_dropped_after_a_reset_that_led_back_to_its_state_gives_nothing_back() {
-        let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        let limiter = AsyncLimiter::builder(Rate::per_second(200))
             .slack(0)
             .build()
             .unwrap();
         limiter.take().await;
-        let mut first = Box::pin(limiter.take_timeout(ms(1000))); // slot 100 ms
+        let mut first = Box::pin(limiter.take_timeout(ms(1000))); // slot 5 ms: booked at once
         assert!((&mut first).now_or_never().is_none());
         limiter.reset();
         limiter.take().await; // at 0 again
-        let mut second = Box::pin(limiter.take_timeout(ms(1000))); // 100 ms again
+        let mut second = Box::pin(limiter.take_timeout(ms(1000))); // 5 ms again
         assert!((&mut second).now_or_never().is_none());
         drop(first);
-        // `second` still holds 100 ms.
-        assert_eq!(limiter.next_free(), ms(200));
-        assert_eq!(second.await, Ok(ms(100)));
+        // `second` still holds 5 ms.
+        assert_eq!(limiter.next_free(), ms(10));
+        assert_eq!(second.await, Ok(ms(5)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_keyed_take_booked_before_a_reset_and_dropped_gives_nothing_back() {
         let limiter = AsyncKeyedLimiter::from(
-            KeyedLimiter::<u32, _>::builder(Rate::per_second(10))
+            KeyedLimiter::<u32, _>::builder(Rate::per_second(200))
                 .slack(0)
                 .clock(TokioClock::new())
                 .build()
@@ -346,8 +346,8 @@ mod tokio_calls {
         let mut second = Box::pin(limiter.take_timeout(&1, ms(1000)));
         assert!((&mut second).now_or_never().is_none());
         drop(first);
-        assert_eq!(limiter.limiter().next_free(&1), ms(200));
-        assert_eq!(second.await, Ok(ms(100)));
+        assert_eq!(limiter.limiter().next_free(&1), ms(10));
+        assert_eq!(second.await, Ok(ms(5)));
         assert_eq!(limiter.limiter().keyed_stats().reset, 1);
     }
 }

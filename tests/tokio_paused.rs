@@ -123,22 +123,22 @@ async fn dropped_waiter_gives_its_slot_back_when_no_one_reserved_after() {
 
 #[tokio::test(start_paused = true)]
 async fn dropped_waiter_slot_stays_spent_when_someone_reserved_after() {
-    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+    // 200/s: slots 5 and 10 ms away, within the 10 ms horizon, which takes
+    // book at first poll (further ones only once within it).
+    let limiter = AsyncLimiter::builder(Rate::per_second(200))
         .slack(0)
         .build()
         .unwrap();
     limiter.take().await;
-    // Bounded takes book their slots at first poll (unbounded ones only
-    // once the slot is within the horizon).
     let mut b = Box::pin(limiter.take_timeout(SECOND));
     {
         let mut a = pin!(limiter.take_timeout(SECOND));
-        assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
-        assert_eq!(b.as_mut().now_or_never(), None); // 200 ms
+        assert_eq!(a.as_mut().now_or_never(), None); // 5 ms
+        assert_eq!(b.as_mut().now_or_never(), None); // 10 ms
     } // a dropped: b reserved after it, so its slot is spent
     let c = limiter.take();
     let (b, c) = tokio::join!(b, c);
-    assert_eq!((b.unwrap(), c), (200 * MS, 300 * MS));
+    assert_eq!((b.unwrap(), c), (10 * MS, 15 * MS));
 }
 
 #[tokio::test(start_paused = true)]
@@ -159,17 +159,18 @@ async fn waiters_dropped_newest_first_give_all_their_slots_back() {
 
 #[tokio::test(start_paused = true)]
 async fn waiter_dropped_after_its_slot_has_taken_its_permit() {
-    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+    // 200/s: a slot 5 ms away, within the horizon: booked at first poll.
+    let limiter = AsyncLimiter::builder(Rate::per_second(200))
         .slack(0)
         .build()
         .unwrap();
     limiter.take().await;
     {
         let mut a = pin!(limiter.take_timeout(SECOND));
-        assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
-        tokio::time::advance(150 * MS).await; // its slot passes unpolled
+        assert_eq!(a.as_mut().now_or_never(), None); // 5 ms
+        tokio::time::advance(8 * MS).await; // its slot passes unpolled
     }
-    assert_eq!(limiter.take().await, 200 * MS);
+    assert_eq!(limiter.take().await, 10 * MS);
 }
 
 #[tokio::test(start_paused = true)]
@@ -285,22 +286,77 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
 
 /// A take reserved before a rate change and dropped after it keeps its slot
 /// spent: the rebase can bring the state back to the reservation's `next`
-/// word (here 200 ms, via a later reservation), and undoing it then would hand
-/// the 150 ms slot out twice.
+/// word (here 8 ms, via a later reservation), and undoing it then would hand
+/// the 6 ms slot out twice. (Slots within the 10 ms horizon, which takes
+/// book at first poll.)
 #[tokio::test(start_paused = true)]
 async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
-    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+    let limiter = AsyncLimiter::builder(Rate::per_second(250))
         .slack(0)
         .full_credit(true)
         .build()
         .unwrap();
-    limiter.try_take().unwrap(); // slot 0, next 100 ms
-    let mut first = Box::pin(limiter.take_timeout(SECOND)); // slot 100 ms, next 200 ms
+    limiter.try_take().unwrap(); // slot 0, next 4 ms
+    let mut first = Box::pin(limiter.take_timeout(SECOND)); // slot 4 ms, next 8 ms
     assert!((&mut first).now_or_never().is_none());
-    limiter.set_rate(Rate::per_second(20)).unwrap(); // next rebased to 150 ms
-    let mut second = Box::pin(limiter.take_timeout(SECOND)); // slot 150 ms, next 200 ms
+    limiter.set_rate(Rate::per_second(500)).unwrap(); // next rebased to 6 ms
+    let mut second = Box::pin(limiter.take_timeout(SECOND)); // slot 6 ms, next 8 ms
     assert!((&mut second).now_or_never().is_none());
-    drop(first); // the state reads 200 ms again, but the rate changed since
-    assert_eq!(second.await.unwrap(), 150 * MS);
-    assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(50 * MS)));
+    drop(first); // the state reads 8 ms again, but the rate changed since
+    assert_eq!(second.await.unwrap(), 6 * MS);
+    assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(2 * MS)));
+}
+
+/// Issue 30, item 7: a speed-up reaches the tasks already waiting. Five
+/// tasks wait at 10/s; at 1 ms the rate becomes 1000/s: they wake and go
+/// at the new pace (1-5 ms), not at their old slots less the 10 ms horizon
+/// (90-94 ms). A slow-down reaches them too: they ask again and wait for
+/// their new slots, never going early.
+#[tokio::test(start_paused = true)]
+async fn a_change_of_rate_reaches_the_tasks_already_waiting() {
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    let waiting = |limiter: &AsyncLimiter, n| {
+        let start = Instant::now();
+        (0..n)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    limiter.take().await;
+                    start.elapsed()
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    limiter.take().await; // slot 0, the next at 100 ms
+    let tasks = waiting(&limiter, 5);
+    sleep(MS).await;
+    limiter.set_rate(Rate::per_second(1000)).unwrap();
+    let mut went = Vec::new();
+    for task in tasks {
+        went.push(task.await.unwrap());
+    }
+    went.sort();
+    assert!(
+        went.iter().all(|t| *t < 20 * MS),
+        "after the speed-up at 1 ms they went at {went:?}"
+    );
+    // Slower: two wait at 10/s; at 1 ms the rate becomes 1 per 5 s, and
+    // they go at 5 s and 10 s (one interval after the last slot, 0).
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    limiter.take().await;
+    let tasks = waiting(&limiter, 2);
+    sleep(MS).await;
+    limiter.set_limit(Rate::per_minute(12), 0).unwrap();
+    let mut went = Vec::new();
+    for task in tasks {
+        went.push(task.await.unwrap());
+    }
+    went.sort();
+    assert_eq!(went, [5 * SECOND, 10 * SECOND], "after the slow-down");
 }

@@ -121,8 +121,11 @@ pub enum Mode {
     #[default]
     Refuse,
     /// Hold it until its slot if that is at most this far away, then
-    /// forward it; refuse it otherwise (`take_timeout`). A client that
-    /// goes away while held gives its slot back.
+    /// forward it; refuse it otherwise (`take_timeout`). A held request
+    /// books its slot only once it is within 10 ms, so a client that goes
+    /// away while held gives its place back, whatever the order clients
+    /// leave in (on an in-process limiter; a remote one books at once, and
+    /// gives back only the newest booking).
     Wait(Duration),
     /// Forward it anyway, counting it in [`LayerStats::would_refuse`]: to
     /// try a limit on live traffic before enforcing it.

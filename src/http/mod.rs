@@ -53,8 +53,9 @@
 //!   shared by every process (Redis, PostgreSQL), or your own.
 //! - The layer and its service are `Clone` and share one limiter: they go
 //!   in axum's `.layer` and `.route_layer` as they are, with no `Buffer`.
-//!   A request held by the wait mode whose client goes away gives its slot
-//!   back, as the async takes do.
+//!   A request held by the wait mode books its slot only once it is within
+//!   10 ms (as the async takes do): one whose client goes away, in whatever
+//!   order held requests go, gives its place back to those after it.
 //!
 //! # Outbound: [`PaceLayer`]
 //!

@@ -21,7 +21,7 @@ use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, ORIGIN};
 use crate::stats::{Counted, Stats};
 use crate::take::{AsyncTake, Error, State, Take, Taken};
-use crate::wait::tokio::{self as wait, Reserve, Reserved};
+use crate::wait::tokio::{self as wait, Line, Peek, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
 /// A [`KeyedLimiter`] whose takes are futures: `limiter.take(&ip).await`.
@@ -47,6 +47,9 @@ use crate::wait::{Ask, Wait};
 /// [`limiter`](Self::limiter).
 pub struct AsyncKeyedLimiter<K, C: Clock = DefaultClock> {
     inner: Arc<KeyedLimiter<K, C>>,
+    /// The cost promised to bounded takes held until their slot is within
+    /// the horizon, per key (`src/wait/tokio.rs`).
+    line: Arc<Line>,
 }
 
 impl<K: Hash + Eq + Clone> AsyncKeyedLimiter<K> {
@@ -65,6 +68,7 @@ impl<K, C: Clock> From<KeyedLimiter<K, C>> for AsyncKeyedLimiter<K, C> {
     fn from(limiter: KeyedLimiter<K, C>) -> Self {
         AsyncKeyedLimiter {
             inner: Arc::new(limiter),
+            line: Arc::new(Line::new()),
         }
     }
 }
@@ -103,18 +107,27 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        wait::take(&self.on(key), cost, None).await
+        wait::take(&self.on(key), cost, None, Some(&self.inner.changed)).await
     }
 
     /// Takes a permit of the key and waits for it only if its slot is at
     /// most `max_wait` away; otherwise fails at once, storing nothing.
     ///
+    /// The queue counts the key's takes held before this one that have not
+    /// booked yet, as [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout)'s does.
+    ///
     /// # Cancel safety
-    /// It books at once: dropped before its slot, the slot is given back if
-    /// no one has booked on the key since; otherwise it is spent.
+    /// As [`take`](Self::take), it books the key's slot only once it is
+    /// within 10 ms of the clock, holding a place in the key's line until
+    /// then: dropped before booking, it leaves the line (in whatever order
+    /// the key's held takes go) and those after it lose nothing. Dropped
+    /// after booking and before its slot, the slot is given back if no one
+    /// has booked on the key since; otherwise it is spent.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`]; [`TakeError::TooManyKeys`].
+    /// [`TakeError::QueueFull`] (rarely after waiting, as
+    /// [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout)'s);
+    /// [`TakeError::TooManyKeys`].
     pub async fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, TakeError>
     where
         K: Borrow<Q>,
@@ -141,7 +154,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        wait::take_within(&self.on(key), cost, max_wait)
+        let place = self.line.place(key);
+        let changed = &self.inner.changed;
+        wait::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
             .await
             .map_err(|e| e.timed_out(max_wait))
     }
@@ -203,6 +218,7 @@ impl<K, C: Clock> Clone for AsyncKeyedLimiter<K, C> {
     fn clone(&self) -> Self {
         AsyncKeyedLimiter {
             inner: Arc::clone(&self.inner),
+            line: Arc::clone(&self.line),
         }
     }
 }
@@ -314,5 +330,20 @@ where
 
     fn give_back(&self, (key, grant, moves): Ticket<K>) {
         self.limiter.give_back::<K>(&key, grant, moves);
+    }
+}
+
+impl<K, Q, C> Peek for OnKey<'_, K, Q, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    C: Clock,
+{
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+        self.limiter.wait_ahead(self.key, cost, admit)
+    }
+
+    fn count_refused(&self) {
+        self.limiter.count_refused(self.key);
     }
 }

@@ -180,6 +180,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             resolved: RwLock::new(resolved),
             epoch: AtomicU64::new(0),
             admin: Mutex::new(()),
+            #[cfg(feature = "tokio")]
+            changed: ::tokio::sync::Notify::new(),
             clock: self.clock,
             wait: self.wait,
             untracked: AtomicU64::new(0),

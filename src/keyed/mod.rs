@@ -273,6 +273,11 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     parent_walks_cut: AtomicU64,
     /// Requests, permits and wait, all keys together, if the builder asked.
     meter: Meter,
+    /// Wakes async takes waiting for their slot to come within the horizon
+    /// when a change of rates or overrides is in force, or a key is reset,
+    /// so they ask again (`src/wait/tokio.rs`). Never touched by a take.
+    #[cfg(feature = "tokio")]
+    changed: ::tokio::sync::Notify,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
@@ -466,6 +471,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let forgot = forget(&mut write(lock), hash, key);
         if forgot {
             self.release(1);
+            #[cfg(feature = "tokio")]
+            self.changed.notify_waiters();
         }
         forgot
     }
@@ -605,6 +612,44 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         })
+    }
+
+    /// How long a request of `cost` on `key` would wait now (ns) under
+    /// `admit`, storing nothing, counting nothing and tracking no key (a
+    /// held async take's look).
+    #[cfg(feature = "tokio")]
+    pub(super) fn wait_ahead<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<u64, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p) = self.peek(key);
+        schedule::step(tat, now, cost, p, admit)
+            .map(|grant| grant.slot.saturating_sub(now))
+            .map_err(|deny| TakeError::refused(deny, cost, admit, p.slack()))
+    }
+
+    /// Counts a refusal of `key` decided outside the step (a held async
+    /// take's), in the meter and the key's totals.
+    #[cfg(feature = "tokio")]
+    pub(super) fn count_refused<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.meter.refused();
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        match find(&shard.map, hash, key) {
+            Some(e) => {
+                if e.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
+                    shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
+                }
+            }
+            None => {
+                self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals

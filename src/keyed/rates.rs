@@ -91,7 +91,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// slots already handed out stand, and a busy key's next slot is one
     /// new interval after its last; keys at rest stay at rest (a burst of
     /// `slack + 1` at the new rate). Applies to the tracked keys one shard
-    /// at a time.
+    /// at a time. Async takes (`paceline::tokio::AsyncKeyedLimiter`) that
+    /// wait for their slot to come within 10 ms wake once the change is in
+    /// force and ask again, as after any change of overrides
+    /// ([`set_override`](Self::set_override), [`apply`](Self::apply),
+    /// [`remove_override`](Self::remove_override)) or a reset.
     ///
     /// ```
     /// use paceline::{KeyedLimiter, ManualClock, Rate, TakeError};
@@ -325,6 +329,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             // A move may bring rest closer (see `reresolve`).
             self.next_rest.store(0, Ordering::Relaxed);
         }
+        // Every shard is at the new rates: async waiters ask again.
+        #[cfg(feature = "tokio")]
+        self.changed.notify_waiters();
     }
 
     /// The rate and slack a key gets (its override's, its parent's, or the

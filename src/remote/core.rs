@@ -415,7 +415,9 @@ mod asynchronous {
         /// An unbounded take: books once the slot is within the horizon.
         pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
             let keyed = Keyed::new(self, key);
-            wait::take(&keyed, cost, None).await?;
+            // A remote limiter's limit is fixed per limiter object
+            // (`with_limit` makes another): no change to wake for.
+            wait::take(&keyed, cost, None, None).await?;
             Ok(keyed.taken())
         }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::tokio::sync::Mutex as Gate;
+use ::tokio::sync::Notify;
 
 use crate::builder::{sealed::Build, Builder};
 use crate::clock::Clock;
@@ -24,7 +25,7 @@ use crate::slack::Slack;
 use crate::stats::{Counted, Stats};
 use crate::store::Store;
 use crate::take::{AsyncTake, Error, State, Take, Taken};
-use crate::wait::tokio::{self as wait, Reserve, Reserved};
+use crate::wait::tokio::{self as wait, Line, Peek, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
 use super::TokioClock;
@@ -113,11 +114,15 @@ pub struct AsyncLimiter<C: Clock = TokioClock> {
     inner: Arc<Inner<C>>,
 }
 
-/// What the clones share: the limiter, and the line unbounded takes wait in
-/// for their slot to come within the horizon.
+/// What the clones share: the limiter, the line unbounded takes wait in
+/// for their slot to come within the horizon, the cost promised to
+/// bounded takes held until then, and the signal that wakes them all when
+/// the limit changes.
 struct Inner<C: Clock> {
     limiter: AtomicLimiter<C>,
     gate: Gate<()>,
+    line: Line,
+    changed: Notify,
 }
 
 impl AsyncLimiter {
@@ -206,21 +211,35 @@ impl<C: Clock> AsyncLimiter<C> {
     /// dropped after booking and before its slot, the whole cost is given
     /// back if no one has booked since; otherwise it is spent.
     pub async fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
-        wait::take(&self.inner.limiter, cost, Some(&self.inner.gate)).await
+        let inner = &*self.inner;
+        wait::take(
+            &inner.limiter,
+            cost,
+            Some(&inner.gate),
+            Some(&inner.changed),
+        )
+        .await
     }
 
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
     /// away; otherwise fails at once, storing nothing: the queue ahead is
-    /// longer than the caller may wait.
+    /// longer than the caller may wait. The queue counts the takes held
+    /// before this one that have not booked yet (see Cancel safety).
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`] with the wait it would have needed.
+    /// [`TakeError::QueueFull`] with the wait it would have needed (also,
+    /// rarely, after waiting: when takes that do not queue, an unbounded
+    /// `take` or a `try_take`, have since booked so much ahead of it that
+    /// its slot is now past `max_wait`).
     ///
     /// # Cancel safety
-    /// It books its slot at once (if within `max_wait`): dropped before
-    /// the slot, the slot is given back if no one has booked since;
-    /// otherwise it is spent. A refused call stored nothing, so there is
-    /// nothing to give back.
+    /// Like [`take`](Self::take), it books its slot only once it is within
+    /// 10 ms of the clock; until then it holds a place in line (the cost it
+    /// will book, which later calls count ahead of them). Dropped before
+    /// booking, it leaves the line, in whatever order held takes go: those
+    /// after it lose nothing. Dropped after booking and before its slot, the
+    /// slot is given back if no one has booked since; otherwise it is spent.
+    /// A refused call stored nothing.
     pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
         self.take_n_timeout(1, max_wait).await
     }
@@ -239,9 +258,17 @@ impl<C: Clock> AsyncLimiter<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
-        wait::take_within(self.limiter(), cost, max_wait)
-            .await
-            .map_err(|e| e.timed_out(max_wait))
+        let inner = &*self.inner;
+        wait::take_held(
+            &inner.limiter,
+            cost,
+            max_wait,
+            &inner.line,
+            0,
+            &inner.changed,
+        )
+        .await
+        .map_err(|e| e.timed_out(max_wait))
     }
 
     /// Takes a permit if one is free now; never waits. A refusal stores
@@ -272,15 +299,24 @@ impl<C: Clock> AsyncLimiter<C> {
         self.limiter().can_take(cost)
     }
 
-    /// Changes the rate from now on: slots already handed out (including
-    /// those tasks are waiting for) stand, later requests are spaced by the
-    /// new interval.
+    /// Changes the rate from now on: slots already handed out (booked by
+    /// tasks within 10 ms of them) stand, later requests are spaced by the
+    /// new interval. Tasks waiting for their slot to come within 10 ms wake
+    /// and ask again: after a speed-up they go at the new pace at once.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when the slack at the new rate banks
     /// over 146 years; the rate is then unchanged.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        self.limiter().set_rate(rate)
+        self.changed(self.limiter().set_rate(rate))
+    }
+
+    /// Wakes the tasks waiting to book once a change is in force.
+    fn changed<T>(&self, change: Result<T, BuildError>) -> Result<T, BuildError> {
+        if change.is_ok() {
+            self.inner.changed.notify_waiters();
+        }
+        change
     }
 
     /// Puts the limiter back to how it was built (no credit, or its whole
@@ -308,6 +344,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// ```
     pub fn reset(&self) {
         self.limiter().reset();
+        self.inner.changed.notify_waiters();
     }
 
     /// The rate in force.
@@ -352,28 +389,31 @@ impl<C: Clock> AsyncLimiter<C> {
 
 impl<C: Clock> AsyncLimiter<C> {
     /// Changes the rate and the slack as one unit; see
-    /// [`Pacer::set_limit`].
+    /// [`Pacer::set_limit`]. Waiting tasks ask again, as after
+    /// [`set_rate`](Self::set_rate).
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; nothing changes then.
     pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        self.limiter().set_limit(rate, slack)
+        self.changed(self.limiter().set_limit(rate, slack))
     }
 
     /// Changes the slack, keeping the rate; see [`Pacer::set_slack`].
+    /// Waiting tasks ask again, as after [`set_rate`](Self::set_rate).
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
     pub fn set_slack(&self, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        self.limiter().set_slack(slack)
+        self.changed(self.limiter().set_slack(slack))
     }
 
-    /// Puts `limit` in force; see [`Pacer::apply`].
+    /// Puts `limit` in force; see [`Pacer::apply`]. Waiting tasks ask
+    /// again, as after [`set_rate`](Self::set_rate).
     ///
     /// # Errors
     /// As [`set_limit`](Self::set_limit).
     pub fn apply(&self, limit: Limit) -> Result<(), BuildError> {
-        self.limiter().apply(limit)
+        self.changed(self.limiter().apply(limit))
     }
 
     /// The limit in force, as it was set; see [`Pacer::limit`].
@@ -462,6 +502,8 @@ impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
             inner: Arc::new(Inner {
                 limiter,
                 gate: Gate::new(()),
+                line: Line::new(),
+                changed: Notify::new(),
             }),
         }
     }
@@ -508,5 +550,15 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
 
     fn give_back(&self, reservation: Reservation) {
         Pacer::give_back(self, reservation);
+    }
+}
+
+impl<S: Store, C: Clock> Peek for Pacer<S, C> {
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+        Pacer::wait_for(self, cost, admit)
+    }
+
+    fn count_refused(&self) {
+        Pacer::count_refused(self);
     }
 }
