@@ -2,7 +2,7 @@
 //! proxies, the missing-key outcome, costs, modes, fields, bodies) and the
 //! checks that build it; [`layer.rs`](super::layer) serves requests with it.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -48,15 +48,16 @@ impl fmt::Display for ClientKey {
 
 /// The longest text key kept as it is. A client chooses its key's length
 /// (a header may be hundreds of kilobytes), so a longer key is kept as its
-/// digest: every tracked key then costs bounded memory, whatever the
-/// client sends, and is still limited on its own.
+/// digest (72 bytes): every tracked key then costs bounded memory, whatever
+/// the client sends, and is still limited on its own.
 pub const MAX_KEY_BYTES: usize = 64;
 
 impl ClientKey {
-    /// `text` as a key: as it is, up to [`MAX_KEY_BYTES`] bytes; longer, as
-    /// `sha256:` and the hex of its SHA-256 (71 bytes). Two texts share a
-    /// key only if they are equal (a digest is longer than any text kept
-    /// whole, so never equals one). What the layer does with a header's
+    /// `text` as a key: as it is, up to [`MAX_KEY_BYTES`] bytes; longer (or
+    /// starting with `~sha256:`), as `~sha256:` and the hex of its SHA-256
+    /// (72 bytes), the form the remote limiters store such keys in. Two
+    /// texts share a key only if they are equal (a text kept whole never
+    /// starts with the mark). What the layer does with a header's
     /// value or a key function's answer, and what an override's name goes
     /// through ([`From<&str>`](#impl-From%3C%26str%3E-for-ClientKey)), so
     /// an override names a long key by its text.
@@ -67,21 +68,19 @@ impl ClientKey {
     /// assert_eq!(ClientKey::text("api-key-123").to_string(), "api-key-123");
     /// let jwt = "e".repeat(4096);
     /// let key = ClientKey::text(&jwt);
-    /// assert_eq!(key.to_string().len(), 71);
-    /// assert!(key.to_string().starts_with("sha256:"));
+    /// assert_eq!(key.to_string().len(), 72);
+    /// assert!(key.to_string().starts_with("~sha256:"));
+    /// let lookalike = key.to_string();
+    /// assert_ne!(ClientKey::text(&lookalike), key); // a digest is never a key's text
     /// assert_eq!(key, ClientKey::from(jwt.as_str()));
     /// assert_ne!(key, ClientKey::text(&"e".repeat(4097)));
     /// ```
     pub fn text(text: &str) -> ClientKey {
-        if text.len() <= MAX_KEY_BYTES {
+        use crate::remote::key::{digest, DIGEST_MARK};
+        if text.len() <= MAX_KEY_BYTES && !text.starts_with(DIGEST_MARK) {
             return ClientKey::Text(text.into());
         }
-        let mut digest = String::with_capacity(71);
-        digest.push_str("sha256:");
-        for byte in super::sha256::sha256(text.as_bytes()) {
-            let _ = write!(digest, "{byte:02x}");
-        }
-        ClientKey::Text(digest.into())
+        ClientKey::Text(digest(text).into())
     }
 }
 

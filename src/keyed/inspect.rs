@@ -43,7 +43,7 @@ pub struct KeyedStats {
     /// Bytes the map holds for its keys now: its slots as allocated,
     /// occupied or free, each a key's inline bytes and its bucket. Memory a
     /// key owns beyond its inline bytes (a `String`'s text) is not in it;
-    /// the HTTP layer's keys own at most 71 bytes more
+    /// the HTTP layer's keys own at most 72 bytes more
     /// (`http::MAX_KEY_BYTES`), whatever a client sends.
     pub bytes: usize,
     /// Calls admitted in all (tracked, since dropped, and untracked). A call

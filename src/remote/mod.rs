@@ -48,8 +48,8 @@
 #[cfg(feature = "tokio")]
 mod aio;
 pub(crate) mod core;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-mod key;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "tower"))]
+pub(crate) mod key;
 mod limiter;
 pub mod memory;
 #[cfg(feature = "postgres")]
