@@ -315,11 +315,11 @@ where
         ready(
             self.limiter
                 .decide_asked(self.key, cost, admit, ask)
-                .map(|(now, grant, moves)| Reserved {
-                    now,
-                    slot: grant.slot,
-                    went_at: Duration::from_nanos(grant.slot.max(now) - ORIGIN),
-                    ticket: Some((self.key.to_owned(), grant, moves)),
+                .map(|d| Reserved {
+                    now: d.now,
+                    slot: d.grant.slot,
+                    went_at: Duration::from_nanos(d.grant.slot.max(d.now) - ORIGIN),
+                    ticket: Some((self.key.to_owned(), d.grant, d.moves)),
                 }),
         )
     }

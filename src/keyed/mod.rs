@@ -537,25 +537,28 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_asked(key, cost, admit, Ask::Answer)
+            .map(|d| (d.now, d.grant, d.moves))
     }
 
     /// [`decide`](Self::decide), counting a refusal (in the meter and the
     /// per-key totals) only if `ask` says it is the caller's answer.
     #[inline]
-    pub(super) fn decide_asked<Q>(
+    fn decide_asked<Q>(
         &self,
         key: &Q,
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<(u64, Grant, u64), TakeError>
+    ) -> Result<Decided, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let decided = self.decide_uncounted(key, cost, admit, ask);
         match &decided {
-            Ok((now, grant, _)) => self.meter.admitted(cost, grant.slot.saturating_sub(*now)),
+            Ok(d) => self
+                .meter
+                .admitted(cost, d.grant.slot.saturating_sub(d.now)),
             Err(refusal) if ask.counts(refusal) => self.meter.refused(),
             Err(_) => {}
         }
@@ -570,7 +573,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<(u64, Grant, u64), TakeError>
+    ) -> Result<Decided, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -582,11 +585,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 // Read under the lock: see the module doc's "Rest".
                 let now = self.now();
                 let (now, grant) = on_entry(&shard, entry, now, cost, admit, ask)?;
-                return Ok((now, grant, shard.moves));
+                return Ok(Decided::on(&shard, entry.class, now, grant));
             }
         }
         self.decide_new(lock, hash, key, cost, admit, ask)
-            .map(|d| (d.now, d.grant, d.moves))
     }
 
     /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated

@@ -5,10 +5,9 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::{find, on_entry, Decided, KeyedLimiter};
+use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::limit::Limit;
-use crate::primitive::read;
 use crate::schedule::{self, Admit, ORIGIN};
 use crate::take::{Error, State, Take, Taken};
 use crate::wait::Ask;
@@ -25,39 +24,17 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Limit::new(rate, slack)
     }
 
-    /// A try through the interface: for a tracked key, the decision and
-    /// the state it left (from the new state word, the entry's class and its
-    /// limit) in one lookup under one read lock, as the HTTP layer's
-    /// admitted path needs it; a key not tracked yet takes the insert path
-    /// and then looks.
+    /// A try through the interface: the decision and the state it left
+    /// (from the new state word and the entry's class and limit, which the
+    /// decision carries), in one lookup under one lock, as the HTTP layer's
+    /// admitted path needs it.
     fn try_taken<Q>(&self, key: &Q, cost: u64) -> Result<Taken, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let admit = Admit::Within(0);
-        let (hash, lock) = self.shard(key);
-        let tracked = {
-            let shard = read(lock);
-            find(&shard.map, hash, key).map(|entry| {
-                let now = self.now();
-                on_entry(&shard, entry, now, cost, admit, Ask::Answer)
-                    .map(|(now, grant)| Decided::on(&shard, entry.class, now, grant))
-            })
-        };
-        let decided = match tracked {
-            Some(decided) => decided,
-            None => self.decide_new(lock, hash, key, cost, admit, Ask::Answer),
-        };
-        let d = match decided {
-            Ok(d) => d,
-            Err(refusal) => {
-                self.meter.refused();
-                return Err(refusal.into());
-            }
-        };
+        let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
         let (now, next, p) = (d.now, d.grant.next, d.params);
-        self.meter.admitted(cost, d.grant.slot.saturating_sub(now));
         let after = State::new(
             schedule::available(next, now, p),
             Duration::from_nanos(schedule::next_free(next, now, p)),
