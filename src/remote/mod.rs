@@ -47,6 +47,8 @@
 
 #[cfg(feature = "tokio")]
 mod aio;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod builder;
 pub(crate) mod core;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "tower"))]
 pub(crate) mod key;
@@ -61,6 +63,8 @@ use std::time::Duration;
 
 #[cfg(feature = "tokio")]
 pub use aio::AsyncRemoteLimiter;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub use builder::RemoteBuilder;
 pub use limiter::RemoteLimiter;
 
 pub use crate::failure::{Cause, Error};

@@ -15,13 +15,8 @@ use super::limiter::{PostgresBackend, PostgresLimiter};
 use super::sql::Table;
 use super::{DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_EVERY, DEFAULT_TABLE};
 use crate::rate::Rate;
-use crate::remote::core::Core;
-use crate::remote::{
-    Error, FailPolicy, RemoteLimiter, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT,
-};
-use crate::slack::Slack;
-use crate::stats::Counting;
-use crate::wait::Wait;
+use crate::remote::builder::RemoteBuilder;
+use crate::remote::{Error, RemoteLimiter};
 
 /// Connections in a pool the builder makes, unless it sets another number.
 pub const DEFAULT_POOL_SIZE: usize = 8;
@@ -35,25 +30,33 @@ enum Source {
 }
 
 /// Configures a [`PostgresLimiter`]; made by [`PostgresLimiter::builder`],
-/// [`PostgresLimiter::from_config`] or [`PostgresLimiter::from_pool`]. For
-/// async calls, build the limiter and take its async face,
-/// `AsyncPostgresLimiter::from(limiter)` (features `postgres` and `tokio`).
-#[must_use = "a builder does nothing until .build()"]
-pub struct PostgresBuilder {
+/// [`PostgresLimiter::from_config`] or [`PostgresLimiter::from_pool`]. The
+/// settings every remote limiter has are [`RemoteBuilder`]'s; PostgreSQL
+/// adds its table, pool and pruning. For async calls, build the limiter and
+/// take its async face, `AsyncPostgresLimiter::from(limiter)` (features
+/// `postgres` and `tokio`).
+pub type PostgresBuilder = RemoteBuilder<PostgresSettings>;
+
+/// What only a PostgreSQL limiter's builder sets: where its connections
+/// come from, its table, pool and pruning (see [`PostgresBuilder`]).
+pub struct PostgresSettings {
     source: Result<Source, Error>,
-    rate: Rate,
-    slack: Slack,
     table: String,
-    policy: FailPolicy,
-    wait: Wait,
-    connect_timeout: Duration,
-    response_timeout: Duration,
     statement_timeout: Option<Duration>,
     pool_size: usize,
     unlogged: bool,
     prune_every: u64,
     prune_batch: u64,
-    counting: Counting,
+}
+
+impl fmt::Debug for PostgresSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresSettings")
+            .field("table", &self.table)
+            .field("pool_size", &self.pool_size)
+            .field("unlogged", &self.unlogged)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PostgresLimiter {
@@ -67,13 +70,13 @@ impl PostgresLimiter {
     pub fn builder(conn: &str, rate: Rate) -> PostgresBuilder {
         let config = tokio_postgres::Config::from_str(conn)
             .map_err(|e| Error::Config(format!("connection string: {e}")));
-        PostgresBuilder::new(config.map(|c| Source::Config(Box::new(c))), rate)
+        PostgresBuilder::postgres(config.map(|c| Source::Config(Box::new(c))), rate)
     }
 
     /// A builder for a limiter at `rate` on the server `config` names (its
     /// own pool, no TLS; see [`builder`](Self::builder)).
     pub fn from_config(config: tokio_postgres::Config, rate: Rate) -> PostgresBuilder {
-        PostgresBuilder::new(Ok(Source::Config(Box::new(config))), rate)
+        PostgresBuilder::postgres(Ok(Source::Config(Box::new(config))), rate)
     }
 
     /// A builder for a limiter at `rate` on a pool the application already
@@ -86,90 +89,30 @@ impl PostgresLimiter {
     /// connections are the application's); the connect and response
     /// timeouts do.
     pub fn from_pool(pool: Pool, rate: Rate) -> PostgresBuilder {
-        PostgresBuilder::new(Ok(Source::Pool(pool)), rate)
+        PostgresBuilder::postgres(Ok(Source::Pool(pool)), rate)
     }
 }
 
 impl PostgresBuilder {
-    fn new(source: Result<Source, Error>, rate: Rate) -> PostgresBuilder {
-        PostgresBuilder {
-            source,
+    fn postgres(source: Result<Source, Error>, rate: Rate) -> PostgresBuilder {
+        RemoteBuilder::new(
             rate,
-            slack: Slack::DEFAULT,
-            table: DEFAULT_TABLE.to_owned(),
-            policy: FailPolicy::default(),
-            wait: Wait::default(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            statement_timeout: None,
-            pool_size: DEFAULT_POOL_SIZE,
-            unlogged: false,
-            prune_every: DEFAULT_PRUNE_EVERY,
-            prune_batch: DEFAULT_PRUNE_BATCH,
-            counting: Counting::default(),
-        }
-    }
-
-    /// Whether the limiter counts what it decides, all keys (and
-    /// `with_limit` siblings) together: `stats()` on the limiter, and
-    /// [`Counted`](crate::stats::Counted) for [`stats::prometheus`](crate::stats::prometheus).
-    /// Default `false`. A server's failure counts in
-    /// [`Stats::failed`](crate::stats::Stats::failed), and then as admitted
-    /// or refused as the fail policy decides.
-    pub fn stats(mut self, on: bool) -> Self {
-        self.counting.on = on;
-        self
-    }
-
-    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
-    /// `metrics` facade too, labelled `limiter = name` (see
-    /// [`Builder::metrics`](crate::Builder::metrics)).
-    #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn metrics(mut self, name: impl Into<String>) -> Self {
-        self.counting.facade = Some(name.into());
-        self
-    }
-
-    /// How much unused time a key may bank for a later burst (default
-    /// [`Slack::DEFAULT`]).
-    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
-        self.slack = slack.into();
-        self
+            PostgresSettings {
+                source,
+                table: DEFAULT_TABLE.to_owned(),
+                statement_timeout: None,
+                pool_size: DEFAULT_POOL_SIZE,
+                unlogged: false,
+                prune_every: DEFAULT_PRUNE_EVERY,
+                prune_batch: DEFAULT_PRUNE_BATCH,
+            },
+        )
     }
 
     /// The table the limits live in (default [`DEFAULT_TABLE`]): `name` or
     /// `schema.name`, each part used as given (quoted, so case is kept).
     pub fn table(mut self, table: impl Into<String>) -> Self {
-        self.table = table.into();
-        self
-    }
-
-    /// What a call does when the server fails it (default
-    /// [`FailPolicy::Closed`]).
-    pub fn on_error(mut self, policy: FailPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// How a take waits out its slot (default [`Wait::Sleep`]).
-    pub fn wait(mut self, wait: Wait) -> Self {
-        self.wait = wait;
-        self
-    }
-
-    /// The longest wait for a connection from the pool, a new one included
-    /// (default [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
-    /// the client gives up then, whatever the server does, and closes that
-    /// connection.
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
+        self.server.table = table.into();
         self
     }
 
@@ -178,14 +121,14 @@ impl PostgresBuilder {
     /// stuck behind a lock is cancelled by the server, and the connection
     /// stays in use. Not for [`from_pool`](PostgresLimiter::from_pool).
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.statement_timeout = Some(timeout);
+        self.server.statement_timeout = Some(timeout);
         self
     }
 
     /// Connections in the limiter's own pool (default
     /// [`DEFAULT_POOL_SIZE`]). Not for [`from_pool`](PostgresLimiter::from_pool).
     pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size;
+        self.server.pool_size = size;
         self
     }
 
@@ -194,7 +137,7 @@ impl PostgresBuilder {
     /// of the server empties it and standbys do not have it (see the
     /// module's "What a crash forgets").
     pub fn unlogged(mut self, unlogged: bool) -> Self {
-        self.unlogged = unlogged;
+        self.server.unlogged = unlogged;
         self
     }
 
@@ -203,8 +146,8 @@ impl PostgresBuilder {
     /// [`DEFAULT_PRUNE_BATCH`]). `every = 0` turns it off (then call
     /// [`prune`](PostgresLimiter::prune) yourself).
     pub fn prune(mut self, every: u64, batch: u64) -> Self {
-        self.prune_every = every;
-        self.prune_batch = batch;
+        self.server.prune_every = every;
+        self.server.prune_batch = batch;
         self
     }
 
@@ -215,41 +158,46 @@ impl PostgresBuilder {
     /// table name, a slack whose intervals span over 146 years, a zero
     /// timeout, pool size or prune batch.
     pub fn build(self) -> Result<PostgresLimiter, Error> {
-        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
-            return Err(Error::Config("timeouts must be longer than zero".into()));
-        }
-        if self.statement_timeout.is_some_and(|t| t.as_millis() == 0) {
+        let (common, settings) = self.split();
+        common.check_timeouts()?;
+        let (connect_timeout, response_timeout) = (common.connect_timeout, common.response_timeout);
+        let PostgresSettings {
+            source,
+            table,
+            statement_timeout,
+            pool_size,
+            unlogged,
+            prune_every,
+            prune_batch,
+        } = settings;
+        if statement_timeout.is_some_and(|t| t.as_millis() == 0) {
             return Err(Error::Config(
                 "statement_timeout must be at least 1 ms".into(),
             ));
         }
-        if self.pool_size == 0 {
+        if pool_size == 0 {
             return Err(Error::Config("pool_size must be at least 1".into()));
         }
-        let batch = i64::try_from(self.prune_batch)
+        let batch = i64::try_from(prune_batch)
             .ok()
             .filter(|&b| b > 0)
             .ok_or_else(|| {
-                Error::Config(format!(
-                    "prune batch {}: want 1 to 2^63 - 1",
-                    self.prune_batch
-                ))
+                Error::Config(format!("prune batch {}: want 1 to 2^63 - 1", prune_batch))
             })?;
-        let table = Table::new(&self.table)?;
-        let source = self.source?;
+        let table = Table::new(&table)?;
+        let source = source?;
         let own_pool = matches!(source, Source::Config(_));
         let pool = match source {
             Source::Pool(pool) => pool,
             Source::Config(mut config) => {
                 if config.get_connect_timeout().is_none() {
-                    config.connect_timeout(self.connect_timeout);
+                    config.connect_timeout(connect_timeout);
                 }
                 if config.get_application_name().is_none() {
                     config.application_name("paceline");
                 }
-                let st = self
-                    .statement_timeout
-                    .unwrap_or(self.response_timeout)
+                let st = statement_timeout
+                    .unwrap_or(response_timeout)
                     .as_millis()
                     .max(1);
                 let ours = format!("-c statement_timeout={st} -c lock_timeout={st}");
@@ -267,11 +215,11 @@ impl PostgresBuilder {
                     },
                 );
                 Pool::builder(manager)
-                    .max_size(self.pool_size)
+                    .max_size(pool_size)
                     .runtime(Runtime::Tokio1)
-                    .wait_timeout(Some(self.connect_timeout))
-                    .create_timeout(Some(self.connect_timeout))
-                    .recycle_timeout(Some(self.connect_timeout))
+                    .wait_timeout(Some(connect_timeout))
+                    .create_timeout(Some(connect_timeout))
+                    .recycle_timeout(Some(connect_timeout))
                     .build()
                     .map_err(|e| Error::Config(e.to_string()))?
             }
@@ -279,39 +227,19 @@ impl PostgresBuilder {
         let inner = Inner::new(
             pool,
             table,
-            self.connect_timeout,
-            self.response_timeout,
-            self.prune_every,
+            connect_timeout,
+            response_timeout,
+            prune_every,
             batch,
-            self.unlogged,
+            unlogged,
         );
         let backend = PostgresBackend {
             backend: AsyncPostgresBackend(Arc::new(inner)),
             own_pool,
             runtime: OnceLock::new(),
         };
-        let core = Core::new(
-            backend,
-            self.rate,
-            self.slack,
-            self.policy,
-            self.wait,
-            &self.counting,
-        )
-        .map_err(|e| Error::Config(e.to_string()))?;
-        Ok(RemoteLimiter { core })
-    }
-}
-
-impl fmt::Debug for PostgresBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresBuilder")
-            .field("rate", &self.rate)
-            .field("slack", &self.slack)
-            .field("table", &self.table)
-            .field("fail_policy", &self.policy)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
-            .finish_non_exhaustive()
+        Ok(RemoteLimiter {
+            core: common.core(backend)?,
+        })
     }
 }

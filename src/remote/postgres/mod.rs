@@ -225,7 +225,7 @@ mod tests;
 #[cfg(feature = "tokio")]
 pub use aio::AsyncPostgresLimiter;
 pub use backend::AsyncPostgresBackend;
-pub use builder::{PostgresBuilder, DEFAULT_POOL_SIZE};
+pub use builder::{PostgresBuilder, PostgresSettings, DEFAULT_POOL_SIZE};
 pub use limiter::{PostgresBackend, PostgresLimiter};
 
 pub use super::Cause;

@@ -148,7 +148,7 @@ mod tests;
 
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
-pub use builder::RedisBuilder;
+pub use builder::{RedisBuilder, RedisSettings};
 pub use limiter::{RedisBackend, RedisLimiter};
 
 pub use super::Cause;

@@ -1,0 +1,170 @@
+//! [`RemoteBuilder`]: what every remote limiter's builder sets (the limit,
+//! the fail policy, the wait, the timeouts, counting), once for every
+//! backend, as [`RemoteLimiter`](super::RemoteLimiter) holds the calls
+//! once. A backend's own settings (Redis's prefix; PostgreSQL's table,
+//! pool and pruning) and its `build` are inherent methods on
+//! `RemoteBuilder<ItsSettings>`, named by the backend's alias
+//! ([`RedisBuilder`](crate::redis::RedisBuilder),
+//! [`PostgresBuilder`](crate::postgres::PostgresBuilder)).
+
+use std::fmt;
+use std::time::Duration;
+
+use super::core::Core;
+use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
+use crate::rate::Rate;
+use crate::slack::Slack;
+use crate::stats::Counting;
+use crate::wait::Wait;
+
+/// Configures a remote limiter over the backend whose settings `S` are:
+/// see the backend's alias for how to make one and what it builds.
+#[must_use = "a builder does nothing until .build()"]
+pub struct RemoteBuilder<S> {
+    rate: Rate,
+    slack: Slack,
+    policy: FailPolicy,
+    wait: Wait,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    counting: Counting,
+    pub(crate) server: S,
+}
+
+impl<S> RemoteBuilder<S> {
+    /// A builder at `rate`, with every other setting at its default, for
+    /// the backend settings `server`.
+    pub(crate) fn new(rate: Rate, server: S) -> RemoteBuilder<S> {
+        RemoteBuilder {
+            rate,
+            slack: Slack::DEFAULT,
+            policy: FailPolicy::default(),
+            wait: Wait::default(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            counting: Counting::default(),
+            server,
+        }
+    }
+
+    /// Whether the limiter counts what it decides, all keys (and
+    /// `with_limit` siblings) together: `stats()` on the limiter, and
+    /// [`Counted`](crate::stats::Counted) for
+    /// [`stats::prometheus`](crate::stats::prometheus). Default `false`.
+    /// A server's failure counts in [`Stats::failed`](crate::stats::Stats::failed),
+    /// and then as admitted or refused as the fail policy decides.
+    pub fn stats(mut self, on: bool) -> Self {
+        self.counting.on = on;
+        self
+    }
+
+    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
+    /// `metrics` facade too, labelled `limiter = name` (see
+    /// [`Builder::metrics`](crate::Builder::metrics)).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, name: impl Into<String>) -> Self {
+        self.counting.facade = Some(name.into());
+        self
+    }
+
+    /// How much unused time a key may bank for a later burst: a permit
+    /// count, a `Duration` or a [`Slack`] (default [`Slack::DEFAULT`], as
+    /// in-process: 10 permits, or 10 ms of permits if that is more).
+    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
+        self.slack = slack.into();
+        self
+    }
+
+    /// What a call does when the server fails it (default
+    /// [`FailPolicy::Closed`]): `Open` admits only when the server could
+    /// not answer.
+    pub fn on_error(mut self, policy: FailPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// How a take waits out its slot (default [`Wait::Sleep`]): blocking
+    /// takes, and the async face's takes too (`paceline::tokio::PRECISE`, a
+    /// 2 ms spin, suits those).
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The longest wait for a connection, a new one included (default
+    /// [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
+    /// the client gives up then, whatever the server does.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// The settings every backend shares, and the backend's own, apart:
+    /// for a `build` that moves its own out and still makes the core.
+    pub(crate) fn split(self) -> (RemoteBuilder<()>, S) {
+        let RemoteBuilder {
+            rate,
+            slack,
+            policy,
+            wait,
+            connect_timeout,
+            response_timeout,
+            counting,
+            server,
+        } = self;
+        let common = RemoteBuilder {
+            rate,
+            slack,
+            policy,
+            wait,
+            connect_timeout,
+            response_timeout,
+            counting,
+            server: (),
+        };
+        (common, server)
+    }
+}
+
+impl RemoteBuilder<()> {
+    /// Refuses a zero timeout.
+    pub(crate) fn check_timeouts(&self) -> Result<(), Error> {
+        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
+            return Err(Error::Config("timeouts must be longer than zero".into()));
+        }
+        Ok(())
+    }
+
+    /// The limit over `backend`, failing and waiting as set.
+    pub(crate) fn core<B>(&self, backend: B) -> Result<Core<B>, Error> {
+        Core::new(
+            backend,
+            self.rate,
+            self.slack,
+            self.policy,
+            self.wait,
+            &self.counting,
+        )
+        .map_err(|e| Error::Config(e.to_string()))
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RemoteBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteBuilder")
+            .field("rate", &self.rate)
+            .field("slack", &self.slack)
+            .field("server", &self.server)
+            .field("fail_policy", &self.policy)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish_non_exhaustive()
+    }
+}
