@@ -74,7 +74,7 @@ fn a_new_keys_first_takes_create_one_entry_within_the_burst() {
             "{permits} admitted, {} left: an update lost",
             limiter.available(&KEY)
         );
-        let stats = limiter.stats();
+        let stats = limiter.keyed_stats();
         assert_eq!(stats.keys, 1, "one key, {} entries", stats.keys);
         assert_eq!(stats.admitted, calls, "calls admitted, as counted");
     });

@@ -78,7 +78,7 @@ fn pruning_a_key_at_rest_changes_no_decision() {
             taken == refused_at_zero() || taken == Ok(rest),
             "taken {taken:?}: neither the decision at 0 nor at {rest:?}"
         );
-        assert!(limiter.stats().keys <= 1);
+        assert!(limiter.keyed_stats().keys <= 1);
     });
 }
 
@@ -100,7 +100,7 @@ fn evicting_a_busy_key_forgets_at_most_its_debt() {
             taken == refused_at_zero() || taken == Ok(Duration::ZERO),
             "taken {taken:?}"
         );
-        let stats = limiter.stats();
+        let stats = limiter.keyed_stats();
         assert!(stats.keys <= 1, "{} keys over max_keys 1", stats.keys);
         let admitted = u64::from(taken.is_ok());
         assert_eq!(stats.evicted, 1 + admitted, "{stats:?}");
