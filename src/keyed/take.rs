@@ -41,8 +41,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             find(&shard.map, hash, key).map(|entry| {
                 let now = self.now();
-                on_entry(&shard, entry, now, cost, admit, Ask::Answer)
-                    .map(|(now, grant)| Decided::on(&shard, entry.class, now, grant))
+                on_entry(&shard, &self.counts, entry, now, cost, admit, Ask::Answer)
+                    .map(|(now, grant, class)| Decided::on(&shard, class, now, grant))
             })
         };
         let decided = match tracked {
