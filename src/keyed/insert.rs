@@ -106,7 +106,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
-            let (now, grant, class) = on_entry(shard, &self.counts, entry, now, cost, admit, ask)?;
+            let (now, grant, class) =
+                on_entry(shard, &self.counts, entry, || now, cost, admit, ask)?;
             return Ok(Decided::on(shard, class, now, grant));
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes

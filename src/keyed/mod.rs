@@ -584,10 +584,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         {
             let shard = read(lock);
             if let Some(entry) = find(&shard.map, hash, key) {
-                // Read under the lock: see the module doc's "Rest".
-                let now = self.now();
-                let (now, grant, _) = on_entry(&shard, &self.counts, entry, now, cost, admit, ask)?;
-                return Ok((now, grant, shard.moves));
+                // Before the clock and the CAS: see `on_entry`.
+                let moves = shard.moves;
+                // The clock is read under the lock: see the module doc's "Rest".
+                let (now, grant, _) =
+                    on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;
+                return Ok((now, grant, moves));
             }
         }
         self.decide_new(lock, hash, key, cost, admit, ask)

@@ -217,15 +217,19 @@ where
     map.find(hash, |(k, _)| k.borrow() == key).map(|(_, e)| e)
 }
 
-/// A step on a tracked entry of `shard`, counting the outcome in `counts`
-/// (and a refusal in the entry). Returns the clock reading, the grant and
-/// the entry's class index.
+/// A step on a tracked entry of `shard` at the clock reading `now()`,
+/// counting the outcome in `counts` (and a refusal in the entry). Returns
+/// the reading, the grant and the entry's class index.
+///
+/// The shard's fields are read before the clock: they share a cache line
+/// with its lock, which another core's read lock takes away meanwhile on a
+/// hot key (the caller reads what else it needs of the shard first too).
 #[inline]
 pub(super) fn on_entry<K>(
     shard: &Shard<K>,
     counts: &Counts,
     entry: &Entry,
-    now: u64,
+    now: impl FnOnce() -> u64,
     cost: u64,
     admit: Admit,
     ask: Ask,
@@ -235,6 +239,7 @@ pub(super) fn on_entry<K>(
     let class = class_of(meta);
     // The index was set under this shard's lock against this very table.
     let params = shard.classes[class as usize].params();
+    let now = now();
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
             entry.touch(meta, now, false);

@@ -40,9 +40,16 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let tracked = {
             let shard = read(lock);
             find(&shard.map, hash, key).map(|entry| {
-                let now = self.now();
-                on_entry(&shard, &self.counts, entry, now, cost, admit, Ask::Answer)
-                    .map(|(now, grant, class)| Decided::on(&shard, class, now, grant))
+                on_entry(
+                    &shard,
+                    &self.counts,
+                    entry,
+                    || self.now(),
+                    cost,
+                    admit,
+                    Ask::Answer,
+                )
+                .map(|(now, grant, class)| Decided::on(&shard, class, now, grant))
             })
         };
         let decided = match tracked {
