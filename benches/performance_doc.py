@@ -303,11 +303,15 @@ process:
 {chr(10).join(l for l in keyed_out if l.startswith("memory:"))}
 ```
 
-paceline's entry holds the state word plus last use, admitted and refused
-counts and the key's rate class; governor's only the state word. governor
-drops no key until `retain_recent()` is called; paceline's memory is bounded
-by `max_keys`, and keys at rest give their room to new ones, at the price of
-an insert (the "at rest" rows) when such a key comes back.
+paceline's entry (16 bytes) holds the state word and one word of
+bookkeeping (last use, the key's rate class, a refusal count that stops at
+4095), which a grant only reads but about once a millisecond; the calls
+admitted are counted per limiter, on a stripe per thread, so the threads
+of a hot key meet only on its state word. governor's entry is the state
+word. governor drops no key until `retain_recent()` is called; paceline's
+memory is bounded by `max_keys`, and keys at rest give their room to new
+ones, at the price of an insert (the "at rest" rows) when such a key comes
+back.
 
 Not run by `scripts/perf.sh`: `tests/keyed_flood.rs` sends 10 million
 distinct keys through a 100 000-key limiter on 2 threads and prints its time,

@@ -120,12 +120,11 @@ fn main() -> std::io::Result<()> {
         println!("busiest keys now:");
         for k in busiest.iter().take(3) {
             println!(
-                "  {:<15} fill {:>4.0} %  next free in {:>7.2?}  idle {:>9.2?}  admitted {}  refused {}",
+                "  {:<15} fill {:>4.0} %  next free in {:>7.2?}  idle {:>9.2?}  refused {}",
                 k.key.to_string(),
                 k.fill * 100.0,
                 k.next_free,
                 k.idle,
-                k.admitted,
                 k.refused
             );
         }

@@ -131,6 +131,15 @@ pub enum BuildError {
         /// The requested period (saturated at `u64::MAX` ns).
         warm_up: Duration,
     },
+    /// More overrides than a keyed limiter holds
+    /// ([`KeyedLimiter::MAX_OVERRIDES`](crate::KeyedLimiter::MAX_OVERRIDES),
+    /// 1 048 575: each tracked key stores its limit's index in 20 bits).
+    TooManyOverrides {
+        /// How many overrides the change asked for.
+        overrides: usize,
+        /// The most a keyed limiter holds.
+        max: usize,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -144,6 +153,10 @@ impl fmt::Display for BuildError {
             BuildError::WarmUpTooLong { warm_up } => {
                 write!(f, "a warm-up of {warm_up:?} is over 146 years")
             }
+            BuildError::TooManyOverrides { overrides, max } => write!(
+                f,
+                "{overrides} overrides are more than a keyed limiter holds (at most {max})"
+            ),
         }
     }
 }

@@ -426,7 +426,7 @@ enum Event {
 /// A small number for the calling thread, the same for its whole life:
 /// threads made one after another get consecutive numbers, so they fall
 /// in different stripes.
-fn thread_index() -> usize {
+pub(crate) fn thread_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static INDEX: usize = NEXT.fetch_add(1, Relaxed);

@@ -69,7 +69,7 @@
 //! | `prefix` | keys that begin with this text (case-sensitive) | all |
 //! | `limiter` | only the limiter registered under this name | all |
 //! | `fill_gt`, `fill_lt` | only buckets whose fill is above / below this | none |
-//! | `sort` | `limiter`, `key`, `rate`, `burst`, `fill`, `next_free`, `idle`, `admitted`, `refused` | `key` |
+//! | `sort` | `limiter`, `key`, `rate`, `burst`, `fill`, `next_free`, `idle`, `refused` | `key` |
 //! | `order` | `asc` or `desc` | `asc` for `limiter` and `key`, `desc` for numbers |
 //! | `limit` | at most this many rows, 1 to [`max_rows`](Inspect::max_rows) | `max_rows` (1000) |
 //!
@@ -500,7 +500,6 @@ fn order<A: AsRef<str>, B: AsRef<str>>(
         Column::Fill => a.fill.total_cmp(&b.fill),
         Column::NextFree => a.next_free.cmp(&b.next_free),
         Column::Idle => a.idle.cmp(&b.idle),
-        Column::Admitted => a.admitted.cmp(&b.admitted),
         Column::Refused => a.refused.cmp(&b.refused),
     };
     let by = if query.descending { by.reverse() } else { by };
@@ -567,7 +566,6 @@ mod tracked {
                     fill: state.fill,
                     next_free: state.next_free,
                     idle: state.idle,
-                    admitted: state.admitted,
                     refused: state.refused,
                 });
             });

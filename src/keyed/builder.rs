@@ -9,6 +9,7 @@ use hashbrown::HashTable;
 use std::collections::HashMap;
 
 use super::classes::{Class, Resolved};
+use super::counts::Counts;
 use super::shard::Shard;
 use super::{
     KeyHasher, KeyedLimiter, OverrideHasher, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD,
@@ -159,10 +160,6 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                         epoch: 0,
                         earliest_rest: 0,
                         sweep_at: MIN_SWEEP,
-                        retired_admitted: 0,
-                        retired_refused: 0,
-                        wrapped_admitted: AtomicU64::new(0),
-                        wrapped_refused: AtomicU64::new(0),
                         pruned: 0,
                         evicted: 0,
                         reset: 0,
@@ -186,6 +183,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             wait: self.wait,
             untracked: AtomicU64::new(0),
             refused_untracked: AtomicU64::new(0),
+            counts: Counts::new(),
             admitted_free: AtomicU64::new(0),
             parent_walks_cut: AtomicU64::new(0),
             meter: Meter::new(&self.counting),

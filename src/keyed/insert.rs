@@ -36,11 +36,11 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::classes::rest_time;
-use super::shard::{coarse, evict, find, on_entry, sweep, Entry, Shard};
+use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
 use super::{Decided, KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
 use crate::error::TakeError;
-use crate::primitive::{read, write, AtomicU32, AtomicU64, Ordering, RwLock};
+use crate::primitive::{read, write, Ordering, RwLock};
 use crate::schedule::{self, Admit, FULL};
 use crate::wait::Ask;
 
@@ -106,8 +106,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
-            let (now, grant) = on_entry(shard, entry, now, cost, admit, ask)?;
-            return Ok(Decided::on(shard, entry.class, now, grant));
+            let (now, grant, class) =
+                on_entry(shard, &self.counts, entry, || now, cost, admit, ask)?;
+            return Ok(Decided::on(shard, class, now, grant));
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
         // with the table published before it.
@@ -164,13 +165,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if rest < self.next_rest.load(Ordering::Relaxed) {
             self.next_rest.fetch_min(rest, Ordering::Relaxed);
         }
-        let entry = Entry {
-            tat: AtomicU64::new(grant.next),
-            admitted: AtomicU32::new(1),
-            refused: AtomicU32::new(0),
-            last: AtomicU32::new(coarse(now)),
-            class,
-        };
+        let entry = Entry::new(grant.next, class, now);
+        self.counts.admitted();
         let hasher = &self.hasher;
         shard
             .map

@@ -4,7 +4,7 @@
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::shard::{coarse, sweep, IDLE_SHIFT};
+use super::shard::{coarse, sweep, IDLE_SHIFT, REFUSED_MAX};
 use super::{KeyedLimiter, WhenFull};
 use crate::clock::Clock;
 use crate::primitive::{read, write, Ordering};
@@ -27,11 +27,18 @@ pub struct KeyState<K> {
     pub next_free: Duration,
     /// Time since the key was last asked about, to about a millisecond.
     pub idle: Duration,
-    /// Calls admitted on this key since it was last tracked, modulo 2^32
-    /// ([`KeyedLimiter::stats`] counts exactly).
-    pub admitted: u64,
-    /// Calls refused on this key since it was last tracked, modulo 2^32.
+    /// Calls refused on this key since it was last tracked, up to
+    /// [`KeyState::REFUSED_MAX`] (4095), where it stops:
+    /// [`keyed_stats`](KeyedLimiter::keyed_stats) counts every refusal.
+    /// (Calls admitted are counted for all keys together only: a count per
+    /// key on every grant would be a second write on a hot key's cache
+    /// line, see `docs/PERFORMANCE.md`.)
     pub refused: u64,
+}
+
+impl<K> KeyState<K> {
+    /// Where a key's own [`refused`](KeyState::refused) count stops.
+    pub const REFUSED_MAX: u64 = REFUSED_MAX;
 }
 
 /// Totals of a [`KeyedLimiter`], for metrics.
@@ -117,7 +124,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The keys not at rest, with their fill level, time to a free permit,
-    /// idle time and counters. Takes each shard's read lock in turn. (A key
+    /// idle time and refusals. Takes each shard's read lock in turn. (A key
     /// at rest is as good as absent; [`len`](Self::len) counts it until its
     /// shard is next swept.)
     ///
@@ -140,7 +147,6 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 fill: state.fill,
                 next_free: state.next_free,
                 idle: state.idle,
-                admitted: state.admitted,
                 refused: state.refused,
             })
         });
@@ -158,8 +164,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             let now = self.now();
             for (key, e) in shard.map.iter() {
-                let class = &shard.classes[e.class as usize];
-                let p = class.params();
+                let class_index = e.class() as usize;
+                let p = shard.classes[class_index].params();
                 let tat = e.tat.load(Ordering::Relaxed);
                 let used = tat.saturating_sub(now.saturating_sub(p.tau()));
                 if used == 0 {
@@ -169,7 +175,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let window = p.tau().saturating_add(p.interval());
                 // The entry's class indexes this shard's table, taken with
                 // its limits (`reresolve` moves them together).
-                let rate = shard.resolved.limits[e.class as usize].0;
+                let rate = shard.resolved.limits[class_index].0;
                 f(
                     key,
                     KeyState {
@@ -177,11 +183,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                         fill: used as f64 / window as f64,
                         next_free: Duration::from_nanos(schedule::next_free(tat, now, p)),
                         idle: Duration::from_nanos(
-                            u64::from(coarse(now).wrapping_sub(e.last.load(Ordering::Relaxed)))
-                                << IDLE_SHIFT,
+                            u64::from(coarse(now).wrapping_sub(e.last())) << IDLE_SHIFT,
                         ),
-                        admitted: u64::from(e.admitted.load(Ordering::Relaxed)),
-                        refused: u64::from(e.refused.load(Ordering::Relaxed)),
+                        refused: e.refused(),
                     },
                     (rate, p.slack()),
                 );
@@ -208,30 +212,24 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// which a keyed limiter answers with
     /// [`KeyedStats::requests`].)
     pub fn keyed_stats(&self) -> KeyedStats {
+        let (admitted, refused) = self.counts.read();
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
             parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),
             keys: self.len(),
-            admitted: self.untracked.load(Ordering::Relaxed)
-                + self.admitted_free.load(Ordering::Relaxed),
-            refused: self.refused_untracked.load(Ordering::Relaxed),
+            admitted: admitted
+                .wrapping_add(self.untracked.load(Ordering::Relaxed))
+                .wrapping_add(self.admitted_free.load(Ordering::Relaxed)),
+            refused: refused.wrapping_add(self.refused_untracked.load(Ordering::Relaxed)),
             requests: self.meter.read(),
             ..KeyedStats::default()
         };
         for lock in self.shards.iter() {
             let shard = read(lock);
-            stats.admitted += shard.retired_admitted;
-            stats.refused += shard.retired_refused;
-            stats.admitted += shard.wrapped_admitted.load(Ordering::Relaxed);
-            stats.refused += shard.wrapped_refused.load(Ordering::Relaxed);
             stats.pruned += shard.pruned;
             stats.evicted += shard.evicted;
             stats.reset += shard.reset;
             stats.bytes += shard.map.allocation_size();
-            for (_, e) in shard.map.iter() {
-                stats.admitted += u64::from(e.admitted.load(Ordering::Relaxed));
-                stats.refused += u64::from(e.refused.load(Ordering::Relaxed));
-            }
         }
         stats
     }

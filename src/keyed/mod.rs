@@ -99,6 +99,7 @@ pub(crate) mod async_calls;
 mod bucket;
 mod builder;
 mod classes;
+mod counts;
 mod insert;
 mod inspect;
 mod rates;
@@ -129,6 +130,7 @@ pub use inspect::{KeyState, KeyedStats};
 pub use rates::path_parent;
 
 use classes::Resolved;
+use counts::Counts;
 use shard::{find, forget, on_entry, Shard};
 
 /// A decision on a key, with what a caller reporting the key's state needs
@@ -162,8 +164,8 @@ impl Decided {
 /// they do, while small enough not to keep idle keys around.
 pub const PRUNE_GRACE: u64 = 1_000_000;
 
-/// The default ceiling on tracked keys: a million, at most about 100 MB with
-/// 8-byte keys (a 24-byte entry plus the key, in tables at least half full).
+/// The default ceiling on tracked keys: a million, at most about 60 MB with
+/// 8-byte keys (a 16-byte entry plus the key, in tables at least half full).
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// A shard aims at this many keys at most, which bounds one sweep to a few
@@ -266,6 +268,9 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
+    /// Calls on tracked keys, admitted and refused (striped: see
+    /// `counts.rs`).
+    counts: Counts,
     /// Calls of cost 0 on keys not tracked: admitted, with no entry to
     /// count them.
     admitted_free: AtomicU64,
@@ -490,7 +495,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         match find(&shard.map, hash, key) {
             Some(e) => {
-                let class = &shard.classes[e.class as usize];
+                let class = &shard.classes[e.class() as usize];
                 (e.tat.load(Ordering::Relaxed), now, class.params())
             }
             // As the shard would resolve it now (an override change on
@@ -541,7 +546,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// [`decide`](Self::decide), counting a refusal (in the meter and the
-    /// per-key totals) only if `ask` says it is the caller's answer.
+    /// limiter's totals and the key's refusal count) only if `ask` says it
+    /// is the caller's answer.
     #[inline]
     fn decide_asked<Q>(
         &self,
@@ -582,10 +588,20 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         {
             let shard = read(lock);
             if let Some(entry) = find(&shard.map, hash, key) {
-                // Read under the lock: see the module doc's "Rest".
-                let now = self.now();
-                let (now, grant) = on_entry(&shard, entry, now, cost, admit, ask)?;
-                return Ok(Decided::on(&shard, entry.class, now, grant));
+                // Before the clock and the CAS: see `on_entry`.
+                let (moves, classes, limits) =
+                    (shard.moves, &*shard.classes, &*shard.resolved.limits);
+                // The clock is read under the lock: see the module doc's "Rest".
+                let (now, grant, class) =
+                    on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;
+                let class = class as usize;
+                return Ok(Decided {
+                    now,
+                    grant,
+                    moves,
+                    params: classes[class].params(),
+                    rate: limits[class].0,
+                });
             }
         }
         self.decide_new(lock, hash, key, cost, admit, ask)
@@ -644,9 +660,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = read(lock);
         match find(&shard.map, hash, key) {
             Some(e) => {
-                if e.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
-                    shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
-                }
+                e.refuse(self.now());
+                self.counts.refused();
             }
             None => {
                 self.refused_untracked.fetch_add(1, Ordering::Relaxed);
@@ -687,29 +702,65 @@ mod tests {
     use crate::{ManualClock, Rate};
 
     #[test]
-    fn counters_wrapping_a_key_still_total_exactly() {
-        let l = KeyedLimiter::<u32>::builder(Rate::per_second(1))
-            .slack(5)
+    fn a_key_refused_past_its_count_still_totals_exactly() {
+        let l = KeyedLimiter::<u32>::builder(Rate::per_hour(1))
+            .slack(0)
             .clock(ManualClock::new())
             .build()
             .unwrap();
         l.try_take(&7).unwrap();
-        let (hash, lock) = l.shard(&7);
-        {
-            let shard = read(lock);
-            let e = find(&shard.map, hash, &7).unwrap();
-            e.admitted.store(u32::MAX, Ordering::Relaxed);
-            e.refused.store(u32::MAX, Ordering::Relaxed);
+        let refusals = KeyState::<()>::REFUSED_MAX + 10;
+        for _ in 0..refusals {
+            l.try_take(&7).unwrap_err();
         }
-        l.try_take(&7).unwrap();
-        l.try_take_n(&7, 5).unwrap_err();
+        // The key's own count stops; the totals do not.
+        assert_eq!(l.snapshot()[0].refused, KeyState::<()>::REFUSED_MAX);
         let stats = l.keyed_stats();
-        assert_eq!(stats.admitted, u64::from(u32::MAX) + 1);
-        assert_eq!(stats.refused, u64::from(u32::MAX) + 1);
+        assert_eq!((stats.admitted, stats.refused), (1, refusals));
+        // The class beside the count is untouched.
+        let (hash, lock) = l.shard(&7);
+        assert_eq!(find(&read(lock).map, hash, &7).unwrap().class(), 0);
     }
 
     #[test]
-    fn an_entry_is_24_bytes() {
-        assert_eq!(std::mem::size_of::<shard::Entry>(), 24);
+    fn a_last_use_only_moves_forward_and_keeps_the_class() {
+        let e = shard::Entry::new(0, 5, 10 << shard::IDLE_SHIFT);
+        e.refuse(3 << shard::IDLE_SHIFT); // a reading behind: no step back
+        assert_eq!((e.last(), e.class(), e.refused()), (10, 5, 1));
+        e.refuse(12 << shard::IDLE_SHIFT);
+        assert_eq!((e.last(), e.class(), e.refused()), (12, 5, 2));
+        // Far "behind" modulo 2^32 is a key idle for weeks: a later use.
+        e.refuse(u64::from(12u32.wrapping_sub(1 << 20)) << shard::IDLE_SHIFT);
+        assert_eq!(e.last(), 12u32.wrapping_sub(1 << 20));
+    }
+
+    #[test]
+    fn too_many_overrides_fail_clearly() {
+        let max = KeyedLimiter::<String>::MAX_OVERRIDES;
+        assert_eq!(max + 1, shard::MAX_CLASSES);
+        assert_eq!(rates::check_overrides(max), Ok(()));
+        let err = rates::check_overrides(max + 1).unwrap_err();
+        assert_eq!(
+            err,
+            crate::BuildError::TooManyOverrides {
+                overrides: max + 1,
+                max
+            }
+        );
+        assert!(err.to_string().contains("at most 1048575"), "{err}");
+        // The last class an override can have is stored whole.
+        let mut e = shard::Entry::new(0, 0, 0);
+        e.set_class(max as u32);
+        e.refuse(0);
+        assert_eq!((e.class(), e.refused()), (max as u32, 1));
+    }
+
+    /// A tracked `u64` key's slot in the map (key and entry) is 24 bytes:
+    /// what brings a million `u64` keys under 64 bytes each of RSS
+    /// (`benches/keyed.rs`, issue 30, item 5).
+    #[test]
+    fn a_u64_keys_slot_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<shard::Entry>(), 16);
+        assert!(std::mem::size_of::<(u64, shard::Entry)>() <= 24);
     }
 }

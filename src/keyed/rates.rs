@@ -8,7 +8,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::classes::{moved, Class, Resolved};
-use super::shard::Shard;
+use super::shard::{Shard, MAX_CLASSES};
 use super::{KeyedLimiter, OverrideHasher, MAX_PARENT_STEPS};
 use crate::clock::Clock;
 use crate::error::BuildError;
@@ -18,6 +18,26 @@ use crate::primitive::{lock, read, write, Ordering};
 use crate::rate::Rate;
 use crate::schedule::Params;
 use crate::slack::Slack;
+
+impl<K, C: Clock> KeyedLimiter<K, C> {
+    /// The most overrides a keyed limiter holds: 2^20 - 1 (1 048 575).
+    /// Each tracked key stores the index of its limit in 20 bits, so that
+    /// its entry fits 16 bytes; a change past this fails with
+    /// [`BuildError::TooManyOverrides`] and changes nothing.
+    pub const MAX_OVERRIDES: usize = MAX_CLASSES - 1;
+}
+
+/// `Err` when `overrides` are more than a class table holds (the default
+/// takes class 0).
+pub(super) fn check_overrides(overrides: usize) -> Result<(), BuildError> {
+    if overrides > MAX_CLASSES - 1 {
+        return Err(BuildError::TooManyOverrides {
+            overrides,
+            max: MAX_CLASSES - 1,
+        });
+    }
+    Ok(())
+}
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The class of `key`: its own override, else its parents' (at most
@@ -69,9 +89,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
             let old = Arc::clone(&shard.classes);
             for (key, entry) in shard.map.iter_mut() {
-                let before = old[entry.class as usize].params();
-                entry.class = self.resolve(resolved, key);
-                let after = resolved.classes[entry.class as usize].params();
+                let before = old[entry.class() as usize].params();
+                let class = self.resolve(resolved, key);
+                entry.set_class(class);
+                let after = resolved.classes[class as usize].params();
                 // Relaxed: the write lock orders this against every step.
                 let tat = entry.tat.load(Ordering::Relaxed);
                 entry
@@ -164,7 +185,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack` at `rate` banks over 146
-    /// years; nothing changes then.
+    /// years; [`BuildError::TooManyOverrides`] for a new override past
+    /// [`MAX_OVERRIDES`](Self::MAX_OVERRIDES). Nothing changes then.
     pub fn set_override(
         &self,
         key: K,
@@ -177,6 +199,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
         entries.push((key, (rate, slack), p));
+        check_overrides(entries.len())?;
         self.publish(Self::default_of(&current), entries);
         Ok(())
     }
@@ -243,11 +266,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] for the first limit whose slack banks
-    /// over 146 years at its rate; nothing changes then.
+    /// over 146 years at its rate; [`BuildError::TooManyOverrides`] past
+    /// [`MAX_OVERRIDES`](Self::MAX_OVERRIDES). Nothing changes then.
     pub fn apply(&self, limits: &Limits) -> Result<(), BuildError>
     where
         K: for<'a> From<&'a str>,
     {
+        check_overrides(limits.overrides().len())?;
         let (rate, slack) = (*limits.default_limit()).into();
         let default = ((rate, slack), params(rate, slack)?);
         let entries = limits

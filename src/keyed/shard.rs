@@ -7,36 +7,173 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::classes::{rest_time, Class, Resolved};
+use super::counts::Counts;
 use crate::error::TakeError;
-use crate::primitive::{AtomicU32, AtomicU64, Ordering};
+use crate::primitive::{AtomicU64, Ordering};
 use crate::schedule::{Admit, Grant};
 use crate::store::atomic;
 use crate::wait::Ask;
 
-/// One tracked key's bucket and counters: 24 bytes.
+/// One tracked key's bucket and bookkeeping: 16 bytes.
+///
+/// The state word is all a grant writes. The bookkeeping sits in `meta`,
+/// which a grant only reads (for the class) and writes at most once per idle
+/// unit (about a millisecond), so that threads on one hot key meet only on
+/// `tat`, as on a lone limiter. The totals a grant counts go to the
+/// limiter's striped [`Counts`](super::counts::Counts), not to the entry.
 pub(super) struct Entry {
     /// The state word, as in `AtomicLimiter` but unpadded.
     pub(super) tat: AtomicU64,
-    /// Calls admitted (a cost of `n` counts once), modulo 2^32: each wrap
-    /// adds 2^32 to the shard's `wrapped_admitted`.
-    pub(super) admitted: AtomicU32,
-    /// Calls refused, modulo 2^32 likewise.
-    pub(super) refused: AtomicU32,
-    /// The last call, in units of 2^[`IDLE_SHIFT`] ns of internal time,
-    /// modulo 2^32 (about 52 days).
-    pub(super) last: AtomicU32,
-    /// Index into the shard's class table.
-    pub(super) class: u32,
+    /// The entry's bookkeeping, packed:
+    ///
+    /// | bits | field | |
+    /// |---|---|---|
+    /// | 0..32 | last use | in units of 2^[`IDLE_SHIFT`] ns of internal time, modulo 2^32 (about 52 days); a reading a little behind it leaves it |
+    /// | 32..52 | class | index into the shard's class table, below [`MAX_CLASSES`] |
+    /// | 52..64 | refused | calls refused since the key was tracked, saturating at [`REFUSED_MAX`] |
+    ///
+    /// The class changes only under the shard's write lock; last use and
+    /// refusals under the read lock, by CAS, never on a grant's CAS.
+    meta: AtomicU64,
 }
 
 /// Idle time is kept in units of 2^20 ns (about 1 ms): enough for an admin
 /// page, and it fits the last-use time in 32 bits.
 pub(super) const IDLE_SHIFT: u32 = 20;
 
+/// Where the class index starts in `Entry::meta`.
+const CLASS_SHIFT: u32 = 32;
+/// The class index's width: room for a million overrides, more than any
+/// table of limits needs (a change past it fails with
+/// [`BuildError::TooManyOverrides`](crate::BuildError::TooManyOverrides)).
+const CLASS_BITS: u32 = 20;
+/// Class tables hold at most this many classes (the default and the
+/// overrides).
+pub(super) const MAX_CLASSES: usize = 1 << CLASS_BITS;
+/// Where the refusal count starts in `Entry::meta`.
+const REFUSED_SHIFT: u32 = CLASS_SHIFT + CLASS_BITS;
+/// A key's own refusal count stops here (the limiter's totals count every
+/// refusal): a row on an admin page needs "many", not how many.
+pub(super) const REFUSED_MAX: u64 = (1 << (64 - REFUSED_SHIFT)) - 1;
+
 /// `now` in idle units, modulo 2^32.
 #[inline]
 pub(super) fn coarse(now: u64) -> u32 {
     (now >> IDLE_SHIFT) as u32
+}
+
+/// A reading this many idle units (about a second) behind the last use
+/// stored is taken for a clock read a little behind another core's, and
+/// left out; one further behind can only be a later use modulo 2^32 (a key
+/// idle for over 26 days), and is stored.
+const BEHIND: u32 = 1 << 10;
+
+/// Whether the idle unit `at` is a later use than `last`.
+#[inline]
+fn after(at: u32, last: u32) -> bool {
+    at != last && last.wrapping_sub(at) > BEHIND
+}
+
+impl Entry {
+    /// A new entry of `class` whose state is `tat`, last used at `now`.
+    pub(super) fn new(tat: u64, class: u32, now: u64) -> Entry {
+        Entry {
+            tat: AtomicU64::new(tat),
+            meta: AtomicU64::new(pack(coarse(now), class, 0)),
+        }
+    }
+
+    /// The entry's class index. Relaxed: the class changes only under the
+    /// shard's write lock, and every reader holds its read lock.
+    #[inline]
+    pub(super) fn class(&self) -> u32 {
+        class_of(self.meta.load(Ordering::Relaxed))
+    }
+
+    /// Moves the entry to `class`. Under the shard's write lock only.
+    pub(super) fn set_class(&mut self, class: u32) {
+        let meta = self.meta.load(Ordering::Relaxed);
+        let (last, refused) = (last_of(meta), refused_of(meta));
+        self.meta
+            .store(pack(last, class, refused), Ordering::Relaxed);
+    }
+
+    /// The last use, in idle units.
+    pub(super) fn last(&self) -> u32 {
+        last_of(self.meta.load(Ordering::Relaxed))
+    }
+
+    /// Calls refused since the key was tracked, up to [`REFUSED_MAX`].
+    pub(super) fn refused(&self) -> u64 {
+        refused_of(self.meta.load(Ordering::Relaxed))
+    }
+
+    /// Notes a refusal decided outside the step (a held async take's), at
+    /// `now`.
+    #[cfg(any(feature = "tokio", test))]
+    pub(super) fn refuse(&self, now: u64) {
+        self.note(self.meta.load(Ordering::Relaxed), coarse(now), true);
+    }
+
+    /// Notes a use at `now`, and one more refusal if `refused`. A use within
+    /// the idle unit already stored (every call but about one a millisecond
+    /// on a busy key) writes nothing: a load, no store, on a grant.
+    #[inline]
+    fn touch(&self, meta: u64, now: u64, refused: bool) {
+        let at = coarse(now);
+        if !refused && !after(at, last_of(meta)) {
+            return;
+        }
+        self.note(meta, at, refused);
+    }
+
+    /// [`touch`](Self::touch)'s store: a CAS loop that moves the last use
+    /// forward only (two readings of the clock may come in either order:
+    /// see [`BEHIND`]) and counts the refusal, saturating.
+    #[cold]
+    fn note(&self, mut meta: u64, at: u32, refused: bool) {
+        loop {
+            let last = if after(at, last_of(meta)) {
+                at
+            } else {
+                last_of(meta)
+            };
+            let count = refused_of(meta) + u64::from(refused && refused_of(meta) < REFUSED_MAX);
+            let next = pack(last, class_of(meta), count);
+            if next == meta {
+                return;
+            }
+            // Relaxed: bookkeeping for a look inside, ordered with nothing.
+            match self
+                .meta
+                .compare_exchange_weak(meta, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => meta = actual,
+            }
+        }
+    }
+}
+
+#[inline]
+fn pack(last: u32, class: u32, refused: u64) -> u64 {
+    let class = u64::from(class) & (MAX_CLASSES as u64 - 1);
+    u64::from(last) | (class << CLASS_SHIFT) | (refused.min(REFUSED_MAX) << REFUSED_SHIFT)
+}
+
+#[inline]
+fn last_of(meta: u64) -> u32 {
+    meta as u32
+}
+
+#[inline]
+fn class_of(meta: u64) -> u32 {
+    ((meta >> CLASS_SHIFT) & (MAX_CLASSES as u64 - 1)) as u32
+}
+
+#[inline]
+fn refused_of(meta: u64) -> u64 {
+    meta >> REFUSED_SHIFT
 }
 
 /// One shard of the map, under its `RwLock`.
@@ -55,12 +192,6 @@ pub(super) struct Shard<K> {
     pub(super) earliest_rest: u64,
     /// Sweep when an insert finds this many entries.
     pub(super) sweep_at: usize,
-    /// Counters of entries no longer in `map`.
-    pub(super) retired_admitted: u64,
-    pub(super) retired_refused: u64,
-    /// 2^32 for each wrap of an entry's counter (rare: no contention).
-    pub(super) wrapped_admitted: AtomicU64,
-    pub(super) wrapped_refused: AtomicU64,
     pub(super) pruned: u64,
     pub(super) evicted: u64,
     /// Keys forgotten by [`reset`](super::KeyedLimiter::reset).
@@ -86,32 +217,42 @@ where
     map.find(hash, |(k, _)| k.borrow() == key).map(|(_, e)| e)
 }
 
-/// A step on a tracked entry of `shard`, counting the outcome.
+/// A step on a tracked entry of `shard` at the clock reading `now()`,
+/// counting the outcome in `counts` (and a refusal in the entry). Returns
+/// the reading, the grant and the entry's class index.
+///
+/// The shard's fields are read before the clock: they share a cache line
+/// with its lock, which another core's read lock takes away meanwhile on a
+/// hot key (the caller reads what else it needs of the shard first too).
 #[inline]
 pub(super) fn on_entry<K>(
     shard: &Shard<K>,
+    counts: &Counts,
     entry: &Entry,
-    now: u64,
+    now: impl FnOnce() -> u64,
     cost: u64,
     admit: Admit,
     ask: Ask,
-) -> Result<(u64, Grant), TakeError> {
+) -> Result<(u64, Grant, u32), TakeError> {
+    // Relaxed: see `Entry::class`.
+    let meta = entry.meta.load(Ordering::Relaxed);
+    let class = class_of(meta);
     // The index was set under this shard's lock against this very table.
-    let class = &shard.classes[entry.class as usize];
-    entry.last.store(coarse(now), Ordering::Relaxed);
-    let params = class.params();
+    let params = shard.classes[class as usize].params();
+    let now = now();
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
-            if entry.admitted.fetch_add(1, Ordering::Relaxed) == u32::MAX {
-                shard.wrapped_admitted.fetch_add(1 << 32, Ordering::Relaxed);
-            }
-            Ok((now, grant))
+            entry.touch(meta, now, false);
+            counts.admitted();
+            Ok((now, grant, class))
         }
         Err(deny) => {
             let refusal = TakeError::refused(deny, cost, admit, params.slack());
-            // Counted only as the caller's answer (the fetch_add short-circuits).
-            if ask.counts(&refusal) && entry.refused.fetch_add(1, Ordering::Relaxed) == u32::MAX {
-                shard.wrapped_refused.fetch_add(1 << 32, Ordering::Relaxed);
+            // Counted only as the caller's answer.
+            let counted = ask.counts(&refusal);
+            entry.touch(meta, now, counted);
+            if counted {
+                counts.refused();
             }
             Err(refusal)
         }
@@ -125,13 +266,11 @@ pub(super) fn on_entry<K>(
 pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) -> usize {
     let classes = Arc::clone(&shard.classes);
     let mut earliest = u64::MAX;
-    let (mut admitted, mut refused, mut pruned) = (0, 0, 0u64);
+    let mut pruned = 0u64;
     shard.map.retain(|(_, e)| {
-        let class = &classes[e.class as usize];
+        let class = &classes[e.class() as usize];
         let rest = rest_time(e.tat.load(Ordering::Relaxed), class.params());
         if rest <= now {
-            admitted += u64::from(e.admitted.load(Ordering::Relaxed));
-            refused += u64::from(e.refused.load(Ordering::Relaxed));
             pruned += 1;
             false
         } else {
@@ -140,14 +279,12 @@ pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) -> usize {
         }
     });
     shard.earliest_rest = earliest;
-    shard.retired_admitted += admitted;
-    shard.retired_refused += refused;
     shard.pruned += pruned;
     pruned as usize
 }
 
-/// Forgets `key`'s entry (hashed to `hash`), keeping its counters in the
-/// shard's totals; `true` when there was one. Bumps `moves`, as an
+/// Forgets `key`'s entry (hashed to `hash`); `true` when there was one
+/// (its calls stay in the limiter's totals, which are not kept per entry). Bumps `moves`, as an
 /// eviction does: the key comes back as a new one would, and its new `tat`
 /// may come back to a grant's `next` by chance.
 pub(super) fn forget<K, Q>(shard: &mut Shard<K>, hash: u64, key: &Q) -> bool
@@ -158,9 +295,7 @@ where
     let Ok(entry) = shard.map.find_entry(hash, |(k, _)| k.borrow() == key) else {
         return false;
     };
-    let ((_, e), _) = entry.remove();
-    shard.retired_admitted += u64::from(e.admitted.load(Ordering::Relaxed));
-    shard.retired_refused += u64::from(e.refused.load(Ordering::Relaxed));
+    entry.remove();
     shard.reset += 1;
     shard.moves += 1;
     true
@@ -172,7 +307,7 @@ where
 pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
     let classes = Arc::clone(&shard.classes);
     let rest = |e: &Entry| {
-        let class = &classes[e.class as usize];
+        let class = &classes[e.class() as usize];
         rest_time(e.tat.load(Ordering::Relaxed), class.params())
     };
     let mut times: Vec<u64> = shard.map.iter().map(|(_, e)| rest(e)).collect();
@@ -181,13 +316,11 @@ pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
     }
     let nth = count.clamp(1, times.len()) - 1;
     let (_, &mut threshold, _) = times.select_nth_unstable(nth);
-    let (mut admitted, mut refused, mut evicted) = (0, 0, 0u64);
+    let mut evicted = 0u64;
     let mut earliest = u64::MAX;
     shard.map.retain(|(_, e)| {
         let rest = rest(e);
         if rest <= threshold {
-            admitted += u64::from(e.admitted.load(Ordering::Relaxed));
-            refused += u64::from(e.refused.load(Ordering::Relaxed));
             evicted += 1;
             false
         } else {
@@ -197,8 +330,6 @@ pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
     });
     // The nearest to rest are gone: no sweep is due before the next.
     shard.earliest_rest = earliest;
-    shard.retired_admitted += admitted;
-    shard.retired_refused += refused;
     shard.evicted += evicted;
     shard.moves += 1;
     evicted as usize

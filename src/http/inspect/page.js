@@ -15,7 +15,6 @@
     fill: function (r) { return r.fill; },
     next_free: function (r) { return r.next_free; },
     idle: function (r) { return r.idle; },
-    admitted: function (r) { return r.admitted; },
     refused: function (r) { return r.refused; }
   };
 
@@ -141,7 +140,6 @@
       fillCell(tr, r.fill);
       cell(tr, duration(r.next_free), r.next_free === 0 ? "zero" : "");
       cell(tr, duration(r.idle), "");
-      cell(tr, String(r.admitted), "");
       cell(tr, String(r.refused), r.refused === 0 ? "zero" : "");
       fresh.appendChild(tr);
     });

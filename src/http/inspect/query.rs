@@ -17,13 +17,12 @@ pub enum Column {
     Fill,
     NextFree,
     Idle,
-    Admitted,
     Refused,
 }
 
 impl Column {
     /// Every column, in the page's order, with its name in the query.
-    pub(crate) const ALL: [(Column, &'static str); 9] = [
+    pub(crate) const ALL: [(Column, &'static str); 8] = [
         (Column::Limiter, "limiter"),
         (Column::Key, "key"),
         (Column::Rate, "rate"),
@@ -31,7 +30,6 @@ impl Column {
         (Column::Fill, "fill"),
         (Column::NextFree, "next_free"),
         (Column::Idle, "idle"),
-        (Column::Admitted, "admitted"),
         (Column::Refused, "refused"),
     ];
 
@@ -79,7 +77,6 @@ pub struct Row<S = String> {
     pub(crate) fill: f64,
     pub(crate) next_free: Duration,
     pub(crate) idle: Duration,
-    pub(crate) admitted: u64,
     pub(crate) refused: u64,
 }
 
@@ -94,7 +91,6 @@ impl Row<&str> {
             fill: self.fill,
             next_free: self.next_free,
             idle: self.idle,
-            admitted: self.admitted,
             refused: self.refused,
         }
     }

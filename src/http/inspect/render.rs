@@ -46,7 +46,7 @@ pub(super) fn csp() -> HeaderValue {
 ///                "admitted": .., "refused": .., "pruned": .., "evicted": ..},
 ///               {"name": .., "kind": "counted", "admitted": .. | null, "refused": .. | null}],
 ///  "buckets": [{"limiter": .., "key": .., "rate": "5/s", "per_second": 5.0, "burst": 11, "fill": 0.5,
-///               "next_free": 0.0, "idle": 0.25, "admitted": 3, "refused": 0}]}
+///               "next_free": 0.0, "idle": 0.25, "refused": 0}]}
 /// ```
 ///
 /// Durations in seconds. `<`, `>` and `&` are escaped wherever they occur,
@@ -133,7 +133,7 @@ fn write_json(
         write!(
             out,
             "{{\"limiter\":{},\"key\":{},\"rate\":{},\"per_second\":{},\"burst\":{},\"fill\":{},\
-             \"next_free\":{},\"idle\":{},\"admitted\":{},\"refused\":{}}}",
+             \"next_free\":{},\"idle\":{},\"refused\":{}}}",
             Json(&limiters[row.limiter].name),
             Json(&row.key),
             Json(&row.rate.to_string()),
@@ -142,7 +142,6 @@ fn write_json(
             Number(row.fill),
             Number(secs(row.next_free)),
             Number(secs(row.idle)),
-            row.admitted,
             row.refused
         )?;
     }
