@@ -148,13 +148,34 @@ impl Decided {
     /// `grant` decided at `now` on an entry of `class` in `shard`.
     #[inline]
     fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
+        Decided::of(
+            (shard.moves, &shard.classes, &shard.resolved.limits),
+            class,
+            now,
+            grant,
+        )
+    }
+
+    /// `grant` decided at `now` on an entry of `class`, with the shard's
+    /// `moves` and class tables as read before the decision.
+    #[inline]
+    fn of(
+        (moves, classes, limits): (
+            u64,
+            &[classes::Class],
+            &[(crate::rate::Rate, crate::slack::Slack)],
+        ),
+        class: u32,
+        now: u64,
+        grant: Grant,
+    ) -> Decided {
         let class = class as usize;
         Decided {
             now,
             grant,
-            moves: shard.moves,
-            params: shard.classes[class].params(),
-            rate: shard.resolved.limits[class].0,
+            moves,
+            params: classes[class].params(),
+            rate: limits[class].0,
         }
     }
 }
@@ -398,7 +419,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tat, now, p) = self.peek(key);
+        let (tat, now, p, _) = self.peek(key);
         schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
     }
 
@@ -420,7 +441,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tat, now, p) = self.peek(key);
+        let (tat, now, p, _) = self.peek(key);
         schedule::available(tat, now, p)
     }
 
@@ -431,7 +452,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tat, now, p) = self.peek(key);
+        let (tat, now, p, _) = self.peek(key);
         Duration::from_nanos(schedule::next_free(tat, now, p))
     }
 
@@ -485,7 +506,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The key's state, the clock and the key's parameters, read under its
     /// shard's read lock; a key not tracked is at rest (`FULL`) with the
     /// parameters it would be tracked with.
-    fn peek<Q>(&self, key: &Q) -> (u64, u64, Params)
+    fn peek<Q>(&self, key: &Q) -> (u64, u64, Params, crate::rate::Rate)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -495,14 +516,23 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let now = self.now();
         match find(&shard.map, hash, key) {
             Some(e) => {
-                let class = &shard.classes[e.class() as usize];
-                (e.tat.load(Ordering::Relaxed), now, class.params())
+                let class = e.class() as usize;
+                let (params, rate) = (
+                    shard.classes[class].params(),
+                    shard.resolved.limits[class].0,
+                );
+                (e.tat.load(Ordering::Relaxed), now, params, rate)
             }
             // As the shard would resolve it now (an override change on
             // its way to this shard is not seen yet, as for its entries).
             None => {
-                let class = self.resolve(&shard.resolved, key);
-                (FULL, now, shard.classes[class as usize].params())
+                let class = self.resolve(&shard.resolved, key) as usize;
+                (
+                    FULL,
+                    now,
+                    shard.classes[class].params(),
+                    shard.resolved.limits[class].0,
+                )
             }
         }
     }
@@ -589,19 +619,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             if let Some(entry) = find(&shard.map, hash, key) {
                 // Before the clock and the CAS: see `on_entry`.
-                let (moves, classes, limits) =
-                    (shard.moves, &*shard.classes, &*shard.resolved.limits);
+                let tables = (shard.moves, &*shard.classes, &*shard.resolved.limits);
                 // The clock is read under the lock: see the module doc's "Rest".
                 let (now, grant, class) =
                     on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;
-                let class = class as usize;
-                return Ok(Decided {
-                    now,
-                    grant,
-                    moves,
-                    params: classes[class].params(),
-                    rate: limits[class].0,
-                });
+                return Ok(Decided::of(tables, class, now, grant));
             }
         }
         self.decide_new(lock, hash, key, cost, admit, ask)
@@ -641,7 +663,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tat, now, p) = self.peek(key);
+        let (tat, now, p, _) = self.peek(key);
         schedule::step(tat, now, cost, p, admit)
             .map(|grant| grant.slot.saturating_sub(now))
             .map_err(|deny| TakeError::refused(deny, cost, admit, p.slack()))
