@@ -21,6 +21,12 @@ use crate::wait::Wait;
 /// see the backend's alias for how to make one and what it builds.
 #[must_use = "a builder does nothing until .build()"]
 pub struct RemoteBuilder<S> {
+    pub(crate) common: Common,
+    pub(crate) server: S,
+}
+
+/// The settings every backend shares, as a backend's `build` takes them.
+pub(crate) struct Common {
     rate: Rate,
     slack: Slack,
     policy: FailPolicy,
@@ -28,7 +34,6 @@ pub struct RemoteBuilder<S> {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     counting: Counting,
-    pub(crate) server: S,
 }
 
 impl<S> RemoteBuilder<S> {
@@ -36,13 +41,15 @@ impl<S> RemoteBuilder<S> {
     /// the backend settings `server`.
     pub(crate) fn new(rate: Rate, server: S) -> RemoteBuilder<S> {
         RemoteBuilder {
-            rate,
-            slack: Slack::DEFAULT,
-            policy: FailPolicy::default(),
-            wait: Wait::default(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            counting: Counting::default(),
+            common: Common {
+                rate,
+                slack: Slack::DEFAULT,
+                policy: FailPolicy::default(),
+                wait: Wait::default(),
+                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+                counting: Counting::default(),
+            },
             server,
         }
     }
@@ -54,7 +61,7 @@ impl<S> RemoteBuilder<S> {
     /// A server's failure counts in [`Stats::failed`](crate::stats::Stats::failed),
     /// and then as admitted or refused as the fail policy decides.
     pub fn stats(mut self, on: bool) -> Self {
-        self.counting.on = on;
+        self.common.counting.on = on;
         self
     }
 
@@ -64,7 +71,7 @@ impl<S> RemoteBuilder<S> {
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, name: impl Into<String>) -> Self {
-        self.counting.facade = Some(name.into());
+        self.common.counting.facade = Some(name.into());
         self
     }
 
@@ -72,7 +79,7 @@ impl<S> RemoteBuilder<S> {
     /// count, a `Duration` or a [`Slack`] (default [`Slack::DEFAULT`], as
     /// in-process: 10 permits, or 10 ms of permits if that is more).
     pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
-        self.slack = slack.into();
+        self.common.slack = slack.into();
         self
     }
 
@@ -80,7 +87,7 @@ impl<S> RemoteBuilder<S> {
     /// [`FailPolicy::Closed`]): `Open` admits only when the server could
     /// not answer.
     pub fn on_error(mut self, policy: FailPolicy) -> Self {
-        self.policy = policy;
+        self.common.policy = policy;
         self
     }
 
@@ -88,52 +95,26 @@ impl<S> RemoteBuilder<S> {
     /// takes, and the async face's takes too (`paceline::tokio::PRECISE`, a
     /// 2 ms spin, suits those).
     pub fn wait(mut self, wait: Wait) -> Self {
-        self.wait = wait;
+        self.common.wait = wait;
         self
     }
 
     /// The longest wait for a connection, a new one included (default
     /// [`DEFAULT_CONNECT_TIMEOUT`]).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
+        self.common.connect_timeout = timeout;
         self
     }
 
     /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
     /// the client gives up then, whatever the server does.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
+        self.common.response_timeout = timeout;
         self
-    }
-
-    /// The settings every backend shares, and the backend's own, apart:
-    /// for a `build` that moves its own out and still makes the core.
-    pub(crate) fn split(self) -> (RemoteBuilder<()>, S) {
-        let RemoteBuilder {
-            rate,
-            slack,
-            policy,
-            wait,
-            connect_timeout,
-            response_timeout,
-            counting,
-            server,
-        } = self;
-        let common = RemoteBuilder {
-            rate,
-            slack,
-            policy,
-            wait,
-            connect_timeout,
-            response_timeout,
-            counting,
-            server: (),
-        };
-        (common, server)
     }
 }
 
-impl RemoteBuilder<()> {
+impl Common {
     /// Refuses a zero timeout.
     pub(crate) fn check_timeouts(&self) -> Result<(), Error> {
         if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
@@ -158,13 +139,14 @@ impl RemoteBuilder<()> {
 
 impl<S: fmt::Debug> fmt::Debug for RemoteBuilder<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.common;
         f.debug_struct("RemoteBuilder")
-            .field("rate", &self.rate)
-            .field("slack", &self.slack)
+            .field("rate", &c.rate)
+            .field("slack", &c.slack)
             .field("server", &self.server)
-            .field("fail_policy", &self.policy)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
+            .field("fail_policy", &c.policy)
+            .field("connect_timeout", &c.connect_timeout)
+            .field("response_timeout", &c.response_timeout)
             .finish_non_exhaustive()
     }
 }

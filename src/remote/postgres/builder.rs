@@ -158,7 +158,10 @@ impl PostgresBuilder {
     /// table name, a slack whose intervals span over 146 years, a zero
     /// timeout, pool size or prune batch.
     pub fn build(self) -> Result<PostgresLimiter, Error> {
-        let (common, settings) = self.split();
+        let RemoteBuilder {
+            common,
+            server: settings,
+        } = self;
         common.check_timeouts()?;
         let (connect_timeout, response_timeout) = (common.connect_timeout, common.response_timeout);
         let PostgresSettings {

@@ -94,7 +94,10 @@ impl RedisBuilder {
     /// [`Error::Config`] for a URL that does not parse, a slack whose
     /// intervals span over 146 years, or a zero timeout.
     pub fn build(self) -> Result<RedisLimiter, Error> {
-        let (common, RedisSettings { endpoint, prefix }) = self.split();
+        let RemoteBuilder {
+            common,
+            server: RedisSettings { endpoint, prefix },
+        } = self;
         common.check_timeouts()?;
         let (connect, response) = (common.connect_timeout, common.response_timeout);
         let target = match endpoint {
