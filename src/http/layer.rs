@@ -21,7 +21,7 @@ use http_body_util::{Either, Full};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::builder::{Body, ClientKey, Fields, LayerStats, MissingKey, Mode};
+use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, LayerStats, MissingKey, Mode};
 use super::client_ip::{self, Cidr, Forwarding};
 use super::fields;
 use super::json::Json;
@@ -37,21 +37,6 @@ pub type LimitBody<B> = Either<B, Full<Bytes>>;
 /// A boxed response future, for the paths that wait (a bounded wait, a
 /// remote limiter).
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Picks a request's key from its head.
-pub(super) type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
-
-/// Picks a request's cost from its head.
-pub(super) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-
-/// Where the key comes from.
-pub(super) enum KeySource {
-    /// The client address (see `client_ip`).
-    Ip,
-    Header(HeaderName),
-    Global,
-    Function(Box<KeyFn>),
-}
 
 /// The limiter requests take from, whatever its kind: the take interface
 /// with its futures boxed, so that the layer holds any limiter behind one

@@ -108,11 +108,11 @@ mod json;
 mod layer;
 mod pace;
 mod sha256;
+mod terms;
 
-pub use builder::{
-    Body, ClientKey, Fields, LayerError, LayerStats, LimitBuilder, MissingKey, Mode, MAX_KEY_BYTES,
-};
+pub use builder::{LayerError, LimitBuilder};
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
 pub use inspect::{Inspect, InspectService, Tracked};
 pub use layer::{Limit, LimitBody, LimitLayer, ResponseFuture};
 pub use pace::{BoxError, PaceLayer, Paced, Sent};
+pub use terms::{Body, ClientKey, Fields, LayerStats, MissingKey, Mode, MAX_KEY_BYTES};
