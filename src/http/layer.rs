@@ -5,9 +5,7 @@
 //! that build it, are `builder.rs`'.
 
 use std::any::Any;
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -21,22 +19,15 @@ use http_body_util::{Either, Full};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, LayerStats, MissingKey, Mode};
 use super::client_ip::{self, Cidr, Forwarding};
 use super::fields;
+use super::future::{with_fields, AddedFields, BoxFuture, LimitBody, ResponseFuture};
 use super::json::Json;
+use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, LayerStats, MissingKey, Mode};
 use crate::error::TakeError;
 use crate::limit::Limit as Quota;
 use crate::take::{AsyncTake, Error, State as Found, Taken};
 use crate::tokio::AsyncKeyedLimiter;
-
-/// The response body of a limited service: the inner service's, or the
-/// layer's own (a refusal).
-pub type LimitBody<B> = Either<B, Full<Bytes>>;
-
-/// A boxed response future, for the paths that wait (a bounded wait, a
-/// remote limiter).
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The limiter requests take from, whatever its kind: the take interface
 /// with its futures boxed, so that the layer holds any limiter behind one
@@ -150,10 +141,6 @@ pub struct Limit<S> {
     inner: S,
     shared: Arc<Shared>,
 }
-
-/// The fields an admitted response gets, when asked for on every one
-/// (boxed: the futures that carry them stay small to move).
-type AddedFields = Option<Box<[(HeaderName, HeaderValue); 2]>>;
 
 /// What a decision leaves for the response.
 enum Verdict {
@@ -446,73 +433,4 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-fn with_fields<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {
-    if let Some(fields) = fields {
-        for (name, value) in *fields {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    response
-}
-
-pin_project_lite::pin_project! {
-    /// The response future of [`Limit`].
-    pub struct ResponseFuture<F, B, E> {
-        #[pin]
-        state: State<F, B, E>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = StateProj]
-    enum State<F, B, E> {
-        Inner { #[pin] future: F, fields: AddedFields },
-        Answer { response: Option<Box<Response<Full<Bytes>>>> },
-        Boxed { future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>> },
-    }
-}
-
-impl<F, B, E> ResponseFuture<F, B, E> {
-    fn inner(future: F, fields: AddedFields) -> Self {
-        ResponseFuture {
-            state: State::Inner { future, fields },
-        }
-    }
-
-    fn answer(response: Box<Response<Full<Bytes>>>) -> Self {
-        ResponseFuture {
-            state: State::Answer {
-                response: Some(response),
-            },
-        }
-    }
-
-    fn boxed(future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>>) -> Self {
-        ResponseFuture {
-            state: State::Boxed { future },
-        }
-    }
-}
-
-impl<F, B, E> Future for ResponseFuture<F, B, E>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-{
-    type Output = Result<Response<LimitBody<B>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Inner { future, fields } => {
-                let response = std::task::ready!(future.poll(cx))?;
-                Poll::Ready(Ok(with_fields(response.map(Either::Left), fields.take())))
-            }
-            StateProj::Answer { response } => Poll::Ready(Ok((*response
-                .take()
-                .expect("a ResponseFuture polled after it completed"))
-            .map(Either::Right))),
-            StateProj::Boxed { future } => future.as_mut().poll(cx),
-        }
-    }
 }

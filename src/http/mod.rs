@@ -103,6 +103,7 @@
 mod builder;
 mod client_ip;
 mod fields;
+mod future;
 pub mod inspect;
 mod json;
 mod layer;
@@ -112,7 +113,8 @@ mod terms;
 
 pub use builder::{LayerError, LimitBuilder};
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
+pub use future::{LimitBody, ResponseFuture};
 pub use inspect::{Inspect, InspectService, Tracked};
-pub use layer::{Limit, LimitBody, LimitLayer, ResponseFuture};
+pub use layer::{Limit, LimitLayer};
 pub use pace::{BoxError, PaceLayer, Paced, Sent};
 pub use terms::{Body, ClientKey, Fields, LayerStats, MissingKey, Mode, MAX_KEY_BYTES};

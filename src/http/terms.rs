@@ -152,7 +152,7 @@ pub enum Body {
 /// What the layer counted since it was built: what it did on its own.
 /// (Admitted requests are the limiter's to count: a keyed limiter of your
 /// own built with `.stats(true)`, handed in with
-/// [`limiter`](LimitBuilder::limiter), counts them at no cost to others.)
+/// [`limiter`](super::LimitBuilder::limiter), counts them at no cost to others.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LayerStats {
