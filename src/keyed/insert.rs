@@ -36,8 +36,9 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::classes::rest_time;
+use super::decide::Decided;
 use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
-use super::{Decided, KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
+use super::{KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
 use crate::error::TakeError;
 use crate::primitive::{read, write, Ordering, RwLock};

@@ -1,0 +1,273 @@
+//! How a keyed limiter decides: the hot path on a tracked key (its shard's
+//! read lock, the clock, the entry's CAS), the look that stores nothing,
+//! the give-back of an async take dropped before its slot, and what a
+//! decision carries back to a caller reporting the key's state.
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use super::classes::Class;
+use super::shard::{find, on_entry, Shard};
+use super::KeyedLimiter;
+use crate::clock::{internal_now, Clock};
+use crate::error::TakeError;
+use crate::primitive::{read, Ordering, RwLock};
+use crate::rate::Rate;
+use crate::schedule::{Admit, Grant, Params, FULL};
+use crate::slack::Slack;
+use crate::wait::{self, nanos, Ask};
+
+/// A decision on a key, with what a caller reporting the key's state needs
+/// besides: its shard's `moves` at the decision, and the entry's class's
+/// parameters and rate.
+pub(super) struct Decided {
+    pub(super) now: u64,
+    pub(super) grant: Grant,
+    pub(super) moves: u64,
+    pub(super) params: Params,
+    pub(super) rate: Rate,
+}
+
+impl Decided {
+    /// `grant` decided at `now` on an entry of `class` in `shard`.
+    #[inline]
+    pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
+        Decided::of(
+            (shard.moves, &shard.classes, &shard.resolved.limits),
+            class,
+            now,
+            grant,
+        )
+    }
+
+    /// `grant` decided at `now` on an entry of `class`, with the shard's
+    /// `moves` and class tables as read before the decision.
+    #[inline]
+    pub(super) fn of(
+        (moves, classes, limits): (u64, &[Class], &[(Rate, Slack)]),
+        class: u32,
+        now: u64,
+        grant: Grant,
+    ) -> Decided {
+        let class = class as usize;
+        Decided {
+            now,
+            grant,
+            moves,
+            params: classes[class].params(),
+            rate: limits[class].0,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// The key's state, the clock and the key's parameters, read under its
+    /// shard's read lock; a key not tracked is at rest (`FULL`) with the
+    /// parameters it would be tracked with.
+    pub(super) fn peek<Q>(&self, key: &Q) -> (u64, u64, Params, Rate)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        let now = self.now();
+        match find(&shard.map, hash, key) {
+            Some(e) => {
+                let class = e.class() as usize;
+                let (params, rate) = (
+                    shard.classes[class].params(),
+                    shard.resolved.limits[class].0,
+                );
+                (e.tat.load(Ordering::Relaxed), now, params, rate)
+            }
+            // As the shard would resolve it now (an override change on
+            // its way to this shard is not seen yet, as for its entries).
+            None => {
+                let class = self.resolve(&shard.resolved, key) as usize;
+                (
+                    FULL,
+                    now,
+                    shard.classes[class].params(),
+                    shard.resolved.limits[class].0,
+                )
+            }
+        }
+    }
+
+    /// The clock's reading in internal time.
+    #[inline]
+    pub(super) fn now(&self) -> u64 {
+        internal_now(&self.clock)
+    }
+
+    /// The key's hash and its shard. The shard takes bits 32 and up: the
+    /// table inside uses the low bits for the slot and the top 7 as tags.
+    #[inline]
+    pub(super) fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, &RwLock<Shard<K>>) {
+        let hash = self.hasher.hash_one(key);
+        (hash, &self.shards[(hash >> 32) as usize & self.mask])
+    }
+
+    #[inline]
+    pub(super) fn wait_for(&self, now: u64, slot: u64) -> Duration {
+        wait::block(
+            self.wait,
+            &self.clock,
+            now,
+            slot,
+            "paceline::tokio::AsyncKeyedLimiter::take(..).await",
+        )
+    }
+
+    /// The hot path: a tracked key under its shard's read lock. Returns the
+    /// clock reading, the grant and the shard's `moves` count at the decision
+    /// (a give-back must find it unchanged).
+    #[inline]
+    pub(super) fn decide<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(u64, Grant, u64), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_asked(key, cost, admit, Ask::Answer)
+            .map(|d| (d.now, d.grant, d.moves))
+    }
+
+    /// [`decide`](Self::decide), counting a refusal (in the meter and the
+    /// limiter's totals and the key's refusal count) only if `ask` says it
+    /// is the caller's answer.
+    #[inline]
+    pub(super) fn decide_asked<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+        ask: Ask,
+    ) -> Result<Decided, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let decided = self.decide_uncounted(key, cost, admit, ask);
+        match &decided {
+            Ok(d) => self
+                .meter
+                .admitted(cost, d.grant.slot.saturating_sub(d.now)),
+            Err(refusal) if ask.counts(refusal) => self.meter.refused(),
+            Err(_) => {}
+        }
+        decided
+    }
+
+    /// [`decide_asked`](Self::decide_asked), before the meter counts it.
+    #[inline]
+    pub(super) fn decide_uncounted<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+        ask: Ask,
+    ) -> Result<Decided, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (hash, lock) = self.shard(key);
+        {
+            let shard = read(lock);
+            if let Some(entry) = find(&shard.map, hash, key) {
+                // Before the clock and the CAS: see `on_entry`.
+                let tables = (shard.moves, &*shard.classes, &*shard.resolved.limits);
+                // The clock is read under the lock: see the module doc's "Rest".
+                let (now, grant, class) =
+                    on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;
+                return Ok(Decided::of(tables, class, now, grant));
+            }
+        }
+        self.decide_new(lock, hash, key, cost, admit, ask)
+    }
+
+    /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated
+    /// the key since; `true` when it did. Not if its shard's entries were
+    /// moved (`moves`: a rate change, an eviction, a reset) since the
+    /// grant: a rebased or re-created `tat` may come back to `grant.next` by
+    /// chance, and undoing it then would erase slots handed out since.
+    /// For async takes dropped before their slot, and all-or-nothing takes
+    /// another limit refused.
+    pub(crate) fn give_back<Q>(&self, key: &Q, grant: Grant, moves: u64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.meter.cancelled();
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        if shard.moves != moves {
+            return false;
+        }
+        find(&shard.map, hash, key).is_some_and(|e| {
+            e.tat
+                .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// How long a request of `cost` on `key` would wait now (ns) under
+    /// `admit`, storing nothing, counting nothing and tracking no key (a
+    /// held async take's look).
+    #[cfg(feature = "tokio")]
+    pub(super) fn wait_ahead<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<u64, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (tat, now, p, _) = self.peek(key);
+        crate::schedule::step(tat, now, cost, p, admit)
+            .map(|grant| grant.slot.saturating_sub(now))
+            .map_err(|deny| TakeError::refused(deny, cost, admit, p.slack()))
+    }
+
+    /// Counts a refusal of `key` decided outside the step (a held async
+    /// take's), in the meter and the key's totals.
+    #[cfg(feature = "tokio")]
+    pub(super) fn count_refused<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.meter.refused();
+        let (hash, lock) = self.shard(key);
+        let shard = read(lock);
+        match find(&shard.map, hash, key) {
+            Some(e) => {
+                e.refuse(self.now());
+                self.counts.refused();
+            }
+            None => {
+                self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals
+    /// are `QueueFull` whatever the wait they allowed.
+    pub(super) fn decide_timeout<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<(u64, Grant, u64), TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide(key, cost, Admit::Within(nanos(max_wait)))
+            .map_err(|e| e.timed_out(max_wait))
+    }
+}
