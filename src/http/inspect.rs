@@ -135,6 +135,8 @@
 
 mod query;
 mod render;
+mod select;
+mod tracked;
 
 use std::convert::Infallible;
 use std::fmt;
@@ -147,7 +149,8 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 
 use crate::stats::Counted;
-use query::{BadQuery, Column, Query, Row};
+use query::{BadQuery, Column, Query};
+use select::collect;
 
 /// How many rows a page or `/json` lists at most, unless
 /// [`Inspect::max_rows`] says otherwise: enough for an operator to scroll,
@@ -389,272 +392,12 @@ fn text(status: StatusCode, body: &str) -> Response<Bytes> {
     r
 }
 
-/// The rows a query selects, sorted and capped, and how many matched.
-struct Listing {
-    rows: Vec<Row>,
-    matched: usize,
-}
-
-/// Walks the limiters the query covers and keeps the first `limit` rows in
-/// its order: only those are copied (see [`Select`]), so a request's memory
-/// is bounded by the rows it returns, not by the keys it walks.
-fn collect(limiters: &[Registered], query: &Query) -> Listing {
-    let mut select = Select {
-        limiters,
-        query,
-        kept: Vec::new(),
-        cut: false,
-        matched: 0,
-    };
-    for (index, registered) in limiters.iter().enumerate() {
-        if query
-            .limiter
-            .as_ref()
-            .is_some_and(|l| *l != registered.name)
-        {
-            continue;
-        }
-        if let Kind::Keyed(limiter) = &registered.kind {
-            limiter.rows(query, &mut |row| {
-                select.offer(Row {
-                    limiter: index,
-                    ..row
-                })
-            });
-        }
-    }
-    select.finish()
-}
-
-/// The first `limit` rows of those offered, in the query's order, and a
-/// count of all. Rows are kept in a buffer of up to `2 * limit`; when it
-/// is full, the best `limit` are selected (linear time) and the rest
-/// dropped, and from then on the worst of those (`kept[limit - 1]`) is a
-/// bar that an offered row must beat to be copied at all. Most rows of a
-/// large map are turned away by the bar, borrowed, without an allocation.
-struct Select<'a> {
-    limiters: &'a [Registered],
-    query: &'a Query,
-    kept: Vec<Row>,
-    /// Whether `kept` has been cut to `limit` (then `kept[limit - 1]` is
-    /// the bar).
-    cut: bool,
-    matched: usize,
-}
-
-impl Select<'_> {
-    fn offer(&mut self, row: Row<&str>) {
-        self.matched += 1;
-        let limit = self.query.limit;
-        if limit == 0 {
-            return;
-        }
-        if self.cut && order(self.limiters, self.query, &row, &self.kept[limit - 1]).is_ge() {
-            return;
-        }
-        self.kept.push(row.owned());
-        if self.kept.len() >= limit.saturating_mul(2) {
-            self.cut();
-        }
-    }
-
-    /// Keeps only the best `limit` rows, the worst of them at `limit - 1`.
-    fn cut(&mut self) {
-        let (limiters, query) = (self.limiters, self.query);
-        let limit = query.limit;
-        if self.kept.len() > limit {
-            self.kept
-                .select_nth_unstable_by(limit - 1, |a, b| order(limiters, query, a, b));
-            self.kept.truncate(limit);
-            self.cut = true;
-        }
-    }
-
-    fn finish(mut self) -> Listing {
-        self.cut();
-        let (limiters, query) = (self.limiters, self.query);
-        self.kept
-            .sort_unstable_by(|a, b| order(limiters, query, a, b));
-        Listing {
-            rows: self.kept,
-            matched: self.matched,
-        }
-    }
-}
-
-/// The query's order of two rows, owned or borrowed: its column, then
-/// (ties) the limiter's name and the key, always A to Z, as the page's
-/// script. (A key is unique in its limiter: the order is total.)
-fn order<A: AsRef<str>, B: AsRef<str>>(
-    limiters: &[Registered],
-    query: &Query,
-    a: &Row<A>,
-    b: &Row<B>,
-) -> std::cmp::Ordering {
-    let name = |row: usize| &limiters[row].name;
-    let by = match query.sort {
-        Column::Limiter => name(a.limiter).cmp(name(b.limiter)),
-        Column::Key => a.key.as_ref().cmp(b.key.as_ref()),
-        Column::Rate => a.rate.per_second_f64().total_cmp(&b.rate.per_second_f64()),
-        Column::Burst => a.burst.cmp(&b.burst),
-        Column::Fill => a.fill.total_cmp(&b.fill),
-        Column::NextFree => a.next_free.cmp(&b.next_free),
-        Column::Idle => a.idle.cmp(&b.idle),
-        Column::Refused => a.refused.cmp(&b.refused),
-    };
-    let by = if query.descending { by.reverse() } else { by };
-    by.then_with(|| name(a.limiter).cmp(name(b.limiter)))
-        .then_with(|| a.key.as_ref().cmp(b.key.as_ref()))
-}
-
 pub use tracked::Tracked;
-
-mod tracked {
-    use std::fmt::{Display, Write as _};
-    use std::hash::Hash;
-    use std::sync::Arc;
-
-    use super::{Query, Row};
-    use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats};
-    use crate::stats::Counted;
-    use crate::{Clock, Rate};
-
-    /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
-    /// [`KeyedLimiter`], `AsyncKeyedLimiter` (feature `tokio`), or an `Arc`
-    /// of either, whose keys are [`Display`]. Sealed: paceline implements it.
-    pub trait Tracked: Tracking {}
-
-    /// What the service asks of a keyed limiter (sealed: this module is
-    /// private).
-    pub trait Tracking: Send + Sync + 'static {
-        /// Offers each tracked bucket `query` selects (`limiter` unset),
-        /// borrowed: the caller copies only those it keeps.
-        fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>));
-        /// Its totals.
-        fn totals(&self) -> KeyedStats;
-        /// Its ceiling on tracked keys.
-        fn max_keys(&self) -> usize;
-        /// Its default rate and slack.
-        fn default_limit(&self) -> (Rate, u64);
-        /// Its counts, for `stats::prometheus`.
-        fn counted(&self) -> &dyn Counted;
-    }
-
-    impl<K, C> Tracking for KeyedLimiter<K, C>
-    where
-        K: Display + Hash + Eq + Clone + Send + Sync + 'static,
-        C: Clock + Send + Sync + 'static,
-    {
-        fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
-            // One buffer for every key's text: nothing is kept per key.
-            let mut key = String::new();
-            self.for_each_live(|k, state, (rate, slack)| {
-                if !query.keeps_fill(state.fill) {
-                    return;
-                }
-                key.clear();
-                // Writing to a String cannot fail.
-                let _ = write!(key, "{k}");
-                if !key.starts_with(&query.prefix) {
-                    return;
-                }
-                offer(Row {
-                    limiter: 0,
-                    key: &key,
-                    rate,
-                    burst: slack.saturating_add(1),
-                    fill: state.fill,
-                    next_free: state.next_free,
-                    idle: state.idle,
-                    refused: state.refused,
-                });
-            });
-        }
-
-        fn totals(&self) -> KeyedStats {
-            self.keyed_stats()
-        }
-
-        fn max_keys(&self) -> usize {
-            KeyedLimiter::max_keys(self)
-        }
-
-        fn default_limit(&self) -> (Rate, u64) {
-            (self.rate(), self.slack())
-        }
-
-        fn counted(&self) -> &dyn Counted {
-            self
-        }
-    }
-
-    impl<K, C> Tracked for KeyedLimiter<K, C>
-    where
-        K: Display + Hash + Eq + Clone + Send + Sync + 'static,
-        C: Clock + Send + Sync + 'static,
-    {
-    }
-
-    impl<K, C> Tracking for AsyncKeyedLimiter<K, C>
-    where
-        K: Display + Hash + Eq + Clone + Send + Sync + 'static,
-        C: Clock + Send + Sync + 'static,
-    {
-        fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
-            self.limiter().rows(query, offer)
-        }
-
-        fn totals(&self) -> KeyedStats {
-            self.limiter().keyed_stats()
-        }
-
-        fn max_keys(&self) -> usize {
-            self.limiter().max_keys()
-        }
-
-        fn default_limit(&self) -> (Rate, u64) {
-            Tracking::default_limit(self.limiter())
-        }
-
-        fn counted(&self) -> &dyn Counted {
-            self
-        }
-    }
-
-    impl<K, C> Tracked for AsyncKeyedLimiter<K, C>
-    where
-        K: Display + Hash + Eq + Clone + Send + Sync + 'static,
-        C: Clock + Send + Sync + 'static,
-    {
-    }
-
-    impl<T: Tracking> Tracking for Arc<T> {
-        fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
-            (**self).rows(query, offer)
-        }
-
-        fn totals(&self) -> KeyedStats {
-            (**self).totals()
-        }
-
-        fn max_keys(&self) -> usize {
-            (**self).max_keys()
-        }
-
-        fn default_limit(&self) -> (Rate, u64) {
-            (**self).default_limit()
-        }
-
-        fn counted(&self) -> &dyn Counted {
-            (**self).counted()
-        }
-    }
-
-    impl<T: Tracked> Tracked for Arc<T> {}
-}
 
 #[cfg(test)]
 mod tests {
+    use super::query::Row;
+    use super::select::order;
     use super::*;
     use crate::{KeyedLimiter, ManualClock, Rate};
 

@@ -470,7 +470,9 @@ impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
 
 #[cfg(test)]
 mod tests {
+    use super::shard::find;
     use super::*;
+    use crate::primitive::read;
     use crate::{ManualClock, Rate};
 
     #[test]

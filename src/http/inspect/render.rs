@@ -9,7 +9,8 @@ use std::time::Duration;
 use http::HeaderValue;
 
 use super::query::Query;
-use super::{Kind, Listing, Registered};
+use super::select::Listing;
+use super::{Kind, Registered};
 use crate::http::json::Json;
 use crate::http::sha256::{base64, sha256};
 use crate::stats::{self, Counted};

@@ -1,0 +1,123 @@
+//! The rows a query selects: walked once, only the first `limit` in the
+//! query's order copied, then sorted.
+
+use super::query::{Column, Query, Row};
+use super::{Kind, Registered};
+
+/// The rows a query selects, sorted and capped, and how many matched.
+pub(super) struct Listing {
+    pub(super) rows: Vec<Row>,
+    pub(super) matched: usize,
+}
+
+/// Walks the limiters the query covers and keeps the first `limit` rows in
+/// its order: only those are copied (see [`Select`]), so a request's memory
+/// is bounded by the rows it returns, not by the keys it walks.
+pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
+    let mut select = Select {
+        limiters,
+        query,
+        kept: Vec::new(),
+        cut: false,
+        matched: 0,
+    };
+    for (index, registered) in limiters.iter().enumerate() {
+        if query
+            .limiter
+            .as_ref()
+            .is_some_and(|l| *l != registered.name)
+        {
+            continue;
+        }
+        if let Kind::Keyed(limiter) = &registered.kind {
+            limiter.rows(query, &mut |row| {
+                select.offer(Row {
+                    limiter: index,
+                    ..row
+                })
+            });
+        }
+    }
+    select.finish()
+}
+
+/// The first `limit` rows of those offered, in the query's order, and a
+/// count of all. Rows are kept in a buffer of up to `2 * limit`; when it
+/// is full, the best `limit` are selected (linear time) and the rest
+/// dropped, and from then on the worst of those (`kept[limit - 1]`) is a
+/// bar that an offered row must beat to be copied at all. Most rows of a
+/// large map are turned away by the bar, borrowed, without an allocation.
+struct Select<'a> {
+    limiters: &'a [Registered],
+    query: &'a Query,
+    kept: Vec<Row>,
+    /// Whether `kept` has been cut to `limit` (then `kept[limit - 1]` is
+    /// the bar).
+    cut: bool,
+    matched: usize,
+}
+
+impl Select<'_> {
+    fn offer(&mut self, row: Row<&str>) {
+        self.matched += 1;
+        let limit = self.query.limit;
+        if limit == 0 {
+            return;
+        }
+        if self.cut && order(self.limiters, self.query, &row, &self.kept[limit - 1]).is_ge() {
+            return;
+        }
+        self.kept.push(row.owned());
+        if self.kept.len() >= limit.saturating_mul(2) {
+            self.cut();
+        }
+    }
+
+    /// Keeps only the best `limit` rows, the worst of them at `limit - 1`.
+    fn cut(&mut self) {
+        let (limiters, query) = (self.limiters, self.query);
+        let limit = query.limit;
+        if self.kept.len() > limit {
+            self.kept
+                .select_nth_unstable_by(limit - 1, |a, b| order(limiters, query, a, b));
+            self.kept.truncate(limit);
+            self.cut = true;
+        }
+    }
+
+    fn finish(mut self) -> Listing {
+        self.cut();
+        let (limiters, query) = (self.limiters, self.query);
+        self.kept
+            .sort_unstable_by(|a, b| order(limiters, query, a, b));
+        Listing {
+            rows: self.kept,
+            matched: self.matched,
+        }
+    }
+}
+
+/// The query's order of two rows, owned or borrowed: its column, then
+/// (ties) the limiter's name and the key, always A to Z, as the page's
+/// script. (A key is unique in its limiter: the order is total.)
+pub(super) fn order<A: AsRef<str>, B: AsRef<str>>(
+    limiters: &[Registered],
+    query: &Query,
+    a: &Row<A>,
+    b: &Row<B>,
+) -> std::cmp::Ordering {
+    let name = |row: usize| &limiters[row].name;
+    let by = match query.sort {
+        Column::Limiter => name(a.limiter).cmp(name(b.limiter)),
+        Column::Key => a.key.as_ref().cmp(b.key.as_ref()),
+        Column::Rate => a.rate.per_second_f64().total_cmp(&b.rate.per_second_f64()),
+        Column::Burst => a.burst.cmp(&b.burst),
+        Column::Fill => a.fill.total_cmp(&b.fill),
+        Column::NextFree => a.next_free.cmp(&b.next_free),
+        Column::Idle => a.idle.cmp(&b.idle),
+        Column::Refused => a.refused.cmp(&b.refused),
+    };
+    let by = if query.descending { by.reverse() } else { by };
+    by.then_with(|| name(a.limiter).cmp(name(b.limiter)))
+        .then_with(|| a.key.as_ref().cmp(b.key.as_ref()))
+}

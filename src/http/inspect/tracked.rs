@@ -1,0 +1,144 @@
+//! [`Tracked`]: what a limiter shows the look inside (its rows, its
+//! settings, its counts), answered by every keyed limiter.
+
+use std::fmt::{Display, Write as _};
+use std::hash::Hash;
+use std::sync::Arc;
+
+use super::query::{Query, Row};
+use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats};
+use crate::stats::Counted;
+use crate::{Clock, Rate};
+
+/// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
+/// [`KeyedLimiter`], `AsyncKeyedLimiter` (feature `tokio`), or an `Arc`
+/// of either, whose keys are [`Display`]. Sealed: paceline implements it.
+pub trait Tracked: Tracking {}
+
+/// What the service asks of a keyed limiter (sealed: this module is
+/// private).
+pub trait Tracking: Send + Sync + 'static {
+    /// Offers each tracked bucket `query` selects (`limiter` unset),
+    /// borrowed: the caller copies only those it keeps.
+    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>));
+    /// Its totals.
+    fn totals(&self) -> KeyedStats;
+    /// Its ceiling on tracked keys.
+    fn max_keys(&self) -> usize;
+    /// Its default rate and slack.
+    fn default_limit(&self) -> (Rate, u64);
+    /// Its counts, for `stats::prometheus`.
+    fn counted(&self) -> &dyn Counted;
+}
+
+impl<K, C> Tracking for KeyedLimiter<K, C>
+where
+    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Send + Sync + 'static,
+{
+    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
+        // One buffer for every key's text: nothing is kept per key.
+        let mut key = String::new();
+        self.for_each_live(|k, state, (rate, slack)| {
+            if !query.keeps_fill(state.fill) {
+                return;
+            }
+            key.clear();
+            // Writing to a String cannot fail.
+            let _ = write!(key, "{k}");
+            if !key.starts_with(&query.prefix) {
+                return;
+            }
+            offer(Row {
+                limiter: 0,
+                key: &key,
+                rate,
+                burst: slack.saturating_add(1),
+                fill: state.fill,
+                next_free: state.next_free,
+                idle: state.idle,
+                refused: state.refused,
+            });
+        });
+    }
+
+    fn totals(&self) -> KeyedStats {
+        self.keyed_stats()
+    }
+
+    fn max_keys(&self) -> usize {
+        KeyedLimiter::max_keys(self)
+    }
+
+    fn default_limit(&self) -> (Rate, u64) {
+        (self.rate(), self.slack())
+    }
+
+    fn counted(&self) -> &dyn Counted {
+        self
+    }
+}
+
+impl<K, C> Tracked for KeyedLimiter<K, C>
+where
+    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Send + Sync + 'static,
+{
+}
+
+impl<K, C> Tracking for AsyncKeyedLimiter<K, C>
+where
+    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Send + Sync + 'static,
+{
+    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
+        self.limiter().rows(query, offer)
+    }
+
+    fn totals(&self) -> KeyedStats {
+        self.limiter().keyed_stats()
+    }
+
+    fn max_keys(&self) -> usize {
+        self.limiter().max_keys()
+    }
+
+    fn default_limit(&self) -> (Rate, u64) {
+        Tracking::default_limit(self.limiter())
+    }
+
+    fn counted(&self) -> &dyn Counted {
+        self
+    }
+}
+
+impl<K, C> Tracked for AsyncKeyedLimiter<K, C>
+where
+    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Send + Sync + 'static,
+{
+}
+
+impl<T: Tracking> Tracking for Arc<T> {
+    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
+        (**self).rows(query, offer)
+    }
+
+    fn totals(&self) -> KeyedStats {
+        (**self).totals()
+    }
+
+    fn max_keys(&self) -> usize {
+        (**self).max_keys()
+    }
+
+    fn default_limit(&self) -> (Rate, u64) {
+        (**self).default_limit()
+    }
+
+    fn counted(&self) -> &dyn Counted {
+        (**self).counted()
+    }
+}
+
+impl<T: Tracked> Tracked for Arc<T> {}
