@@ -21,7 +21,8 @@ use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, ORIGIN};
 use crate::stats::{Counted, Stats};
 use crate::take::{AsyncTake, Error, State, Take, Taken};
-use crate::wait::tokio::{self as wait, Line, Peek, Reserve, Reserved};
+use crate::wait::held::{self, Line, Peek};
+use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
 /// A [`KeyedLimiter`] whose takes are futures: `limiter.take(&ip).await`.
@@ -156,7 +157,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     {
         let place = self.line.place(key);
         let changed = &self.inner.changed;
-        wait::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
+        held::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
             .await
             .map_err(|e| e.timed_out(max_wait))
     }

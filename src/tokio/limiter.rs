@@ -25,7 +25,8 @@ use crate::slack::Slack;
 use crate::stats::{Counted, Stats};
 use crate::store::Store;
 use crate::take::{AsyncTake, Error, State, Take, Taken};
-use crate::wait::tokio::{self as wait, Line, Peek, Reserve, Reserved};
+use crate::wait::held::{self, Line, Peek};
+use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
 use super::TokioClock;
@@ -259,7 +260,7 @@ impl<C: Clock> AsyncLimiter<C> {
         max_wait: Duration,
     ) -> Result<Duration, TakeError> {
         let inner = &*self.inner;
-        wait::take_held(
+        held::take_held(
             &inner.limiter,
             cost,
             max_wait,

@@ -9,6 +9,8 @@
 //! see [`Wait`]).
 
 #[cfg(feature = "tokio")]
+pub(crate) mod held;
+#[cfg(feature = "tokio")]
 pub(crate) mod tokio;
 
 use std::time::Duration;
