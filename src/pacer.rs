@@ -17,6 +17,8 @@ use crate::stats::{Counting, Meter, Stats};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
 use crate::wait::{nanos, Ask, Wait};
 
+#[cfg(feature = "tokio")]
+mod async_wait;
 mod reserve;
 
 /// A lock-free pacing limiter: `take()` before each unit of work returns when

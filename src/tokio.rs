@@ -119,6 +119,7 @@
 mod clock;
 mod limiter;
 mod stream;
+mod take;
 
 pub use self::clock::TokioClock;
 pub use self::limiter::AsyncLimiter;

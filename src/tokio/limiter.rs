@@ -7,7 +7,6 @@
 //! capacity of cancelled takes (`src/wait/tokio.rs`).
 
 use std::fmt;
-use std::future::{ready, Future};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,16 +17,14 @@ use crate::builder::{sealed::Build, Builder};
 use crate::clock::Clock;
 use crate::error::{BuildError, TakeError};
 use crate::limit::Limit;
-use crate::pacer::{AtomicLimiter, Config, Pacer, Reservation};
+use crate::pacer::{AtomicLimiter, Config, Pacer};
 use crate::rate::Rate;
-use crate::schedule::{Admit, ORIGIN};
+use crate::schedule::ORIGIN;
 use crate::slack::Slack;
 use crate::stats::{Counted, Stats};
-use crate::store::Store;
-use crate::take::{AsyncTake, Error, State, Take, Taken};
-use crate::wait::held::{self, Line, Peek};
-use crate::wait::tokio::{self as wait, Reserve, Reserved};
-use crate::wait::{Ask, Wait};
+use crate::wait::held::{self, Line};
+use crate::wait::tokio as wait;
+use crate::wait::Wait;
 
 use super::TokioClock;
 
@@ -165,7 +162,7 @@ impl<C: Clock> AsyncLimiter<C> {
     }
 
     /// The limiter's blocking calls and questions, on the same schedule.
-    fn limiter(&self) -> &AtomicLimiter<C> {
+    pub(super) fn limiter(&self) -> &AtomicLimiter<C> {
         &self.inner.limiter
     }
 
@@ -423,45 +420,6 @@ impl<C: Clock> AsyncLimiter<C> {
     }
 }
 
-/// One limit for any key, which it ignores; the tries decide at once
-/// ([`try_take_n_now`](AsyncTake::try_take_n_now)).
-impl<K: ?Sized + Sync, C: Clock> AsyncTake<K> for AsyncLimiter<C> {
-    async fn take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
-        let at = AsyncLimiter::take_n(self, cost).await?;
-        Ok(Taken::new(at, self.limiter().state_now()))
-    }
-
-    async fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        Take::try_take_n(self.limiter(), key, cost)
-    }
-
-    async fn take_n_timeout(
-        &self,
-        _key: &K,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Taken, Error> {
-        let at = AsyncLimiter::take_n_timeout(self, cost, max_wait).await?;
-        Ok(Taken::new(at, self.limiter().state_now()))
-    }
-
-    async fn can_take(&self, _key: &K, cost: u64) -> Result<bool, Error> {
-        Ok(AsyncLimiter::can_take(self, cost))
-    }
-
-    async fn state(&self, _key: &K) -> Result<State, Error> {
-        Ok(self.limiter().state_now())
-    }
-
-    fn limit_for(&self, key: &K) -> Option<Limit> {
-        Take::limit_for(self.limiter(), key)
-    }
-
-    fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
-        Some(Take::try_take_n(self.limiter(), key, cost))
-    }
-}
-
 impl<C: Clock> Clone for AsyncLimiter<C> {
     /// Another handle on the same limiter: both take from one schedule.
     fn clone(&self) -> Self {
@@ -507,59 +465,5 @@ impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
                 changed: Notify::new(),
             }),
         }
-    }
-}
-
-/// An in-process limiter's decisions for the async wait: answered at once,
-/// and undone by [`Pacer::give_back`].
-impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
-    type Clock = C;
-    type Ticket = Reservation;
-    type Error = TakeError;
-
-    fn clock(&self) -> &C {
-        Pacer::clock(self)
-    }
-
-    fn wait(&self) -> Wait {
-        self.wait_strategy()
-    }
-
-    fn reserve(
-        &self,
-        cost: u64,
-        admit: Admit,
-        ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<Reservation>, TakeError>> + Send {
-        ready(
-            self.reserve_cancellable(cost, admit, ask)
-                .map(|(now, reservation)| {
-                    let slot = reservation.grant.slot;
-                    Reserved {
-                        now,
-                        slot,
-                        went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
-                        ticket: Some(reservation),
-                    }
-                }),
-        )
-    }
-
-    fn refusal(error: &TakeError) -> Option<&TakeError> {
-        Some(error)
-    }
-
-    fn give_back(&self, reservation: Reservation) {
-        Pacer::give_back(self, reservation);
-    }
-}
-
-impl<S: Store, C: Clock> Peek for Pacer<S, C> {
-    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
-        Pacer::wait_for(self, cost, admit)
-    }
-
-    fn count_refused(&self) {
-        Pacer::count_refused(self);
     }
 }

@@ -1,0 +1,48 @@
+//! [`AsyncLimiter`]'s answers to the take interface: one limit for every
+//! key.
+
+use std::time::Duration;
+
+use super::AsyncLimiter;
+use crate::clock::Clock;
+use crate::limit::Limit;
+use crate::take::{AsyncTake, Error, State, Take, Taken};
+
+/// One limit for any key, which it ignores; the tries decide at once
+/// ([`try_take_n_now`](AsyncTake::try_take_n_now)).
+impl<K: ?Sized + Sync, C: Clock> AsyncTake<K> for AsyncLimiter<C> {
+    async fn take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
+        let at = AsyncLimiter::take_n(self, cost).await?;
+        Ok(Taken::new(at, self.limiter().state_now()))
+    }
+
+    async fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        Take::try_take_n(self.limiter(), key, cost)
+    }
+
+    async fn take_n_timeout(
+        &self,
+        _key: &K,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Taken, Error> {
+        let at = AsyncLimiter::take_n_timeout(self, cost, max_wait).await?;
+        Ok(Taken::new(at, self.limiter().state_now()))
+    }
+
+    async fn can_take(&self, _key: &K, cost: u64) -> Result<bool, Error> {
+        Ok(AsyncLimiter::can_take(self, cost))
+    }
+
+    async fn state(&self, _key: &K) -> Result<State, Error> {
+        Ok(self.limiter().state_now())
+    }
+
+    fn limit_for(&self, key: &K) -> Option<Limit> {
+        Take::limit_for(self.limiter(), key)
+    }
+
+    fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+        Some(Take::try_take_n(self.limiter(), key, cost))
+    }
+}
