@@ -21,8 +21,9 @@
 //! Every limiter kind counts the same way: [`AtomicLimiter`],
 //! [`MutexLimiter`] and [`WarmUpLimiter`](crate::WarmUpLimiter) (and
 //! `AsyncLimiter`, made from one), [`KeyedLimiter`](crate::KeyedLimiter)
-//! (all its keys together, and `AsyncKeyedLimiter`), and the Redis limiters
-//! (all the keys and `with_limit` siblings of one limiter together).
+//! (all its keys together, and `AsyncKeyedLimiter`), and the remote
+//! limiters, Redis and PostgreSQL alike (all the keys and `with_limit`
+//! siblings of one limiter together, its blocking and async faces too).
 //!
 //! With feature `metrics`, a builder's `.metrics(name)` also sends each
 //! count to the [`metrics`](https://docs.rs/metrics) facade, labelled

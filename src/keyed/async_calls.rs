@@ -49,7 +49,7 @@ use crate::wait::{Ask, Wait};
 pub struct AsyncKeyedLimiter<K, C: Clock = DefaultClock> {
     inner: Arc<KeyedLimiter<K, C>>,
     /// The cost promised to bounded takes held until their slot is within
-    /// the horizon, per key (`src/wait/tokio.rs`).
+    /// the horizon, per key (`src/wait/held.rs`).
     line: Arc<Line>,
 }
 

@@ -1,12 +1,16 @@
 //! Where an in-process limiter keeps its state word, and how it updates it
-//! atomically: [`AtomicStore`] (a CAS loop on one padded `AtomicU64`) and
-//! [`MutexStore`] (the word under a `Mutex`). [`Pacer`](crate::Pacer) is the
-//! one limiter type over either; [`AtomicLimiter`](crate::AtomicLimiter) and
-//! [`MutexLimiter`](crate::MutexLimiter) name the two.
+//! atomically: [`AtomicStore`] (a CAS loop on one padded `AtomicU64`),
+//! [`MutexStore`] (the word under a `Mutex`) and [`WarmStore`] (the word and
+//! Guava's coldness under a `Mutex`). [`Pacer`](crate::Pacer) is the one
+//! limiter type over each; [`AtomicLimiter`](crate::AtomicLimiter),
+//! [`MutexLimiter`](crate::MutexLimiter) and
+//! [`WarmUpLimiter`](crate::WarmUpLimiter) name the three.
 //!
-//! Both run [`schedule::step`] and nothing else, so
-//! they decide alike; the property tests check them against the step,
-//! decision for decision, and the loom models check the CAS loop.
+//! The first two run [`schedule::step`] and nothing else, so they decide
+//! alike; the warm-up store runs `warm_up`'s step, which is
+//! `schedule::step` when the warm-up period is 0. The property tests check
+//! each against its step, decision for decision, and the loom models check
+//! the CAS loop.
 
 pub(crate) mod atomic;
 mod mutex;
@@ -19,7 +23,7 @@ pub use warm::WarmStore;
 use crate::schedule::{self, Admit, Deny, Grant, Params};
 
 /// A store of one limiter's state word and its [`Params`]. Sealed: paceline's
-/// two stores are the only ones (a store of your own can run
+/// three stores are the only ones (a store of your own can run
 /// [`schedule::step`] directly).
 pub trait Store: sealed::Sealed + Send + Sync {
     /// The name of the limiter over this store, for `Debug`.
