@@ -2,6 +2,7 @@
 //! future (with the fields an admitted response gets), the layer's own
 //! answer, or a boxed future for the paths that wait.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -9,11 +10,103 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::Response;
-use http_body_util::{Either, Full};
+use http_body::{Body, Frame, SizeHint};
 
-/// The response body of a limited service: the inner service's, or the
-/// layer's own (a refusal).
-pub type LimitBody<B> = Either<B, Full<Bytes>>;
+pin_project_lite::pin_project! {
+    /// The response body of a limited service: the inner service's, or the
+    /// layer's own (a refusal's text or JSON).
+    ///
+    /// As small as the inner body when that is a pointer pair (axum's
+    /// `Body`): the refusal's bytes are boxed, so an admitted response
+    /// moves through the futures above it as cheaply as one the layer did
+    /// not touch.
+    pub struct LimitBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        Refusal { data: Option<Box<Bytes>> },
+    }
+}
+
+impl<B> LimitBody<B> {
+    /// The inner service's body.
+    fn inner(body: B) -> Self {
+        LimitBody {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    /// The layer's own answer, `bytes`, sent in one frame.
+    fn refusal(bytes: Bytes) -> Self {
+        LimitBody {
+            kind: Kind::Refusal {
+                data: (!bytes.is_empty()).then(|| Box::new(bytes)),
+            },
+        }
+    }
+
+    /// Whether this is the layer's own answer rather than the inner
+    /// service's body.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.kind, Kind::Refusal { .. })
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for LimitBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Refusal { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(*d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Refusal { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Refusal { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+        }
+    }
+}
+
+impl<B> fmt::Debug for LimitBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitBody")
+            .field("refusal", &self.is_refusal())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An inner response as the layer's: its body wrapped, and the fields
+/// added when asked for.
+pub(super) fn forwarded<B>(response: Response<B>, fields: AddedFields) -> Response<LimitBody<B>> {
+    with_fields(response.map(LimitBody::inner), fields)
+}
+
+/// The layer's own answer as a limited service's response.
+pub(super) fn answered<B>(response: Response<Bytes>) -> Response<LimitBody<B>> {
+    response.map(LimitBody::refusal)
+}
 
 /// A boxed response future, for the paths that wait (a bounded wait, a
 /// remote limiter).
@@ -23,7 +116,7 @@ pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// (boxed: the futures that carry them stay small to move).
 pub(super) type AddedFields = Option<Box<[(HeaderName, HeaderValue); 2]>>;
 
-pub(super) fn with_fields<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {
+fn with_fields<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {
     if let Some(fields) = fields {
         for (name, value) in *fields {
             response.headers_mut().insert(name, value);
@@ -44,7 +137,7 @@ pin_project_lite::pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
         Inner { #[pin] future: F, fields: AddedFields },
-        Answer { response: Option<Box<Response<Full<Bytes>>>> },
+        Answer { response: Option<Box<Response<Bytes>>> },
         Boxed { future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>> },
     }
 }
@@ -56,7 +149,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    pub(super) fn answer(response: Box<Response<Full<Bytes>>>) -> Self {
+    pub(super) fn answer(response: Box<Response<Bytes>>) -> Self {
         ResponseFuture {
             state: State::Answer {
                 response: Some(response),
@@ -81,12 +174,13 @@ where
         match self.project().state.project() {
             StateProj::Inner { future, fields } => {
                 let response = std::task::ready!(future.poll(cx))?;
-                Poll::Ready(Ok(with_fields(response.map(Either::Left), fields.take())))
+                Poll::Ready(Ok(forwarded(response, fields.take())))
             }
-            StateProj::Answer { response } => Poll::Ready(Ok((*response
-                .take()
-                .expect("a ResponseFuture polled after it completed"))
-            .map(Either::Right))),
+            StateProj::Answer { response } => Poll::Ready(Ok(answered(
+                *response
+                    .take()
+                    .expect("a ResponseFuture polled after it completed"),
+            ))),
             StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
     }

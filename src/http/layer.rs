@@ -15,13 +15,12 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{Extensions, HeaderMap, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::client_ip::{self, Cidr, Forwarding};
 use super::fields;
-use super::future::{with_fields, AddedFields, BoxFuture, LimitBody, ResponseFuture};
+use super::future::{answered, forwarded, AddedFields, BoxFuture, LimitBody, ResponseFuture};
 use super::json::Json;
 use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, LayerStats, MissingKey, Mode};
 use crate::error::TakeError;
@@ -147,7 +146,7 @@ enum Verdict {
     /// Forward; with the fields to add, when asked for on every response.
     Forward(AddedFields),
     /// Answer this instead (boxed, for the same reason).
-    Answer(Box<Response<Full<Bytes>>>),
+    Answer(Box<Response<Bytes>>),
 }
 
 impl<S, B, ResB> Service<Request<B>> for Limit<S>
@@ -166,17 +165,19 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let shared = &self.shared;
-        // The head is split off only for a key or cost function.
-        let (key, cost, request) = if shared.wants_head() {
+        // The head is split off only for a key or cost function; otherwise
+        // the request stays where it is until the inner service takes it
+        // (a request is a few hundred bytes: each move is a copy).
+        let (key, cost) = if shared.wants_head() {
             let (head, body) = request.into_parts();
             let key = shared.key(&head.headers, &head.extensions, Some(&head));
             let cost = shared.cost.as_ref().map_or(1, |cost| cost(&head));
-            (key, cost, Request::from_parts(head, body))
+            request = Request::from_parts(head, body);
+            (key, cost)
         } else {
-            let key = shared.key(request.headers(), request.extensions(), None);
-            (key, 1, request)
+            (shared.key(request.headers(), request.extensions(), None), 1)
         };
         let key = match key {
             Ok(key) => key,
@@ -196,9 +197,9 @@ where
                     match shared.decide_later(&key, cost).await {
                         Verdict::Forward(fields) => {
                             let response = inner.call(request).await?;
-                            Ok(with_fields(response.map(Either::Left), fields))
+                            Ok(forwarded(response, fields))
                         }
-                        Verdict::Answer(answer) => Ok((*answer).map(Either::Right)),
+                        Verdict::Answer(answer) => Ok(answered(*answer)),
                     }
                 }))
             }
@@ -249,7 +250,7 @@ impl Shared {
 
     /// The answer to a request without a key, refused with `status`.
     #[cold]
-    fn missing(&self, status: StatusCode) -> Response<Full<Bytes>> {
+    fn missing(&self, status: StatusCode) -> Response<Bytes> {
         self.missing_key.fetch_add(1, Relaxed);
         self.refused.fetch_add(1, Relaxed);
         text(
@@ -365,7 +366,7 @@ impl Shared {
         status: StatusCode,
         wait: Option<Duration>,
         why: Option<&str>,
-    ) -> Response<Full<Bytes>> {
+    ) -> Response<Bytes> {
         let retry = wait.map(|w| fields::seconds_up(w).max(1));
         let detail = match (retry, why) {
             (_, Some(why)) => why.to_owned(),
@@ -397,7 +398,7 @@ impl Shared {
                 ),
             ),
         };
-        let mut response = Response::new(Full::new(Bytes::from(body)));
+        let mut response = Response::new(Bytes::from(body));
         *response.status_mut() = status;
         response
             .headers_mut()
@@ -425,8 +426,8 @@ fn peer(extensions: &Extensions) -> Option<IpAddr> {
 }
 
 /// A text response.
-fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
