@@ -127,17 +127,29 @@ pub enum Forwarding {
 /// [`MAX_HOPS`] entries from the right are all trusted. Nothing left of
 /// that entry is read: whatever the client wrote there (bytes that are not
 /// text, garbage, any number of entries) changes nothing.
+#[inline]
 pub(crate) fn client_ip(
     peer: IpAddr,
     headers: &HeaderMap,
     trusted: &[Cidr],
     forwarding: Forwarding,
 ) -> Option<IpAddr> {
-    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
     let peer = canonical(peer);
-    if !is_trusted(peer) {
+    if !trusted.iter().any(|c| c.contains(peer)) {
         return Some(peer);
     }
+    behind_proxies(peer, headers, trusted, forwarding)
+}
+
+/// [`client_ip`] for a `peer` that is a trusted proxy: the forwarding
+/// header's walk.
+fn behind_proxies(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &[Cidr],
+    forwarding: Forwarding,
+) -> Option<IpAddr> {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
     let name = match forwarding {
         Forwarding::XForwardedFor => "x-forwarded-for",
         Forwarding::Forwarded => "forwarded",
@@ -207,6 +219,7 @@ fn node(s: &str) -> Option<IpAddr> {
 
 /// An IPv4-mapped IPv6 address (`::ffff:1.2.3.4`, as a dual-stack
 /// listener reports IPv4 peers) as its IPv4 address.
+#[inline]
 pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -215,6 +228,7 @@ pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// `ip` with all but its first `prefix` bits cleared.
+#[inline]
 pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => {
