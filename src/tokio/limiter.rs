@@ -177,9 +177,10 @@ impl<C: Clock> AsyncLimiter<C> {
     /// # Cancel safety
     /// Cancel safe: it books its slot only within 10 ms of it, and dropped
     /// after booking it gives the slot back while no one has booked since
-    /// ([cancel safety](crate::guide::waiting#cancel-safety)). Prefer [`take_timeout`](Self::take_timeout)
-    /// to a `timeout` around `take`: it is refused at once, booking
-    /// nothing, when the queue is longer than you would wait.
+    /// ([cancel safety](crate::guide::waiting#cancel-safety)). Prefer
+    /// [`take_timeout`](Self::take_timeout) to a `timeout` around `take`:
+    /// it is refused at once, booking nothing, when the queue is longer
+    /// than you would wait.
     pub async fn take(&self) -> Duration {
         match self.take_n(1).await {
             Ok(went_at) => went_at,
@@ -228,8 +229,8 @@ impl<C: Clock> AsyncLimiter<C> {
     /// # Cancel safety
     /// Cancel safe: until it books it holds a place in line, which it
     /// leaves when dropped, costing those after it nothing; then as
-    /// [`take`](Self::take) ([cancel safety](crate::guide::waiting#cancel-safety)). A refused call stored
-    /// nothing.
+    /// [`take`](Self::take) ([cancel safety](crate::guide::waiting#cancel-safety)).
+    /// A refused call stored nothing.
     pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
         self.take_n_timeout(1, max_wait).await
     }
