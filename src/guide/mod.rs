@@ -31,7 +31,8 @@
 //! This module holds no items: each chapter is an empty module whose doc is
 //! a markdown file of this folder.
 
-// Adding a chapter (a topic of its own: `faults`, `memcached`, ...):
+// Adding a chapter (a topic of its own: `faults`, `memcached`, `leases`,
+// `grpc`, ...):
 //
 // 1. write `src/guide/<topic>.md`, starting with a `# Title` line; link
 //    items as `crate::...` (intra-doc links resolve from the chapter's
@@ -43,8 +44,9 @@
 //    what a doctest cannot have, and say why;
 // 2. add `#[doc = include_str!("<topic>.md")] pub mod <topic> {}` below, in
 //    the order of the list above, and a line to that list;
-// 3. tell the topic here only: other docs (the README, module docs) link to
-//    the chapter, as `crate::guide::<topic>`, rather than repeat it.
+// 3. tell the topic here only: module docs link to the chapter, as
+//    `crate::guide::<topic>`, rather than repeat it; the README does not
+//    grow (at most a row of its chooser table).
 //
 // Chapters are not gated on features: their links to feature-gated items
 // resolve in the documented build (all features, as docs.rs builds it).
