@@ -38,8 +38,9 @@
 //! would. If one refuses, the parts before it are given back what they
 //! granted, in reverse order, and the call fails with that part's refusal.
 //! So nothing is ever admitted that any one limit would not have admitted
-//! alone: each limit's bound of `slack + 1 + w / T` permits in any window
-//! `w` holds, whatever runs beside.
+//! alone: each limit's [window
+//! bound](crate::guide::model#slack-and-burst-the-window-bound) holds,
+//! whatever runs beside.
 //!
 //! # What a race costs
 //!

@@ -213,9 +213,10 @@ impl<S: Store, C: Clock> Builder<Pacer<S, C>> {
     /// idle for `period`, it is cold again. It starts cold. Builds a
     /// [`WarmUpLimiter`](crate::WarmUpLimiter), with the same methods.
     ///
-    /// The model, and where it differs from Guava (it pays first, and the
-    /// slack still absorbs a caller's lateness: with a slack of 0 the
-    /// decisions are Guava's), are in [`warm_up`](crate::warm_up). Two
+    /// Where it differs from Guava (it pays first, and the slack still
+    /// absorbs a caller's lateness: with a slack of 0 the decisions are
+    /// Guava's): the guide's [warm-up](crate::guide::warm_up); the step:
+    /// [`warm_up`](crate::warm_up). Two
     /// words of state do not fit one 64-bit CAS, so a warming-up limiter
     /// decides under a lock, as [`MutexLimiter`](crate::MutexLimiter) does.
     ///

@@ -1,16 +1,11 @@
 //! Limits as configuration (feature `serde`): [`Rate`], [`Slack`], [`Limit`]
 //! and [`Limits`] read and write through serde, the same from any format.
 //!
-//! - `Rate`: its string, `"100/s"`, parsed by its `FromStr`.
-//! - `Slack`: an integer is permits, a string a time (`"10ms"`) or what
-//!   `Slack`'s `Display` writes, a map `{ permits, time }` the larger of both.
-//! - `Limit`: a bare rate, or `{ rate, burst | slack }`.
-//! - `Limits`: `{ default, overrides }`, the overrides a map from key to
-//!   limit, kept in order, a key given twice refused.
-//!
-//! Each is one visitor, not `#[serde(untagged)]`, so that an error says what
-//! was wrong with the value instead of "did not match any variant"; the
-//! format adds where the value is.
+//! The shapes each reads from, and the errors: the guide's
+//! [configuration](crate::guide::config) chapter. Each is one visitor, not
+//! `#[serde(untagged)]`, so that an error says what was wrong with the value
+//! instead of "did not match any variant"; the format adds where the value
+//! is.
 
 use std::fmt;
 use std::time::Duration;

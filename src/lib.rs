@@ -56,18 +56,14 @@
 //!   a PostgreSQL table, the step one SQL statement;
 //!   `postgres::AsyncPostgresLimiter` with `tokio`.
 //!
-//! How it is built (layers, the state word, the invariants and the loom
-//! models): `docs/ARCHITECTURE.md` in the repository.
-//!
-//! # The model
-//!
-//! With interval `T` (`period / count`), slack `S` and `tau = S * T`, the state
-//! is one word, `tat`, the earliest time the next request may start. A
-//! request of cost `n` at time `t` starts at `base = max(tat, t - tau)`, may
-//! proceed at `slot = base + (n - 1) * T` and moves `tat` to `base + n * T`.
-//! Unused time older than `tau` is forgotten, so at most `S + 1` permits
-//! leave at once, and over any window `[a, b]` at most
-//! `S + 1 + (b - a) / T`.
+//! The [`guide`] tells the long form once, a chapter per topic: [the model
+//! and slack](guide::model) (what a limiter promises: at most `slack + 1`
+//! at once, and the window bound), [waiting and cancel
+//! safety](guide::waiting), [keyed limits](guide::keyed), [remote limits and
+//! fail policies](guide::remote), [HTTP](guide::http),
+//! [configuration](guide::config), [metrics](guide::metrics), and more. How
+//! it is built (layers, the state word, the invariants and the loom models):
+//! `docs/ARCHITECTURE.md` in the repository.
 //!
 //! # Panics
 //!
@@ -89,6 +85,7 @@ mod config;
 mod duration;
 mod error;
 mod failure;
+pub mod guide;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod http;

@@ -26,21 +26,11 @@ use crate::slack::Slack;
 ///
 /// # Slack and burst
 ///
-/// One setting, two words. The **slack** `S` (uber's word) is what a
-/// limiter banks beyond the permit at hand; the **burst** `S + 1` is the
-/// most permits one request may take at once, and what a full bucket
-/// holds. The Rust API states the slack; what operators and clients read
-/// states the burst:
-///
-/// | surface | states | example for `S = 4` |
-/// |---|---|---|
-/// | builders' `.slack(..)`, [`Limit::new`], [`Slack`], `set_slack` | slack | `.slack(4)` |
-/// | [`Limit::burst`], [`State::available`](crate::State::available) when whole | burst | `5` |
-/// | configuration ([`Limits`], serde) | either: `burst` or `slack` | `{ rate = "10/s", burst = 5 }` or `slack = 4` |
-/// | the CLI: `--burst`, a rate file's second number | burst | `--burst 5`, `10/s 5` |
-/// | HTTP: `RateLimit-Policy`'s `paceline-burst` | burst | `paceline-burst=5` |
-/// | HTTP: `RateLimit`'s `r` (what may go now) | burst when whole | `r=5` |
-/// | the look inside (`paceline::http::Inspect`): page, JSON | burst | `"burst": 5` |
+/// One setting, two words: the API states the **slack** `S`, what
+/// operators and clients read (configuration, the CLI, HTTP fields, the look
+/// inside) states the **burst** `S + 1`; configuration takes either. The
+/// guide's [model](crate::guide::model#slack-and-burst-the-window-bound)
+/// has the table of which surface says which.
 ///
 /// ```
 /// use paceline::{AtomicLimiter, Limit, Rate, Take};

@@ -375,8 +375,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     ///
     /// A reset is a deliberate refill: it forgets the slots handed out and
     /// the debt booked ahead, so a full-credit limiter admits its whole
-    /// burst again at once, and the bound of `slack + 1 + w / T` permits in
-    /// a window `w` holds from the reset on, not across it. Slots already
+    /// burst again at once, and the [window
+    /// bound](crate::guide::model#slack-and-burst-the-window-bound) holds
+    /// from the reset on, not across it. Slots already
     /// handed out stand (their callers still wait for them), and a
     /// cancelled async take booked before the reset gives nothing back.
     /// Safe to call while other threads take: each take lands wholly before

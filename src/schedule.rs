@@ -1,25 +1,17 @@
 //! The pure step of paceline's model: one function from (state, clock
 //! reading, cost, configuration) to a decision, with no atomics and no clock.
-//! Every store of the state (atomic, mutex, keyed, Redis) runs [`step`], so
+//! Every store of the state (atomic, mutex, keyed, Redis, PostgreSQL) runs [`step`], so
 //! they agree decision for decision. It is public so that a store paceline
 //! does not ship (a database row, say) can run the very same decisions, and
 //! so that tests can check any store against it.
 //!
 //! # The model
 //!
-//! The state is one `u64`, `tat`: the earliest time at which the next unit may
-//! be scheduled. With `T` the interval, `S` the slack and `tau = S * T`, a
-//! request of cost `n >= 1` at time `t` computes
-//!
-//! ```text
-//! base  = max(tat, t - tau)        // unused time older than tau is forgotten
-//! slot  = base + (n - 1) * T       // when this request may proceed
-//! tat'  = base + n * T             // where the next request starts
-//! ```
-//!
-//! For `n = 1` this grants exactly uber-go/ratelimit's permits: uber's
-//! `(last, sleepFor)` pair only ever enters its decisions as
-//! `last + sleepFor`, so it packs losslessly into `tat = last + sleepFor + T`.
+//! The state is one `u64`, `tat`: the earliest time at which the next unit
+//! may be scheduled. [`step`] moves it as [the guide's
+//! model](crate::guide::model#one-word-of-state) states: from
+//! `base = max(tat, t - tau)`, the slot `n - 1` intervals on and the next
+//! `tat` `n` on, which is what bounds every window.
 //!
 //! # Internal time
 //!
@@ -203,9 +195,9 @@ pub fn exceeds_burst(span: u64, p: Params, max: u64) -> bool {
 /// A request of `cost > slack + 1` is paid for first: it waits, even at
 /// rest, until `cost - 1 - slack` more intervals have accrued, and then goes
 /// as one unit. So an instant may see up to `max(slack + 1, cost)` permits
-/// leave together, and over any window `[a, b]` at most
-/// `S + 1 + (b - a) / T` permits are *paid for* (a request's permits accrue
-/// over the `cost * T` before its slot).
+/// leave together; the [window bound](crate::guide::model) counts the
+/// permits *paid for* (a request's permits accrue over the `cost * T`
+/// before its slot).
 #[inline]
 pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Grant, Deny> {
     if cost == 0 {

@@ -18,18 +18,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Every limiter kind counts the same way: [`AtomicLimiter`],
-//! [`MutexLimiter`] and [`WarmUpLimiter`](crate::WarmUpLimiter) (and
-//! `AsyncLimiter`, made from one), [`KeyedLimiter`](crate::KeyedLimiter)
-//! (all its keys together, and `AsyncKeyedLimiter`), and the remote
-//! limiters, Redis and PostgreSQL alike (all the keys and `with_limit`
-//! siblings of one limiter together, its blocking and async faces too).
-//!
-//! With feature `metrics`, a builder's `.metrics(name)` also sends each
-//! count to the [`metrics`](https://docs.rs/metrics) facade, labelled
-//! `limiter = name`, so whatever recorder the program installed (a
-//! Prometheus exporter, StatsD, ...) shows them: the same names as
-//! [`prometheus`] writes.
+//! Every limiter kind counts the same way, and with feature `metrics` a
+//! builder's `.metrics(name)` also sends the counts to the
+//! [`metrics`](https://docs.rs/metrics) facade under the names [`prometheus`]
+//! writes: the guide's [metrics](crate::guide::metrics) chapter.
 //!
 //! # Implementation details
 //!

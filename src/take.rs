@@ -255,7 +255,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
 /// # Cancel safety
 /// An implementation's futures, dropped before they complete, leave the
 /// limit as if not asked, or give their booked slot back while no one has
-/// booked after it (as paceline's own async takes do).
+/// booked after it, as paceline's own do ([cancel safety](crate::guide::waiting#cancel-safety)).
 pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
     /// As [`Take::take_n`], waiting as a task.
     fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;

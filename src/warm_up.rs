@@ -36,25 +36,9 @@
 //! same instant do, as in Guava ("acquire(3) costs what three acquire(1)
 //! do").
 //!
-//! # Where it differs from Guava
-//!
-//! - **Pay first.** Guava admits a request at once and charges its cost
-//!   to the *next* caller. paceline's request waits for its own permits
-//!   after the first, as [`schedule::step`](crate::schedule::step) does. For
-//!   unit costs the two grant the same instants (permit `k`'s cost delays
-//!   permit `k + 1`); a request of `n > 1` starts `cost(n - 1)` later than
-//!   in Guava, and the next request no sooner.
-//! - **Slack.** Guava's warming-up limiter has no burst. Here the slack
-//!   keeps its meaning: unused time up to `tau` is banked, so a caller that
-//!   wakes late loses no rate, and only time beyond `tau` cools the limiter.
-//!   With a slack of 0 the decisions are Guava's. With a slack, a cold
-//!   limiter after idle lets through what `tau` pays for at its cold
-//!   intervals (about `tau / 3T` permits) before the ramp.
-//! - **Exact integers**: ns and `u128`, where Guava uses `double` µs
-//!   truncated to whole µs per cost.
-//! - **Rate changes** keep the coldness in time, which is what Guava's
-//!   `setRate` does (its stored permits scale with the new maximum); `tat`
-//!   is [rebased](crate::schedule::rebase) as for any limiter.
+//! Where it differs from Guava (it pays first; the slack still banks a late
+//! caller's time; exact integers; rate changes keep the coldness in time):
+//! the guide's [warm-up](crate::guide::warm_up) chapter.
 
 use crate::schedule::{span, Admit, Deny, Grant, Params, FRESH, FULL, MAX_SPAN, MAX_TAT};
 

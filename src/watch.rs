@@ -28,43 +28,15 @@
 //! # fn main() {}
 //! ```
 //!
-//! # How a change is seen
-//!
-//! The watcher reads the file every [`every`](Watch::every) (default
-//! 250 ms): a portable poll, with no file-system notification crate. A
-//! version whose bytes differ from the last ones it loaded or tried goes in
-//! force only once those bytes have stayed unchanged for the
-//! [`settle`](Watch::settle) time (default 1 s); meanwhile the file is read
-//! ten times as often, and any change starts the wait again. So:
-//!
-//! - every save is in force within the settle time plus one poll (1.25 s at
-//!   the defaults, plus the reload);
-//! - a file saved in place (truncated, then written: `cat > limits.toml`,
-//!   many editors, `std::fs::write`) is never applied half-written, as long
-//!   as its writer never pauses mid-file for as long as the settle time,
-//!   even when the first part would parse on its own (a `[default]` without
-//!   its `[overrides]`). A writer that pauses longer has that part applied
-//!   (or reported, if it does not load), and then the whole.
-//! - a save by rename (written beside the file, then renamed over it, as
-//!   deploy tools, `mv`, vim's default and most config managers do) is never
-//!   half-written at the path; with such writers only, `.settle(Duration::ZERO)`
-//!   is safe and puts a save in force within one poll.
-//!
-//! The first load, in [`start`](Watch::start), takes the file as it is.
-//!
-//! A file that
-//! cannot be read (missing, mid-rename) or whose reload fails is reported
-//! to [`on_error`](Watch::on_error) (default: a line on stderr), once per
-//! version of its content, and the limits stay as they were; the next good
-//! version is loaded as usual. Nothing in the watcher panics; a reload
-//! function that panics ends the watcher's thread, and nothing else.
-//!
-//! Only a regular file is read (a symbolic link to one is followed). A FIFO,
-//! a device or a directory at the path is reported as not a regular file
-//! and never read: a FIFO's open or read would wait for a writer, and the
-//! watcher (and dropping it) with it. On unix the file is opened with
-//! `O_NONBLOCK` and checked again once open, so a path swapped for a FIFO
-//! between the look and the open cannot hold the watcher either.
+//! The watcher polls (every 250 ms by default) and applies a new version
+//! only once its bytes have stayed unchanged for the settle time (1 s by
+//! default), so a file saved in place is never applied half-written; a
+//! version that cannot be read or fails its reload is reported once and
+//! changes nothing; only a regular file is read (never a FIFO, which could
+//! hold the watcher), and nothing in it panics. The details, and when
+//! `.settle(Duration::ZERO)` is safe: the guide's
+//! [configuration](crate::guide::config#how-a-change-is-seen-the-settle-time)
+//! chapter.
 
 use std::error::Error as StdError;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! `paceline`: pace lines, commands or bytes of a shell pipeline at a
 //! steady rate with a bounded burst, alone or sharing one limit through
-//! Redis. `paceline --help` for the options; the README's "Command line"
-//! section for examples.
+//! Redis. `paceline --help` for the options; `cli/README.md` for examples
+//! (and the library's guide, `paceline::guide::cli`, for the short of it).
 //!
 //! - [`args`]: the command line, and every usage error (status 2).
 //! - [`units`]: byte sizes and byte rates (`1MiB/s`).

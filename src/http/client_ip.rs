@@ -3,21 +3,12 @@
 //! `Forwarded` that is not a trusted proxy; grouped by prefix (an IPv6 /64
 //! is one client).
 //!
-//! # Why right-most
-//!
-//! Each proxy appends the address it received the request from, so the
-//! list reads `client-written…, client, proxy1, proxy2`, and only the
-//! entries our own proxies appended can be believed. Walking from the
-//! right, past our trusted proxies, the first address that is not one of
-//! them is the last hop a trusted proxy saw: the client. Anything left of
-//! it was written by the client and is never read (taking the left-most
-//! entry, as tower_governor's `SmartIpKeyExtractor` does, lets every
-//! request pick its own bucket). The walk stops there, so nothing the
-//! client wrote is parsed: not text, garbage, a list of any length left of
-//! the client's entry make no difference. An entry that cannot be read
-//! (`unknown`, an obfuscated name, garbage) before an untrusted address
-//! ends the walk with no client: the request gets the layer's missing-key
-//! outcome.
+//! Why right-most, and what is never read: the guide's
+//! [HTTP](crate::guide::http#behind-proxies) chapter. The invariants: only a
+//! trusted peer's forwarding fields are read; the walk goes right to left
+//! and stops at the first untrusted address, so nothing the client wrote is
+//! parsed; an unreadable entry before it means no client (the missing-key
+//! outcome), never a guess.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

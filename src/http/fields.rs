@@ -3,22 +3,10 @@
 //! (draft-ietf-httpapi-ratelimit-headers, -08 and later: Structured Field
 //! Lists of named items, RFC 9651), written by hand.
 //!
-//! # Mapping a paceline limit
-//!
-//! - `RateLimit-Policy: "name";q=Q;w=W;paceline-burst=B`: `Q` requests per `W`
-//!   seconds, the rate. A period of whole seconds is given as it is
-//!   (`"5/s"` → `q=5;w=1`, `"100/min"` → `q=100;w=60`); another is widened
-//!   to the next whole second with `Q` rounded down, so the policy never
-//!   promises more than the limit (`"5/250ms"` → `q=20;w=1`). `paceline-burst` is
-//!   the burst, `slack + 1`, under a name of ours, as the draft asks of
-//!   implementations.
-//! - `RateLimit: "name";r=R;t=S`: `R` requests may go at once now, and the
-//!   bucket is whole again in at most `S` seconds. On a refusal `r=0` and
-//!   `t` equals `Retry-After` (the draft: `Retry-After` must not point
-//!   earlier than the window's end).
-//! - `Retry-After`: whole seconds, rounded up, at least 1 for any wait: a
-//!   client that honours it is never early (a wait of 0.3 s is `1`, never
-//!   the `0` that means "now").
+//! How a paceline limit maps to them (the policy's `q`, `w` and
+//! `paceline-burst`, the `r` and `t` of `RateLimit`, `Retry-After` rounded
+//! up, never early): the guide's [HTTP](crate::guide::http#fields-and-bodies)
+//! chapter. The invariant: no field promises more than the limit.
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -59,79 +59,15 @@
 //! # }
 //! ```
 //!
-//! # The query
-//!
-//! The page, and `/json`, read the same parameters, and the page keeps its
-//! state in them (a sorted, filtered view is a link to share):
-//!
-//! | parameter | meaning | default |
-//! |---|---|---|
-//! | `prefix` | keys that begin with this text (case-sensitive) | all |
-//! | `limiter` | only the limiter registered under this name | all |
-//! | `fill_gt`, `fill_lt` | only buckets whose fill is above / below this | none |
-//! | `sort` | `limiter`, `key`, `rate`, `burst`, `fill`, `next_free`, `idle`, `refused` | `key` |
-//! | `order` | `asc` or `desc` | `asc` for `limiter` and `key`, `desc` for numbers |
-//! | `limit` | at most this many rows, 1 to [`max_rows`](Inspect::max_rows) | `max_rows` (1000) |
-//!
-//! A bucket's **fill** is the part of its burst in use: 0 at rest (a whole
-//! burst free), 1 when no permit is free now, above 1 when blocking callers
-//! hold slots beyond that ([`KeyState::fill`](crate::KeyState::fill)). The
-//! budget left is `1 - fill`, so "budget under 50 %" is `fill_gt=0.5`, and
-//! "at least a quarter left" is `fill_lt=0.75`. Bounds are strict.
-//!
-//! A value that does not read (`fill_gt=half`, `sort=colour`, an unknown
-//! parameter, a bad `%` escape) is a `400 Bad Request` whose text names it.
-//! A method other than GET or HEAD is a `405` with `Allow: GET, HEAD`; a
-//! path other than the three, a `404`.
-//!
-//! # The page
-//!
-//! One HTML document with its style and one script inline: no CDN, no
-//! request after the first, so it works on a host without Internet access.
-//! The buckets come embedded as JSON (the `/json` document) in a
-//! `<script type="application/json">` element, with `<`, `>` and `&`
-//! escaped so that no key can end it; the script renders them as text
-//! nodes, so a key is never markup (keys are whatever clients sent: header
-//! values, addresses, user names). Clicking a column's header sorts by it
-//! (again: reversed); the filter fields narrow the list as you type; the
-//! query string follows. Enter (or Reload) asks the server again, which is
-//! needed when a filter widens past what was loaded, or to see new values.
-//! The response carries a `Content-Security-Policy` that allows that one
-//! script and style sheet, by hash, and nothing else.
-//!
-//! # Cost, and the row cap
-//!
-//! A request walks every tracked key of the limiters it covers (as
-//! [`KeyedLimiter::snapshot`](crate::KeyedLimiter::snapshot) does, one
-//! shard's read lock at a time) and formats each key, on the thread that
-//! polls it. It copies only the rows it may show (at most twice its
-//! `limit` at a time), so its memory is bounded by the rows it returns,
-//! not by the keys: four requests for 10 rows at once, at a million keys,
-//! add well under a MiB (`tests/inspect_memory.rs`).
-//! Measured on a shared 2-core machine (release build, median of 7, one
-//! run): 10 000 tracked keys take 1 to 5 ms, 100 000 take 30 to 80 ms,
-//! the more the more keys match. The prefix, the limiter, the fill range
-//! and the sort apply on the server, and then the cap
-//! ([`max_rows`](Inspect::max_rows)), so the rows shown are the first in
-//! the order asked for; the page says how many matched.
-//!
-//! # Metrics
-//!
-//! `/metrics` is [`stats::prometheus`](crate::stats::prometheus) over every
-//! registered limiter (those whose builder asked for counting with
-//! `.stats(true)`; others are left out of its series), followed, for the
-//! keyed limiters, by:
-//!
-//! | series | type | what |
-//! |---|---|---|
-//! | `paceline_keys` | gauge | keys tracked now ([`KeyedStats::keys`](crate::KeyedStats::keys)) |
-//! | `paceline_keys_max` | gauge | the ceiling on tracked keys |
-//! | `paceline_keys_bytes` | gauge | bytes the key map holds ([`KeyedStats::bytes`](crate::KeyedStats::bytes)) |
-//! | `paceline_pruned_total` | counter | keys dropped at rest |
-//! | `paceline_evicted_total` | counter | busy keys evicted to make room |
-//!
-//! labelled `limiter="name"` only: a label per key would make a series per
-//! client, without bound.
+//! The query (`prefix`, `limiter`, `fill_gt`, `fill_lt`, `sort`, `order`,
+//! `limit`; a value that does not read is a 400 naming it), what a bucket's
+//! fill means, the page (offline, keys rendered as text, a CSP by hash),
+//! its cost and row cap, and the `/metrics` series: the guide's
+//! [HTTP](crate::guide::http#the-look-inside) chapter. The invariants: a
+//! request decides nothing; it walks the keys one shard's read lock at a
+//! time and copies at most twice its row `limit`, so its memory is bounded
+//! by the rows it returns, not by the keys; no key reaches the page as
+//! markup; no series is labelled by key.
 
 mod query;
 mod render;

@@ -20,85 +20,24 @@
 //! # }
 //! ```
 //!
-//! # Inbound: [`LimitLayer`]
+//! - [`LimitLayer`] (inbound): a bucket per client address (trusted
+//!   proxies only, right-most untrusted entry of `X-Forwarded-For` /
+//!   `Forwarded`: [`Forwarding`]), header, function of the request's head,
+//!   or one for all; a request without a key is never a silent pass
+//!   ([`MissingKey`]); 429 with `Retry-After` rounded up (never before the
+//!   slot) and the IETF draft's `RateLimit` fields ([`Fields`]), a [`Body`]
+//!   of text, JSON or problem+json; refuse, hold with a bounded wait, or
+//!   dry run ([`Mode`]); over the builder's keyed limiter or any
+//!   [`AsyncTake`](crate::AsyncTake) for a [`ClientKey`] (a remote one
+//!   included). `Clone`, one limiter shared: no `Buffer` needed.
+//! - [`PaceLayer`] (outbound): the slot waited for in `poll_ready`, spent by
+//!   `call`.
+//! - [`Inspect`]: an operator's look inside the limiters, as one service to
+//!   mount (a page with sort and filter, JSON, Prometheus text).
 //!
-//! - **Keys:** the client's address ([`LimitLayer::per_ip`]; IPv6 grouped
-//!   by /64, [`ipv6_prefix`](LimitBuilder::ipv6_prefix)), a header
-//!   ([`per_header`](LimitLayer::per_header)), one global limit
-//!   ([`global`](LimitLayer::global)), or a function of the request's head
-//!   ([`per_key`](LimitLayer::per_key)).
-//! - **Behind proxies** the address comes from `X-Forwarded-For` (or
-//!   `Forwarded`) only when the peer is one of the
-//!   [`trust_proxies`](LimitBuilder::trust_proxies), and then it is the
-//!   right-most entry that is not a trusted proxy: the left-most is
-//!   whatever the client wrote, and never read (see [`Forwarding`]).
-//! - **No key** (no peer address, an unreadable chain, no header): the
-//!   [`MissingKey`] outcome, by default a 400 saying why; or a shared key.
-//!   Never a silent pass.
-//! - **Costs:** [`cost`](LimitBuilder::cost) from the request's head (a
-//!   costly route takes n). Per-route limits: a layer per route
-//!   (`route_layer`), or a [`per_key`](LimitLayer::per_key) key that names
-//!   the route.
-//! - **Refusals:** 429 with `Retry-After` in whole seconds, rounded up, so
-//!   never before the slot; the IETF httpapi draft's `RateLimit-Policy`
-//!   and `RateLimit` fields, on refusals or on every response
-//!   ([`Fields`]); a [`Body`] of text, JSON or `application/problem+json`.
-//! - **Modes:** refuse at once, hold a request up to a bounded wait and
-//!   forward it, or a dry run that counts what it would refuse ([`Mode`]).
-//! - **Limiters:** an in-process keyed limiter made by the builder, or
-//!   any limiter that answers [`AsyncTake`](crate::AsyncTake) for a
-//!   [`ClientKey`], handed in with [`limiter`](LimitBuilder::limiter): a
-//!   keyed limiter of yours with its overrides, one
-//!   [`AsyncLimiter`](crate::tokio::AsyncLimiter) for all, a remote limit
-//!   shared by every process (Redis, PostgreSQL), or your own.
-//! - The layer and its service are `Clone` and share one limiter: they go
-//!   in axum's `.layer` and `.route_layer` as they are, with no `Buffer`.
-//!   A request held by the wait mode books its slot only once it is within
-//!   10 ms (as the async takes do): one whose client goes away, in whatever
-//!   order held requests go, gives its place back to those after it.
-//!
-//! # Outbound: [`PaceLayer`]
-//!
-//! Wraps a client service so its calls leave at a limiter's pace: the slot
-//! is waited for in `poll_ready`, spent by `call`.
-//!
-//! How the fields map a paceline limit: `src/http/fields.rs`' module doc.
-//!
-//! # Cost
-//!
-//! `benches/http.rs` (`cargo bench -p paceline-benches --features http
-//! --bench http`) times one request through no layer, `LimitLayer::per_ip`
-//! and tower_governor's `GovernorLayer` around the same trivial service, in
-//! thread CPU time. Three runs on the 2-core machine of `docs/PERFORMANCE.md`
-//! (ns added to the 230–290 ns of no layer, median and range):
-//!
-//! | | paceline | tower_governor | paceline ÷ governor |
-//! |---|---:|---:|---:|
-//! | one client, admitted | +135 (92–168) | +106 (78–116) | 1.18× (1.16–1.58) |
-//! | 10,000 clients in turn, admitted | +205 (184–225) | +122 (111–146) | 1.54× (1.51–1.85) |
-//! | refused (429), in all | 1.11 µs (1.09–1.19) | 17.8 µs (15.6–18.0) | 0.06× |
-//!
-//! Those runs predate the take interface (`paceline::take`), through which
-//! the layer now holds any limiter behind one boxed trait. One run since,
-//! on a machine shared with other builds: +175 ns beside governor's +105
-//! (1.67×) for one client, +209 beside +112 (1.86×) for 10,000 clients,
-//! and a refusal at 0.99 µs beside 26.0 µs (0.04×).
-//!
-//! The admitted path costs paceline more than governor: its keyed limiter
-//! keeps each key's last use and counts (for pruning at rest and the look
-//! inside), and with 10,000 keys at rest between their requests it prunes
-//! and re-inserts them, where governor keeps every key it has seen. Through
-//! a real server on loopback (`benches/examples/http_load.rs`, one server
-//! thread, 16 connections, 5 rounds of 2 s) both are within the noise of
-//! no layer: requests/s 0.96× (0.83–0.99) for paceline, 0.97×
-//! (0.74–1.05) for governor.
-//!
-//! # Look inside: [`Inspect`]
-//!
-//! A look inside the limiters for operators, as one service to mount (e.g.
-//! `nest_service("/limits", ...)`): a page listing the tracked buckets
-//! with sort and filter, the same as JSON, and Prometheus text. See the
-//! [`inspect`] module.
+//! All of it, with the fields' mapping of a paceline limit and the layer's
+//! measured cost against tower_governor: the guide's [HTTP](crate::guide::http)
+//! chapter.
 
 mod builder;
 mod client_ip;

@@ -37,10 +37,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// `poll_ready` and leaves the service ready to ask again.
 ///
 /// # Cancel safety
-/// A service dropped while waiting for its slot gives the slot back, as a
-/// dropped `take().await` does. A slot that came but was not used by a
-/// `call` (the service dropped after readiness) is spent. A clone starts
-/// without a slot.
+/// A service dropped while waiting for its slot gives it back ([cancel
+/// safety](crate::guide::waiting#cancel-safety)); a slot that came but was not used
+/// by a `call` is spent. A clone starts without a slot.
 #[derive(Clone)]
 pub struct PaceLayer<L = AsyncLimiter> {
     limiter: L,

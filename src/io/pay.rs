@@ -148,7 +148,7 @@ mod asynchronous {
 
     /// A pending payment: an owned future that completes once the bytes are
     /// paid for. Dropped before that, it gives its slot back as a dropped
-    /// async take does (see the [module docs](super::super#cancel-safety-async)).
+    /// async take does (see [cancel safety](crate::guide::waiting#cancel-safety)).
     pub type Payment = Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;
 
     /// A limiter that bytes can be paid through without blocking: what a
@@ -187,8 +187,8 @@ mod asynchronous {
         ///
         /// # Cancel safety
         /// Dropped before it completes, it must leave the limiter as a
-        /// dropped paceline async take does: slot given back, if no one has
-        /// booked since.
+        /// dropped paceline async take does ([cancel
+        /// safety](crate::guide::waiting#cancel-safety)).
         fn pay(&self, bytes: u64) -> Payment;
     }
 

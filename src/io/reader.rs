@@ -13,8 +13,9 @@ use super::{chunk, ByteLimiter};
 /// (feature `tokio`).
 ///
 /// Each read asks the inner reader for at most one burst (`slack + 1`
-/// bytes) and pays for as many as came; see the [module docs](super) for
-/// how to choose the slack, and for errors and cancel safety.
+/// bytes) and pays for as many as came; see the guide's [byte
+/// streams](crate::guide::io) for how to choose the slack, and for errors,
+/// and [cancel safety](crate::guide::waiting#cancel-safety).
 ///
 /// ```
 /// use paceline::io::PacedReader;
@@ -120,7 +121,8 @@ impl<R, L> PacedReader<R, L> {
 
     /// The inner reader. The bytes in [`buffer`](Self::buffer), if any, are
     /// dropped (as `BufReader::into_inner` drops its buffer), and so is a
-    /// pending async payment (see the module docs' "Cancel safety").
+    /// pending async payment (see [cancel
+    /// safety](crate::guide::waiting#cancel-safety)).
     pub fn into_inner(self) -> R {
         self.inner
     }

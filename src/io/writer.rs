@@ -17,8 +17,9 @@ use super::{chunk, ByteLimiter};
 /// is a short write, which `write_all` (or `tokio::io::copy`) continues in
 /// chunks of one burst. What was paid for and not taken by the inner writer
 /// (a short or failed write) is kept as credit for the next write, so no
-/// byte is paid twice. See the [module docs](super) for how to choose the
-/// slack, and for errors and cancel safety.
+/// byte is paid twice. See the guide's [byte streams](crate::guide::io) for
+/// how to choose the slack, and for errors, and [cancel
+/// safety](crate::guide::waiting#cancel-safety).
 ///
 /// ```
 /// use paceline::io::PacedWriter;
@@ -82,9 +83,9 @@ impl<W, L> PacedWriter<W, L> {
         self.credit
     }
 
-    /// The inner writer. A pending async payment is dropped (see the module
-    /// docs' "Cancel safety"), and unused [`credit`](Self::credit) is
-    /// spent.
+    /// The inner writer. A pending async payment is dropped (see [cancel
+    /// safety](crate::guide::waiting#cancel-safety)), and unused
+    /// [`credit`](Self::credit) is spent.
     pub fn into_inner(self) -> W {
         self.inner
     }

@@ -79,12 +79,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// on the limiter's clock.
     ///
     /// # Cancel safety
-    /// A take books the key's slot only once it is within 10 ms of the
-    /// clock; cancelled before that it has booked nothing. Cancelled after
-    /// booking and before its slot, it gives the slot back if no one has
-    /// booked on this key since (and no rate change, eviction or reset has moved
-    /// its shard's keys since); otherwise that slot is spent. Either way a
-    /// booked call counts as admitted in [`stats`](KeyedLimiter::stats).
+    /// Cancel safe, as [`AsyncLimiter::take`](crate::tokio::AsyncLimiter::take),
+    /// per key: a give-back also needs no change, eviction or reset to have
+    /// moved the key's shard since ([cancel safety](crate::guide::waiting#cancel-safety)).
     ///
     /// # Errors
     /// [`TakeError::TooManyKeys`].
@@ -118,12 +115,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// booked yet, as [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout)'s does.
     ///
     /// # Cancel safety
-    /// As [`take`](Self::take), it books the key's slot only once it is
-    /// within 10 ms of the clock, holding a place in the key's line until
-    /// then: dropped before booking, it leaves the line (in whatever order
-    /// the key's held takes go) and those after it lose nothing. Dropped
-    /// after booking and before its slot, the slot is given back if no one
-    /// has booked on the key since; otherwise it is spent.
+    /// As [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout),
+    /// in the key's line ([cancel safety](crate::guide::waiting#cancel-safety)).
     ///
     /// # Errors
     /// [`TakeError::QueueFull`] (rarely after waiting, as

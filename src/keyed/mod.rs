@@ -1,98 +1,40 @@
 //! [`KeyedLimiter`]: one bucket per key (user, IP, tenant), sparse, bounded
-//! and observable.
+//! and observable. What it promises (rest and pruning, the ceiling,
+//! overrides and rate changes, a key at rest getting the full new burst) is
+//! the guide's [keyed limits](crate::guide::keyed) chapter.
 //!
 //! # Implementation details
 //!
 //! Each tracked key has one unpadded `AtomicU64`, its `tat`, updated by the
 //! same step and CAS as [`AtomicLimiter`](crate::AtomicLimiter)'s
 //! (`atomic::update_fixed`: a key's rate changes only under its shard's
-//! write lock, so its loop needs none of `set_rate`'s care), and a key
-//! decides exactly as a lone limiter would. The keys live in a sharded map:
-//! a power of two of `RwLock`s over a hashbrown `HashTable<(K, Entry)>`,
-//! each padded to its own cache line. A key is hashed once (foldhash); the
-//! hash picks both the shard and the slot. A call on a tracked key takes its
-//! shard's read lock, reads the clock, runs the CAS loop on the entry and
-//! releases the lock before waiting; only a new key takes the write lock.
-//! Against governor's dashmap-based keyed limiter, see `benches/keyed.rs`
-//! and the README's keyed section; the map's two dependencies have none of
-//! their own. Its atomics and locks come from `crate::primitive`, so the
-//! loom models in `loom-tests/` (`keyed_*.rs`) run this very code.
+//! write lock). The keys live in a power of two of `RwLock`ed shards, each a
+//! hashbrown `HashTable<(K, Entry)>` padded to its own cache line; one
+//! foldhash picks both the shard and the slot. A call on a tracked key holds
+//! its shard's read lock while it reads the clock and runs the CAS, and
+//! releases it before waiting; only a new key takes the write lock. Atomics
+//! and locks come from `crate::primitive`, so the loom models
+//! (`loom-tests/`, `keyed_*.rs`) run this very code. The invariants:
 //!
-//! The code is split by concern: this file (the type and its calls on a
-//! tracked key), `insert.rs` (a new key: its insert, the ceiling, sweeps and
-//! evictions to make room, [`WhenFull`]), `shard.rs` (entries, the step on
-//! one, sweeping a shard), `classes.rs` (the rate classes entries refer to,
-//! and how an entry moves between them), `rates.rs` (overrides, resolution,
-//! rate changes), `builder.rs`, `inspect.rs` (settings, snapshot, totals)
-//! and `async_calls.rs` (Tokio).
+//! - An entry at rest for [`PRUNE_GRACE`] decides as an absent key (which
+//!   starts with full credit, `schedule::FULL`), so a sweep may drop it; the
+//!   clock is read under the shard lock, so no call decides with a reading
+//!   older than the sweep that dropped its key.
+//! - Rates live in a table of classes (class 0 the default); an entry
+//!   stores its class, resolved when it is created. A change publishes a
+//!   new table and bumps an epoch; each shard moves to it under its write
+//!   lock, [`rebase`](schedule::rebase)ing its busy entries and setting
+//!   those at rest for the grace ([`schedule::at_rest`]) to `FULL`, so a
+//!   shard's entries are always read with the table they were resolved
+//!   against. No CAS on an entry overlaps its rebase (steps and give-backs
+//!   run under the read lock); a give-back needs the shard's move count it
+//!   was granted under, since a rebased `tat` may come back to the grant's
+//!   `next` by chance.
 //!
-//! ## Rest, and why dropping a key changes nothing
-//!
-//! A new key starts with **full credit** (`schedule::FULL`): its first
-//! `slack + 1` permits go at once. A key whose `tat <= now - tau` is "at
-//! rest": for every later `t`, `max(tat, t - tau) = t - tau`, exactly what
-//! `FULL` gives, so an entry at rest decides like an absent key and is
-//! dropped. (A fresh, no-credit start could not be pruned this way: no stored
-//! state behaves like it.) To also cover a clock read a little behind another
-//! core's, an entry is dropped only [`PRUNE_GRACE`] after it came to rest.
-//! The clock is read under the shard lock, so a call never decides with a
-//! reading older than a sweep that dropped its key.
-//!
-//! A clock that steps back: a tracked key, like a lone limiter, is never
-//! admitted early by a reading behind. A dropped key has no state left, so
-//! a reading more than [`PRUNE_GRACE`] behind the sweep that dropped it
-//! decides on a key at rest: up to one whole burst early (`slack + 1`
-//! permits where the dropped state, or a lone limiter, gives fewer). So for keyed
-//! limiters "never admits early" holds for steps back of at most the grace
-//! (1 ms, far more than the TSCs of different cores disagree); a clock set
-//! back further (a wall clock, say: use a monotonic one) may let a pruned
-//! key through one burst early. Remembering dropped keys would mean not
-//! dropping them.
-//!
-//! ## Pruning and the ceiling
-//!
-//! The ceiling is on the whole map, exact: the map fills to `max_keys`
-//! before [`WhenFull`] acts, whatever the number of shards. Shards sweep
-//! their keys at rest when an insert needs room. How, and why an insert never
-//! waits on another: `src/keyed/insert.rs`.
-//!
-//! ## Overrides and rate changes
-//!
-//! Rates live in a small table of classes (class 0 is the default); an
-//! entry stores its class index, resolved once when it is created (walking
-//! the key's parents when a [`parent`](KeyedBuilder::parent) function is
-//! set). Each shard holds the table its entries refer to. Any change (the
-//! default rate, an override set or removed) publishes a new table and
-//! bumps an epoch; then each shard, under its write lock, moves to the new
-//! table and re-resolves its entries, one shard at a time. An insert that
-//! sees a newer epoch than its shard's brings the shard over first. So a
-//! shard's entries are always read with the table they were resolved
-//! against, and a change takes effect per shard at one instant.
-//!
-//! When its shard moves to a new table, each entry moves to its new class
-//! as a lone `AtomicLimiter` moves across `set_rate`: its `tat` is
-//! [`rebase`](schedule::rebase)d, so the slots it handed out stand and its
-//! next slot is one *new* interval after the last (after a change from 1/h
-//! to 100/s a busy key waits 10 ms, not the rest of the hour). An entry at
-//! rest under its old class, for [`PRUNE_GRACE`] already
-//! ([`schedule::at_rest`], the test a sweep applies), is set to `FULL`
-//! instead, so a reading up to the grace behind decides as before the
-//! change; an entry that came to rest only within the grace is rebased,
-//! as a lone limiter's would be. (Why not rebase them all: banked credit is
-//! kept as time, so at a slower rate, or a larger slack, a rebased bucket at
-//! rest could hold fewer permits than a new one, while a dropped key comes
-//! back full, and pruning would change decisions.) Keys at rest stay at rest.
-//!
-//! The move is exact under concurrent calls: a shard moves under its write
-//! lock, and every step on an entry (and an async give-back) runs under the
-//! read lock with the table the entry's class refers to, so no CAS on an
-//! entry overlaps its rebase. (An `AtomicLimiter`'s `set_rate` has no such
-//! lock and races its takes.) A caller that was granted a slot before the
-//! move and is waiting for it keeps it; if it is an async caller cancelled
-//! after the move, its slot stays spent (each shard counts its moves, and a
-//! give-back needs the count it was granted under): a rebased `tat` may
-//! come back to the grant's `next` by chance, and undoing the grant then
-//! would erase slots handed out since.
+//! By file: this one (the type, its calls on a tracked key), `insert.rs` (a
+//! new key, the ceiling, sweeps and evictions, [`WhenFull`]), `shard.rs`,
+//! `classes.rs`, `rates.rs` (overrides, rate changes), `builder.rs`,
+//! `inspect.rs` and `async_calls.rs` (Tokio).
 
 #[cfg(feature = "tokio")]
 pub(crate) mod async_calls;
@@ -415,8 +357,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// key was tracked (a key not tracked is at rest already, and nothing
     /// changes). Its rate (an override) stays. Like
     /// [`Pacer::reset`](crate::Pacer::reset), a deliberate refill: the
-    /// key's bound of `slack + 1 + w / T` in a window `w` holds from the
-    /// reset on, not across it.
+    /// key's [window bound](crate::guide::model#slack-and-burst-the-window-bound)
+    /// holds from the reset on, not across it.
     ///
     /// Safe while other threads take the key: each take lands wholly before
     /// the reset or wholly after (takes run under the shard's read lock,

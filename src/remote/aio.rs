@@ -29,15 +29,11 @@ use crate::wait::Wait;
 /// sleeps, and asks again.
 ///
 /// # Cancel safety
-/// A [`take`](Self::take) cancelled while it waits for its slot to come
-/// within 10 ms has booked nothing. One cancelled after booking (within
-/// 10 ms of its slot, or a [`take_timeout`](Self::take_timeout), which
-/// books at once) gives its slot back while the slot is still ahead: a task
-/// of its own asks the server to put the key back to the state before the
-/// booking, which it does only if the key still holds that booking. Best
-/// effort, one round trip, never sent twice: if it fails, or the runtime is
-/// gone, the slot stays spent. A future dropped while its request is on the
-/// wire may or may not have booked.
+/// A [`take`](Self::take) cancelled before booking has booked nothing; one
+/// cancelled after (a [`take_timeout`](Self::take_timeout) books at once)
+/// gives its slot back with one best-effort round trip of its own; one
+/// dropped while its request is on the wire may or may not have booked
+/// ([cancel safety](crate::guide::waiting#cancel-safety)).
 pub struct AsyncRemoteLimiter<B> {
     core: Core<B>,
 }

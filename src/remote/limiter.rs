@@ -192,8 +192,9 @@ impl<B: Backend> RemoteLimiter<B> {
 
     /// Forgets `key`'s state: the key comes back at rest, as a key never
     /// used, with its whole burst (`slack + 1` at once), for every process
-    /// sharing it: a deliberate refill, after which the bound of
-    /// `slack + 1 + w / T` in a window `w` holds again. `true` when the key
+    /// sharing it: a deliberate refill, after which the [window
+    /// bound](crate::guide::model#slack-and-burst-the-window-bound) holds
+    /// again. `true` when the key
     /// held a state. Takes racing it land wholly before or after it. An
     /// async take booked before the reset and then dropped gives nothing
     /// back (unless takes after the reset bring the key back to that very

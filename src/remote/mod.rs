@@ -15,7 +15,8 @@
 //! what only one server has (Redis's prefix, PostgreSQL's `install` and
 //! `prune`) is an inherent impl in that backend's folder. A new backend is
 //! its folder (the step sent, the reply mapped to a decision) and one line
-//! in `lib.rs`.
+//! in `lib.rs`. What users see (keys, timeouts, fail policies, clocks, what
+//! a restart forgets): the guide's [remote limits](crate::guide::remote).
 //!
 //! # Implementation details
 //!
@@ -37,10 +38,8 @@
 //! - turning a decision into the caller's answer, through
 //!   [`TakeError::refused`](crate::TakeError), the same mapping every
 //!   in-process limiter uses;
-//! - waiting: a blocking take ends in the crate's one blocking wait, an async
-//!   one in the crate's one async wait (with its 10 ms horizon), both on the
-//!   local clock for the wait the server reported, counted from the reply's
-//!   arrival, so a permit is never early by the server's clock.
+//! - waiting, in the crate's one blocking or async wait, on the local clock
+//!   for the wait the server reported, counted from the reply's arrival.
 //!
 //! See `src/remote/core.rs` for the shared logic, and `src/remote/redis/`
 //! for the first backend.

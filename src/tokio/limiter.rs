@@ -173,17 +173,12 @@ impl<C: Clock> AsyncLimiter<C> {
     /// The slot is reserved when the future is first polled.
     ///
     /// # Cancel safety
-    /// Dropping the future loses no capacity in the common case. A take
-    /// books its slot only once it is within 10 ms of the clock (until then
-    /// it waits in line, holding nothing), so one cancelled while it waits,
-    /// as under `tokio::time::timeout` or in `select!`, has booked nothing
-    /// and the next caller gets the permit. One cancelled after booking and
-    /// before its slot gives the slot back if no one has booked since and the
-    /// limit has not changed (nor been [`reset`](Self::reset)) since; otherwise that one slot is spent, and
-    /// later waiters keep theirs. Once the slot has passed, the permit
-    /// counts as taken. (Prefer [`take_timeout`](Self::take_timeout) to a
-    /// `timeout` around `take`: it is refused at once, booking nothing,
-    /// when the queue is longer than you would wait.)
+    /// Cancel safe: it books its slot only within 10 ms of it, and dropped
+    /// after booking it gives the slot back while no one has booked since
+    /// ([cancel safety](crate::guide::waiting#cancel-safety)). Prefer
+    /// [`take_timeout`](Self::take_timeout) to a `timeout` around `take`:
+    /// it is refused at once, booking nothing, when the queue is longer
+    /// than you would wait.
     pub async fn take(&self) -> Duration {
         match self.take_n(1).await {
             Ok(went_at) => went_at,
@@ -205,9 +200,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// nothing is stored.
     ///
     /// # Cancel safety
-    /// As [`take`](Self::take): cancelled while in line it booked nothing;
-    /// dropped after booking and before its slot, the whole cost is given
-    /// back if no one has booked since; otherwise it is spent.
+    /// As [`take`](Self::take), for the whole cost.
     pub async fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
         let inner = &*self.inner;
         wait::take(
@@ -222,7 +215,8 @@ impl<C: Clock> AsyncLimiter<C> {
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
     /// away; otherwise fails at once, storing nothing: the queue ahead is
     /// longer than the caller may wait. The queue counts the takes held
-    /// before this one that have not booked yet (see Cancel safety).
+    /// before this one that have not booked yet (see [the
+    /// line](crate::guide::waiting#the-10-ms-horizon)).
     ///
     /// # Errors
     /// [`TakeError::QueueFull`] with the wait it would have needed (also,
@@ -231,12 +225,9 @@ impl<C: Clock> AsyncLimiter<C> {
     /// its slot is now past `max_wait`).
     ///
     /// # Cancel safety
-    /// Like [`take`](Self::take), it books its slot only once it is within
-    /// 10 ms of the clock; until then it holds a place in line (the cost it
-    /// will book, which later calls count ahead of them). Dropped before
-    /// booking, it leaves the line, in whatever order held takes go: those
-    /// after it lose nothing. Dropped after booking and before its slot, the
-    /// slot is given back if no one has booked since; otherwise it is spent.
+    /// Cancel safe: until it books it holds a place in line, which it
+    /// leaves when dropped, costing those after it nothing; then as
+    /// [`take`](Self::take) ([cancel safety](crate::guide::waiting#cancel-safety)).
     /// A refused call stored nothing.
     pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
         self.take_n_timeout(1, max_wait).await

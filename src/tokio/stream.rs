@@ -41,8 +41,8 @@ pub trait PacedStreamExt: Stream + Sized {
     ///
     /// # Cancel safety
     /// Dropped while an item waits for its slot, the stream gives the slot
-    /// back as [`AsyncLimiter::take`] does (if no one has reserved since) and
-    /// the item is dropped with it.
+    /// back as [`AsyncLimiter::take`] does ([cancel
+    /// safety](crate::guide::waiting#cancel-safety)), and the item is dropped with it.
     fn paced<C: Clock + 'static>(self, limiter: &AsyncLimiter<C>) -> PacedStream<Self, C> {
         PacedStream {
             inner: Box::pin(self),

@@ -1,72 +1,28 @@
 //! The async wait, for every limiter kind (feature `tokio`): reserve, then
 //! sleep on Tokio's timer until the limiter's own clock reads the slot, and
-//! give the slot back if the future is dropped before it.
+//! give the slot back if the future is dropped before it. What users see of
+//! it (the horizon, the line of held takes, wake-ups on a change, cancel
+//! safety) is told in the guide's [waiting](crate::guide::waiting) chapter.
 //!
 //! # Implementation details
 //!
 //! A limiter kind gives this module one thing, a [`Reserve`]: "decide this
-//! request now, and tell me the slot on my clock" (an in-process store
-//! answers at once, a remote one after a round trip). Everything else is
-//! here, once:
+//! request now, and tell me the slot on my clock". The invariants:
 //!
-//! - **Waiting** loops on the limiter's clock, not on the timer: it sleeps
-//!   on Tokio's timer for what the clock says is left (at most a day per
-//!   sleep, so a slot decades away never asks Tokio for a deadline it
-//!   cannot represent), then reads the clock again. A take never returns
-//!   before its clock reads the slot, whatever the timer does (paused time
-//!   with a real clock, a manual clock that does not move).
-//! - **A horizon for unbounded takes.** A `take` whose slot is further than
-//!   [`HORIZON`] away does not book it yet: it sleeps until the slot is
-//!   within the horizon and asks again. Only then does it book, and from
-//!   then on it owns its slot. Asking again is no refusal: the take is
-//!   one request, counted once, when it books (see [`Ask::Horizon`]). So
-//!   slots booked by async takes reach at most
-//!   a horizon (plus one request) past the clock, and a take cancelled while
-//!   it waits (under `tokio::time::timeout`, in `select!`) has mostly booked
-//!   nothing: its capacity goes to whoever asks next. (Booking at once, as
-//!   before, let a queue longer than the callers' timeout waste every slot
-//!   and push the schedule ever further into the future.) A bounded
-//!   `take_timeout` still books at once: its wait is the caller's choice,
-//!   and it is refused at once when the queue is longer (a remote limiter's
-//!   `take_timeout` still does).
-//! - **Held takes book late too.** An in-process `take_timeout` allowed to
-//!   wait longer than the horizon (the HTTP layer's wait mode holds
-//!   requests with it) is refused at once when its slot is too far, and
-//!   otherwise joins its limit's [`Line`]: it promises its cost there
-//!   instead of booking it, sleeps until its slot is within the horizon,
-//!   and books only then. A take that asks later counts the cost promised
-//!   ahead of it, so the line answers "too far" as a booked queue would;
-//!   but a held take that goes away (a client gone, a timeout) takes its
-//!   promise with it, in whatever order they leave: a booked slot can be
-//!   given back only while it is the newest, a promise always. So
-//!   abandoned held takes cost those after them at most the horizon.
-//!   (Takes that do not join the line, an unbounded `take` or a `try_take`,
-//!   may book ahead of held ones; a held take whose slot has so moved past
-//!   its `max_wait` is refused when it finds out, at the latest at its
-//!   slot's horizon.)
-//! - **A change of limit wakes the waiters.** A take that sleeps until
-//!   its slot comes within the horizon (unbooked: an unbounded take, or a
-//!   held bounded one) also wakes when its limiter's limit changes
-//!   (`set_rate`, `set_limit`, `set_slack`, `apply`, a reset; for a keyed
-//!   limiter any change of its rates or overrides), through the limiter's
-//!   `Notify`, and asks again: after a speed-up it books at the new pace at
-//!   once, instead of sleeping out a slot computed at the old one; after a
-//!   slow-down it sleeps longer (a held take whose slot has so moved past
-//!   its bound is refused then). Slots already booked (within the horizon)
-//!   stand. A take that does not wait never touches the `Notify`: a waiter
-//!   starts watching it only after its first "not yet", and then asks once
-//!   more, so that a change between the two is not missed.
-//! - **A fair queue where there is one.** Takes that wait for the horizon
-//!   on one in-process limiter line up behind a Tokio mutex (first come,
-//!   first served), so only the head asks the store again: no herd of
-//!   waiters waking together. Keyed and remote limiters have no queue per
-//!   key: their waiters each ask again when the horizon comes.
-//! - **Give-back.** A future dropped after booking and before its slot,
-//!   while the limiter's clock is still before the slot, hands its
-//!   reservation to the limiter kind's [`Reserve::give_back`], which undoes
-//!   it only if no one has booked since (and the parameters have not
-//!   changed): then the limiter is as if the call had never been made. A
-//!   slot that has passed is spent.
+//! - A take never returns before its clock reads the slot: it loops on the
+//!   clock, sleeping at most a day at a time (a deadline Tokio can hold).
+//! - An unbounded take books only within [`HORIZON`] of its slot; asking
+//!   again before that is no refusal ([`Ask::Horizon`]), and it is counted
+//!   once, when it books. A held `take_timeout` promises its cost in its
+//!   limit's [`Line`] instead of booking; a promise can always be withdrawn,
+//!   a booked slot only while it is the newest.
+//! - An unbooked waiter watches the limiter's `Notify` only after its first
+//!   "not yet", and then asks once more, so a change between is not missed.
+//! - On one in-process limiter, horizon waiters queue behind a Tokio mutex
+//!   (only the head asks again); keyed and remote kinds have no such queue.
+//! - A future dropped after booking and before its slot hands its
+//!   reservation to [`Reserve::give_back`], which undoes it only if no one
+//!   has booked since and the parameters have not changed.
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};

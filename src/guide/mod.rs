@@ -1,0 +1,85 @@
+//! The guide: paceline's long form, one chapter per topic, each told once.
+//!
+//! The crate's front page and each module's own doc say what a type is and
+//! what it promises; the chapters below say how the pieces fit, why they
+//! behave as they do, and what to pick. Every example in them runs as a
+//! doctest.
+//!
+//! 1. [The model and slack](model): one word of state, the window bound,
+//!    slack and burst, full credit, costs, rate changes and resets.
+//! 2. [Waiting and cancel safety](waiting): how a take waits (threads and
+//!    tasks), timer granularity, paused-time tests, and what a dropped
+//!    future gives back.
+//! 3. [Keyed limits](keyed): one bucket per key, rest and pruning, the
+//!    ceiling, overrides and rate changes.
+//! 4. [Remote limits and fail policies](remote): one limit across
+//!    processes in Redis or PostgreSQL, timeouts, fail policies, clocks.
+//! 5. [HTTP](http): the tower layers, keys, proxies, modes, fields,
+//!    bodies, and the look inside.
+//! 6. [Configuration](config): limits from files, `Watch`, the settle time.
+//! 7. [Metrics](metrics): stats, the `metrics` facade, Prometheus text.
+//! 8. [The command line](cli): `paceline` in a shell pipeline.
+//! 9. [Warm-up](warm_up): Guava's slow start after idle.
+//! 10. [Byte streams](io): paced readers and writers.
+//! 11. [Compared with the peers](peers): uber-go/ratelimit, x/time/rate,
+//!     governor, leaky-bucket.
+//!
+//! How the crate is built (its layers, the state word, the invariants and
+//! the loom models) is for maintainers: `docs/ARCHITECTURE.md` in the
+//! repository. Measurements: `docs/PERFORMANCE.md`.
+//!
+//! This module holds no items: each chapter is an empty module whose doc is
+//! a markdown file of this folder.
+
+// Adding a chapter (a topic of its own: `faults`, `memcached`, `leases`,
+// `grpc`, ...):
+//
+// 1. write `src/guide/<topic>.md`, starting with a `# Title` line; link
+//    items as `crate::...` (intra-doc links resolve from the chapter's
+//    module), and gate an example that needs a feature inside it
+//    (`# #[cfg(feature = "x")]` on a hidden `fn main`, with a
+//    `# #[cfg(not(feature = "x"))] fn main() {}` twin) so that the doctests
+//    pass under every feature set of `.ci/run`; use `rust,no_run` where a
+//    server is needed and `rust,ignore` only where even compiling needs
+//    what a doctest cannot have, and say why;
+// 2. add `#[doc = include_str!("<topic>.md")] pub mod <topic> {}` below, in
+//    the order of the list above, and a line to that list;
+// 3. tell the topic here only: module docs link to the chapter, as
+//    `crate::guide::<topic>`, rather than repeat it; the README does not
+//    grow (at most a row of its chooser table).
+//
+// Chapters are not gated on features: their links to feature-gated items
+// resolve in the documented build (all features, as docs.rs builds it).
+
+#[doc = include_str!("model.md")]
+pub mod model {}
+
+#[doc = include_str!("waiting.md")]
+pub mod waiting {}
+
+#[doc = include_str!("keyed.md")]
+pub mod keyed {}
+
+#[doc = include_str!("remote.md")]
+pub mod remote {}
+
+#[doc = include_str!("http.md")]
+pub mod http {}
+
+#[doc = include_str!("config.md")]
+pub mod config {}
+
+#[doc = include_str!("metrics.md")]
+pub mod metrics {}
+
+#[doc = include_str!("cli.md")]
+pub mod cli {}
+
+#[doc = include_str!("warm_up.md")]
+pub mod warm_up {}
+
+#[doc = include_str!("io.md")]
+pub mod io {}
+
+#[doc = include_str!("peers.md")]
+pub mod peers {}
