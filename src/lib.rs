@@ -55,6 +55,9 @@
 //! - `postgres::PostgresLimiter` (feature `postgres`): the same, its state in
 //!   a PostgreSQL table, the step one SQL statement;
 //!   `postgres::AsyncPostgresLimiter` with `tokio`.
+//! - `memcached::MemcachedLimiter` (feature `memcached`): the same, its state
+//!   in memcached, the step run by the client as a CAS loop (`gets`, step,
+//!   `cas`); `memcached::AsyncMemcachedLimiter` with `tokio`.
 //!
 //! How it is built (layers, the state word, the invariants and the loom
 //! models): `docs/ARCHITECTURE.md` in the repository.
@@ -98,6 +101,9 @@ pub mod io;
 pub mod keyed;
 mod limit;
 mod limiter;
+#[cfg(feature = "memcached")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memcached")))]
+pub use remote::memcached;
 mod paced;
 mod pacer;
 mod part;

@@ -1,0 +1,1 @@
+//! Unit tests against a real memcached (see tests/support/memcached_server.rs).
