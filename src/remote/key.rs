@@ -176,7 +176,10 @@ mod tests {
         for key in ["", "x", " ", "\u{7f}", &long] {
             let stored = memcached("p:", key);
             assert!(stored.len() <= MEMCACHED_MAX_KEY);
-            assert!(stored.bytes().all(|b| (b'!'..=b'~').contains(&b)), "{stored:?}");
+            assert!(
+                stored.bytes().all(|b| (b'!'..=b'~').contains(&b)),
+                "{stored:?}"
+            );
         }
     }
 }

@@ -96,8 +96,8 @@ impl AsyncConn {
             }
             Head::Value { len, .. } => {
                 let want = len as u64 + 2;
-                let got = tokio::io::copy(&mut (&mut self.io).take(want), &mut tokio::io::sink())
-                    .await?;
+                let got =
+                    tokio::io::copy(&mut (&mut self.io).take(want), &mut tokio::io::sink()).await?;
                 if got != want {
                     return Err(Failure::Io(io::ErrorKind::UnexpectedEof.into()));
                 }

@@ -91,7 +91,8 @@ pub(crate) enum Failure {
     Io(io::Error),
     /// The server's reply is not the protocol: the connection is dropped.
     Garbled(String),
-    /// The server answered with an error line.
+    /// The server answered with an error line: the connection is dropped
+    /// all the same (what follows it is not certain).
     Server(String),
     /// The key holds a value that is not a state (its length).
     Foreign(usize),
@@ -104,8 +105,12 @@ impl Failure {
     /// Whether the connection may serve another call.
     pub(crate) fn in_step(&self) -> bool {
         match self {
-            Failure::Connect(_) | Failure::Io(_) | Failure::Garbled(_) => false,
-            Failure::Server(_) | Failure::Foreign(_) => true,
+            // (After a `CLIENT_ERROR` memcached may read a store's value
+            // as a command of its own, and answer it too.)
+            Failure::Connect(_) | Failure::Io(_) | Failure::Garbled(_) | Failure::Server(_) => {
+                false
+            }
+            Failure::Foreign(_) => true,
             Failure::Contended { in_step, .. } => *in_step,
         }
     }

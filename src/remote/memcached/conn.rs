@@ -49,9 +49,10 @@ impl Addr {
     /// Reads `host:port`, `host`, `[v6]:port`, `unix:/path` or `/path`.
     pub(crate) fn parse(addr: &str) -> Result<Addr, String> {
         let addr = addr.trim();
-        if let Some(path) = addr.strip_prefix("unix:").or_else(|| {
-            addr.starts_with('/').then_some(addr)
-        }) {
+        if let Some(path) = addr
+            .strip_prefix("unix:")
+            .or_else(|| addr.starts_with('/').then_some(addr))
+        {
             if path.is_empty() {
                 return Err(format!("memcached address {addr:?}: no socket path"));
             }
@@ -274,7 +275,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The error a caller sees for a failure to connect.
 pub(crate) fn connect_error(e: io::Error) -> Error {
-    if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    ) {
         Error::Timeout
     } else {
         Error::Unavailable(Arc::new(e))
@@ -324,7 +328,12 @@ impl Budget {
 
 /// A failure after lost races whose reply did not come within what the
 /// budget left is the contention's: the server answered every call before.
-pub(crate) fn contended(f: Failure, conflicts: u32, within: Duration, response: Duration) -> Failure {
+pub(crate) fn contended(
+    f: Failure,
+    conflicts: u32,
+    within: Duration,
+    response: Duration,
+) -> Failure {
     if conflicts > 0 && within < response && f.is_timeout() {
         Failure::Contended {
             conflicts,

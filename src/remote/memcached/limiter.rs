@@ -149,7 +149,9 @@ pub(super) const PING_KEY: &str = "~ping";
 
 /// A machine answered another kind of call than asked (cannot happen).
 pub(super) fn mismatch(done: Done) -> Error {
-    Error::Script(Arc::new(Said(format!("an answer of another call: {done:?}"))))
+    Error::Script(Arc::new(Said(format!(
+        "an answer of another call: {done:?}"
+    ))))
 }
 
 /// The error a caller sees for a call's failure on `stored`.
@@ -157,7 +159,12 @@ pub(super) fn error(f: Failure, stored: &str) -> Error {
     let said = |s: String| Error::Script(Arc::new(Said(s)));
     match f {
         Failure::Connect(e) => e,
-        Failure::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+        Failure::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
             Error::Timeout
         }
         Failure::Io(e) => Error::Unavailable(Arc::new(e)),
