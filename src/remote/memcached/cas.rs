@@ -22,19 +22,24 @@ use crate::clock::{internal_now, Clock};
 use crate::remote::{Decision, Request, Undo};
 use crate::schedule::{self, FULL};
 
-/// The most conflicts one call retries: under contention a conflict means
-/// another client's write went through, so a call that keeps losing is
-/// rare; 32 losses in a row mean the key is hotter than one round trip per
-/// grant can serve, and the caller hears so.
-pub(crate) const MAX_CONFLICTS: u32 = 32;
+/// The most conflicts one call retries (the call's budget usually ends it
+/// first). A conflict means another client's write went through, so the
+/// key makes progress whoever loses; but with `k` clients racing flat out,
+/// a call loses each round with a chance near `(k - 1) / k`: 32 losses in
+/// a row happen to about one call in 70 among 8 clients, 256 to one in
+/// 10^15.
+pub(crate) const MAX_CONFLICTS: u32 = 256;
 
-/// The first pause after a conflict is drawn from zero to this, and the
-/// bound doubles with each conflict: long enough to let one rival's
-/// `ms` through, short beside a round trip.
-const PAUSE_MIN: Duration = Duration::from_micros(50);
+/// The pause after a conflict is drawn from zero to this times the
+/// conflicts so far, up to [`PAUSE_MAX`]: long enough to let one rival's
+/// `ms` through, short beside a round trip. It does not double: a loser
+/// that backed off far would only lose more often to clients that did not
+/// lose (a conflict is never a sign of an overloaded server, only of a
+/// hot key).
+const PAUSE_STEP: Duration = Duration::from_micros(50);
 
-/// The bound a conflict's pause doubles up to.
-const PAUSE_MAX: Duration = Duration::from_millis(2);
+/// The longest pause after a conflict.
+const PAUSE_MAX: Duration = Duration::from_micros(200);
 
 /// memcached reads an exptime above this (30 days, in seconds) as a Unix
 /// time, not a number of seconds from now.
@@ -350,12 +355,10 @@ thread_local! {
 }
 
 /// The pause after a call's `conflicts`-th lost race: drawn uniformly from
-/// zero to [`PAUSE_MIN`] doubled per conflict up to [`PAUSE_MAX`], so that
+/// zero to [`PAUSE_STEP`] times `conflicts`, at most [`PAUSE_MAX`], so that
 /// clients that lost to the same write do not all come back together.
 pub(crate) fn pause(conflicts: u32) -> Duration {
-    let bound = PAUSE_MIN
-        .saturating_mul(1 << conflicts.min(16))
-        .min(PAUSE_MAX);
+    let bound = PAUSE_STEP.saturating_mul(conflicts.max(1)).min(PAUSE_MAX);
     // xorshift64: a few bits of noise, not security.
     let r = RNG.with(|rng| {
         let mut x = rng.get();
@@ -403,6 +406,6 @@ mod tests {
             let p = pause(conflicts);
             assert!(p < PAUSE_MAX, "{p:?}");
         }
-        assert!(pause(0) < PAUSE_MIN);
+        assert!(pause(1) < PAUSE_STEP);
     }
 }

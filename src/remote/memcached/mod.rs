@@ -41,13 +41,14 @@
 //!    (memcached's `add`: only if still absent) for an absent key;
 //! 4. `EX` (written since), `NS` (someone added first) or `NF` (it expired
 //!    or was deleted since) is a lost race: another client's write went
-//!    through. The call pauses a random moment (up to 50 µs, doubling per
-//!    loss up to 2 ms, so that the losers do not come back together) and
-//!    reads again, at most 32 times and only while its budget (connect plus
-//!    response timeout, from its start) leaves room. Then it fails with
-//!    [`Error::Script`] naming the contention, which no fail policy admits:
-//!    the server answered every time. [`cas_conflicts`](MemcachedLimiter::cas_conflicts)
-//!    counts the lost races.
+//!    through. The call pauses a random moment (up to 50 µs per loss so
+//!    far, at most 200 µs, so that the losers do not come back together)
+//!    and reads again, at most 256 times and only while its budget (connect
+//!    plus response timeout, from its start) leaves room. Then it fails
+//!    with [`Error::Script`] naming the contention, which no fail policy
+//!    admits: the server answered every time.
+//!    [`cas_conflicts`](MemcachedLimiter::cas_conflicts) counts the lost
+//!    races.
 //!
 //! A grant costs two round trips, a refusal one. A hot key grants at most
 //! one permit per store round trip across all its clients; past that its
@@ -80,10 +81,10 @@
 //!   if `d` later: it can admit up to `d / T` permits early (`T` the
 //!   interval), never more. Over any window `w`, the key grants at most
 //!   `S + 1 + (w + d) / T` where the clocks agreeing would grant
-//!   `S + 1 + w / T`. With `T = 1 ms` (1000/s), a clock 5 ms ahead
-//!   admits up to 5 extra permits, once: the error does not accumulate,
-//!   because the state it writes is the schedule's, which every client
-//!   reads next.
+//!   `S + 1 + w / T`. With `T = 1 ms` (1000/s), a clock 5 ms ahead admits
+//!   up to 5 permits more in any window, and the error does not add up:
+//!   the state it writes is the schedule's, which every client reads next,
+//!   so the others wait out what it took early.
 //! - A client whose clock runs behind admits later than it could: it never
 //!   admits early.
 //! - A blocking take waits on the local monotonic clock for the wait its
@@ -94,7 +95,8 @@
 //! them within a millisecond or less; `chronyc tracking` reports the
 //! offset): `d` is then well under one interval for rates up to hundreds
 //! per second, and a few permits at most above that. `tests/memcached.rs`
-//! runs eight clients with one clock 50 ms ahead and checks the bound.
+//! sets a client's clock 50 ms ahead and counts exactly `d / T` early
+//! permits, and runs eight clients, one 50 ms ahead, against the bound.
 //!
 //! # Keys
 //!
