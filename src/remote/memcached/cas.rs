@@ -207,15 +207,15 @@ impl<'a, C: Clock> Machine<'a, C> {
     /// Reads the reply to [`out`](Self::out).
     pub(crate) fn reply(&mut self, reply: Reply) -> Next {
         match (self.phase, self.op) {
-            (Phase::First, Op::Step(request)) => match read(reply) {
+            (Phase::First, Op::Step(request)) => match read(reply, true) {
                 Ok(found) => self.decide(found, &request),
                 Err(f) => Next::Done(Err(f)),
             },
-            (Phase::First, Op::Peek) => Next::Done(read(reply).map(|found| {
+            (Phase::First, Op::Peek) => Next::Done(read(reply, false).map(|found| {
                 let tat = found.map_or(FULL, |(tat, _)| tat);
                 Done::Peeked(tat, self.now())
             })),
-            (Phase::First, Op::GiveBack { tau, undo }) => match read(reply) {
+            (Phase::First, Op::GiveBack { tau, undo }) => match read(reply, true) {
                 Ok(found) => self.give_back(found, tau, undo),
                 Err(f) => Next::Done(Err(f)),
             },
@@ -306,12 +306,15 @@ impl<'a, C: Clock> Machine<'a, C> {
     }
 }
 
-/// A read's answer: `Some((state, cas))`, or `None` for an absent key.
-fn read(reply: Reply) -> Result<Option<(u64, u64)>, Failure> {
+/// A read's answer: `Some((state, cas))`, or `None` for an absent key. A
+/// peek does not ask for the token (it reads 0); a step and a give-back do,
+/// and a reply without one is not the protocol.
+fn read(reply: Reply, with_cas: bool) -> Result<Option<(u64, u64)>, Failure> {
     match (reply.head, reply.value) {
         (Head::Miss, _) => Ok(None),
         (Head::Value { .. }, Some(Err(len))) => Err(Failure::Foreign(len)),
-        (Head::Value { cas, .. }, Some(Ok(tat))) => Ok(Some((tat, cas.unwrap_or(0)))),
+        (Head::Value { cas: Some(cas), .. }, Some(Ok(tat))) => Ok(Some((tat, cas))),
+        (Head::Value { cas: None, .. }, Some(Ok(tat))) if !with_cas => Ok(Some((tat, 0))),
         (other, _) => Err(unexpected(other)),
     }
 }
