@@ -342,6 +342,46 @@ fn under_contention_cas_retries_stay_bounded_and_no_call_fails() {
     assert_eq!(next_free, Duration::ZERO, "the burst was not spent");
 }
 
+/// A clock that, each time a call reads it (between the call's read of the
+/// key and its store), writes the key itself: every store the limiter tries
+/// loses its race.
+#[derive(Clone, Debug)]
+struct Meddler(std::path::PathBuf);
+
+impl Clock for Meddler {
+    fn now(&self) -> u64 {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(&self.0).unwrap();
+        s.write_all(b"ms paceline:k 1 T0\r\n1\r\n").unwrap();
+        let mut reply = [0u8; 4];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"HD\r\n");
+        UnixClock.now()
+    }
+}
+
+#[test]
+fn a_call_that_keeps_losing_races_fails_and_no_policy_admits_it() {
+    let server = MemcachedServer::start();
+    let socket = server.addr().strip_prefix("unix:").unwrap().into();
+    let limiter = MemcachedLimiter::builder(server.addr(), Rate::per_second(10))
+        .on_error(FailPolicy::Open)
+        .clock(Meddler(socket))
+        .stats(true)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    match limiter.try_take("k") {
+        Err(Error::Script(e)) => assert!(e.to_string().contains("CAS races lost"), "{e}"),
+        other => panic!("expected the contention's error, got {other:?}"),
+    }
+    // Within the call's budget (connect plus response timeout, 2 s).
+    assert!(start.elapsed() < Duration::from_secs(2) + MARGIN);
+    assert!(limiter.cas_conflicts() > 0);
+    let stats = limiter.stats().unwrap();
+    assert_eq!((stats.admitted, stats.refused, stats.failed), (0, 1, 1));
+}
+
 const TIMEOUT: Duration = Duration::from_millis(300);
 /// Scheduling noise on a loaded machine, on top of a timeout.
 const MARGIN: Duration = Duration::from_millis(300);
