@@ -152,8 +152,9 @@
 //! # The client: paceline's own
 //!
 //! The limiter speaks memcached's meta protocol (memcached 1.6 or later;
-//! `mg`, `ms`, `md`) over std and tokio sockets, in about 600 lines of its
-//! own (`src/remote/memcached/`), rather than through a client crate. The
+//! `mg`, `ms`, `md`) over std and tokio sockets with code of its own
+//! (`proto.rs`, `conn.rs`, `aio.rs` in `src/remote/memcached/`: about 900
+//! lines with their docs), rather than through a client crate. The
 //! crates on crates.io in 2026 each missed something this needs:
 //! `memcache` (rust-memcache) is blocking only, with the meta protocol
 //! "experimental"; `memcache-async` has no CAS for the meta protocol and no
