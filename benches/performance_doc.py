@@ -141,6 +141,36 @@ logged. Rounds alternate paceline and Pecorino; medians, min–max.
 """
 
 
+def memcached_section(out_dir):
+    mc = lines(os.path.join(out_dir, "memcached.txt"))
+    if mc is None:
+        return """## memcached
+
+Not measured in this run: no memcached on PATH. With it, `bash
+scripts/perf.sh` runs `cargo bench -p paceline-benches --features memcached
+--bench memcached` and fills this section.
+"""
+    printed = [l for l in mc if l.strip() and not l.startswith(("Compiling", "Finished", "Running"))]
+    return f"""## memcached
+
+{MEMCACHED_INTRO}
+```text
+{chr(10).join(printed)}
+```
+"""
+
+
+MEMCACHED_INTRO = """`benches/memcached.rs`, on a memcached the bench starts itself (unix socket,
+and loopback TCP): `MemcachedLimiter::try_take` against one memcached get
+(`mg` of a key nobody stores) on the same connection, interleaved (20 rounds
+of 2 000 calls, a ratio per round), every call granted so each one reads
+and writes the key (two round trips; a refusal is one); then grants per
+second for one second with 1 and 8 clients (each its own limiter and
+connection), all on one hot key and spread over 10 000 keys, with the CAS
+races the clients lost; then criterion's groups.
+"""
+
+
 def redis_cpu_section(out_dir):
     cpu = lines(os.path.join(out_dir, "redis_cpu.txt"))
     if cpu is None:
@@ -320,6 +350,7 @@ the most keys tracked and its peak RSS
 
 {redis_section(out_dir, baselines)}
 {postgres_section(out_dir)}
+{memcached_section(out_dir)}
 ## Pacing accuracy
 
 `benches/examples/accuracy.rs`: `AtomicLimiter` (default slack: 10 permits

@@ -88,6 +88,14 @@ else
     rm -f "$out/postgres.txt"
 fi
 
+if command -v memcached >/dev/null 2>&1; then
+    echo "== memcached bench" >&2
+    cargo bench -p paceline-benches --features memcached --bench memcached -- "${crit[@]}" >"$out/memcached.txt"
+else
+    echo "== memcached bench skipped: no memcached on PATH" >&2
+    rm -f "$out/memcached.txt"
+fi
+
 echo "== contention" >&2
 cargo run -q --release -p paceline-benches --example contention -- --rounds $rounds >"$out/contention.txt"
 echo "== accuracy" >&2

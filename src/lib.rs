@@ -55,6 +55,9 @@
 //! - `postgres::PostgresLimiter` (feature `postgres`): the same, its state in
 //!   a PostgreSQL table, the step one SQL statement;
 //!   `postgres::AsyncPostgresLimiter` with `tokio`.
+//! - `memcached::MemcachedLimiter` (feature `memcached`): the same, its state
+//!   in memcached, the step run by the client as a CAS loop (`gets`, step,
+//!   `cas`); `memcached::AsyncMemcachedLimiter` with `tokio`.
 //!
 //! The [`guide`] tells the long form once, a chapter per topic: [the model
 //! and slack](guide::model) (what a limiter promises: at most `slack + 1`
@@ -95,6 +98,9 @@ pub mod io;
 pub mod keyed;
 mod limit;
 mod limiter;
+#[cfg(feature = "memcached")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memcached")))]
+pub use remote::memcached;
 mod paced;
 mod pacer;
 mod part;

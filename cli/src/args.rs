@@ -47,7 +47,11 @@ options:
                        (with --key; CONN as libpq takes it: \"host=/run/pg
                        user=app\" or postgres://...); the table is created if
                        missing
-      --key KEY        the shared limit's name in Redis or PostgreSQL
+      --memcached ADDR share the limit through memcached instead (with --key;
+                       ADDR host:port or unix:/path); the clients' clocks
+                       decide, so keep them in sync (NTP)
+      --key KEY        the shared limit's name in Redis, PostgreSQL or
+                       memcached
       --rate-file PATH read the rate (and optionally a burst: \"10/s 20\") from
                        PATH, and again on SIGHUP; RATE may then be omitted
   -s, --size N         the total (lines, or bytes with --bytes) for the ETA;
@@ -185,7 +189,7 @@ pub struct Args {
     pub burst: Option<u64>,
     /// `--drop`.
     pub drop: bool,
-    /// `--redis URL` or `--postgres CONN`, and `--key KEY`.
+    /// `--redis URL`, `--postgres CONN` or `--memcached ADDR`, and `--key KEY`.
     pub shared: Option<(Server, String)>,
     /// `--rate-file PATH`.
     pub rate_file: Option<PathBuf>,
@@ -206,6 +210,8 @@ pub enum Server {
     Redis(String),
     /// `--postgres CONN`.
     Postgres(String),
+    /// `--memcached ADDR`.
+    Memcached(String),
 }
 
 impl Server {
@@ -214,13 +220,14 @@ impl Server {
         match self {
             Server::Redis(_) => "--redis",
             Server::Postgres(_) => "--postgres",
+            Server::Memcached(_) => "--memcached",
         }
     }
 
     /// The URL or connection string.
     pub fn address(&self) -> &str {
         match self {
-            Server::Redis(a) | Server::Postgres(a) => a,
+            Server::Redis(a) | Server::Postgres(a) | Server::Memcached(a) => a,
         }
     }
 }
@@ -305,6 +312,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
     let mut drop = false;
     let mut redis: Option<String> = None;
     let mut postgres: Option<String> = None;
+    let mut memcached: Option<String> = None;
     let mut key: Option<String> = None;
     let mut rate_file: Option<PathBuf> = None;
     let mut size: Option<String> = None;
@@ -333,6 +341,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
             Long("drop") => drop = true,
             Long("redis") => redis = Some(p.value()?.string()?),
             Long("postgres") => postgres = Some(p.value()?.string()?),
+            Long("memcached") => memcached = Some(p.value()?.string()?),
             Long("key") => key = Some(p.value()?.string()?),
             Long("rate-file") => rate_file = Some(p.value()?.into()),
             Short('s') | Long("size") => size = Some(p.value()?.string()?),
@@ -409,15 +418,24 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         })
         .transpose()?;
 
-    let server = match (redis, postgres) {
-        (Some(_), Some(_)) => {
-            return Err(Usage(
-                "--redis and --postgres: a limit is kept in one of them".into(),
-            ))
+    let servers: Vec<Server> = [
+        redis.map(Server::Redis),
+        postgres.map(Server::Postgres),
+        memcached.map(Server::Memcached),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let server = match servers.as_slice() {
+        [a, b, ..] => {
+            return Err(Usage(format!(
+                "{} and {}: a limit is kept in one of them",
+                a.flag(),
+                b.flag()
+            )))
         }
-        (Some(url), None) => Some(Server::Redis(url)),
-        (None, Some(conn)) => Some(Server::Postgres(conn)),
-        (None, None) => None,
+        [one] => Some(one.clone()),
+        [] => None,
     };
     let shared = match (server, key) {
         (Some(server), Some(key)) if !key.is_empty() => Some((server, key)),
@@ -429,7 +447,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         }
         (None, Some(k)) => {
             return Err(Usage(format!(
-                "--key {k:?} needs --redis URL or --postgres CONN"
+                "--key {k:?} needs --redis URL, --postgres CONN or --memcached ADDR"
             )))
         }
         (None, None) => None,
@@ -444,7 +462,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         }
         if redis.is_some() || drop || rate_file.is_some() || burst.is_some() {
             return Err(Usage(
-                "--unlimited does not pace: --redis, --postgres, --drop, --burst and --rate-file need a rate"
+                "--unlimited does not pace: --redis, --postgres, --memcached, --drop, --burst and --rate-file need a rate"
                     .into(),
             ));
         }

@@ -1,7 +1,8 @@
 //! [`Pace`]: the one place the CLI asks paceline for permits, through the
 //! take interface (`paceline::Take`): an in-process `AtomicLimiter`, a
-//! limit shared through a server (the blocking `RedisLimiter` or
-//! `PostgresLimiter`, chosen only where the flags are read), or nothing
+//! limit shared through a server (the blocking `RedisLimiter`,
+//! `PostgresLimiter` or `MemcachedLimiter`, chosen only where the flags are
+//! read), or nothing
 //! (`--unlimited`).
 //!
 //! A request first *tries* (`try_take_n`, which never waits). Refused, it
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use paceline::io::ByteLimiter;
+use paceline::memcached::MemcachedLimiter;
 use paceline::postgres::PostgresLimiter;
 use paceline::redis::RedisLimiter;
 use paceline::remote::{Backend, RemoteLimiter};
@@ -162,6 +164,12 @@ impl Pace {
                         limiter.install().map_err(|e| failed(&e))?;
                         Box::new(limiter)
                     }
+                    Server::Memcached(addr) => Box::new(
+                        MemcachedLimiter::builder(addr.as_str(), l.given.rate())
+                            .slack(l.slack)
+                            .build()
+                            .map_err(|e| failed(&e))?,
+                    ),
                 };
                 // Fail now, naming the server, rather than at the first
                 // line: one look at the key.

@@ -548,6 +548,22 @@ fn bad_input_exits_2_naming_the_bad_value() {
             "--redis and --postgres",
         ),
         (
+            &["5/s", "--memcached", "127.0.0.1:11211"][..],
+            "--memcached needs --key",
+        ),
+        (
+            &[
+                "5/s",
+                "--postgres",
+                "host=/tmp",
+                "--memcached",
+                "127.0.0.1",
+                "--key",
+                "k",
+            ][..],
+            "--postgres and --memcached",
+        ),
+        (
             &["--rate-file", "/nonexistent/paceline-rate"][..],
             "/nonexistent/paceline-rate",
         ),
@@ -644,6 +660,16 @@ fn an_unreachable_postgres_fails_with_status_1_naming_it() {
     let done = run(&["5/s", "--postgres", &conn, "--key", "k"], seq(3));
     assert_eq!(done.code(), Some(1), "{}", done.stderr);
     assert!(done.stderr.contains(&conn), "{}", done.stderr);
+    assert!(done.lines.is_empty());
+}
+
+#[test]
+fn an_unreachable_memcached_fails_with_status_1_naming_it() {
+    let dir = temp_dir("nomemcached");
+    let addr = format!("unix:{}/none.sock", dir.display());
+    let done = run(&["5/s", "--memcached", &addr, "--key", "k"], seq(3));
+    assert_eq!(done.code(), Some(1), "{}", done.stderr);
+    assert!(done.stderr.contains(&addr), "{}", done.stderr);
     assert!(done.lines.is_empty());
 }
 

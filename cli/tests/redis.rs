@@ -1,8 +1,9 @@
-//! `--redis URL --key K` and `--postgres CONN --key K`: two `paceline`
-//! processes on one key against a real `redis-server`, and a real
-//! PostgreSQL, that this file starts in a temporary directory (the
-//! library's harnesses, `tests/support/redis_server.rs` and
-//! `pg_server.rs`), stopped when the test ends. Together they never pass
+//! `--redis URL --key K`, `--postgres CONN --key K` and `--memcached ADDR
+//! --key K`: two `paceline` processes on one key against a real
+//! `redis-server`, a real PostgreSQL and a real `memcached`, that this file
+//! starts in a temporary directory (the library's harnesses,
+//! `tests/support/redis_server.rs`, `pg_server.rs` and
+//! `memcached_server.rs`), stopped when the test ends. Together they never pass
 //! more than the limit's window bound, `S + 1 + w / T` lines in any window
 //! `w` from the start.
 
@@ -11,6 +12,9 @@ mod support;
 
 #[path = "../../tests/support/pg_server.rs"]
 mod pg;
+
+#[path = "../../tests/support/memcached_server.rs"]
+mod memcached;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -32,6 +36,12 @@ fn two_processes_on_one_redis_key_never_pass_more_than_the_bound() {
 fn two_processes_on_one_postgres_key_never_pass_more_than_the_bound() {
     let server = pg::PgServer::start();
     two_processes_share_one_limit("--postgres", &server.conn());
+}
+
+#[test]
+fn two_processes_on_one_memcached_key_never_pass_more_than_the_bound() {
+    let server = memcached::MemcachedServer::start();
+    two_processes_share_one_limit("--memcached", &server.addr());
 }
 
 /// Two runs of the binary with `flag address --key shared`.

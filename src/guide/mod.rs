@@ -14,6 +14,8 @@
 //!    ceiling, overrides and rate changes.
 //! 4. [Remote limits and fail policies](remote): one limit across
 //!    processes in Redis or PostgreSQL, timeouts, fail policies, clocks.
+//!    [memcached](memcached): the same through memcached's CAS, on the
+//!    clients' clocks.
 //! 5. [HTTP](http): the tower layers, keys, proxies, modes, fields,
 //!    bodies, and the look inside.
 //! 6. [Configuration](config): limits from files, `Watch`, the settle time.
@@ -62,6 +64,9 @@ pub mod keyed {}
 
 #[doc = include_str!("remote.md")]
 pub mod remote {}
+
+#[doc = include_str!("memcached.md")]
+pub mod memcached {}
 
 #[doc = include_str!("http.md")]
 pub mod http {}

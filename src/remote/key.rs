@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | PostgreSQL | at most [`MAX_PLAIN`] bytes, each printable ASCII (space to `~`), not starting with [`DIGEST_MARK`] | the digest |
 //! | Redis | at most [`MAX_PLAIN`] bytes (any bytes: its keys are binary-safe), not starting with [`DIGEST_MARK`] | the digest, after the prefix |
+//! | memcached | escaped one to one (`%XX` for a space, a control byte, `%` and any byte over 126), when the prefix and that fit its [`MEMCACHED_MAX_KEY`] bytes, not starting with [`DIGEST_MARK`] | the digest, after the prefix |
 //!
 //! No two keys share a stored name: a key stored as given never starts
 //! with the mark, every digest does, and two keys share a digest only if
@@ -54,6 +55,45 @@ pub(crate) fn postgres(key: &str) -> Cow<'_, str> {
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn redis(key: &str) -> Cow<'_, str> {
     stored(key, |_| true)
+}
+
+/// The longest key memcached holds, in bytes (its text and meta protocols
+/// also refuse a space or a control byte in one).
+#[cfg_attr(not(feature = "memcached"), allow(dead_code))]
+pub(crate) const MEMCACHED_MAX_KEY: usize = 250;
+
+/// `key` as memcached stores it, `prefix` (printable ASCII, checked by the
+/// builder) first: each byte that memcached's keys cannot hold or an
+/// operator could not read (a space, a control byte, any byte over 126)
+/// and `%` itself as `%` and two uppercase hex digits, all other bytes as
+/// given, when that fits [`MEMCACHED_MAX_KEY`], is not empty, and the key
+/// does not start with [`DIGEST_MARK`]; else the digest. The escape is one to one (`%`
+/// is escaped too), and no escaped key starts with the mark (its bytes
+/// are all kept as given), so no two keys share a stored key.
+#[cfg_attr(not(feature = "memcached"), allow(dead_code))]
+pub(crate) fn memcached(prefix: &str, key: &str) -> String {
+    let plain = |b: u8| (b'!'..=b'~').contains(&b) && b != b'%';
+    let escaped_len = key
+        .bytes()
+        .map(|b| if plain(b) { 1 } else { 3 })
+        .sum::<usize>();
+    let mut out = String::with_capacity(prefix.len() + escaped_len.min(DIGEST_MARK.len() + 64));
+    out.push_str(prefix);
+    // (An empty key under an empty prefix would be no key at all.)
+    let empty = prefix.is_empty() && key.is_empty();
+    if prefix.len() + escaped_len > MEMCACHED_MAX_KEY || key.starts_with(DIGEST_MARK) || empty {
+        out.push_str(&digest(key));
+        return out;
+    }
+    for b in key.bytes() {
+        if plain(b) {
+            out.push(char::from(b));
+        } else {
+            // Writing into a String cannot fail.
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
 }
 
 /// `key` as given if it is at most [`MAX_PLAIN`] bytes of bytes `plain`
@@ -113,5 +153,33 @@ mod tests {
         assert_eq!(redis(abc), digest(abc));
         assert_ne!(digest(abc), abc);
         assert_eq!(digest(abc).len(), DIGEST_MARK.len() + 64);
+    }
+
+    #[test]
+    fn memcached_keys_are_escaped_one_to_one_or_digested() {
+        assert_eq!(memcached("p:", "user:42"), "p:user:42");
+        assert_eq!(memcached("p:", "a b%c\0\r\n"), "p:a%20b%25c%00%0D%0A");
+        assert_eq!(memcached("", "ключ"), "%D0%BA%D0%BB%D1%8E%D1%87");
+        assert_eq!(memcached("", ""), digest(""));
+        // "%20" itself is not a space: escaping is one to one.
+        assert_ne!(memcached("", "%20"), memcached("", " "));
+        // The longest that fits, and one byte more.
+        let fits = "k".repeat(MEMCACHED_MAX_KEY - 2);
+        assert_eq!(memcached("p:", &fits).len(), MEMCACHED_MAX_KEY);
+        let long = "k".repeat(MEMCACHED_MAX_KEY - 1);
+        assert_eq!(memcached("p:", &long), format!("p:{}", digest(&long)));
+        // Escapes count at their escaped length.
+        let spaces = " ".repeat(83);
+        assert_eq!(memcached("p:", &spaces), format!("p:{}", digest(&spaces)));
+        let abc = digest("abc");
+        assert_eq!(memcached("p:", &abc), format!("p:{}", digest(&abc)));
+        for key in ["", "x", " ", "\u{7f}", &long] {
+            let stored = memcached("p:", key);
+            assert!(stored.len() <= MEMCACHED_MAX_KEY);
+            assert!(
+                stored.bytes().all(|b| (b'!'..=b'~').contains(&b)),
+                "{stored:?}"
+            );
+        }
     }
 }

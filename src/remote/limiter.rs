@@ -17,7 +17,8 @@ use crate::wait::{self, Wait};
 
 /// A limiter whose state lives in a server, so that every process using the
 /// same server and key shares one limit: [`RedisLimiter`](crate::redis::RedisLimiter),
-/// [`PostgresLimiter`](crate::postgres::PostgresLimiter) and
+/// [`PostgresLimiter`](crate::postgres::PostgresLimiter),
+/// `MemcachedLimiter` and
 /// [`MemoryLimiter`](super::memory::MemoryLimiter) are it over their
 /// backends.
 ///
@@ -34,7 +35,8 @@ use crate::wait::{self, Wait};
 /// # What `take` returns
 /// The time the permit went on the server's clock, as Unix time (see [the
 /// time a take returns](crate::take#the-time-a-take-returns)): every
-/// process sharing a key reads one clock. The wait the server reports is
+/// process sharing a key reads one clock. (memcached lends none: there it
+/// is the Unix time of the clock the limiter decides on.) The wait the server reports is
 /// counted on the local clock from the reply's arrival, so a permit is
 /// never early by the server's clock.
 pub struct RemoteLimiter<B> {

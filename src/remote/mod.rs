@@ -1,13 +1,16 @@
 //! Limits kept in a server: one limiter type over a backend,
 //! [`RemoteLimiter<B>`] (blocking) and [`AsyncRemoteLimiter<B>`] (futures,
 //! feature `tokio`), as [`Pacer<S>`](crate::Pacer) is over a store. The step
-//! runs in the server, atomically, on its clock; the client only asks and
-//! then waits.
+//! runs in the server, atomically, on its clock, and the client only asks
+//! and then waits; or, for memcached, which has no scripts and no clock,
+//! in the client, as a CAS loop on the server's value, on the client's
+//! clock.
 //!
 //! | backend | blocking | async | feature |
 //! |---|---|---|---|
 //! | Redis (a Lua script) | [`RedisLimiter`](crate::redis::RedisLimiter) | `AsyncRedisLimiter` | `redis` |
 //! | PostgreSQL (one SQL statement) | [`PostgresLimiter`](crate::postgres::PostgresLimiter) | `AsyncPostgresLimiter` | `postgres` |
+//! | memcached (a CAS loop, the step in the client) | `MemcachedLimiter` | `AsyncMemcachedLimiter` | `memcached` |
 //! | in memory, for tests ([`memory`]) | [`MemoryLimiter`](memory::MemoryLimiter) | `AsyncMemoryLimiter` | none |
 //!
 //! Each name is an alias of the generic type over that backend: the calls
@@ -46,12 +49,19 @@
 
 #[cfg(feature = "tokio")]
 mod aio;
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
 mod builder;
 pub(crate) mod core;
-#[cfg(any(feature = "redis", feature = "postgres", feature = "tower"))]
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "memcached",
+    feature = "tower"
+))]
 pub(crate) mod key;
 mod limiter;
+#[cfg(feature = "memcached")]
+pub mod memcached;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -62,7 +72,7 @@ use std::time::Duration;
 
 #[cfg(feature = "tokio")]
 pub use aio::AsyncRemoteLimiter;
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
 pub use builder::RemoteBuilder;
 pub use limiter::RemoteLimiter;
 

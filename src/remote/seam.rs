@@ -74,7 +74,7 @@ pub enum Decision {
     },
     /// Admitted now, and nothing more said: the answer to a
     /// [`brief`](Request::brief) request.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "redis", feature = "memcached")), allow(dead_code))]
     Admitted,
     /// Refused; nothing was stored.
     Denied(Deny),

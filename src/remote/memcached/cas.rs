@@ -1,0 +1,414 @@
+//! The CAS loop with memcached as the word, as a machine without I/O: each
+//! call is a [`Machine`] that says what to send next and reads each reply,
+//! and the blocking and async connections drive it alike.
+//!
+//! A take reads the key's state and CAS token (`mg v c`), runs
+//! [`schedule::step`] on the client's clock, and stores the grant over the
+//! token (`ms C<cas>`), or with `add` semantics (`ms ME`) when the key was
+//! absent; a refusal writes nothing. If anyone wrote in between (`EX`), or
+//! the key came or went (`NS`, `NF`), the machine says
+//! [`Next::Conflict`]: the driver pauses (see [`pause`]) and starts it
+//! again, a bounded number of times within the call's budget, then fails
+//! with the contention, an error no fail policy admits.
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::io;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::proto::{self, Bad, Head};
+use crate::clock::{internal_now, Clock};
+use crate::remote::{Decision, Request, Undo};
+use crate::schedule::{self, FULL};
+
+/// The most conflicts one call retries (the call's budget usually ends it
+/// first). A conflict means another client's write went through, so the
+/// key makes progress whoever loses; but with `k` clients racing flat out,
+/// a call loses each round with a chance near `(k - 1) / k`: 32 losses in
+/// a row happen to about one call in 70 among 8 clients, 256 to one in
+/// 10^15.
+pub(crate) const MAX_CONFLICTS: u32 = 256;
+
+/// The pause after a conflict is drawn from zero to this times the
+/// conflicts so far, up to [`PAUSE_MAX`]: long enough to let one rival's
+/// `ms` through, short beside a round trip. It does not double: a loser
+/// that backed off far would only lose more often to clients that did not
+/// lose (a conflict is never a sign of an overloaded server, only of a
+/// hot key).
+const PAUSE_STEP: Duration = Duration::from_micros(50);
+
+/// The longest pause after a conflict.
+const PAUSE_MAX: Duration = Duration::from_micros(200);
+
+/// memcached reads an exptime above this (30 days, in seconds) as a Unix
+/// time, not a number of seconds from now.
+pub(crate) const MAX_RELATIVE_EXPTIME: u64 = 2_592_000;
+
+/// Seconds added to a key's rest time: memcached's clock ticks once a
+/// second, so an item may expire up to a second before its exptime says
+/// (one second), and one more to spare. A key kept past its rest time
+/// decides as an absent one: the margin costs only memory.
+pub(crate) const EXPIRY_GRACE_SECS: u64 = 2;
+
+/// Added to an absolute exptime (a rest time over 30 days away), which the
+/// server reads on its own wall clock: a day covers any wall clock this
+/// host's could disagree with and still be in service. A key kept past its
+/// rest time decides as an absent one.
+pub(crate) const ABSOLUTE_MARGIN_SECS: u64 = 86_400;
+
+/// What a call asks of the server.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    /// The step: decide and store the grant.
+    Step(Request),
+    /// The state, storing nothing.
+    Peek,
+    /// Put the key back to `undo.prev` if it holds `undo.next`.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    GiveBack { tau: u64, undo: Undo },
+    /// Delete the key.
+    Reset,
+}
+
+/// What a call found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Done {
+    Decision(Decision),
+    Peeked(u64, u64),
+    Flag(bool),
+}
+
+/// One reply: its head and, after a `VA`, the value (`Ok` a state, `Err`
+/// the length of a value that is not one).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reply {
+    pub(crate) head: Head,
+    pub(crate) value: Option<Result<u64, usize>>,
+}
+
+/// Why a call failed, and whether its connection is still in step.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// No connection could be had (or the reconnect backoff still runs).
+    Connect(crate::remote::Error),
+    /// The connection failed or timed out: it is dropped.
+    Io(io::Error),
+    /// The server's reply is not the protocol: the connection is dropped.
+    Garbled(String),
+    /// The server answered with an error line: the connection is dropped
+    /// all the same (what follows it is not certain).
+    Server(String),
+    /// The key holds a value that is not a state (its length).
+    Foreign(usize),
+    /// The call lost `conflicts` CAS races and its budget or its retries
+    /// ran out; `in_step` is false when a reply was still on the wire.
+    Contended { conflicts: u32, in_step: bool },
+}
+
+impl Failure {
+    /// Whether the connection may serve another call.
+    pub(crate) fn in_step(&self) -> bool {
+        match self {
+            // (After a `CLIENT_ERROR` memcached may read a store's value
+            // as a command of its own, and answer it too.)
+            Failure::Connect(_) | Failure::Io(_) | Failure::Garbled(_) | Failure::Server(_) => {
+                false
+            }
+            Failure::Foreign(_) => true,
+            Failure::Contended { in_step, .. } => *in_step,
+        }
+    }
+
+    /// Whether this is a timeout of the connection.
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(self, Failure::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+}
+
+impl From<Bad> for Failure {
+    fn from(bad: Bad) -> Failure {
+        match bad {
+            Bad::Server(s) => Failure::Server(s),
+            Bad::Garbled(s) => Failure::Garbled(s),
+        }
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Io(e)
+    }
+}
+
+/// What the driver does next.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Send [`Machine::out`] and feed the reply to [`Machine::reply`].
+    Send,
+    /// A CAS race was lost: pause, then [`Machine::begin`] again.
+    Conflict,
+    /// The call's answer.
+    Done(Result<Done, Failure>),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// The first command (a read; a reset's delete) is out.
+    First,
+    /// A step's store is out, and this is its decision if it lands.
+    Store(Decision),
+    /// A give-back's store or delete is out.
+    Restore,
+}
+
+/// One call on one stored key, on the client's clock `C`.
+pub(crate) struct Machine<'a, C> {
+    key: &'a str,
+    op: Op,
+    clock: &'a C,
+    phase: Phase,
+    out: Vec<u8>,
+    /// CAS races lost so far.
+    pub(crate) conflicts: u32,
+    /// Whether a store was sent: the call may have written, and must not
+    /// be sent again on another connection.
+    pub(crate) wrote: bool,
+}
+
+impl<'a, C: Clock> Machine<'a, C> {
+    pub(crate) fn new(key: &'a str, op: Op, clock: &'a C) -> Self {
+        Machine {
+            key,
+            op,
+            clock,
+            phase: Phase::First,
+            out: Vec::with_capacity(96),
+            conflicts: 0,
+            wrote: false,
+        }
+    }
+
+    /// What to send now.
+    pub(crate) fn out(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Starts (or starts again, after a conflict) with the first command.
+    pub(crate) fn begin(&mut self) {
+        self.phase = Phase::First;
+        match self.op {
+            Op::Step(_) | Op::GiveBack { .. } => proto::get(&mut self.out, self.key),
+            Op::Peek => proto::peek(&mut self.out, self.key),
+            Op::Reset => proto::delete(&mut self.out, self.key, None),
+        }
+    }
+
+    /// Reads the reply to [`out`](Self::out).
+    pub(crate) fn reply(&mut self, reply: Reply) -> Next {
+        match (self.phase, self.op) {
+            (Phase::First, Op::Step(request)) => match read(reply, true) {
+                Ok(found) => self.decide(found, &request),
+                Err(f) => Next::Done(Err(f)),
+            },
+            (Phase::First, Op::Peek) => Next::Done(read(reply, false).map(|found| {
+                let tat = found.map_or(FULL, |(tat, _)| tat);
+                Done::Peeked(tat, self.now())
+            })),
+            (Phase::First, Op::GiveBack { tau, undo }) => match read(reply, true) {
+                Ok(found) => self.give_back(found, tau, undo),
+                Err(f) => Next::Done(Err(f)),
+            },
+            (Phase::First, Op::Reset) => Next::Done(match reply.head {
+                Head::Done => Ok(Done::Flag(true)),
+                Head::NotFound => Ok(Done::Flag(false)),
+                other => Err(unexpected(other)),
+            }),
+            (Phase::Store(decision), _) => match reply.head {
+                Head::Done => Next::Done(Ok(Done::Decision(decision))),
+                Head::Exists | Head::NotFound | Head::NotStored => {
+                    self.conflicts += 1;
+                    Next::Conflict
+                }
+                other => Next::Done(Err(unexpected(other))),
+            },
+            (Phase::Restore, _) => Next::Done(match reply.head {
+                Head::Done => Ok(Done::Flag(true)),
+                // Someone wrote since: the slot is theirs now.
+                Head::Exists | Head::NotFound | Head::NotStored => Ok(Done::Flag(false)),
+                other => Err(unexpected(other)),
+            }),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        internal_now(self.clock)
+    }
+
+    /// The step on what the read found (`None`: absent, at rest).
+    fn decide(&mut self, found: Option<(u64, u64)>, request: &Request) -> Next {
+        // The decision's time: the state read holds until the store, or
+        // the store fails.
+        let now = self.now();
+        let (prev, cas) = match found {
+            Some((tat, cas)) => (Some(tat), Some(cas)),
+            None => (None, None),
+        };
+        let p = request.params;
+        let grant = match schedule::step(prev.unwrap_or(FULL), now, request.cost, p, request.admit)
+        {
+            // A refusal writes nothing.
+            Err(deny) => return Next::Done(Ok(Done::Decision(Decision::Denied(deny)))),
+            Ok(grant) => grant,
+        };
+        let decision = if request.brief {
+            Decision::Admitted
+        } else {
+            Decision::Granted {
+                slot: grant.slot,
+                now,
+                undo: (request.cost > 0).then_some(Undo {
+                    prev,
+                    next: grant.next,
+                }),
+            }
+        };
+        if request.cost == 0 {
+            // Spans nothing: nothing to store.
+            return Next::Done(Ok(Done::Decision(decision)));
+        }
+        let exptime = exptime(grant.next, p.tau(), now, wall_secs);
+        proto::store(&mut self.out, self.key, grant.next, cas, exptime);
+        self.phase = Phase::Store(decision);
+        self.wrote = true;
+        Next::Send
+    }
+
+    /// Puts the key back to `undo.prev` over the token just read, if it
+    /// still holds the grant's state.
+    fn give_back(&mut self, found: Option<(u64, u64)>, tau: u64, undo: Undo) -> Next {
+        let cas = match found {
+            Some((tat, cas)) if tat == undo.next => cas,
+            _ => return Next::Done(Ok(Done::Flag(false))),
+        };
+        let now = self.now();
+        match undo.prev {
+            // (A state at rest decides as an absent key.)
+            Some(prev) if prev.saturating_add(tau) > now => {
+                let exptime = exptime(prev, tau, now, wall_secs);
+                proto::store(&mut self.out, self.key, prev, Some(cas), exptime);
+            }
+            _ => proto::delete(&mut self.out, self.key, Some(cas)),
+        }
+        self.phase = Phase::Restore;
+        self.wrote = true;
+        Next::Send
+    }
+}
+
+/// A read's answer: `Some((state, cas))`, or `None` for an absent key. A
+/// peek does not ask for the token (it reads 0); a step and a give-back do,
+/// and a reply without one is not the protocol.
+fn read(reply: Reply, with_cas: bool) -> Result<Option<(u64, u64)>, Failure> {
+    match (reply.head, reply.value) {
+        (Head::Miss, _) => Ok(None),
+        (Head::Value { .. }, Some(Err(len))) => Err(Failure::Foreign(len)),
+        (Head::Value { cas: Some(cas), .. }, Some(Ok(tat))) => Ok(Some((tat, cas))),
+        (Head::Value { cas: None, .. }, Some(Ok(tat))) if !with_cas => Ok(Some((tat, 0))),
+        (other, _) => Err(unexpected(other)),
+    }
+}
+
+fn unexpected(head: Head) -> Failure {
+    Failure::Garbled(format!("an unexpected reply {head:?}"))
+}
+
+/// The host's wall clock, Unix seconds: what an absolute exptime is
+/// counted on (the server's wall clock, which this host's approximates).
+fn wall_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The exptime to store `state` with: its rest time (`state + tau`) seen
+/// from `now`, rounded up to whole seconds, plus [`EXPIRY_GRACE_SECS`].
+/// Over 30 days, memcached wants a Unix time: `wall()` plus that plus
+/// [`ABSOLUTE_MARGIN_SECS`]; past 2038 (what its 32-bit exptime holds),
+/// 0, which never expires.
+pub(crate) fn exptime(state: u64, tau: u64, now: u64, wall: impl FnOnce() -> u64) -> u32 {
+    let rest = state.saturating_add(tau).saturating_sub(now);
+    let secs = rest
+        .div_ceil(1_000_000_000)
+        .saturating_add(EXPIRY_GRACE_SECS);
+    if secs <= MAX_RELATIVE_EXPTIME {
+        return secs as u32;
+    }
+    let at = wall()
+        .saturating_add(secs)
+        .saturating_add(ABSOLUTE_MARGIN_SECS);
+    match i32::try_from(at) {
+        Ok(at) => at as u32,
+        Err(_) => 0,
+    }
+}
+
+thread_local! {
+    static RNG: Cell<u64> = Cell::new(RandomState::new().hash_one(0u64) | 1);
+}
+
+/// The pause after a call's `conflicts`-th lost race: drawn uniformly from
+/// zero to [`PAUSE_STEP`] times `conflicts`, at most [`PAUSE_MAX`], so that
+/// clients that lost to the same write do not all come back together.
+pub(crate) fn pause(conflicts: u32) -> Duration {
+    let bound = PAUSE_STEP.saturating_mul(conflicts.max(1)).min(PAUSE_MAX);
+    // xorshift64: a few bits of noise, not security.
+    let r = RNG.with(|rng| {
+        let mut x = rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        rng.set(x);
+        x
+    });
+    let bound_ns = bound.as_nanos() as u64;
+    Duration::from_nanos(r % bound_ns.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn exptime_is_the_rest_time_rounded_up_and_absolute_past_30_days() {
+        let now = 1 << 62;
+        let wall = || 1_800_000_000;
+        // 1.5 s to rest: 2 s, plus the grace.
+        assert_eq!(exptime(now + S / 2, S, now, wall), 2 + 2);
+        // At most 30 days is relative.
+        let days30 = MAX_RELATIVE_EXPTIME * S;
+        assert_eq!(
+            exptime(now, days30 - 2 * S, now, wall),
+            MAX_RELATIVE_EXPTIME as u32
+        );
+        // Beyond, a Unix time, with the margin.
+        let days100 = 100 * 86_400 * S;
+        assert_eq!(
+            exptime(now, days100, now, wall),
+            (1_800_000_000 + 100 * 86_400 + 2 + ABSOLUTE_MARGIN_SECS) as u32
+        );
+        // Past what 32 bits hold: never expire.
+        assert_eq!(exptime(now, u64::MAX / 2, now, wall), 0);
+    }
+
+    #[test]
+    fn pauses_stay_within_their_bounds() {
+        for conflicts in 0..40 {
+            let p = pause(conflicts);
+            assert!(p < PAUSE_MAX, "{p:?}");
+        }
+        assert!(pause(1) < PAUSE_STEP);
+    }
+}

@@ -1,0 +1,466 @@
+//! Blocking connections to memcached, and what both faces share: the
+//! address, the reconnect backoff, and the driver's budget.
+//!
+//! A [`Pool`] keeps idle connections (one per caller that ran at the same
+//! time). A call takes one, or opens one within the connect timeout; each
+//! reply must come within the response timeout, or within what is left of
+//! the call's budget (connect plus response timeout, from its start) when
+//! that is less. After an I/O error, a timeout or a garbled reply the
+//! connection is dropped, and so are the idle ones (they lead to the same
+//! server, which just failed). While the server stays unreachable,
+//! reconnects are spaced by a doubling backoff ([`BACKOFF_MIN`] to
+//! [`BACKOFF_MAX`]) and calls in between fail at once with the last error.
+//! A call on a reused connection that fails before it stored anything (the
+//! server restarted since) runs once more on a fresh one.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::cas::{self, Done, Failure, Machine, Next, Reply, MAX_CONFLICTS};
+use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
+use crate::clock::Clock;
+use crate::remote::Error;
+
+/// The first pause before reconnecting to a server that refused: short, so
+/// a restarted server is back in use almost at once.
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest pause between reconnect attempts: how late, at worst, a
+/// limiter notices that its server is back.
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// memcached's port unless the address names another.
+pub const DEFAULT_PORT: u16 = 11211;
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Addr {
+    /// `host:port` (or `host`, on [`DEFAULT_PORT`]).
+    Tcp(String),
+    /// `unix:/path` or `/path`.
+    Unix(PathBuf),
+}
+
+impl Addr {
+    /// Reads `host:port`, `host`, `[v6]:port`, `unix:/path` or `/path`.
+    pub(crate) fn parse(addr: &str) -> Result<Addr, String> {
+        let addr = addr.trim();
+        if let Some(path) = addr
+            .strip_prefix("unix:")
+            .or_else(|| addr.starts_with('/').then_some(addr))
+        {
+            if path.is_empty() {
+                return Err(format!("memcached address {addr:?}: no socket path"));
+            }
+            return Ok(Addr::Unix(PathBuf::from(path)));
+        }
+        if addr.is_empty() || addr.contains(char::is_whitespace) || addr.contains('/') {
+            return Err(format!(
+                "memcached address {addr:?}: want host:port, host, or unix:/path"
+            ));
+        }
+        // A port given: the last colon after any `]` (IPv6 in brackets).
+        let has_port = match addr.rfind(']') {
+            Some(close) => addr[close..].contains(':'),
+            None => addr.matches(':').count() == 1,
+        };
+        if has_port {
+            let port = addr.rsplit(':').next().unwrap_or("");
+            if port.parse::<u16>().is_err() {
+                return Err(format!("memcached address {addr:?}: bad port {port:?}"));
+            }
+            Ok(Addr::Tcp(addr.to_owned()))
+        } else if addr.contains(':') {
+            // A bare IPv6 address.
+            Ok(Addr::Tcp(format!("[{addr}]:{DEFAULT_PORT}")))
+        } else {
+            Ok(Addr::Tcp(format!("{addr}:{DEFAULT_PORT}")))
+        }
+    }
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn open(addr: &Addr, timeout: Duration) -> io::Result<Stream> {
+        match addr {
+            Addr::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path)?)),
+            Addr::Tcp(hostport) => {
+                let mut last = None;
+                for sa in hostport.to_socket_addrs()? {
+                    match TcpStream::connect_timeout(&sa, timeout) {
+                        Ok(s) => {
+                            s.set_nodelay(true)?;
+                            return Ok(Stream::Tcp(s));
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("{hostport} resolves to no address"),
+                    )
+                }))
+            }
+        }
+    }
+
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(Some(t)),
+            Stream::Unix(s) => s.set_read_timeout(Some(t)),
+        }
+    }
+
+    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(Some(t)),
+            Stream::Unix(s) => s.set_write_timeout(Some(t)),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One connection: a buffered reader over the socket, and the read timeout
+/// it has now.
+pub(crate) struct Conn {
+    io: BufReader<Stream>,
+    read_timeout: Duration,
+    line: Vec<u8>,
+}
+
+impl Conn {
+    fn open(addr: &Addr, connect: Duration, response: Duration) -> io::Result<Conn> {
+        let stream = Stream::open(addr, connect)?;
+        stream.set_read_timeout(response)?;
+        stream.set_write_timeout(response)?;
+        Ok(Conn {
+            io: BufReader::with_capacity(512, stream),
+            read_timeout: response,
+            line: Vec::with_capacity(64),
+        })
+    }
+
+    /// Sends `command` and reads its reply within `within`.
+    fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
+        if within != self.read_timeout {
+            self.io.get_ref().set_read_timeout(within)?;
+            self.read_timeout = within;
+        }
+        self.io.get_mut().write_all(command)?;
+        self.line.clear();
+        (&mut self.io)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut self.line)?;
+        if !self.line.ends_with(b"\n") {
+            return Err(eof_or_garbled(&self.line));
+        }
+        let head = proto::head(&self.line)?;
+        let value = match head {
+            Head::Value { len, .. } => Some(self.value(len)?),
+            _ => None,
+        };
+        Ok(Reply { head, value })
+    }
+
+    /// A value of `len` bytes and its `\r\n`: a state, or the length of a
+    /// value that is not one (read past, not kept).
+    fn value(&mut self, len: usize) -> Result<Result<u64, usize>, Failure> {
+        if len <= MAX_STATE_LEN {
+            let mut buf = [0u8; MAX_STATE_LEN + 2];
+            let buf = &mut buf[..len + 2];
+            self.io.read_exact(buf)?;
+            return value_of(buf, len);
+        }
+        let want = len as u64 + 2;
+        let got = io::copy(&mut (&mut self.io).take(want), &mut io::sink())?;
+        if got != want {
+            return Err(Failure::Io(io::ErrorKind::UnexpectedEof.into()));
+        }
+        Ok(Err(len))
+    }
+}
+
+/// A state read as `len` bytes and `\r\n` in `buf`.
+pub(crate) fn value_of(buf: &[u8], len: usize) -> Result<Result<u64, usize>, Failure> {
+    if &buf[len..] != b"\r\n" {
+        return Err(Failure::Garbled("a value not ended by CRLF".into()));
+    }
+    Ok(proto::state(&buf[..len]).ok_or(len))
+}
+
+/// A reply line cut short: the connection closed (EOF), or a line too long.
+pub(crate) fn eof_or_garbled(line: &[u8]) -> Failure {
+    if (line.len() as u64) < MAX_LINE {
+        Failure::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "memcached closed the connection",
+        ))
+    } else {
+        Failure::Garbled(format!("a reply line over {MAX_LINE} bytes"))
+    }
+}
+
+/// Backoff between failed reconnects, shared by both faces' pools.
+pub(crate) struct Gate {
+    /// No reconnect before this instant (after a failed one).
+    closed_until: Option<Instant>,
+    /// The next pause.
+    delay: Duration,
+    /// Why the last reconnect failed, repeated to calls the gate turns away.
+    last: Option<Error>,
+}
+
+impl Gate {
+    pub(crate) fn new() -> Gate {
+        Gate {
+            closed_until: None,
+            delay: BACKOFF_MIN,
+            last: None,
+        }
+    }
+
+    /// The last error, while the backoff runs.
+    pub(crate) fn closed(&self) -> Option<Error> {
+        match (self.closed_until, &self.last) {
+            (Some(until), Some(last)) if Instant::now() < until => Some(last.clone()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn opened(&mut self) {
+        *self = Gate::new();
+    }
+
+    pub(crate) fn failed(&mut self, e: &Error) {
+        self.closed_until = Some(Instant::now() + self.delay);
+        self.delay = (self.delay * 2).min(BACKOFF_MAX);
+        self.last = Some(e.clone());
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing here panics while holding a lock, and a connection list or a
+    // backoff timer is valid in any state anyway.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The error a caller sees for a failure to connect.
+pub(crate) fn connect_error(e: io::Error) -> Error {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    ) {
+        Error::Timeout
+    } else {
+        Error::Unavailable(Arc::new(e))
+    }
+}
+
+/// One call's budget: connect plus response timeout from its start; each
+/// reply waits at most the response timeout, or what is left.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    pub(crate) deadline: Instant,
+    pub(crate) response: Duration,
+}
+
+impl Budget {
+    pub(crate) fn new(connect: Duration, response: Duration) -> Budget {
+        Budget {
+            deadline: Instant::now() + connect + response,
+            response,
+        }
+    }
+
+    /// What the budget leaves now (at least 1 ms: a zero timeout is an
+    /// error to the socket).
+    pub(crate) fn left(&self) -> Duration {
+        self.deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    }
+
+    /// How long the next reply may take.
+    pub(crate) fn reply_within(&self) -> Duration {
+        self.left().min(self.response)
+    }
+
+    /// The pause before a conflict's retry, or `None` when the call gives
+    /// up: after [`MAX_CONFLICTS`], or when the budget has no room for the
+    /// pause and a quarter of a response timeout.
+    pub(crate) fn retry(&self, conflicts: u32) -> Option<Duration> {
+        if conflicts >= MAX_CONFLICTS {
+            return None;
+        }
+        let pause = cas::pause(conflicts);
+        (self.left() >= pause + self.response / 4).then_some(pause)
+    }
+}
+
+/// A failure after lost races whose reply did not come within what the
+/// budget left is the contention's: the server answered every call before.
+pub(crate) fn contended(
+    f: Failure,
+    conflicts: u32,
+    within: Duration,
+    response: Duration,
+) -> Failure {
+    if conflicts > 0 && within < response && f.is_timeout() {
+        Failure::Contended {
+            conflicts,
+            in_step: false,
+        }
+    } else {
+        f
+    }
+}
+
+/// Runs a machine on `conn` to its answer.
+fn drive<C: Clock>(
+    conn: &mut Conn,
+    m: &mut Machine<'_, C>,
+    budget: &Budget,
+) -> Result<Done, Failure> {
+    m.begin();
+    loop {
+        let within = budget.reply_within();
+        let reply = conn
+            .call(m.out(), within)
+            .map_err(|f| contended(f, m.conflicts, within, budget.response))?;
+        match m.reply(reply) {
+            Next::Send => {}
+            Next::Done(done) => return done,
+            Next::Conflict => match budget.retry(m.conflicts) {
+                Some(pause) => {
+                    std::thread::sleep(pause);
+                    m.begin();
+                }
+                None => {
+                    return Err(Failure::Contended {
+                        conflicts: m.conflicts,
+                        in_step: true,
+                    })
+                }
+            },
+        }
+    }
+}
+
+/// The blocking pool.
+pub(crate) struct Pool {
+    addr: Addr,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    idle: Mutex<Vec<Conn>>,
+    gate: Mutex<Gate>,
+}
+
+impl Pool {
+    pub(crate) fn new(addr: Addr, connect: Duration, response: Duration) -> Pool {
+        Pool {
+            addr,
+            connect_timeout: connect,
+            response_timeout: response,
+            idle: Mutex::new(Vec::new()),
+            gate: Mutex::new(Gate::new()),
+        }
+    }
+
+    /// Runs `m` on a connection to its answer (see the module docs); the
+    /// CAS races it lost are in `m.conflicts`.
+    pub(crate) fn run<C: Clock>(&self, m: &mut Machine<'_, C>) -> Result<Done, Failure> {
+        let budget = Budget::new(self.connect_timeout, self.response_timeout);
+        let reused = lock(&self.idle).pop();
+        let mut retry = reused.is_some();
+        let mut conn = match reused {
+            Some(conn) => conn,
+            None => self.connect().map_err(Failure::Connect)?,
+        };
+        loop {
+            match drive(&mut conn, m, &budget) {
+                Ok(done) => {
+                    self.keep(conn);
+                    return Ok(done);
+                }
+                Err(f) if f.in_step() => {
+                    self.keep(conn);
+                    return Err(f);
+                }
+                Err(f) => {
+                    drop(conn);
+                    lock(&self.idle).clear();
+                    // A connection that sat idle across a server restart
+                    // fails on its first use: it says nothing about the
+                    // server now. Sent again only if nothing was stored.
+                    if !retry || m.wrote || f.is_timeout() || !matches!(f, Failure::Io(_)) {
+                        return Err(f);
+                    }
+                    retry = false;
+                    conn = self.connect().map_err(Failure::Connect)?;
+                }
+            }
+        }
+    }
+
+    fn keep(&self, mut conn: Conn) {
+        if conn.read_timeout != self.response_timeout {
+            if conn
+                .io
+                .get_ref()
+                .set_read_timeout(self.response_timeout)
+                .is_err()
+            {
+                return;
+            }
+            conn.read_timeout = self.response_timeout;
+        }
+        lock(&self.idle).push(conn);
+    }
+
+    /// A new connection, unless the backoff after a failed one still runs.
+    fn connect(&self) -> Result<Conn, Error> {
+        if let Some(last) = lock(&self.gate).closed() {
+            return Err(last);
+        }
+        match Conn::open(&self.addr, self.connect_timeout, self.response_timeout) {
+            Ok(conn) => {
+                lock(&self.gate).opened();
+                Ok(conn)
+            }
+            Err(e) => {
+                let e = connect_error(e);
+                lock(&self.gate).failed(&e);
+                Err(e)
+            }
+        }
+    }
+}

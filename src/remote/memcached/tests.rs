@@ -1,0 +1,387 @@
+//! The CAS loop against the pure step, on a real `memcached`, with the
+//! client's clock a [`ManualClock`] so that both decide at exactly the
+//! same instants; and what the server is left holding (states, expiries).
+
+#[path = "../../../tests/support/memcached_server.rs"]
+mod server;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::rate::Rate;
+use crate::remote::{Decision, Remote};
+use crate::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
+use crate::TakeError;
+use server::MemcachedServer;
+
+fn limiter(
+    server: &MemcachedServer,
+    interval: u64,
+    slack: u64,
+    clock: &ManualClock,
+) -> MemcachedLimiter<ManualClock> {
+    MemcachedLimiter::builder(
+        server.addr(),
+        Rate::every(Duration::from_nanos(interval)).unwrap(),
+    )
+    .slack(slack)
+    .clock(clock.clone())
+    .build()
+    .unwrap()
+}
+
+/// A key no other case has used.
+fn fresh_key() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("case:{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+#[derive(Clone, Debug)]
+struct Op {
+    cost: u64,
+    admit: Admit,
+    /// Clock advance before the op, in quarter intervals.
+    dt: u64,
+    brief: bool,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (
+        prop_oneof![8 => 0..=13u64, 1 => Just(u64::MAX), 1 => Just(1u64 << 40)],
+        prop_oneof![
+            Just(None),
+            Just(Some(0u64)),
+            (0..=40u64).prop_map(Some), // in quarter intervals
+        ],
+        prop_oneof![3 => 0..=8u64, 1 => Just(0u64), 1 => 0..=200u64],
+        any::<bool>(),
+    )
+        .prop_map(|(cost, admit, dt, brief)| Op {
+            cost,
+            admit: match admit {
+                None => Admit::Always,
+                Some(q) => Admit::Within(q),
+            },
+            dt,
+            brief,
+        })
+}
+
+fn interval() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        1..=1_000u64,
+        1_000..=1_000_000_000u64,
+        Just(1_000_000_000u64),
+        // Rests over 30 days, and past 2038: absolute expiries, and none.
+        1_000_000_000..=(1u64 << 50),
+    ]
+}
+
+/// Where the clock starts (internal ns, at least `ORIGIN`: the clock reads
+/// from 0): today, or anywhere up to where the arithmetic saturates.
+fn start() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(ORIGIN + 1_763_700_000_000_000_000),
+        ORIGIN..=u64::MAX,
+        (u64::MAX - (1 << 40))..=u64::MAX,
+    ]
+}
+
+/// The key's state before the first op: absent, or any stored word.
+fn initial() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(FRESH)),
+        Just(Some(FULL)),
+        any::<u64>().prop_map(Some),
+    ]
+}
+
+/// The remaining TTL memcached reports for `stored` (-1: none), and its
+/// value.
+fn ttl_and_value(server: &MemcachedServer, stored: &str) -> Option<(i64, String)> {
+    let reply = server.meta(&format!("mg {stored} t v"));
+    if reply == "EN\r\n" {
+        return None;
+    }
+    let (head, value) = reply.split_once("\r\n").unwrap();
+    let ttl = head
+        .split(' ')
+        .find_map(|t| t.strip_prefix('t'))
+        .unwrap()
+        .parse()
+        .unwrap();
+    Some((ttl, value.trim_end().to_owned()))
+}
+
+#[test]
+fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
+    let server = MemcachedServer::start();
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        interval(),
+        0..=20u64,
+        start(),
+        initial(),
+        proptest::collection::vec(op(), 1..24),
+    );
+    runner
+        .run(&strategy, |(interval, slack, start, initial, ops)| {
+            let Some(params) = Params::new(interval, slack) else {
+                return Ok(()); // rejected by the builder too
+            };
+            let clock = ManualClock::new();
+            let lim = limiter(&server, interval, slack, &clock);
+            let key = fresh_key();
+            let stored = format!("{}{key}", lim.prefix());
+            let mut tat = match initial {
+                None => FULL, // absent decides as at rest
+                Some(word) => {
+                    let v = word.to_string();
+                    server.meta(&format!("ms {stored} {} T0\r\n{v}", v.len()));
+                    word
+                }
+            };
+            let mut now = start;
+            // When the last grant was stored.
+            let mut written_at = None;
+            for op in ops {
+                now = now.saturating_add(op.dt.saturating_mul(interval) / 4);
+                clock.set(Duration::from_nanos(now - ORIGIN));
+                let admit = match op.admit {
+                    Admit::Always => Admit::Always,
+                    Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
+                };
+                let rust = step(tat, now, op.cost, params, admit);
+                let brief = op.brief && admit == Admit::Within(0);
+                let backend = lim.backend();
+                let mc = lim.core.request(op.cost, admit).and_then(|request| {
+                    let request = if brief { request.brief() } else { request };
+                    backend.step(&key, &request)
+                });
+                match (rust, mc) {
+                    (Ok(g), Ok(Decision::Granted { slot, now: n, undo })) => {
+                        prop_assert!(!brief);
+                        prop_assert_eq!(g.slot, slot, "slot");
+                        prop_assert_eq!(n, now, "now");
+                        if op.cost > 0 {
+                            prop_assert_eq!(undo.map(|u| u.next), Some(g.next));
+                            tat = g.next;
+                            written_at = Some(now);
+                        }
+                    }
+                    (Ok(g), Ok(Decision::Admitted)) => {
+                        prop_assert!(brief);
+                        if op.cost > 0 {
+                            tat = g.next;
+                            written_at = Some(now);
+                        }
+                    }
+                    (Err(deny), Ok(Decision::Denied(mc))) if deny != Deny::CostTooLarge => {
+                        prop_assert_eq!(deny, mc)
+                    }
+                    (
+                        Err(Deny::CostTooLarge),
+                        Err(Error::Refused(TakeError::CostTooLarge { .. })),
+                    ) => {}
+                    (rust, mc) => {
+                        return Err(TestCaseError::fail(format!(
+                            "tat {tat} now {now} {op:?}: rust {rust:?}, memcached {mc:?}"
+                        )))
+                    }
+                }
+                // The stored word is the model's, exactly (absent only if
+                // never written), with the expiry of its rest time.
+                let (peeked, n) = backend.peek(&key).unwrap();
+                prop_assert_eq!(peeked, tat, "stored state");
+                prop_assert_eq!(n, now);
+                if let Some((ttl, value)) = ttl_and_value(&server, &stored) {
+                    prop_assert_eq!(value, tat.to_string());
+                    if let Some(at) = written_at {
+                        let wall = || {
+                            std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .unwrap()
+                                .as_secs()
+                        };
+                        let want = cas::exptime(tat, params.tau(), at, wall);
+                        if want == 0 {
+                            prop_assert_eq!(ttl, -1, "never expires");
+                        } else if u64::from(want) <= cas::MAX_RELATIVE_EXPTIME {
+                            // (Less by the second memcached's clock may
+                            // have ticked since.)
+                            prop_assert!(
+                                ttl == i64::from(want) || ttl == i64::from(want) - 1,
+                                "ttl {} want {}",
+                                ttl,
+                                want
+                            );
+                        } else {
+                            prop_assert!(ttl > cas::MAX_RELATIVE_EXPTIME as i64, "ttl {}", ttl);
+                        }
+                    }
+                } else {
+                    prop_assert!(initial.is_none() && tat == FULL, "the key is gone");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_slow_limit_keeps_its_key_past_30_days_by_an_absolute_expiry() {
+    let server = MemcachedServer::start();
+    // 1/day with a burst of 100: its key rests 100 days after the burst.
+    let lim = MemcachedLimiter::builder(
+        server.addr(),
+        Rate::every(Duration::from_secs(86_400)).unwrap(),
+    )
+    .slack(99)
+    .build()
+    .unwrap();
+    for i in 0..100 {
+        lim.try_take("slow")
+            .unwrap_or_else(|e| panic!("permit {i}: {e}"));
+    }
+    // A relative expiry of 100 days would be read as a Unix time in 1970:
+    // the key would be gone at once, and the burst granted again.
+    match lim.try_take("slow") {
+        Err(Error::Refused(TakeError::RetryAfter(d))) => {
+            assert!(d > Duration::from_secs(86_000), "{d:?}")
+        }
+        other => panic!("the 101st permit within a day: {other:?}"),
+    }
+    let (ttl, _) = ttl_and_value(&server, "paceline:slow").expect("the key is kept");
+    let days = |d: i64| d * 86_400;
+    assert!(
+        (days(100)..=days(101) + 60).contains(&ttl),
+        "ttl {ttl} s, want 100 days and the margin"
+    );
+}
+
+#[test]
+fn an_idle_key_expires_once_at_rest_and_decides_as_at_rest() {
+    let server = MemcachedServer::start();
+    // 100/s, slack 2: at rest 30 ms after its burst; expires within ~3 s.
+    let lim = MemcachedLimiter::builder(server.addr(), Rate::per_second(100))
+        .slack(2)
+        .build()
+        .unwrap();
+    lim.try_take_n("k", 3).unwrap();
+    assert!(lim.try_take("k").is_err(), "burst of slack + 1 spent");
+    let (ttl, _) = ttl_and_value(&server, "paceline:k").unwrap();
+    assert!((1..=3).contains(&ttl), "ttl {ttl}");
+    std::thread::sleep(Duration::from_millis(3_100));
+    assert!(
+        ttl_and_value(&server, "paceline:k").is_none(),
+        "not expired"
+    );
+    assert_eq!(lim.available("k").unwrap(), 3);
+}
+
+#[test]
+fn a_key_holding_something_else_fails_alone_and_is_left_as_it_was() {
+    let server = MemcachedServer::start();
+    let lim = MemcachedLimiter::builder(server.addr(), Rate::per_second(10))
+        .stats(true)
+        .build()
+        .unwrap();
+    lim.try_take("before").unwrap();
+    let huge = "z".repeat(100_000);
+    for (key, value) in [("text", "hello"), ("huge", huge.as_str()), ("empty", "")] {
+        server.meta(&format!("ms paceline:{key} {} T0\r\n{value}", value.len()));
+        for policy_open in [false, true] {
+            let lim = if policy_open {
+                MemcachedLimiter::builder(server.addr(), Rate::per_second(10))
+                    .on_error(FailPolicy::Open)
+                    .build()
+                    .unwrap()
+            } else {
+                lim.clone()
+            };
+            match lim.try_take(key) {
+                Err(Error::Script(e)) => {
+                    let e = e.to_string();
+                    assert!(e.contains("not a paceline state"), "{e}");
+                    assert!(e.contains(&format!("{} bytes", value.len())), "{e}");
+                    assert!(!e.contains("hello"), "the value is echoed: {e}");
+                }
+                other => panic!("{key}: expected a script error, got {other:?}"),
+            }
+        }
+        let (_, kept) = ttl_and_value(&server, &format!("paceline:{key}")).unwrap();
+        assert_eq!(kept, value, "the foreign value was changed");
+    }
+    // Other keys are served on, on the same connection.
+    // (Each `stats` is a connection of its own.)
+    let before: u64 = server.stats("")["total_connections"].parse().unwrap();
+    lim.try_take("after").unwrap();
+    let after: u64 = server.stats("")["total_connections"].parse().unwrap();
+    assert_eq!(after, before + 1, "the limiter connected again");
+    let stats = lim.stats().unwrap();
+    assert_eq!((stats.admitted, stats.refused), (2, 3));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
+    use crate::remote::{AsyncRemote, Undo};
+    let server = MemcachedServer::start();
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(1_800_000_000));
+    let lim = limiter(&server, 1_000_000_000, 4, &clock);
+    let tau = lim.core.params.tau();
+    let backend = lim.backend().to_async();
+    let request = lim.core.request(1, Admit::Always).unwrap();
+    // A booking on an absent key, given back: the key is absent again.
+    let Ok(Decision::Granted {
+        undo: Some(undo), ..
+    }) = backend.step("k", &request).await
+    else {
+        panic!("not granted");
+    };
+    assert_eq!(undo.prev, None);
+    assert!(backend.give_back("k", tau, undo).await.unwrap());
+    assert!(ttl_and_value(&server, "paceline:k").is_none());
+    // Two bookings; the first given back finds the second's state: no.
+    let Ok(Decision::Granted {
+        undo: Some(first), ..
+    }) = backend.step("k", &request).await
+    else {
+        panic!("not granted");
+    };
+    let Ok(Decision::Granted {
+        undo: Some(second), ..
+    }) = backend.step("k", &request).await
+    else {
+        panic!("not granted");
+    };
+    assert!(!backend.give_back("k", tau, first).await.unwrap());
+    assert_eq!(backend.peek("k").await.unwrap().0, second.next);
+    // The second, the last: back to the first's state, with an expiry.
+    assert!(backend.give_back("k", tau, second).await.unwrap());
+    assert_eq!(backend.peek("k").await.unwrap().0, first.next);
+    let (ttl, _) = ttl_and_value(&server, "paceline:k").unwrap();
+    assert!(ttl > 0, "ttl {ttl}");
+    // A stale undo (states that were never stored) changes nothing.
+    let stale = Undo {
+        prev: Some(5),
+        next: 6,
+    };
+    assert!(!backend.give_back("k", tau, stale).await.unwrap());
+    assert_eq!(backend.peek("k").await.unwrap().0, first.next);
+}
