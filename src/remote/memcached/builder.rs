@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::conn::{Addr, Pool};
-use super::limiter::{MemcachedBackend, MemcachedLimiter, Shared};
+use super::limiter::{MemcachedBackend, MemcachedLimiter};
+use super::shared::Shared;
 use super::{UnixClock, DEFAULT_POOL_SIZE, DEFAULT_PREFIX};
 use crate::clock::Clock;
 use crate::rate::Rate;

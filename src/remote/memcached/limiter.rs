@@ -2,17 +2,15 @@
 //! on a pooled connection; what both faces share; and the calls only
 //! memcached has.
 
-use std::error::Error as StdError;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::cas::{Done, Failure, Machine, Op};
-use super::conn::{Addr, Pool};
+use super::cas::{Done, Machine, Op};
+use super::conn::Pool;
+use super::shared::{mismatch, Shared, PING_KEY};
 use super::UnixClock;
 use crate::clock::Clock;
-use crate::remote::key;
 use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
 
 /// A limiter whose state lives in memcached, so that every process using
@@ -34,43 +32,6 @@ use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub type MemcachedLimiter<C = UnixClock> = RemoteLimiter<MemcachedBackend<C>>;
-
-/// What the blocking and async backends of one limiter share.
-pub(super) struct Shared<C> {
-    pub(super) addr: Addr,
-    pub(super) prefix: String,
-    pub(super) clock: C,
-    /// The async face's timeouts (the blocking pool keeps its own).
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(super) connect_timeout: Duration,
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(super) response_timeout: Duration,
-    /// The async face's most connections at once.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(super) pool_size: usize,
-    /// CAS races lost, both faces together.
-    pub(super) conflicts: AtomicU64,
-}
-
-impl<C> Shared<C> {
-    /// The key memcached stores `key` under.
-    pub(super) fn stored(&self, key: &str) -> String {
-        key::memcached(&self.prefix, key)
-    }
-
-    /// Counts a call's lost races, and maps its failure to the error.
-    pub(super) fn settle(
-        &self,
-        stored: &str,
-        conflicts: u32,
-        result: Result<Done, Failure>,
-    ) -> Result<Done, Error> {
-        if conflicts > 0 {
-            self.conflicts.fetch_add(u64::from(conflicts), Relaxed);
-        }
-        result.map_err(|f| error(f, stored))
-    }
-}
 
 /// The blocking memcached backend: a pool of connections and what the
 /// async face shares.
@@ -143,54 +104,6 @@ impl<C: Clock + Clone + 'static> MemcachedLimiter<C> {
         self.backend().shared.conflicts.load(Relaxed)
     }
 }
-
-/// The key [`ping`](MemcachedLimiter::ping) reads (after the prefix).
-pub(super) const PING_KEY: &str = "~ping";
-
-/// A machine answered another kind of call than asked (cannot happen).
-pub(super) fn mismatch(done: Done) -> Error {
-    Error::Script(Arc::new(Said(format!(
-        "an answer of another call: {done:?}"
-    ))))
-}
-
-/// The error a caller sees for a call's failure on `stored`.
-pub(super) fn error(f: Failure, stored: &str) -> Error {
-    let said = |s: String| Error::Script(Arc::new(Said(s)));
-    match f {
-        Failure::Connect(e) => e,
-        Failure::Io(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Error::Timeout
-        }
-        Failure::Io(e) => Error::Unavailable(Arc::new(e)),
-        Failure::Garbled(s) => said(format!("memcached's reply is not the meta protocol: {s}")),
-        Failure::Server(s) => said(format!("memcached answered {s:?} on key {stored:?}")),
-        Failure::Foreign(len) => said(format!(
-            "key {stored:?} holds a value of {len} bytes that is not a paceline state"
-        )),
-        Failure::Contended { conflicts, .. } => said(format!(
-            "key {stored:?}: {conflicts} CAS races lost within the call's budget \
-             (more clients write it at once than its round trips can serve)"
-        )),
-    }
-}
-
-/// A memcached error, in words: the cause of an [`Error::Script`].
-#[derive(Debug)]
-pub(super) struct Said(pub(super) String);
-
-impl fmt::Display for Said {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl StdError for Said {}
 
 impl<C> fmt::Debug for MemcachedBackend<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

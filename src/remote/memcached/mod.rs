@@ -183,6 +183,7 @@ mod cas;
 mod conn;
 mod limiter;
 mod proto;
+mod shared;
 #[cfg(test)]
 mod tests;
 
