@@ -171,6 +171,67 @@ races the clients lost; then criterion's groups.
 """
 
 
+def http_runs(out_dir):
+    """Criterion's medians (ns) of each `benches/http.rs` run: one dict a run."""
+    import re
+
+    unit = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6, "s": 1e9}
+    runs = []
+    for n in (1, 2, 3):
+        ls = lines(os.path.join(out_dir, f"http-{n}.txt"))
+        if ls is None:
+            continue
+        text = "\n".join(ls)
+        found = re.findall(r"((?:admit|refuse|keys)/\w+)\s+time:\s+\[\S+ \S+ (\S+) (\S+)", text)
+        runs.append({name: float(v) * unit[u] for name, v, u in found})
+    return runs
+
+
+def http_section(out_dir):
+    runs = http_runs(out_dir)
+    if not runs:
+        return """## The HTTP layer
+
+Not measured in this run. `bash scripts/perf.sh` runs `cargo bench -p
+paceline-benches --features http --bench http` three times and fills this
+section.
+"""
+
+    def cell(values, digits=0):
+        values = [v for v in values if v is not None]
+        if not values:
+            return "–"
+        fmt = f"{{:.{digits}f}}"
+        med = fmt.format(statistics.median(values))
+        if len(values) == 1:
+            return med
+        return f"{med} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+
+    def added(r, group, who):
+        return r[f"{group}/{who}"] - r[f"{group}/none"]
+
+    rows = []
+    for label, group in [("one client, admitted", "admit"), ("10,000 clients in turn, admitted", "keys")]:
+        pl = [added(r, group, "paceline") for r in runs]
+        gv = [added(r, group, "tower_governor") for r in runs]
+        rows.append(f"| {label} | +{cell(pl)} | +{cell(gv)} | {cell([a / b for a, b in zip(pl, gv)], 2)}× |")
+    pl = [r["refuse/paceline"] / 1e3 for r in runs]
+    gv = [r["refuse/tower_governor"] / 1e3 for r in runs]
+    rows.append(f"| refused (429), in all, µs | {cell(pl, 2)} | {cell(gv, 1)} | {cell([a / b for a, b in zip(pl, gv)], 3)}× |")
+    return f"""## The HTTP layer
+
+`benches/http.rs`: one request through no layer, `LimitLayer::per_ip` and
+tower_governor's `GovernorLayer` around the same trivial service, in the
+thread's CPU time; {len(runs)} runs, the median and the range over runs. The
+admitted rows give the ns each layer adds to no layer; the ratio is taken
+within each run.
+
+| | paceline | tower_governor | paceline ÷ governor |
+|---|---:|---:|---:|
+{chr(10).join(rows)}
+"""
+
+
 def redis_cpu_section(out_dir):
     cpu = lines(os.path.join(out_dir, "redis_cpu.txt"))
     if cpu is None:
@@ -348,6 +409,7 @@ distinct keys through a 100 000-key limiter on 2 threads and prints its time,
 the most keys tracked and its peak RSS
 (`PACELINE_FLOOD_KEYS=10000000 cargo test --release --test keyed_flood -- --nocapture`).
 
+{http_section(out_dir)}
 {redis_section(out_dir, baselines)}
 {postgres_section(out_dir)}
 {memcached_section(out_dir)}

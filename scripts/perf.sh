@@ -96,6 +96,12 @@ else
     rm -f "$out/memcached.txt"
 fi
 
+echo "== http bench: three runs" >&2
+for run in 1 2 3; do
+    cargo bench -p paceline-benches --features http --bench http -- "${crit[@]}" >"$out/http-$run.txt"
+done
+note_load "after http"
+
 echo "== contention" >&2
 cargo run -q --release -p paceline-benches --example contention -- --rounds $rounds >"$out/contention.txt"
 echo "== accuracy" >&2

@@ -14,8 +14,8 @@
 //!    ceiling, overrides and rate changes.
 //! 4. [Remote limits and fail policies](remote): one limit across
 //!    processes in Redis or PostgreSQL, timeouts, fail policies, clocks.
-//!    [memcached](memcached): the same through memcached's CAS, on the
-//!    clients' clocks.
+//!    [The same through memcached](memcached): its CAS, on the clients'
+//!    clocks.
 //! 5. [HTTP](http): the tower layers, keys, proxies, modes, fields,
 //!    bodies, and the look inside.
 //! 6. [Configuration](config): limits from files, `Watch`, the settle time.
