@@ -77,8 +77,12 @@
 //! [`FailPolicy::Open`] the first two admit the request instead (a script's
 //! error is the server's answer about that key, and never admits). No call panics, and
 //! none blocks on Redis longer than the connect plus response timeouts
-//! (a blocking take then also waits for its slot). Connections reconnect by
-//! themselves, with a backoff of at most 500 ms while the server is down.
+//! (a blocking take then also waits for its slot), however slowly the
+//! reply's bytes come (for TCP and unix sockets without TLS or RESP3, whose
+//! connections redis-rs makes, a timeout bounds each read). Connections
+//! reconnect by themselves, with a backoff of at most 500 ms while the
+//! server is down; one that timed out while nothing came back on it is
+//! dropped (a link that died without a reset).
 //! A call that failed on the way back (a timeout, a dropped connection) may
 //! still have taken its permits in Redis: failures err on the side of the
 //! limit. A key holding something that is not a paceline state (another
@@ -142,6 +146,7 @@ mod aio;
 mod builder;
 mod conn;
 mod limiter;
+mod link;
 mod script;
 #[cfg(test)]
 mod tests;
