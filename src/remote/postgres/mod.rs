@@ -186,7 +186,9 @@
 //! server longer than the connect timeout (for a connection) plus the
 //! response timeout (a blocking take then also waits for its slot). After a
 //! server restart the pool's dead connections are dropped and new ones
-//! made by the next call. While no connection can be made, calls fail at
+//! made by the next call; so are they when a call times out while nothing
+//! came back on any connection since it was sent (a link that died without
+//! a reset: otherwise each idle connection would cost a caller a timeout). While no connection can be made, calls fail at
 //! once with the last error between attempts, backing off from 10 ms to at
 //! most 500 ms (as the Redis limiter does). A step is never sent twice, except when the
 //! server said it wrote nothing; a call that failed on the way back may
