@@ -146,29 +146,39 @@ impl Link {
             }
         };
         let settings = info.redis_settings();
-        stream.set_write_timeout(connect)?;
+        stream.set_write_timeout(left(deadline)?)?;
         let mut link = Link {
             stream,
             parser: Parser::new(),
             db: settings.db(),
-            response: connect,
+            response,
             open: true,
         };
+        // The setup's calls, each by what is left of the connect timeout.
         if let Some(password) = settings.password() {
             let mut auth = cmd("AUTH");
             if let Some(user) = settings.username() {
                 auth.arg(user);
             }
-            auth.arg(password).query::<()>(&mut link)?;
+            link.response = left(deadline)?;
+            auth.arg(password).query::<()>(&mut link).map_err(|e| {
+                if e.kind() == ErrorKind::Io {
+                    e
+                } else {
+                    // As redis-rs's own connections say it.
+                    RedisError::from((
+                        ErrorKind::AuthenticationFailed,
+                        "Password authentication failed",
+                    ))
+                }
+            })?;
         }
         if settings.db() != 0 {
+            link.response = left(deadline)?;
             cmd("SELECT").arg(settings.db()).query::<()>(&mut link)?;
         }
         link.response = response;
         link.stream.set_write_timeout(response)?;
-        // The setup's calls each had the connect timeout; all of them
-        // together must have kept within it too.
-        left(deadline)?;
         Ok(link)
     }
 
