@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 
 use fault_proxy::{Fault, FaultProxy};
 use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
+use paceline::redis::FailPolicy;
 use paceline::redis::{AsyncRedisLimiter, RedisLimiter};
 use paceline::stats::Stats;
-use paceline::redis::FailPolicy;
 use paceline::{Error, Rate};
 use pg_server::PgServer;
 use redis_server::RedisServer;
@@ -176,15 +176,14 @@ impl Server {
         let port = proxy.port();
         match self {
             Server::Redis(_) => {
-                let blocking =
-                    RedisLimiter::builder(format!("redis://127.0.0.1:{port}/"), rate())
-                        .slack(SLACK)
-                        .on_error(policy)
-                        .connect_timeout(CONNECT)
-                        .response_timeout(RESPONSE)
-                        .stats(true)
-                        .build()
-                        .unwrap();
+                let blocking = RedisLimiter::builder(format!("redis://127.0.0.1:{port}/"), rate())
+                    .slack(SLACK)
+                    .on_error(policy)
+                    .connect_timeout(CONNECT)
+                    .response_timeout(RESPONSE)
+                    .stats(true)
+                    .build()
+                    .unwrap();
                 match face {
                     Face::Blocking => {
                         let blocking = Arc::new(blocking);
@@ -437,19 +436,25 @@ fn ms(d: Option<Duration>) -> String {
     d.map_or("-".into(), |d| format!("{}", d.as_millis()))
 }
 
+/// The guide's table's head (`src/guide/faults.md`).
+const TABLE_HEAD: &str = "\
+| store | face | fault | `Closed`: calls failed | `Closed`: time to fail, median (longest call) | `Open`: admitted on a failure | `Open`: time to admit, median | answered again after the heal |
+|---|---|---|---|---|---|---|---|";
+
 impl Row {
     fn print(&self) {
+        let calls = |s: &Seen| s.failed + s.answered();
         println!(
-            "| {:?} | {:?} | {} | {} / {} | {} (max {}) | {} / {} | {} | {} |",
+            "| {:?} | {:?} | {} | {} of {} | {} ms ({} ms) | {} of {} | {} ms | {} ms |",
             self.store,
             self.face,
             self.fault.name(),
             self.closed.failed,
-            self.closed.failed + self.closed.answered(),
+            calls(&self.closed),
             ms(median(&self.closed.fail_times)),
             self.closed.longest.as_millis(),
             self.open.fail_times.len(),
-            self.open.answered(),
+            calls(&self.open),
             ms(median(&self.open.fail_times)),
             self.recovered_in.as_millis(),
         );
@@ -482,7 +487,11 @@ fn one_fault(
     // when the fault starts.
     let warm = run_callers(&both, |seen, _| seen.ok + seen.refused > 0);
     for (seen, (_, _, policy)) in warm.iter().zip(&both) {
-        assert!(seen.wrong.is_empty(), "{context}, {policy:?}: {:?}", seen.wrong);
+        assert!(
+            seen.wrong.is_empty(),
+            "{context}, {policy:?}: {:?}",
+            seen.wrong
+        );
         assert_eq!(seen.ok, CALLERS as u64, "{context}: warm-up {seen:?}");
     }
 
@@ -490,16 +499,29 @@ fn one_fault(
     proxy.set(fault);
     let during = run_callers(&both, |_, start| start.elapsed() >= FAULT_FOR);
     for (seen, (_, _, policy)) in during.iter().zip(&both) {
-        assert!(seen.wrong.is_empty(), "{context}, {policy:?}: {:?}", seen.wrong);
+        assert!(
+            seen.wrong.is_empty(),
+            "{context}, {policy:?}: {:?}",
+            seen.wrong
+        );
     }
     if matches!(
         fault,
         Fault::BlackHole | Fault::ResetMidReply | Fault::Partition
     ) {
         // Every call over a dead link fails (or is admitted by `Open`).
-        assert_eq!(during[0].answered(), 0, "{context}: Closed answered {:?}", during[0]);
+        assert_eq!(
+            during[0].answered(),
+            0,
+            "{context}: Closed answered {:?}",
+            during[0]
+        );
         assert!(during[0].failed > 0, "{context}: no call failed");
-        assert_eq!(during[1].clean, 0, "{context}: Open answered {:?}", during[1]);
+        assert_eq!(
+            during[1].clean, 0,
+            "{context}: Open answered {:?}",
+            during[1]
+        );
     }
 
     // Healed: answered again within the bound, by every caller.
@@ -508,13 +530,21 @@ fn one_fault(
     let recovery = run_callers(&both, |seen, _| seen.clean > 0);
     let recovered_in = healed.elapsed();
     for (seen, (_, _, policy)) in recovery.iter().zip(&both) {
-        assert!(seen.wrong.is_empty(), "{context}, {policy:?}: {:?}", seen.wrong);
+        assert!(
+            seen.wrong.is_empty(),
+            "{context}, {policy:?}: {:?}",
+            seen.wrong
+        );
     }
     // (Under `Open` an admission may be a failure's: the counts tell.)
     let failed_before: Vec<u64> = both.iter().map(|(l, _, _)| (l.stats)().failed).collect();
     let after = run_callers(&both, |seen, _| seen.answered() + seen.failed >= 3);
     for ((seen, (limiter, _, policy)), before) in after.iter().zip(&both).zip(failed_before) {
-        assert!(seen.wrong.is_empty(), "{context}, {policy:?}: {:?}", seen.wrong);
+        assert!(
+            seen.wrong.is_empty(),
+            "{context}, {policy:?}: {:?}",
+            seen.wrong
+        );
         assert_eq!(
             (limiter.stats)().failed,
             before,
@@ -544,7 +574,10 @@ fn one_fault(
                 total.ok
             }
             _ => total.ok.checked_sub(failures).unwrap_or_else(|| {
-                panic!("{context}: {failures} failures admitted, {} admissions", total.ok)
+                panic!(
+                    "{context}: {failures} failures admitted, {} admissions",
+                    total.ok
+                )
             }),
         };
         let granted = server.granted(key);
@@ -572,7 +605,10 @@ fn one_fault(
         (Kind::Postgres, _) => 2 * PG_POOL,
     };
     let held = server.tcp_connections();
-    assert!(held <= most, "{context}: the server holds {held} connections, over {most}");
+    assert!(
+        held <= most,
+        "{context}: the server holds {held} connections, over {most}"
+    );
     let row = Row {
         store,
         face,
@@ -621,6 +657,7 @@ fn every_fault(kind: Kind, face: Face) {
         .collect();
     let out = std::io::stdout();
     let _one_table = lock(&PRINT);
+    println!("{TABLE_HEAD}");
     for row in &rows {
         row.print();
     }
@@ -707,7 +744,10 @@ fn dead_idle_connections(kind: Kind, face: Face) -> Duration {
         "{context}: {} calls failed one after the other, each on a dead connection",
         seen.failed
     );
-    assert!(recovered_in <= RECOVERY_BOUND, "{context}: {recovered_in:?}");
+    assert!(
+        recovered_in <= RECOVERY_BOUND,
+        "{context}: {recovered_in:?}"
+    );
     recovered_in
 }
 
@@ -718,12 +758,13 @@ fn dead_idle_connections_cost_one_timeout_not_one_each() {
         for face in [Face::Blocking, Face::Async] {
             let took = dead_idle_connections(kind, face);
             lines.push(format!(
-                "| {kind:?} | {face:?} | idle connections killed | answered again {} ms after the heal |",
+                "| {kind:?} | {face:?} | black hole while idle | {} ms |",
                 took.as_millis()
             ));
         }
     }
     let _one_table = lock(&PRINT);
+    println!("| store | face | fault | answered again after the heal |\n|---|---|---|---|");
     for line in lines {
         println!("{line}");
     }
@@ -755,18 +796,22 @@ async fn the_http_layer_answers_within_its_timeouts_over_a_faulty_link() {
             ] {
                 let port = proxy.port();
                 let layer = match server {
-                    Server::Redis(_) => LimitLayer::per_ip(rate()).limiter(AsyncRedisLimiter::from(
-                        RedisLimiter::builder(format!("redis://127.0.0.1:{port}/"), rate())
-                            .on_error(policy)
-                            .connect_timeout(CONNECT)
-                            .response_timeout(RESPONSE)
-                            .build()
-                            .unwrap(),
-                    )),
+                    Server::Redis(_) => {
+                        LimitLayer::per_ip(rate()).limiter(AsyncRedisLimiter::from(
+                            RedisLimiter::builder(format!("redis://127.0.0.1:{port}/"), rate())
+                                .on_error(policy)
+                                .connect_timeout(CONNECT)
+                                .response_timeout(RESPONSE)
+                                .build()
+                                .unwrap(),
+                        ))
+                    }
                     Server::Postgres(_) => {
                         LimitLayer::per_ip(rate()).limiter(AsyncPostgresLimiter::from(
                             PostgresLimiter::builder(
-                                &format!("host=127.0.0.1 port={port} user=paceline dbname=postgres"),
+                                &format!(
+                                    "host=127.0.0.1 port={port} user=paceline dbname=postgres"
+                                ),
                                 rate(),
                             )
                             .on_error(policy)
