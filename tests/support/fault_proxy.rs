@@ -224,12 +224,8 @@ impl Drop for FaultProxy {
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
-        let threads = std::mem::take(
-            &mut *self
-                .threads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let threads =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
         for t in threads {
             let _ = t.join();
         }

@@ -311,7 +311,14 @@ impl PgServer {
         let out = Command::new(self.bin.join("psql"))
             .arg("-h")
             .arg(&self.dir)
-            .args(["-p", &self.port.to_string(), "-U", "paceline", "-d", "postgres"])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "paceline",
+                "-d",
+                "postgres",
+            ])
             .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .stdin(Stdio::null())
             .output()

@@ -249,13 +249,13 @@ impl Pool {
 
     fn open(&self) -> RedisResult<Conn> {
         match &self.target {
-            Target::Single(client) if Link::serves(client.get_connection_info()) => Ok(Conn::Link(
-                Link::open(
+            Target::Single(client) if Link::serves(client.get_connection_info()) => {
+                Ok(Conn::Link(Link::open(
                     client.get_connection_info(),
                     self.connect_timeout,
                     self.response_timeout,
-                )?,
-            )),
+                )?))
+            }
             Target::Single(client) => {
                 let conn = client.get_connection_with_timeout(self.connect_timeout)?;
                 conn.set_read_timeout(Some(self.response_timeout))?;
