@@ -123,9 +123,12 @@ enum Server {
     Postgres(PgServer),
 }
 
+/// One `try_take` on a key, whichever face makes it.
+type Call = Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>;
+
 /// A limiter under test, either face, as the callers use it.
 struct Limiter {
-    call: Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>,
+    call: Call,
     stats: Box<dyn Fn() -> Stats + Send + Sync>,
 }
 
@@ -296,7 +299,7 @@ fn redis_client_list(server: &RedisServer) -> String {
 }
 
 /// What the callers of one limiter saw in one phase.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 struct Seen {
     /// Admitted (by the server, or by `Open` on a failure).
     ok: u64,
@@ -416,7 +419,8 @@ fn run_callers(
     })
 }
 
-/// One row of the guide's table.
+/// One row of the guide's table: what the callers saw while the fault
+/// lasted, and how soon after the heal they were answered.
 struct Row {
     store: Kind,
     face: Face,
@@ -556,6 +560,8 @@ fn one_fault(
         "{context}: answered again {recovered_in:?} after the link healed"
     );
 
+    // The table shows the fault's phase.
+    let (closed_during, open_during) = (during[0].clone(), during[1].clone());
     // What callers were told against what the server holds.
     let mut totals = [Seen::default(), Seen::default()];
     for phase in [warm, during, recovery, after] {
@@ -613,8 +619,8 @@ fn one_fault(
         store,
         face,
         fault,
-        closed: std::mem::take(&mut totals[0]),
-        open: std::mem::take(&mut totals[1]),
+        closed: closed_during,
+        open: open_during,
         recovered_in,
     };
     drop((closed, open));
