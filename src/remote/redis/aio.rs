@@ -110,8 +110,8 @@ impl Conn {
     }
 
     /// The single server's connection in use, made (lazily: it connects
-    /// on first use) if there is none.
-    fn live(&self) -> RedisResult<Live> {
+    /// on first use) if there is none; `None` for a cluster.
+    fn live(&self) -> RedisResult<Option<Live>> {
         let Conn::Single {
             client,
             config,
@@ -119,11 +119,11 @@ impl Conn {
             ..
         } = self
         else {
-            unreachable!("a single server's connection");
+            return Ok(None);
         };
         let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(live) = &*live {
-            return Ok(live.clone());
+            return Ok(Some(live.clone()));
         }
         let made = Live {
             manager: client.get_connection_manager_lazy(config.clone())?,
@@ -131,7 +131,7 @@ impl Conn {
             replied: Arc::new(AtomicU64::new(0)),
         };
         *live = Some(made.clone());
-        Ok(made)
+        Ok(Some(made))
     }
 
     /// Now, as [`Live`] counts time (ns after the epoch).
@@ -177,7 +177,12 @@ impl Conn {
     async fn query<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> RedisResult<T> {
         match self {
             Conn::Single { .. } => {
-                let live = self.live()?;
+                let Some(live) = self.live()? else {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "no connection",
+                    )));
+                };
                 let reply = call.send(&mut live.manager.clone()).await;
                 if !matches!(&reply, Err(e) if !is_reply(e)) {
                     // An answer, even an error reply: the link works.
@@ -259,9 +264,7 @@ impl AsyncRedisBackend {
             let left = redirects.left();
             // (The connection first, if none: it counts as made before
             // the call is sent.)
-            if let Conn::Single { .. } = self.conn {
-                self.conn.live().map_err(classify)?;
-            }
+            self.conn.live().map_err(classify)?;
             let sent = self.conn.now();
             match tokio::time::timeout(left, self.conn.query(call, once)).await {
                 Err(_) => {
