@@ -526,6 +526,11 @@ fn one_fault(
             "{context}: Open answered {:?}",
             during[1]
         );
+        assert!(
+            !during[1].fail_times.is_empty(),
+            "{context}: Open admitted no failure {:?}",
+            during[1]
+        );
     }
 
     // Healed: answered again within the bound, by every caller.
