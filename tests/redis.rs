@@ -340,6 +340,38 @@ fn a_hung_server_times_out_within_the_response_timeout_and_recovers() {
     println!("recovered {took:?} after the resume");
 }
 
+/// The URL's password and database reach the server when a connection is
+/// made (`AUTH`, `SELECT`), and a wrong password fails the call as the
+/// async face's connection fails it.
+#[test]
+fn the_urls_password_and_database_are_sent_on_connect() {
+    let server = RedisServer::start_with(Some(0), &[]);
+    let port = server.port().unwrap();
+    assert!(server.raw("CONFIG SET requirepass s3cret").contains("OK"));
+    let limiter = |auth: &str, db: u32| {
+        RedisLimiter::builder(
+            format!("redis://{auth}127.0.0.1:{port}/{db}"),
+            Rate::per_hour(1),
+        )
+        .slack(0)
+        .build()
+        .unwrap()
+    };
+    let db3 = limiter(":s3cret@", 3);
+    db3.try_take("k").unwrap();
+    assert!(db3.try_take("k").unwrap_err().is_refusal());
+    // The same key in database 0 is another key.
+    limiter(":s3cret@", 0).try_take("k").unwrap();
+    assert!(matches!(
+        limiter(":wrong@", 0).try_take("k"),
+        Err(Error::Unavailable(_))
+    ));
+    assert!(matches!(
+        limiter("", 3).try_take("k"),
+        Err(Error::Script(_))
+    ));
+}
+
 fn limiter(server: &RedisServer, rate: Rate, slack: u64) -> RedisLimiter {
     RedisLimiter::builder(server.url(), rate)
         .slack(slack)

@@ -15,7 +15,8 @@
 //! 4. [Remote limits and fail policies](remote): one limit across
 //!    processes in Redis or PostgreSQL, timeouts, fail policies, clocks.
 //!    [The same through memcached](memcached): its CAS, on the clients'
-//!    clocks.
+//!    clocks. [Faults between hosts](faults): what latency, a black hole,
+//!    a reset, a drip and a partition do to each store, measured.
 //! 5. [HTTP](http): the tower layers, keys, proxies, modes, fields,
 //!    bodies, and the look inside.
 //! 6. [Configuration](config): limits from files, `Watch`, the settle time.
@@ -67,6 +68,9 @@ pub mod remote {}
 
 #[doc = include_str!("memcached.md")]
 pub mod memcached {}
+
+#[doc = include_str!("faults.md")]
+pub mod faults {}
 
 #[doc = include_str!("http.md")]
 pub mod http {}

@@ -1,6 +1,6 @@
 //! A throwaway PostgreSQL server for tests and benchmarks: `initdb` in a
-//! fresh temporary directory, `postgres` listening only on a unix socket
-//! there, no durability (`fsync=off`), stopped by its pid when dropped.
+//! fresh temporary directory, `postgres` listening on a unix socket there
+//! (and, if asked, on a free loopback port), no durability (`fsync=off`), stopped by its pid when dropped.
 //! Shared by `tests/postgres*.rs`, the unit tests in
 //! `src/remote/postgres/` and `benches/postgres.rs` through `#[path]`.
 //!
@@ -32,6 +32,10 @@ pub struct PgServer {
     /// The user the server runs as, when the tests run as root.
     user: Option<(u32, u32)>,
     extra: Vec<String>,
+    /// The port: [`PORT`] on the unix socket only, or a free loopback port
+    /// the server listens on too.
+    port: u16,
+    tcp: bool,
 }
 
 /// The newest installed server's `bin` directory (Debian puts it in
@@ -93,6 +97,16 @@ impl PgServer {
 
     /// As [`start`](Self::start), with extra `-c name=value` settings.
     pub fn start_with(extra: &[&str]) -> PgServer {
+        Self::start_on(false, extra)
+    }
+
+    /// A server that also listens on 127.0.0.1 at a free port
+    /// ([`tcp_addr`](Self::tcp_addr)): for a proxy in front of it.
+    pub fn start_tcp() -> PgServer {
+        Self::start_on(true, &[])
+    }
+
+    fn start_on(tcp: bool, extra: &[&str]) -> PgServer {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         // Short: a socket path holds ~107 bytes.
         let dir = PathBuf::from(format!(
@@ -120,6 +134,8 @@ impl PgServer {
             dir,
             user,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            port: if tcp { free_port() } else { PORT },
+            tcp,
         };
         let out = server
             .command("initdb")
@@ -170,9 +186,17 @@ impl PgServer {
     /// `postgres`.
     pub fn conn(&self) -> String {
         format!(
-            "host={} port={PORT} user=paceline dbname=postgres",
-            self.dir.display()
+            "host={} port={} user=paceline dbname=postgres",
+            self.dir.display(),
+            self.port
         )
+    }
+
+    /// The loopback address it listens on (a server from
+    /// [`start_tcp`](Self::start_tcp) only).
+    pub fn tcp_addr(&self) -> std::net::SocketAddr {
+        assert!(self.tcp, "server listens on its unix socket only");
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
     pub fn pid(&self) -> u32 {
@@ -189,8 +213,15 @@ impl PgServer {
             .arg(self.data())
             .arg("-k")
             .arg(&self.dir)
-            .args(["-p", &PORT.to_string()])
-            .args(["-c", "listen_addresses="])
+            .args(["-p", &self.port.to_string()])
+            .args([
+                "-c",
+                if self.tcp {
+                    "listen_addresses=127.0.0.1"
+                } else {
+                    "listen_addresses="
+                },
+            ])
             .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
             .args(["-c", "synchronous_commit=off", "-c", "max_connections=300"])
             .args(self.extra.iter().flat_map(|s| ["-c", s.as_str()]))
@@ -223,7 +254,7 @@ impl PgServer {
         Command::new(self.bin.join("pg_isready"))
             .arg("-h")
             .arg(&self.dir)
-            .args(["-p", &PORT.to_string(), "-U", "paceline", "-q"])
+            .args(["-p", &self.port.to_string(), "-U", "paceline", "-q"])
             .stdin(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
@@ -280,7 +311,14 @@ impl PgServer {
         let out = Command::new(self.bin.join("psql"))
             .arg("-h")
             .arg(&self.dir)
-            .args(["-p", &PORT.to_string(), "-U", "paceline", "-d", "postgres"])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "paceline",
+                "-d",
+                "postgres",
+            ])
             .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .stdin(Stdio::null())
             .output()
@@ -292,6 +330,14 @@ impl PgServer {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("find a free loopback port")
 }
 
 /// The pids whose parent is `pid` (from /proc).

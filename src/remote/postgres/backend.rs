@@ -52,6 +52,13 @@ pub(crate) struct Inner {
     writes: AtomicU64,
     /// After a failed connect: calls fail at once until the backoff ends.
     gate: Mutex<Gate>,
+    /// What `replied` counts from.
+    epoch: std::time::Instant,
+    /// When the server last answered a statement on any connection (ns
+    /// after `epoch`): a call that times out when nothing has come back
+    /// since it was sent finds the link (or the server) dead, and so are
+    /// the idle connections.
+    replied: AtomicU64,
 }
 
 /// The backoff after a connection could not be made (the server is down):
@@ -102,7 +109,14 @@ impl Inner {
                 delay: BACKOFF_MIN,
                 last: None,
             }),
+            epoch: std::time::Instant::now(),
+            replied: AtomicU64::new(0),
         }
+    }
+
+    /// Now, as `replied` counts (ns after `epoch`).
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
     }
 }
 
@@ -137,7 +151,11 @@ impl AsyncPostgresBackend {
     /// the connection) and the response timeout (for `f`). A connection
     /// that timed out is taken out of the pool and closed (its protocol
     /// state is mid-statement); one that broke takes the idle ones with it
-    /// (after a restart of the server every idle one is dead).
+    /// (after a restart of the server every idle one is dead), and so does
+    /// one that timed out while no statement on any connection was answered
+    /// since it was sent: the link is dead (a black hole, where no reset
+    /// ever comes), and each idle connection would otherwise cost a caller
+    /// a timeout of its own.
     pub(crate) async fn run<T, F, Fut>(&self, f: F) -> Result<T, Error>
     where
         F: FnOnce(Arc<Object>) -> Fut,
@@ -176,23 +194,33 @@ impl AsyncPostgresBackend {
                 Arc::new(conn)
             }
         };
+        let sent = inner.now();
         let result = timeout_at(
             Instant::now() + inner.response_timeout,
             f(Arc::clone(&conn)),
         )
         .await;
         match result {
-            Ok(Ok(v)) => Ok(v),
+            Ok(Ok(v)) => {
+                inner.replied.fetch_max(inner.now(), Ordering::Relaxed);
+                Ok(v)
+            }
             Ok(Err(e)) => {
                 let e = classify(e);
                 if matches!(e, Error::Unavailable(_)) {
                     discard(conn);
                     self.drop_idle();
+                } else {
+                    // The server answered (with an error).
+                    inner.replied.fetch_max(inner.now(), Ordering::Relaxed);
                 }
                 Err(e)
             }
             Err(_) => {
                 discard(conn);
+                if inner.replied.load(Ordering::Relaxed) <= sent {
+                    self.drop_idle();
+                }
                 Err(Error::Timeout)
             }
         }

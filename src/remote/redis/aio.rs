@@ -10,7 +10,9 @@
 //! Takes wait in the crate's one async wait (`src/wait/tokio.rs`).
 
 use std::fmt;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -18,7 +20,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, FromRedisValue, RedisResult};
 use tokio::sync::OnceCell;
 
-use super::conn::{classify, Redirects, Target, BACKOFF_MAX, BACKOFF_MIN};
+use super::conn::{classify, is_reply, Redirects, Target, BACKOFF_MAX, BACKOFF_MIN};
 use super::limiter::RedisBackend;
 use super::script::{self, Wire};
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
@@ -66,7 +68,11 @@ enum Conn {
     Single {
         client: Client,
         config: ConnectionManagerConfig,
-        conn: OnceCell<ConnectionManager>,
+        /// The connection in use; `None` until the first call, and after
+        /// one was found dead.
+        live: Mutex<Option<Live>>,
+        /// What [`Live`]'s times count from.
+        epoch: Instant,
     },
     Cluster {
         client: Box<ClusterClient>,
@@ -90,7 +96,8 @@ impl Conn {
                     .set_max_delay(BACKOFF_MAX)
                     // Reconnects run in the background; calls meanwhile fail.
                     .set_number_of_retries(1),
-                conn: OnceCell::new(),
+                live: Mutex::new(None),
+                epoch: Instant::now(),
             },
             // The blocking pool's client, with the same timeouts.
             Target::Cluster { client, once } => Conn::Cluster {
@@ -99,6 +106,60 @@ impl Conn {
                 once: once.clone(),
                 once_conn: OnceCell::new(),
             },
+        }
+    }
+
+    /// The single server's connection in use, made (lazily: it connects
+    /// on first use) if there is none; `None` for a cluster.
+    fn live(&self) -> RedisResult<Option<Live>> {
+        let Conn::Single {
+            client,
+            config,
+            live,
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(live) = &*live {
+            return Ok(Some(live.clone()));
+        }
+        let made = Live {
+            manager: client.get_connection_manager_lazy(config.clone())?,
+            made: self.now(),
+            replied: Arc::new(AtomicU64::new(0)),
+        };
+        *live = Some(made.clone());
+        Ok(Some(made))
+    }
+
+    /// Now, as [`Live`] counts time (ns after the epoch).
+    fn now(&self) -> u64 {
+        match self {
+            Conn::Single { epoch, .. } => epoch.elapsed().as_nanos() as u64,
+            Conn::Cluster { .. } => 0,
+        }
+    }
+
+    /// A call sent at `sent` (see [`now`](Self::now)) had no reply within
+    /// its time. If nothing at all came back on the connection since, the
+    /// link is presumed dead (a black hole: packets vanish and no reset
+    /// ever comes, so the connection manager, which reconnects only after
+    /// an I/O error, would keep it for as long as TCP retransmits, about
+    /// 15 minutes): it is dropped, and the next call connects anew. Calls
+    /// still waiting on it keep their own handle until they end.
+    fn timed_out(&self, sent: u64) {
+        let Conn::Single { live, .. } = self else {
+            // A cluster connection finds its nodes again by itself.
+            return;
+        };
+        let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
+        let dead = live
+            .as_ref()
+            .is_some_and(|l| l.made <= sent && l.replied.load(Ordering::Relaxed) <= sent);
+        if dead {
+            *live = None;
         }
     }
 
@@ -115,17 +176,19 @@ impl Conn {
     /// server's connection never resends a call.)
     async fn query<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> RedisResult<T> {
         match self {
-            Conn::Single {
-                client,
-                config,
-                conn,
-            } => {
-                let conn = conn
-                    .get_or_try_init(|| async {
-                        client.get_connection_manager_lazy(config.clone())
-                    })
-                    .await?;
-                call.send(&mut conn.clone()).await
+            Conn::Single { .. } => {
+                let Some(live) = self.live()? else {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "no connection",
+                    )));
+                };
+                let reply = call.send(&mut live.manager.clone()).await;
+                if !matches!(&reply, Err(e) if !is_reply(e)) {
+                    // An answer, even an error reply: the link works.
+                    live.replied.fetch_max(self.now(), Ordering::Relaxed);
+                }
+                reply
             }
             Conn::Cluster {
                 client,
@@ -145,6 +208,17 @@ impl Conn {
             }
         }
     }
+}
+
+/// A single server's connection (a multiplexed one that reconnects by
+/// itself after an I/O error), and what shows it alive.
+#[derive(Clone)]
+struct Live {
+    manager: ConnectionManager,
+    /// When it was made (ns after [`Conn`]'s epoch).
+    made: u64,
+    /// When a reply last came on it (likewise; 0: none yet).
+    replied: Arc<AtomicU64>,
 }
 
 /// What [`Conn::query`] sends.
@@ -188,12 +262,26 @@ impl AsyncRedisBackend {
         let mut redirects = Redirects::new(self.budget, self.response);
         loop {
             let left = redirects.left();
+            // (The connection first, if none: it counts as made before
+            // the call is sent.)
+            self.conn.live().map_err(classify)?;
+            let sent = self.conn.now();
             match tokio::time::timeout(left, self.conn.query(call, once)).await {
-                Err(_) => return Err(Error::Timeout),
+                Err(_) => {
+                    self.conn.timed_out(sent);
+                    return Err(Error::Timeout);
+                }
                 Ok(Ok(reply)) => return Ok(reply),
                 Ok(Err(e)) => match redirects.follow(&e) {
                     Some(pause) if self.conn.is_cluster() => tokio::time::sleep(pause).await,
-                    _ => return Err(classify(e)),
+                    _ => {
+                        // (The connection's own response timeout, the
+                        // same as ours, may end the call first.)
+                        if e.is_timeout() {
+                            self.conn.timed_out(sent);
+                        }
+                        return Err(classify(e));
+                    }
                 },
             }
         }

@@ -2,8 +2,10 @@
 //!
 //! A [`Pool`] keeps idle connections (one per caller that ran at the same
 //! time, so threads sharing a limiter do not queue on one socket). A call
-//! takes one, or opens one within the connect timeout; every connection
-//! reads and writes under the response timeout. After an I/O error or a
+//! takes one, or opens one within the connect timeout; every call on a
+//! single server over TCP or a unix socket ends within the response
+//! timeout, however slowly its reply comes (`src/remote/redis/link.rs`).
+//! After an I/O error or a
 //! timeout the connection is dropped, and so are the idle ones (they lead to
 //! the same server, which just failed); the next call reconnects. While the
 //! server stays unreachable, reconnects are spaced by a doubling backoff
@@ -32,6 +34,7 @@ use redis::{
     Client, Connection, ConnectionLike, ErrorKind, RedisError, RedisResult, ServerErrorKind,
 };
 
+use super::link::Link;
 use crate::remote::Error;
 
 /// The first pause before reconnecting to a server that refused: short, so a
@@ -73,6 +76,10 @@ pub(crate) enum Target {
 }
 
 enum Conn {
+    /// A single server over TCP or a unix socket: calls end by a deadline.
+    Link(Link),
+    /// A single server over what `Link` does not do (TLS, RESP3): redis-rs's
+    /// connection, whose timeouts bound each read rather than a reply.
     Single(Connection),
     // Boxed: four times the size of a single connection.
     Cluster(Box<ClusterConnection>),
@@ -81,6 +88,7 @@ enum Conn {
 impl Conn {
     fn as_dyn(&mut self) -> &mut dyn ConnectionLike {
         match self {
+            Conn::Link(c) => c,
             Conn::Single(c) => c,
             Conn::Cluster(c) => &mut **c,
         }
@@ -241,6 +249,13 @@ impl Pool {
 
     fn open(&self) -> RedisResult<Conn> {
         match &self.target {
+            Target::Single(client) if Link::serves(client.get_connection_info()) => {
+                Ok(Conn::Link(Link::open(
+                    client.get_connection_info(),
+                    self.connect_timeout,
+                    self.response_timeout,
+                )?))
+            }
             Target::Single(client) => {
                 let conn = client.get_connection_with_timeout(self.connect_timeout)?;
                 conn.set_read_timeout(Some(self.response_timeout))?;
@@ -322,7 +337,7 @@ fn is_redirect(e: &RedisError) -> bool {
 }
 
 /// Whether Redis answered with an error (the connection is still good).
-fn is_reply(e: &RedisError) -> bool {
+pub(crate) fn is_reply(e: &RedisError) -> bool {
     matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
 }
 

@@ -45,6 +45,7 @@ mod aio;
 mod builder;
 mod conn;
 mod limiter;
+mod link;
 mod script;
 #[cfg(test)]
 mod tests;
