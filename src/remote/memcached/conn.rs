@@ -149,11 +149,34 @@ impl Write for Stream {
     }
 }
 
-/// One connection: a buffered reader over the socket, and the read timeout
-/// it has now.
+/// A socket whose reads end by a deadline: before each read its timeout is
+/// set to what is left, so a reply whose bytes drip in cannot hold a call
+/// past its deadline (a read timeout alone bounds each read, not the
+/// reply: one byte every 50 ms would hold a call for as long as the reply
+/// is long).
+struct Timed {
+    stream: Stream,
+    /// When the reply being read must have come.
+    deadline: Instant,
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "memcached's reply did not come within the call's timeout",
+            ));
+        }
+        self.stream.set_read_timeout(left)?;
+        self.stream.read(buf)
+    }
+}
+
+/// One connection: a buffered reader over the socket.
 pub(crate) struct Conn {
-    io: BufReader<Stream>,
-    read_timeout: Duration,
+    io: BufReader<Timed>,
     line: Vec<u8>,
 }
 
@@ -163,19 +186,22 @@ impl Conn {
         stream.set_read_timeout(response)?;
         stream.set_write_timeout(response)?;
         Ok(Conn {
-            io: BufReader::with_capacity(512, stream),
-            read_timeout: response,
+            io: BufReader::with_capacity(
+                512,
+                Timed {
+                    stream,
+                    deadline: Instant::now() + response,
+                },
+            ),
             line: Vec::with_capacity(64),
         })
     }
 
     /// Sends `command` and reads its reply within `within`.
     fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
-        if within != self.read_timeout {
-            self.io.get_ref().set_read_timeout(within)?;
-            self.read_timeout = within;
-        }
-        self.io.get_mut().write_all(command)?;
+        let timed = self.io.get_mut();
+        timed.deadline = Instant::now() + within;
+        timed.stream.write_all(command)?;
         self.line.clear();
         (&mut self.io)
             .take(MAX_LINE)
@@ -431,18 +457,7 @@ impl Pool {
         }
     }
 
-    fn keep(&self, mut conn: Conn) {
-        if conn.read_timeout != self.response_timeout {
-            if conn
-                .io
-                .get_ref()
-                .set_read_timeout(self.response_timeout)
-                .is_err()
-            {
-                return;
-            }
-            conn.read_timeout = self.response_timeout;
-        }
+    fn keep(&self, conn: Conn) {
         lock(&self.idle).push(conn);
     }
 
