@@ -53,7 +53,7 @@ use paceline::memcached::{AsyncMemcachedLimiter, MemcachedLimiter};
 use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
 use paceline::redis::FailPolicy;
 use paceline::redis::{AsyncRedisLimiter, RedisLimiter};
-use paceline::stats::Stats;
+use paceline::stats::{Counted, Stats};
 use paceline::{Error, Rate};
 use pg_server::PgServer;
 use redis_server::RedisServer;
@@ -140,6 +140,42 @@ struct Limiter {
     stats: Box<dyn Fn() -> Stats + Send + Sync>,
 }
 
+/// `blocking` as the callers use it, each call a `try_take`: itself, or
+/// its async face `A` on `runtime` (`try_blocking` and `try_async` name
+/// the two faces' own calls, so each store's inherent `try_take` is what
+/// the callers make).
+fn faced<L, A>(
+    blocking: L,
+    face: Face,
+    runtime: Option<&tokio::runtime::Runtime>,
+    try_blocking: fn(&L, &str) -> Result<(), Error>,
+    try_async: fn(&tokio::runtime::Handle, &A, &str) -> Result<(), Error>,
+) -> Limiter
+where
+    L: Counted + Send + Sync + 'static,
+    A: From<L> + Counted + Send + Sync + 'static,
+{
+    match face {
+        Face::Blocking => {
+            let blocking = Arc::new(blocking);
+            let b = Arc::clone(&blocking);
+            Limiter {
+                call: Box::new(move |key| try_blocking(&blocking, key)),
+                stats: Box::new(move || b.stats().unwrap()),
+            }
+        }
+        Face::Async => {
+            let a = Arc::new(A::from(blocking));
+            let rt = runtime.expect("a runtime").handle().clone();
+            let b = Arc::clone(&a);
+            Limiter {
+                call: Box::new(move |key| try_async(&rt, &a, key)),
+                stats: Box::new(move || b.stats().unwrap()),
+            }
+        }
+    }
+}
+
 impl Server {
     fn start(kind: Kind) -> Server {
         match kind {
@@ -198,25 +234,13 @@ impl Server {
                     .stats(true)
                     .build()
                     .unwrap();
-                match face {
-                    Face::Blocking => {
-                        let blocking = Arc::new(blocking);
-                        let b = Arc::clone(&blocking);
-                        Limiter {
-                            call: Box::new(move |key| blocking.try_take(key)),
-                            stats: Box::new(move || b.stats().unwrap()),
-                        }
-                    }
-                    Face::Async => {
-                        let a = Arc::new(AsyncRedisLimiter::from(blocking));
-                        let rt = runtime.expect("a runtime").handle().clone();
-                        let b = Arc::clone(&a);
-                        Limiter {
-                            call: Box::new(move |key| rt.block_on(a.try_take(key))),
-                            stats: Box::new(move || b.stats().unwrap()),
-                        }
-                    }
-                }
+                faced(
+                    blocking,
+                    face,
+                    runtime,
+                    RedisLimiter::try_take,
+                    |rt, a: &AsyncRedisLimiter, key| rt.block_on(a.try_take(key)),
+                )
             }
             Server::Postgres(_) => {
                 let blocking = PostgresLimiter::builder(
@@ -231,25 +255,13 @@ impl Server {
                 .stats(true)
                 .build()
                 .unwrap();
-                match face {
-                    Face::Blocking => {
-                        let blocking = Arc::new(blocking);
-                        let b = Arc::clone(&blocking);
-                        Limiter {
-                            call: Box::new(move |key| blocking.try_take(key)),
-                            stats: Box::new(move || b.stats().unwrap()),
-                        }
-                    }
-                    Face::Async => {
-                        let a = Arc::new(AsyncPostgresLimiter::from(blocking));
-                        let rt = runtime.expect("a runtime").handle().clone();
-                        let b = Arc::clone(&a);
-                        Limiter {
-                            call: Box::new(move |key| rt.block_on(a.try_take(key))),
-                            stats: Box::new(move || b.stats().unwrap()),
-                        }
-                    }
-                }
+                faced(
+                    blocking,
+                    face,
+                    runtime,
+                    PostgresLimiter::try_take,
+                    |rt, a: &AsyncPostgresLimiter, key| rt.block_on(a.try_take(key)),
+                )
             }
             Server::Memcached(_) => {
                 let blocking = MemcachedLimiter::builder(format!("127.0.0.1:{port}"), rate())
@@ -261,25 +273,13 @@ impl Server {
                     .stats(true)
                     .build()
                     .unwrap();
-                match face {
-                    Face::Blocking => {
-                        let blocking = Arc::new(blocking);
-                        let b = Arc::clone(&blocking);
-                        Limiter {
-                            call: Box::new(move |key| blocking.try_take(key)),
-                            stats: Box::new(move || b.stats().unwrap()),
-                        }
-                    }
-                    Face::Async => {
-                        let a = Arc::new(AsyncMemcachedLimiter::from(blocking));
-                        let rt = runtime.expect("a runtime").handle().clone();
-                        let b = Arc::clone(&a);
-                        Limiter {
-                            call: Box::new(move |key| rt.block_on(a.try_take(key))),
-                            stats: Box::new(move || b.stats().unwrap()),
-                        }
-                    }
-                }
+                faced(
+                    blocking,
+                    face,
+                    runtime,
+                    MemcachedLimiter::try_take,
+                    |rt, a: &AsyncMemcachedLimiter, key| rt.block_on(a.try_take(key)),
+                )
             }
         }
     }

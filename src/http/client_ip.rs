@@ -126,10 +126,16 @@ pub(crate) fn client_ip(
     forwarding: Forwarding,
 ) -> Option<IpAddr> {
     let peer = canonical(peer);
-    if !trusted.iter().any(|c| c.contains(peer)) {
+    if !trusts(trusted, peer) {
         return Some(peer);
     }
     behind_proxies(peer, headers, trusted, forwarding)
+}
+
+/// Whether `ip` is in one of the `trusted` blocks.
+#[inline]
+fn trusts(trusted: &[Cidr], ip: IpAddr) -> bool {
+    trusted.iter().any(|c| c.contains(ip))
 }
 
 /// [`client_ip`] for a `peer` that is a trusted proxy: the forwarding
@@ -140,7 +146,7 @@ fn behind_proxies(
     trusted: &[Cidr],
     forwarding: Forwarding,
 ) -> Option<IpAddr> {
-    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+    let is_trusted = |ip: IpAddr| trusts(trusted, ip);
     let name = match forwarding {
         Forwarding::XForwardedFor => "x-forwarded-for",
         Forwarding::Forwarded => "forwarded",

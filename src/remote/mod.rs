@@ -82,6 +82,8 @@ pub(crate) use seam::AsyncRemote;
 pub(crate) use seam::{Decision, Remote, Request, Undo};
 
 mod seam;
+#[cfg(any(feature = "redis", feature = "memcached"))]
+mod socket;
 
 /// How long to wait for a connection, unless the builder sets another: a
 /// local server answers in well under a millisecond; a second covers a busy

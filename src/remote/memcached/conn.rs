@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use super::cas::{self, Done, Failure, Machine, Next, Reply, MAX_CONFLICTS};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use crate::clock::Clock;
+use crate::remote::socket::{Socket, Until};
 use crate::remote::Error;
 
 /// The first pause before reconnecting to a server that refused: short, so
@@ -83,94 +84,45 @@ impl Addr {
     }
 }
 
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn open(addr: &Addr, timeout: Duration) -> io::Result<Stream> {
-        match addr {
-            Addr::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path)?)),
-            Addr::Tcp(hostport) => {
-                let mut last = None;
-                for sa in hostport.to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&sa, timeout) {
-                        Ok(s) => {
-                            s.set_nodelay(true)?;
-                            return Ok(Stream::Tcp(s));
-                        }
-                        Err(e) => last = Some(e),
+/// A connection to `addr`, TCP within `timeout`.
+fn open(addr: &Addr, timeout: Duration) -> io::Result<Socket> {
+    match addr {
+        Addr::Unix(path) => Ok(Socket::Unix(UnixStream::connect(path)?)),
+        Addr::Tcp(hostport) => {
+            let mut last = None;
+            for sa in hostport.to_socket_addrs()? {
+                match TcpStream::connect_timeout(&sa, timeout) {
+                    Ok(s) => {
+                        s.set_nodelay(true)?;
+                        return Ok(Socket::Tcp(s));
                     }
+                    Err(e) => last = Some(e),
                 }
-                Err(last.unwrap_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!("{hostport} resolves to no address"),
-                    )
-                }))
             }
-        }
-    }
-
-    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_read_timeout(Some(t)),
-            Stream::Unix(s) => s.set_read_timeout(Some(t)),
-        }
-    }
-
-    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_write_timeout(Some(t)),
-            Stream::Unix(s) => s.set_write_timeout(Some(t)),
+            Err(last.unwrap_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("{hostport} resolves to no address"),
+                )
+            }))
         }
     }
 }
 
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A socket whose reads end by a deadline: before each read its timeout is
-/// set to what is left, so a reply whose bytes drip in cannot hold a call
-/// past its deadline (a read timeout alone bounds each read, not the
-/// reply: one byte every 50 ms would hold a call for as long as the reply
-/// is long).
+/// A socket and the deadline of the reply being read: every read ends by
+/// it ([`Until`]).
 struct Timed {
-    stream: Stream,
-    /// When the reply being read must have come.
+    socket: Socket,
     deadline: Instant,
 }
 
 impl Read for Timed {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "memcached's reply did not come within the call's timeout",
-            ));
+        Until {
+            socket: &self.socket,
+            deadline: self.deadline,
         }
-        self.stream.set_read_timeout(left)?;
-        self.stream.read(buf)
+        .read(buf)
     }
 }
 
@@ -182,14 +134,13 @@ pub(crate) struct Conn {
 
 impl Conn {
     fn open(addr: &Addr, connect: Duration, response: Duration) -> io::Result<Conn> {
-        let stream = Stream::open(addr, connect)?;
-        stream.set_read_timeout(response)?;
-        stream.set_write_timeout(response)?;
+        let socket = open(addr, connect)?;
+        socket.set_write_timeout(response)?;
         Ok(Conn {
             io: BufReader::with_capacity(
                 512,
                 Timed {
-                    stream,
+                    socket,
                     deadline: Instant::now() + response,
                 },
             ),
@@ -201,7 +152,7 @@ impl Conn {
     fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
         let timed = self.io.get_mut();
         timed.deadline = Instant::now() + within;
-        timed.stream.write_all(command)?;
+        (&timed.socket).write_all(command)?;
         self.line.clear();
         (&mut self.io)
             .take(MAX_LINE)

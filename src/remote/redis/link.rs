@@ -14,94 +14,22 @@
 //! A connection that asks for what this one does not do (TLS, RESP3) is
 //! redis-rs's own (`src/remote/redis/conn.rs`).
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::io::{self, Write};
+use std::net::{TcpStream, ToSocketAddrs};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use crate::remote::socket::{left, Socket, Until};
 use redis::{
     cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, Parser, RedisError,
     RedisResult, Value,
 };
 
-enum Stream {
-    Tcp(TcpStream),
-    #[cfg(unix)]
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_read_timeout(Some(t)),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_read_timeout(Some(t)),
-        }
-    }
-
-    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_write_timeout(Some(t)),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_write_timeout(Some(t)),
-        }
-    }
-
-    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).read(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => (&*s).read(buf),
-        }
-    }
-
-    fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => (&*s).write(buf),
-        }
-    }
-
-    fn shutdown(&self) {
-        let _ = match self {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.shutdown(Shutdown::Both),
-        };
-    }
-}
-
-/// What is left until `deadline`, or the error of a call that ran out.
-fn left(deadline: Instant) -> io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "no reply within the response timeout",
-        ));
-    }
-    Ok(left)
-}
-
-/// Reads from a stream until a deadline, whatever pace the bytes come at.
-struct Until<'a> {
-    stream: &'a Stream,
-    deadline: Instant,
-}
-
-impl Read for Until<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.set_read_timeout(left(self.deadline)?)?;
-        self.stream.read(buf)
-    }
-}
-
 /// A connection whose calls each end within `response` (see the module
 /// docs).
 pub(crate) struct Link {
-    stream: Stream,
+    stream: Socket,
     /// Keeps what was read beyond a reply for the next (nothing, with one
     /// call at a time), and a reply's state across reads.
     parser: Parser,
@@ -132,11 +60,11 @@ impl Link {
     ) -> RedisResult<Link> {
         let deadline = Instant::now() + connect;
         let stream = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => Stream::Tcp(tcp(host, *port, deadline)?),
+            ConnectionAddr::Tcp(host, port) => Socket::Tcp(tcp(host, *port, deadline)?),
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => {
                 // A local socket: connecting does not wait on a network.
-                Stream::Unix(UnixStream::connect(path)?)
+                Socket::Unix(UnixStream::connect(path)?)
             }
             _ => {
                 return Err(RedisError::from((
@@ -214,7 +142,7 @@ impl Link {
             if !std::mem::take(&mut first) {
                 self.stream.set_write_timeout(left(deadline)?)?;
             }
-            match self.stream.write(bytes) {
+            match (&self.stream).write(bytes) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -224,7 +152,7 @@ impl Link {
         let mut values = Vec::with_capacity(replies);
         while values.len() < replies {
             let reader = Until {
-                stream: &self.stream,
+                socket: &self.stream,
                 deadline,
             };
             match self.parser.parse_value(reader)? {

@@ -1,0 +1,95 @@
+//! A blocking connection to a server, over TCP or a unix socket, whose
+//! reads end by a deadline: before each read the socket's timeout is set to
+//! what is left, so a reply whose bytes drip in cannot hold a call past its
+//! deadline (a read timeout alone bounds each read, not the reply: one byte
+//! every 50 ms would hold a call for as long as the reply is long). The
+//! Redis link and the memcached connections are both built on it.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+/// A TCP or unix-socket stream.
+pub(crate) enum Socket {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(UnixStream),
+}
+
+impl Socket {
+    pub(crate) fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(Some(t)),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.set_read_timeout(Some(t)),
+        }
+    }
+
+    pub(crate) fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_write_timeout(Some(t)),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.set_write_timeout(Some(t)),
+        }
+    }
+
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn shutdown(&self) {
+        let _ = match self {
+            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for &Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).read(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for &Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).write(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What is left until `deadline`, or the error of a call that ran out.
+pub(crate) fn left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no reply within the response timeout",
+        ));
+    }
+    Ok(left)
+}
+
+/// Reads from a socket until a deadline, whatever pace the bytes come at.
+pub(crate) struct Until<'a> {
+    pub(crate) socket: &'a Socket,
+    pub(crate) deadline: Instant,
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.socket.set_read_timeout(left(self.deadline)?)?;
+        self.socket.read(buf)
+    }
+}
