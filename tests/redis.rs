@@ -504,6 +504,18 @@ fn reset_reports_a_failure_whatever_the_policy() {
             "{policy:?}"
         );
         server.restart();
+        // A question, never admitted by a policy, tells when the server
+        // answers again (under `Open` a take would pass at once, unstored,
+        // and the reset would meet the reconnect's backoff); then a take
+        // stores the key the reset must find.
+        let start = Instant::now();
+        while limiter.available("k").is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no recovery within 5 s"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
         recovery_time(&limiter);
         assert!(limiter.reset("k").unwrap(), "{policy:?}");
     }

@@ -9,6 +9,12 @@
 
 #![allow(dead_code)] // each user needs a different part
 
+// Each harness is included on its own by many crates, some of them both
+// (so this file is loaded twice there, as two modules).
+#[allow(clippy::duplicate_mod)]
+#[path = "process.rs"]
+mod process;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -127,21 +133,12 @@ impl MemcachedServer {
 
     /// Freezes the server (SIGSTOP): connections stay open, replies stop.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        process::stop(self.pid());
     }
 
     /// Thaws a paused server (SIGCONT).
     pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .arg(sig)
-            .arg(self.pid().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {sig} failed");
+        process::signal(self.pid(), "-CONT");
     }
 
     fn connect(&self) -> Box<dyn ReadWrite> {
@@ -206,7 +203,18 @@ impl MemcachedServer {
         batch.push_str("mn\r\n");
         s.write_all(batch.as_bytes()).unwrap();
         let reply = read_until(&mut s, b"MN\r\n");
-        assert_eq!(reply, "MN\r\n", "a filler store failed");
+        // Under a tiny `-m`, memcached answers a store it cannot make room
+        // for at once (its LRU tail busy under a pipelined flood) with this,
+        // and the next stores evict as usual: the callers check the
+        // evictions themselves. Any other answer is a broken filler.
+        let failed: Vec<&str> = reply
+            .lines()
+            .filter(|l| *l != "MN" && *l != "SERVER_ERROR out of memory storing object")
+            .collect();
+        assert!(
+            failed.is_empty() && reply.ends_with("MN\r\n"),
+            "a filler store failed: {failed:?}"
+        );
     }
 
     fn ping(&self) -> bool {

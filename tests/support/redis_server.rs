@@ -8,6 +8,12 @@
 
 #![allow(dead_code)] // each user needs a different part
 
+// Each harness is included on its own by many crates, some of them both
+// (so this file is loaded twice there, as two modules).
+#[allow(clippy::duplicate_mod)]
+#[path = "process.rs"]
+mod process;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -141,21 +147,12 @@ impl RedisServer {
 
     /// Freezes the server (SIGSTOP): connections stay open, replies stop.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        process::stop(self.pid());
     }
 
     /// Thaws a paused server (SIGCONT).
     pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .arg(sig)
-            .arg(self.pid().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {sig} failed");
+        process::signal(self.pid(), "-CONT");
     }
 
     /// Sends one raw command over the socket and returns the raw reply.
