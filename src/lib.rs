@@ -117,6 +117,7 @@ pub mod schedule;
 mod slack;
 pub mod stats;
 pub mod store;
+mod stripes;
 pub mod take;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

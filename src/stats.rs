@@ -27,8 +27,9 @@
 //!
 //! Counting is off unless asked for. Then a limiter holds a meter of
 //! counters in stripes, a cache line each, each thread adding to its own
-//! stripe: threads taking from one limiter then contend on its state word
-//! only, not on a counter line too. Off, the take path pays one test of a
+//! stripe (`stripes.rs`: a plain load and store where the thread owns it):
+//! threads taking from one limiter then contend on its state word only,
+//! not on a counter line too. Off, the take path pays one test of a
 //! null pointer, a branch that always goes the same way (the `admit`
 //! benchmarks in `benches/throughput.rs` measure both).
 //!
@@ -42,15 +43,11 @@
 //! [`MutexLimiter`]: crate::MutexLimiter
 
 use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_utils::CachePadded;
-
-/// Most stripes a meter has: enough to spread 16 cores; more would only
-/// make readings slower.
-const MAX_STRIPES: usize = 16;
+use crate::stripes::{self, Stripes};
 
 /// What a limiter decided since it was built: counts of requests, permits
 /// and scheduled wait. A request is one call (`try_take_n(5)` is one
@@ -281,7 +278,7 @@ pub(crate) struct Counting {
 pub(crate) struct Meter(Option<Arc<Counters>>);
 
 struct Counters {
-    stripes: Box<[CachePadded<Stripe>]>,
+    stripes: Stripes<Stripe>,
     #[cfg(feature = "metrics")]
     facade: Option<facade::Handles>,
 }
@@ -308,12 +305,8 @@ impl Meter {
         if !on {
             return Meter(None);
         }
-        let stripes = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .clamp(1, MAX_STRIPES)
-            .next_power_of_two();
         Meter(Some(Arc::new(Counters {
-            stripes: (0..stripes).map(|_| CachePadded::default()).collect(),
+            stripes: Stripes::new(stripes::owned_stripes(), Stripe::default),
             #[cfg(feature = "metrics")]
             facade,
         })))
@@ -371,20 +364,14 @@ impl Meter {
 }
 
 impl Counters {
-    /// This thread's stripe.
-    #[inline]
-    fn stripe(&self) -> &Stripe {
-        &self.stripes[thread_index() & (self.stripes.len() - 1)]
-    }
-
     // Out of line: the take path keeps only the test of the pointer.
     #[inline(never)]
     fn admitted(&self, permits: u64, wait_ns: u64) {
-        let s = self.stripe();
-        s.admitted.fetch_add(1, Relaxed);
-        s.permits.fetch_add(permits, Relaxed);
+        let (s, owns) = self.stripes.mine();
+        stripes::add(&s.admitted, owns, 1);
+        stripes::add(&s.permits, owns, permits);
         if wait_ns > 0 {
-            s.wait_ns.fetch_add(wait_ns, Relaxed);
+            stripes::add(&s.wait_ns, owns, wait_ns);
         }
         #[cfg(feature = "metrics")]
         if let Some(facade) = &self.facade {
@@ -394,13 +381,13 @@ impl Counters {
 
     #[inline(never)]
     fn add(&self, event: Event) {
-        let s = self.stripe();
+        let (s, owns) = self.stripes.mine();
         let counter = match event {
             Event::Refused => &s.refused,
             Event::Cancelled => &s.cancelled,
             Event::Failed => &s.failed,
         };
-        counter.fetch_add(1, Relaxed);
+        stripes::add(counter, owns, 1);
         #[cfg(feature = "metrics")]
         if let Some(facade) = &self.facade {
             facade.add(event);
@@ -414,18 +401,6 @@ enum Event {
     Refused,
     Cancelled,
     Failed,
-}
-
-/// A small number for the calling thread, the same for its whole life:
-/// threads made one after another get consecutive numbers, so they fall
-/// in different stripes.
-pub(crate) fn thread_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Relaxed);
-    }
-    // During the thread's teardown the index is gone: any stripe will do.
-    INDEX.try_with(|i| *i).unwrap_or(0)
 }
 
 #[cfg(feature = "metrics")]

@@ -1,22 +1,18 @@
 //! A keyed limiter's totals of calls on tracked keys, admitted and refused:
-//! striped by thread, so that the threads of one hot key, which already
-//! meet on its state word, do not meet again on a counter.
+//! striped by thread (`crate::stripes`), so that the threads of one hot
+//! key, which already meet on its state word, do not meet again on a
+//! counter, and a thread owning its stripe adds without a locked
+//! instruction. Statistics, outside the loom models, as the meter's are.
 //!
-//! Each thread adds to its own stripe (`stats::thread_index`, as the
-//! meter's stripes); a read sums them. A sum is exact once the calls it
-//! counts have returned; while calls run it may miss those in flight, as
-//! any read of counters that are not one word would.
+//! A read sums the stripes. A sum is exact once the calls it counts have
+//! returned; while calls run it may miss those in flight, as any read of
+//! counters that are not one word would.
 
-use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::primitive::{AtomicU64, Ordering};
+use crate::stripes::{self, Stripes};
 
-/// At most this many stripes: four per core up to 16 cores, so that
-/// threads made one after another (consecutive indices) rarely share one;
-/// 8 KiB per limiter at most (128-byte lines).
-const MAX_STRIPES: usize = 64;
-
-/// One thread's share of the totals, on its own cache line.
+/// One stripe's share of the totals.
 struct Stripe {
     admitted: AtomicU64,
     refused: AtomicU64,
@@ -24,50 +20,31 @@ struct Stripe {
 
 /// Calls admitted and refused on tracked keys, all keys together.
 pub(super) struct Counts {
-    stripes: Box<[CachePadded<Stripe>]>,
+    stripes: Stripes<Stripe>,
 }
 
 impl Counts {
-    /// Four stripes per core (a power of two, at most [`MAX_STRIPES`]);
-    /// one under loom, whose models must replay the same atomics.
     pub(super) fn new() -> Counts {
-        let stripes = if cfg!(paceline_loom) {
-            1
-        } else {
-            std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .saturating_mul(4)
-                .clamp(1, MAX_STRIPES)
-                .next_power_of_two()
-        };
         Counts {
-            stripes: (0..stripes)
-                .map(|_| {
-                    CachePadded::new(Stripe {
-                        admitted: AtomicU64::new(0),
-                        refused: AtomicU64::new(0),
-                    })
-                })
-                .collect(),
+            stripes: Stripes::new(stripes::owned_stripes(), || Stripe {
+                admitted: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+            }),
         }
     }
 
-    /// This thread's stripe.
-    #[inline]
-    fn stripe(&self) -> &Stripe {
-        &self.stripes[crate::stats::thread_index() & (self.stripes.len() - 1)]
-    }
-
-    /// Counts one admitted call. Relaxed: a count, ordered with nothing.
+    /// Counts one admitted call.
     #[inline]
     pub(super) fn admitted(&self) {
-        self.stripe().admitted.fetch_add(1, Ordering::Relaxed);
+        let (s, owns) = self.stripes.mine();
+        stripes::add(&s.admitted, owns, 1);
     }
 
     /// Counts one refused call.
     #[inline]
     pub(super) fn refused(&self) {
-        self.stripe().refused.fetch_add(1, Ordering::Relaxed);
+        let (s, owns) = self.stripes.mine();
+        stripes::add(&s.refused, owns, 1);
     }
 
     /// The totals so far: (admitted, refused).

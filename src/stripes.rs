@@ -1,0 +1,174 @@
+//! Counters striped by thread, where a thread that owns its stripe adds
+//! with a plain load and store (no locked instruction) and the others with
+//! an atomic add on one shared stripe.
+//!
+//! Each thread that counts claims, once, the lowest free of [`SLOTS`]
+//! process-wide slots, and frees it when it exits: no two live threads hold
+//! one slot, so the stripe of slot `i` has one writer at a time. A freed
+//! slot's last stores happen before its next owner's first load (the
+//! claim's acquire pairs with the release that freed it). A thread without
+//! a slot (past [`SLOTS`] live counting threads, or in its TLS teardown)
+//! and every slot past a counter's own stripes use the shared stripe.
+//!
+//! The counts are statistics: relaxed, ordered with nothing, outside the
+//! loom models (std's atomics, and one shared stripe: `owned` is 0 there).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crossbeam_utils::CachePadded;
+
+/// Slots a process hands out, one per live counting thread.
+pub(crate) const SLOTS: usize = 64;
+
+/// The slots claimed, one bit each.
+static CLAIMED: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's claim on a slot, freed when the thread exits.
+struct Claim(Option<usize>);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            // Release: this thread's last additions before the next owner's.
+            CLAIMED.fetch_and(!(1u64 << i), Release);
+        }
+    }
+}
+
+thread_local! {
+    static SLOT: Claim = Claim(claim());
+}
+
+/// Claims the lowest free slot, if one is free.
+fn claim() -> Option<usize> {
+    let mut claimed = CLAIMED.load(Relaxed);
+    loop {
+        let free = !claimed;
+        if free == 0 {
+            return None;
+        }
+        let i = free.trailing_zeros() as usize;
+        // Acquire: the slot's previous owner's additions before ours.
+        match CLAIMED.compare_exchange_weak(claimed, claimed | (1 << i), Acquire, Relaxed) {
+            Ok(_) => return Some(i),
+            Err(now) => claimed = now,
+        }
+    }
+}
+
+/// The calling thread's slot, if it holds one.
+#[inline]
+fn slot() -> Option<usize> {
+    SLOT.try_with(|c| c.0).ok().flatten()
+}
+
+/// How many owned stripes a counter gets: four per core, at most [`SLOTS`];
+/// none under loom, whose models replay one shared stripe.
+pub(crate) fn owned_stripes() -> usize {
+    if cfg!(paceline_loom) {
+        0
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .saturating_mul(4)
+            .min(SLOTS)
+    }
+}
+
+/// Stripes of `T`, a cache line each: `owned` for the threads holding
+/// slots below it, then one shared by every other thread.
+pub(crate) struct Stripes<T> {
+    stripes: Box<[CachePadded<T>]>,
+}
+
+impl<T> Stripes<T> {
+    /// `owned` stripes and the shared one, each made by `make`.
+    pub(crate) fn new(owned: usize, make: impl FnMut() -> T) -> Stripes<T> {
+        let mut make = make;
+        Stripes {
+            stripes: (0..=owned.min(SLOTS))
+                .map(|_| CachePadded::new(make()))
+                .collect(),
+        }
+    }
+
+    /// The calling thread's stripe, and whether the thread owns it.
+    #[inline]
+    pub(crate) fn mine(&self) -> (&T, bool) {
+        let shared = self.stripes.len() - 1;
+        match slot() {
+            Some(i) if i < shared => (&self.stripes[i], true),
+            _ => (&self.stripes[shared], false),
+        }
+    }
+
+    /// Every stripe, to sum.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.stripes.iter().map(|s| &**s)
+    }
+}
+
+/// Adds `n` to `counter` on a stripe: a plain load and store where the
+/// thread `owns` it (the only writer), an atomic add where it is shared.
+#[inline]
+pub(crate) fn add(counter: &AtomicU64, owns: bool, n: u64) {
+    if owns {
+        counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
+    } else {
+        counter.fetch_add(n, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_threads_hold_different_slots_and_exited_ones_free_theirs() {
+        let barrier = std::sync::Barrier::new(8);
+        let slots: Vec<Option<usize>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mine = slot();
+                        barrier.wait(); // all eight alive at once
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut held: Vec<usize> = slots.iter().map(|s| s.unwrap()).collect();
+        held.sort_unstable();
+        held.dedup();
+        assert_eq!(held.len(), 8, "two live threads shared a slot: {slots:?}");
+    }
+
+    #[test]
+    fn an_exited_thread_frees_its_slot() {
+        // One after another, more threads than slots: each finds one free.
+        for n in 0..2 * SLOTS {
+            let got = std::thread::spawn(slot).join().unwrap();
+            assert!(got.is_some(), "thread {n} found no free slot");
+        }
+    }
+
+    #[test]
+    fn owned_and_shared_additions_lose_nothing() {
+        // One stripe owned: the first claimant adds plainly, the rest share.
+        let stripes = Stripes::new(1, || AtomicU64::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        let (c, owns) = stripes.mine();
+                        add(c, owns, 1);
+                    }
+                });
+            }
+        });
+        let total: u64 = stripes.iter().map(|c| c.load(Relaxed)).sum();
+        assert_eq!(total, 40_000);
+    }
+}
