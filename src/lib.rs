@@ -87,6 +87,7 @@ mod clock;
 mod config;
 mod duration;
 mod error;
+mod event;
 mod failure;
 pub mod guide;
 #[cfg(feature = "tower")]
