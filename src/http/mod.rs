@@ -39,10 +39,13 @@
 //! measured cost against tower_governor: the guide's [HTTP](crate::guide::http)
 //! chapter.
 
+mod accept;
 mod builder;
 mod client_ip;
 mod fields;
 mod future;
+#[cfg(feature = "tonic")]
+mod grpc;
 pub mod inspect;
 mod json;
 mod layer;
