@@ -114,6 +114,9 @@ pub use remote::postgres;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
 pub mod remote;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
 pub mod schedule;
 mod slack;
 pub mod stats;
