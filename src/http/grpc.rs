@@ -54,6 +54,30 @@ pub(super) fn refusal(code: Code, message: &str, wait: Option<Duration>) -> Resp
     response
 }
 
+/// A call the limit refused (`RESOURCE_EXHAUSTED`), or one its server
+/// failed to decide (`server`: `UNAVAILABLE`): `why` it cannot go, or the
+/// `wait` until it may, under the policy `name`.
+pub(super) fn refused(
+    server: bool,
+    why: Option<&str>,
+    wait: Option<Duration>,
+    name: &str,
+) -> Response<Bytes> {
+    let code = if server {
+        Code::Unavailable
+    } else {
+        Code::ResourceExhausted
+    };
+    let message = why.map_or_else(
+        || {
+            let ms = wait.map_or(0, |w| w.as_nanos().div_ceil(1_000_000));
+            format!("rate limited by policy {name}: retry in {ms} ms")
+        },
+        str::to_owned,
+    );
+    refusal(code, &message, wait)
+}
+
 /// The gRPC code for what the HTTP layer would answer with `status` (a
 /// request without a key; a limit's server that failed).
 pub(super) fn code_for(status: StatusCode) -> Code {

@@ -357,14 +357,8 @@ impl Shared {
         );
         #[cfg(feature = "tonic")]
         let mut response = if self.grpc {
-            let code = match failure {
-                Failure::Limit(_) => tonic::Code::ResourceExhausted,
-                Failure::Server(_) => tonic::Code::Unavailable,
-            };
-            let message = why
-                .clone()
-                .unwrap_or_else(|| format!("rate limited by {:?}", self.name));
-            super::grpc::refusal(code, &message, wait)
+            let server = matches!(failure, Failure::Server(_));
+            super::grpc::refused(server, why.as_deref(), wait, &self.name)
         } else {
             self.refusal_body(status, wait, why.as_deref(), body)
         };
