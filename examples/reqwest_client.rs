@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         get(move || {
             let n = count.fetch_add(1, Ordering::Relaxed) + 1;
             async move {
-                if n % 4 == 0 {
+                if n.is_multiple_of(4) {
                     (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "1")]).into_response()
                 } else {
                     "ok".into_response()

@@ -865,7 +865,9 @@ async fn the_refusals_body_follows_accept_when_allowed() {
         .build()
         .unwrap();
     let addr = serve(app(layer)).await;
-    let cases: [(&str, &[(&str, &str)], &str); 5] = [
+    /// A client address, the headers it sends, the body type it gets.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
         (
             "127.0.0.41",
             &[("accept", "application/problem+json")],
