@@ -50,6 +50,13 @@
 //!   (`LimitLayer`) and pace a client (`PaceLayer`), and `Inspect`, an
 //!   operator's page of the tracked buckets (sort, filter) with their JSON
 //!   and the limiters' Prometheus text, to mount at e.g. `/limits`.
+//!   With feature `tonic`, the inbound layer's gRPC face
+//!   (`LimitBuilder::grpc`: `RESOURCE_EXHAUSTED` with `RetryInfo`).
+//! - `reqwest::Pace` (feature `reqwest`): a reqwest client paced in one
+//!   line (a reqwest-middleware middleware), slowed by a far side's
+//!   `Retry-After` if asked.
+//! - feature `tracing`: events for refusals, reloads and a remote server
+//!   lost and back; paceline never prints.
 //! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
 //! - `postgres::PostgresLimiter` (feature `postgres`): the same, its state in
@@ -87,6 +94,7 @@ mod clock;
 mod config;
 mod duration;
 mod error;
+mod event;
 mod failure;
 pub mod guide;
 #[cfg(feature = "tower")]
@@ -113,6 +121,9 @@ pub use remote::postgres;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
 pub mod remote;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
 pub mod schedule;
 mod slack;
 pub mod stats;

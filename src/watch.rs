@@ -32,7 +32,9 @@
 //! only once its bytes have stayed unchanged for the settle time (1 s by
 //! default), so a file saved in place is never applied half-written; a
 //! version that cannot be read or fails its reload is reported once and
-//! changes nothing; only a regular file is read (never a FIFO, which could
+//! changes nothing (kept for [`Watcher::last_error`], sent to
+//! [`on_error`](Watch::on_error), and with feature `tracing` a `warn`
+//! event; a version applied is an `info` one); only a regular file is read (never a FIFO, which could
 //! hold the watcher), and nothing in it panics. The details, and when
 //! `.settle(Duration::ZERO)` is safe: the guide's
 //! [configuration](crate::guide::config#how-a-change-is-seen-the-settle-time)
@@ -44,7 +46,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -59,7 +61,7 @@ pub struct Watch {
     path: PathBuf,
     every: Duration,
     settle: Duration,
-    on_error: OnError,
+    on_error: Option<OnError>,
 }
 
 /// How often the file is read by default.
@@ -120,7 +122,7 @@ impl Watch {
             path: path.into(),
             every: EVERY,
             settle: SETTLE,
-            on_error: Box::new(|e| eprintln!("paceline: {e}")),
+            on_error: None,
         }
     }
 
@@ -142,10 +144,11 @@ impl Watch {
         self
     }
 
-    /// Where a version that could not be loaded is reported (default: a
-    /// line on stderr). Called on the watcher's thread.
+    /// Where a version that could not be loaded is reported, on the
+    /// watcher's thread (default: nowhere but [`Watcher::last_error`] and,
+    /// with feature `tracing`, a `warn` event; paceline never prints).
     pub fn on_error(mut self, report: impl FnMut(&WatchError) + Send + 'static) -> Watch {
-        self.on_error = Box::new(report);
+        self.on_error = Some(Box::new(report));
         self
     }
 
@@ -163,14 +166,20 @@ impl Watch {
             path,
             every,
             settle,
-            mut on_error,
+            on_error,
         } = self;
         // How often the file is read while a new version settles.
         let fast = (settle / 10).clamp(Duration::from_millis(1), every);
         let first = load(&path, &mut reload)?;
+        crate::event::info!(path = %path.display(), "paceline: limits loaded");
         let stop = Arc::new(AtomicBool::new(false));
+        let last_error = Arc::new(Mutex::new(None));
         let thread = {
             let stop = Arc::clone(&stop);
+            let mut report = Report {
+                on_error,
+                last: Arc::clone(&last_error),
+            };
             let watched = path.clone();
             thread::Builder::new()
                 .name("paceline-watch".into())
@@ -187,7 +196,7 @@ impl Watch {
                         }
                         // Read again soon while a version settles: at its
                         // due time, or sooner to see a change sooner.
-                        wait = match poll(&watched, &mut seen, settle, &mut reload, &mut on_error) {
+                        wait = match poll(&watched, &mut seen, settle, &mut reload, &mut report) {
                             Some(due) => due.min(fast),
                             None => every,
                         };
@@ -201,6 +210,7 @@ impl Watch {
         Ok(Watcher {
             stop,
             thread: Some(thread),
+            last_error,
         })
     }
 }
@@ -287,6 +297,29 @@ fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Ve
     Ok(bytes)
 }
 
+/// Where the watcher's outcomes go: the caller's function, the last error
+/// kept, the events.
+struct Report {
+    on_error: Option<OnError>,
+    last: Arc<Mutex<Option<Arc<WatchError>>>>,
+}
+
+impl Report {
+    fn failed(&mut self, e: WatchError) {
+        crate::event::warning!(path = %e.path.display(), error = %e, "paceline: limits not loaded");
+        if let Some(on_error) = &mut self.on_error {
+            on_error(&e);
+        }
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(e));
+    }
+
+    fn applied(&mut self, path: &Path) {
+        let _ = path;
+        crate::event::info!(path = %path.display(), "paceline: limits reloaded");
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
 /// What the watcher has seen of the file.
 struct Seen {
     /// The version last loaded or tried (`None`: the file could not be read).
@@ -305,7 +338,7 @@ fn poll(
     seen: &mut Seen,
     settle: Duration,
     reload: &mut impl FnMut(&str) -> ReloadResult,
-    on_error: &mut OnError,
+    report: &mut Report,
 ) -> Option<Duration> {
     let last = &mut seen.last;
     match read(path) {
@@ -330,11 +363,12 @@ fn poll(
             }
             seen.settling = None;
             let text = String::from_utf8_lossy(&bytes).into_owned();
-            if let Err(e) = reload(&text) {
-                on_error(&WatchError {
+            match reload(&text) {
+                Ok(()) => report.applied(path),
+                Err(e) => report.failed(WatchError {
                     path: path.to_owned(),
                     kind: Kind::Reload(e),
-                });
+                }),
             }
             *last = Some(bytes);
             None
@@ -343,7 +377,7 @@ fn poll(
             seen.settling = None;
             // Reported once until the file is back.
             if last.is_some() {
-                on_error(&WatchError {
+                report.failed(WatchError {
                     path: path.to_owned(),
                     kind: Kind::Read(e),
                 });
@@ -359,6 +393,19 @@ fn poll(
 pub struct Watcher {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    last_error: Arc<Mutex<Option<Arc<WatchError>>>>,
+}
+
+impl Watcher {
+    /// Why the file's newest version is not in force, if it is not: the
+    /// last version (or read) that failed, until a version loads again.
+    /// `None` while the limits in force are the file's.
+    pub fn last_error(&self) -> Option<Arc<WatchError>> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 impl Drop for Watcher {

@@ -854,3 +854,60 @@ async fn a_postgres_limit_is_shared_by_layers_and_fails_closed_with_503() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn the_refusals_body_follows_accept_when_allowed() {
+    // One request a minute per client, and each client refused once.
+    let layer = LimitLayer::per_ip(Rate::per_minute(1))
+        .slack(0)
+        .body(Body::Accept)
+        .name("api")
+        .build()
+        .unwrap();
+    let addr = serve(app(layer)).await;
+    /// A client address, the headers it sends, the body type it gets.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
+        (
+            "127.0.0.41",
+            &[("accept", "application/problem+json")],
+            "application/problem+json",
+        ),
+        (
+            "127.0.0.42",
+            &[("accept", "text/html, application/json;q=0.9")],
+            "application/json",
+        ),
+        ("127.0.0.43", &[], "text/plain; charset=utf-8"),
+        (
+            "127.0.0.44",
+            &[("accept", "*/*")],
+            "application/problem+json",
+        ),
+        (
+            "127.0.0.45",
+            &[("accept", "application/json;q=0.1, text/plain")],
+            "text/plain; charset=utf-8",
+        ),
+    ];
+    for (from, accept, expected) in cases {
+        let client = client(from);
+        assert_eq!(
+            get_from(&client, addr, "/", accept).await.status,
+            StatusCode::OK
+        );
+        let refused = get_from(&client, addr, "/", accept).await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(header(&refused, "content-type"), expected, "{accept:?}");
+        if expected.contains("json") {
+            let body: serde_json::Value = serde_json::from_str(&refused.body).unwrap();
+            assert!(body.is_object(), "{}", refused.body);
+        } else {
+            assert!(
+                refused.body.starts_with("Too Many Requests: retry in"),
+                "{}",
+                refused.body
+            );
+        }
+    }
+}

@@ -18,7 +18,9 @@
 //!    clocks. [Faults between hosts](faults): what latency, a black hole,
 //!    a reset, a drip and a partition do to each store, measured.
 //! 5. [HTTP](http): the tower layers, keys, proxies, modes, fields,
-//!    bodies, and the look inside.
+//!    bodies, and the look inside. [gRPC, outbound reqwest and
+//!    tracing](grpc): the layer's gRPC face on tonic, pacing a reqwest
+//!    client, and the events paceline sends instead of printing.
 //! 6. [Configuration](config): limits from files, `Watch`, the settle time.
 //! 7. [Metrics](metrics): stats, the `metrics` facade, Prometheus text.
 //! 8. [The command line](cli): `paceline` in a shell pipeline.
@@ -74,6 +76,9 @@ pub mod faults {}
 
 #[doc = include_str!("http.md")]
 pub mod http {}
+
+#[doc = include_str!("grpc.md")]
+pub mod grpc {}
 
 #[doc = include_str!("config.md")]
 pub mod config {}

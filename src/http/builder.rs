@@ -82,6 +82,9 @@ pub struct LimitBuilder {
     status: StatusCode,
     name: String,
     header: Option<String>,
+    costs: Vec<(String, u64)>,
+    #[cfg(feature = "tonic")]
+    grpc: bool,
 }
 
 impl LimitLayer {
@@ -100,6 +103,20 @@ impl LimitLayer {
         let mut b = LimitBuilder::new(rate, KeySource::Global);
         b.header = Some(name.to_owned());
         b
+    }
+
+    /// Limits each path to `rate`: for a gRPC service, each method
+    /// (`/package.Service/Method`), every client together.
+    pub fn per_method(rate: Rate) -> LimitBuilder {
+        LimitBuilder::new(rate, KeySource::Path)
+    }
+
+    /// Limits each value of the gRPC metadata key `key` (an API key, a
+    /// tenant: `"x-api-key"`) to `rate`. Metadata travels as HTTP/2
+    /// headers, so this is [`per_header`](Self::per_header) under its
+    /// gRPC name; a call without it gets the [`MissingKey`] outcome.
+    pub fn per_metadata(key: &str, rate: Rate) -> LimitBuilder {
+        LimitLayer::per_header(key, rate)
     }
 
     /// Limits all requests together to `rate`.
@@ -139,6 +156,9 @@ impl LimitBuilder {
             status: StatusCode::TOO_MANY_REQUESTS,
             name: "default".to_owned(),
             header: None,
+            costs: Vec::new(),
+            #[cfg(feature = "tonic")]
+            grpc: false,
         }
     }
 
@@ -227,6 +247,36 @@ impl LimitBuilder {
     /// takes more (`|head| if head.uri.path() == "/export" { 10 } else { 1 }`).
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.cost = Some(Box::new(cost));
+        self
+    }
+
+    /// The cost of each request to `path` (a gRPC method,
+    /// `"/package.Service/Method"`): `cost` permits, ahead of
+    /// [`cost`](Self::cost)'s function, which then prices the other paths
+    /// (default 1). Called once per path; a later call for the same path
+    /// wins.
+    pub fn path_cost(mut self, path: impl Into<String>, cost: u64) -> Self {
+        let path = path.into();
+        self.costs.retain(|(p, _)| *p != path);
+        self.costs.push((path, cost));
+        self
+    }
+
+    /// Answers refusals as gRPC statuses (feature `tonic`), for a tonic
+    /// server: a call over the limit gets `RESOURCE_EXHAUSTED` with a
+    /// `google.rpc.RetryInfo` of the wait in its details and the
+    /// `grpc-retry-pushback-ms` trailer (rounded up; `-1`, "do not retry",
+    /// for a cost no wait admits); a call without a key, the code of its
+    /// [`MissingKey`] status (400: `INVALID_ARGUMENT`, 401:
+    /// `UNAUTHENTICATED`, 403: `PERMISSION_DENIED`); a limit whose server
+    /// failed, `UNAVAILABLE` with a second's pushback. The `RateLimit`
+    /// fields go along as metadata; [`status`](Self::status) and
+    /// [`body`](Self::body) are unused. The peer is read from tonic's
+    /// `TcpConnectInfo`. The guide's [gRPC](crate::guide::grpc) chapter.
+    #[cfg(feature = "tonic")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+    pub fn grpc(mut self) -> Self {
+        self.grpc = true;
         self
     }
 
@@ -321,6 +371,9 @@ impl LimitBuilder {
                 body: self.body,
                 status: self.status,
                 name: self.name,
+                costs: self.costs.into_iter().map(|(p, c)| (p.into(), c)).collect(),
+                #[cfg(feature = "tonic")]
+                grpc: self.grpc,
                 refused: AtomicU64::new(0),
                 would_refuse: AtomicU64::new(0),
                 missing_key: AtomicU64::new(0),

@@ -14,10 +14,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
-use http::{Extensions, HeaderMap, Request, Response, StatusCode};
+use http::{Extensions, HeaderMap, Request, Response, StatusCode, Uri};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::accept;
 use super::client_ip::{self, Cidr, Forwarding};
 use super::fields;
 use super::future::{answered, forwarded, AddedFields, BoxFuture, LimitBody, ResponseFuture};
@@ -99,6 +100,11 @@ pub(super) struct Shared {
     pub(super) body: Body,
     pub(super) status: StatusCode,
     pub(super) name: String,
+    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
+    pub(super) costs: Box<[(Box<str>, u64)]>,
+    /// Refusals as gRPC statuses.
+    #[cfg(feature = "tonic")]
+    pub(super) grpc: bool,
     pub(super) refused: AtomicU64,
     pub(super) would_refuse: AtomicU64,
     pub(super) missing_key: AtomicU64,
@@ -172,18 +178,24 @@ where
         // (a request is a few hundred bytes: each move is a copy).
         let (key, cost) = if shared.wants_head() {
             let (head, body) = request.into_parts();
-            let key = shared.key(&head.headers, &head.extensions, Some(&head));
-            let cost = shared.cost.as_ref().map_or(1, |cost| cost(&head));
+            let key = shared.key(&head.headers, &head.extensions, &head.uri, Some(&head));
+            let cost = shared.cost_of(&head.uri, || shared.cost.as_ref().map_or(1, |f| f(&head)));
             request = Request::from_parts(head, body);
             (key, cost)
         } else {
-            (shared.key(request.headers(), request.extensions(), None), 1)
+            let key = shared.key(request.headers(), request.extensions(), request.uri(), None);
+            (key, shared.cost_of(request.uri(), || 1))
+        };
+        // The body a refusal would get: read now, while the request is here.
+        let body = match shared.body {
+            Body::Accept => accept::choose(request.headers().get_all(http::header::ACCEPT).iter()),
+            body => body,
         };
         let key = match key {
             Ok(key) => key,
             Err(status) => return ResponseFuture::answer(Box::new(shared.missing(status))),
         };
-        match shared.decide_now(&key, cost) {
+        match shared.decide_now(&key, cost, body) {
             Some(Verdict::Forward(fields)) => {
                 ResponseFuture::inner(self.inner.call(request), fields)
             }
@@ -194,7 +206,7 @@ where
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(shared);
                 ResponseFuture::boxed(Box::pin(async move {
-                    match shared.decide_later(&key, cost).await {
+                    match shared.decide_later(&key, cost, body).await {
                         Verdict::Forward(fields) => {
                             let response = inner.call(request).await?;
                             Ok(forwarded(response, fields))
@@ -213,12 +225,24 @@ impl Shared {
         self.cost.is_some() || matches!(self.source, KeySource::Function(_))
     }
 
+    /// A request's cost: its path's, else `otherwise`'s.
+    fn cost_of(&self, uri: &Uri, otherwise: impl FnOnce() -> u64) -> u64 {
+        if !self.costs.is_empty() {
+            let path = uri.path();
+            if let Some((_, cost)) = self.costs.iter().find(|(p, _)| **p == *path) {
+                return *cost;
+            }
+        }
+        otherwise()
+    }
+
     /// The request's key, or the status to refuse a request without one
     /// with.
     fn key(
         &self,
         headers: &HeaderMap,
         extensions: &Extensions,
+        uri: &Uri,
         head: Option<&Parts>,
     ) -> Result<ClientKey, StatusCode> {
         let found = match &self.source {
@@ -237,6 +261,7 @@ impl Shared {
                 .and_then(|v| v.to_str().ok())
                 .map(ClientKey::text),
             KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::text(&k)),
+            KeySource::Path => Some(ClientKey::text(uri.path())),
         };
         match (found, &self.missing) {
             (Some(key), _) => Ok(key),
@@ -253,34 +278,40 @@ impl Shared {
     fn missing(&self, status: StatusCode) -> Response<Bytes> {
         self.missing_key.fetch_add(1, Relaxed);
         self.refused.fetch_add(1, Relaxed);
-        text(
-            status,
-            "paceline: no client key for this request (for the client's address: \
+        crate::event::debug!(
+            status = status.as_u16(),
+            "paceline: a request without a key, refused"
+        );
+        let why = "paceline: no client key for this request (for the client's address: \
              serve with into_make_service_with_connect_info::<SocketAddr>(), or \
              insert the peer's SocketAddr as an extension; behind proxies, check \
-             trust_proxies)\n",
-        )
+             trust_proxies)\n";
+        #[cfg(feature = "tonic")]
+        if self.grpc {
+            return super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None);
+        }
+        text(status, why)
     }
 
     /// A decision on the spot, for in-process limiters that do not wait;
     /// `None` for the others.
-    fn decide_now(&self, key: &ClientKey, cost: u64) -> Option<Verdict> {
+    fn decide_now(&self, key: &ClientKey, cost: u64, body: Body) -> Option<Verdict> {
         if let Mode::Wait(_) = self.mode {
             return None;
         }
         let taken = self.limiter.try_now(key, cost)?;
-        Some(self.settle(key, taken))
+        Some(self.settle(key, taken, body))
     }
 
     /// A decision that may wait: a bounded wait, or a remote limiter (one
     /// round trip, whose answer carries the fields too).
-    async fn decide_later(&self, key: &ClientKey, cost: u64) -> Verdict {
+    async fn decide_later(&self, key: &ClientKey, cost: u64, body: Body) -> Verdict {
         let taken = self.limiter.take(key, cost, self.mode).await;
-        self.settle(key, taken)
+        self.settle(key, taken, body)
     }
 
-    /// Counts and answers a decision.
-    fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>) -> Verdict {
+    /// Counts and answers a decision; a refusal's body is `body`.
+    fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>, body: Body) -> Verdict {
         match taken {
             Ok(taken) => Verdict::Forward(match self.fields {
                 Fields::Always => self.fields_for(taken.state()),
@@ -291,14 +322,14 @@ impl Shared {
                     Some(refusal) => Failure::Limit(*refusal),
                     None => Failure::Server(e.to_string()),
                 };
-                self.refuse(key, failure)
+                self.refuse(key, failure, body)
             }
         }
     }
 
     /// A request over the limit (or failed by the limiter's server).
     #[cold]
-    fn refuse(&self, key: &ClientKey, failure: Failure) -> Verdict {
+    fn refuse(&self, key: &ClientKey, failure: Failure, body: Body) -> Verdict {
         if self.mode == Mode::DryRun {
             if let Failure::Limit(_) = failure {
                 self.would_refuse.fetch_add(1, Relaxed);
@@ -317,7 +348,22 @@ impl Shared {
                 Some(format!("the limit's server failed: {e}")),
             ),
         };
-        let mut response = self.refusal_body(status, wait, why.as_deref());
+        crate::event::debug!(
+            key = %key,
+            status = status.as_u16(),
+            retry_after_ms = wait.map(|w| w.as_millis() as u64),
+            why = why.as_deref(),
+            "paceline: request refused"
+        );
+        #[cfg(feature = "tonic")]
+        let mut response = if self.grpc {
+            let server = matches!(failure, Failure::Server(_));
+            super::grpc::refused(server, why.as_deref(), wait, &self.name)
+        } else {
+            self.refusal_body(status, wait, why.as_deref(), body)
+        };
+        #[cfg(not(feature = "tonic"))]
+        let mut response = self.refusal_body(status, wait, why.as_deref(), body);
         let headers = response.headers_mut();
         if let Some(wait) = wait {
             headers.insert(RETRY_AFTER, fields::retry_after(wait));
@@ -366,6 +412,7 @@ impl Shared {
         status: StatusCode,
         wait: Option<Duration>,
         why: Option<&str>,
+        body: Body,
     ) -> Response<Bytes> {
         let retry = wait.map(|w| fields::seconds_up(w).max(1));
         let detail = match (retry, why) {
@@ -374,8 +421,8 @@ impl Shared {
             (None, None) => String::new(),
         };
         let name = Json(&self.name);
-        let (content_type, body) = match self.body {
-            Body::Text => (
+        let (content_type, body) = match body {
+            Body::Text | Body::Accept => (
                 "text/plain; charset=utf-8",
                 format!("{}: {detail}\n", status.canonical_reason().unwrap_or("Refused")),
             ),
@@ -421,6 +468,10 @@ fn peer(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(ip) = super::grpc::peer(extensions) {
+        return Some(ip);
     }
     extensions.get::<SocketAddr>().map(SocketAddr::ip)
 }

@@ -26,10 +26,14 @@
 //!   or one for all; a request without a key is never a silent pass
 //!   ([`MissingKey`]); 429 with `Retry-After` rounded up (never before the
 //!   slot) and the IETF draft's `RateLimit` fields ([`Fields`]), a [`Body`]
-//!   of text, JSON or problem+json; refuse, hold with a bounded wait, or
+//!   of text, JSON or problem+json (or by the request's `Accept`); refuse, hold with a bounded wait, or
 //!   dry run ([`Mode`]); over the builder's keyed limiter or any
 //!   [`AsyncTake`](crate::AsyncTake) for a [`ClientKey`] (a remote one
 //!   included). `Clone`, one limiter shared: no `Buffer` needed.
+//! - its gRPC face (feature `tonic`, [`LimitBuilder::grpc`]): a refusal as
+//!   `RESOURCE_EXHAUSTED` with `RetryInfo` and `grpc-retry-pushback-ms`,
+//!   per peer, per metadata key or per method: the guide's
+//!   [gRPC](crate::guide::grpc) chapter.
 //! - [`PaceLayer`] (outbound): the slot waited for in `poll_ready`, spent by
 //!   `call`.
 //! - [`Inspect`]: an operator's look inside the limiters, as one service to
@@ -39,10 +43,13 @@
 //! measured cost against tower_governor: the guide's [HTTP](crate::guide::http)
 //! chapter.
 
+mod accept;
 mod builder;
 mod client_ip;
 mod fields;
 mod future;
+#[cfg(feature = "tonic")]
+mod grpc;
 pub mod inspect;
 mod json;
 mod layer;

@@ -147,6 +147,11 @@ pub enum Body {
     /// `https://iana.org/assignments/http-problem-types#quota-exceeded`
     /// and `violated-policies`.
     Problem,
+    /// Whichever of the three the request's `Accept` prefers (its highest
+    /// `q`; ties go to problem+json, then JSON); text when it sends none
+    /// or accepts none of them. For an API whose clients ask for JSON
+    /// while browsers and `curl` read text.
+    Accept,
 }
 
 /// What the layer counted since it was built: what it did on its own.
@@ -177,4 +182,6 @@ pub(super) enum KeySource {
     Header(HeaderName),
     Global,
     Function(Box<KeyFn>),
+    /// The request's path: a gRPC call's `/package.Service/Method`.
+    Path,
 }

@@ -62,6 +62,8 @@ impl<B: Backend> From<RemoteLimiter<B>> for AsyncRemoteLimiter<B::Async> {
                     wait: core.shared.wait,
                     clock: core.shared.clock.clone(),
                     meter: core.shared.meter.clone(),
+                    #[cfg(feature = "tracing")]
+                    lost: Default::default(),
                 }),
                 rate: core.rate,
                 slack: core.slack,

@@ -34,6 +34,10 @@ pub(crate) struct Shared<B> {
     pub(crate) clock: DefaultClock,
     /// What the limiter decided, if its builder asked.
     pub(crate) meter: Meter,
+    /// Whether the last call found the server unable to answer: the
+    /// `tracing` events say when it is lost and when it is back, once each.
+    #[cfg(feature = "tracing")]
+    pub(crate) lost: std::sync::atomic::AtomicBool,
 }
 
 /// One limit (rate and slack) over a backend.
@@ -113,6 +117,8 @@ impl<B> Core<B> {
                 wait,
                 clock: DefaultClock::new(),
                 meter: Meter::new(counting),
+                #[cfg(feature = "tracing")]
+                lost: std::sync::atomic::AtomicBool::new(false),
             }),
             rate,
             slack: params.slack(),
@@ -206,6 +212,7 @@ impl<B> Core<B> {
         request: &Request,
     ) -> Result<Option<Granted>, Error> {
         let meter = &self.shared.meter;
+        self.link(&decision);
         match decision {
             Ok(Decision::Granted { slot, now, undo }) => {
                 meter.admitted(request.cost, slot.saturating_sub(now));
@@ -247,8 +254,29 @@ impl<B> Core<B> {
         }
     }
 
+    /// The `tracing` events of a server lost (a call it could not answer)
+    /// and back (the next answer, an error the request caused included).
+    fn link<T>(&self, answer: &Result<T, Error>) {
+        #[cfg(feature = "tracing")]
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let down = matches!(answer, Err(Error::Unavailable(_) | Error::Timeout));
+            let lost = &self.shared.lost;
+            if lost.load(Relaxed) != down && lost.swap(down, Relaxed) != down {
+                match answer {
+                    Err(e) if down => {
+                        crate::event::warning!(error = %e, "paceline: the limit's server is lost")
+                    }
+                    _ => crate::event::info!("paceline: the limit's server is back"),
+                }
+            }
+        }
+        let _ = answer;
+    }
+
     /// `can_take`'s answer from a peek.
     fn can_take_from(&self, peeked: Result<(u64, u64), Error>, cost: u64) -> Result<bool, Error> {
+        self.link(&peeked);
         match peeked {
             Ok((tat, now)) => {
                 Ok(schedule::step(tat, now, cost, self.params, Admit::Within(0)).is_ok())

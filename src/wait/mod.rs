@@ -153,8 +153,9 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 /// In debug builds with the `tokio` feature: a blocking wait on a thread
 /// inside a Tokio runtime stalls every task of that thread. Tokio gives no
 /// public way to tell a runtime worker from a `spawn_blocking` thread (where
-/// blocking is right), so this warns on stderr, once per process, naming
-/// the async call to use instead, rather than panicking.
+/// blocking is right), so this warns once per process (a `tracing` event
+/// with feature `tracing`; nothing without it), naming the async call to
+/// use instead, rather than panicking.
 #[inline]
 fn on_runtime_check(async_call: &'static str) {
     #[cfg(all(feature = "tokio", debug_assertions))]

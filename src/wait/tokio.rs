@@ -288,8 +288,10 @@ thread_local! {
     static RUNTIME_WARNINGS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Debug builds: warns once per process, on stderr, when a blocking take
-/// waits on a thread inside a Tokio runtime, naming `async_call`.
+/// Debug builds: warns once per process (a `warn` event with feature
+/// `tracing`; nothing without it, as paceline never prints) when a
+/// blocking take waits on a thread inside a Tokio runtime, naming
+/// `async_call`.
 #[cfg(debug_assertions)]
 pub(crate) fn warn_if_on_runtime(async_call: &str) {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -298,8 +300,9 @@ pub(crate) fn warn_if_on_runtime(async_call: &str) {
         return;
     }
     RUNTIME_WARNINGS.with(|n| n.set(n.get() + 1));
+    let _ = async_call;
     if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        crate::event::warning!(
             "paceline: a blocking take is waiting on a thread inside a Tokio runtime, \
              which stalls every task on that thread: use `{async_call}` instead \
              (on a spawn_blocking thread, blocking is right: ignore this). \

@@ -1,0 +1,52 @@
+//! Events through the `tracing` facade (feature `tracing`), or nothing:
+//! `debug!`, `info!` and `warning!` expand to tracing's macros with the
+//! feature and to nothing without it (their arguments are then not
+//! evaluated). paceline never prints: what it has to say goes here, or is
+//! kept for the caller to read (`watch::Watcher::last_error`).
+//!
+//! The events, all with target `paceline::…` (the module that sends them):
+//!
+//! | event | level | sent by |
+//! |---|---|---|
+//! | a request refused (key, status, wait) | debug | the HTTP and gRPC layer |
+//! | a request without a key | debug | the HTTP and gRPC layer |
+//! | a far side's 429 / 503 pushing the next request out | debug | `reqwest::Pace` |
+//! | a new version of a watched file applied / refused | info / warn | `watch::Watch` |
+//! | a remote limiter's server lost / back | warn / info | every remote limiter |
+//! | a blocking take waiting on a Tokio runtime thread (debug builds, once) | warn | the blocking wait |
+
+#[cfg(feature = "tracing")]
+#[allow(unused_macros)]
+macro_rules! debug {
+    ($($t:tt)*) => { ::tracing::debug!($($t)*) };
+}
+#[cfg(not(feature = "tracing"))]
+#[allow(unused_macros)]
+macro_rules! debug {
+    ($($t:tt)*) => {};
+}
+
+#[cfg(feature = "tracing")]
+#[allow(unused_macros)]
+macro_rules! info {
+    ($($t:tt)*) => { ::tracing::info!($($t)*) };
+}
+#[cfg(not(feature = "tracing"))]
+#[allow(unused_macros)]
+macro_rules! info {
+    ($($t:tt)*) => {};
+}
+
+#[cfg(feature = "tracing")]
+#[allow(unused_macros)]
+macro_rules! warning {
+    ($($t:tt)*) => { ::tracing::warn!($($t)*) };
+}
+#[cfg(not(feature = "tracing"))]
+#[allow(unused_macros)]
+macro_rules! warning {
+    ($($t:tt)*) => {};
+}
+
+#[allow(unused_imports)]
+pub(crate) use {debug, info, warning};

@@ -1,0 +1,193 @@
+//! `paceline::reqwest::Pace` on a real reqwest client against a real axum
+//! server on loopback: requests leave at the limiter's pace; a 429 with
+//! `Retry-After` (or the draft's `RateLimit` field) holds the next one back
+//! for as long as it says, up to the cap; a limiter that cannot pace fails
+//! the request before it is sent.
+#![cfg(feature = "reqwest")]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::routing::get;
+use axum::Router;
+use paceline::remote::memory::{AsyncMemoryLimiter, MemoryBackend, MemoryLimiter};
+use paceline::remote::FailPolicy;
+use paceline::reqwest::Pace;
+use paceline::tokio::AsyncLimiter;
+use paceline::{Limit, OnKey, Rate};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+
+/// When each request reached the server.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Instant>>>);
+
+impl Seen {
+    fn arrive(&self) -> usize {
+        let mut seen = self.0.lock().unwrap();
+        seen.push(Instant::now());
+        seen.len()
+    }
+
+    fn gaps(&self) -> Vec<Duration> {
+        let seen = self.0.lock().unwrap();
+        seen.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+/// The first request to each route is refused as the route's name says;
+/// every later one (and `/`) is answered 200.
+async fn serve(seen: Seen) -> SocketAddr {
+    fn refuse_first(n: usize, field: (&'static str, &'static str)) -> (StatusCode, HeaderMap) {
+        let mut headers = HeaderMap::new();
+        if n > 1 {
+            return (StatusCode::OK, headers);
+        }
+        headers.insert(
+            HeaderName::from_static(field.0),
+            HeaderValue::from_static(field.1),
+        );
+        (StatusCode::TOO_MANY_REQUESTS, headers)
+    }
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(seen): State<Seen>| async move {
+                seen.arrive();
+                "ok"
+            }),
+        )
+        .route(
+            "/retry-after",
+            get(|State(seen): State<Seen>| async move {
+                refuse_first(seen.arrive(), ("retry-after", "1"))
+            }),
+        )
+        .route(
+            "/draft",
+            get(|State(seen): State<Seen>| async move {
+                refuse_first(seen.arrive(), ("ratelimit", "\"default\";r=0;t=1"))
+            }),
+        )
+        .route(
+            "/a-year",
+            get(|State(seen): State<Seen>| async move {
+                refuse_first(seen.arrive(), ("retry-after", "31536000"))
+            }),
+        )
+        .with_state(seen);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+fn client(pace: Pace<impl paceline::AsyncTake + 'static>) -> ClientWithMiddleware {
+    let inner = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    ClientBuilder::new(inner).with(pace).build()
+}
+
+/// Two requests to `path`, the first refused by the server; the gap
+/// between their arrivals. Bounded: 20 s at most.
+async fn twice(path: &str, pace: Pace) -> Duration {
+    let seen = Seen::default();
+    let addr = serve(seen.clone()).await;
+    let client = client(pace);
+    let url = format!("http://{addr}{path}");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let first = client.get(&url).send().await.unwrap();
+        assert_eq!(first.status(), reqwest::StatusCode::TOO_MANY_REQUESTS);
+        let second = client.get(&url).send().await.unwrap();
+        assert_eq!(second.status(), reqwest::StatusCode::OK);
+    })
+    .await
+    .expect("the two requests ended within 20 s");
+    seen.gaps()[0]
+}
+
+fn fast() -> AsyncLimiter {
+    AsyncLimiter::new(Rate::per_second(1000))
+}
+
+#[tokio::test]
+async fn retry_after_holds_the_next_request_back() {
+    let pace = Pace::new(fast()).honour_retry_after(Duration::from_secs(60));
+    let gap = twice("/retry-after", pace).await;
+    assert!(gap >= Duration::from_secs(1), "{gap:?}");
+}
+
+#[tokio::test]
+async fn the_drafts_ratelimit_field_holds_it_back_too() {
+    let pace = Pace::new(fast()).honour_retry_after(Duration::from_secs(60));
+    let gap = twice("/draft", pace).await;
+    assert!(gap >= Duration::from_secs(1), "{gap:?}");
+}
+
+#[tokio::test]
+async fn a_far_side_asking_a_year_is_held_to_the_cap() {
+    let pace = Pace::new(fast()).honour_retry_after(Duration::from_millis(300));
+    // Within `twice`'s 20 s bound, not a year; and not before the cap.
+    let gap = twice("/a-year", pace).await;
+    assert!(gap >= Duration::from_millis(300), "{gap:?}");
+}
+
+#[tokio::test]
+async fn requests_leave_at_the_limiters_pace() {
+    let seen = Seen::default();
+    let addr = serve(seen.clone()).await;
+    let limiter = AsyncLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .build()
+        .unwrap();
+    let client = client(Pace::new(limiter));
+    let url = format!("http://{addr}/");
+    let start = Instant::now();
+    for _ in 0..4 {
+        tokio::time::timeout(Duration::from_secs(10), client.get(&url).send())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    // Four permits at 10/s without slack: the fourth 300 ms after the
+    // first (the last request's slot, however fast the server answers).
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(seen.count(), 4);
+}
+
+#[tokio::test]
+async fn a_limiter_that_cannot_pace_fails_the_request_unsent() {
+    let seen = Seen::default();
+    let addr = serve(seen.clone()).await;
+    let backend = MemoryBackend::new();
+    let remote = MemoryLimiter::with_backend(
+        backend.clone(),
+        Limit::new(Rate::per_second(100), 1),
+        FailPolicy::Closed,
+    )
+    .unwrap();
+    let one_key = OnKey::new(AsyncMemoryLimiter::from(remote), "api.example".to_owned());
+    let client = client(Pace::new(one_key));
+    let url = format!("http://{addr}/");
+    client.get(&url).send().await.unwrap();
+    backend.set_down(true);
+    let failed = client.get(&url).send().await.unwrap_err();
+    assert!(
+        matches!(failed, reqwest_middleware::Error::Middleware(_)),
+        "{failed:?}"
+    );
+    assert!(failed.to_string().contains("unavailable"), "{failed}");
+    assert_eq!(seen.count(), 1);
+}

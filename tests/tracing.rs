@@ -1,0 +1,191 @@
+//! The `tracing` events, read through a real subscriber (tracing-subscriber's
+//! `fmt`, installed for the whole process: a watcher sends from its own
+//! thread) writing into a buffer: a refusal at debug, a reload applied and
+//! refused, a remote limiter's server lost and back (once each), and the
+//! debug build's warning of a blocking take on a runtime thread.
+#![cfg(all(feature = "tracing", feature = "tower"))]
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use paceline::http::LimitLayer;
+use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
+use paceline::remote::FailPolicy;
+use paceline::watch::Watch;
+use paceline::{Limit, Rate};
+use tower::{service_fn, Layer, ServiceExt};
+
+/// Every line the subscriber wrote, for the whole test process.
+fn log() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || Sink(Arc::clone(&sink)))
+            .init();
+        log
+    })
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The lines written so far that contain every one of `parts`.
+fn lines(parts: &[&str]) -> Vec<String> {
+    let log = log().lock().unwrap();
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|line| parts.iter().all(|p| line.contains(p)))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits up to 5 s for a line with every one of `parts`.
+fn wait_for(parts: &[&str]) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if !lines(parts).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_refused_request_is_a_debug_event_naming_its_key() {
+    log();
+    let layer = LimitLayer::per_header("x-tenant", Rate::per_minute(1))
+        .slack(0)
+        .build()
+        .unwrap();
+    let service = layer.layer(service_fn(|_: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(bytes::Bytes::new()))
+    }));
+    let request = || {
+        http::Request::builder()
+            .header("x-tenant", "tenant-traced")
+            .body(())
+            .unwrap()
+    };
+    service.clone().oneshot(request()).await.unwrap();
+    assert!(
+        lines(&["tenant-traced"]).is_empty(),
+        "an admitted request is no event"
+    );
+    let refused = service.oneshot(request()).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let events = lines(&["DEBUG", "request refused", "tenant-traced", "status=429"]);
+    assert_eq!(events.len(), 1, "{events:?}");
+}
+
+#[test]
+fn a_remote_server_lost_and_back_is_told_once_each() {
+    log();
+    let backend = MemoryBackend::new();
+    let limiter = MemoryLimiter::with_backend(
+        backend.clone(),
+        Limit::new(Rate::per_second(1000), 10),
+        FailPolicy::Open,
+    )
+    .unwrap();
+    limiter.try_take("k").unwrap();
+    let lost = || lines(&["WARN", "server is lost"]).len();
+    let back = || lines(&["INFO", "server is back"]).len();
+    assert_eq!((lost(), back()), (0, 0));
+    backend.set_down(true);
+    for _ in 0..3 {
+        limiter.try_take("k").unwrap(); // admitted by the open policy
+    }
+    assert_eq!((lost(), back()), (1, 0));
+    backend.set_down(false);
+    for _ in 0..3 {
+        limiter.try_take("k").unwrap();
+    }
+    assert_eq!((lost(), back()), (1, 1));
+}
+
+/// A fresh directory of this test's own, removed at the end.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_reload_applied_and_one_refused_are_events_and_the_error_is_kept() {
+    log();
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("paceline-tracing-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let path = dir.0.join("traced-limits.txt");
+    let write = |text: &str| {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    write("10/s");
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&applied);
+    let watcher = Watch::new(&path)
+        .every(Duration::from_millis(10))
+        .settle(Duration::ZERO)
+        .start(move |text| {
+            let rate: Rate = text.trim().parse()?;
+            seen.lock().unwrap().push(rate);
+            Ok(())
+        })
+        .unwrap();
+    assert!(watcher.last_error().is_none());
+    write("ten a second");
+    assert!(wait_for(&[
+        "WARN",
+        "limits not loaded",
+        "traced-limits.txt"
+    ]));
+    let kept = watcher
+        .last_error()
+        .expect("the failed version's error is kept");
+    assert!(kept.to_string().contains("not loaded"), "{kept}");
+    write("20/s");
+    assert!(wait_for(&["INFO", "limits reloaded", "traced-limits.txt"]));
+    assert!(watcher.last_error().is_none(), "a good version clears it");
+    assert_eq!(applied.lock().unwrap().len(), 2);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn a_blocking_wait_on_a_runtime_thread_is_a_warning_not_a_print() {
+    log();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let limiter = paceline::AtomicLimiter::builder(Rate::per_second(1000))
+        .slack(0)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        limiter.take();
+        limiter.take(); // waits a millisecond, on the runtime's thread
+    });
+    assert!(wait_for(&[
+        "WARN",
+        "blocking take is waiting on a thread inside a Tokio runtime"
+    ]));
+}
