@@ -248,7 +248,12 @@ impl Shared {
         let found = match &self.source {
             KeySource::Global => return Ok(ClientKey::Global),
             KeySource::Ip => peer(extensions).and_then(|peer| {
-                let ip = client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)?;
+                // No proxy trusted (the common case): the peer is the client.
+                let ip = if self.trusted.is_empty() {
+                    client_ip::canonical(peer)
+                } else {
+                    client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)?
+                };
                 let bits = if ip.is_ipv4() {
                     self.v4_prefix
                 } else {
@@ -295,6 +300,7 @@ impl Shared {
 
     /// A decision on the spot, for in-process limiters that do not wait;
     /// `None` for the others.
+    #[inline]
     fn decide_now(&self, key: &ClientKey, cost: u64, body: Body) -> Option<Verdict> {
         if let Mode::Wait(_) = self.mode {
             return None;
