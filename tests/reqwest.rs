@@ -39,6 +39,12 @@ impl Seen {
     fn count(&self) -> usize {
         self.0.lock().unwrap().len()
     }
+
+    /// Every arrival, as time since the `n`th (from 0).
+    fn since(&self, n: usize) -> Vec<Duration> {
+        let seen = self.0.lock().unwrap();
+        seen[n..].iter().map(|t| *t - seen[n]).collect()
+    }
 }
 
 /// The first request to each route is refused as the route's name says;
@@ -67,6 +73,14 @@ async fn serve(seen: Seen) -> SocketAddr {
             "/retry-after",
             get(|State(seen): State<Seen>| async move {
                 refuse_first(seen.arrive(), ("retry-after", "1"))
+            }),
+        )
+        .route(
+            "/first-two",
+            get(|State(seen): State<Seen>| async move {
+                // The first two refused, as the first of another route.
+                let n = if seen.arrive() <= 2 { 1 } else { 2 };
+                refuse_first(n, ("retry-after", "1"))
             }),
         )
         .route(
@@ -190,4 +204,110 @@ async fn a_limiter_that_cannot_pace_fails_the_request_unsent() {
     );
     assert!(failed.to_string().contains("unavailable"), "{failed}");
     assert_eq!(seen.count(), 1);
+}
+
+/// 10 a second with a burst of `burst`: what the pushback tests pace
+/// through.
+fn ten_a_second(burst: u64) -> AsyncLimiter {
+    AsyncLimiter::builder(Rate::per_second(10))
+        .slack(burst - 1)
+        .build()
+        .unwrap()
+}
+
+/// Sends `n` requests to `url` one after another, each answered `status`.
+async fn send(client: &ClientWithMiddleware, url: &str, n: usize, status: u16) {
+    for _ in 0..n {
+        let answer = client.get(url).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), status, "{url}");
+    }
+}
+
+/// `times` (arrivals after a pushback, from its 429) start no earlier than
+/// `from` and before `before`, one interval of 10/s apart (at least 50 ms
+/// apart: not the burst the limiter would have banked while held).
+fn paced_from(times: &[Duration], from: Duration, before: Duration) {
+    assert!(times[0] >= from && times[0] < before, "{times:?}");
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(50), "{times:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_pushback_leaves_no_burst_behind() {
+    let seen = Seen::default();
+    let addr = serve(seen.clone()).await;
+    let client = client(Pace::new(ten_a_second(5)).honour_retry_after(Duration::from_secs(60)));
+    let url = format!("http://{addr}/retry-after");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        send(&client, &url, 1, 429).await;
+        send(&client, &url, 6, 200).await;
+    })
+    .await
+    .expect("seven requests within 20 s");
+    // The schedule was pushed out, not held: the six leave at about 1.1 s,
+    // 1.2 s, ... after the 429, where a hold let the 5 banked meanwhile
+    // leave at once at 1 s.
+    let times = seen.since(0);
+    paced_from(
+        &times[1..],
+        Duration::from_secs(1),
+        Duration::from_millis(1600),
+    );
+}
+
+#[tokio::test]
+async fn a_pushback_slows_every_user_of_a_shared_limiter() {
+    let (seen_a, seen_b) = (Seen::default(), Seen::default());
+    let (addr_a, addr_b) = (serve(seen_a.clone()).await, serve(seen_b.clone()).await);
+    let limiter = Arc::new(ten_a_second(5));
+    let a = client(Pace::new(Arc::clone(&limiter)).honour_retry_after(Duration::from_secs(60)));
+    let b = client(Pace::new(limiter)); // deaf to the far side itself
+    tokio::time::timeout(Duration::from_secs(20), async {
+        send(&a, &format!("http://{addr_a}/retry-after"), 1, 429).await;
+        send(&b, &format!("http://{addr_b}/"), 1, 200).await;
+    })
+    .await
+    .expect("two requests within 20 s");
+    // B's request waits behind the push (at least a burst's worth of the
+    // limiter's slots), where under a hold of A's own it went at the next
+    // slot, 100 ms after A's.
+    let refused = seen_a.0.lock().unwrap()[0];
+    let b_went = seen_b.0.lock().unwrap()[0];
+    assert!(
+        b_went - refused >= Duration::from_millis(350),
+        "{:?}",
+        b_went - refused
+    );
+}
+
+#[tokio::test]
+async fn concurrent_pushbacks_do_not_add_up() {
+    let seen = Seen::default();
+    let addr = serve(seen.clone()).await;
+    // A burst of 10: a push gives up a burst's worth of intervals after
+    // its reach, so two pushes that added up would show at 2.1 s.
+    let client = client(Pace::new(ten_a_second(10)).honour_retry_after(Duration::from_secs(60)));
+    let url = format!("http://{addr}/first-two");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        // Bank the whole burst, so that the two go at once (a server of
+        // its own: every arrival at `addr` counts).
+        let other = serve(Seen::default()).await;
+        send(&client, &format!("http://{other}/"), 1, 200).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let (one, two) = tokio::join!(client.get(&url).send(), client.get(&url).send());
+        assert_eq!(one.unwrap().status().as_u16(), 429);
+        assert_eq!(two.unwrap().status().as_u16(), 429);
+        send(&client, &url, 3, 200).await;
+    })
+    .await
+    .expect("six requests within 20 s");
+    // Both said "1 s": the schedule is pushed 1 s out once, not twice.
+    let times = seen.since(0);
+    assert!(times[1] < Duration::from_millis(100), "{times:?}");
+    paced_from(
+        &times[2..],
+        Duration::from_secs(1),
+        Duration::from_millis(1600),
+    );
 }
