@@ -39,6 +39,7 @@ use ::tokio::time::Instant;
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
+use crate::error::TakeError;
 use crate::take::AsyncTake;
 use crate::tokio::AsyncLimiter;
 
@@ -152,9 +153,10 @@ impl<L: AsyncTake + 'static> Pace<L> {
     ///   next request would be refused.
     ///
     /// A push of `wait` takes the limiter's own slots up to `wait` from
-    /// now: the credit it has banked, then `wait / T` more (rounded up), in
-    /// takes of at most its burst, each waiting for its slot, as a task of
-    /// its own. So everyone who takes from the limiter (another `Pace` on
+    /// now: the credit it has banked, then `wait / T` more (rounded up),
+    /// as one take booked at once (in parts of at most the burst from a
+    /// limiter of your own that refuses more), waiting for its slot, as a
+    /// task of its own. So everyone who takes from the limiter (another `Pace` on
     /// it, another process on the same Redis, PostgreSQL or memcached key)
     /// is slowed too, and nothing is banked meanwhile: afterwards requests
     /// leave at the limiter's pace, the first at about `wait` from now, not
@@ -166,8 +168,7 @@ impl<L: AsyncTake + 'static> Pace<L> {
     /// remote server down under a closed policy) fails a request waiting
     /// on it with the take's error.
     ///
-    /// The [guide](crate::guide::grpc#outbound-reqwest) says how far
-    /// others are held back, kind by kind.
+    /// The [guide](crate::guide::grpc#outbound-reqwest) has the details.
     #[must_use]
     pub fn honour_retry_after(mut self, max: Duration) -> Pace<L> {
         self.honour = Some(max);
@@ -276,10 +277,17 @@ impl<L: AsyncTake + 'static> Inner<L> {
         }))
     }
 
-    /// Takes the limiter's slots `reach` says, in takes of at most its
-    /// burst (a cost above it is never asked for), each waiting for its
-    /// slot; gives up (booking nothing more) if they are not all taken by
-    /// `until` and a burst's worth of intervals.
+    /// Takes the limiter's slots `reach` says, waiting for them; gives up
+    /// (booking nothing more) if they are not all taken by `until` and a
+    /// burst's worth of intervals.
+    ///
+    /// As one take: every paceline kind books a take above the burst at
+    /// once, where a take within it books only once its slot is within
+    /// the async wait's horizon; so the whole push is booked now, and
+    /// takers elsewhere (another process on a remote key, which has no
+    /// queue) line up behind it instead of between its parts. A limiter
+    /// that refuses a cost above its burst is taken from in parts of at
+    /// most the burst, each waiting for its slot.
     async fn push(&self, reach: Reach, until: Instant) -> Result<(), crate::Error> {
         let Some(limit) = self.limiter.limit_for(&()) else {
             return Ok(()); // no slots to take: the hold alone
@@ -290,8 +298,8 @@ impl<L: AsyncTake + 'static> Inner<L> {
             Reach::Beyond(more) => intervals(more, interval),
             Reach::Fresh(wait) => {
                 // A look that fails: take as if the whole burst were
-                // banked; the first take meets the failure (and the fail
-                // policy) as any take would.
+                // banked; the take meets the failure (and the fail policy)
+                // as any take would.
                 let (banked, next_free) = match self.limiter.state(&()).await {
                     Ok(state) => (state.available().min(burst), state.next_free()),
                     Err(_) => (burst, Duration::ZERO),
@@ -301,14 +309,18 @@ impl<L: AsyncTake + 'static> Inner<L> {
         };
         let span = interval.saturating_mul(u32::try_from(burst).unwrap_or(u32::MAX));
         let deadline = until + span.min(FURTHEST) + PUSH_GRACE;
+        let mut part = left;
         while left > 0 {
-            let cost = left.min(burst);
+            let cost = left.min(part);
             match ::tokio::time::timeout_at(deadline, self.limiter.take_n(&(), cost)).await {
-                Ok(taken) => drop(taken?),
+                Ok(Ok(_)) => left -= cost,
+                Ok(Err(crate::Error::Refused(TakeError::ExceedsBurst { .. }))) if cost > burst => {
+                    part = burst;
+                }
+                Ok(Err(e)) => return Err(e),
                 // Others took the slots first: what is left is theirs.
                 Err(_) => return Ok(()),
             }
-            left -= cost;
         }
         Ok(())
     }
