@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use paceline::remote::memory::{AsyncMemoryLimiter, MemoryBackend, MemoryLimiter};
@@ -351,4 +352,89 @@ async fn concurrent_pushbacks_do_not_add_up() {
         Duration::from_secs(1),
         Duration::from_millis(1600),
     );
+}
+
+#[tokio::test]
+async fn a_push_that_fails_fails_the_request_waiting_on_it() {
+    let backend = MemoryBackend::new();
+    // The far side refuses the first request, and the limit's server goes
+    // down meanwhile: the push meets the failure.
+    let seen = Seen::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(
+                |State((seen, backend)): State<(Seen, MemoryBackend)>| async move {
+                    if seen.arrive() > 1 {
+                        return StatusCode::OK.into_response();
+                    }
+                    backend.set_down(true);
+                    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")]).into_response()
+                },
+            ),
+        )
+        .with_state((seen.clone(), backend.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let remote = MemoryLimiter::with_backend(
+        backend,
+        Limit::new(Rate::per_second(10), 4),
+        FailPolicy::Closed,
+    )
+    .unwrap();
+    let one_key = OnKey::new(AsyncMemoryLimiter::from(remote), "api".to_owned());
+    let client = client(Pace::new(one_key).honour_retry_after(Duration::from_secs(60)));
+    let url = format!("http://{addr}/");
+    send(&client, &url, 1, 429).await;
+    let start = Instant::now();
+    let failed = tokio::time::timeout(Duration::from_secs(10), client.get(&url).send())
+        .await
+        .expect("an answer within 10 s")
+        .unwrap_err();
+    // The push's own error, at once: not the hold waited out first.
+    assert!(failed.to_string().contains("unavailable"), "{failed}");
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(seen.count(), 1);
+}
+
+#[tokio::test]
+async fn a_request_dropped_while_a_push_runs_neither_books_nor_ends_it() {
+    let seen = Seen::default();
+    let addr = serve(seen.clone()).await;
+    // 5 a second: a slot left booked by the dropped request would show as
+    // 200 ms more.
+    let limiter = AsyncLimiter::builder(Rate::per_second(5))
+        .slack(4)
+        .build()
+        .unwrap();
+    let client = client(Pace::new(limiter).honour_retry_after(Duration::from_secs(60)));
+    let url = format!("http://{addr}/retry-after");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        send(&client, &url, 1, 429).await;
+        let dropped =
+            tokio::time::timeout(Duration::from_millis(300), client.get(&url).send()).await;
+        assert!(dropped.is_err(), "it waits for the push");
+        send(&client, &url, 3, 200).await;
+    })
+    .await
+    .expect("five requests within 20 s");
+    // The push reaches the first slot at least 1 s after the 429's reply:
+    // 1.2 s after its own (at 0 s, the next at 0.2 s, then 5 more slots);
+    // one left booked for the dropped request would make it 1.4 s. And the
+    // push went on without the request: the three leave 200 ms apart, not
+    // as the burst a limiter banks while nothing takes.
+    let times = seen.since(0);
+    assert_eq!(times.len(), 4, "{times:?}");
+    assert!(
+        times[1] >= Duration::from_secs(1) && times[1] < Duration::from_millis(1350),
+        "{times:?}"
+    );
+    for pair in times[1..].windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(100), "{times:?}");
+    }
 }
