@@ -1,8 +1,10 @@
 //! Outbound pacing for reqwest (feature `reqwest`): [`Pace`], a
 //! [reqwest-middleware](https://docs.rs/reqwest-middleware) middleware that
 //! waits for the limiter's slot before each request, and, when asked,
-//! holds the next request back for as long as the far side's `429` /
-//! `503` says (`Retry-After`, or the IETF draft's `RateLimit` fields).
+//! pushes the limiter's schedule out for as long as the far side's `429` /
+//! `503` says (`Retry-After`, or the IETF draft's `RateLimit` fields): the
+//! push takes the limiter's own slots, so every user of a shared or remote
+//! limiter is slowed, and no burst is banked meanwhile.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,7 +25,8 @@
 //! comes with this feature. Turn on the TLS of your choice in your own
 //! `reqwest` dependency (`rustls`, `native-tls`); features unify.
 //!
-//! The guide's [outbound HTTP](crate::guide::grpc#outbound-reqwest) section.
+//! The guide's [outbound HTTP](crate::guide::grpc#outbound-reqwest)
+//! section tells how a push works and what it guarantees.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -197,9 +200,10 @@ impl<L> Inner<L> {
     }
 
     /// Waits until what the far side asked is over: its time has come and
-    /// no push is still taking slots. A push's failure, met meanwhile, is
+    /// no push is still taking slots. A push's failure, met before then, is
     /// this request's answer (one request's: the others go on to their
-    /// own takes, which meet the failure themselves if it lasts).
+    /// own takes, which meet the failure themselves if it lasts); once it
+    /// is over, a failure nobody met is forgotten.
     async fn wait_pushed(&self) -> Result<(), crate::Error> {
         loop {
             let mut ended = pin!(self.ended.notified());
@@ -207,14 +211,18 @@ impl<L> Inner<L> {
             ended.as_mut().enable();
             let until = {
                 let mut pushed = self.lock();
+                let until = match pushed.until {
+                    Some(until) if until > Instant::now() => Some(until),
+                    _ if pushed.running > 0 => None,
+                    _ => {
+                        pushed.failed = None;
+                        return Ok(());
+                    }
+                };
                 if let Some(failed) = pushed.failed.take() {
                     return Err(failed);
                 }
-                match pushed.until {
-                    Some(until) if until > Instant::now() => Some(until),
-                    _ if pushed.running > 0 => None,
-                    _ => return Ok(()),
-                }
+                until
             };
             let mut sleep = pin!(::tokio::time::sleep_until(
                 until.unwrap_or_else(Instant::now)
@@ -515,6 +523,20 @@ mod tests {
         ] {
             assert_eq!(retry_after(bad, now), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_push_spans_whole_intervals_rounded_up() {
+        let t = Duration::from_millis(100);
+        assert_eq!(intervals(Duration::from_secs(1), t), 10);
+        assert_eq!(intervals(Duration::from_millis(1001), t), 11);
+        assert_eq!(intervals(Duration::ZERO, t), 0);
+        // No interval divides by zero; nothing overflows.
+        assert_eq!(
+            intervals(Duration::from_secs(1), Duration::ZERO),
+            1_000_000_000
+        );
+        assert_eq!(intervals(Duration::MAX, Duration::from_nanos(1)), u64::MAX);
     }
 
     #[test]
