@@ -7,8 +7,9 @@
 //! It serves a small API on a free loopback port that answers every fourth
 //! request with `429` and `Retry-After: 1`, then sends 8 requests through a
 //! client paced at 5 a second that honours `Retry-After`: each line shows
-//! when a request went and what came back; after a 429 the next one waits
-//! the second the server asked for, then the pace goes on.
+//! when a request went and what came back; after a 429 the limiter's
+//! schedule is pushed out by the second the server asked for, then the
+//! pace goes on (no burst banked meanwhile).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | a request refused (key, status, wait) | debug | the HTTP and gRPC layer |
 //! | a request without a key | debug | the HTTP and gRPC layer |
-//! | a far side's 429 / 503 pushing the next request out | debug | `reqwest::Pace` |
+//! | a far side's 429 / 503 pushing the limiter's next slot out | debug | `reqwest::Pace` |
 //! | a new version of a watched file applied / refused | info / warn | `watch::Watch` |
 //! | a remote limiter's server lost / back | warn / info | every remote limiter |
 //! | a blocking take waiting on a Tokio runtime thread (debug builds, once) | warn | the blocking wait |

@@ -1,8 +1,10 @@
 //! Outbound pacing for reqwest (feature `reqwest`): [`Pace`], a
 //! [reqwest-middleware](https://docs.rs/reqwest-middleware) middleware that
 //! waits for the limiter's slot before each request, and, when asked,
-//! holds the next request back for as long as the far side's `429` /
-//! `503` says (`Retry-After`, or the IETF draft's `RateLimit` fields).
+//! pushes the limiter's schedule out for as long as the far side's `429` /
+//! `503` says (`Retry-After`, or the IETF draft's `RateLimit` fields): the
+//! push takes the limiter's own slots, so every user of a shared or remote
+//! limiter is slowed, and no burst is banked meanwhile.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,18 +25,24 @@
 //! comes with this feature. Turn on the TLS of your choice in your own
 //! `reqwest` dependency (`rustls`, `native-tls`); features unify.
 //!
-//! The guide's [outbound HTTP](crate::guide::grpc#outbound-reqwest) section.
+//! The guide's [outbound HTTP](crate::guide::grpc#outbound-reqwest)
+//! section tells how a push works and what it guarantees.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ::reqwest::header::{HeaderMap, RETRY_AFTER};
 use ::reqwest::{Request, Response, StatusCode};
+use ::tokio::sync::Notify;
 use ::tokio::time::Instant;
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
+use crate::error::TakeError;
 use crate::take::AsyncTake;
 use crate::tokio::AsyncLimiter;
 
@@ -55,7 +63,9 @@ use crate::tokio::AsyncLimiter;
 ///
 /// # Cancel safety
 /// A request dropped while it waits for its slot gives the slot back (see
-/// [cancel safety](crate::guide::waiting#cancel-safety)).
+/// [cancel safety](crate::guide::waiting#cancel-safety)). One dropped while
+/// it waits for a pushback has booked nothing: the push is a task of its
+/// own, which takes the slots the far side asked for and no more.
 pub struct Pace<L = AsyncLimiter> {
     inner: Arc<Inner<L>>,
     /// The longest the far side may hold requests back; `None`: not
@@ -66,9 +76,44 @@ pub struct Pace<L = AsyncLimiter> {
 /// What clones share.
 struct Inner<L> {
     limiter: L,
-    /// No request leaves before this: what the far side last asked.
-    hold: Mutex<Option<Instant>>,
+    /// What the far side asked, and the pushes that answer it.
+    pushed: Mutex<Pushed>,
+    /// Told when a push ends.
+    ended: Notify,
 }
+
+/// The far side's pushback, as it stands.
+#[derive(Default)]
+struct Pushed {
+    /// No request of this middleware leaves before this, and the limiter's
+    /// schedule is being pushed out to here: a later pushback takes only
+    /// the slots beyond it.
+    until: Option<Instant>,
+    /// Pushes still taking the limiter's slots.
+    running: usize,
+    /// What a push that failed met, for a request waiting on it.
+    failed: Option<crate::Error>,
+}
+
+/// Which of the limiter's slots a push takes.
+#[derive(Clone, Copy, Debug)]
+enum Reach {
+    /// The credit the limiter has banked, then its slots for this long.
+    Fresh(Duration),
+    /// This much more of its slots, beyond a push still under way.
+    Beyond(Duration),
+}
+
+/// A push, before it is started ([`start`]).
+type Push = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// How long past its reach a push may take to get its slots (when others
+/// keep taking them) before it gives up: a push never runs unbounded.
+const PUSH_GRACE: Duration = Duration::from_millis(100);
+
+/// The furthest a pushback reaches (a `max` of [`Duration::MAX`] with a
+/// far side asking for ever): thirty years, which no clock overflows.
+const FURTHEST: Duration = Duration::from_secs(30 * 365 * 86_400);
 
 impl<L> Clone for Pace<L> {
     fn clone(&self) -> Self {
@@ -93,26 +138,40 @@ impl<L: AsyncTake + 'static> Pace<L> {
         Pace {
             inner: Arc::new(Inner {
                 limiter,
-                hold: Mutex::new(None),
+                pushed: Mutex::new(Pushed::default()),
+                ended: Notify::new(),
             }),
             honour: None,
         }
     }
 
     /// Listens to the far side, up to `max` (a server's word is input too:
-    /// a `Retry-After` of a year holds requests for `max`, not a year).
+    /// a `Retry-After` of a year pushes for `max`, not a year).
     ///
     /// - a `429` or `503` with `Retry-After` (seconds, or an HTTP date)
-    ///   holds every later request back until then;
+    ///   pushes the limiter's schedule out until then;
     /// - one without it, but with the draft's `RateLimit` field saying
     ///   nothing is left (`"name";r=0;t=5`), until its reset `t`;
     /// - any other response whose `RateLimit` says `r=0`, the same: the
     ///   next request would be refused.
     ///
-    /// A hold only ever delays: it is waited out before the take, so it
-    /// never refills the limiter, and the limiter's own pace still applies
-    /// after it. (The hold is this middleware's, shared by its clones: other
-    /// users of a shared limiter are not held.)
+    /// A push of `wait` takes the limiter's own slots up to `wait` from
+    /// now: the credit it has banked, then `wait / T` more (rounded up),
+    /// as one take booked at once (in parts of at most the burst from a
+    /// limiter of your own that refuses more), waiting for its slot, as a
+    /// task of its own. So everyone who takes from the limiter (another `Pace` on
+    /// it, another process on the same Redis, PostgreSQL or memcached key)
+    /// is slowed too, and nothing is banked meanwhile: afterwards requests
+    /// leave at the limiter's pace, the first at about `wait` from now, not
+    /// in a burst. Nothing is ever refilled. This middleware's own requests
+    /// also wait until then; a second pushback while one is under way takes
+    /// only the slots beyond it. A limiter with no limit
+    /// ([`Unlimited`](crate::Unlimited)) has no slots to take: then only
+    /// this middleware's requests are held. A push whose take fails (a
+    /// remote server down under a closed policy) fails a request waiting
+    /// on it with the take's error.
+    ///
+    /// The [guide](crate::guide::grpc#outbound-reqwest) has the details.
     #[must_use]
     pub fn honour_retry_after(mut self, max: Duration) -> Pace<L> {
         self.honour = Some(max);
@@ -127,46 +186,181 @@ impl<L: AsyncTake + 'static> Pace<L> {
     /// How long from now requests are held back by what the far side said
     /// (zero: not held).
     pub fn held_for(&self) -> Duration {
-        let hold = *self
-            .inner
-            .hold
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        hold.map_or(Duration::ZERO, |until| {
+        let until = self.inner.lock().until;
+        until.map_or(Duration::ZERO, |until| {
             until.saturating_duration_since(Instant::now())
         })
     }
 }
 
 impl<L> Inner<L> {
-    /// Waits out the hold, if any (it may be pushed while waiting).
-    async fn wait_hold(&self) {
-        loop {
-            let until = *self.hold.lock().unwrap_or_else(PoisonError::into_inner);
-            match until {
-                Some(until) if until > Instant::now() => ::tokio::time::sleep_until(until).await,
-                _ => return,
-            }
-        }
+    fn lock(&self) -> MutexGuard<'_, Pushed> {
+        // Every section stores whole values: a poisoned state is valid.
+        self.pushed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Holds requests back for what `response` says, up to `max`.
-    fn listen(&self, response: &Response, max: Duration) {
-        let Some(wait) = pushback(response.status(), response.headers(), SystemTime::now()) else {
-            return;
+    /// Waits until what the far side asked is over: its time has come and
+    /// no push is still taking slots. A push's failure, met before then, is
+    /// this request's answer (one request's: the others go on to their
+    /// own takes, which meet the failure themselves if it lasts); once it
+    /// is over, a failure nobody met is forgotten.
+    async fn wait_pushed(&self) -> Result<(), crate::Error> {
+        loop {
+            let mut ended = pin!(self.ended.notified());
+            // Told of an end from here on, before the look below.
+            ended.as_mut().enable();
+            let until = {
+                let mut pushed = self.lock();
+                let until = match pushed.until {
+                    Some(until) if until > Instant::now() => Some(until),
+                    _ if pushed.running > 0 => None,
+                    _ => {
+                        pushed.failed = None;
+                        return Ok(());
+                    }
+                };
+                if let Some(failed) = pushed.failed.take() {
+                    return Err(failed);
+                }
+                until
+            };
+            let mut sleep = pin!(::tokio::time::sleep_until(
+                until.unwrap_or_else(Instant::now)
+            ));
+            poll_fn(|cx| {
+                if ended.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                match until {
+                    Some(_) => sleep.as_mut().poll(cx),
+                    None => Poll::Pending,
+                }
+            })
+            .await;
+        }
+    }
+}
+
+impl<L: AsyncTake + 'static> Inner<L> {
+    /// What `response` asks, up to `max`, as a push to start: `None` when
+    /// it asks nothing, or nothing beyond what is pushed already.
+    fn listen(inner: &Arc<Self>, response: &Response, max: Duration) -> Option<Push> {
+        let wait = pushback(response.status(), response.headers(), SystemTime::now())?
+            .min(max)
+            .min(FURTHEST);
+        if wait.is_zero() {
+            return None;
+        }
+        let now = Instant::now();
+        let until = now + wait;
+        let reach = {
+            let mut pushed = inner.lock();
+            let reach = match pushed.until {
+                // Pushed that far already (concurrent answers saying the
+                // same do not add up).
+                Some(old) if old >= until => return None,
+                Some(old) if old > now => Reach::Beyond(until - old),
+                _ => Reach::Fresh(wait),
+            };
+            pushed.until = Some(until);
+            pushed.running += 1;
+            // A failure of an earlier push is no news to the requests
+            // after this one: they wait on this push.
+            pushed.failed = None;
+            reach
         };
-        let wait = wait.min(max);
         crate::event::debug!(
             status = response.status().as_u16(),
             wait_ms = wait.as_millis() as u64,
             url = %response.url(),
-            "paceline: the far side pushes the next request out"
+            "paceline: the far side pushes the limiter's next slot out"
         );
-        let until = Instant::now() + wait;
-        let mut hold = self.hold.lock().unwrap_or_else(PoisonError::into_inner);
-        // Only ever later: a shorter word does not cut an earlier one.
-        if hold.is_none_or(|h| h < until) {
-            *hold = Some(until);
+        let inner = Arc::clone(inner);
+        Some(Box::pin(async move {
+            let running = Running(&inner);
+            if let Err(e) = inner.push(reach, until).await {
+                inner.lock().failed = Some(e);
+            }
+            drop(running);
+        }))
+    }
+
+    /// Takes the limiter's slots `reach` says, waiting for them; gives up
+    /// (booking nothing more) if they are not all taken by `until` and a
+    /// burst's worth of intervals.
+    ///
+    /// As one take: every paceline kind books a take above the burst at
+    /// once, where a take within it books only once its slot is within
+    /// the async wait's horizon; so the whole push is booked now, and
+    /// takers elsewhere (another process on a remote key, which has no
+    /// queue) line up behind it instead of between its parts. A limiter
+    /// that refuses a cost above its burst is taken from in parts of at
+    /// most the burst, each waiting for its slot.
+    async fn push(&self, reach: Reach, until: Instant) -> Result<(), crate::Error> {
+        let Some(limit) = self.limiter.limit_for(&()) else {
+            return Ok(()); // no slots to take: the hold alone
+        };
+        let interval = limit.rate().interval();
+        let burst = limit.burst().max(1);
+        let mut left = match reach {
+            Reach::Beyond(more) => intervals(more, interval),
+            Reach::Fresh(wait) => {
+                // A look that fails: take as if the whole burst were
+                // banked; the take meets the failure (and the fail policy)
+                // as any take would.
+                let (banked, next_free) = match self.limiter.state(&()).await {
+                    Ok(state) => (state.available().min(burst), state.next_free()),
+                    Err(_) => (burst, Duration::ZERO),
+                };
+                banked.saturating_add(intervals(wait.saturating_sub(next_free), interval))
+            }
+        };
+        let span = interval.saturating_mul(u32::try_from(burst).unwrap_or(u32::MAX));
+        let deadline = until + span.min(FURTHEST) + PUSH_GRACE;
+        let mut part = left;
+        while left > 0 {
+            let cost = left.min(part);
+            match ::tokio::time::timeout_at(deadline, self.limiter.take_n(&(), cost)).await {
+                Ok(Ok(_)) => left -= cost,
+                Ok(Err(crate::Error::Refused(TakeError::ExceedsBurst { .. }))) if cost > burst => {
+                    part = burst;
+                }
+                Ok(Err(e)) => return Err(e),
+                // Others took the slots first: what is left is theirs.
+                Err(_) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A push under way; its end (or its drop, with the runtime) wakes the
+/// requests waiting on it.
+struct Running<'a, L>(&'a Inner<L>);
+
+impl<L> Drop for Running<'_, L> {
+    fn drop(&mut self) {
+        self.0.lock().running -= 1;
+        self.0.ended.notify_waiters();
+    }
+}
+
+/// How many intervals `wait` spans, rounded up.
+fn intervals(wait: Duration, interval: Duration) -> u64 {
+    let interval = interval.as_nanos().max(1);
+    u64::try_from(wait.as_nanos().div_ceil(interval)).unwrap_or(u64::MAX)
+}
+
+/// Starts `push`: its first poll here, so that its first take is in line
+/// (or on its way to the server) before the response that asked for it is
+/// handed back, and the rest as a task of its own, which a request dropped
+/// meanwhile does not cancel. Outside a runtime it is dropped (the hold
+/// still holds this middleware's requests).
+async fn start(mut push: Push) {
+    let pending = poll_fn(|cx| Poll::Ready(push.as_mut().poll(cx).is_pending())).await;
+    if pending {
+        if let Ok(runtime) = ::tokio::runtime::Handle::try_current() {
+            runtime.spawn(push);
         }
     }
 }
@@ -181,7 +375,10 @@ impl<L: AsyncTake + 'static> Middleware for Pace<L> {
     ) -> reqwest_middleware::Result<Response> {
         let inner = &*self.inner;
         if self.honour.is_some() {
-            inner.wait_hold().await;
+            inner
+                .wait_pushed()
+                .await
+                .map_err(reqwest_middleware::Error::middleware)?;
         }
         inner
             .limiter
@@ -190,7 +387,9 @@ impl<L: AsyncTake + 'static> Middleware for Pace<L> {
             .map_err(reqwest_middleware::Error::middleware)?;
         let response = next.run(request, extensions).await?;
         if let Some(max) = self.honour {
-            inner.listen(&response, max);
+            if let Some(push) = Inner::listen(&self.inner, &response, max) {
+                start(push).await;
+            }
         }
         Ok(response)
     }
@@ -324,6 +523,20 @@ mod tests {
         ] {
             assert_eq!(retry_after(bad, now), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_push_spans_whole_intervals_rounded_up() {
+        let t = Duration::from_millis(100);
+        assert_eq!(intervals(Duration::from_secs(1), t), 10);
+        assert_eq!(intervals(Duration::from_millis(1001), t), 11);
+        assert_eq!(intervals(Duration::ZERO, t), 0);
+        // No interval divides by zero; nothing overflows.
+        assert_eq!(
+            intervals(Duration::from_secs(1), Duration::ZERO),
+            1_000_000_000
+        );
+        assert_eq!(intervals(Duration::MAX, Duration::from_nanos(1)), u64::MAX);
     }
 
     #[test]
