@@ -85,6 +85,43 @@ pub struct Stats {
     /// Calls a remote limiter's server failed (down, too slow, an error),
     /// whatever its fail policy made of them. Always 0 in process.
     pub failed: u64,
+    /// A leased limiter's batches ([`Leased`](crate::lease::Leased));
+    /// `None` for every other kind.
+    pub leases: Option<LeaseStats>,
+}
+
+/// What a [`Leased`](crate::lease::Leased) limiter's batches came to, in
+/// permits (and round trips). `leased = spent + given_back + expired +`
+/// what is held now, but for spends that the lease admitted unpaid under
+/// a fail-open policy (counted in `spent` only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct LeaseStats {
+    /// Permits the server granted in batches.
+    pub leased: u64,
+    /// Permits spent by takes (the limiter's [`Stats::permits`]).
+    pub spent: u64,
+    /// Unspent permits given back to the server.
+    pub given_back: u64,
+    /// Unspent permits lost: expired before a take spent them, and not
+    /// given back (the server's state had moved on, or could not be
+    /// asked).
+    pub expired: u64,
+    /// Calls to the limiter underneath: batches asked for (granted or
+    /// refused) and give-backs.
+    pub round_trips: u64,
+}
+
+impl LeaseStats {
+    /// The share of leased permits lost, `expired / leased` (0 when
+    /// nothing was leased).
+    pub fn unspent_ratio(&self) -> f64 {
+        if self.leased == 0 {
+            0.0
+        } else {
+            self.expired as f64 / self.leased as f64
+        }
+    }
 }
 
 /// With feature `serde`: a map of the fields, the wait in seconds
@@ -93,13 +130,28 @@ pub struct Stats {
 impl serde::Serialize for Stats {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut map = s.serialize_struct("Stats", 6)?;
+        let len = if self.leases.is_some() { 11 } else { 6 };
+        let mut map = s.serialize_struct("Stats", len)?;
         map.serialize_field("admitted", &self.admitted)?;
         map.serialize_field("permits", &self.permits)?;
         map.serialize_field("refused", &self.refused)?;
         map.serialize_field("wait", &self.wait.as_secs_f64())?;
         map.serialize_field("cancelled", &self.cancelled)?;
         map.serialize_field("failed", &self.failed)?;
+        match &self.leases {
+            Some(l) => {
+                map.serialize_field("leased", &l.leased)?;
+                map.serialize_field("spent", &l.spent)?;
+                map.serialize_field("given_back", &l.given_back)?;
+                map.serialize_field("expired", &l.expired)?;
+                map.serialize_field("round_trips", &l.round_trips)?;
+            }
+            None => {
+                for field in ["leased", "spent", "given_back", "expired", "round_trips"] {
+                    map.skip_field(field)?;
+                }
+            }
+        }
         map.end()
     }
 }
@@ -135,6 +187,7 @@ impl<T: Counted + ?Sized> Counted for Arc<T> {
 /// | `paceline_cancelled_total` | counter | [`Stats::cancelled`] |
 /// | `paceline_failed_total` | counter | [`Stats::failed`] |
 /// | `paceline_wait_seconds_sum`, `_count` | summary | [`Stats::wait`], [`Stats::admitted`] |
+/// | `paceline_lease_leased_total`, `_spent_total`, `_given_back_total`, `_expired_total`, `_round_trips_total` | counter | [`LeaseStats`]'s fields, for leased limiters only |
 ///
 /// Limiters that do not count are left out. Names are escaped as the
 /// format asks (`\\`, `\"`, `\n`).
@@ -192,6 +245,37 @@ const FAMILIES: [Family; 5] = [
     ),
 ];
 
+/// The lease families: name, help, field.
+type LeaseFamily = (&'static str, &'static str, fn(&LeaseStats) -> u64);
+
+const LEASE_FAMILIES: [LeaseFamily; 5] = [
+    (
+        "paceline_lease_leased_total",
+        "Permits granted to the lease in batches.",
+        |l| l.leased,
+    ),
+    (
+        "paceline_lease_spent_total",
+        "Leased permits spent by takes.",
+        |l| l.spent,
+    ),
+    (
+        "paceline_lease_given_back_total",
+        "Unspent leased permits given back.",
+        |l| l.given_back,
+    ),
+    (
+        "paceline_lease_expired_total",
+        "Unspent leased permits lost at their expiry.",
+        |l| l.expired,
+    ),
+    (
+        "paceline_lease_round_trips_total",
+        "Calls to the limiter under the lease.",
+        |l| l.round_trips,
+    ),
+];
+
 fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
     for (name, help, field) in FAMILIES {
         writeln!(out, "# HELP {name} {help}")?;
@@ -223,6 +307,22 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
             "{name}_count{{limiter=\"{limiter}\"}} {}",
             stats.admitted
         )?;
+    }
+    if read.iter().any(|(_, s)| s.leases.is_some()) {
+        for (name, help, field) in LEASE_FAMILIES {
+            writeln!(out, "# HELP {name} {help}")?;
+            writeln!(out, "# TYPE {name} counter")?;
+            for (limiter, stats) in read {
+                if let Some(leases) = &stats.leases {
+                    writeln!(
+                        out,
+                        "{name}{{limiter=\"{}\"}} {}",
+                        Escaped(limiter),
+                        field(leases)
+                    )?;
+                }
+            }
+        }
     }
     Ok(())
 }

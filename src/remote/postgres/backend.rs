@@ -387,7 +387,6 @@ impl AsyncPostgresBackend {
     }
 
     /// Puts `key` back to `undo.prev` if it still holds `undo.next`.
-    #[cfg(any(test, feature = "tokio"))]
     pub(crate) async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
         let stored = key::postgres(key);
         let key: &str = &stored;

@@ -1,0 +1,164 @@
+//! [`Held`]: the permits a process holds from its current lease, in one
+//! word, spent lock-free.
+//!
+//! # Implementation details
+//!
+//! The word packs the batch's expiry and the count left:
+//!
+//! | bits | meaning |
+//! |---|---|
+//! | 63..18 | the expiry, in ticks of [`TICK`] ns of the lease's clock, rounded down |
+//! | 17..0 | permits left, at most [`MAX_BATCH`] |
+//!
+//! `0` holds nothing. A spend is a CAS loop: load the word, go on only if
+//! it holds `cost`, store the word less `cost`. Then it reads the clock,
+//! and the spend counts only if that reading is before the expiry; one
+//! read after the CAS is too late to count.
+//!
+//! Why the clock is read after the CAS and not before: the bound needs each
+//! spend's reported time between the batch's decision in the server and
+//! its expiry. A reading after a successful CAS is after the word was
+//! installed, hence after the reply, hence after the decision; and the
+//! check against the expiry in the very word the CAS consumed bounds it
+//! above. So it holds even when the word was spent out, refilled and came
+//! back to the same value (ABA): whatever batch the CAS took from, its
+//! expiry is the one checked. A reading before the CAS would not bound
+//! anything: a thread can stall between the two for any time.
+//!
+//! Only the lease's refill (under its lock) installs or withdraws a word
+//! ([`swap`](Held::swap)); spends only lower the count.
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock::Clock;
+use crate::primitive::{AtomicU64, Ordering};
+
+/// Bits of the word that hold the count.
+const COUNT_BITS: u32 = 18;
+
+/// The largest batch a lease holds: 262 143 permits. Larger batches would
+/// save nothing worth a wider word (one round trip per quarter million
+/// permits), and the expiry keeps 46 bits.
+pub const MAX_BATCH: u64 = (1 << COUNT_BITS) - 1;
+
+/// The expiry's unit, ns: 4 096 ns, so that 46 bits reach 9.1 years of the
+/// lease's clock. A lease's expiry is rounded down to it (it expires up to
+/// 4 µs early, never late).
+pub const TICK: u64 = 1 << 12;
+
+/// The last tick the word holds; a lease whose expiry falls past it (a
+/// clock 9 years past its origin) is never installed: every take then goes
+/// to the limiter underneath.
+const MAX_TICK: u64 = (1 << (64 - COUNT_BITS)) - 1;
+
+/// What a spend found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spend {
+    /// Spent, at this clock reading, leaving this many.
+    Spent { at: u64, left: u64 },
+    /// Fewer than the cost held (or none): nothing spent.
+    Short,
+    /// Taken from a batch whose expiry had passed by the clock's reading
+    /// after the CAS: the permits are lost (expired), nothing is admitted.
+    Late,
+}
+
+/// One word: the current batch's expiry and what is left of it.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    word: CachePadded<AtomicU64>,
+}
+
+/// The word for `left` permits expiring at clock reading `expiry` (ns), or
+/// `None` when the expiry is past what the word holds.
+pub(crate) fn word(expiry: u64, left: u64) -> Option<u64> {
+    let tick = expiry / TICK;
+    (tick <= MAX_TICK && left <= MAX_BATCH).then_some((tick << COUNT_BITS) | left)
+}
+
+/// A word's (expiry in ns, permits left).
+pub(crate) fn split(word: u64) -> (u64, u64) {
+    ((word >> COUNT_BITS) * TICK, word & MAX_BATCH)
+}
+
+impl Held {
+    /// Nothing held.
+    pub(crate) fn new() -> Held {
+        Held::default()
+    }
+
+    /// Spends `cost` (`1..=MAX_BATCH`) permits if held, reading `clock`
+    /// after the CAS. Lock-free: a failed CAS means another spend or a
+    /// refill went through.
+    #[inline]
+    pub(crate) fn spend<C: Clock + ?Sized>(&self, cost: u64, clock: &C) -> Spend {
+        // Relaxed: the word is the whole state; no other memory is
+        // published through it (the refill's counts are its own).
+        let mut w = self.word.load(Ordering::Relaxed);
+        loop {
+            // Is enough held? (An empty word holds 0.)
+            if w & MAX_BATCH < cost {
+                return Spend::Short;
+            }
+            match self
+                .word
+                .compare_exchange_weak(w, w - cost, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                // Another spend or a refill: decide again on what it left.
+                Err(found) => w = found,
+            }
+        }
+        // After the CAS, so after the batch was installed (see the module
+        // docs); checked against the expiry of the word consumed.
+        let at = clock.now();
+        let (expiry, left) = split(w - cost);
+        if at < expiry {
+            Spend::Spent { at, left }
+        } else {
+            Spend::Late
+        }
+    }
+
+    /// The word now (a look: it may change at once).
+    pub(crate) fn load(&self) -> u64 {
+        self.word.load(Ordering::Relaxed)
+    }
+
+    /// Installs `new` and returns what was held: only the refill does it.
+    pub(crate) fn swap(&self, new: u64) -> u64 {
+        self.word.swap(new, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+    use std::time::Duration;
+
+    #[test]
+    fn spends_what_it_holds_until_the_expiry_and_not_at_it() {
+        let clock = ManualClock::new();
+        let held = Held::new();
+        assert_eq!(held.spend(1, &clock), Spend::Short);
+        let expiry = 3 * TICK;
+        held.swap(word(expiry, 3).unwrap());
+        assert_eq!(held.spend(2, &clock), Spend::Spent { at: 0, left: 1 });
+        assert_eq!(held.spend(2, &clock), Spend::Short);
+        clock.advance(Duration::from_nanos(expiry));
+        assert_eq!(held.spend(1, &clock), Spend::Late);
+        assert_eq!(held.load() & MAX_BATCH, 0);
+    }
+
+    #[test]
+    fn the_expiry_rounds_down_and_saturation_installs_nothing() {
+        assert_eq!(split(word(TICK + 5, 7).unwrap()), (TICK, 7));
+        assert_eq!(word(u64::MAX, 1), None);
+        assert_eq!(word(0, MAX_BATCH + 1), None);
+        assert_eq!(
+            split(word(MAX_TICK * TICK, MAX_BATCH).unwrap()),
+            (MAX_TICK * TICK, MAX_BATCH)
+        );
+    }
+}
