@@ -528,6 +528,33 @@ pub(crate) fn thread_index() -> usize {
     INDEX.try_with(|i| *i).unwrap_or(0)
 }
 
+/// A lease's counts as the `metrics` facade's counters (feature
+/// `metrics`): the `paceline_lease_*_total` series, labelled
+/// `limiter="name"`.
+#[cfg(feature = "metrics")]
+pub(crate) struct LeaseFacade {
+    counters: [metrics::Counter; 5],
+}
+
+#[cfg(feature = "metrics")]
+impl LeaseFacade {
+    /// Registers the series of the lease `name`.
+    pub(crate) fn register(name: &str) -> LeaseFacade {
+        let label = [("limiter", name.to_owned())];
+        let counters = LEASE_FAMILIES.map(|(series, help, _)| {
+            metrics::describe_counter!(series, help);
+            metrics::counter!(series, &label)
+        });
+        LeaseFacade { counters }
+    }
+
+    /// Adds `n` to the series of `field` (0 leased, 1 spent, 2 given back,
+    /// 3 expired, 4 round trips).
+    pub(crate) fn add(&self, field: usize, n: u64) {
+        self.counters[field].increment(n);
+    }
+}
+
 #[cfg(feature = "metrics")]
 mod facade {
     use metrics::{

@@ -134,6 +134,34 @@ struct Counts {
     given_back: StatU64,
     expired: StatU64,
     round_trips: StatU64,
+    /// The `metrics` facade's counters, if asked for.
+    #[cfg(feature = "metrics")]
+    facade: Option<crate::stats::LeaseFacade>,
+}
+
+/// A count of [`Counts`] (the facade's series index).
+#[derive(Clone, Copy)]
+enum Count {
+    Leased = 0,
+    GivenBack = 2,
+    Expired = 3,
+    RoundTrips = 4,
+}
+
+impl Counts {
+    fn add(&self, count: Count, n: u64) {
+        let counter = match count {
+            Count::Leased => &self.leased,
+            Count::GivenBack => &self.given_back,
+            Count::Expired => &self.expired,
+            Count::RoundTrips => &self.round_trips,
+        };
+        counter.fetch_add(n, Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.facade {
+            facade.add(count as usize, n);
+        }
+    }
 }
 
 impl<L: Lender> Leased<L> {
@@ -203,6 +231,22 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             meter: Meter::new(&counting),
             counts: Counts::default(),
         })
+    }
+
+    /// Sends the counts to the `metrics` facade too, labelled
+    /// `limiter="name"`: the spends as every limiter's series
+    /// (`paceline_admitted_total`, ...), the leases as
+    /// `paceline_lease_*_total` (the guide's [metrics](crate::guide::metrics)).
+    /// Registers with the recorder installed now.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, name: &str) -> Self {
+        let counting = Counting {
+            on: true,
+            facade: Some(name.to_owned()),
+        };
+        self.meter = Meter::new(&counting);
+        self.counts.facade = Some(crate::stats::LeaseFacade::register(name));
+        self
     }
 
     /// The limit stated (the bound's `S`).
@@ -293,7 +337,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         }
         match self.held.spend(cost, &self.clock) {
             Spend::Spent { at, left } => {
-                self.meter.admitted(cost, 0);
+                self.spent(cost);
                 return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
             }
             Spend::Late => self.lost(cost),
@@ -302,9 +346,19 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         self.refill(cost)
     }
 
+    /// Counts `cost` permits spent.
+    #[inline]
+    fn spent(&self, cost: u64) {
+        self.meter.admitted(cost, 0);
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.counts.facade {
+            facade.add(1, cost);
+        }
+    }
+
     #[cold]
     fn lost(&self, cost: u64) {
-        self.counts.expired.fetch_add(cost, Relaxed);
+        self.counts.add(Count::Expired, cost);
     }
 
     /// The slow path, under the lock: spend what another refill brought,
@@ -316,7 +370,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         // Did a refill go through while this take waited for the lock?
         match self.held.spend(cost, &self.clock) {
             Spend::Spent { at, left } => {
-                self.meter.admitted(cost, 0);
+                self.spent(cost);
                 return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
             }
             Spend::Late => self.lost(cost),
@@ -340,19 +394,18 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         // Follow demand, never past the reduced burst or the word.
         let size = slow.next.clamp(cost, burst.min(MAX_BATCH).max(cost));
         let sent = self.clock.now();
-        self.counts.round_trips.fetch_add(1, Relaxed);
+        self.counts.add(Count::RoundTrips, 1);
         match slow.lender.lend(size) {
             Ok(lent) => {
-                self.counts.leased.fetch_add(size, Relaxed);
+                self.counts.add(Count::Leased, size);
                 let at = self.clock.now();
                 let expiry = sent.saturating_add(self.expiry);
                 let batch = Batch { lent, size, sent };
                 if at >= expiry {
-                    // The reply came back after its lease expired.
-                    slow.batch = Some(batch);
-                    self.held.swap(held::word(expiry, 0).unwrap_or(0));
+                    // The reply came back after its lease expired: none of
+                    // it may be spent (nothing is held: `settle` took it).
                     self.settle_batch(&mut slow, batch, size);
-                    return self.fail(&slow, Error::Timeout, at);
+                    return self.fail(&slow, Error::Timeout, cost, at);
                 }
                 let left = size - cost;
                 match held::word(expiry, left) {
@@ -363,7 +416,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                     // Past the word's range: nothing is held.
                     None => self.settle_batch(&mut slow, batch, left),
                 }
-                self.meter.admitted(cost, 0);
+                self.spent(cost);
                 Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)))
             }
             Err(Error::Refused(refusal)) => {
@@ -377,16 +430,17 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             }
             Err(e) => {
                 slow.next = cost;
-                self.fail(&slow, e, self.clock.now())
+                self.fail(&slow, e, cost, self.clock.now())
             }
         }
     }
 
     /// A failure of the lender, once nothing is held: its policy decides.
-    fn fail(&self, slow: &Slow<L>, e: Error, now: u64) -> Result<Taken, Error> {
+    fn fail(&self, slow: &Slow<L>, e: Error, cost: u64, now: u64) -> Result<Taken, Error> {
         match (&e, slow.lender.fail_policy()) {
             (Error::Unavailable(_) | Error::Timeout, FailPolicy::Open) => {
-                self.meter.admitted(0, 0);
+                // Spent unpaid: counted in `spent`, leased by no one.
+                self.spent(cost);
                 Ok(Taken::new(Duration::from_nanos(now), self.state_after(0)))
             }
             _ => {
@@ -419,12 +473,12 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             return;
         }
         if batch.lent.undo.is_some() {
-            self.counts.round_trips.fetch_add(1, Relaxed);
+            self.counts.add(Count::RoundTrips, 1);
         }
         match slow.lender.give_back(&batch.lent, left, batch.size) {
-            Ok(true) => self.counts.given_back.fetch_add(left, Relaxed),
-            _ => self.counts.expired.fetch_add(left, Relaxed),
-        };
+            Ok(true) => self.counts.add(Count::GivenBack, left),
+            _ => self.counts.add(Count::Expired, left),
+        }
     }
 
     /// Blocks until `cost` permits are spent; `deadline` (clock ns) bounds
