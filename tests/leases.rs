@@ -185,6 +185,23 @@ fn nothing_is_leased_while_idle_and_batches_grow_with_demand() {
     assert!(s.expired * 100 < s.leased, "{s:?}");
 }
 
+/// On a clock that reads Unix time (far past any 46-bit count of ticks
+/// from zero), batches are held all the same: expiries count from the
+/// lease's making.
+#[test]
+fn batches_are_held_on_a_clock_that_reads_unix_time() {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(1_764_000_000));
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let l = lease(&backend, &clock, 1_000, 100 * T);
+    for _ in 0..1_000 {
+        l.try_take(&()).unwrap();
+        clock.advance(Duration::from_nanos(T));
+    }
+    let s = l.stats().leases.unwrap();
+    assert!(s.round_trips < 100, "{s:?}");
+}
+
 #[test]
 fn a_refusal_is_remembered_until_its_retry_after_and_a_change_of_limit_forgets_it() {
     let clock = ManualClock::new();

@@ -195,13 +195,7 @@ struct Report {
 
 /// Starts the children of `test`, pauses the server (`pause`, `resume`)
 /// from 1 s to 1.4 s, and collects the reports.
-fn run_children(
-    test: &str,
-    run: Run,
-    url: &str,
-    pause: impl Fn(),
-    resume: impl Fn(),
-) -> Report {
+fn run_children(test: &str, run: Run, url: &str, pause: impl Fn(), resume: impl Fn()) -> Report {
     let stop = Wall.now() + 3_000_000_000;
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
@@ -275,7 +269,13 @@ fn four_processes_on_redis_hold_the_bound_through_expiries_and_an_outage() {
         return;
     }
     let server = redis_support::RedisServer::start();
-    let r = run_children(TEST, REDIS, &server.url(), || server.pause(), || server.resume());
+    let r = run_children(
+        TEST,
+        REDIS,
+        &server.url(),
+        || server.pause(),
+        || server.resume(),
+    );
     check(&r, REDIS);
 }
 

@@ -40,7 +40,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use paceline::lease::{Lender, Leased};
+use paceline::lease::{Leased, Lender};
 use paceline::redis::{FailPolicy, RedisLimiter};
 use paceline::{Clock, Error, Limit, OnKey, Rate, Take};
 
@@ -235,9 +235,10 @@ fn main() {
         #[cfg(feature = "postgres")]
         {
             pg = pg_server::PgServer::start();
-            let limiter = paceline::postgres::PostgresLimiter::builder(&pg.conn(), Rate::per_second(a.rate))
-                .build()
-                .unwrap();
+            let limiter =
+                paceline::postgres::PostgresLimiter::builder(&pg.conn(), Rate::per_second(a.rate))
+                    .build()
+                    .unwrap();
             limiter.install().unwrap();
             pg.conn()
         }
@@ -290,7 +291,11 @@ fn main() {
         let mut bytes = Vec::with_capacity(f[5] as usize * 8);
         out.read_to_end(&mut bytes).unwrap();
         assert!(c.wait().unwrap().success(), "a child failed");
-        times.extend(bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())));
+        times.extend(
+            bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap())),
+        );
         eprintln!(
             "  process: {} spent, {} leased, {} given back, {} expired, {} round trips",
             f[1], f[0], f[2], f[3], f[4]

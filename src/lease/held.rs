@@ -7,7 +7,7 @@
 //!
 //! | bits | meaning |
 //! |---|---|
-//! | 63..18 | the expiry, in ticks of [`TICK`] ns of the lease's clock, rounded down |
+//! | 63..18 | the expiry, in ticks of [`TICK`] ns of the lease's clock since the lease was made, rounded down |
 //! | 17..0 | permits left, at most [`MAX_BATCH`] |
 //!
 //! `0` holds nothing. A spend is a CAS loop: load the word, go on only if
@@ -41,13 +41,13 @@ const COUNT_BITS: u32 = 18;
 /// permits), and the expiry keeps 46 bits.
 pub const MAX_BATCH: u64 = (1 << COUNT_BITS) - 1;
 
-/// The expiry's unit, ns: 4 096 ns, so that 46 bits reach 9.1 years of the
-/// lease's clock. A lease's expiry is rounded down to it (it expires up to
+/// The expiry's unit, ns: 4 096 ns, so that 46 bits reach 9.1 years from
+/// the lease's making. A lease's expiry is rounded down to it (it expires up to
 /// 4 µs early, never late).
 pub const TICK: u64 = 1 << 12;
 
-/// The last tick the word holds; a lease whose expiry falls past it (a
-/// clock 9 years past its origin) is never installed: every take then goes
+/// The last tick the word holds; a lease whose expiry falls past it (9
+/// years after the lease was made) is never installed: every take then goes
 /// to the limiter underneath.
 const MAX_TICK: u64 = (1 << (64 - COUNT_BITS)) - 1;
 
@@ -64,27 +64,35 @@ pub(crate) enum Spend {
 }
 
 /// One word: the current batch's expiry and what is left of it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Held {
     word: CachePadded<AtomicU64>,
-}
-
-/// The word for `left` permits expiring at clock reading `expiry` (ns), or
-/// `None` when the expiry is past what the word holds.
-pub(crate) fn word(expiry: u64, left: u64) -> Option<u64> {
-    let tick = expiry / TICK;
-    (tick <= MAX_TICK && left <= MAX_BATCH).then_some((tick << COUNT_BITS) | left)
-}
-
-/// A word's (expiry in ns, permits left).
-pub(crate) fn split(word: u64) -> (u64, u64) {
-    ((word >> COUNT_BITS) * TICK, word & MAX_BATCH)
+    /// The clock reading ticks count from: the lease's making.
+    origin: u64,
 }
 
 impl Held {
-    /// Nothing held.
-    pub(crate) fn new() -> Held {
-        Held::default()
+    /// Nothing held; expiries counted from clock reading `origin`.
+    pub(crate) fn new(origin: u64) -> Held {
+        Held {
+            word: CachePadded::new(AtomicU64::new(0)),
+            origin,
+        }
+    }
+
+    /// The word for `left` permits expiring at clock reading `expiry` (ns),
+    /// or `None` when the expiry is past what the word holds.
+    pub(crate) fn word(&self, expiry: u64, left: u64) -> Option<u64> {
+        let tick = expiry.saturating_sub(self.origin) / TICK;
+        (tick <= MAX_TICK && left <= MAX_BATCH).then_some((tick << COUNT_BITS) | left)
+    }
+
+    /// A word's (expiry as a clock reading, permits left).
+    pub(crate) fn split(&self, word: u64) -> (u64, u64) {
+        (
+            self.origin.saturating_add((word >> COUNT_BITS) * TICK),
+            word & MAX_BATCH,
+        )
     }
 
     /// Spends `cost` (`1..=MAX_BATCH`) permits if held, reading `clock`
@@ -112,7 +120,7 @@ impl Held {
         // After the CAS, so after the batch was installed (see the module
         // docs); checked against the expiry of the word consumed.
         let at = clock.now();
-        let (expiry, left) = split(w - cost);
+        let (expiry, left) = self.split(w - cost);
         if at < expiry {
             Spend::Spent { at, left }
         } else {
@@ -140,10 +148,10 @@ mod tests {
     #[test]
     fn spends_what_it_holds_until_the_expiry_and_not_at_it() {
         let clock = ManualClock::new();
-        let held = Held::new();
+        let held = Held::new(0);
         assert_eq!(held.spend(1, &clock), Spend::Short);
         let expiry = 3 * TICK;
-        held.swap(word(expiry, 3).unwrap());
+        held.swap(held.word(expiry, 3).unwrap());
         assert_eq!(held.spend(2, &clock), Spend::Spent { at: 0, left: 1 });
         assert_eq!(held.spend(2, &clock), Spend::Short);
         clock.advance(Duration::from_nanos(expiry));
@@ -152,13 +160,20 @@ mod tests {
     }
 
     #[test]
-    fn the_expiry_rounds_down_and_saturation_installs_nothing() {
-        assert_eq!(split(word(TICK + 5, 7).unwrap()), (TICK, 7));
-        assert_eq!(word(u64::MAX, 1), None);
-        assert_eq!(word(0, MAX_BATCH + 1), None);
+    fn the_expiry_rounds_down_from_the_origin_and_saturation_installs_nothing() {
+        let origin = 1_764_000_000_000_000_000; // a Unix time, ns
+        let held = Held::new(origin);
+        let word = |e, l| held.word(e, l);
         assert_eq!(
-            split(word(MAX_TICK * TICK, MAX_BATCH).unwrap()),
-            (MAX_TICK * TICK, MAX_BATCH)
+            held.split(word(origin + TICK + 5, 7).unwrap()),
+            (origin + TICK, 7)
+        );
+        assert_eq!(word(u64::MAX, 1), None);
+        assert_eq!(word(origin, MAX_BATCH + 1), None);
+        let last = origin + MAX_TICK * TICK;
+        assert_eq!(
+            held.split(word(last, MAX_BATCH).unwrap()),
+            (last, MAX_BATCH)
         );
     }
 }

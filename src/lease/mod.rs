@@ -218,7 +218,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             ..Counting::default()
         };
         Ok(Leased {
-            held: Held::new(),
+            held: Held::new(clock.now()),
             expiry,
             clock,
             slow: Mutex::new(Slow {
@@ -320,7 +320,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
 
     /// Permits held now (a look).
     pub fn held(&self) -> u64 {
-        held::split(self.held.load()).1
+        self.held.split(self.held.load()).1
     }
 
     fn state_after(&self, left: u64) -> State {
@@ -408,7 +408,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                     return self.fail(&slow, Error::Timeout, cost, at);
                 }
                 let left = size - cost;
-                match held::word(expiry, left) {
+                match self.held.word(expiry, left) {
                     Some(word) => {
                         self.held.swap(word);
                         slow.batch = Some(batch);
@@ -453,7 +453,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     /// Withdraws the batch held, gives back what is left of it (or counts
     /// it expired), and sizes the next batch from how fast it was spent.
     fn settle(&self, slow: &mut Slow<L>, now: u64) {
-        let (_, left) = held::split(self.held.swap(0));
+        let (_, left) = self.held.split(self.held.swap(0));
         let Some(batch) = slow.batch.take() else {
             return;
         };
@@ -522,7 +522,7 @@ impl<L: Lender, C: Clock> Take for Leased<L, C> {
     }
 
     fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
-        let (expiry, left) = held::split(self.held.load());
+        let (expiry, left) = self.held.split(self.held.load());
         if left >= cost && self.clock.now() < expiry {
             return Ok(true);
         }
@@ -563,7 +563,7 @@ impl<L, C: Clock> std::fmt::Debug for Leased<L, C> {
             .field("limit", &config.limit)
             .field("reduced_slack", &config.reduced)
             .field("expiry", &Duration::from_nanos(self.expiry))
-            .field("held", &held::split(self.held.load()).1)
+            .field("held", &self.held.split(self.held.load()).1)
             .finish_non_exhaustive()
     }
 }
