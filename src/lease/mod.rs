@@ -393,17 +393,35 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         }
         // Follow demand, never past the reduced burst or the word.
         let size = slow.next.clamp(cost, burst.min(MAX_BATCH).max(cost));
-        let sent = self.clock.now();
-        self.counts.add(Count::RoundTrips, 1);
-        match slow.lender.lend(size) {
+        // A reply that comes back after its batch expired (a cold
+        // connection, a stall) is asked once more: the second is warm.
+        let mut late = 0;
+        let (sent, lent) = loop {
+            let sent = self.clock.now();
+            self.counts.add(Count::RoundTrips, 1);
+            let lent = slow.lender.lend(size);
+            let Ok(lent) = lent else {
+                break (sent, lent);
+            };
+            self.counts.add(Count::Leased, size);
+            let at = self.clock.now();
+            if at < sent.saturating_add(self.expiry) {
+                break (sent, Ok(lent));
+            }
+            // None of it may be spent (nothing is held: `settle` took it).
+            self.settle_batch(&mut slow, Batch { lent, size, sent }, size);
+            late += 1;
+            if late == 2 {
+                return self.fail(&slow, Error::Timeout, cost, at);
+            }
+        };
+        match lent {
             Ok(lent) => {
-                self.counts.add(Count::Leased, size);
                 let at = self.clock.now();
                 let expiry = sent.saturating_add(self.expiry);
                 let batch = Batch { lent, size, sent };
                 if at >= expiry {
-                    // The reply came back after its lease expired: none of
-                    // it may be spent (nothing is held: `settle` took it).
+                    // Expired between two readings: as above, once.
                     self.settle_batch(&mut slow, batch, size);
                     return self.fail(&slow, Error::Timeout, cost, at);
                 }
