@@ -3,18 +3,19 @@
 //!
 //! Two threads spend one permit at a time from one `Leased` over an
 //! `AtomicLimiter` (slack 3, T = 1 ms, leases of E = 1 ms: the lender runs
-//! at slack 2, from full credit), while a third moves the clock on by `T`
-//! twice: past the refusal's retry-after, and past a batch's expiry. Whatever the interleaving:
+//! at slack 2, from full credit, whose burst of 3 the first take spends),
+//! while a third moves the clock on by `T` four times: to the refusal's
+//! retry-after, and past the next batch's expiry. Whatever the interleaving:
 //!
 //! - every spend's time is within `[decision, decision + E)` of some
-//!   batch, so all spends together hold `S + 1 + w / T` in every window;
+//!   batch, so all spends together hold `S + 1 + w / T` in every window,
+//!   and no more are spent by any time than the lender can have granted
+//!   by then;
 //! - no permit is spent twice: spends never exceed what was leased, and
 //!   `leased = spent + given back + expired + held` at the end.
 //!
-//! Broken steps it was seen to catch (not committed): the clock read
-//! before the CAS instead of after (a spend reported before its batch was
-//! installed: over the bound), and a load + store instead of the CAS (a
-//! permit spent twice: the counts do not add up).
+//! The broken steps it was seen to catch are in `src/lib.rs`'s table; one
+//! of them was the first version (the word's accesses all `Relaxed`).
 
 #![cfg(paceline_loom)]
 
@@ -44,6 +45,17 @@ fn excess(mut spends: Vec<u64>) -> i64 {
     worst
 }
 
+/// Whether the spends up to each time are at most what the lender (from
+/// full credit at 0, slack `SLACK - 1`) can have granted by then,
+/// `SLACK + t / T`: each spend comes at or after its batch's decision.
+fn decided_first(mut spends: Vec<u64>) -> bool {
+    spends.sort_unstable();
+    spends
+        .iter()
+        .enumerate()
+        .all(|(i, &t)| i as u64 + 1 <= SLACK + t / T_NS)
+}
+
 #[test]
 fn spends_race_refills_and_expiry_within_the_bound() {
     check("lease", || {
@@ -58,9 +70,9 @@ fn spends_race_refills_and_expiry_within_the_bound() {
         let leased = Arc::new(
             Leased::with_clock(lender, limit, Duration::from_nanos(T_NS), clock.clone()).unwrap(),
         );
-        // A first batch: its demand makes the next one larger.
-        let first = leased.try_take(&()).unwrap().at().as_nanos() as u64;
-        let spends = Arc::new(Mutex::new(vec![first]));
+        // The whole reduced burst at 0: the next batch waits for 3 T.
+        let first = leased.try_take_n(&(), SLACK).unwrap().at().as_nanos() as u64;
+        let spends = Arc::new(Mutex::new(vec![first; SLACK as usize]));
         let spender = || {
             let (leased, spends) = (leased.clone(), spends.clone());
             thread::spawn(move || {
@@ -73,9 +85,10 @@ fn spends_race_refills_and_expiry_within_the_bound() {
         };
         let a = spender();
         let b = spender();
-        // Past the refusal's retry-after, then past the next batch's expiry.
-        clock.advance(Duration::from_nanos(T_NS));
-        clock.advance(Duration::from_nanos(T_NS));
+        // To the refusal's retry-after, then past the next batch's expiry.
+        for _ in 0..4 {
+            clock.advance(Duration::from_nanos(T_NS));
+        }
         a.join().unwrap();
         b.join().unwrap();
         let spends = spends.lock().unwrap().clone();
@@ -87,5 +100,9 @@ fn spends_race_refills_and_expiry_within_the_bound() {
             "{s:?}"
         );
         assert!(excess(spends.clone()) <= 0, "over the bound: {spends:?}");
+        assert!(
+            decided_first(spends.clone()),
+            "spent before paid: {spends:?} {s:?}"
+        );
     });
 }

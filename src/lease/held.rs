@@ -100,8 +100,7 @@ impl Held {
     /// refill went through.
     #[inline]
     pub(crate) fn spend<C: Clock + ?Sized>(&self, cost: u64, clock: &C) -> Spend {
-        // Relaxed: the word is the whole state; no other memory is
-        // published through it (the refill's counts are its own).
+        // Relaxed here: a stale word only fails the CAS below.
         let mut w = self.word.load(Ordering::Relaxed);
         loop {
             // Is enough held? (An empty word holds 0.)
@@ -110,7 +109,12 @@ impl Held {
             }
             match self
                 .word
-                .compare_exchange_weak(w, w - cost, Ordering::Relaxed, Ordering::Relaxed)
+                // Acquire on success: it reads the refill's `swap` (Release)
+                // or a later spend of the same release sequence, so the
+                // clock read below comes after the refill's reading of it
+                // even for a clock kept in memory (`ManualClock`); a
+                // hardware clock is ordered by time itself.
+                .compare_exchange_weak(w, w - cost, Ordering::Acquire, Ordering::Relaxed)
             {
                 Ok(_) => break,
                 // Another spend or a refill: decide again on what it left.
@@ -134,8 +138,10 @@ impl Held {
     }
 
     /// Installs `new` and returns what was held: only the refill does it.
+    /// Release: a spend that takes from `new` reads the clock after the
+    /// refill did (see `spend`); Acquire: what was held is final.
     pub(crate) fn swap(&self, new: u64) -> u64 {
-        self.word.swap(new, Ordering::Relaxed)
+        self.word.swap(new, Ordering::AcqRel)
     }
 }
 
