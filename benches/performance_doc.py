@@ -204,8 +204,8 @@ every process is checked against `S + 1 + w / T` for every window;
 count every batch asked for (granted or refused) and give-back. The
 bound's proof is in the guide's `leases` chapter. On 2 vCPU the 8
 processes and the server share two cores: the figure is what this machine
-reaches, not what the design allows (a spend is one CAS and a clock read,
-~20 ns; one process reaches several million a second alone).
+reaches, not what the design allows (a spend is one CAS and a clock read;
+one process alone, the limit raised, spent 16.6 to 17.6 million a second here).
 """
 
 
