@@ -99,6 +99,7 @@ pub mod io;
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
 pub mod lease;
+mod lease_stats;
 mod limit;
 mod limiter;
 #[cfg(feature = "memcached")]

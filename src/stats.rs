@@ -48,6 +48,8 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+pub use crate::lease_stats::LeaseStats;
+
 /// Most stripes a meter has: enough to spread 16 cores; more would only
 /// make readings slower.
 const MAX_STRIPES: usize = 16;
@@ -85,43 +87,8 @@ pub struct Stats {
     /// Calls a remote limiter's server failed (down, too slow, an error),
     /// whatever its fail policy made of them. Always 0 in process.
     pub failed: u64,
-    /// A leased limiter's batches ([`Leased`](crate::lease::Leased));
-    /// `None` for every other kind.
+    /// A leased limiter's batches ([`LeaseStats`]); `None` for other kinds.
     pub leases: Option<LeaseStats>,
-}
-
-/// What a [`Leased`](crate::lease::Leased) limiter's batches came to, in
-/// permits (and round trips). `leased = spent + given_back + expired +`
-/// what is held now, but for spends that the lease admitted unpaid under
-/// a fail-open policy (counted in `spent` only).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct LeaseStats {
-    /// Permits the server granted in batches.
-    pub leased: u64,
-    /// Permits spent by takes (the limiter's [`Stats::permits`]).
-    pub spent: u64,
-    /// Unspent permits given back to the server.
-    pub given_back: u64,
-    /// Unspent permits lost: expired before a take spent them, and not
-    /// given back (the server's state had moved on, or could not be
-    /// asked).
-    pub expired: u64,
-    /// Calls to the limiter underneath: batches asked for (granted or
-    /// refused) and give-backs.
-    pub round_trips: u64,
-}
-
-impl LeaseStats {
-    /// The share of leased permits lost, `expired / leased` (0 when
-    /// nothing was leased).
-    pub fn unspent_ratio(&self) -> f64 {
-        if self.leased == 0 {
-            0.0
-        } else {
-            self.expired as f64 / self.leased as f64
-        }
-    }
 }
 
 /// With feature `serde`: a map of the fields, the wait in seconds
@@ -130,28 +97,14 @@ impl LeaseStats {
 impl serde::Serialize for Stats {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let len = if self.leases.is_some() { 11 } else { 6 };
-        let mut map = s.serialize_struct("Stats", len)?;
+        let mut map = s.serialize_struct("Stats", if self.leases.is_some() { 11 } else { 6 })?;
         map.serialize_field("admitted", &self.admitted)?;
         map.serialize_field("permits", &self.permits)?;
         map.serialize_field("refused", &self.refused)?;
         map.serialize_field("wait", &self.wait.as_secs_f64())?;
         map.serialize_field("cancelled", &self.cancelled)?;
         map.serialize_field("failed", &self.failed)?;
-        match &self.leases {
-            Some(l) => {
-                map.serialize_field("leased", &l.leased)?;
-                map.serialize_field("spent", &l.spent)?;
-                map.serialize_field("given_back", &l.given_back)?;
-                map.serialize_field("expired", &l.expired)?;
-                map.serialize_field("round_trips", &l.round_trips)?;
-            }
-            None => {
-                for field in ["leased", "spent", "given_back", "expired", "round_trips"] {
-                    map.skip_field(field)?;
-                }
-            }
-        }
+        crate::lease_stats::serialize(&mut map, self.leases.as_ref())?;
         map.end()
     }
 }
@@ -245,37 +198,6 @@ const FAMILIES: [Family; 5] = [
     ),
 ];
 
-/// The lease families: name, help, field.
-type LeaseFamily = (&'static str, &'static str, fn(&LeaseStats) -> u64);
-
-const LEASE_FAMILIES: [LeaseFamily; 5] = [
-    (
-        "paceline_lease_leased_total",
-        "Permits granted to the lease in batches.",
-        |l| l.leased,
-    ),
-    (
-        "paceline_lease_spent_total",
-        "Leased permits spent by takes.",
-        |l| l.spent,
-    ),
-    (
-        "paceline_lease_given_back_total",
-        "Unspent leased permits given back.",
-        |l| l.given_back,
-    ),
-    (
-        "paceline_lease_expired_total",
-        "Unspent leased permits lost at their expiry.",
-        |l| l.expired,
-    ),
-    (
-        "paceline_lease_round_trips_total",
-        "Calls to the limiter under the lease.",
-        |l| l.round_trips,
-    ),
-];
-
 fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
     for (name, help, field) in FAMILIES {
         writeln!(out, "# HELP {name} {help}")?;
@@ -308,22 +230,10 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
             stats.admitted
         )?;
     }
-    if read.iter().any(|(_, s)| s.leases.is_some()) {
-        for (name, help, field) in LEASE_FAMILIES {
-            writeln!(out, "# HELP {name} {help}")?;
-            writeln!(out, "# TYPE {name} counter")?;
-            for (limiter, stats) in read {
-                if let Some(leases) = &stats.leases {
-                    writeln!(
-                        out,
-                        "{name}{{limiter=\"{}\"}} {}",
-                        Escaped(limiter),
-                        field(leases)
-                    )?;
-                }
-            }
-        }
-    }
+    let leased = read
+        .iter()
+        .filter_map(|(n, s)| Some((Escaped(n).to_string(), s.leases?)));
+    crate::lease_stats::write_families(out, leased.collect())?;
     Ok(())
 }
 
@@ -526,33 +436,6 @@ pub(crate) fn thread_index() -> usize {
     }
     // During the thread's teardown the index is gone: any stripe will do.
     INDEX.try_with(|i| *i).unwrap_or(0)
-}
-
-/// A lease's counts as the `metrics` facade's counters (feature
-/// `metrics`): the `paceline_lease_*_total` series, labelled
-/// `limiter="name"`.
-#[cfg(feature = "metrics")]
-pub(crate) struct LeaseFacade {
-    counters: [metrics::Counter; 5],
-}
-
-#[cfg(feature = "metrics")]
-impl LeaseFacade {
-    /// Registers the series of the lease `name`.
-    pub(crate) fn register(name: &str) -> LeaseFacade {
-        let label = [("limiter", name.to_owned())];
-        let counters = LEASE_FAMILIES.map(|(series, help, _)| {
-            metrics::describe_counter!(series, help);
-            metrics::counter!(series, &label)
-        });
-        LeaseFacade { counters }
-    }
-
-    /// Adds `n` to the series of `field` (0 leased, 1 spent, 2 given back,
-    /// 3 expired, 4 round trips).
-    pub(crate) fn add(&self, field: usize, n: u64) {
-        self.counters[field].increment(n);
-    }
 }
 
 #[cfg(feature = "metrics")]

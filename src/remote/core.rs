@@ -61,11 +61,15 @@ impl<B> Clone for Core<B> {
 pub(crate) struct Granted {
     slot: u64,
     now: u64,
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     undo: Option<Undo>,
 }
 
 impl Granted {
+    /// What undoes the grant, if it stored anything.
+    pub(crate) fn undo(self) -> Option<Undo> {
+        self.undo
+    }
+
     /// How long after the reply the permit may go, ns.
     pub(crate) fn wait(self) -> u64 {
         self.slot.saturating_sub(self.now)
@@ -290,48 +294,6 @@ impl<B: Remote> Core<B> {
         let request = self.request(cost, Admit::Within(0))?.brief();
         let decision = self.shared.backend.step(key, &request);
         self.settle(decision, &request).map(drop)
-    }
-
-    /// A lease's batch: `cost` permits if free now, decided by the step in
-    /// the server, with what undoes the grant. A failure is returned as it
-    /// is, whatever the fail policy (the lease applies its own, once it has
-    /// spent what it holds); a refusal and a grant count as any take's.
-    pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Undo>, Error> {
-        let request = self.request(cost, Admit::Within(0))?;
-        match self.shared.backend.step(key, &request) {
-            Ok(decision) => Ok(self.settle(Ok(decision), &request)?.and_then(|g| g.undo)),
-            Err(e) => {
-                self.shared.meter.failed();
-                Err(e)
-            }
-        }
-    }
-
-    /// Gives back `unspent` permits of a batch `lend` granted (`undo`):
-    /// the key goes to `undo.next - unspent * T` (to `undo.prev` when
-    /// nothing was spent) only if it still holds `undo.next`, in one
-    /// atomic call. Never retried.
-    pub(crate) fn give_back_unspent(
-        &self,
-        key: &str,
-        undo: Undo,
-        unspent: u64,
-        cost: u64,
-    ) -> Result<bool, Error> {
-        let back = unspent.saturating_mul(self.params.interval());
-        let prev = if unspent >= cost {
-            undo.prev
-        } else {
-            Some(undo.next.saturating_sub(back))
-        };
-        self.shared.backend.give_back(
-            key,
-            self.params.tau(),
-            Undo {
-                prev,
-                next: undo.next,
-            },
-        )
     }
 
     /// `key`'s state, one peek.

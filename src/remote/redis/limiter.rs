@@ -75,7 +75,13 @@ impl Remote for RedisBackend {
 
     #[cfg(feature = "tokio")]
     fn to_async(&self) -> Self::Async {
-        super::aio::AsyncRedisBackend::from_blocking(self)
+        let (connect, response) = self.pool.timeouts();
+        super::aio::AsyncRedisBackend::twin(
+            self.pool.target(),
+            self.wire.prefix(),
+            connect,
+            response,
+        )
     }
 
     /// The step script's `give` (never retried: run twice, it could erase
