@@ -127,7 +127,7 @@ fn child<L: Lender>(lender: L, run: Run, stop: u64) {
         }
         if Wall.now() > next_pause && leased.held() > 0 {
             pauses += 1;
-            if pauses % 2 == 0 {
+            if pauses.is_multiple_of(2) {
                 // Past the expiry: the batch in hand is lost (or goes back).
                 std::thread::sleep(run.expiry * 2);
             } else {

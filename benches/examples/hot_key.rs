@@ -29,7 +29,6 @@
 //! it held). Progress goes to stderr; stdout has that line only.
 
 #[path = "../../tests/support/redis_server.rs"]
-#[allow(dead_code)]
 mod redis_server;
 
 #[cfg(feature = "postgres")]
