@@ -14,7 +14,8 @@ use std::fmt::{self, Write as _};
 pub struct LeaseStats {
     /// Permits the server granted in batches.
     pub leased: u64,
-    /// Permits spent by takes (the limiter's [`Stats::permits`]).
+    /// Permits spent by takes (the limiter's
+    /// [`Stats::permits`](crate::stats::Stats::permits)).
     pub spent: u64,
     /// Unspent permits given back to the server.
     pub given_back: u64,
