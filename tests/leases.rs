@@ -339,3 +339,62 @@ fn a_lease_longer_than_the_slack_is_refused_by_name() {
     .unwrap_err();
     assert!(err.to_string().contains("11µs"), "{err}");
 }
+
+/// The counts reach the Prometheus text (and, with feature `metrics`, the
+/// facade) as the stats say them.
+#[test]
+fn the_counts_reach_the_prometheus_text_and_the_facade() {
+    let clock = ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    #[cfg(feature = "metrics")]
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    #[cfg(feature = "metrics")]
+    let snapshotter = recorder.snapshotter();
+    let l = lease(&backend, &clock, 1_000, 100 * T);
+    #[cfg(feature = "metrics")]
+    let l = metrics::with_local_recorder(&recorder, || l.metrics("hot"));
+    for _ in 0..100 {
+        l.try_take(&()).unwrap();
+        clock.advance(Duration::from_nanos(T / 4));
+    }
+    l.release();
+    let s = l.stats().leases.unwrap();
+    assert!(s.given_back > 0 && s.leased > s.spent, "{s:?}");
+    let text = paceline::stats::prometheus(&[("hot", &l)]);
+    for (series, value) in [
+        ("paceline_lease_leased_total", s.leased),
+        ("paceline_lease_spent_total", s.spent),
+        ("paceline_lease_given_back_total", s.given_back),
+        ("paceline_lease_expired_total", s.expired),
+        ("paceline_lease_round_trips_total", s.round_trips),
+        ("paceline_permits_total", s.spent),
+    ] {
+        let line = format!("{series}{{limiter=\"hot\"}} {value}\n");
+        assert!(text.contains(&line), "{line} not in {text}");
+    }
+    // A limiter that leases nothing adds no lease series.
+    let plain = paceline::AtomicLimiter::builder(Rate::per_second(10))
+        .stats(true)
+        .build()
+        .unwrap();
+    assert!(!paceline::stats::prometheus(&[("plain", &plain)]).contains("lease"));
+    #[cfg(feature = "metrics")]
+    {
+        let seen: std::collections::BTreeMap<String, u64> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| match value {
+                metrics_util::debugging::DebugValue::Counter(n) => {
+                    Some((key.key().name().to_owned(), n))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(seen["paceline_lease_leased_total"], s.leased);
+        assert_eq!(seen["paceline_lease_spent_total"], s.spent);
+        assert_eq!(seen["paceline_lease_given_back_total"], s.given_back);
+        assert_eq!(seen["paceline_lease_round_trips_total"], s.round_trips);
+        assert_eq!(seen["paceline_permits_total"], s.spent);
+    }
+}
