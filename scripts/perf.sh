@@ -96,6 +96,19 @@ else
     rm -f "$out/memcached.txt"
 fi
 
+if command -v redis-server >/dev/null 2>&1; then
+    echo "== hot key through leases, Redis: three runs" >&2
+    for n in 1 2 3; do
+        cargo run -q --release -p paceline-benches --features redis,postgres --example hot_key -- \
+            $([ $quick = yes ] && echo --secs 2) >"$out/hot_key-redis-$n.txt"
+    done
+fi
+if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then
+    echo "== hot key through leases, PostgreSQL" >&2
+    cargo run -q --release -p paceline-benches --features redis,postgres --example hot_key -- \
+        --postgres $([ $quick = yes ] && echo --secs 2) >"$out/hot_key-postgres-1.txt"
+fi
+
 echo "== http bench: three runs" >&2
 for run in 1 2 3; do
     cargo bench -p paceline-benches --features http --bench http -- "${crit[@]}" >"$out/http-$run.txt"

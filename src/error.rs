@@ -140,6 +140,17 @@ pub enum BuildError {
         /// The most a keyed limiter holds.
         max: usize,
     },
+    /// A lease's expiry `E` is zero, or longer than the slack banks: the
+    /// limiter underneath would run at a slack of `S - ceil(E / T)`, under
+    /// zero ([`Leased`](crate::lease::Leased)).
+    LeaseTooLong {
+        /// The expiry asked for.
+        expiry: Duration,
+        /// The slack, in permits.
+        slack: u64,
+        /// The interval between permits.
+        interval: Duration,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -156,6 +167,15 @@ impl fmt::Display for BuildError {
             BuildError::TooManyOverrides { overrides, max } => write!(
                 f,
                 "{overrides} overrides are more than a keyed limiter holds (at most {max})"
+            ),
+            BuildError::LeaseTooLong {
+                expiry,
+                slack,
+                interval,
+            } => write!(
+                f,
+                "a lease expiring after {expiry:?} needs a nonzero expiry of at most the slack \
+                 ({slack} permits at one per {interval:?})"
             ),
         }
     }

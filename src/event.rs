@@ -13,6 +13,7 @@
 //! | a far side's 429 / 503 pushing the limiter's next slot out | debug | `reqwest::Pace` |
 //! | a new version of a watched file applied / refused | info / warn | `watch::Watch` |
 //! | a remote limiter's server lost / back | warn / info | every remote limiter |
+//! | a lease's unspent permits given back (how many) | debug | `lease::Leased` |
 //! | a blocking take waiting on a Tokio runtime thread (debug builds, once) | warn | the blocking wait |
 
 #[cfg(feature = "tracing")]

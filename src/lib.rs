@@ -27,6 +27,8 @@
 //! - [`Take`], [`AsyncTake`]: the take interface every kind answers, for a
 //!   key; a take reports what it found ([`Taken`], [`State`]); one
 //!   [`Error`] (the limit's refusal, or a remote server's failure).
+//! - [`lease::Leased`]: one limit shared past one server core, spent
+//!   locally from leased batches under the plain bound.
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
 //!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
@@ -104,6 +106,8 @@ pub mod io;
 #[cfg(feature = "keyed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
+pub mod lease;
+mod lease_stats;
 mod limit;
 mod limiter;
 #[cfg(feature = "memcached")]

@@ -49,6 +49,8 @@ use std::time::Duration;
 
 use crate::stripes::{self, Stripes};
 
+pub use crate::lease_stats::LeaseStats;
+
 /// What a limiter decided since it was built: counts of requests, permits
 /// and scheduled wait. A request is one call (`try_take_n(5)` is one
 /// request of 5 permits).
@@ -82,6 +84,8 @@ pub struct Stats {
     /// Calls a remote limiter's server failed (down, too slow, an error),
     /// whatever its fail policy made of them. Always 0 in process.
     pub failed: u64,
+    /// A leased limiter's batches ([`LeaseStats`]); `None` for other kinds.
+    pub leases: Option<LeaseStats>,
 }
 
 /// With feature `serde`: a map of the fields, the wait in seconds
@@ -90,13 +94,14 @@ pub struct Stats {
 impl serde::Serialize for Stats {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut map = s.serialize_struct("Stats", 6)?;
+        let mut map = s.serialize_struct("Stats", if self.leases.is_some() { 11 } else { 6 })?;
         map.serialize_field("admitted", &self.admitted)?;
         map.serialize_field("permits", &self.permits)?;
         map.serialize_field("refused", &self.refused)?;
         map.serialize_field("wait", &self.wait.as_secs_f64())?;
         map.serialize_field("cancelled", &self.cancelled)?;
         map.serialize_field("failed", &self.failed)?;
+        crate::lease_stats::serialize(&mut map, self.leases.as_ref())?;
         map.end()
     }
 }
@@ -132,6 +137,7 @@ impl<T: Counted + ?Sized> Counted for Arc<T> {
 /// | `paceline_cancelled_total` | counter | [`Stats::cancelled`] |
 /// | `paceline_failed_total` | counter | [`Stats::failed`] |
 /// | `paceline_wait_seconds_sum`, `_count` | summary | [`Stats::wait`], [`Stats::admitted`] |
+/// | `paceline_lease_leased_total`, `_spent_total`, `_given_back_total`, `_expired_total`, `_round_trips_total` | counter | [`LeaseStats`]'s fields, for leased limiters only |
 ///
 /// Limiters that do not count are left out. Names are escaped as the
 /// format asks (`\\`, `\"`, `\n`).
@@ -221,6 +227,10 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
             stats.admitted
         )?;
     }
+    let leased = read
+        .iter()
+        .filter_map(|(n, s)| Some((Escaped(n).to_string(), s.leases?)));
+    crate::lease_stats::write_families(out, leased.collect())?;
     Ok(())
 }
 

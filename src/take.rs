@@ -408,6 +408,11 @@ impl<L, K> OnKey<L, K> {
         &self.limiter
     }
 
+    /// The limiter, to change it in place (a lease sets its limit).
+    pub fn limiter_mut(&mut self) -> &mut L {
+        &mut self.limiter
+    }
+
     /// The key.
     pub fn key(&self) -> &K {
         &self.key

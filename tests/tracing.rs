@@ -1,8 +1,8 @@
 //! The `tracing` events, read through a real subscriber (tracing-subscriber's
 //! `fmt`, installed for the whole process: a watcher sends from its own
 //! thread) writing into a buffer: a refusal at debug, a reload applied and
-//! refused, a remote limiter's server lost and back (once each), and the
-//! debug build's warning of a blocking take on a runtime thread.
+//! refused, a remote limiter's server lost and back (once each), a lease's
+//! unspent permits given back, and the debug build's warning of a blocking take on a runtime thread.
 #![cfg(all(feature = "tracing", feature = "tower"))]
 
 use std::io;
@@ -116,6 +116,32 @@ fn a_remote_server_lost_and_back_is_told_once_each() {
         limiter.try_take("k").unwrap();
     }
     assert_eq!((lost(), back()), (1, 1));
+}
+
+#[test]
+fn a_lease_given_back_is_a_debug_event_with_its_count() {
+    log();
+    let clock = paceline::ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let limit = Limit::new(Rate::per_second(1_000_000), 1_000);
+    let remote = MemoryLimiter::with_backend(backend, limit, FailPolicy::Closed).unwrap();
+    let lease = paceline::lease::Leased::with_clock(
+        paceline::OnKey::new(remote, "leased"),
+        limit,
+        Duration::from_micros(100),
+        clock.clone(),
+    )
+    .unwrap();
+    for _ in 0..100 {
+        paceline::Take::try_take(&lease, &()).unwrap();
+        clock.advance(Duration::from_nanos(250));
+    }
+    let held = lease.held();
+    assert!(held > 0);
+    assert!(lines(&["given back"]).is_empty());
+    lease.release(); // nobody took since: all of it goes back
+    let events = lines(&["DEBUG", "given back", &format!("permits={held}")]);
+    assert_eq!(events.len(), 1, "{events:?}");
 }
 
 /// A fresh directory of this test's own, removed at the end.

@@ -66,6 +66,9 @@
 //! | `keyed_first_take` | `atomic::update_fixed` stores with load + store, not CAS | over the burst |
 //! | `keyed_prune` (prune) | `decide` reads the clock before taking the shard's lock | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
 //! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
+//! | `lease` | a spend reads the clock before its CAS, not after | a spend reported before its batch was decided (more spent by a time than the lender granted by then) |
+//! | `lease` | a spend stores the count less its cost (load + store), not CAS | the same (its store publishes nothing), or a permit spent twice |
+//! | `lease` | the spend's CAS `Relaxed`, the refill's swap `Relaxed` (the first version) | a spend's reading of a `ManualClock` older than the refill's: reported before its batch was decided |
 //!
 //! The keyed models (`keyed_*.rs`) run `KeyedLimiter` itself: its atomics and
 //! locks come from the same shim, and its hasher has a fixed seed under

@@ -17,6 +17,8 @@
 //!    [The same through memcached](memcached): its CAS, on the clients'
 //!    clocks. [Faults between hosts](faults): what latency, a black hole,
 //!    a reset, a drip and a partition do to each store, measured.
+//!    [Leases](leases): one limit past one server core, batches spent
+//!    locally under the stated bound.
 //! 5. [HTTP](http): the tower layers, keys, proxies, modes, fields,
 //!    bodies, and the look inside. [gRPC, outbound reqwest and
 //!    tracing](grpc): the layer's gRPC face on tonic, pacing a reqwest
@@ -73,6 +75,9 @@ pub mod memcached {}
 
 #[doc = include_str!("faults.md")]
 pub mod faults {}
+
+#[doc = include_str!("leases.md")]
+pub mod leases {}
 
 #[doc = include_str!("http.md")]
 pub mod http {}

@@ -65,11 +65,15 @@ impl<B> Clone for Core<B> {
 pub(crate) struct Granted {
     slot: u64,
     now: u64,
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     undo: Option<Undo>,
 }
 
 impl Granted {
+    /// What undoes the grant, if it stored anything.
+    pub(crate) fn undo(self) -> Option<Undo> {
+        self.undo
+    }
+
     /// How long after the reply the permit may go, ns.
     pub(crate) fn wait(self) -> u64 {
         self.slot.saturating_sub(self.now)

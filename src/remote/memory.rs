@@ -165,7 +165,6 @@ impl<C: Clock> MemoryBackend<C> {
         Ok((self.states().get(key).copied().unwrap_or(FULL), now))
     }
 
-    #[cfg(feature = "tokio")]
     fn give_back_now(&self, key: &str, undo: Undo) -> Result<bool, Error> {
         self.call()?;
         let mut states = self.states();
@@ -204,6 +203,10 @@ impl<C: Clock + Clone + 'static> Remote for MemoryBackend<C> {
 
     fn reset(&self, key: &str) -> Result<bool, Error> {
         self.reset_now(key)
+    }
+
+    fn give_back(&self, key: &str, _tau: u64, undo: Undo) -> Result<bool, Error> {
+        self.give_back_now(key, undo)
     }
 }
 

@@ -59,6 +59,7 @@ pub(crate) mod core;
     feature = "tower"
 ))]
 pub(crate) mod key;
+mod lend;
 mod limiter;
 #[cfg(feature = "memcached")]
 pub mod memcached;

@@ -110,6 +110,11 @@ pub trait Remote: Send + Sync + 'static {
 
     /// Forgets `key`'s state; `true` when it held one.
     fn reset(&self, key: &str) -> Result<bool, Error>;
+
+    /// As [`AsyncRemote::give_back`], blocking: puts `key` back to
+    /// `undo.prev` if it still holds `undo.next`, atomically in the server.
+    /// For a lease's unspent permits (`src/lease/`). Never retried.
+    fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error>;
 }
 
 /// An async backend: [`Remote`]'s calls as futures. (Sealed.)

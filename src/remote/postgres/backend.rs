@@ -29,9 +29,7 @@ const STEP_TYPES: [Type; 6] = [
     Type::INT8,
 ];
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
-#[cfg(any(test, feature = "tokio"))]
 const GIVE_TYPES: [Type; 4] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8];
-#[cfg(any(test, feature = "tokio"))]
 const GIVE_ABSENT_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 
 /// Everything a limiter's calls need, behind one `Arc`.
@@ -387,7 +385,6 @@ impl AsyncPostgresBackend {
     }
 
     /// Puts `key` back to `undo.prev` if it still holds `undo.next`.
-    #[cfg(any(test, feature = "tokio"))]
     pub(crate) async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
         let stored = key::postgres(key);
         let key: &str = &stored;

@@ -116,6 +116,12 @@ impl Remote for PostgresBackend {
         self.peek_at(key, None)
     }
 
+    /// One conditional `UPDATE` (or `DELETE`) of the key's row.
+    fn give_back(&self, key: &str, tau: u64, undo: crate::remote::Undo) -> Result<bool, Error> {
+        let key = key.to_owned();
+        self.call(move |b| async move { b.give_back(&key, tau, undo).await })
+    }
+
     /// One `DELETE` of the key's row (twice is once).
     fn reset(&self, key: &str) -> Result<bool, Error> {
         let key = key.to_owned();

@@ -69,9 +69,7 @@ impl Table {
 pub(crate) struct Sql {
     pub(crate) step: String,
     pub(crate) peek: String,
-    #[cfg_attr(not(any(test, feature = "tokio")), allow(dead_code))]
     pub(crate) give_back: String,
-    #[cfg_attr(not(any(test, feature = "tokio")), allow(dead_code))]
     pub(crate) give_back_absent: String,
     pub(crate) reset: String,
     pub(crate) prune: String,

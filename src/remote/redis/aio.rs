@@ -21,7 +21,6 @@ use redis::{Client, Cmd, FromRedisValue, RedisResult};
 use tokio::sync::OnceCell;
 
 use super::conn::{classify, is_reply, Redirects, Target, BACKOFF_MAX, BACKOFF_MIN};
-use super::limiter::RedisBackend;
 use super::script::{self, Wire};
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
 
@@ -319,14 +318,19 @@ impl AsyncRemote for AsyncRedisBackend {
 }
 
 impl AsyncRedisBackend {
-    /// The async twin of `blocking`: the same Redis, prefix and timeouts,
-    /// over one multiplexed connection of its own (made by the first call,
-    /// in the runtime that call runs on).
-    pub(super) fn from_blocking(blocking: &RedisBackend) -> AsyncRedisBackend {
-        let (connect, response) = blocking.pool.timeouts();
+    /// The async twin of a blocking backend on `target` with its prefix
+    /// and timeouts, over one multiplexed connection of its own (made by
+    /// the first call, in the runtime that call runs on). (The blocking
+    /// backend calls it: this file does not name that one.)
+    pub(super) fn twin(
+        target: &Target,
+        prefix: &str,
+        connect: Duration,
+        response: Duration,
+    ) -> AsyncRedisBackend {
         AsyncRedisBackend {
-            conn: Conn::new(blocking.pool.target(), connect, response),
-            wire: Wire::new(blocking.wire.prefix().to_owned()),
+            conn: Conn::new(target, connect, response),
+            wire: Wire::new(prefix.to_owned()),
             budget: connect.saturating_add(response),
             response,
         }

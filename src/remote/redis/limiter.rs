@@ -47,17 +47,16 @@ impl RedisBackend {
         script::decision(&reply, request, now.is_some())
     }
 
-    /// Undoes a grant at `now` (tests only: the async limiter's give-back
-    /// runs the same call at the server's `TIME`).
-    #[cfg(test)]
+    /// Undoes a grant at `now` (`None`: the server's `TIME`; tests give
+    /// one).
     pub(super) fn give_back_at(
         &self,
         key: &str,
         tau: u64,
         undo: crate::remote::Undo,
-        now: u64,
+        now: Option<u64>,
     ) -> Result<bool, Error> {
-        let call = self.wire.give_back(key, tau, undo, Some(now));
+        let call = self.wire.give_back(key, tau, undo, now);
         let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
         script::given_back(&reply)
     }
@@ -76,7 +75,19 @@ impl Remote for RedisBackend {
 
     #[cfg(feature = "tokio")]
     fn to_async(&self) -> Self::Async {
-        super::aio::AsyncRedisBackend::from_blocking(self)
+        let (connect, response) = self.pool.timeouts();
+        super::aio::AsyncRedisBackend::twin(
+            self.pool.target(),
+            self.wire.prefix(),
+            connect,
+            response,
+        )
+    }
+
+    /// The step script's `give` (never retried: run twice, it could erase
+    /// a booking made in between from the state the first run restored).
+    fn give_back(&self, key: &str, tau: u64, undo: crate::remote::Undo) -> Result<bool, Error> {
+        self.give_back_at(key, tau, undo, None)
     }
 
     fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {

@@ -130,7 +130,6 @@ impl Wire {
 
     /// The script call that undoes a grant (see [`Undo`]): `tau` sets the
     /// restored state's TTL.
-    #[cfg(any(test, feature = "tokio"))]
     pub(super) fn give_back(&self, key: &str, tau: u64, undo: Undo, now: Option<u64>) -> Cmd {
         let mut cmd = self.call(key, 7, now);
         cmd.arg("give");
@@ -277,7 +276,6 @@ pub(super) fn decision(
 }
 
 /// The script's reply to a give-back: whether the grant was undone.
-#[cfg(any(test, feature = "tokio"))]
 pub(super) fn given_back(reply: &Value) -> Result<bool, Error> {
     match ints(reply) {
         Some(([5, 1, ..], 2)) => Ok(true),

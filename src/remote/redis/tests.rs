@@ -343,7 +343,7 @@ fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
         step(FULL, now, 1, params, Admit::Always).unwrap().next
     );
     assert!(backend
-        .give_back_at(&key, params.tau(), first, now)
+        .give_back_at(&key, params.tau(), first, Some(now))
         .unwrap());
     assert_eq!(
         server.raw(&format!("EXISTS {}{key}", lim.prefix())),
@@ -354,16 +354,22 @@ fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
     let b = grant(now);
     let c = grant(now);
     assert_eq!((b.prev, c.prev), (Some(a.next), Some(b.next)));
-    assert!(backend.give_back_at(&key, params.tau(), c, now).unwrap());
+    assert!(backend
+        .give_back_at(&key, params.tau(), c, Some(now))
+        .unwrap());
     assert_eq!(backend.peek_at(&key, Some(now)).unwrap().0, b.next);
     // `a` is no longer the last booking: undoing it would erase `b`'s.
-    assert!(!backend.give_back_at(&key, params.tau(), a, now).unwrap());
+    assert!(!backend
+        .give_back_at(&key, params.tau(), a, Some(now))
+        .unwrap());
     assert_eq!(backend.peek_at(&key, Some(now)).unwrap().0, b.next);
     // A restored state already at rest is stored as absent (at rest).
     let later = now + 10 * interval;
     let d = grant(later);
     assert_eq!(d.prev, Some(b.next));
-    assert!(backend.give_back_at(&key, params.tau(), d, later).unwrap());
+    assert!(backend
+        .give_back_at(&key, params.tau(), d, Some(later))
+        .unwrap());
     assert_eq!(
         server.raw(&format!("EXISTS {}{key}", lim.prefix())),
         ":0\r\n"
@@ -396,7 +402,7 @@ fn a_give_back_after_a_reset_changes_nothing() {
     assert_eq!(exists(), ":0\r\n");
     assert!(!lim.reset(&key).unwrap(), "already gone");
     assert!(!backend
-        .give_back_at(&key, params.tau(), second, now)
+        .give_back_at(&key, params.tau(), second, Some(now))
         .unwrap());
     assert_eq!(exists(), ":0\r\n");
     // At rest again: the next grant decides as on `FULL`.
@@ -430,7 +436,7 @@ fn an_empty_value_fails_every_operation_and_stays() {
     };
     script(
         backend
-            .give_back_at(&key, params.tau(), undo, now)
+            .give_back_at(&key, params.tau(), undo, Some(now))
             .map(drop),
     );
     assert_eq!(server.raw(&format!("GET {stored}")), "$0\r\n\r\n");

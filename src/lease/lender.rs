@@ -1,0 +1,101 @@
+//! [`Lender`]: what a lease asks of the limiter it draws on, beyond the
+//! [`Take`] interface: to run at the lease's reduced limit, and (where the
+//! limiter can) to hand back what a batch did not spend.
+
+use std::fmt;
+
+use crate::error::BuildError;
+use crate::limit::Limit;
+use crate::pacer::Pacer;
+use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter, Undo};
+use crate::store::Store;
+use crate::take::{OnKey, Take};
+use crate::Clock;
+
+/// A batch a [`Lender`] granted: what gives its unspent permits back.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lent {
+    pub(super) undo: Option<Undo>,
+}
+
+/// A limiter a [`Leased`](super::Leased) draws its batches from: one limit
+/// (a direct limiter, or one key of a keyed or remote one through
+/// [`OnKey`]) that can be set to another limit in place.
+///
+/// The provided methods fit any [`Take`]: a batch is a
+/// [`try_take_n`](Take::try_take_n) of its size (the one step, cost `n`),
+/// nothing is given back, and failures are left to the limiter's own
+/// policy. The remote limiters (one key of a `RemoteLimiter`) override them:
+/// their batches can be given back (the give-back rule: only while the key
+/// still holds the batch's state) and their failures reach the lease,
+/// which applies the policy only after spending what it holds.
+pub trait Lender: Take {
+    /// Puts the limit to `limit` (the lease's reduced one) in place.
+    ///
+    /// # Errors
+    /// As the limiter's own change of limit.
+    fn relimit(&mut self, limit: Limit) -> Result<(), BuildError>;
+
+    /// Takes a batch of `cost` permits if they are free now, through the
+    /// limit's one step at cost `cost`; a refusal stores nothing.
+    ///
+    /// # Errors
+    /// As [`Take::try_take_n`].
+    fn lend(&self, cost: u64) -> Result<Lent, Error> {
+        self.try_take_n(&(), cost).map(|_| Lent::default())
+    }
+
+    /// Gives back `unspent` of the `cost` permits of a batch `lend` granted,
+    /// if the limit still holds that batch's state (no one took since);
+    /// `Ok(false)` when it does not, or cannot give back.
+    ///
+    /// # Errors
+    /// A remote limiter's failures.
+    fn give_back(&self, lent: &Lent, unspent: u64, cost: u64) -> Result<bool, Error> {
+        let _ = (lent, unspent, cost);
+        Ok(false)
+    }
+
+    /// What the lease does when `lend` fails: the limiter's policy when it
+    /// returns its failures (remote limiters), else
+    /// [`FailPolicy::Closed`] (the limiter applied its own already).
+    fn fail_policy(&self) -> FailPolicy {
+        FailPolicy::Closed
+    }
+}
+
+/// An in-process limiter (mainly for tests: a lease saves nothing here).
+impl<S: Store, C: Clock> Lender for Pacer<S, C> {
+    fn relimit(&mut self, limit: Limit) -> Result<(), BuildError> {
+        self.apply(limit)
+    }
+}
+
+/// One key of a remote limiter: the point of a lease.
+impl<B: Backend, K: fmt::Display + Send + Sync> Lender for OnKey<RemoteLimiter<B>, K> {
+    fn relimit(&mut self, limit: Limit) -> Result<(), BuildError> {
+        let relimited = self.limiter().with_limit(limit.rate(), limit.slack())?;
+        *self.limiter_mut() = relimited;
+        Ok(())
+    }
+
+    fn lend(&self, cost: u64) -> Result<Lent, Error> {
+        let undo = self.limiter().core.lend(&self.key().to_string(), cost)?;
+        Ok(Lent { undo })
+    }
+
+    fn give_back(&self, lent: &Lent, unspent: u64, cost: u64) -> Result<bool, Error> {
+        match lent.undo {
+            Some(undo) if unspent > 0 => {
+                self.limiter()
+                    .core
+                    .give_back_unspent(&self.key().to_string(), undo, unspent, cost)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn fail_policy(&self) -> FailPolicy {
+        self.limiter().fail_policy()
+    }
+}

@@ -1,0 +1,433 @@
+//! Leased batches: one limit shared by many processes past what one server
+//! core decides. [`Leased`] pays its limiter's step for a batch of permits
+//! in one round trip and spends them locally, lock-free, each valid until
+//! `E` after the batch was asked for; the limiter underneath runs with the
+//! slack reduced by `ceil(E / T)` permits, so the times permits are spent,
+//! across every process, stay within the configured `S + 1 + w / T`.
+//!
+//! ```
+//! use paceline::lease::Leased;
+//! use paceline::remote::{memory::MemoryBackend, FailPolicy, RemoteLimiter};
+//! use paceline::{Limit, OnKey, Rate, Take};
+//! use std::time::Duration;
+//!
+//! // The limit shared by every process: 1000/s, a slack of 100.
+//! let limit = Limit::new(Rate::per_second(1000), 100);
+//! // One key of a remote limiter (Redis, PostgreSQL, memcached; here the
+//! // in-memory backend for tests).
+//! let remote = RemoteLimiter::with_backend(MemoryBackend::new(), limit, FailPolicy::Closed)?;
+//! // Leases valid for 20 ms: the remote step runs with a slack of 100 - 20.
+//! let leased = Leased::new(OnKey::new(remote, "api"), limit, Duration::from_millis(20))?;
+//! assert_eq!(leased.reduced_slack(), 80);
+//! for _ in 0..10 {
+//!     leased.take(&())?; // the first asks the server; most are local
+//! }
+//! let stats = leased.stats().leases.unwrap();
+//! assert_eq!(stats.spent, 10);
+//! assert!(stats.round_trips < 10);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The bound, its proof, and how batches are sized: the guide's
+//! [leases](crate::guide::leases) chapter.
+//!
+//! # Implementation details
+//!
+//! The held batch is one word (`held.rs`: its expiry and what is left),
+//! spent by a CAS loop that never takes a lock. A take that finds too few
+//! takes the lease's lock and refills: it settles the batch it held (what
+//! is left goes back to the server if the server's state still is the
+//! batch's, else counts as expired), sizes the next batch from the rate
+//! the last one was spent at, and asks the limiter for it. A refusal is
+//! kept until its retry-after, so takes in between refuse without a round
+//! trip; a change of limit forgets it.
+
+mod held;
+mod lender;
+mod refill;
+
+use std::sync::atomic::{AtomicU64 as StatU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use held::{Held, Spend};
+pub use held::{MAX_BATCH, TICK};
+pub use lender::{Lender, Lent};
+use refill::Slow;
+
+use crate::clock::{Clock, DefaultClock};
+use crate::error::{BuildError, TakeError};
+use crate::limit::Limit;
+use crate::primitive::{lock, Mutex};
+use crate::rate::Rate;
+use crate::remote::Error;
+use crate::stats::{Counted, Counting, LeaseStats, Meter, Stats};
+use crate::take::{State, Take, Taken};
+
+/// A limit drawn in leased batches from a [`Lender`] (one key of a remote
+/// limiter, typically): most takes spend a permit held locally (one CAS);
+/// one in a batch asks the server.
+///
+/// It answers [`Take`] for the unit key, with the limit it was given; each
+/// process (or each `Leased` in one) holds its own batches.
+///
+/// # The bound
+/// With a lease valid for `E` and the limit's interval `T`, the limiter
+/// underneath runs at the slack `S - ceil(E / T)`
+/// ([`reduced_slack`](Self::reduced_slack)). Then in any window of `w` the
+/// permits spent by every `Leased` on the limit together are at most
+/// `S + 1 + w / T`: the plain limiter's bound. A take's [`Taken::at`] is
+/// when its permit was spent, on this lease's clock. The proof: [the
+/// guide](crate::guide::leases).
+///
+/// # What it costs
+/// Permits leased and not spent before their expiry: given back when the
+/// server still holds the batch's state, otherwise lost
+/// ([`LeaseStats::expired`]). Batches follow demand (one lasts about `E / 2`
+/// at the rate the last one was spent), so a steady demand loses little and
+/// an idle process leases nothing. The largest request is the reduced
+/// burst, `S - ceil(E / T) + 1`.
+///
+/// # A partition
+/// While the server cannot answer, a take spends what is held; then the
+/// limiter's [`FailPolicy`](crate::remote::FailPolicy) decides (a remote
+/// limiter's `Open` admits).
+pub struct Leased<L, C: Clock = DefaultClock> {
+    held: Held,
+    /// `E`, ns: how long after it was asked for a batch may be spent.
+    expiry: u64,
+    clock: C,
+    slow: Mutex<Slow<L>>,
+    /// The limit and its reduction, read without the refill's lock.
+    config: Mutex<Config>,
+    meter: Meter,
+    counts: Counts,
+}
+
+/// What a limit change sets.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    /// The limit stated (the bound's `S`).
+    limit: Limit,
+    /// `S - ceil(E / T)`, the slack the lender runs at.
+    reduced: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    leased: StatU64,
+    given_back: StatU64,
+    expired: StatU64,
+    round_trips: StatU64,
+    /// The `metrics` facade's counters, if asked for.
+    #[cfg(feature = "metrics")]
+    facade: Option<crate::lease_stats::LeaseFacade>,
+}
+
+/// A count of [`Counts`] (the facade's series index).
+#[derive(Clone, Copy)]
+enum Count {
+    Leased = 0,
+    GivenBack = 2,
+    Expired = 3,
+    RoundTrips = 4,
+}
+
+impl Counts {
+    fn add(&self, count: Count, n: u64) {
+        let counter = match count {
+            Count::Leased => &self.leased,
+            Count::GivenBack => &self.given_back,
+            Count::Expired => &self.expired,
+            Count::RoundTrips => &self.round_trips,
+        };
+        counter.fetch_add(n, Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.facade {
+            facade.add(count as usize, n);
+        }
+    }
+}
+
+impl<L: Lender> Leased<L> {
+    /// Leases from `lender` under `limit` (the bound's `S` and `T`), each
+    /// batch valid for `expiry` (`E`); sets the lender's limit to the
+    /// reduced slack `S - ceil(E / T)`. On the default clock.
+    ///
+    /// # Errors
+    /// [`BuildError::LeaseTooLong`] when `ceil(E / T)` is over the slack
+    /// (or `E` is zero); the lender's errors for the reduced limit.
+    pub fn new(lender: L, limit: impl Into<Limit>, expiry: Duration) -> Result<Self, BuildError> {
+        Leased::with_clock(lender, limit, expiry, DefaultClock::new())
+    }
+}
+
+/// The reduction for `limit` and a lease of `expiry` ns.
+fn reduce(limit: Limit, expiry: u64) -> Result<Config, BuildError> {
+    let rate = limit.rate();
+    let interval = rate.interval_ns();
+    let slack = limit.slack().permits_at(rate);
+    let lost = expiry.div_ceil(interval);
+    if expiry == 0 || lost > slack {
+        return Err(BuildError::LeaseTooLong {
+            expiry: Duration::from_nanos(expiry),
+            slack,
+            interval: rate.interval(),
+        });
+    }
+    Ok(Config {
+        limit,
+        reduced: slack - lost,
+    })
+}
+
+impl<L: Lender, C: Clock> Leased<L, C> {
+    /// As [`new`](Leased::new), with leases timed on `clock`.
+    ///
+    /// # Errors
+    /// As [`new`](Leased::new).
+    pub fn with_clock(
+        mut lender: L,
+        limit: impl Into<Limit>,
+        expiry: Duration,
+        clock: C,
+    ) -> Result<Self, BuildError> {
+        let limit = limit.into();
+        let expiry = u64::try_from(expiry.as_nanos()).unwrap_or(u64::MAX);
+        let config = reduce(limit, expiry)?;
+        lender.relimit(Limit::new(limit.rate(), config.reduced))?;
+        // On, and (with `metrics`) no facade.
+        #[allow(clippy::needless_update)]
+        let counting = Counting {
+            on: true,
+            ..Counting::default()
+        };
+        Ok(Leased {
+            held: Held::new(clock.now()),
+            expiry,
+            clock,
+            slow: Mutex::new(Slow {
+                lender,
+                batch: None,
+                refused_until: 0,
+                next: 1,
+            }),
+            config: Mutex::new(config),
+            meter: Meter::new(&counting),
+            counts: Counts::default(),
+        })
+    }
+
+    /// Sends the counts to the `metrics` facade too, labelled
+    /// `limiter="name"`: the spends as every limiter's series
+    /// (`paceline_admitted_total`, ...), the leases as
+    /// `paceline_lease_*_total` (the guide's [metrics](crate::guide::metrics)).
+    /// Registers with the recorder installed now.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, name: &str) -> Self {
+        let counting = Counting {
+            on: true,
+            facade: Some(name.to_owned()),
+        };
+        self.meter = Meter::new(&counting);
+        self.counts.facade = Some(crate::lease_stats::LeaseFacade::register(name));
+        self
+    }
+
+    /// The limit stated (the bound's `S`).
+    pub fn limit(&self) -> Limit {
+        lock(&self.config).limit
+    }
+
+    /// The slack the lender runs at: `S - ceil(E / T)`.
+    pub fn reduced_slack(&self) -> u64 {
+        lock(&self.config).reduced
+    }
+
+    /// `E`, how long a batch may be spent after it was asked for.
+    pub fn expiry(&self) -> Duration {
+        Duration::from_nanos(self.expiry)
+    }
+
+    /// The clock leases are timed on (and [`Taken::at`] read from).
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Changes the limit (the lender's to the new reduced slack) and
+    /// forgets the server's last refusal. A batch held stays valid until
+    /// its expiry.
+    ///
+    /// # Errors
+    /// [`BuildError::LeaseTooLong`] for a limit whose slack is under
+    /// `ceil(E / T)`; the lender's errors. Either changes nothing.
+    pub fn apply(&self, limit: impl Into<Limit>) -> Result<(), BuildError> {
+        let limit = limit.into();
+        let config = reduce(limit, self.expiry)?;
+        let mut slow = lock(&self.slow);
+        slow.lender
+            .relimit(Limit::new(limit.rate(), config.reduced))?;
+        slow.refused_until = 0;
+        *lock(&self.config) = config;
+        Ok(())
+    }
+
+    /// Changes the rate, keeping the slack as it was given.
+    ///
+    /// # Errors
+    /// As [`apply`](Self::apply).
+    pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+        self.apply(Limit::new(rate, self.limit().slack()))
+    }
+
+    /// Gives back what is held (if the server still holds the batch's
+    /// state; else it counts as expired), so that a process that stops
+    /// leaves its permits to the others.
+    pub fn release(&self) {
+        let mut slow = lock(&self.slow);
+        let now = self.clock.now();
+        self.settle(&mut slow, now);
+    }
+
+    /// What it did: spends (`admitted`, `permits`), refusals, and the
+    /// leases ([`Stats::leases`]).
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.meter.read().unwrap_or_default();
+        stats.leases = Some(LeaseStats {
+            leased: self.counts.leased.load(Relaxed),
+            spent: stats.permits,
+            given_back: self.counts.given_back.load(Relaxed),
+            expired: self.counts.expired.load(Relaxed),
+            round_trips: self.counts.round_trips.load(Relaxed),
+        });
+        stats
+    }
+
+    /// Permits held now (a look).
+    pub fn held(&self) -> u64 {
+        self.held.split(self.held.load()).1
+    }
+
+    fn state_after(&self, left: u64) -> State {
+        State::new(left, Duration::ZERO, Some(self.limit()))
+    }
+
+    /// Spends `cost` held permits, or refills.
+    fn try_take(&self, cost: u64) -> Result<Taken, Error> {
+        if cost == 0 {
+            return Ok(Taken::new(
+                Duration::from_nanos(self.clock.now()),
+                self.state_after(self.held()),
+            ));
+        }
+        match self.held.spend(cost, &self.clock) {
+            Spend::Spent { at, left } => {
+                self.spent(cost);
+                return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
+            }
+            Spend::Late => self.lost(cost),
+            Spend::Short => {}
+        }
+        self.refill(cost)
+    }
+
+    /// Counts `cost` permits spent.
+    #[inline]
+    fn spent(&self, cost: u64) {
+        self.meter.admitted(cost, 0);
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.counts.facade {
+            facade.add(1, cost);
+        }
+    }
+
+    #[cold]
+    fn lost(&self, cost: u64) {
+        self.counts.add(Count::Expired, cost);
+    }
+
+    /// Blocks until `cost` permits are spent; `deadline` (clock ns) bounds
+    /// the wait.
+    fn take_until(&self, cost: u64, deadline: Option<u64>) -> Result<Taken, Error> {
+        loop {
+            match self.try_take(cost) {
+                Err(Error::Refused(TakeError::RetryAfter(wait))) => {
+                    let now = self.clock.now();
+                    let wait_ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                    let until = now.saturating_add(wait_ns);
+                    if let Some(deadline) = deadline {
+                        if until > deadline {
+                            let max_wait = Duration::from_nanos(deadline.saturating_sub(now));
+                            return Err(Error::Refused(TakeError::QueueFull { wait, max_wait }));
+                        }
+                    }
+                    self.clock.sleep_until(until);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// The unit key: a lease is one limit.
+impl<L: Lender, C: Clock> Take for Leased<L, C> {
+    fn take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
+        self.take_until(cost, None)
+    }
+
+    fn try_take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
+        self.try_take(cost)
+    }
+
+    fn take_n_timeout(&self, _: &(), cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
+        let deadline = self.clock.now().saturating_add(max);
+        self.take_until(cost, Some(deadline))
+            .map_err(|e| e.timed_out(max_wait))
+    }
+
+    fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
+        let (expiry, left) = self.held.split(self.held.load());
+        if left >= cost && self.clock.now() < expiry {
+            return Ok(true);
+        }
+        let slow = lock(&self.slow);
+        if slow.refused_until > self.clock.now() {
+            return Ok(false);
+        }
+        slow.lender.can_take(&(), cost)
+    }
+
+    fn state(&self, _: &()) -> Result<State, Error> {
+        let found = lock(&self.slow).lender.state(&())?;
+        Ok(State::new(
+            found.available().saturating_add(self.held()),
+            found.next_free(),
+            Some(self.limit()),
+        ))
+    }
+
+    fn limit_for(&self, _: &()) -> Option<Limit> {
+        Some(self.limit())
+    }
+}
+
+impl<L, C: Clock> Counted for Leased<L, C>
+where
+    L: Lender,
+{
+    fn stats(&self) -> Option<Stats> {
+        Some(Leased::stats(self))
+    }
+}
+
+impl<L, C: Clock> std::fmt::Debug for Leased<L, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config = *lock(&self.config);
+        f.debug_struct("Leased")
+            .field("limit", &config.limit)
+            .field("reduced_slack", &config.reduced)
+            .field("expiry", &Duration::from_nanos(self.expiry))
+            .field("held", &self.held.split(self.held.load()).1)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,179 @@
+//! A lease's slow path, under its lock: settle the batch held (give back
+//! what is left, or count it expired), size the next from the demand the
+//! last one met, ask the lender, and apply its refusal or failure.
+
+use std::time::Duration;
+
+use super::{Count, Leased, Lender, Lent};
+use crate::clock::Clock;
+use crate::error::TakeError;
+use crate::lease::held::Spend;
+use crate::lease::MAX_BATCH;
+use crate::primitive::lock;
+use crate::remote::{Error, FailPolicy};
+use crate::take::Taken;
+
+/// What only a refill touches, under the lock.
+pub(super) struct Slow<L> {
+    pub(super) lender: L,
+    /// The batch held (its size, when it was asked for, what gives it
+    /// back), if any.
+    pub(super) batch: Option<Batch>,
+    /// Clock reading until which the server's last refusal stands (0: none).
+    pub(super) refused_until: u64,
+    /// The size the next batch asks for.
+    pub(super) next: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Batch {
+    pub(super) lent: Lent,
+    pub(super) size: u64,
+    pub(super) sent: u64,
+}
+
+impl<L: Lender, C: Clock> Leased<L, C> {
+    /// The slow path, under the lock: spend what another refill brought,
+    /// or settle the batch held and ask for the next.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refill(&self, cost: u64) -> Result<Taken, Error> {
+        let mut slow = lock(&self.slow);
+        // Did a refill go through while this take waited for the lock?
+        match self.held.spend(cost, &self.clock) {
+            Spend::Spent { at, left } => {
+                self.spent(cost);
+                return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
+            }
+            Spend::Late => self.lost(cost),
+            Spend::Short => {}
+        }
+        let config = *lock(&self.config);
+        let now = self.clock.now();
+        // A refusal the server answered stands until its retry-after.
+        if slow.refused_until > now {
+            self.meter.refused();
+            return Err(Error::Refused(TakeError::RetryAfter(Duration::from_nanos(
+                slow.refused_until - now,
+            ))));
+        }
+        self.settle(&mut slow, now);
+        let burst = config.reduced.saturating_add(1);
+        if cost > burst {
+            self.meter.refused();
+            return Err(Error::Refused(TakeError::ExceedsBurst { cost, burst }));
+        }
+        // Follow demand, never past the reduced burst or the word.
+        let size = slow.next.clamp(cost, burst.min(MAX_BATCH).max(cost));
+        // A reply that comes back after its batch expired (a cold
+        // connection, a stall) is asked once more: the second is warm.
+        let mut late = 0;
+        let (sent, lent) = loop {
+            let sent = self.clock.now();
+            self.counts.add(Count::RoundTrips, 1);
+            let lent = slow.lender.lend(size);
+            let Ok(lent) = lent else {
+                break (sent, lent);
+            };
+            self.counts.add(Count::Leased, size);
+            let at = self.clock.now();
+            if at < sent.saturating_add(self.expiry) {
+                break (sent, Ok(lent));
+            }
+            // None of it may be spent (nothing is held: `settle` took it).
+            self.settle_batch(&mut slow, Batch { lent, size, sent }, size);
+            late += 1;
+            if late == 2 {
+                return self.fail(&slow, Error::Timeout, cost, at);
+            }
+        };
+        match lent {
+            Ok(lent) => {
+                let at = self.clock.now();
+                let expiry = sent.saturating_add(self.expiry);
+                let batch = Batch { lent, size, sent };
+                if at >= expiry {
+                    // Expired between two readings: as above, once.
+                    self.settle_batch(&mut slow, batch, size);
+                    return self.fail(&slow, Error::Timeout, cost, at);
+                }
+                let left = size - cost;
+                match self.held.word(expiry, left) {
+                    Some(word) => {
+                        self.held.swap(word);
+                        slow.batch = Some(batch);
+                    }
+                    // Past the word's range: nothing is held.
+                    None => self.settle_batch(&mut slow, batch, left),
+                }
+                self.spent(cost);
+                Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)))
+            }
+            Err(Error::Refused(refusal)) => {
+                if let Some(wait) = refusal.retry_after() {
+                    let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                    slow.refused_until = self.clock.now().saturating_add(wait);
+                }
+                // The retry-after is for this size: ask it again then.
+                self.meter.refused();
+                Err(Error::Refused(refusal))
+            }
+            Err(e) => {
+                slow.next = cost;
+                self.fail(&slow, e, cost, self.clock.now())
+            }
+        }
+    }
+
+    /// A failure of the lender, once nothing is held: its policy decides.
+    fn fail(&self, slow: &Slow<L>, e: Error, cost: u64, now: u64) -> Result<Taken, Error> {
+        match (&e, slow.lender.fail_policy()) {
+            (Error::Unavailable(_) | Error::Timeout, FailPolicy::Open) => {
+                // Spent unpaid: counted in `spent`, leased by no one.
+                self.spent(cost);
+                Ok(Taken::new(Duration::from_nanos(now), self.state_after(0)))
+            }
+            _ => {
+                self.meter.refused();
+                Err(e)
+            }
+        }
+    }
+
+    /// Withdraws the batch held, gives back what is left of it (or counts
+    /// it expired), and sizes the next batch from how fast it was spent.
+    pub(super) fn settle(&self, slow: &mut Slow<L>, now: u64) {
+        let (_, left) = self.held.split(self.held.swap(0));
+        let Some(batch) = slow.batch.take() else {
+            return;
+        };
+        // Permits taken from the batch, late ones included: its demand.
+        let used = batch.size - left;
+        let elapsed = now.saturating_sub(batch.sent).max(1);
+        // At that rate, a batch lasts half its lease.
+        let next = u128::from(used) * u128::from(self.expiry / 2) / u128::from(elapsed);
+        slow.next = u64::try_from(next).unwrap_or(u64::MAX).max(1);
+        self.settle_batch(slow, batch, left);
+    }
+
+    /// Gives back `left` of `batch` if the server still holds its state;
+    /// else counts them expired.
+    fn settle_batch(&self, slow: &mut Slow<L>, batch: Batch, left: u64) {
+        if left == 0 {
+            return;
+        }
+        if batch.lent.undo.is_some() {
+            self.counts.add(Count::RoundTrips, 1);
+        }
+        match slow.lender.give_back(&batch.lent, left, batch.size) {
+            Ok(true) => {
+                self.counts.add(Count::GivenBack, left);
+                crate::event::debug!(
+                    permits = left,
+                    "paceline: a lease's unspent permits given back"
+                );
+            }
+            _ => self.counts.add(Count::Expired, left),
+        }
+    }
+}
