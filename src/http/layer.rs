@@ -248,12 +248,7 @@ impl Shared {
         let found = match &self.source {
             KeySource::Global => return Ok(ClientKey::Global),
             KeySource::Ip => peer(extensions).and_then(|peer| {
-                // No proxy trusted (the common case): the peer is the client.
-                let ip = if self.trusted.is_empty() {
-                    client_ip::canonical(peer)
-                } else {
-                    client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)?
-                };
+                let ip = client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)?;
                 let bits = if ip.is_ipv4() {
                     self.v4_prefix
                 } else {
