@@ -84,8 +84,7 @@ pub(crate) struct Stripes<T> {
 
 impl<T> Stripes<T> {
     /// `owned` stripes and the shared one, each made by `make`.
-    pub(crate) fn new(owned: usize, make: impl FnMut() -> T) -> Stripes<T> {
-        let mut make = make;
+    pub(crate) fn new(owned: usize, mut make: impl FnMut() -> T) -> Stripes<T> {
         Stripes {
             stripes: (0..=owned.min(SLOTS))
                 .map(|_| CachePadded::new(make()))
