@@ -44,6 +44,8 @@ use std::time::Duration;
 
 pub use crate::failure::Error;
 use crate::limit::Limit;
+use crate::rate::Rate;
+use crate::schedule::{self, Params};
 
 /// A limit's state at one instant: what a request could take, when the next
 /// permit is free, and the limit in force. Returned by
@@ -64,6 +66,16 @@ impl State {
             next_free,
             limit,
         }
+    }
+
+    /// A state `tat` at `now` under `params` and `rate`, as the interface
+    /// reports it: one reading of a schedule, whether a take's or a look's.
+    pub(crate) fn of_reading(tat: u64, now: u64, params: Params, rate: Rate) -> State {
+        State::new(
+            schedule::available(tat, now, params),
+            Duration::from_nanos(schedule::next_free(tat, now, params)),
+            Some(Limit::new(rate, params.slack())),
+        )
     }
 
     /// How many permits one request could take now without waiting: from 0
@@ -105,17 +117,55 @@ impl State {
 /// For an in-process limiter the state is read just after the decision
 /// (another thread may take in between); for a remote one it is the
 /// server's answer to this very take.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Taken {
     at: Duration,
-    after: State,
+    after: After,
+}
+
+/// The state a take left: as its limiter gave it, or the reading it is
+/// computed from when asked (an in-process keyed take's: two divisions
+/// that the HTTP layer's admitted path, without `RateLimit` fields on
+/// every response, never needs).
+#[derive(Clone, Copy)]
+enum After {
+    State(State),
+    Reading {
+        tat: u64,
+        now: u64,
+        params: Params,
+        rate: Rate,
+    },
 }
 
 impl Taken {
     /// A permit that went `at` (see [the time a take
     /// returns](crate::take#the-time-a-take-returns)), leaving `after`.
     pub const fn new(at: Duration, after: State) -> Taken {
-        Taken { at, after }
+        Taken {
+            at,
+            after: After::State(after),
+        }
+    }
+
+    /// A permit that went `at`, leaving the state `tat` at `now` under
+    /// `params` and `rate`, computed when asked for.
+    pub(crate) const fn reading(
+        at: Duration,
+        tat: u64,
+        now: u64,
+        params: Params,
+        rate: Rate,
+    ) -> Taken {
+        Taken {
+            at,
+            after: After::Reading {
+                tat,
+                now,
+                params,
+                rate,
+            },
+        }
     }
 
     /// When the permit went, on the limiter's clock, since its origin.
@@ -125,22 +175,47 @@ impl Taken {
 
     /// The limit's state right after the take.
     pub fn state(&self) -> State {
-        self.after
+        match self.after {
+            After::State(state) => state,
+            After::Reading {
+                tat,
+                now,
+                params,
+                rate,
+            } => State::of_reading(tat, now, params, rate),
+        }
     }
 
     /// [`State::available`] after the take.
     pub fn available(&self) -> u64 {
-        self.after.available
+        self.state().available
     }
 
     /// [`State::next_free`] after the take.
     pub fn next_free(&self) -> Duration {
-        self.after.next_free
+        self.state().next_free
     }
 
     /// The limit the take was decided by ([`State::limit`]).
     pub fn limit(&self) -> Option<Limit> {
-        self.after.limit
+        self.state().limit
+    }
+}
+
+impl PartialEq for Taken {
+    fn eq(&self, other: &Taken) -> bool {
+        self.at == other.at && self.state() == other.state()
+    }
+}
+
+impl Eq for Taken {}
+
+impl std::fmt::Debug for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taken")
+            .field("at", &self.at)
+            .field("after", &self.state())
+            .finish()
     }
 }
 

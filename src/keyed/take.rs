@@ -9,7 +9,7 @@ use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::limit::Limit;
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Params, ORIGIN};
+use crate::schedule::{Admit, ORIGIN};
 use crate::take::{Error, State, Take, Taken};
 use crate::wait::Ask;
 
@@ -35,9 +35,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
-        let after = state_at(d.grant.next, d.now, d.params, d.rate);
         let at = Duration::from_nanos(d.grant.slot.max(d.now).saturating_sub(ORIGIN));
-        Ok(Taken::new(at, after))
+        Ok(Taken::reading(at, d.grant.next, d.now, d.params, d.rate))
     }
 
     /// `key`'s state now, as [`Take::state`] reports it.
@@ -47,18 +46,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let (tat, now, p, rate) = self.peek(key);
-        state_at(tat, now, p, rate)
+        State::of_reading(tat, now, p, rate)
     }
-}
-
-/// A key's state `tat` at `now` under `p` and `rate`, as the interface
-/// reports it: one reading of the key, whether a take's or a look's.
-fn state_at(tat: u64, now: u64, p: Params, rate: Rate) -> State {
-    State::new(
-        schedule::available(tat, now, p),
-        Duration::from_nanos(schedule::next_free(tat, now, p)),
-        Some(Limit::new(rate, p.slack())),
-    )
 }
 
 impl<K, Q, C> Take<Q> for KeyedLimiter<K, C>
