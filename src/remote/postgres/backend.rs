@@ -10,27 +10,15 @@ use std::time::Duration;
 use deadpool_postgres::{Object, Pool, PoolError};
 use tokio::time::{timeout_at, Instant};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Row;
+use tokio_postgres::types::Type;
 
 use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::key;
-use crate::remote::{Decision, Error, Request, Undo};
-use crate::schedule::{Admit, Deny};
+use crate::remote::{Error, Undo};
 
-/// The step's parameter types: key, lead, span, tau, longest wait (text,
-/// cast to `numeric`: a `u64` does not fit a `bigint`), now.
-const STEP_TYPES: [Type; 6] = [
-    Type::TEXT,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::TEXT,
-    Type::INT8,
-];
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 #[cfg(any(test, feature = "tokio"))]
-const GIVE_TYPES: [Type; 4] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8];
+const GIVE_TYPES: [Type; 5] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8, Type::INT8];
 #[cfg(any(test, feature = "tokio"))]
 const GIVE_ABSENT_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 
@@ -230,104 +218,9 @@ impl AsyncPostgresBackend {
         self.0.pool.retain(|_, _| false);
     }
 
-    /// Runs the step for `request` on `key`: at the server's clock, or at
-    /// `now` (internal ns; tests only).
-    pub(crate) async fn step_at(
-        &self,
-        key: &str,
-        request: &Request,
-        now: Option<u64>,
-    ) -> Result<Decision, Error> {
-        if request.cost == 0 {
-            // Nothing to pay: admitted at the server's now, nothing stored.
-            let (_, now) = self.peek_at(key, now).await?;
-            return Ok(Decision::Granted {
-                slot: now,
-                now,
-                undo: None,
-            });
-        }
-        // The row's key (src/remote/key.rs): as given, or its digest.
-        let stored = key::postgres(key);
-        let key: &str = &stored;
-        let lead = request.lead() as i64;
-        let span = request.span as i64;
-        let tau = request.params.tau() as i64;
-        let max = match request.admit {
-            Admit::Always => None,
-            Admit::Within(max) => Some(max.to_string()),
-        };
-        let now = now.map(encode);
-        let start = Instant::now();
-        loop {
-            let row = self
-                .run(|c| {
-                    let (key, max) = (key, max.as_deref());
-                    async move {
-                        let st = c
-                            .prepare_typed_cached(&self.0.sql.step, &STEP_TYPES)
-                            .await?;
-                        let params: [&(dyn ToSql + Sync); 6] =
-                            [&key, &lead, &span, &tau, &max, &now];
-                        c.query_one(&st, &params).await
-                    }
-                })
-                .await?;
-            match self.decision(&row, request)? {
-                Some(decision) => {
-                    if matches!(decision, Decision::Granted { .. }) {
-                        self.wrote();
-                    }
-                    return Ok(decision);
-                }
-                // Admitted on the statement's snapshot, but another
-                // step took the row first and the newest state refuses:
-                // nothing was written, so asking again is safe, and the
-                // new snapshot sees the newer state.
-                None if start.elapsed() < self.0.response_timeout => continue,
-                None => return Err(Error::Timeout),
-            }
-        }
-    }
-
-    /// The step's reply as a decision; `None`: ask again.
-    fn decision(&self, row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
-        let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
-        let now: i64 = row.try_get(0).map_err(bad)?;
-        let saturated: bool = row.try_get(1).map_err(bad)?;
-        let admitted: bool = row.try_get(2).map_err(bad)?;
-        let slot: Option<i64> = row.try_get(3).map_err(bad)?;
-        let next: Option<i64> = row.try_get(4).map_err(bad)?;
-        let prev: Option<i64> = row.try_get(5).map_err(bad)?;
-        let now = decode(now);
-        if saturated {
-            return Ok(Some(Decision::Denied(Deny::Saturated)));
-        }
-        if !admitted {
-            let deny = if request.exceeds_burst {
-                Deny::ExceedsBurst
-            } else {
-                let slot = slot.map(decode).unwrap_or(now);
-                Deny::Wait(slot.saturating_sub(now))
-            };
-            return Ok(Some(Decision::Denied(deny)));
-        }
-        let Some(next) = next.map(decode) else {
-            return Ok(None);
-        };
-        Ok(Some(Decision::Granted {
-            slot: next - request.params.interval(),
-            now,
-            undo: Some(Undo {
-                prev: prev.map(decode),
-                next,
-            }),
-        }))
-    }
-
     /// Counts an admitted write, and every `prune_every` of them prunes a
     /// batch in a task of its own.
-    fn wrote(&self) {
+    pub(super) fn wrote(&self) {
         let every = self.0.prune_every;
         if every == 0 {
             return;
@@ -392,7 +285,7 @@ impl AsyncPostgresBackend {
         let stored = key::postgres(key);
         let key: &str = &stored;
         let next = encode(undo.next);
-        let tau = tau as i64;
+        let (secs, rem) = sql::rest_consts(tau);
         let n = self
             .run(|c| async move {
                 match undo.prev {
@@ -401,7 +294,7 @@ impl AsyncPostgresBackend {
                         let st = c
                             .prepare_typed_cached(&self.0.sql.give_back, &GIVE_TYPES)
                             .await?;
-                        c.execute(&st, &[&key, &next, &prev, &tau]).await
+                        c.execute(&st, &[&key, &next, &prev, &secs, &rem]).await
                     }
                     None => {
                         let st = c

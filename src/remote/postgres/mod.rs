@@ -45,6 +45,7 @@ mod builder;
 mod limiter;
 mod runtime;
 mod sql;
+mod step;
 #[cfg(test)]
 mod tests;
 
