@@ -14,7 +14,9 @@ use tokio_postgres::types::Type;
 
 use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::key;
-use crate::remote::{Error, Undo};
+use crate::remote::Error;
+#[cfg(any(test, feature = "tokio"))]
+use crate::remote::Undo;
 
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 #[cfg(any(test, feature = "tokio"))]

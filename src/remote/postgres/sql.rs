@@ -81,15 +81,15 @@ pub(crate) struct Sql {
 /// seconds plus `4611686019`, and its remainder plus `1427387903`.
 ///
 /// `rest_at` is `ceil((unix_ns(next) + tau + 10^9) / 10^9)`: the Unix second
-/// from which the row is at rest, rounded up, plus a second of grace. With
+/// from which the row is at rest, rounded up, plus a second of grace. Write
 /// `next = q * 10^9 + r` (floor division, `0 <= r < 10^9`), `tau = a * 10^9
-/// + b` and `2^62 = 4611686018 * 10^9 + 427387904`, that is `q + a +
+/// plus b` and `2^62 = 4611686018 * 10^9 + 427387904`: it is `q + a +
 /// 4611686019 + ceil((r + b + 427387904) / 10^9)`. `bigint` division
-/// truncates: with `m = next % 10^9` (the sign of `next`) it is `next /
+/// truncates; with `m = next % 10^9` (of the sign of `next`) it is `next /
 /// 10^9 + (m + b + 1427387903) / 10^9 + a + 4611686019` whatever the sign,
-/// since `m + b + 1427387903 > 0`. Exact, in integers only (a `numeric`
+/// since `m + b + 1427387903 > 0`. Exact, in integers only: a `numeric`
 /// division costs the server more than the rest of the update, and rounds
-/// to 16 digits).
+/// to 16 digits.
 pub(crate) fn rest_consts(tau: u64) -> (i64, i64) {
     const E9: u64 = 1_000_000_000;
     (
