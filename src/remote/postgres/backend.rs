@@ -3,7 +3,7 @@
 //! autocommit statement on a connection of the pool).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -40,6 +40,11 @@ pub(crate) struct Inner {
     pub(crate) prune_batch: i64,
     /// Admitted writes so far (for the prune schedule).
     writes: AtomicU64,
+    /// The count of writes at which the next batch is due.
+    next_prune: AtomicU64,
+    /// How far the schedule has backed off: the next batch comes after
+    /// `prune_every << prune_shift` writes (at most [`PRUNE_BACKOFF`]).
+    prune_shift: AtomicU32,
     /// After a failed connect: calls fail at once until the backoff ends.
     gate: Mutex<Gate>,
     /// What `replied` counts from.
@@ -59,6 +64,10 @@ struct Gate {
     delay: Duration,
     last: Option<Error>,
 }
+
+/// How far the prune schedule backs off while batches find the table
+/// pruned: a batch every `prune_every << PRUNE_BACKOFF` writes at most.
+pub(crate) const PRUNE_BACKOFF: u32 = 3;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
@@ -94,6 +103,8 @@ impl Inner {
             prune_every,
             prune_batch,
             writes: AtomicU64::new(0),
+            next_prune: AtomicU64::new(prune_every),
+            prune_shift: AtomicU32::new(0),
             gate: Mutex::new(Gate {
                 closed_until: None,
                 delay: BACKOFF_MIN,
@@ -220,21 +231,48 @@ impl AsyncPostgresBackend {
         self.0.pool.retain(|_, _| false);
     }
 
-    /// Counts an admitted write, and every `prune_every` of them prunes a
-    /// batch in a task of its own.
+    /// Counts an admitted write, and when a batch is due prunes one in a
+    /// task of its own: every `prune_every` writes while batches come back
+    /// full (rows at rest may be waiting), and after one that was not (the
+    /// table held no more at rest), twice as many writes each time, up to
+    /// `prune_every << PRUNE_BACKOFF`: a batch that finds nothing costs a
+    /// statement, and on a busy table most would.
     pub(super) fn wrote(&self) {
-        let every = self.0.prune_every;
+        let inner = &self.0;
+        let every = inner.prune_every;
         if every == 0 {
             return;
         }
-        let n = self.0.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_multiple_of(every) {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let me = self.clone();
-                rt.spawn(async move {
-                    let _ = me.prune_batch().await;
-                });
-            }
+        let n = inner.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        let due = inner.next_prune.load(Ordering::Relaxed);
+        if n < due {
+            return;
+        }
+        let shift = inner.prune_shift.load(Ordering::Relaxed);
+        let next = n.saturating_add(every.saturating_mul(1 << shift));
+        // One caller takes the batch.
+        if inner
+            .next_prune
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let me = self.clone();
+            rt.spawn(async move {
+                let inner = &me.0;
+                let full = matches!(me.prune_batch().await, Ok(n) if n >= inner.prune_batch as u64);
+                if full {
+                    inner.prune_shift.store(0, Ordering::Relaxed);
+                    let soon = inner.writes.load(Ordering::Relaxed).saturating_add(every);
+                    inner.next_prune.fetch_min(soon, Ordering::Relaxed);
+                } else {
+                    inner
+                        .prune_shift
+                        .store((shift + 1).min(PRUNE_BACKOFF), Ordering::Relaxed);
+                }
+            });
         }
     }
 
