@@ -71,10 +71,11 @@ pub use tokio_postgres;
 /// The table unless the builder names another.
 pub const DEFAULT_TABLE: &str = "paceline_limits";
 
-/// Admitted writes between two prune batches, unless the builder sets
-/// another.
+/// Admitted writes between two prune batches while they come back full,
+/// unless the builder sets another; after a batch that was not (nothing
+/// more at rest), twice as many each time, up to eight times as many.
 pub const DEFAULT_PRUNE_EVERY: u64 = 32;
 
 /// Rows one prune batch deletes at most, unless the builder sets another:
-/// twice [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
+/// four times [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
 pub const DEFAULT_PRUNE_BATCH: u64 = 128;
