@@ -138,6 +138,22 @@ logged. Rounds alternate paceline and Pecorino; medians, min–max.
 ```text
 {chr(10).join(printed)}
 ```
+
+{POSTGRES_LIMITS}"""
+
+
+POSTGRES_LIMITS = """**The limits of this design.** A refusal that writes and locks nothing
+needs the snapshot read before the `INSERT … ON CONFLICT` (an `ON CONFLICT
+DO UPDATE … WHERE` that refuses still locks the row, which takes a
+transaction id and writes WAL), and one round trip for a refusal needs the
+statement to return what it read: a data-modifying CTE joined to a read.
+Its executor start-up is what Pecorino's plain UPSERT does not pay: about
+1.3x Pecorino's server instructions per grant under callgrind (issue 26),
+against Pecorino's three index insertions per write. A PL/pgSQL function
+(a plain read, then a plain UPSERT, plans cached inside it) or dropping the
+refusal's no-lock guarantee would close the gap. A key granted less often
+than once a second changes `rest_at` on every grant, so such an update is
+not HOT.
 """
 
 

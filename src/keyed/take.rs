@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::limit::Limit;
-use crate::rate::Rate;
 use crate::schedule::{Admit, ORIGIN};
 use crate::take::{Error, State, Take, Taken};
 use crate::wait::Ask;

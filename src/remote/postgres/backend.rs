@@ -3,33 +3,21 @@
 //! autocommit statement on a connection of the pool).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool, PoolError};
 use tokio::time::{timeout_at, Instant};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Row;
+use tokio_postgres::types::Type;
 
 use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::key;
-use crate::remote::{Decision, Error, Request, Undo};
-use crate::schedule::{Admit, Deny};
+use crate::remote::{Error, Undo};
 
-/// The step's parameter types: key, lead, span, tau, longest wait (text,
-/// cast to `numeric`: a `u64` does not fit a `bigint`), now.
-const STEP_TYPES: [Type; 6] = [
-    Type::TEXT,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::TEXT,
-    Type::INT8,
-];
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
-const GIVE_TYPES: [Type; 4] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8];
+const GIVE_TYPES: [Type; 5] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8, Type::INT8];
 const GIVE_ABSENT_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 
 /// Everything a limiter's calls need, behind one `Arc`.
@@ -48,6 +36,11 @@ pub(crate) struct Inner {
     pub(crate) prune_batch: i64,
     /// Admitted writes so far (for the prune schedule).
     writes: AtomicU64,
+    /// The count of writes at which the next batch is due.
+    next_prune: AtomicU64,
+    /// How far the schedule has backed off: the next batch comes after
+    /// `prune_every << prune_shift` writes (at most [`PRUNE_BACKOFF`]).
+    prune_shift: AtomicU32,
     /// After a failed connect: calls fail at once until the backoff ends.
     gate: Mutex<Gate>,
     /// What `replied` counts from.
@@ -67,6 +60,10 @@ struct Gate {
     delay: Duration,
     last: Option<Error>,
 }
+
+/// How far the prune schedule backs off while batches find the table
+/// pruned: a batch every `prune_every << PRUNE_BACKOFF` writes at most.
+pub(crate) const PRUNE_BACKOFF: u32 = 3;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
@@ -102,6 +99,8 @@ impl Inner {
             prune_every,
             prune_batch,
             writes: AtomicU64::new(0),
+            next_prune: AtomicU64::new(prune_every),
+            prune_shift: AtomicU32::new(0),
             gate: Mutex::new(Gate {
                 closed_until: None,
                 delay: BACKOFF_MIN,
@@ -228,116 +227,48 @@ impl AsyncPostgresBackend {
         self.0.pool.retain(|_, _| false);
     }
 
-    /// Runs the step for `request` on `key`: at the server's clock, or at
-    /// `now` (internal ns; tests only).
-    pub(crate) async fn step_at(
-        &self,
-        key: &str,
-        request: &Request,
-        now: Option<u64>,
-    ) -> Result<Decision, Error> {
-        if request.cost == 0 {
-            // Nothing to pay: admitted at the server's now, nothing stored.
-            let (_, now) = self.peek_at(key, now).await?;
-            return Ok(Decision::Granted {
-                slot: now,
-                now,
-                undo: None,
-            });
-        }
-        // The row's key (src/remote/key.rs): as given, or its digest.
-        let stored = key::postgres(key);
-        let key: &str = &stored;
-        let lead = request.lead() as i64;
-        let span = request.span as i64;
-        let tau = request.params.tau() as i64;
-        let max = match request.admit {
-            Admit::Always => None,
-            Admit::Within(max) => Some(max.to_string()),
-        };
-        let now = now.map(encode);
-        let start = Instant::now();
-        loop {
-            let row = self
-                .run(|c| {
-                    let (key, max) = (key, max.as_deref());
-                    async move {
-                        let st = c
-                            .prepare_typed_cached(&self.0.sql.step, &STEP_TYPES)
-                            .await?;
-                        let params: [&(dyn ToSql + Sync); 6] =
-                            [&key, &lead, &span, &tau, &max, &now];
-                        c.query_one(&st, &params).await
-                    }
-                })
-                .await?;
-            match self.decision(&row, request)? {
-                Some(decision) => {
-                    if matches!(decision, Decision::Granted { .. }) {
-                        self.wrote();
-                    }
-                    return Ok(decision);
-                }
-                // Admitted on the statement's snapshot, but another
-                // step took the row first and the newest state refuses:
-                // nothing was written, so asking again is safe, and the
-                // new snapshot sees the newer state.
-                None if start.elapsed() < self.0.response_timeout => continue,
-                None => return Err(Error::Timeout),
-            }
-        }
-    }
-
-    /// The step's reply as a decision; `None`: ask again.
-    fn decision(&self, row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
-        let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
-        let now: i64 = row.try_get(0).map_err(bad)?;
-        let saturated: bool = row.try_get(1).map_err(bad)?;
-        let admitted: bool = row.try_get(2).map_err(bad)?;
-        let slot: Option<i64> = row.try_get(3).map_err(bad)?;
-        let next: Option<i64> = row.try_get(4).map_err(bad)?;
-        let prev: Option<i64> = row.try_get(5).map_err(bad)?;
-        let now = decode(now);
-        if saturated {
-            return Ok(Some(Decision::Denied(Deny::Saturated)));
-        }
-        if !admitted {
-            let deny = if request.exceeds_burst {
-                Deny::ExceedsBurst
-            } else {
-                let slot = slot.map(decode).unwrap_or(now);
-                Deny::Wait(slot.saturating_sub(now))
-            };
-            return Ok(Some(Decision::Denied(deny)));
-        }
-        let Some(next) = next.map(decode) else {
-            return Ok(None);
-        };
-        Ok(Some(Decision::Granted {
-            slot: next - request.params.interval(),
-            now,
-            undo: Some(Undo {
-                prev: prev.map(decode),
-                next,
-            }),
-        }))
-    }
-
-    /// Counts an admitted write, and every `prune_every` of them prunes a
-    /// batch in a task of its own.
-    fn wrote(&self) {
-        let every = self.0.prune_every;
+    /// Counts an admitted write, and when a batch is due prunes one in a
+    /// task of its own: every `prune_every` writes while batches come back
+    /// full (rows at rest may be waiting), and after one that was not (the
+    /// table held no more at rest), twice as many writes each time, up to
+    /// `prune_every << PRUNE_BACKOFF`: a batch that finds nothing costs a
+    /// statement, and on a busy table most would.
+    pub(super) fn wrote(&self) {
+        let inner = &self.0;
+        let every = inner.prune_every;
         if every == 0 {
             return;
         }
-        let n = self.0.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_multiple_of(every) {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let me = self.clone();
-                rt.spawn(async move {
-                    let _ = me.prune_batch().await;
-                });
-            }
+        let n = inner.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        let due = inner.next_prune.load(Ordering::Relaxed);
+        if n < due {
+            return;
+        }
+        let shift = inner.prune_shift.load(Ordering::Relaxed);
+        let next = n.saturating_add(every.saturating_mul(1 << shift));
+        // One caller takes the batch.
+        if inner
+            .next_prune
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let me = self.clone();
+            rt.spawn(async move {
+                let inner = &me.0;
+                let full = matches!(me.prune_batch().await, Ok(n) if n >= inner.prune_batch as u64);
+                if full {
+                    inner.prune_shift.store(0, Ordering::Relaxed);
+                    let soon = inner.writes.load(Ordering::Relaxed).saturating_add(every);
+                    inner.next_prune.fetch_min(soon, Ordering::Relaxed);
+                } else {
+                    inner
+                        .prune_shift
+                        .store((shift + 1).min(PRUNE_BACKOFF), Ordering::Relaxed);
+                }
+            });
         }
     }
 
@@ -389,7 +320,7 @@ impl AsyncPostgresBackend {
         let stored = key::postgres(key);
         let key: &str = &stored;
         let next = encode(undo.next);
-        let tau = tau as i64;
+        let (secs, rem) = sql::rest_consts(tau);
         let n = self
             .run(|c| async move {
                 match undo.prev {
@@ -398,7 +329,7 @@ impl AsyncPostgresBackend {
                         let st = c
                             .prepare_typed_cached(&self.0.sql.give_back, &GIVE_TYPES)
                             .await?;
-                        c.execute(&st, &[&key, &next, &prev, &tau]).await
+                        c.execute(&st, &[&key, &next, &prev, &secs, &rem]).await
                     }
                     None => {
                         let st = c

@@ -143,8 +143,10 @@ impl PostgresBuilder {
 
     /// Pruning: after every `every` admitted writes, a task deletes at most
     /// `batch` rows at rest (defaults [`DEFAULT_PRUNE_EVERY`],
-    /// [`DEFAULT_PRUNE_BATCH`]). `every = 0` turns it off (then call
-    /// [`prune`](PostgresLimiter::prune) yourself).
+    /// [`DEFAULT_PRUNE_BATCH`]); after a batch that deleted fewer (nothing
+    /// more was at rest), the next comes after twice as many writes, up to
+    /// `8 * every`, and a full one brings it back to `every`. `every = 0`
+    /// turns it off (then call [`prune`](PostgresLimiter::prune) yourself).
     pub fn prune(mut self, every: u64, batch: u64) -> Self {
         self.server.prune_every = every;
         self.server.prune_batch = batch;

@@ -25,15 +25,20 @@
 //!
 //! # Implementation details
 //!
-//! - The statement (`src/remote/postgres/sql.rs`) reads the clock once in a
-//!   `MATERIALIZED` CTE and decides on its snapshot without a lock, so a
-//!   refusal writes nothing; a grant's `ON CONFLICT DO UPDATE … WHERE` is
-//!   evaluated again on the newest row version under its lock, and a
-//!   refusal there writes no row version and is asked again.
+//! - The statement (`src/remote/postgres/sql.rs`) reads the clock, the
+//!   row and the largest base admitted once, in a `MATERIALIZED` CTE, on
+//!   its snapshot and without a lock; only if that snapshot admits does the
+//!   `INSERT` propose a row, so a refusal writes and locks nothing. The
+//!   `ON CONFLICT DO UPDATE … WHERE` is evaluated again on the newest row
+//!   version under its lock (the later of the proposed `floor + span` and
+//!   `tat + span`); a refusal there writes no row version and is asked
+//!   again. The client tells a refusal's kind and wait from the clock and
+//!   the snapshot's `tat` (`src/remote/postgres/step.rs`), with the
+//!   statement's arithmetic.
 //! - `tat` is stored as `tat - 2^63` (every `u64` state in a `bigint`, in
-//!   order); `rest_at` is rounded up to whole seconds, so most updates are
-//!   HOT. A row is deleted only once at rest for a second, and an absent row
-//!   decides as one at rest.
+//!   order); `rest_at` is rounded up to whole seconds, in `bigint`
+//!   arithmetic only, so most updates are HOT. A row is deleted only once
+//!   at rest for a second, and an absent row decides as one at rest.
 //! - The blocking face runs the async calls on a private runtime thread and
 //!   waits on a channel, so it works on any thread; every call runs on the
 //!   limiter's own pool connection, autocommit.
@@ -45,6 +50,7 @@ mod builder;
 mod limiter;
 mod runtime;
 mod sql;
+mod step;
 #[cfg(test)]
 mod tests;
 
@@ -65,10 +71,11 @@ pub use tokio_postgres;
 /// The table unless the builder names another.
 pub const DEFAULT_TABLE: &str = "paceline_limits";
 
-/// Admitted writes between two prune batches, unless the builder sets
-/// another.
+/// Admitted writes between two prune batches while they come back full,
+/// unless the builder sets another; after a batch that was not (nothing
+/// more at rest), twice as many each time, up to eight times as many.
 pub const DEFAULT_PRUNE_EVERY: u64 = 32;
 
 /// Rows one prune batch deletes at most, unless the builder sets another:
-/// twice [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
+/// four times [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
 pub const DEFAULT_PRUNE_BATCH: u64 = 128;

@@ -75,60 +75,88 @@ pub(crate) struct Sql {
     pub(crate) prune: String,
 }
 
-/// `rest_at` for a state `next` (an encoded SQL expression) and `tau`: the
-/// Unix second from which the row is at rest (rounded up), plus one second
-/// of grace. In `numeric`: near `MAX_TAT` the sum overflows a `bigint`.
-fn rest_at(next: &str, tau: &str) -> String {
-    format!("ceil((({next})::numeric + {tau} + 4611686018427387904 + 1000000000) / 1e9)::bigint")
+/// The two constants [`rest_at`] adds for a limit of `tau`: its whole
+/// seconds plus `4611686019`, and its remainder plus `1427387903`.
+///
+/// `rest_at` is `ceil((unix_ns(next) + tau + 10^9) / 10^9)`: the Unix second
+/// from which the row is at rest, rounded up, plus a second of grace. Write
+/// `next = q * 10^9 + r` (floor division, `0 <= r < 10^9`), `tau = a * 10^9
+/// plus b` and `2^62 = 4611686018 * 10^9 + 427387904`: it is `q + a +
+/// 4611686019 + ceil((r + b + 427387904) / 10^9)`. `bigint` division
+/// truncates; with `m = next % 10^9` (of the sign of `next`) it is `next /
+/// 10^9 + (m + b + 1427387903) / 10^9 + a + 4611686019` whatever the sign,
+/// since `m + b + 1427387903 > 0`. Exact, in integers only: a `numeric`
+/// division costs the server more than the rest of the update, and rounds
+/// to 16 digits.
+pub(crate) fn rest_consts(tau: u64) -> (i64, i64) {
+    const E9: u64 = 1_000_000_000;
+    (
+        (tau / E9) as i64 + 4_611_686_019,
+        (tau % E9) as i64 + 1_427_387_903,
+    )
+}
+
+/// `rest_at` for a state `next` (an encoded SQL expression), `secs` and
+/// `rem` naming [`rest_consts`].
+fn rest_at(next: &str, secs: &str, rem: &str) -> String {
+    format!("({next}) / 1000000000 + (({next}) % 1000000000 + {rem}) / 1000000000 + {secs}")
 }
 
 impl Sql {
     pub(crate) fn new(t: &Table) -> Sql {
         let t = &t.quoted;
-        // Parameters: $1 key; $2 lead = (cost - 1) * T; $3 span = cost * T
-        // (> 0); $4 tau; $5 the longest wait, as text (NULL: admit always);
-        // $6 now, encoded (NULL: the server's clock).
-        let base_new = "GREATEST(b.tat, (SELECT floor_ FROM clk))";
+        // Parameters: $1 key; $2 span = cost * T (> 0); $3 tau; $4 how far
+        // past now a base may be and still be admitted, `max - lead`, as
+        // text (a `u64` minus a `u64`: it may not fit a `bigint`; NULL:
+        // admit always); $5 now, encoded (NULL: the server's clock); $6, $7
+        // `rest_consts(tau)`.
+        //
+        // `s` reads the clock and the row's state on the statement's
+        // snapshot, without a lock: `floor_` is `max(now - tau, FULL)`, so a
+        // base is `GREATEST(tat, floor_)` (every stored state is at least
+        // FULL, and an absent row decides as FULL); `lim` is the largest
+        // base admitted (not saturated: `base <= MAX_TAT - span`; within
+        // the longest wait: `base + lead - now <= max`). Only when the
+        // snapshot admits does the INSERT propose a row, so a refusal
+        // writes and locks nothing. The proposed row is an absent key's
+        // grant, `floor_ + span`; under the row's lock the update takes the
+        // later of it and `tat + span`, which is `GREATEST(tat, floor_) +
+        // span`, if the newest `tat` is still within `lim` (`floor_` is:
+        // the snapshot admitted a base at least `floor_`). The client
+        // explains a refusal from `now` and the snapshot's `tat`.
         let step = format!(
-            "WITH clk AS MATERIALIZED (\n\
+            "WITH s AS MATERIALIZED (\n\
              \x20 SELECT n.now,\n\
-             \x20        CASE WHEN n.now >= (-9223372036854775807 - 1) + $4 THEN n.now - $4\n\
-             \x20             ELSE (-9223372036854775807 - 1) END AS floor_\n\
-             \x20 FROM (SELECT COALESCE($6, {NOW}) AS now) n),\n\
-             pre AS MATERIALIZED (\n\
-             \x20 SELECT c.now, GREATEST(COALESCE(b.tat, -9223372036854775807), c.floor_) AS base\n\
-             \x20 FROM clk c LEFT JOIN {t} b ON b.key = $1),\n\
-             dec AS MATERIALIZED (\n\
-             \x20 SELECT p.now, p.base, p.base > 9223372036854710271 - $3 AS saturated,\n\
-             \x20        CASE WHEN p.base <= 9223372036854710271 - $3 THEN p.base + $2 END AS slot\n\
-             \x20 FROM pre p),\n\
-             ok AS MATERIALIZED (\n\
-             \x20 SELECT d.*, d.slot IS NOT NULL\n\
-             \x20        AND ($5 IS NULL OR d.slot::numeric - d.now <= $5::numeric) AS admitted\n\
-             \x20 FROM dec d),\n\
+             \x20        GREATEST(n.now, -9223372036854775807 + $3) - $3 AS floor_,\n\
+             \x20        CASE WHEN $4 IS NULL THEN 9223372036854710271 - $2\n\
+             \x20             ELSE LEAST(9223372036854710271 - $2,\n\
+             \x20                        GREATEST(-9223372036854775807 - 1, n.now + $4::numeric))::bigint\n\
+             \x20        END AS lim,\n\
+             \x20        (SELECT b.tat FROM {t} b WHERE b.key = $1) AS tat\n\
+             \x20 FROM (SELECT COALESCE($5, {NOW}) AS now) n),\n\
              up AS (\n\
              \x20 INSERT INTO {t} AS b (key, tat, prev_tat, rest_at)\n\
-             \x20 SELECT $1, o.base + $3, NULL, {rest_insert}\n\
-             \x20 FROM ok o WHERE o.admitted\n\
+             \x20 SELECT $1, s.floor_ + $2, NULL, {rest_insert}\n\
+             \x20 FROM s WHERE GREATEST(COALESCE(s.tat, -9223372036854775807), s.floor_) <= s.lim\n\
              \x20 ON CONFLICT (key) DO UPDATE\n\
-             \x20    SET tat = {base_new} + $3,\n\
+             \x20    SET tat = GREATEST(b.tat + $2, EXCLUDED.tat),\n\
              \x20        prev_tat = b.tat,\n\
              \x20        rest_at = {rest_update}\n\
-             \x20  WHERE {base_new} <= 9223372036854710271 - $3\n\
-             \x20    AND ($5 IS NULL OR ({base_new} + $2)::numeric - (SELECT now FROM clk) <= $5::numeric)\n\
+             \x20  WHERE b.tat <= (SELECT lim FROM s)\n\
              \x20 RETURNING b.tat AS next, b.prev_tat AS prev)\n\
-             SELECT o.now, o.saturated, o.admitted, o.slot, u.next, u.prev FROM ok o LEFT JOIN up u ON true",
-            rest_insert = rest_at("o.base + $3", "$4"),
-            rest_update = rest_at(&format!("{base_new} + $3"), "$4"),
+             SELECT s.now, s.tat, u.next, u.prev FROM s LEFT JOIN up u ON true",
+            rest_insert = rest_at("s.floor_ + $2", "$6", "$7"),
+            rest_update = rest_at("GREATEST(b.tat + $2, EXCLUDED.tat)", "$6", "$7"),
         );
         let peek = format!(
             "SELECT c.now, b.tat FROM (SELECT COALESCE($2, {NOW}) AS now) c \
              LEFT JOIN {t} b ON b.key = $1"
         );
-        // $1 key; $2 the grant's state; $3 the state before it; $4 tau.
+        // $1 key; $2 the grant's state; $3 the state before it; $4, $5
+        // `rest_consts(tau)`.
         let give_back = format!(
             "UPDATE {t} SET tat = $3, prev_tat = NULL, rest_at = {} WHERE key = $1 AND tat = $2",
-            rest_at("$3", "$4")
+            rest_at("$3", "$4", "$5")
         );
         let give_back_absent = format!("DELETE FROM {t} WHERE key = $1 AND tat = $2");
         let reset = format!("DELETE FROM {t} WHERE key = $1");

@@ -1,0 +1,130 @@
+//! The step as one statement (`sql.rs`), and its reply as a decision: the
+//! statement writes only what its snapshot admits and returns the clock
+//! and that snapshot, from which the client tells a refusal's kind and
+//! wait with the same integer arithmetic the statement used.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use super::backend::AsyncPostgresBackend;
+use super::sql::{decode, encode, rest_consts};
+use crate::remote::key;
+use crate::remote::{Decision, Error, Request, Undo};
+use crate::schedule::{Admit, Deny, FULL, MAX_TAT};
+
+/// The step's parameter types: key, span, tau, how far past now a base is
+/// admitted (text, cast to `numeric`: `max - lead` may not fit a `bigint`),
+/// now, the two `rest_at` constants.
+const STEP_TYPES: [Type; 7] = [
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+];
+
+impl AsyncPostgresBackend {
+    /// Runs the step for `request` on `key`: at the server's clock, or at
+    /// `now` (internal ns; tests only).
+    pub(crate) async fn step_at(
+        &self,
+        key: &str,
+        request: &Request,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        if request.cost == 0 {
+            // Nothing to pay: admitted at the server's now, nothing stored.
+            let (_, now) = self.peek_at(key, now).await?;
+            return Ok(Decision::Granted {
+                slot: now,
+                now,
+                undo: None,
+            });
+        }
+        // The row's key (src/remote/key.rs): as given, or its digest.
+        let stored = key::postgres(key);
+        let key: &str = &stored;
+        let span = request.span as i64;
+        let tau = request.params.tau() as i64;
+        // Admitted when `base + lead - now <= max`: `base <= now + within`.
+        let within = match request.admit {
+            Admit::Always => None,
+            Admit::Within(max) => Some((i128::from(max) - i128::from(request.lead())).to_string()),
+        };
+        let (secs, rem) = rest_consts(request.params.tau());
+        let now = now.map(encode);
+        let start = Instant::now();
+        loop {
+            let row = self
+                .run(|c| {
+                    let (key, within) = (key, within.as_deref());
+                    async move {
+                        let st = c
+                            .prepare_typed_cached(&self.0.sql.step, &STEP_TYPES)
+                            .await?;
+                        let params: [&(dyn ToSql + Sync); 7] =
+                            [&key, &span, &tau, &within, &now, &secs, &rem];
+                        c.query_one(&st, &params).await
+                    }
+                })
+                .await?;
+            match decision(&row, request)? {
+                Some(decision) => {
+                    if matches!(decision, Decision::Granted { .. }) {
+                        self.wrote();
+                    }
+                    return Ok(decision);
+                }
+                // Admitted on the statement's snapshot, but another
+                // step took the row first and the newest state refuses:
+                // nothing was written, so asking again is safe, and the
+                // new snapshot sees the newer state.
+                None if start.elapsed() < self.0.response_timeout => continue,
+                None => return Err(Error::Timeout),
+            }
+        }
+    }
+}
+
+/// The step's reply (`now`, the snapshot's `tat`, the state written and
+/// the one it replaced) as a decision; `None`: ask again.
+fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
+    let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
+    let now: i64 = row.try_get(0).map_err(bad)?;
+    let tat: Option<i64> = row.try_get(1).map_err(bad)?;
+    let next: Option<i64> = row.try_get(2).map_err(bad)?;
+    let prev: Option<i64> = row.try_get(3).map_err(bad)?;
+    let now = decode(now);
+    if let Some(next) = next.map(decode) {
+        return Ok(Some(Decision::Granted {
+            slot: next - request.params.interval(),
+            now,
+            undo: Some(Undo {
+                prev: prev.map(decode),
+                next,
+            }),
+        }));
+    }
+    // Nothing written: the snapshot's decision, as the statement took it
+    // (an absent row is FULL; every stored state is at least FULL).
+    let tat = tat.map_or(FULL, decode);
+    let base = tat.max(now.saturating_sub(request.params.tau())).max(FULL);
+    if base > MAX_TAT - request.span {
+        return Ok(Some(Decision::Denied(Deny::Saturated)));
+    }
+    let wait = (base + request.lead()).saturating_sub(now);
+    match request.admit {
+        Admit::Within(max) if wait > max => Ok(Some(Decision::Denied(if request.exceeds_burst {
+            Deny::ExceedsBurst
+        } else {
+            Deny::Wait(wait)
+        }))),
+        // The snapshot admitted, the newest row did not.
+        _ => Ok(None),
+    }
+}
