@@ -98,6 +98,7 @@ mod duration;
 mod error;
 mod event;
 mod failure;
+mod found;
 pub mod guide;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
