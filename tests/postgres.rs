@@ -429,6 +429,24 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 /// Scheduling noise on a loaded machine, on top of a timeout.
 const MARGIN: Duration = Duration::from_millis(400);
 
+/// A server that refuses the limiter's login answered: `Error::Script`,
+/// which `FailPolicy::Open` never admits (a typo in the connection string
+/// must not lift the limit), as a refused Redis `AUTH` is.
+#[test]
+fn a_refused_login_fails_closed_even_under_the_open_policy() {
+    let server = PgServer::start();
+    let conn = server.conn().replace("user=paceline", "user=nobody_here");
+    let open = PostgresLimiter::builder(&conn, Rate::per_hour(1))
+        .slack(0)
+        .on_error(FailPolicy::Open)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let result = open.try_take("k");
+        assert!(matches!(result, Err(Error::Script(_))), "{result:?}");
+    }
+}
+
 fn faulty_limiter(server: &PgServer, policy: FailPolicy) -> PostgresLimiter {
     let lim = PostgresLimiter::builder(&server.conn(), Rate::per_minute(1))
         .slack(1000)

@@ -342,7 +342,8 @@ fn a_hung_server_times_out_within_the_response_timeout_and_recovers() {
 
 /// The URL's password and database reach the server when a connection is
 /// made (`AUTH`, `SELECT`), and a wrong password fails the call as the
-/// async face's connection fails it.
+/// server's answer (`Script`), which `FailPolicy::Open` never admits: the
+/// server could answer, and did.
 #[test]
 fn the_urls_password_and_database_are_sent_on_connect() {
     let server = RedisServer::start_with(Some(0), &[]);
@@ -364,8 +365,30 @@ fn the_urls_password_and_database_are_sent_on_connect() {
     limiter(":s3cret@", 0).try_take("k").unwrap();
     assert!(matches!(
         limiter(":wrong@", 0).try_take("k"),
-        Err(Error::Unavailable(_))
+        Err(Error::Script(_))
     ));
+    let open = RedisLimiter::builder(
+        format!("redis://:wrong@127.0.0.1:{port}/0"),
+        Rate::per_hour(1),
+    )
+    .slack(0)
+    .on_error(FailPolicy::Open)
+    .build()
+    .unwrap();
+    for _ in 0..3 {
+        let result = open.try_take("k");
+        assert!(matches!(result, Err(Error::Script(_))), "{result:?}");
+    }
+    #[cfg(feature = "tokio")]
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let open = paceline::redis::AsyncRedisLimiter::from(open);
+        let result = rt.block_on(open.try_take("k"));
+        assert!(matches!(result, Err(Error::Script(_))), "{result:?}");
+    }
     assert!(matches!(
         limiter("", 3).try_take("k"),
         Err(Error::Script(_))

@@ -341,11 +341,16 @@ pub(crate) fn is_reply(e: &RedisError) -> bool {
     matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
 }
 
-/// The error a caller sees for a failure that cost the connection.
+/// The error a caller sees for a failure that cost the connection. A
+/// refused `AUTH` (a wrong password or user) is the server answering, not
+/// a server that cannot answer: [`Error::Script`], which no fail policy
+/// admits, as PostgreSQL's refused login is (else a careless operator's
+/// typo under [`FailPolicy::Open`](crate::FailPolicy::Open) would admit
+/// every call unmetered).
 pub(crate) fn classify(e: RedisError) -> Error {
     if e.is_timeout() {
         Error::Timeout
-    } else if is_reply(&e) {
+    } else if is_reply(&e) || e.kind() == ErrorKind::AuthenticationFailed {
         Error::Script(Arc::new(e))
     } else {
         Error::Unavailable(Arc::new(e))
