@@ -89,6 +89,7 @@ pub struct Taken {
 /// that the HTTP layer's admitted path, without `RateLimit` fields on
 /// every response, never needs).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "keyed"), allow(dead_code))]
 enum After {
     State(State),
     Reading {
@@ -111,6 +112,7 @@ impl Taken {
 
     /// A permit that went `at`, leaving the state `tat` at `now` under
     /// `params` and `rate`, computed when asked for.
+    #[cfg_attr(not(feature = "keyed"), allow(dead_code))]
     pub(crate) const fn reading(
         at: Duration,
         tat: u64,
