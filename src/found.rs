@@ -10,7 +10,7 @@ use crate::schedule::{self, Params};
 
 /// A limit's state at one instant: what a request could take, when the next
 /// permit is free, and the limit in force. Returned by
-/// [`Take::state`]; a [`Taken`] carries the state right after its take.
+/// [`Take::state`](crate::Take::state); a [`Taken`] carries the state right after its take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct State {
     available: u64,
