@@ -319,15 +319,27 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                 self.state_after(self.held()),
             ));
         }
+        match self.spend_held(cost) {
+            Some(taken) => Ok(taken),
+            None => self.refill(cost),
+        }
+    }
+
+    /// Spends `cost` of the permits held, if they cover it in time;
+    /// `None` when they do not (those that came too late are counted lost).
+    #[inline]
+    fn spend_held(&self, cost: u64) -> Option<Taken> {
         match self.held.spend(cost, &self.clock) {
             Spend::Spent { at, left } => {
                 self.spent(cost);
-                return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
+                Some(Taken::new(Duration::from_nanos(at), self.state_after(left)))
             }
-            Spend::Late => self.lost(cost),
-            Spend::Short => {}
+            Spend::Late => {
+                self.lost(cost);
+                None
+            }
+            Spend::Short => None,
         }
-        self.refill(cost)
     }
 
     /// Counts `cost` permits spent.

@@ -7,7 +7,6 @@ use std::time::Duration;
 use super::{Count, Leased, Lender, Lent};
 use crate::clock::Clock;
 use crate::error::TakeError;
-use crate::lease::held::Spend;
 use crate::lease::MAX_BATCH;
 use crate::primitive::lock;
 use crate::remote::{Error, FailPolicy};
@@ -40,13 +39,8 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     pub(super) fn refill(&self, cost: u64) -> Result<Taken, Error> {
         let mut slow = lock(&self.slow);
         // Did a refill go through while this take waited for the lock?
-        match self.held.spend(cost, &self.clock) {
-            Spend::Spent { at, left } => {
-                self.spent(cost);
-                return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
-            }
-            Spend::Late => self.lost(cost),
-            Spend::Short => {}
+        if let Some(taken) = self.spend_held(cost) {
+            return Ok(taken);
         }
         let config = *lock(&self.config);
         let now = self.clock.now();
