@@ -151,12 +151,7 @@ impl<B> Core<B> {
 
     /// The state a peek found: `tat` at the server's `now`.
     pub(crate) fn state_of(&self, tat: u64, now: u64) -> State {
-        let p = self.params;
-        State::new(
-            schedule::available(tat, now, p),
-            Duration::from_nanos(schedule::next_free(tat, now, p)),
-            Some(self.limit()),
-        )
+        State::of_reading(tat, now, self.params, self.rate)
     }
 
     /// What a take found: `granted` (the server's answer), or, admitted by
