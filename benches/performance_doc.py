@@ -452,8 +452,11 @@ paceline's entry (16 bytes) holds the state word and one word of
 bookkeeping (last use, the key's rate class, a refusal count that stops at
 4095), which a grant only reads but about once a millisecond; the calls
 admitted are counted per limiter, on a stripe per thread, so the threads
-of a hot key meet only on its state word. governor's entry is the state
-word. governor drops no key until `retain_recent()` is called; paceline's
+of a hot key meet only on its state word. The shards' locks are striped
+(crossbeam's `ShardedLock`): a read locks only its own thread's stripe, so
+readers of one shard share no lock line, and a write (a new key, a sweep)
+locks all eight, which is what the "at rest" rows pay. governor's entry is
+the state word. governor drops no key until `retain_recent()` is called; paceline's
 memory is bounded by `max_keys`, and keys at rest give their room to new
 ones, at the price of an insert (the "at rest" rows) when such a key comes
 back.

@@ -25,8 +25,17 @@ pub(crate) use loom::sync::{
     Condvar, Mutex, MutexGuard,
 };
 
+// The keyed map's locks are crossbeam's sharded reader-writer lock: a
+// reader locks only the stripe of its own thread (one of eight, each on its
+// own cache line), so threads reading one shard write no line in common; a
+// writer locks all eight. Under loom, loom's `RwLock` (same semantics).
 #[cfg(all(feature = "keyed", not(paceline_loom)))]
-pub(crate) use std::sync::{atomic::AtomicUsize, RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use crossbeam_utils::sync::{
+    ShardedLock as RwLock, ShardedLockReadGuard as RwLockReadGuard,
+    ShardedLockWriteGuard as RwLockWriteGuard,
+};
+#[cfg(all(feature = "keyed", not(paceline_loom)))]
+pub(crate) use std::sync::atomic::AtomicUsize;
 
 #[cfg(all(feature = "keyed", paceline_loom))]
 pub(crate) use loom::sync::{atomic::AtomicUsize, RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -8,11 +8,15 @@
 //! Each tracked key has one unpadded `AtomicU64`, its `tat`, updated by the
 //! same step and CAS as [`AtomicLimiter`](crate::AtomicLimiter)'s
 //! (`atomic::update_fixed`: a key's rate changes only under its shard's
-//! write lock). The keys live in a power of two of `RwLock`ed shards, each a
+//! write lock). The keys live in a power of two of locked shards, each a
 //! hashbrown `HashTable<(K, Entry)>` padded to its own cache line; one
 //! foldhash picks both the shard and the slot. A call on a tracked key holds
 //! its shard's read lock while it reads the clock and runs the CAS, and
-//! releases it before waiting; only a new key takes the write lock. Atomics
+//! releases it before waiting; only a new key takes the write lock. The
+//! lock is striped (crossbeam's `ShardedLock`, see `crate::primitive`): a
+//! read locks only its own thread's stripe, so threads on one hot key meet
+//! on the entry's state word alone, as on a lone limiter, while a write
+//! (a new key, a sweep, a rate change) locks all eight stripes. Atomics
 //! and locks come from `crate::primitive`, so the loom models
 //! (`loom-tests/`, `keyed_*.rs`) run this very code. The invariants:
 //!
@@ -82,7 +86,9 @@ use shard::{forget, Shard};
 pub const PRUNE_GRACE: u64 = 1_000_000;
 
 /// The default ceiling on tracked keys: a million, at most about 60 MB with
-/// 8-byte keys (a 16-byte entry plus the key, in tables at least half full).
+/// 8-byte keys (a 16-byte entry plus the key, in tables at least half full),
+/// besides the shards' locks: about 1.2 KB per shard, one shard per
+/// thousand keys of the ceiling (at least 64), so 1.2 MB at this one.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// A shard aims at this many keys at most, which bounds one sweep to a few
