@@ -367,10 +367,11 @@ impl AsyncPostgresBackend {
         .await
     }
 
-    /// Creates the table if missing, checks its columns, and creates the
-    /// index if missing: one transaction, under an advisory lock.
+    /// Creates the table if missing, checks its columns, creates the
+    /// index if missing and the step's function (or replaces it): one
+    /// transaction, under an advisory lock.
     pub(crate) async fn install(&self, unlogged: bool) -> Result<(), Error> {
-        let (table, index) = sql::schema(&self.0.table, unlogged);
+        let [table, index, function] = sql::schema(&self.0.table, unlogged);
         let name = self.0.table.quoted.clone();
         let want: Vec<(String, String)> = sql::COLUMNS
             .iter()
@@ -398,7 +399,8 @@ impl AsyncPostgresBackend {
                         c.batch_execute("ROLLBACK").await?;
                         return Ok(Some(found));
                     }
-                    c.batch_execute(&format!("{index} COMMIT;")).await?;
+                    c.batch_execute(&format!("{index} {function} COMMIT;"))
+                        .await?;
                     Ok(None)
                 };
                 let result = steps.await;

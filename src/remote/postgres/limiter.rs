@@ -130,7 +130,8 @@ impl Remote for PostgresBackend {
 }
 
 impl PostgresLimiter {
-    /// Creates the table and its index if they are missing (the SQL is
+    /// Creates the table and its index if they are missing, and the step's
+    /// function `<table>_step` (replacing an older one; the SQL is
     /// [`schema_sql`](Self::schema_sql)'s, in one transaction under an
     /// advisory lock, so concurrent installs are safe), then checks that
     /// the table has paceline's columns. Idempotent: run it at every
@@ -149,8 +150,7 @@ impl PostgresLimiter {
     /// The SQL [`install`](Self::install) runs, for a DBA to review or run.
     pub fn schema_sql(&self) -> String {
         let b = self.backend();
-        let (table, index) = sql::schema(&b.backend.0.table, b.backend.0.unlogged);
-        format!("{table}\n{index}")
+        sql::schema(&b.backend.0.table, b.backend.0.unlogged).join("\n")
     }
 
     /// Deletes every row at rest now, in batches (each walks the `rest_at`

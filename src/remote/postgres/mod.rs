@@ -25,16 +25,18 @@
 //!
 //! # Implementation details
 //!
-//! - The statement (`src/remote/postgres/sql.rs`) reads the clock, the
-//!   row and the largest base admitted once, in a `MATERIALIZED` CTE, on
-//!   its snapshot and without a lock; only if that snapshot admits does the
-//!   `INSERT` propose a row, so a refusal writes and locks nothing. The
-//!   `ON CONFLICT DO UPDATE … WHERE` is evaluated again on the newest row
-//!   version under its lock (the later of the proposed `floor + span` and
-//!   `tat + span`); a refusal there writes no row version and is asked
-//!   again. The client tells a refusal's kind and wait from the clock and
-//!   the snapshot's `tat` (`src/remote/postgres/step.rs`), with the
-//!   statement's arithmetic.
+//! - The step is one call of a PL/pgSQL function that `install` creates
+//!   beside the table (`src/remote/postgres/sql.rs`, `step_function`): one
+//!   round trip, its statements planned once per connection. It updates
+//!   first, on the row's newest version, only if that version admits (so a
+//!   grant on a tracked key is one index lookup and one, mostly HOT,
+//!   update, and a refusal writes and locks nothing); failing that it reads
+//!   the row, and inserts an absent key that is admitted (`ON CONFLICT DO
+//!   NOTHING`: a key inserted meanwhile is asked again). The client tells a
+//!   refusal's kind and wait from the clock and the `tat` read
+//!   (`src/remote/postgres/step.rs`), with the function's arithmetic; a
+//!   `tat` that admits although nothing was written (another call changed
+//!   the row between the update and the read) is asked again.
 //! - `tat` is stored as `tat - 2^63` (every `u64` state in a `bigint`, in
 //!   order); `rest_at` is rounded up to whole seconds, in `bigint`
 //!   arithmetic only, so most updates are HOT. A row is deleted only once

@@ -20,8 +20,8 @@ pub(crate) fn decode(col: i64) -> u64 {
 
 /// The server's now as a column: Unix ns (exact: `clock_timestamp()` has a
 /// resolution of 1 µs, and `extract(epoch …)` is `numeric` from PostgreSQL
-/// 14 on, exact to the µs) plus `ORIGIN`, encoded. `$6` (a test's clock,
-/// encoded) replaces it when it is not NULL.
+/// 14 on, exact to the µs) plus `ORIGIN`, encoded. A test's clock (encoded)
+/// replaces it when it is given.
 const NOW: &str =
     "-4611686018427387904 + (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint";
 
@@ -36,6 +36,9 @@ pub(crate) struct Table {
     /// The index on `rest_at`, quoted (unqualified: an index lives in its
     /// table's schema).
     pub(crate) index: String,
+    /// The step's function, `<table>_step`, quoted, in the table's schema
+    /// if the table's name gives one.
+    pub(crate) step_fn: String,
 }
 
 fn quote(ident: &str) -> String {
@@ -56,10 +59,15 @@ impl Table {
             )));
         }
         let table = parts[parts.len() - 1];
+        let schema: String = parts[..parts.len() - 1]
+            .iter()
+            .map(|p| quote(p) + ".")
+            .collect();
         Ok(Table {
             name: name.to_owned(),
             quoted: parts.iter().map(|p| quote(p)).collect::<Vec<_>>().join("."),
             index: quote(&format!("{table}_rest_at")),
+            step_fn: format!("{schema}{}", quote(&format!("{table}_step"))),
         })
     }
 }
@@ -104,50 +112,17 @@ fn rest_at(next: &str, secs: &str, rem: &str) -> String {
 
 impl Sql {
     pub(crate) fn new(t: &Table) -> Sql {
-        let t = &t.quoted;
-        // Parameters: $1 key; $2 span = cost * T (> 0); $3 tau; $4 how far
-        // past now a base may be and still be admitted, `max - lead`, as
-        // text (a `u64` minus a `u64`: it may not fit a `bigint`; NULL:
-        // admit always); $5 now, encoded (NULL: the server's clock); $6, $7
-        // `rest_consts(tau)`.
-        //
-        // `s` reads the clock and the row's state on the statement's
-        // snapshot, without a lock: `floor_` is `max(now - tau, FULL)`, so a
-        // base is `GREATEST(tat, floor_)` (every stored state is at least
-        // FULL, and an absent row decides as FULL); `lim` is the largest
-        // base admitted (not saturated: `base <= MAX_TAT - span`; within
-        // the longest wait: `base + lead - now <= max`). Only when the
-        // snapshot admits does the INSERT propose a row, so a refusal
-        // writes and locks nothing. The proposed row is an absent key's
-        // grant, `floor_ + span`; under the row's lock the update takes the
-        // later of it and `tat + span`, which is `GREATEST(tat, floor_) +
-        // span`, if the newest `tat` is still within `lim` (`floor_` is:
-        // the snapshot admitted a base at least `floor_`). The client
-        // explains a refusal from `now` and the snapshot's `tat`.
+        // The step is the function `install` creates (`step_function`):
+        // one call, one round trip. Parameters: $1 key; $2 span = cost * T
+        // (> 0); $3 tau; $4 how far past now a base may be and still be
+        // admitted, `max - lead`, as text (a `u64` minus a `u64`: it may not
+        // fit a `bigint`; NULL: admit always); $5 now, encoded (NULL: the
+        // server's clock); $6, $7 `rest_consts(tau)`.
         let step = format!(
-            "WITH s AS MATERIALIZED (\n\
-             \x20 SELECT n.now,\n\
-             \x20        GREATEST(n.now, -9223372036854775807 + $3) - $3 AS floor_,\n\
-             \x20        CASE WHEN $4 IS NULL THEN 9223372036854710271 - $2\n\
-             \x20             ELSE LEAST(9223372036854710271 - $2,\n\
-             \x20                        GREATEST(-9223372036854775807 - 1, n.now + $4::numeric))::bigint\n\
-             \x20        END AS lim,\n\
-             \x20        (SELECT b.tat FROM {t} b WHERE b.key = $1) AS tat\n\
-             \x20 FROM (SELECT COALESCE($5, {NOW}) AS now) n),\n\
-             up AS (\n\
-             \x20 INSERT INTO {t} AS b (key, tat, prev_tat, rest_at)\n\
-             \x20 SELECT $1, s.floor_ + $2, NULL, {rest_insert}\n\
-             \x20 FROM s WHERE GREATEST(COALESCE(s.tat, -9223372036854775807), s.floor_) <= s.lim\n\
-             \x20 ON CONFLICT (key) DO UPDATE\n\
-             \x20    SET tat = GREATEST(b.tat + $2, EXCLUDED.tat),\n\
-             \x20        prev_tat = b.tat,\n\
-             \x20        rest_at = {rest_update}\n\
-             \x20  WHERE b.tat <= (SELECT lim FROM s)\n\
-             \x20 RETURNING b.tat AS next, b.prev_tat AS prev)\n\
-             SELECT s.now, s.tat, u.next, u.prev FROM s LEFT JOIN up u ON true",
-            rest_insert = rest_at("s.floor_ + $2", "$6", "$7"),
-            rest_update = rest_at("GREATEST(b.tat + $2, EXCLUDED.tat)", "$6", "$7"),
+            "SELECT {f}($1, $2, $3, $4::numeric, $5, $6, $7)",
+            f = t.step_fn
         );
+        let t = &t.quoted;
         let peek = format!(
             "SELECT c.now, b.tat FROM (SELECT COALESCE($2, {NOW}) AS now) c \
              LEFT JOIN {t} b ON b.key = $1"
@@ -182,10 +157,11 @@ impl Sql {
 
 /// The schema, as [`install`](super::PostgresLimiter::install) runs it
 /// (inside one transaction, after taking an advisory lock, and checking the
-/// table's columns before the index): the table, then the index.
-pub(crate) fn schema(t: &Table, unlogged: bool) -> (String, String) {
+/// table's columns before the rest): the table, the index, the step's
+/// function.
+pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 3] {
     let unlogged = if unlogged { "UNLOGGED " } else { "" };
-    (
+    [
         format!(
             "CREATE {unlogged}TABLE IF NOT EXISTS {t} (\n\
              \x20 key      text COLLATE \"C\" PRIMARY KEY,\n\
@@ -201,6 +177,60 @@ pub(crate) fn schema(t: &Table, unlogged: bool) -> (String, String) {
             t = t.quoted,
             i = t.index,
         ),
+        step_function(t),
+    ]
+}
+
+/// The step's function: `schedule::step` on one row, in one call.
+///
+/// Arguments: the key; `span` = cost * T (> 0); `tau`; `within`, how far
+/// past now a base may be and still be admitted (`max - lead`, NULL: admit
+/// always); `now_`, encoded (NULL: the server's clock); `secs`, `rem`, the
+/// [`rest_consts`] of `tau`. `floor_` is `max(now - tau, FULL)`, so a base
+/// is `GREATEST(tat, floor_)` (every stored state is at least FULL, and an
+/// absent row decides as FULL); `lim` is the largest base admitted (not
+/// saturated: `base <= MAX_TAT - span`; within the longest wait: `base +
+/// lead - now <= max`).
+///
+/// The update comes first: a grant on a tracked key is one index lookup
+/// and one (mostly HOT) update. Its condition is checked on the newest row
+/// (under the row's lock only when the visible version passes it), so a
+/// refusal writes and locks nothing; it then reads the row, for the client
+/// to explain the refusal. An absent key that is admitted is inserted; if
+/// another call inserted it meanwhile, nothing is written. It returns
+/// `[now, tat read, state written, state replaced]`: a row that admits
+/// although nothing was written (another call changed it between the
+/// update and the read) makes the client ask again.
+fn step_function(t: &Table) -> String {
+    let next = "GREATEST(b.tat, floor_) + span";
+    format!(
+        "CREATE OR REPLACE FUNCTION {f}(\n\
+         \x20 k text, span bigint, tau bigint, within numeric, now_ bigint, secs bigint, rem bigint)\n\
+         RETURNS bigint[] LANGUAGE plpgsql AS $paceline$\n\
+         DECLARE\n\
+         \x20 n bigint := COALESCE(now_, {NOW});\n\
+         \x20 floor_ bigint := GREATEST(n, -9223372036854775807 + tau) - tau;\n\
+         \x20 lim bigint := CASE WHEN within IS NULL THEN 9223372036854710271 - span\n\
+         \x20   ELSE LEAST(9223372036854710271 - span,\n\
+         \x20              GREATEST(-9223372036854775807 - 1, n + within))::bigint END;\n\
+         \x20 t bigint; nx bigint; pv bigint;\n\
+         BEGIN\n\
+         \x20 UPDATE {table} AS b SET tat = {next}, prev_tat = b.tat,\n\
+         \x20        rest_at = {rest_update}\n\
+         \x20  WHERE b.key = k AND GREATEST(b.tat, floor_) <= lim\n\
+         \x20 RETURNING b.tat, b.prev_tat INTO nx, pv;\n\
+         \x20 IF FOUND THEN RETURN ARRAY[n, NULL, nx, pv]; END IF;\n\
+         \x20 SELECT b.tat INTO t FROM {table} AS b WHERE b.key = k;\n\
+         \x20 IF FOUND OR floor_ > lim THEN RETURN ARRAY[n, t, NULL, NULL]; END IF;\n\
+         \x20 INSERT INTO {table} AS b (key, tat, prev_tat, rest_at)\n\
+         \x20 VALUES (k, floor_ + span, NULL, {rest_insert})\n\
+         \x20 ON CONFLICT (key) DO NOTHING RETURNING b.tat INTO nx;\n\
+         \x20 RETURN ARRAY[n, NULL, nx, NULL];\n\
+         END $paceline$;",
+        f = t.step_fn,
+        table = t.quoted,
+        rest_update = rest_at(next, "secs", "rem"),
+        rest_insert = rest_at("floor_ + span", "secs", "rem"),
     )
 }
 

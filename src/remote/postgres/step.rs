@@ -1,7 +1,7 @@
-//! The step as one statement (`sql.rs`), and its reply as a decision: the
-//! statement writes only what its snapshot admits and returns the clock
-//! and that snapshot, from which the client tells a refusal's kind and
-//! wait with the same integer arithmetic the statement used.
+//! The step as one call of its function (`sql.rs`), and its reply as a
+//! decision: the function writes only what the row admits and returns the
+//! clock and the `tat` it read, from which the client tells a refusal's
+//! kind and wait with the same integer arithmetic the function used.
 
 use std::sync::Arc;
 
@@ -80,10 +80,10 @@ impl AsyncPostgresBackend {
                     }
                     return Ok(decision);
                 }
-                // Admitted on the statement's snapshot, but another
-                // step took the row first and the newest state refuses:
-                // nothing was written, so asking again is safe, and the
-                // new snapshot sees the newer state.
+                // The `tat` read admits, but nothing was written: another
+                // call changed the row between the function's update and
+                // its read (or inserted the key first). Asking again is
+                // safe, and the next call sees the newer state.
                 None if start.elapsed() < self.0.response_timeout => continue,
                 None => return Err(Error::Timeout),
             }
@@ -91,14 +91,19 @@ impl AsyncPostgresBackend {
     }
 }
 
-/// The step's reply (`now`, the snapshot's `tat`, the state written and
-/// the one it replaced) as a decision; `None`: ask again.
+/// The step's reply (`now`, the `tat` read, the state written and the one
+/// it replaced) as a decision; `None`: ask again.
 fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
-    let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
-    let now: i64 = row.try_get(0).map_err(bad)?;
-    let tat: Option<i64> = row.try_get(1).map_err(bad)?;
-    let next: Option<i64> = row.try_get(2).map_err(bad)?;
-    let prev: Option<i64> = row.try_get(3).map_err(bad)?;
+    let reply: Vec<Option<i64>> = row.try_get(0).map_err(|e| Error::Script(Arc::new(e)))?;
+    let &[Some(now), tat, next, prev] = reply.as_slice() else {
+        let what = format!(
+            "the step's function answered {reply:?}, not [now, tat, next, prev]: \
+             run install() (or schema_sql()'s SQL) again"
+        );
+        return Err(Error::Script(Arc::from(Box::<
+            dyn std::error::Error + Send + Sync,
+        >::from(what))));
+    };
     let now = decode(now);
     if let Some(next) = next.map(decode) {
         return Ok(Some(Decision::Granted {
@@ -110,8 +115,8 @@ fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
             }),
         }));
     }
-    // Nothing written: the snapshot's decision, as the statement took it
-    // (an absent row is FULL; every stored state is at least FULL).
+    // Nothing written: the decision on the `tat` read, as the function
+    // took it (an absent row is FULL; every stored state is at least FULL).
     let tat = tat.map_or(FULL, decode);
     let base = tat.max(now.saturating_sub(request.params.tau())).max(FULL);
     if base > MAX_TAT - request.span {
@@ -124,7 +129,7 @@ fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
         } else {
             Deny::Wait(wait)
         }))),
-        // The snapshot admitted, the newest row did not.
+        // The row read admits, the one updated did not.
         _ => Ok(None),
     }
 }
