@@ -163,9 +163,12 @@ fn per_call_ratios(conn: &str, blocking: &PostgresLimiter, rt: &tokio::runtime::
 
 /// Round trips on one raw connection (no pool, no limiter), interleaved:
 /// `SELECT 1`; the floor of any write, a one-row `UPDATE` (a row version, WAL
-/// and a commit); Pecorino's UPSERT; and paceline's step as the limiter
-/// sends it (granted), through `AsyncPostgresLimiter` on its own pool. The
-/// step's cost over `SELECT 1` is mostly the write's.
+/// and a commit); Pecorino's UPSERT; paceline's step as the limiter sends it
+/// (granted), through `AsyncPostgresLimiter` on its own pool; the step's
+/// function called on the raw connection; and `SELECT 1` through the
+/// limiter (`ping`). The last two split a take's cost between the server's
+/// work and the client's (the pool, the timeouts). The step's cost over
+/// `SELECT 1` is mostly the write's.
 fn floors(conn: &str, rt: &tokio::runtime::Runtime) {
     const N: u32 = 2_000;
     // A limiter of its own, whose connections run on this runtime.
@@ -176,7 +179,10 @@ fn floors(conn: &str, rt: &tokio::runtime::Runtime) {
         let one = client.prepare("SELECT 1").await.unwrap();
         client
             .execute(
-                "INSERT INTO paceline_limits VALUES ('floor', 0, NULL, 0) ON CONFLICT DO NOTHING",
+                // `rest_at` at its largest: the limiter's pruning never
+                // deletes it (at 0 it did, and the update then found no row).
+                "INSERT INTO paceline_limits VALUES ('floor', 0, NULL, 9223372036854775807) \
+                 ON CONFLICT DO NOTHING",
                 &[],
             )
             .await
@@ -186,11 +192,30 @@ fn floors(conn: &str, rt: &tokio::runtime::Runtime) {
             .await
             .unwrap();
         let pecorino = client.prepare(PECORINO_ADD_TOKENS).await.unwrap();
+        // The step's function as the limiter calls it, for a granted take
+        // (span 1 ns, tau 1 s, any wait admitted, the server's clock, the
+        // `rest_at` constants of tau), without the pool or the limiter.
+        let step = {
+            use tokio_postgres::types::Type;
+            let types = [
+                Type::TEXT,
+                Type::INT8,
+                Type::INT8,
+                Type::TEXT,
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+            ];
+            let sql = "SELECT paceline_limits_step($1, $2, $3, $4::numeric, $5, $6, $7)";
+            client.prepare_typed(sql, &types).await.unwrap()
+        };
+        let (span, tau, secs, rem) = (1i64, 1_000_000_000i64, 4_611_686_020i64, 1_427_387_903i64);
+        let (within, now): (Option<&str>, Option<i64>) = (None, None);
         lim.ping().await.unwrap();
-        let mut r: [Vec<f64>; 4] = Default::default();
-        let mut us: [Vec<f64>; 4] = Default::default();
+        let mut r: [Vec<f64>; 6] = Default::default();
+        let mut us: [Vec<f64>; 6] = Default::default();
         for _ in 0..ROUNDS * 2 {
-            let mut t = [0f64; 4];
+            let mut t = [0f64; 6];
             let start = Instant::now();
             for _ in 0..N {
                 client.query_one(&one, &[]).await.unwrap();
@@ -214,7 +239,19 @@ fn floors(conn: &str, rt: &tokio::runtime::Runtime) {
                 lim.try_take("floor-paceline").await.unwrap();
             }
             t[3] = start.elapsed().as_secs_f64() / f64::from(N);
-            for i in 0..4 {
+            let start = Instant::now();
+            for _ in 0..N {
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+                    [&"floor-raw", &span, &tau, &within, &now, &secs, &rem];
+                client.query_one(&step, &params).await.unwrap();
+            }
+            t[4] = start.elapsed().as_secs_f64() / f64::from(N);
+            let start = Instant::now();
+            for _ in 0..N {
+                lim.ping().await.unwrap();
+            }
+            t[5] = start.elapsed().as_secs_f64() / f64::from(N);
+            for i in 0..6 {
                 r[i].push(t[i] / t[0]);
                 us[i].push(t[i] * 1e6);
             }
@@ -224,12 +261,14 @@ fn floors(conn: &str, rt: &tokio::runtime::Runtime) {
             "UPDATE of one row (raw)",
             "Pecorino add_tokens (raw)",
             "paceline try_take, granted (async limiter)",
+            "paceline's step function, granted (raw)",
+            "SELECT 1 (async limiter's ping)",
         ];
         println!(
             "\nper call, × SELECT 1 (median of {} interleaved rounds of {N}; min–max):",
             ROUNDS * 2
         );
-        for i in 0..4 {
+        for i in 0..6 {
             let (m, lo, hi) = median_spread(r[i].clone());
             let (u, _, _) = median_spread(us[i].clone());
             println!("  {:<44} {u:>6.0} µs  {m:.2}× ({lo:.2}–{hi:.2})", names[i]);
