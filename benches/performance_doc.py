@@ -127,7 +127,8 @@ postgres --bench postgres` and fills this section.
 socket, `fsync=off`): `PostgresLimiter::try_take` against one `SELECT 1` on
 the same limiter (same pool and path; interleaved rounds of 2 000 calls, a
 ratio per round), for the blocking face (whose calls hop to its runtime
-thread) and the async one; then calls per second at 1, 8 and 64
+thread) and the async one; floors on one raw connection, and the step's
+function called on it; then calls per second at 1, 8 and 64
 connections, paceline's step (`AsyncPostgresLimiter`, one task per
 connection) beside Pecorino's float leaky-bucket UPSERT (raw prepared
 statements on as many connections), each task on its own key (every call
@@ -142,18 +143,16 @@ logged. Rounds alternate paceline and Pecorino; medians, min–max.
 {POSTGRES_LIMITS}"""
 
 
-POSTGRES_LIMITS = """**The limits of this design.** A refusal that writes and locks nothing
-needs the snapshot read before the `INSERT … ON CONFLICT` (an `ON CONFLICT
-DO UPDATE … WHERE` that refuses still locks the row, which takes a
-transaction id and writes WAL), and one round trip for a refusal needs the
-statement to return what it read: a data-modifying CTE joined to a read.
-Its executor start-up is what Pecorino's plain UPSERT does not pay: about
-1.3x Pecorino's server instructions per grant under callgrind (issue 26),
-against Pecorino's three index insertions per write. A PL/pgSQL function
-(a plain read, then a plain UPSERT, plans cached inside it) or dropping the
-refusal's no-lock guarantee would close the gap. A key granted less often
-than once a second changes `rest_at` on every grant, so such an update is
-not HOT.
+POSTGRES_LIMITS = """**The limits of this design.** The step is one call of a PL/pgSQL
+function that updates first, where the row admits, so a refusal writes
+and locks nothing and a grant is one index lookup and one update. On the
+server it costs what Pecorino's UPSERT costs (the per-call rows "Pecorino
+add_tokens (raw)" and "paceline's step function, granted (raw)"); a
+grant is a row write and a commit, so neither comes near `SELECT 1`. With
+many connections on few cores, the client's own work per call (the pool's
+checkout, the response timeout's timer) is taken from the server. A key
+granted less often than once a second changes `rest_at` on every grant,
+so such an update is not HOT.
 """
 
 
