@@ -65,7 +65,7 @@ impl Table {
             .collect();
         Ok(Table {
             name: name.to_owned(),
-            quoted: parts.iter().map(|p| quote(p)).collect::<Vec<_>>().join("."),
+            quoted: format!("{schema}{}", quote(table)),
             index: quote(&format!("{table}_rest_at")),
             step_fn: format!("{schema}{}", quote(&format!("{table}_step"))),
         })
@@ -268,6 +268,8 @@ mod tests {
         let t = Table::new("app.Limits").unwrap();
         assert_eq!(t.quoted, "\"app\".\"Limits\"");
         assert_eq!(t.index, "\"Limits_rest_at\"");
+        assert_eq!(t.step_fn, "\"app\".\"Limits_step\"");
+        assert_eq!(Table::new("limits").unwrap().step_fn, "\"limits_step\"");
         assert_eq!(Table::new("a\"b").unwrap().quoted, "\"a\"\"b\"");
         for bad in ["", ".x", "x.", "a\0b"] {
             let e = Table::new(bad).unwrap_err().to_string();
