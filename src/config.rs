@@ -233,16 +233,19 @@ impl<'de> Deserialize<'de> for Burst {
     }
 }
 
+/// Overrides as a map, in order.
+struct Overrides<'a>(&'a [(String, Limit)]);
+
+impl Serialize for Overrides<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
 impl Serialize for Limits {
     /// `{ default, overrides }`, the overrides a map in order (left out when
     /// there are none).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Overrides<'a>(&'a [(String, Limit)]);
-        impl Serialize for Overrides<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
-            }
-        }
         let overrides = self.overrides();
         let mut map = serializer.serialize_map(Some(1 + usize::from(!overrides.is_empty())))?;
         map.serialize_entry("default", self.default_limit())?;
@@ -269,26 +272,73 @@ impl<'de> Visitor<'de> for LimitsVisitor {
         f.write_str("limits: { default, overrides }")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Limits, A::Error> {
-        let (mut default, mut overrides) = (None::<Limit>, None);
-        while let Some(key) = map.next_key::<Field<LimitsField>>()? {
-            match key.0 {
-                LimitsField::Default => set(&mut default, map.next_value()?, "default")?,
-                LimitsField::Overrides => {
-                    set(
-                        &mut overrides,
-                        map.next_value::<OverrideList>()?.0,
-                        "overrides",
-                    )?;
-                }
-            }
-        }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Limits, A::Error> {
+        let (default, overrides) = limits_map(map)?;
         let default = default.ok_or_else(|| de::Error::missing_field("default"))?;
         let mut limits = Limits::new(default);
-        for (key, limit) in overrides.unwrap_or_default() {
+        for (key, limit) in overrides {
             limits.insert(key, limit);
         }
         Ok(limits)
+    }
+}
+
+/// The fields of a limits document: its default, if given, and its
+/// overrides in order.
+type LimitsFields = (Option<Limit>, Vec<(String, Limit)>);
+
+/// Reads a limits document's fields.
+fn limits_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<LimitsFields, A::Error> {
+    let (mut default, mut overrides) = (None::<Limit>, None);
+    while let Some(key) = map.next_key::<Field<LimitsField>>()? {
+        match key.0 {
+            LimitsField::Default => set(&mut default, map.next_value()?, "default")?,
+            LimitsField::Overrides => {
+                set(
+                    &mut overrides,
+                    map.next_value::<OverrideList>()?.0,
+                    "overrides",
+                )?;
+            }
+        }
+    }
+    Ok((default, overrides.unwrap_or_default()))
+}
+
+#[cfg(feature = "fleet")]
+impl<'de> Deserialize<'de> for crate::fleet::Layer {
+    /// `{ default, overrides }` as for [`Limits`], either left out.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<crate::fleet::Layer, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = crate::fleet::Layer;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a layer of limits: { default, overrides }, either left out")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let (default, overrides) = limits_map(map)?;
+                Ok(crate::fleet::Layer::from_parts(default, overrides))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+#[cfg(feature = "fleet")]
+impl Serialize for crate::fleet::Layer {
+    /// `{ default, overrides }`, each left out when empty.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let overrides = self.overrides();
+        let default = self.default_limit();
+        let fields = usize::from(default.is_some()) + usize::from(!overrides.is_empty());
+        let mut map = serializer.serialize_map(Some(fields))?;
+        if let Some(default) = default {
+            map.serialize_entry("default", default)?;
+        }
+        if !overrides.is_empty() {
+            map.serialize_entry("overrides", &Overrides(overrides))?;
+        }
+        map.end()
     }
 }
 

@@ -98,6 +98,9 @@ mod duration;
 mod error;
 mod event;
 mod failure;
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
+pub mod fleet;
 mod found;
 pub mod guide;
 #[cfg(feature = "tower")]

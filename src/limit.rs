@@ -2,6 +2,7 @@
 //! a default limit and overrides by key, in order.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::rate::Rate;
 use crate::slack::Slack;
@@ -154,10 +155,19 @@ impl fmt::Display for Limit {
 /// twice, an unknown field (`brust`), a burst of 0, or a burst and a slack
 /// in one limit are errors that name the value, and the parser names where
 /// it is in the file.
+///
+/// Each limit may say which layer it came from ([`layer`](Self::layer),
+/// [`default_layer`](Self::default_layer)): a set merged from several
+/// documents by `fleet::Layers` (feature `fleet`) names them, and a
+/// keyed limiter's [`limits`](crate::KeyedLimiter::limits) gives them
+/// back. A limit set by hand comes from no layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     default: Limit,
     overrides: Vec<(String, Limit)>,
+    /// The layer each limit came from: `[0]` the default's, `[i + 1]`
+    /// override `i`'s. Always one longer than `overrides`.
+    layers: Vec<Option<Arc<str>>>,
 }
 
 impl Limits {
@@ -166,6 +176,7 @@ impl Limits {
         Limits {
             default: default.into(),
             overrides: Vec::new(),
+            layers: vec![None],
         }
     }
 
@@ -188,17 +199,62 @@ impl Limits {
     }
 
     /// Sets `key`'s override: in its place if it has one (returning the
-    /// old), else at the end.
+    /// old), else at the end. It comes from no layer.
     pub fn insert(&mut self, key: impl Into<String>, limit: impl Into<Limit>) -> Option<Limit> {
-        let key = key.into();
-        let limit = limit.into();
-        match self.overrides.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, old)) => Some(std::mem::replace(old, limit)),
+        self.insert_from(key.into(), limit.into(), None)
+    }
+
+    /// [`insert`](Self::insert), the limit from `layer`.
+    pub(crate) fn insert_from(
+        &mut self,
+        key: String,
+        limit: Limit,
+        layer: Option<Arc<str>>,
+    ) -> Option<Limit> {
+        match self.overrides.iter().position(|(k, _)| *k == key) {
+            Some(i) => {
+                self.layers[i + 1] = layer;
+                Some(std::mem::replace(&mut self.overrides[i].1, limit))
+            }
             None => {
                 self.overrides.push((key, limit));
+                self.layers.push(layer);
                 None
             }
         }
+    }
+
+    /// Replaces the default limit, from `layer`.
+    #[cfg(any(feature = "keyed", feature = "fleet"))]
+    pub(crate) fn set_default_from(&mut self, limit: Limit, layer: Option<Arc<str>>) {
+        self.default = limit;
+        self.layers[0] = layer;
+    }
+
+    /// The layer the default came from, if it came from one.
+    pub fn default_layer(&self) -> Option<&str> {
+        self.layers[0].as_deref()
+    }
+
+    /// The layer `key`'s override came from, if it has one and it came
+    /// from a layer.
+    ///
+    /// ```
+    /// use paceline::{Limits, Rate};
+    ///
+    /// let limits = Limits::new(Rate::per_second(10)).with_override("a", Rate::per_second(1));
+    /// assert_eq!(limits.layer("a"), None); // set by hand
+    /// ```
+    pub fn layer(&self, key: &str) -> Option<&str> {
+        let i = self.overrides.iter().position(|(k, _)| k == key)?;
+        self.layers[i + 1].as_deref()
+    }
+
+    /// Every limit's layer, `[0]` the default's, then the overrides' in
+    /// order.
+    #[cfg(feature = "keyed")]
+    pub(crate) fn layers(&self) -> &[Option<Arc<str>>] {
+        &self.layers
     }
 
     /// [`insert`](Self::insert), by value.

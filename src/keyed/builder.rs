@@ -145,6 +145,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         let resolved = Arc::new(Resolved {
             overrides: HashMap::with_hasher(OverrideHasher::default()),
             limits: vec![(self.rate, self.slack)],
+            layers: vec![None],
             classes: Arc::clone(&classes),
         });
         let max_keys = self.max_keys;

@@ -35,6 +35,8 @@ pub(super) struct Resolved<K> {
     /// The rate and slack each class was set with (a slack in time is
     /// resolved again when the rate changes); `[0]` the default.
     pub(super) limits: Vec<(Rate, Slack)>,
+    /// The layer each class's limit came from (`None`: set by hand).
+    pub(super) layers: Vec<Option<Arc<str>>>,
     pub(super) classes: Arc<[Class]>,
 }
 

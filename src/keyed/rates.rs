@@ -27,6 +27,18 @@ impl<K, C: Clock> KeyedLimiter<K, C> {
     pub const MAX_OVERRIDES: usize = MAX_CLASSES - 1;
 }
 
+/// The default limit as `publish` takes it: as set, its parameters, its
+/// layer.
+type DefaultSetting = ((Rate, Slack), Params, Option<Arc<str>>);
+
+/// An override as `publish` takes it.
+struct Setting<K> {
+    key: K,
+    limit: (Rate, Slack),
+    params: Params,
+    layer: Option<Arc<str>>,
+}
+
 /// `Err` when `overrides` are more than a class table holds (the default
 /// takes class 0).
 pub(super) fn check_overrides(overrides: usize) -> Result<(), BuildError> {
@@ -146,16 +158,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let slack = current.limits[0].1;
         let p = params(rate, slack)?;
         let entries = self.overrides_except(&current, None);
-        self.publish(((rate, slack), p), entries);
+        self.publish(((rate, slack), p, None), entries);
         Ok(())
     }
 
     /// The overrides of `current` but `except`'s, as `publish` takes them.
-    fn overrides_except<Q>(
-        &self,
-        current: &Resolved<K>,
-        except: Option<&Q>,
-    ) -> Vec<(K, (Rate, Slack), Params)>
+    fn overrides_except<Q>(&self, current: &Resolved<K>, except: Option<&Q>) -> Vec<Setting<K>>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -165,15 +173,24 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             .iter()
             .filter(|(k, _)| except.is_none_or(|e| (*k).borrow() != e))
             .map(|(k, &class)| {
-                let c = &current.classes[class as usize];
-                (k.clone(), current.limits[class as usize], c.params())
+                let class = class as usize;
+                Setting {
+                    key: k.clone(),
+                    limit: current.limits[class],
+                    params: current.classes[class].params(),
+                    layer: current.layers[class].clone(),
+                }
             })
             .collect()
     }
 
     /// The default limit and parameters of `current`.
-    fn default_of(current: &Resolved<K>) -> ((Rate, Slack), Params) {
-        (current.limits[0], current.classes[0].params())
+    fn default_of(current: &Resolved<K>) -> DefaultSetting {
+        (
+            current.limits[0],
+            current.classes[0].params(),
+            current.layers[0].clone(),
+        )
     }
 
     /// Gives `key`, and with a [`parent`](super::KeyedBuilder::parent) function every
@@ -198,7 +215,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
-        entries.push((key, (rate, slack), p));
+        entries.push(Setting {
+            key,
+            limit: (rate, slack),
+            params: p,
+            layer: None,
+        });
         check_overrides(entries.len())?;
         self.publish(Self::default_of(&current), entries);
         Ok(())
@@ -274,13 +296,20 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         check_overrides(limits.overrides().len())?;
         let (rate, slack) = (*limits.default_limit()).into();
-        let default = ((rate, slack), params(rate, slack)?);
+        let layers = limits.layers();
+        let default = ((rate, slack), params(rate, slack)?, layers[0].clone());
         let entries = limits
             .overrides()
             .iter()
-            .map(|(key, limit)| {
+            .zip(&layers[1..])
+            .map(|((key, limit), layer)| {
                 let (rate, slack) = (*limit).into();
-                Ok((K::from(key.as_str()), (rate, slack), params(rate, slack)?))
+                Ok(Setting {
+                    key: K::from(key.as_str()),
+                    limit: (rate, slack),
+                    params: params(rate, slack)?,
+                    layer: layer.clone(),
+                })
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
         let _admin = lock(&self.admin);
@@ -290,7 +319,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// The limits in force: the default and every override, in the order
     /// they were set (an override set again keeps its place), as
-    /// [`apply`](Self::apply) takes them.
+    /// [`apply`](Self::apply) takes them, each with the layer it came
+    /// from ([`Limits::layer`]; none for a limit set by hand).
     pub fn limits(&self) -> Limits
     where
         K: AsRef<str>,
@@ -303,8 +333,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             Limit::new(rate, slack)
         };
         let mut limits = Limits::new(limit(0));
+        limits.set_default_from(limit(0), current.layers[0].clone());
         for (class, key) in by_class {
-            limits.insert(key.as_ref(), limit(class as usize));
+            let class = class as usize;
+            limits.insert_from(
+                key.as_ref().to_owned(),
+                limit(class),
+                current.layers[class].clone(),
+            );
         }
         limits
     }
@@ -329,18 +365,21 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// Publishes a new table with `default` and the overrides `entries`,
     /// then brings every shard to it. Runs under `admin`.
-    fn publish(&self, default: ((Rate, Slack), Params), entries: Vec<(K, (Rate, Slack), Params)>) {
+    fn publish(&self, default: DefaultSetting, entries: Vec<Setting<K>>) {
         let mut classes = vec![Class::new(default.1)];
         let mut limits = vec![default.0];
+        let mut layers = vec![default.2];
         let mut overrides = HashMap::with_hasher(OverrideHasher::default());
-        for (k, limit, p) in entries {
-            overrides.insert(k, classes.len() as u32);
-            classes.push(Class::new(p));
-            limits.push(limit);
+        for e in entries {
+            overrides.insert(e.key, classes.len() as u32);
+            classes.push(Class::new(e.params));
+            limits.push(e.limit);
+            layers.push(e.layer);
         }
         let next = Arc::new(Resolved {
             overrides,
             limits,
+            layers,
             classes: Arc::from(classes),
         });
         *write(&self.resolved) = Arc::clone(&next);

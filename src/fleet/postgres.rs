@@ -1,0 +1,250 @@
+//! The PostgreSQL [`Store`]: documents as rows of `paceline_documents`
+//! (name, version, body), each write one transaction that bumps the
+//! version and announces it with `NOTIFY paceline_documents`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+use super::document::{FleetError, Versioned};
+use super::source::Store;
+
+/// The table, and the channel its writes are announced on.
+const TABLE: &str = "paceline_documents";
+
+const CREATE: &str = "CREATE TABLE IF NOT EXISTS paceline_documents (
+    name text PRIMARY KEY,
+    version bigint NOT NULL,
+    body text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+)";
+
+pub(crate) struct PgStore {
+    config: tokio_postgres::Config,
+    name: String,
+    timeout: Duration,
+    runtime: Runtime,
+    session: Option<Session>,
+}
+
+/// One connection: its client, and the announcements its connection task
+/// hands on (their payloads).
+struct Session {
+    client: Client,
+    notes: mpsc::UnboundedReceiver<String>,
+}
+
+fn server(e: &tokio_postgres::Error) -> FleetError {
+    FleetError::Server(e.to_string())
+}
+
+fn timed_out(what: &str) -> FleetError {
+    FleetError::Server(format!("{what} timed out"))
+}
+
+impl PgStore {
+    pub(crate) fn new(conn: &str, name: &str, timeout: Duration) -> Result<PgStore, FleetError> {
+        let mut config = tokio_postgres::Config::from_str(conn)
+            .map_err(|e| FleetError::Config(format!("connection string: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("paceline");
+        }
+        let ms = timeout.as_millis().max(1);
+        let ours = format!("-c statement_timeout={ms} -c lock_timeout={ms}");
+        let options = match config.get_options() {
+            Some(theirs) => format!("{theirs} {ours}"),
+            None => ours,
+        };
+        config.options(options);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| FleetError::Config(format!("cannot start a runtime: {e}")))?;
+        Ok(PgStore {
+            config,
+            name: name.to_owned(),
+            timeout,
+            runtime,
+            session: None,
+        })
+    }
+
+    /// A new session: a connection, and a task on the runtime that drives
+    /// it (while a call runs on the runtime) and hands on each
+    /// announcement; the task ends with the connection, and then `notes`
+    /// says so.
+    fn connect(&self) -> Result<Session, FleetError> {
+        let connect = self.config.connect(NoTls);
+        let (client, mut connection) = self
+            .runtime
+            .block_on(tokio::time::timeout(self.timeout, connect))
+            .map_err(|_| timed_out("connecting"))?
+            .map_err(|e| server(&e))?;
+        let (tx, notes) = mpsc::unbounded_channel();
+        self.runtime.spawn(async move {
+            while let Some(Ok(message)) =
+                std::future::poll_fn(|cx| connection.poll_message(cx)).await
+            {
+                if let AsyncMessage::Notification(n) = message {
+                    if tx.send(n.payload().to_owned()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Session { client, notes })
+    }
+
+    /// Runs `f` with the client, within the timeout, connecting first if
+    /// need be; a failure that is not the server's answer drops the
+    /// session (the next call connects anew).
+    fn call<T>(
+        &mut self,
+        f: impl for<'c> FnOnce(&'c mut Client) -> Pending<'c, T>,
+    ) -> Result<T, FleetError> {
+        let mut session = match self.session.take() {
+            Some(session) => session,
+            None => self.connect()?,
+        };
+        let out = self
+            .runtime
+            .block_on(tokio::time::timeout(self.timeout, f(&mut session.client)));
+        match out {
+            Ok(Ok(v)) => {
+                self.session = Some(session);
+                Ok(v)
+            }
+            Ok(Err(e)) => {
+                if !e.is_closed() && e.as_db_error().is_some() {
+                    self.session = Some(session);
+                }
+                Err(server(&e))
+            }
+            Err(_) => Err(timed_out("a query")),
+        }
+    }
+}
+
+/// A query's future, borrowing the client.
+type Pending<'c, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Error>> + Send + 'c>>;
+
+impl Store for PgStore {
+    fn get(&mut self) -> Result<Option<Versioned>, FleetError> {
+        let name = self.name.clone();
+        let row = self.call(|client| {
+            Box::pin(async move {
+                let sql = "SELECT version, body FROM paceline_documents WHERE name = $1";
+                match client.query_opt(sql, &[&name]).await {
+                    // No table yet: no document yet.
+                    Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+                    other => other,
+                }
+            })
+        })?;
+        row.map(|row| {
+            let version: i64 = row.try_get(0).map_err(|e| server(&e))?;
+            Ok(Versioned {
+                version: u64::try_from(version).map_err(|_| {
+                    FleetError::Server(format!("{:?}: version {version} is negative", self.name))
+                })?,
+                text: row.try_get(1).map_err(|e| server(&e))?,
+            })
+        })
+        .transpose()
+    }
+
+    fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError> {
+        let expected = if_version
+            .map(|v| {
+                i64::try_from(v)
+                    .map_err(|_| FleetError::Config(format!("version {v}: want at most 2^63 - 1")))
+            })
+            .transpose()?;
+        let (name, text) = (self.name.clone(), text.to_owned());
+        let outcome = self.call(|client| {
+            Box::pin(async move {
+                client.batch_execute(CREATE).await?;
+                let tx = client.transaction().await?;
+                // Writers of one name take turns, the first insert too (a row
+                // lock needs a row).
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('paceline_documents:' || $1))",
+                    &[&name],
+                )
+                .await?;
+                let found: Option<i64> = tx
+                    .query_opt(
+                        "SELECT version FROM paceline_documents WHERE name = $1 FOR UPDATE",
+                        &[&name],
+                    )
+                    .await?
+                    .map(|row| row.get(0));
+                let stored = found.unwrap_or(0);
+                if expected.is_some_and(|e| e != stored) {
+                    return Ok(Err(stored));
+                }
+                let version = stored + 1;
+                if found.is_some() {
+                    tx.execute(
+                    "UPDATE paceline_documents SET version = $2, body = $3, updated_at = now() \
+                     WHERE name = $1",
+                    &[&name, &version, &text],
+                )
+                .await?;
+                } else {
+                    tx.execute(
+                        "INSERT INTO paceline_documents (name, version, body) VALUES ($1, $2, $3)",
+                        &[&name, &version, &text],
+                    )
+                    .await?;
+                }
+                let payload = format!("{version}:{name}");
+                tx.execute("SELECT pg_notify($1, $2)", &[&TABLE, &payload])
+                    .await?;
+                tx.commit().await?;
+                Ok(Ok(version))
+            })
+        });
+        match outcome {
+            Ok(Ok(version)) => Ok(version.unsigned_abs()),
+            Ok(Err(found)) => Err(FleetError::Conflict {
+                expected: if_version.unwrap_or(0),
+                found: found.unsigned_abs(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn listen(&mut self) -> Result<(), FleetError> {
+        self.session = None;
+        self.call(|client| Box::pin(client.batch_execute("LISTEN paceline_documents")))
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError> {
+        let name = self.name.clone();
+        let Some(session) = &mut self.session else {
+            return Err(FleetError::Server("not listening".into()));
+        };
+        let got = self
+            .runtime
+            .block_on(tokio::time::timeout(timeout, session.notes.recv()));
+        match got {
+            // Another document's news is not ours.
+            Ok(Some(payload)) => Ok(payload.split_once(':').is_some_and(|(_, of)| of == name)),
+            Ok(None) => {
+                self.session = None;
+                Err(FleetError::Server("connection lost".into()))
+            }
+            Err(_) => Ok(false),
+        }
+    }
+}
