@@ -99,7 +99,8 @@ pub struct LayerStatus {
     pub name: Arc<str>,
     /// The version in force, `None` before the first good one.
     pub version: Option<u64>,
-    /// Why the last version offered or read was not taken, until one is.
+    /// Why the last version offered or read was not taken (the
+    /// [`LayerError`]'s message), until one is.
     pub error: Option<Arc<str>>,
 }
 
@@ -228,7 +229,7 @@ impl Layers {
                 version: Some(version),
                 reason: e.to_string().into(),
             };
-            slot.error = Some(e.reason.clone());
+            slot.error = Some(e.to_string().into());
             crate::event::warning!(layer = %e.layer, version, error = %e, "paceline: layer not applied");
             return Err(e);
         }
@@ -249,7 +250,7 @@ impl Layers {
             version,
             reason: reason.into(),
         };
-        slot.error = Some(Arc::clone(&e.reason));
+        slot.error = Some(e.to_string().into());
         crate::event::warning!(layer = %e.layer, error = %e, "paceline: layer not applied");
         e
     }

@@ -83,10 +83,11 @@ impl PgStore {
     /// announcement; the task ends with the connection, and then `notes`
     /// says so.
     fn connect(&self) -> Result<Session, FleetError> {
+        // The timer is made on the runtime (it needs its clock).
         let connect = self.config.connect(NoTls);
         let (client, mut connection) = self
             .runtime
-            .block_on(tokio::time::timeout(self.timeout, connect))
+            .block_on(async { tokio::time::timeout(self.timeout, connect).await })
             .map_err(|_| timed_out("connecting"))?
             .map_err(|e| server(&e))?;
         let (tx, notes) = mpsc::unbounded_channel();
@@ -106,18 +107,27 @@ impl PgStore {
 
     /// Runs `f` with the client, within the timeout, connecting first if
     /// need be; a failure that is not the server's answer drops the
-    /// session (the next call connects anew).
+    /// session (the next call connects anew). A session that had served
+    /// before and is found closed (the server restarted since) is replaced,
+    /// and `f` runs once more.
     fn call<T>(
         &mut self,
-        f: impl for<'c> FnOnce(&'c mut Client) -> Pending<'c, T>,
+        f: impl for<'c> Fn(&'c mut Client) -> Pending<'c, T>,
     ) -> Result<T, FleetError> {
+        let reused = self.session.is_some();
         let mut session = match self.session.take() {
             Some(session) => session,
             None => self.connect()?,
         };
-        let out = self
+        let mut out = self
             .runtime
-            .block_on(tokio::time::timeout(self.timeout, f(&mut session.client)));
+            .block_on(async { tokio::time::timeout(self.timeout, f(&mut session.client)).await });
+        if reused && matches!(&out, Ok(Err(e)) if e.is_closed()) {
+            session = self.connect()?;
+            out = self.runtime.block_on(async {
+                tokio::time::timeout(self.timeout, f(&mut session.client)).await
+            });
+        }
         match out {
             Ok(Ok(v)) => {
                 self.session = Some(session);
@@ -141,6 +151,7 @@ impl Store for PgStore {
     fn get(&mut self) -> Result<Option<Versioned>, FleetError> {
         let name = self.name.clone();
         let row = self.call(|client| {
+            let name = name.clone();
             Box::pin(async move {
                 let sql = "SELECT version, body FROM paceline_documents WHERE name = $1";
                 match client.query_opt(sql, &[&name]).await {
@@ -171,6 +182,7 @@ impl Store for PgStore {
             .transpose()?;
         let (name, text) = (self.name.clone(), text.to_owned());
         let outcome = self.call(|client| {
+            let (name, text) = (name.clone(), text.clone());
             Box::pin(async move {
                 client.batch_execute(CREATE).await?;
                 let tx = client.transaction().await?;
@@ -236,7 +248,7 @@ impl Store for PgStore {
         };
         let got = self
             .runtime
-            .block_on(tokio::time::timeout(timeout, session.notes.recv()));
+            .block_on(async { tokio::time::timeout(timeout, session.notes.recv()).await });
         match got {
             // Another document's news is not ours.
             Ok(Some(payload)) => Ok(payload.split_once(':').is_some_and(|(_, of)| of == name)),

@@ -2,6 +2,9 @@
 //! name, written by a script that bumps the version and publishes it on the
 //! channel of the same name.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
 use std::time::Duration;
 
 use redis::{Client, Connection, RedisError};
@@ -29,9 +32,26 @@ pub(crate) struct RedisStore {
     timeout: Duration,
     script: redis::Script,
     conn: Option<Connection>,
-    /// The subscribed connection.
-    sub: Option<Connection>,
+    sub: Option<Subscription>,
 }
+
+/// A subscribed connection, on a thread of its own (redis' blocking
+/// `PubSub` borrows its connection, and reads with a timeout there skip no
+/// message); it hands on each message, or the error that ended it.
+struct Subscription {
+    notes: mpsc::Receiver<Result<(), FleetError>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // The thread sees it within one read timeout, and unsubscribes.
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// How long the subscription's thread waits in one read.
+const READ_SLICE: Duration = Duration::from_millis(100);
 
 fn server(e: &RedisError) -> FleetError {
     FleetError::Server(e.to_string())
@@ -62,18 +82,26 @@ impl RedisStore {
         Ok(conn)
     }
 
-    /// Runs `f` on the command connection, connecting first if need be and
-    /// dropping the connection after a failure (the next call connects
-    /// anew).
+    /// Runs `f` on the command connection, connecting first if need be. A
+    /// connection that fails is dropped; if it had served before (the
+    /// server may have restarted since), `f` runs once more on a new one.
     fn with_conn<T>(
         &mut self,
-        f: impl FnOnce(&mut Connection, &redis::Script, &str) -> Result<T, RedisError>,
+        f: impl Fn(&mut Connection, &redis::Script, &str) -> Result<T, RedisError>,
     ) -> Result<T, FleetError> {
+        let reused = self.conn.is_some();
         let mut conn = match self.conn.take() {
             Some(conn) => conn,
             None => self.connect()?,
         };
-        let out = f(&mut conn, &self.script, &self.key).map_err(|e| server(&e))?;
+        let out = match f(&mut conn, &self.script, &self.key) {
+            Err(e) if reused && (e.is_io_error() || e.is_connection_dropped()) => {
+                conn = self.connect()?;
+                f(&mut conn, &self.script, &self.key)
+            }
+            out => out,
+        }
+        .map_err(|e| server(&e))?;
         self.conn = Some(conn);
         Ok(out)
     }
@@ -121,29 +149,58 @@ impl Store for RedisStore {
 
     fn listen(&mut self) -> Result<(), FleetError> {
         self.sub = None;
-        let mut sub = self.connect()?;
-        let subscribe = redis::cmd("SUBSCRIBE").arg(&self.key).get_packed_command();
-        sub.send_packed_command(&subscribe)
-            .and_then(|()| sub.recv_response())
-            .map_err(|e| server(&e))?;
-        self.sub = Some(sub);
+        let mut conn = self.connect()?;
+        let (tx, notes) = mpsc::channel();
+        let (ready_tx, ready) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (key, stopped) = (self.key.clone(), Arc::clone(&stop));
+        thread::Builder::new()
+            .name("paceline-fleet-redis".into())
+            .spawn(move || {
+                let mut sub = conn.as_pubsub();
+                let subscribed = sub
+                    .subscribe(&key)
+                    .and_then(|()| sub.set_read_timeout(Some(READ_SLICE)));
+                let ok = subscribed.is_ok();
+                let _ = ready_tx.send(subscribed.map_err(|e| server(&e)));
+                while ok && !stopped.load(Ordering::Acquire) {
+                    let note = match sub.get_message() {
+                        Ok(_) => Ok(()),
+                        Err(e) if e.is_timeout() => continue,
+                        Err(e) => Err(server(&e)),
+                    };
+                    let end = note.is_err();
+                    if tx.send(note).is_err() || end {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| FleetError::Server(format!("cannot start a thread: {e}")))?;
+        match ready.recv_timeout(self.timeout + READ_SLICE) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(FleetError::Server("subscribing timed out".into())),
+        }
+        self.sub = Some(Subscription { notes, stop });
         Ok(())
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError> {
-        let Some(sub) = &mut self.sub else {
+        let Some(sub) = &self.sub else {
             return Err(FleetError::Server("not subscribed".into()));
         };
-        sub.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .map_err(|e| server(&e))?;
-        match sub.recv_response() {
+        match sub.notes.recv_timeout(timeout) {
             // Any message on the channel is news: the watcher reads the
             // document, whatever the message says.
-            Ok(_) => Ok(true),
-            Err(e) if e.is_timeout() => Ok(false),
-            Err(e) => {
+            Ok(Ok(())) => Ok(true),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(false),
+            Ok(Err(e)) => {
                 self.sub = None;
-                Err(server(&e))
+                Err(e)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.sub = None;
+                Err(FleetError::Server("the subscription ended".into()))
             }
         }
     }
