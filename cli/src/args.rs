@@ -23,6 +23,8 @@ usage: paceline [OPTIONS] RATE                 stdin lines to stdout, each on ti
        paceline [OPTIONS] RATE --exec CMD [ARG...]   run CMD per line ({} = the line)
        paceline [OPTIONS] --bytes RATE         a byte stream, not split at lines
        paceline [OPTIONS] --unlimited          count only (no pacing)
+       paceline limits get|set|watch|check ...  a fleet's limits document
+                                               (paceline limits --help)
 
 RATE       COUNT/PERIOD: 5/s, 100/min, 20/3s, 1/250ms (units ns us ms s min h d)
            with --bytes: SIZE/PERIOD: 1MiB/s, 500K/s, 64KB/250ms

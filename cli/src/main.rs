@@ -11,12 +11,14 @@
 //! - [`stream`]: lines mode and bytes mode; [`exec`]: `--exec`.
 //! - [`report`]: progress on a terminal and the summary line.
 //! - [`signals`]: SIGINT / SIGTERM / SIGHUP as flags.
+//! - [`limits`]: `paceline limits`, a fleet's limits document.
 
 #![forbid(unsafe_code)]
 
 mod args;
 mod exec;
 mod input;
+mod limits;
 mod pace;
 mod report;
 mod signals;
@@ -35,7 +37,11 @@ use report::{Noun, Progress, Stats};
 use stream::End;
 
 fn main() -> ExitCode {
-    let args = match args::parse(std::env::args_os().skip(1)) {
+    let mut argv = std::env::args_os().skip(1).peekable();
+    if argv.peek().is_some_and(|a| a == "limits") {
+        return ExitCode::from(limits::main(argv.skip(1)));
+    }
+    let args = match args::parse(argv) {
         Ok(Parsed::Run(args)) => args,
         Ok(Parsed::Print(text)) => {
             // `paceline --help | head -1` must not fail either.
