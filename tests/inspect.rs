@@ -595,3 +595,51 @@ fn service_is_clone_send_sync_and_takes_the_async_face() {
     assert_eq!(json["limiters"].as_array().unwrap().len(), 1);
     assert!((json["buckets"][0]["fill"].as_f64().unwrap() - 0.5).abs() < 0.01);
 }
+
+/// The limits in force, each with the layer it came from: a set merged
+/// from layers names them, an override set by hand names none, and a long
+/// list stops at 100 with the total said.
+#[cfg(feature = "fleet")]
+#[test]
+fn json_lists_the_limits_in_force_with_their_layers() {
+    use paceline::fleet::{Layer, Layers};
+
+    let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1)));
+    let target = Arc::clone(&limiter);
+    let layers = Layers::new(move |limits| target.apply(limits));
+    let (global, local) = (layers.add("global"), layers.add("local"));
+    let mut base = Layer::new().with_default(Rate::per_second(100));
+    for i in 0..150 {
+        base = base.with_override(format!("k{i}"), Rate::per_second(10));
+    }
+    global.offer(1, base).unwrap();
+    local
+        .offer(1, Layer::new().with_override("k1", Rate::per_second(5)))
+        .unwrap();
+    limiter
+        .set_override("by-hand".to_owned(), Rate::per_second(7), 0)
+        .unwrap();
+    let server = Server::start(Inspect::new().keyed("api", Arc::clone(&limiter)));
+    let json = server.get("/limits/json").json();
+    let api = &json["limiters"][0];
+    let limits = api["limits"].as_array().unwrap();
+    assert_eq!(api["overrides"], 151);
+    assert_eq!(limits.len(), 101, "the default and 100 overrides");
+    assert_eq!(
+        (&limits[0]["key"], &limits[0]["rate"], &limits[0]["layer"]),
+        (&serde_json::Value::Null, &"100/s".into(), &"global".into())
+    );
+    assert_eq!(
+        (&limits[1]["key"], &limits[1]["layer"]),
+        (&"k0".into(), &"global".into())
+    );
+    assert_eq!(
+        (&limits[2]["key"], &limits[2]["rate"], &limits[2]["layer"]),
+        (&"k1".into(), &"5/s".into(), &"local".into())
+    );
+    let html = server.get("/limits").body;
+    assert!(html.contains("Limits in force"), "{html}");
+    // Set by hand: the last override, past the 100 shown, in `limits()`.
+    assert_eq!(limiter.limits().layer("by-hand"), None);
+    assert_eq!(limiter.limits().layer("k149"), Some("global"));
+}

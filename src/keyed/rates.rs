@@ -31,6 +31,16 @@ impl<K, C: Clock> KeyedLimiter<K, C> {
 /// layer.
 type DefaultSetting = ((Rate, Slack), Params, Option<Arc<str>>);
 
+/// One limit in force as the look inside shows it: its key (`None`: the
+/// default), rate, slack in permits, and layer.
+#[cfg(feature = "tower")]
+pub struct ShownLimit {
+    pub(crate) key: Option<String>,
+    pub(crate) rate: Rate,
+    pub(crate) slack: u64,
+    pub(crate) layer: Option<Arc<str>>,
+}
+
 /// An override as `publish` takes it.
 struct Setting<K> {
     key: K,
@@ -168,9 +178,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        current
-            .overrides
-            .iter()
+        // In class order, the order they were set: the map's own order is
+        // its hashes'.
+        let mut by_class: Vec<(&K, &u32)> = current.overrides.iter().collect();
+        by_class.sort_unstable_by_key(|&(_, &class)| class);
+        by_class
+            .into_iter()
             .filter(|(k, _)| except.is_none_or(|e| (*k).borrow() != e))
             .map(|(k, &class)| {
                 let class = class as usize;
@@ -343,6 +356,30 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             );
         }
         limits
+    }
+
+    /// The default's limit and layer, then at most `most` overrides' (in
+    /// their order), each `(key, rate, slack, layer)`; and how many
+    /// overrides there are. For the look inside.
+    #[cfg(feature = "tower")]
+    pub(crate) fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize)
+    where
+        K: std::fmt::Display,
+    {
+        let current = Arc::clone(&read(&self.resolved));
+        let mut by_class: Vec<(u32, &K)> = current.overrides.iter().map(|(k, &c)| (c, k)).collect();
+        by_class.sort_unstable_by_key(|&(class, _)| class);
+        let shown = |key: Option<String>, class: usize| ShownLimit {
+            key,
+            rate: current.limits[class].0,
+            slack: current.classes[class].params().slack(),
+            layer: current.layers[class].clone(),
+        };
+        let mut rows = vec![shown(None, 0)];
+        for &(class, key) in by_class.iter().take(most) {
+            rows.push(shown(Some(key.to_string()), class as usize));
+        }
+        (rows, by_class.len())
     }
 
     /// Removes `key`'s override; its keys fall back to their parent's rate or

@@ -201,6 +201,26 @@
     ltbody.appendChild(tr);
   });
 
+  // The limits in force, each with the layer it came from.
+  var ftbody = document.getElementById("in-force").tBodies[0];
+  data.limiters.forEach(function (l) {
+    (l.limits || []).forEach(function (f) {
+      var tr = document.createElement("tr");
+      cell(tr, l.name, "limiter");
+      cell(tr, f.key === null ? "(default)" : f.key, "key");
+      cell(tr, f.rate, "");
+      cell(tr, String(f.burst), "");
+      cell(tr, f.layer === null ? "(set by hand)" : f.layer, "");
+      ftbody.appendChild(tr);
+    });
+    if (l.overrides > (l.limits || []).length - 1) {
+      var more = document.createElement("tr");
+      cell(more, l.name, "limiter");
+      cell(more, "\u2026 " + (l.overrides - l.limits.length + 1) + " more overrides", "");
+      ftbody.appendChild(more);
+    }
+  });
+
   links(location.search.replace(/^\?/, ""));
   render();
 })();

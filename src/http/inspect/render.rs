@@ -50,6 +50,12 @@ pub(super) fn csp() -> HeaderValue {
 ///               "next_free": 0.0, "idle": 0.25, "refused": 0}]}
 /// ```
 ///
+/// A keyed limiter's entry also lists the limits in force, the default
+/// first (`"key": null`), then at most [`LIMITS_SHOWN`] overrides, each
+/// with the layer it came from (`null`: set by hand), and `"overrides"`,
+/// how many there are: `"limits": [{"key": null, "rate": "5/s", "burst":
+/// 11, "layer": "global"}, ..], "overrides": N`.
+///
 /// Durations in seconds. `<`, `>` and `&` are escaped wherever they occur,
 /// so the document can sit inside a `<script>` element.
 pub(super) fn json(limiters: &[Registered], query: &Query, listing: &Listing) -> String {
@@ -101,7 +107,7 @@ fn write_json(
                 write!(
                     out,
                     ",\"kind\":\"keyed\",\"rate\":{},\"burst\":{},\"keys\":{},\"max_keys\":{},\
-                     \"bytes\":{},\"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}}}",
+                     \"bytes\":{},\"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}",
                     Json(&rate.to_string()),
                     slack.saturating_add(1),
                     totals.keys,
@@ -112,6 +118,7 @@ fn write_json(
                     totals.pruned,
                     totals.evicted
                 )?;
+                write_limits(out, &**limiter)?;
             }
             Kind::Counted(limiter) => {
                 out.push_str(",\"kind\":\"counted\"");
@@ -257,6 +264,9 @@ fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &s
          <h2>Limiters</h2>\n<table id=\"limiters\"><thead><tr><th>name</th><th>kind</th>\
          <th>default rate</th><th>burst</th><th>keys</th><th>admitted</th><th>refused</th>\
          <th>pruned</th><th>evicted</th></tr></thead><tbody></tbody></table>\n\
+         <h2>Limits in force</h2>\n<table id=\"in-force\"><thead><tr><th>limiter</th>\
+         <th>key</th><th>rate</th><th>burst</th><th>layer</th></tr></thead><tbody></tbody>\
+         </table>\n\
          <footer>Fill is the part of a burst in use: the budget left is 1 - fill, so \
          \u{201c}under 50 % left\u{201d} is fill &gt; 0.5.</footer>\n\
          <script type=\"application/json\" id=\"paceline-data\">{json}</script>\n\
@@ -329,6 +339,35 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         }
     }
     out
+}
+
+/// The most overrides a limiter's entry lists.
+pub(super) const LIMITS_SHOWN: usize = 100;
+
+/// `,"limits":[..],"overrides":N}`: the rest of a keyed limiter's entry.
+fn write_limits(out: &mut String, limiter: &dyn super::tracked::Tracking) -> fmt::Result {
+    let (limits, overrides) = limiter.limits_shown(LIMITS_SHOWN);
+    out.push_str(",\"limits\":[");
+    for (i, l) in limits.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match &l.key {
+            Some(k) => write!(out, "{{\"key\":{}", Json(k))?,
+            None => out.push_str("{\"key\":null"),
+        }
+        write!(
+            out,
+            ",\"rate\":{},\"burst\":{}",
+            Json(&l.rate.to_string()),
+            l.slack.saturating_add(1)
+        )?;
+        match &l.layer {
+            Some(layer) => write!(out, ",\"layer\":{}}}", Json(layer))?,
+            None => out.push_str(",\"layer\":null}"),
+        }
+    }
+    write!(out, "],\"overrides\":{overrides}}}")
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::query::{Query, Row};
-use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats};
+use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats, ShownLimit};
 use crate::stats::Counted;
 use crate::{Clock, Rate};
 
@@ -29,6 +29,9 @@ pub trait Tracking: Send + Sync + 'static {
     fn default_limit(&self) -> (Rate, u64);
     /// Its counts, for `stats::prometheus`.
     fn counted(&self) -> &dyn Counted;
+    /// The limits in force: the default, then at most `most` overrides;
+    /// and how many overrides there are.
+    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize);
 }
 
 impl<K, C> Tracking for KeyedLimiter<K, C>
@@ -77,6 +80,10 @@ where
     fn counted(&self) -> &dyn Counted {
         self
     }
+
+    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
+        KeyedLimiter::limits_shown(self, most)
+    }
 }
 
 impl<K, C> Tracked for KeyedLimiter<K, C>
@@ -110,6 +117,10 @@ where
     fn counted(&self) -> &dyn Counted {
         self
     }
+
+    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
+        self.limiter().limits_shown(most)
+    }
 }
 
 impl<K, C> Tracked for AsyncKeyedLimiter<K, C>
@@ -138,6 +149,10 @@ impl<T: Tracking> Tracking for Arc<T> {
 
     fn counted(&self) -> &dyn Counted {
         (**self).counted()
+    }
+
+    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
+        (**self).limits_shown(most)
     }
 }
 
