@@ -25,8 +25,10 @@ type Apply = Box<dyn Fn(&Limits) -> ReloadResult + Send + Sync>;
 /// and the others go on.
 ///
 /// ```
+/// # #[cfg(feature = "keyed")]
+/// # fn main() -> Result<(), paceline::fleet::LayerError> {
 /// use paceline::fleet::{Layer, Layers};
-/// use paceline::{KeyedLimiter, Limit, Rate};
+/// use paceline::{KeyedLimiter, Rate};
 /// use std::sync::Arc;
 ///
 /// let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1)));
@@ -49,7 +51,10 @@ type Apply = Box<dyn Fn(&Limits) -> ReloadResult + Send + Sync>;
 /// assert!(global.offer_text(3, "[default]\nrate = \"ten/s\"\n").is_err());
 /// assert_eq!(limiter.rate(), Rate::per_second(200));
 /// assert_eq!(layers.status()[0].version, Some(2));
-/// # Ok::<(), paceline::fleet::LayerError>(())
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "keyed"))]
+/// # fn main() {}
 /// ```
 #[derive(Clone)]
 pub struct Layers {
@@ -313,6 +318,8 @@ impl Feed {
     /// it and keeps the file's last good version in force.
     ///
     /// ```no_run
+    /// # #[cfg(feature = "keyed")]
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use paceline::fleet::Layers;
     /// use paceline::watch::Watch;
     /// use paceline::{KeyedLimiter, Rate};
@@ -323,7 +330,10 @@ impl Feed {
     /// let layers = Layers::new(move |limits| target.apply(limits));
     /// let _global = layers.add("global"); // fed by a fleet document
     /// let _local = Watch::new("local.toml").start(layers.add("local").reload())?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(feature = "keyed"))]
+    /// # fn main() {}
     /// ```
     pub fn reload(self) -> impl FnMut(&str) -> ReloadResult + Send + 'static {
         let mut version = 0;

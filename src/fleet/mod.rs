@@ -21,7 +21,7 @@
 //! chapter.
 //!
 //! ```no_run
-//! # #[cfg(feature = "redis")]
+//! # #[cfg(all(feature = "redis", feature = "keyed"))]
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use paceline::fleet::{Document, Layers};
 //! use paceline::watch::Watch;
@@ -36,7 +36,7 @@
 //! let _local = Watch::new("local.toml").start(layers.add("local").reload())?;
 //! # Ok(())
 //! # }
-//! # #[cfg(not(feature = "redis"))]
+//! # #[cfg(not(all(feature = "redis", feature = "keyed")))]
 //! # fn main() {}
 //! ```
 
