@@ -23,7 +23,8 @@
 //!    bodies, and the look inside. [gRPC, outbound reqwest and
 //!    tracing](grpc): the layer's gRPC face on tonic, pacing a reqwest
 //!    client, and the events paceline sends instead of printing.
-//! 6. [Configuration](config): limits from files, `Watch`, the settle time.
+//! 6. [Configuration](config): limits from files, `Watch`, the settle time;
+//!    a fleet's layers and documents in Redis or PostgreSQL.
 //! 7. [Metrics](metrics): stats, the `metrics` facade, Prometheus text.
 //! 8. [The command line](cli): `paceline` in a shell pipeline.
 //! 9. [Warm-up](warm_up): Guava's slow start after idle.
