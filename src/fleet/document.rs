@@ -2,6 +2,8 @@
 //! [`Versioned`] versions, and [`FleetError`].
 
 use std::fmt;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+use std::time::Duration;
 
 use super::layer::Layer;
 use crate::limit::Limit;
@@ -10,8 +12,8 @@ use crate::limit::Limit;
 pub const DEFAULT_NAME: &str = "paceline:limits";
 
 /// The largest document stored or read, in bytes: room for a few hundred
-/// thousand overrides, while one that a reader parses in about a second
-/// at most (a document past it is refused before anyone stores it).
+/// thousand overrides, small enough that every reader parses it in about a
+/// second at most. A document past it is refused before anyone stores it.
 pub const MAX_DOCUMENT_BYTES: usize = 16 << 20;
 
 /// The most overrides a document may hold: what a keyed limiter takes
@@ -114,6 +116,21 @@ pub fn check(text: &str) -> Result<Layer, FleetError> {
         usable(&format_args!("override {key:?}"), limit)?;
     }
     Ok(layer)
+}
+
+/// A server that keeps documents: each backend runs these, and
+/// [`Document`] does the rest once.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) trait Store: Send {
+    /// The document, if there is one.
+    fn get(&mut self) -> Result<Option<Versioned>, FleetError>;
+    /// Stores `text` as the next version, only over `if_version` if given
+    /// (0: only if there is none), and announces it.
+    fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError>;
+    /// Subscribes to announcements (again, after a failure).
+    fn listen(&mut self) -> Result<(), FleetError>;
+    /// Waits up to `timeout` for an announcement: `true` if one came.
+    fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError>;
 }
 
 #[cfg(all(test, feature = "keyed"))]

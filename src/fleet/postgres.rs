@@ -12,8 +12,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-use super::document::{FleetError, Versioned};
-use super::source::Store;
+use super::document::{FleetError, Store, Versioned};
 
 /// The table, and the channel its writes are announced on.
 const TABLE: &str = "paceline_documents";
@@ -31,6 +30,10 @@ pub(crate) struct PgStore {
     timeout: Duration,
     runtime: Runtime,
     session: Option<Session>,
+    /// Whether the session was asked to `LISTEN`: a session that has is
+    /// never replaced in passing (a new one would hear nothing), the
+    /// watcher listens again.
+    listening: bool,
 }
 
 /// One connection: its client, and the announcements its connection task
@@ -75,6 +78,7 @@ impl PgStore {
             timeout,
             runtime,
             session: None,
+            listening: false,
         })
     }
 
@@ -122,7 +126,7 @@ impl PgStore {
         let mut out = self
             .runtime
             .block_on(async { tokio::time::timeout(self.timeout, f(&mut session.client)).await });
-        if reused && matches!(&out, Ok(Err(e)) if e.is_closed()) {
+        if reused && !self.listening && matches!(&out, Ok(Err(e)) if e.is_closed()) {
             session = self.connect()?;
             out = self.runtime.block_on(async {
                 tokio::time::timeout(self.timeout, f(&mut session.client)).await
@@ -136,10 +140,15 @@ impl PgStore {
             Ok(Err(e)) => {
                 if !e.is_closed() && e.as_db_error().is_some() {
                     self.session = Some(session);
+                } else {
+                    self.listening = false;
                 }
                 Err(server(&e))
             }
-            Err(_) => Err(timed_out("a query")),
+            Err(_) => {
+                self.listening = false;
+                Err(timed_out("a query"))
+            }
         }
     }
 }
@@ -184,15 +193,24 @@ impl Store for PgStore {
         let outcome = self.call(|client| {
             let (name, text) = (name.clone(), text.clone());
             Box::pin(async move {
-                client.batch_execute(CREATE).await?;
                 let tx = client.transaction().await?;
-                // Writers of one name take turns, the first insert too (a row
-                // lock needs a row).
+                // Writers take turns (writes are an operator's, and rare):
+                // the first insert of a name too (a row lock needs a row),
+                // and the table's creation.
                 tx.execute(
-                    "SELECT pg_advisory_xact_lock(hashtext('paceline_documents:' || $1))",
-                    &[&name],
+                    "SELECT pg_advisory_xact_lock(hashtext('paceline_documents'))",
+                    &[],
                 )
                 .await?;
+                // Created only when missing: `CREATE ... IF NOT EXISTS` asks
+                // for the schema's CREATE right even when the table is there.
+                let exists: bool = tx
+                    .query_one("SELECT to_regclass('paceline_documents') IS NOT NULL", &[])
+                    .await?
+                    .get(0);
+                if !exists {
+                    tx.batch_execute(CREATE).await?;
+                }
                 let found: Option<i64> = tx
                     .query_opt(
                         "SELECT version FROM paceline_documents WHERE name = $1 FOR UPDATE",
@@ -237,8 +255,10 @@ impl Store for PgStore {
     }
 
     fn listen(&mut self) -> Result<(), FleetError> {
-        self.session = None;
-        self.call(|client| Box::pin(client.batch_execute("LISTEN paceline_documents")))
+        (self.session, self.listening) = (None, false);
+        self.call(|client| Box::pin(client.batch_execute("LISTEN paceline_documents")))?;
+        self.listening = true;
+        Ok(())
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError> {
@@ -253,7 +273,7 @@ impl Store for PgStore {
             // Another document's news is not ours.
             Ok(Some(payload)) => Ok(payload.split_once(':').is_some_and(|(_, of)| of == name)),
             Ok(None) => {
-                self.session = None;
+                (self.session, self.listening) = (None, false);
                 Err(FleetError::Server("connection lost".into()))
             }
             Err(_) => Ok(false),

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection, RedisError};
 
-use super::document::{FleetError, Versioned};
-use super::source::Store;
+use super::document::{FleetError, Store, Versioned};
 
 /// Writes `ARGV[1]` as the next version, only over version `ARGV[2]` if it
 /// is not empty; publishes the new version. `{1, version}`, or `{0,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use super::document::{check, FleetError, Versioned, DEFAULT_NAME};
+use super::document::{check, FleetError, Store, Versioned, DEFAULT_NAME};
 use super::layers::Feed;
 
 /// The longest document name, in bytes.
@@ -23,20 +23,6 @@ const SLICE: Duration = Duration::from_millis(100);
 
 /// A server's answer, and a connection's, in time.
 const TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A server that keeps documents: each backend runs these, and
-/// [`Document`] does the rest once.
-pub(crate) trait Store: Send {
-    /// The document, if there is one.
-    fn get(&mut self) -> Result<Option<Versioned>, FleetError>;
-    /// Stores `text` as the next version, only over `if_version` if given
-    /// (0: only if there is none), and announces it.
-    fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError>;
-    /// Subscribes to announcements (again, after a failure).
-    fn listen(&mut self) -> Result<(), FleetError>;
-    /// Waits up to `timeout` for an announcement: `true` if one came.
-    fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError>;
-}
 
 /// A limits document kept on a server: written whole after a
 /// [`check`], read, or watched ([`feed`](Self::feed) hands every new
@@ -77,7 +63,7 @@ pub(crate) fn checked_name(name: &str) -> Result<&str, FleetError> {
 /// `Err` when called on a Tokio runtime's thread, where the blocking
 /// client would stop the runtime (or, for PostgreSQL, panic).
 pub(crate) fn not_on_runtime() -> Result<(), FleetError> {
-    #[cfg(feature = "tokio")]
+    #[cfg(any(feature = "tokio", feature = "postgres"))]
     if ::tokio::runtime::Handle::try_current().is_ok() {
         return Err(FleetError::Config(
             "a Document's calls block: call them from a thread of your own (or \
