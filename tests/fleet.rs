@@ -12,6 +12,7 @@
     feature = "keyed"
 ))]
 
+mod common;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 #[path = "support/redis_server.rs"]
@@ -26,9 +27,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::windows::{check_windows_between, Recording, LAST_READ};
 use paceline::fleet::{Document, FleetError, Layer, Layers};
 use paceline::keyed::path_parent;
-use paceline::{Clock, DefaultClock, KeyedLimiter, Limit, Rate};
+use paceline::{KeyedLimiter, Limit, Rate};
 use pg_server::PgServer;
 use redis_server::RedisServer;
 
@@ -420,44 +422,7 @@ fn postgres_updates_reach_every_process_whole_and_never_go_back() {
     );
 }
 
-thread_local! {
-    static LAST_READ: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The default clock, remembering on each thread the last time it read: the
-/// time a decision was made at.
-#[derive(Clone, Default)]
-struct Recording(DefaultClock);
-
-impl Clock for Recording {
-    fn now(&self) -> u64 {
-        let t = self.0.now();
-        LAST_READ.with(|c| c.set(t));
-        t
-    }
-}
-
 const SLACK: u64 = 20;
-
-/// The bound while the interval moves between `t_min` and `t_max` (as in
-/// `tests/stress.rs`): a window `[a, b]` holds at most `((slack + 1) *
-/// t_max + b - a) / t_min` permits.
-fn check_windows_between(mut permits: Vec<u64>, t_min: u64, t_max: u64) {
-    permits.sort_unstable();
-    let burst = i128::from(SLACK + 1) * i128::from(t_max);
-    let t = i128::from(t_min);
-    let (mut total, mut lowest, mut worst) = (0i128, i128::MAX, i128::MIN);
-    for &at in &permits {
-        lowest = lowest.min(total * t - i128::from(at));
-        total += 1;
-        worst = worst.max(total * t - i128::from(at) - lowest);
-    }
-    assert!(
-        worst <= burst,
-        "a window holds {} permits more than the bound allows",
-        (worst - burst) as f64 / t as f64
-    );
-}
 
 /// Threads take while the global document alternates between two rates,
 /// written to Redis every 10 ms and applied by a watcher: no window holds
@@ -485,7 +450,7 @@ fn window_bound_holds_while_document_versions_alternate_under_load() {
         .feed(layers.add("global"))
         .unwrap();
     let deadline = Instant::now() + Duration::from_millis(1500);
-    let permits: Vec<u64> = thread::scope(|s| {
+    let permits: Vec<(u64, u64)> = thread::scope(|s| {
         let takers: Vec<_> = (0..2)
             .map(|_| {
                 let limiter = &limiter;
@@ -493,7 +458,7 @@ fn window_bound_holds_while_document_versions_alternate_under_load() {
                     let mut mine = Vec::new();
                     while Instant::now() < deadline {
                         if limiter.try_take("hot").is_ok() {
-                            mine.push(LAST_READ.with(Cell::get));
+                            mine.push((LAST_READ.with(Cell::get), 1));
                         }
                     }
                     mine
@@ -514,14 +479,20 @@ fn window_bound_holds_while_document_versions_alternate_under_load() {
     assert!(versions > 10, "only {versions} versions applied");
     assert!(permits.len() > 100, "only {} permits", permits.len());
     let ns = |r: Rate| r.interval().as_nanos() as u64;
-    check_windows_between(permits, ns(fast), ns(slow));
+    check_windows_between("fleet", permits, SLACK, ns(fast), ns(slow));
 }
 
 /// The check above can fail: one permit over the bound is caught.
 #[test]
 #[should_panic(expected = "more than the bound allows")]
 fn the_window_check_catches_one_permit_too_many() {
-    check_windows_between(vec![1_000; SLACK as usize + 2], 1_000, 1_000);
+    check_windows_between(
+        "fleet",
+        vec![(1_000, 1); SLACK as usize + 2],
+        SLACK,
+        1_000,
+        1_000,
+    );
 }
 
 /// A local file is a layer too, through `Watch`: the fleet's default with

@@ -15,31 +15,13 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::windows::{self, Recording, LAST_READ};
 use common::{build, Kind, KINDS};
-use paceline::{Clock, DefaultClock, Rate};
+use paceline::Rate;
 
 const THREADS: usize = 8;
 const RUN: Duration = Duration::from_millis(250);
 const SLACK: u64 = 10;
-
-thread_local! {
-    /// This thread's last clock reading.
-    static LAST_READ: Cell<u64> = const { Cell::new(0) };
-}
-
-/// `DefaultClock` that remembers, per thread, the reading it last gave: a
-/// non-blocking call reads the clock once, so after an admitted `try_take`
-/// this is the time the decision was made at.
-#[derive(Clone, Default)]
-struct Recording(DefaultClock);
-
-impl Clock for Recording {
-    fn now(&self) -> u64 {
-        let t = self.0.now();
-        LAST_READ.with(|c| c.set(t));
-        t
-    }
-}
 
 /// Each thread's loop: blocking takes, weighted takes, and non-blocking tries.
 fn hammer(limiter: &dyn Limiter, which: usize, deadline: Instant) -> Vec<(u64, u64)> {
@@ -72,35 +54,16 @@ fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap()
 }
 
-/// Checks every window at once: with permits sorted by time and `P` their
-/// running total, `[t_i, t_j]` holds `P[j+1] - P[i]` permits, and the bound
-/// `(P[j+1] - P[i]) * T <= burst * T + t_j - t_i` is
-/// `(P[j+1] * T - t_j) - (P[i] * T - t_i) <= burst * T`: one pass keeping the
-/// smallest `P[i] * T - t_i` so far.
+/// The plain bound at one interval `T`: `slack + 1 + (b - a) / T` permits
+/// in any window `[a, b]`.
 fn check_windows(kind: Kind, permits: Vec<(u64, u64)>, interval: u64) {
     check_windows_between(kind, permits, interval, interval);
 }
 
-/// The bound while the interval moves between `t_min` and `t_max`: every grant
-/// books at least `t_min` per permit and forgets credit older than
-/// `slack * t_max`, so a window holds at most
-/// `((slack + 1) * t_max + b - a) / t_min` permits.
-fn check_windows_between(kind: Kind, mut permits: Vec<(u64, u64)>, t_min: u64, t_max: u64) {
-    permits.sort_unstable();
-    let burst = i128::from(SLACK + 1) * i128::from(t_max);
-    let t = i128::from(t_min);
-    let (mut total, mut lowest) = (0i128, i128::MAX);
-    let mut worst = i128::MIN;
-    for &(at, cost) in &permits {
-        lowest = lowest.min(total * t - i128::from(at));
-        total += i128::from(cost);
-        worst = worst.max(total * t - i128::from(at) - lowest);
-    }
-    assert!(
-        worst <= burst,
-        "{kind:?}: a window holds {} permits more than the bound allows",
-        (worst - burst) as f64 / t as f64
-    );
+/// The bound while the interval moves between `t_min` and `t_max`
+/// ([`windows::check_windows_between`]).
+fn check_windows_between(kind: Kind, permits: Vec<(u64, u64)>, t_min: u64, t_max: u64) {
+    windows::check_windows_between(format_args!("{kind:?}"), permits, SLACK, t_min, t_max);
 }
 
 #[test]

@@ -4,6 +4,8 @@
 // Each test file uses its own part of this module.
 #![allow(dead_code, unused_macros)]
 
+pub mod windows;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Scope;
