@@ -40,6 +40,20 @@ pub(super) struct Resolved<K> {
     pub(super) classes: Arc<[Class]>,
 }
 
+impl<K> Resolved<K> {
+    /// The overrides by class, `(class, key)`, in the order they were set
+    /// (the map's own order is its hashes').
+    pub(super) fn in_order(&self) -> Vec<(usize, &K)> {
+        let mut by_class: Vec<(usize, &K)> = self
+            .overrides
+            .iter()
+            .map(|(k, &c)| (c as usize, k))
+            .collect();
+        by_class.sort_unstable_by_key(|&(class, _)| class);
+        by_class
+    }
+}
+
 /// A key's state `tat` when, at `now`, its parameters change from `old` to
 /// `new`: `FULL` if it is at rest under `old` with [`PRUNE_GRACE`] to spare
 /// (so it stays at rest, as an absent key would be, and a reading up to the

@@ -178,21 +178,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        // In class order, the order they were set: the map's own order is
-        // its hashes'.
-        let mut by_class: Vec<(&K, &u32)> = current.overrides.iter().collect();
-        by_class.sort_unstable_by_key(|&(_, &class)| class);
-        by_class
+        current
+            .in_order()
             .into_iter()
-            .filter(|(k, _)| except.is_none_or(|e| (*k).borrow() != e))
-            .map(|(k, &class)| {
-                let class = class as usize;
-                Setting {
-                    key: k.clone(),
-                    limit: current.limits[class],
-                    params: current.classes[class].params(),
-                    layer: current.layers[class].clone(),
-                }
+            .filter(|(_, k)| except.is_none_or(|e| (*k).borrow() != e))
+            .map(|(class, k)| Setting {
+                key: k.clone(),
+                limit: current.limits[class],
+                params: current.classes[class].params(),
+                layer: current.layers[class].clone(),
             })
             .collect()
     }
@@ -339,16 +333,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: AsRef<str>,
     {
         let current = Arc::clone(&read(&self.resolved));
-        let mut by_class: Vec<(u32, &K)> = current.overrides.iter().map(|(k, &c)| (c, k)).collect();
-        by_class.sort_unstable_by_key(|&(class, _)| class);
         let limit = |class: usize| {
             let (rate, slack) = current.limits[class];
             Limit::new(rate, slack)
         };
         let mut limits = Limits::new(limit(0));
         limits.set_default_from(limit(0), current.layers[0].clone());
-        for (class, key) in by_class {
-            let class = class as usize;
+        for (class, key) in current.in_order() {
             limits.insert_from(
                 key.as_ref().to_owned(),
                 limit(class),
@@ -367,8 +358,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: std::fmt::Display,
     {
         let current = Arc::clone(&read(&self.resolved));
-        let mut by_class: Vec<(u32, &K)> = current.overrides.iter().map(|(k, &c)| (c, k)).collect();
-        by_class.sort_unstable_by_key(|&(class, _)| class);
+        let by_class = current.in_order();
         let shown = |key: Option<String>, class: usize| ShownLimit {
             key,
             rate: current.limits[class].0,
@@ -377,7 +367,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         };
         let mut rows = vec![shown(None, 0)];
         for &(class, key) in by_class.iter().take(most) {
-            rows.push(shown(Some(key.to_string()), class as usize));
+            rows.push(shown(Some(key.to_string()), class));
         }
         (rows, by_class.len())
     }
