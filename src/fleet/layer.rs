@@ -112,36 +112,21 @@ pub fn merge<'a, N>(layers: impl IntoIterator<Item = (N, &'a Layer)>) -> Option<
 where
     N: Into<Arc<str>>,
 {
-    let mut merged: Option<Limits> = None;
-    let mut pending: Vec<(String, Limit, Arc<str>)> = Vec::new();
-    for (name, layer) in layers {
-        let name: Arc<str> = name.into();
-        match (&mut merged, layer.default) {
-            (Some(limits), Some(default)) => limits.set_default_from(default, Some(name.clone())),
-            (None, Some(default)) => {
-                let mut limits = Limits::new(default);
-                limits.set_default_from(default, Some(name.clone()));
-                // Overrides of layers below the first default, in order.
-                for (key, limit, from) in pending.drain(..) {
-                    limits.insert_from(key, limit, Some(from));
-                }
-                merged = Some(limits);
-            }
-            (_, None) => {}
-        }
+    let layers: Vec<(Arc<str>, &Layer)> = layers.into_iter().map(|(n, l)| (n.into(), l)).collect();
+    // The default is the last one set; the overrides go in as they come,
+    // a later one for a key taking its place.
+    let (name, default) = layers
+        .iter()
+        .rev()
+        .find_map(|(name, layer)| layer.default.map(|d| (name, d)))?;
+    let mut limits = Limits::new(default);
+    limits.set_default_from(default, Some(Arc::clone(name)));
+    for (name, layer) in &layers {
         for (key, limit) in &layer.overrides {
-            match &mut merged {
-                Some(limits) => {
-                    limits.insert_from(key.clone(), *limit, Some(name.clone()));
-                }
-                None => match pending.iter_mut().find(|(k, ..)| k == key) {
-                    Some(slot) => (slot.1, slot.2) = (*limit, name.clone()),
-                    None => pending.push((key.clone(), *limit, name.clone())),
-                },
-            }
+            limits.insert_from(key.clone(), *limit, Some(Arc::clone(name)));
         }
     }
-    merged
+    Some(limits)
 }
 
 #[cfg(test)]
