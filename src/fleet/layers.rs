@@ -210,11 +210,10 @@ impl Layers {
     fn offer(&self, index: usize, version: u64, layer: Layer) -> Result<Offered, LayerError> {
         let mut state = self.lock();
         let slot = &mut state.slots[index];
-        if slot.seen.is_some_and(|seen| version <= seen) {
+        if slot.is_stale(version) {
             return Ok(Offered::Stale);
         }
         slot.seen = Some(version);
-        let name = Arc::clone(&slot.name);
         let old = slot.good.replace((version, layer));
         let merged = merge(
             state
@@ -229,33 +228,39 @@ impl Layers {
         if let Err(e) = (self.shared.apply)(&merged) {
             let slot = &mut state.slots[index];
             slot.good = old;
-            let e = LayerError {
-                layer: name,
-                version: Some(version),
-                reason: e.to_string().into(),
-            };
-            slot.error = Some(e.to_string().into());
-            crate::event::warning!(layer = %e.layer, version, error = %e, "paceline: layer not applied");
-            return Err(e);
+            return Err(slot.failed(Some(version), e.to_string()));
         }
-        crate::event::info!(layer = %name, version, "paceline: layer applied");
-        state.slots[index].error = None;
+        let slot = &mut state.slots[index];
+        crate::event::info!(layer = %slot.name, version, "paceline: layer applied");
+        slot.error = None;
         state.in_force = Some(merged);
         Ok(Offered::Applied)
     }
 
     fn refuse(&self, index: usize, version: Option<u64>, reason: String) -> LayerError {
-        let mut state = self.lock();
-        let slot = &mut state.slots[index];
+        self.lock().slots[index].failed(version, reason)
+    }
+}
+
+impl Slot {
+    /// Whether `version` is at or below the newest this layer has seen.
+    fn is_stale(&self, version: u64) -> bool {
+        self.seen.is_some_and(|seen| version <= seen)
+    }
+
+    /// Records why `version` (or, `None`, a read) failed: the version
+    /// counts as seen, the error stays in the status until a version is
+    /// taken, and is sent as an event.
+    fn failed(&mut self, version: Option<u64>, reason: String) -> LayerError {
         if let Some(v) = version {
-            slot.seen = Some(slot.seen.map_or(v, |s| s.max(v)));
+            self.seen = Some(self.seen.map_or(v, |s| s.max(v)));
         }
         let e = LayerError {
-            layer: Arc::clone(&slot.name),
+            layer: Arc::clone(&self.name),
             version,
             reason: reason.into(),
         };
-        slot.error = Some(e.to_string().into());
+        self.error = Some(e.to_string().into());
         crate::event::warning!(layer = %e.layer, error = %e, "paceline: layer not applied");
         e
     }
@@ -350,8 +355,6 @@ impl Feed {
     }
 
     fn is_stale(&self, version: u64) -> bool {
-        self.layers.lock().slots[self.index]
-            .seen
-            .is_some_and(|seen| version <= seen)
+        self.layers.lock().slots[self.index].is_stale(version)
     }
 }
