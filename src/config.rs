@@ -246,14 +246,26 @@ impl Serialize for Limits {
     /// `{ default, overrides }`, the overrides a map in order (left out when
     /// there are none).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let overrides = self.overrides();
-        let mut map = serializer.serialize_map(Some(1 + usize::from(!overrides.is_empty())))?;
-        map.serialize_entry("default", self.default_limit())?;
-        if !overrides.is_empty() {
-            map.serialize_entry("overrides", &Overrides(overrides))?;
-        }
-        map.end()
+        limits_fields(serializer, Some(self.default_limit()), self.overrides())
     }
+}
+
+/// A limits document's fields: `default` and `overrides`, each left out
+/// when there is none.
+fn limits_fields<S: Serializer>(
+    serializer: S,
+    default: Option<&Limit>,
+    overrides: &[(String, Limit)],
+) -> Result<S::Ok, S::Error> {
+    let fields = usize::from(default.is_some()) + usize::from(!overrides.is_empty());
+    let mut map = serializer.serialize_map(Some(fields))?;
+    if let Some(default) = default {
+        map.serialize_entry("default", default)?;
+    }
+    if !overrides.is_empty() {
+        map.serialize_entry("overrides", &Overrides(overrides))?;
+    }
+    map.end()
 }
 
 impl<'de> Deserialize<'de> for Limits {
@@ -328,17 +340,7 @@ impl<'de> Deserialize<'de> for crate::fleet::Layer {
 impl Serialize for crate::fleet::Layer {
     /// `{ default, overrides }`, each left out when empty.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let overrides = self.overrides();
-        let default = self.default_limit();
-        let fields = usize::from(default.is_some()) + usize::from(!overrides.is_empty());
-        let mut map = serializer.serialize_map(Some(fields))?;
-        if let Some(default) = default {
-            map.serialize_entry("default", default)?;
-        }
-        if !overrides.is_empty() {
-            map.serialize_entry("overrides", &Overrides(overrides))?;
-        }
-        map.end()
+        limits_fields(serializer, self.default_limit(), self.overrides())
     }
 }
 

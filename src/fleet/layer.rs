@@ -172,6 +172,22 @@ mod tests {
     }
 
     #[test]
+    fn a_layer_writes_what_it_reads_and_leaves_out_what_it_lacks() {
+        let tweak = Layer::new()
+            .with_override("x", r(2))
+            .with_override("y", r(3));
+        let text = toml::to_string(&tweak).unwrap();
+        assert!(!text.contains("default"), "{text}");
+        assert_eq!(toml::from_str::<Layer>(&text).unwrap(), tweak);
+        let whole = tweak.with_default(r(1));
+        assert_eq!(
+            toml::from_str::<Layer>(&toml::to_string(&whole).unwrap()).unwrap(),
+            whole
+        );
+        assert_eq!(toml::to_string(&Layer::new()).unwrap(), "");
+    }
+
+    #[test]
     fn no_default_in_any_layer_merges_to_nothing() {
         let tweak = Layer::new().with_override("x", r(2));
         assert_eq!(merge([("tweak", &tweak)]), None);
