@@ -3,6 +3,7 @@
 //! request without one gets, the modes, the fields, the bodies, the counts.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use http::StatusCode;
 
 /// A request's key in the layer's keyed limiter: a client address (masked
 /// to its group) or a text (a header's value, a function's answer).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClientKey {
     /// A client address, masked to the layer's prefix (`2001:db8:1:2::`
     /// for a /64).
@@ -22,6 +23,19 @@ pub enum ClientKey {
     Text(Box<str>),
     /// The one key of a global limit.
     Global,
+}
+
+/// One write per address (the derived hash writes the variants' tags and
+/// the address in four): the layer hashes a key on every request.
+impl Hash for ClientKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            ClientKey::Ip(IpAddr::V4(v4)) => state.write_u64(u64::from(v4.to_bits())),
+            ClientKey::Ip(IpAddr::V6(v6)) => state.write_u128(v6.to_bits()),
+            ClientKey::Text(text) => text.hash(state),
+            ClientKey::Global => state.write_u8(0),
+        }
+    }
 }
 
 impl fmt::Display for ClientKey {
