@@ -35,10 +35,13 @@ pub(crate) use crossbeam_utils::sync::{
     ShardedLockWriteGuard as RwLockWriteGuard,
 };
 #[cfg(all(feature = "keyed", not(paceline_loom)))]
-pub(crate) use std::sync::atomic::AtomicUsize;
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 #[cfg(all(feature = "keyed", paceline_loom))]
-pub(crate) use loom::sync::{atomic::AtomicUsize, RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use loom::sync::{
+    atomic::{AtomicU32, AtomicUsize},
+    RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 
 /// Locks `m`, carrying on through poisoning (see the module doc).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

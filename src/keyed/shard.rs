@@ -9,40 +9,45 @@ use hashbrown::HashTable;
 use super::classes::{rest_time, Class, Resolved};
 use super::counts::Counts;
 use crate::error::TakeError;
-use crate::primitive::{AtomicU64, Ordering};
+use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::schedule::{Admit, Grant};
 use crate::store::atomic;
 use crate::wait::Ask;
 
 /// One tracked key's bucket and bookkeeping: 16 bytes.
 ///
-/// The state word is all a grant writes. The bookkeeping sits in `meta`,
-/// which a grant only reads (for the class) and writes at most once per idle
-/// unit (about a millisecond), so that threads on one hot key meet only on
-/// `tat`, as on a lone limiter. The totals a grant counts go to the
-/// limiter's striped [`Counts`](super::counts::Counts), not to the entry.
+/// The state word is all a grant writes. The bookkeeping sits in `last`
+/// and `meta`, which a grant only reads (for the class) and writes at most
+/// once per idle unit (about a millisecond) with a plain store, so that
+/// threads on one hot key meet only on `tat`, as on a lone limiter, and a
+/// key back after a millisecond costs no second locked instruction. The
+/// totals a grant counts go to the limiter's striped
+/// [`Counts`](super::counts::Counts), not to the entry.
 pub(super) struct Entry {
     /// The state word, as in `AtomicLimiter` but unpadded.
     pub(super) tat: AtomicU64,
-    /// The entry's bookkeeping, packed:
+    /// The last use, in units of 2^[`IDLE_SHIFT`] ns of internal time,
+    /// modulo 2^32 (about 52 days); a reading a little behind it leaves it.
+    /// Stored plainly (a load, a compare, a store): two threads storing at
+    /// once may leave the earlier of their two readings, a millisecond's
+    /// difference on an admin page's idle time, which nothing else reads.
+    last: AtomicU32,
+    /// The class and the refusals, packed:
     ///
     /// | bits | field | |
     /// |---|---|---|
-    /// | 0..32 | last use | in units of 2^[`IDLE_SHIFT`] ns of internal time, modulo 2^32 (about 52 days); a reading a little behind it leaves it |
-    /// | 32..52 | class | index into the shard's class table, below [`MAX_CLASSES`] |
-    /// | 52..64 | refused | calls refused since the key was tracked, saturating at [`REFUSED_MAX`] |
+    /// | 0..20 | class | index into the shard's class table, below [`MAX_CLASSES`] |
+    /// | 20..32 | refused | calls refused since the key was tracked, saturating at [`REFUSED_MAX`] |
     ///
-    /// The class changes only under the shard's write lock; last use and
-    /// refusals under the read lock, by CAS, never on a grant's CAS.
-    meta: AtomicU64,
+    /// The class changes only under the shard's write lock; refusals under
+    /// the read lock, by CAS, never on a grant's path.
+    meta: AtomicU32,
 }
 
 /// Idle time is kept in units of 2^20 ns (about 1 ms): enough for an admin
 /// page, and it fits the last-use time in 32 bits.
 pub(super) const IDLE_SHIFT: u32 = 20;
 
-/// Where the class index starts in `Entry::meta`.
-const CLASS_SHIFT: u32 = 32;
 /// The class index's width: room for a million overrides, more than any
 /// table of limits needs (a change past it fails with
 /// [`BuildError::TooManyOverrides`](crate::BuildError::TooManyOverrides)).
@@ -50,11 +55,9 @@ const CLASS_BITS: u32 = 20;
 /// Class tables hold at most this many classes (the default and the
 /// overrides).
 pub(super) const MAX_CLASSES: usize = 1 << CLASS_BITS;
-/// Where the refusal count starts in `Entry::meta`.
-const REFUSED_SHIFT: u32 = CLASS_SHIFT + CLASS_BITS;
 /// A key's own refusal count stops here (the limiter's totals count every
 /// refusal): a row on an admin page needs "many", not how many.
-pub(super) const REFUSED_MAX: u64 = (1 << (64 - REFUSED_SHIFT)) - 1;
+pub(super) const REFUSED_MAX: u64 = (1 << (32 - CLASS_BITS)) - 1;
 
 /// `now` in idle units, modulo 2^32.
 #[inline]
@@ -79,7 +82,8 @@ impl Entry {
     pub(super) fn new(tat: u64, class: u32, now: u64) -> Entry {
         Entry {
             tat: AtomicU64::new(tat),
-            meta: AtomicU64::new(pack(coarse(now), class, 0)),
+            last: AtomicU32::new(coarse(now)),
+            meta: AtomicU32::new(pack(class, 0)),
         }
     }
 
@@ -92,15 +96,13 @@ impl Entry {
 
     /// Moves the entry to `class`. Under the shard's write lock only.
     pub(super) fn set_class(&mut self, class: u32) {
-        let meta = self.meta.load(Ordering::Relaxed);
-        let (last, refused) = (last_of(meta), refused_of(meta));
-        self.meta
-            .store(pack(last, class, refused), Ordering::Relaxed);
+        let refused = refused_of(self.meta.load(Ordering::Relaxed));
+        self.meta.store(pack(class, refused), Ordering::Relaxed);
     }
 
     /// The last use, in idle units.
     pub(super) fn last(&self) -> u32 {
-        last_of(self.meta.load(Ordering::Relaxed))
+        self.last.load(Ordering::Relaxed)
     }
 
     /// Calls refused since the key was tracked, up to [`REFUSED_MAX`].
@@ -112,38 +114,30 @@ impl Entry {
     /// `now`.
     #[cfg(any(feature = "tokio", test))]
     pub(super) fn refuse(&self, now: u64) {
-        self.note(self.meta.load(Ordering::Relaxed), coarse(now), true);
+        self.touch(now, true);
     }
 
     /// Notes a use at `now`, and one more refusal if `refused`. A use within
     /// the idle unit already stored (every call but about one a millisecond
     /// on a busy key) writes nothing: a load, no store, on a grant.
     #[inline]
-    fn touch(&self, meta: u64, now: u64, refused: bool) {
+    fn touch(&self, now: u64, refused: bool) {
         let at = coarse(now);
-        if !refused && !after(at, last_of(meta)) {
-            return;
+        // Relaxed: bookkeeping for a look inside, ordered with nothing.
+        if after(at, self.last.load(Ordering::Relaxed)) {
+            self.last.store(at, Ordering::Relaxed);
         }
-        self.note(meta, at, refused);
+        if refused {
+            self.count_refusal();
+        }
     }
 
-    /// [`touch`](Self::touch)'s store: a CAS loop that moves the last use
-    /// forward only (two readings of the clock may come in either order:
-    /// see [`BEHIND`]) and counts the refusal, saturating.
+    /// One more refusal, saturating: a CAS loop that keeps the class.
     #[cold]
-    fn note(&self, mut meta: u64, at: u32, refused: bool) {
-        loop {
-            let last = if after(at, last_of(meta)) {
-                at
-            } else {
-                last_of(meta)
-            };
-            let count = refused_of(meta) + u64::from(refused && refused_of(meta) < REFUSED_MAX);
-            let next = pack(last, class_of(meta), count);
-            if next == meta {
-                return;
-            }
-            // Relaxed: bookkeeping for a look inside, ordered with nothing.
+    fn count_refusal(&self) {
+        let mut meta = self.meta.load(Ordering::Relaxed);
+        while refused_of(meta) < REFUSED_MAX {
+            let next = pack(class_of(meta), refused_of(meta) + 1);
             match self
                 .meta
                 .compare_exchange_weak(meta, next, Ordering::Relaxed, Ordering::Relaxed)
@@ -156,24 +150,19 @@ impl Entry {
 }
 
 #[inline]
-fn pack(last: u32, class: u32, refused: u64) -> u64 {
-    let class = u64::from(class) & (MAX_CLASSES as u64 - 1);
-    u64::from(last) | (class << CLASS_SHIFT) | (refused.min(REFUSED_MAX) << REFUSED_SHIFT)
+fn pack(class: u32, refused: u64) -> u32 {
+    let class = class & (MAX_CLASSES as u32 - 1);
+    class | ((refused.min(REFUSED_MAX) as u32) << CLASS_BITS)
 }
 
 #[inline]
-fn last_of(meta: u64) -> u32 {
-    meta as u32
+fn class_of(meta: u32) -> u32 {
+    meta & (MAX_CLASSES as u32 - 1)
 }
 
 #[inline]
-fn class_of(meta: u64) -> u32 {
-    ((meta >> CLASS_SHIFT) & (MAX_CLASSES as u64 - 1)) as u32
-}
-
-#[inline]
-fn refused_of(meta: u64) -> u64 {
-    meta >> REFUSED_SHIFT
+fn refused_of(meta: u32) -> u64 {
+    u64::from(meta >> CLASS_BITS)
 }
 
 /// One shard of the map, under its `RwLock`.
@@ -234,15 +223,13 @@ pub(super) fn on_entry<K>(
     admit: Admit,
     ask: Ask,
 ) -> Result<(u64, Grant, u32), TakeError> {
-    // Relaxed: see `Entry::class`.
-    let meta = entry.meta.load(Ordering::Relaxed);
-    let class = class_of(meta);
+    let class = entry.class();
     // The index was set under this shard's lock against this very table.
     let params = shard.classes[class as usize].params();
     let now = now();
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
-            entry.touch(meta, now, false);
+            entry.touch(now, false);
             counts.admitted();
             Ok((now, grant, class))
         }
@@ -250,7 +237,7 @@ pub(super) fn on_entry<K>(
             let refusal = TakeError::refused(deny, cost, admit, params.slack());
             // Counted only as the caller's answer.
             let counted = ask.counts(&refusal);
-            entry.touch(meta, now, counted);
+            entry.touch(now, counted);
             if counted {
                 counts.refused();
             }
