@@ -15,6 +15,11 @@
 //! - `keys`: requests from 10,000 client addresses in turn, all admitted
 //!   (each layer's map lookups on a large table).
 //!
+//! In `admit` and `keys`, `keyed_floor` is paceline's keyed limiter behind
+//! the least glue a layer can have (this file's `Floor`: the peer address
+//! as the key, one `try_take`, the inner future passed through, no fields,
+//! no body to wrap): what `LimitLayer`'s own glue is measured against.
+//!
 //! Admitted requests run at 1/s with a burst of a billion: every request
 //! admitted, and no key ever back at rest, so both layers look their key
 //! up in a table that keeps it. (At a limit so far above the load that a
@@ -64,6 +69,47 @@ impl Service<Request<Body>> for Ok200 {
 
     fn call(&mut self, _: Request<Body>) -> Self::Future {
         std::future::ready(Ok(Response::new(Body::empty())))
+    }
+}
+
+/// The floor: paceline's keyed limiter with the least glue around it.
+#[derive(Clone)]
+struct Floor {
+    limiter: std::sync::Arc<paceline::KeyedLimiter<paceline::http::ClientKey>>,
+}
+
+impl Service<Request<Body>> for Floor {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| paceline::http::ClientKey::Ip(c.0.ip()));
+        match peer.map(|key| self.limiter.try_take(&key)) {
+            Some(Ok(())) => Ok200.call(request),
+            _ => std::future::ready(Ok(Response::new(Body::empty()))),
+        }
+    }
+}
+
+fn floor() -> Floor {
+    let limiter = paceline::KeyedLimiter::builder(Rate::per_second(1))
+        .slack(BURST - 1)
+        .max_keys(100_000)
+        .build()
+        .unwrap();
+    Floor {
+        limiter: std::sync::Arc::new(limiter),
     }
 }
 
@@ -143,6 +189,7 @@ fn groups(c: &mut Criterion<CpuTime>) {
         governor(Duration::from_secs(1), BURST as u32),
         &one,
     );
+    bench(&mut g, "keyed_floor", floor(), &one);
     g.finish();
 
     // Refused: 1 an hour, no burst, spent by the first request.
@@ -171,6 +218,7 @@ fn groups(c: &mut Criterion<CpuTime>) {
         governor(Duration::from_secs(1), BURST as u32),
         &many,
     );
+    bench(&mut g, "keyed_floor", floor(), &many);
     g.finish();
 }
 

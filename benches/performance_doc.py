@@ -268,6 +268,11 @@ section.
         pl = [added(r, group, "paceline") for r in runs]
         gv = [added(r, group, "tower_governor") for r in runs]
         rows.append(f"| {label} | +{cell(pl)} | +{cell(gv)} | {cell([a / b for a, b in zip(pl, gv)], 2)}× |")
+    for label, group in [("one client, the floor", "admit"), ("10,000 clients, the floor", "keys")]:
+        fl = [added(r, group, "keyed_floor") for r in runs if f"{group}/keyed_floor" in r]
+        gv = [added(r, group, "tower_governor") for r in runs if f"{group}/keyed_floor" in r]
+        if fl:
+            rows.append(f"| {label} (`keyed_floor`) | +{cell(fl)} | +{cell(gv)} | {cell([a / b for a, b in zip(fl, gv)], 2)}× |")
     pl = [r["refuse/paceline"] / 1e3 for r in runs]
     gv = [r["refuse/tower_governor"] / 1e3 for r in runs]
     rows.append(f"| refused (429), in all, µs | {cell(pl, 2)} | {cell(gv, 1)} | {cell([a / b for a, b in zip(pl, gv)], 3)}× |")
@@ -277,7 +282,9 @@ section.
 tower_governor's `GovernorLayer` around the same trivial service, in the
 thread's CPU time; {len(runs)} runs, the median and the range over runs. The
 admitted rows give the ns each layer adds to no layer; the ratio is taken
-within each run.
+within each run. The floor rows put paceline's keyed limiter behind the
+least glue a layer can have (`benches/http.rs`' `Floor`: the peer address
+as the key, one `try_take`, the inner future passed through).
 
 | | paceline | tower_governor | paceline ÷ governor |
 |---|---:|---:|---:|
@@ -447,9 +454,10 @@ process:
 {chr(10).join(l for l in keyed_out if l.startswith("memory:"))}
 ```
 
-paceline's entry (16 bytes) holds the state word and one word of
-bookkeeping (last use, the key's rate class, a refusal count that stops at
-4095), which a grant only reads but about once a millisecond; the calls
+paceline's entry (16 bytes) holds the state word and two half-words of
+bookkeeping: the last use, which a grant stores plainly (no locked
+instruction) about once a millisecond, and the key's rate class with a
+refusal count that stops at 4095, which a grant only reads; the calls
 admitted are counted per limiter, on a stripe per thread, so the threads
 of a hot key meet only on its state word. The shards' locks are striped
 (crossbeam's `ShardedLock`): a read locks only its own thread's stripe, so
