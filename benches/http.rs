@@ -16,7 +16,7 @@
 //!   (each layer's map lookups on a large table).
 //!
 //! In `admit` and `keys`, `keyed_floor` is paceline's keyed limiter behind
-//! the least glue a layer can have (this file's `Floor`: the peer address
+//! the least glue a layer can have (this file's `floor`: the peer address
 //! as the key, one `try_take`, the inner future passed through, no fields,
 //! no body to wrap): what `LimitLayer`'s own glue is measured against.
 //!
@@ -72,45 +72,29 @@ impl Service<Request<Body>> for Ok200 {
     }
 }
 
-/// The floor: paceline's keyed limiter with the least glue around it.
-#[derive(Clone)]
-struct Floor {
-    limiter: std::sync::Arc<paceline::KeyedLimiter<paceline::http::ClientKey>>,
-}
-
-impl Service<Request<Body>> for Floor {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Response<Body>, Infallible>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let peer = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| paceline::http::ClientKey::Ip(c.0.ip()));
-        match peer.map(|key| self.limiter.try_take(&key)) {
-            Some(Ok(())) => Ok200.call(request),
-            _ => std::future::ready(Ok(Response::new(Body::empty()))),
-        }
-    }
-}
-
-fn floor() -> Floor {
+/// The floor: paceline's keyed limiter with the least glue around the
+/// handler (a refusal is a bare 429).
+fn floor() -> impl Service<Request<Body>, Error = Infallible> + Clone {
     let limiter = paceline::KeyedLimiter::builder(Rate::per_second(1))
         .slack(BURST - 1)
         .max_keys(100_000)
         .build()
         .unwrap();
-    Floor {
-        limiter: std::sync::Arc::new(limiter),
-    }
+    let limiter = std::sync::Arc::new(limiter);
+    tower::service_fn(move |request: Request<Body>| {
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| paceline::http::ClientKey::Ip(c.0.ip()));
+        match peer.map(|key| limiter.try_take(&key)) {
+            Some(Ok(())) => Ok200.call(request),
+            _ => {
+                let mut refused = Response::new(Body::empty());
+                *refused.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+                std::future::ready(Ok(refused))
+            }
+        }
+    })
 }
 
 fn request(ip: IpAddr) -> Request<Body> {

@@ -283,7 +283,7 @@ tower_governor's `GovernorLayer` around the same trivial service, in the
 thread's CPU time; {len(runs)} runs, the median and the range over runs. The
 admitted rows give the ns each layer adds to no layer; the ratio is taken
 within each run. The floor rows put paceline's keyed limiter behind the
-least glue a layer can have (`benches/http.rs`' `Floor`: the peer address
+least glue a layer can have (`benches/http.rs`' `floor`: the peer address
 as the key, one `try_take`, the inner future passed through).
 
 | | paceline | tower_governor | paceline ÷ governor |
