@@ -12,7 +12,8 @@ use http::StatusCode;
 
 use super::client_ip::{Cidr, CidrError, Forwarding};
 use super::fields;
-use super::layer::{LimitLayer, Limiter, Shared};
+use super::layer::LimitLayer;
+use super::shared::{Limiter, Shared};
 use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
 use crate::error::BuildError;
 use crate::keyed::{KeyedLimiter, WhenFull};

@@ -134,7 +134,7 @@ pub(crate) fn client_ip(
 
 /// Whether `ip` is in one of the `trusted` blocks.
 #[inline]
-fn trusts(trusted: &[Cidr], ip: IpAddr) -> bool {
+pub(crate) fn trusts(trusted: &[Cidr], ip: IpAddr) -> bool {
     trusted.iter().any(|c| c.contains(ip))
 }
 

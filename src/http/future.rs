@@ -1,6 +1,6 @@
 //! [`ResponseFuture`]: what a limited service returns, the inner service's
-//! future (with the fields an admitted response gets), the layer's own
-//! answer, or a boxed future for the paths that wait.
+//! future as it is, the layer's own answer, or a boxed future for the
+//! paths that wait or add fields to every response.
 
 use std::fmt;
 use std::future::Future;
@@ -100,10 +100,15 @@ impl<B> fmt::Debug for LimitBody<B> {
 /// An inner response as the layer's: its body wrapped, and the fields
 /// added when asked for.
 pub(super) fn forwarded<B>(response: Response<B>, fields: AddedFields) -> Response<LimitBody<B>> {
-    with_fields(response.map(LimitBody::inner), fields)
+    let mut response = response.map(LimitBody::inner);
+    for (name, value) in fields.into_iter().flat_map(|f| *f) {
+        response.headers_mut().insert(name, value);
+    }
+    response
 }
 
 /// The layer's own answer as a limited service's response.
+#[inline]
 pub(super) fn answered<B>(response: Response<Bytes>) -> Response<LimitBody<B>> {
     response.map(LimitBody::refusal)
 }
@@ -113,17 +118,8 @@ pub(super) fn answered<B>(response: Response<Bytes>) -> Response<LimitBody<B>> {
 pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The fields an admitted response gets, when asked for on every one
-/// (boxed: the futures that carry them stay small to move).
+/// (boxed: what carries them stays two words).
 pub(super) type AddedFields = Option<Box<[(HeaderName, HeaderValue); 2]>>;
-
-fn with_fields<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {
-    if let Some(fields) = fields {
-        for (name, value) in *fields {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    response
-}
 
 pin_project_lite::pin_project! {
     /// The response future of [`Limit`](super::Limit).
@@ -136,19 +132,41 @@ pin_project_lite::pin_project! {
 pin_project_lite::pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
-        Inner { #[pin] future: F, fields: AddedFields },
+        Inner { #[pin] future: F },
         Answer { response: Option<Box<Response<Bytes>>> },
         Boxed { future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>> },
     }
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    pub(super) fn inner(future: F, fields: AddedFields) -> Self {
+    /// The inner service's future: an admitted request's response, its
+    /// body wrapped as it comes back and nothing else done to it (the
+    /// common path: no fields, no box).
+    #[inline]
+    pub(super) fn inner(future: F) -> Self {
         ResponseFuture {
-            state: State::Inner { future, fields },
+            state: State::Inner { future },
         }
     }
 
+    /// The inner service's future, its response to get `fields`: boxed
+    /// with them (the fields are boxed already), out of line, so that the
+    /// common path's future is the inner one and a tag.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn with_fields(future: F, fields: Box<[(HeaderName, HeaderValue); 2]>) -> Self
+    where
+        F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+        B: Send + 'static,
+        E: 'static,
+    {
+        ResponseFuture::boxed(Box::pin(async move {
+            Ok(forwarded(future.await?, Some(fields)))
+        }))
+    }
+
+    /// The layer's own answer: a refusal, or the answer to a request
+    /// without a key.
     pub(super) fn answer(response: Box<Response<Bytes>>) -> Self {
         ResponseFuture {
             state: State::Answer {
@@ -157,6 +175,8 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
+    /// A decision that waits (a bounded wait, a remote limiter's round
+    /// trip), and then the inner service's future.
     pub(super) fn boxed(future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>>) -> Self {
         ResponseFuture {
             state: State::Boxed { future },
@@ -170,12 +190,10 @@ where
 {
     type Output = Result<Response<LimitBody<B>>, E>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
-            StateProj::Inner { future, fields } => {
-                let response = std::task::ready!(future.poll(cx))?;
-                Poll::Ready(Ok(forwarded(response, fields.take())))
-            }
+            StateProj::Inner { future } => future.poll(cx).map_ok(|r| r.map(LimitBody::inner)),
             StateProj::Answer { response } => Poll::Ready(Ok(answered(
                 *response
                     .take()

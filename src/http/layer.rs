@@ -2,78 +2,26 @@
 //! header, one global key, or a function), takes its cost from a paceline
 //! limiter, and forwards it, or answers 429 with `Retry-After` and the
 //! draft's `RateLimit` fields. What it is configured with, and the checks
-//! that build it, are `builder.rs`'.
+//! that build it, are `builder.rs`'; what it shares and writes itself
+//! (the refusals, the fields), `shared.rs`'.
 
-use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{Extensions, HeaderMap, Request, Response, StatusCode, Uri};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::accept;
-use super::client_ip::{self, Cidr, Forwarding};
-use super::fields;
-use super::future::{answered, forwarded, AddedFields, BoxFuture, LimitBody, ResponseFuture};
-use super::json::Json;
-use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, LayerStats, MissingKey, Mode};
-use crate::error::TakeError;
-use crate::limit::Limit as Quota;
-use crate::take::{AsyncTake, Error, State as Found, Taken};
+use super::client_ip;
+use super::future::{answered, forwarded, AddedFields, LimitBody, ResponseFuture};
+use super::shared::{Failure, Shared};
+use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
+use crate::take::{Error, Taken};
 use crate::tokio::AsyncKeyedLimiter;
-
-/// The limiter requests take from, whatever its kind: the take interface
-/// with its futures boxed, so that the layer holds any limiter behind one
-/// pointer. Implemented for every [`AsyncTake<ClientKey>`].
-pub(super) trait Limiter: Send + Sync + 'static {
-    /// A try decided without awaiting, when the limiter decides in process.
-    fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>>;
-    /// Takes `cost` from `key`'s limit as `mode` says: waiting up to its
-    /// bound, or a try.
-    fn take<'a>(
-        &'a self,
-        key: &'a ClientKey,
-        cost: u64,
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<Taken, Error>>;
-    /// The limit `key` is held to.
-    fn limit_for(&self, key: &ClientKey) -> Option<Quota>;
-    /// The limiter itself, for [`LimitLayer::keyed_limiter`].
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
-    fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>> {
-        self.try_take_n_now(key, cost)
-    }
-
-    fn take<'a>(
-        &'a self,
-        key: &'a ClientKey,
-        cost: u64,
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<Taken, Error>> {
-        match mode {
-            Mode::Wait(max) => Box::pin(self.take_n_timeout(key, cost, max)),
-            _ => Box::pin(self.try_take_n(key, cost)),
-        }
-    }
-
-    fn limit_for(&self, key: &ClientKey) -> Option<Quota> {
-        AsyncTake::limit_for(self, key)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
 
 /// A tower [`Layer`] that limits requests per client (or per header, per
 /// key function, or globally): the layer of `paceline::http`'s module doc.
@@ -84,30 +32,6 @@ impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
 #[derive(Clone)]
 pub struct LimitLayer {
     pub(super) shared: Arc<Shared>,
-}
-
-pub(super) struct Shared {
-    pub(super) limiter: Box<dyn Limiter>,
-    pub(super) source: KeySource,
-    pub(super) trusted: Vec<Cidr>,
-    pub(super) forwarding: Forwarding,
-    pub(super) v4_prefix: u8,
-    pub(super) v6_prefix: u8,
-    pub(super) missing: MissingKey,
-    pub(super) cost: Option<Box<CostFn>>,
-    pub(super) mode: Mode,
-    pub(super) fields: Fields,
-    pub(super) body: Body,
-    pub(super) status: StatusCode,
-    pub(super) name: String,
-    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
-    pub(super) costs: Box<[(Box<str>, u64)]>,
-    /// Refusals as gRPC statuses.
-    #[cfg(feature = "tonic")]
-    pub(super) grpc: bool,
-    pub(super) refused: AtomicU64,
-    pub(super) would_refuse: AtomicU64,
-    pub(super) missing_key: AtomicU64,
 }
 
 impl LimitLayer {
@@ -147,13 +71,9 @@ pub struct Limit<S> {
     shared: Arc<Shared>,
 }
 
-/// What a decision leaves for the response.
-enum Verdict {
-    /// Forward; with the fields to add, when asked for on every response.
-    Forward(AddedFields),
-    /// Answer this instead (boxed, for the same reason).
-    Answer(Box<Response<Bytes>>),
-}
+/// What a decision leaves for the response: forward it, with the fields to
+/// add when asked for on every response; or why not.
+type Decision = Result<AddedFields, Failure>;
 
 impl<S, B, ResB> Service<Request<B>> for Limit<S>
 where
@@ -176,42 +96,34 @@ where
         // The head is split off only for a key or cost function; otherwise
         // the request stays where it is until the inner service takes it
         // (a request is a few hundred bytes: each move is a copy).
-        let (key, cost) = if shared.wants_head() {
+        let decided = if shared.wants_head() {
             let (head, body) = request.into_parts();
-            let key = shared.key(&head.headers, &head.extensions, &head.uri, Some(&head));
-            let cost = shared.cost_of(&head.uri, || shared.cost.as_ref().map_or(1, |f| f(&head)));
+            let decided = shared.decide(&head.headers, &head.extensions, &head.uri, Some(&head));
             request = Request::from_parts(head, body);
-            (key, cost)
+            decided
         } else {
-            let key = shared.key(request.headers(), request.extensions(), request.uri(), None);
-            (key, shared.cost_of(request.uri(), || 1))
+            shared.decide(request.headers(), request.extensions(), request.uri(), None)
         };
-        // The body a refusal would get: read now, while the request is here.
-        let body = match shared.body {
-            Body::Accept => accept::choose(request.headers().get_all(http::header::ACCEPT).iter()),
-            body => body,
-        };
-        let key = match key {
-            Ok(key) => key,
-            Err(status) => return ResponseFuture::answer(Box::new(shared.missing(status))),
-        };
-        match shared.decide_now(&key, cost, body) {
-            Some(Verdict::Forward(fields)) => {
-                ResponseFuture::inner(self.inner.call(request), fields)
-            }
-            Some(Verdict::Answer(answer)) => ResponseFuture::answer(answer),
-            None => {
+        match decided {
+            Ok(None) => ResponseFuture::inner(self.inner.call(request)),
+            Ok(Some(fields)) => ResponseFuture::with_fields(self.inner.call(request), fields),
+            Err(NotNow::Answer(answer)) => ResponseFuture::answer(answer),
+            Err(NotNow::Later(later)) => {
+                let (key, cost) = *later;
                 // The ready service goes with the request; a clone stays.
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(shared);
                 ResponseFuture::boxed(Box::pin(async move {
-                    match shared.decide_later(&key, cost, body).await {
-                        Verdict::Forward(fields) => {
+                    match shared.decide_later(&key, cost).await {
+                        Ok(fields) => {
                             let response = inner.call(request).await?;
                             Ok(forwarded(response, fields))
                         }
-                        Verdict::Answer(answer) => Ok(answered(*answer)),
+                        Err(failure) => {
+                            let answer = shared.refuse(&key, failure, request.headers());
+                            Ok(answered(*answer))
+                        }
                     }
                 }))
             }
@@ -219,252 +131,174 @@ where
     }
 }
 
+/// A request the layer does not forward at once.
+enum NotNow {
+    /// Answer it with this: a refusal, or the answer to a request without
+    /// a key.
+    Answer(Box<Response<Bytes>>),
+    /// Decide after a wait or a round trip: its key and cost.
+    Later(Box<(ClientKey, u64)>),
+}
+
 impl Shared {
     /// Whether a key or cost function needs the request's head.
+    #[inline]
     fn wants_head(&self) -> bool {
         self.cost.is_some() || matches!(self.source, KeySource::Function(_))
     }
 
-    /// A request's cost: its path's, else `otherwise`'s.
-    fn cost_of(&self, uri: &Uri, otherwise: impl FnOnce() -> u64) -> u64 {
+    /// The decision on a request, from its head, as far as it can be made
+    /// at once. Not generic, so compiled once, here, whatever the service;
+    /// what comes back is two words.
+    ///
+    /// The key is built where it is used and lent, never moved: an address
+    /// is written a byte and a word at a time, and a move reads it back in
+    /// wider loads, each of which waits for the writes to drain (a
+    /// store-forwarding stall, a dozen cycles a move).
+    #[inline(never)]
+    fn decide(
+        &self,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+        uri: &Uri,
+        head: Option<&Parts>,
+    ) -> Result<AddedFields, NotNow> {
+        let found = match &self.source {
+            KeySource::Global => return self.decide_on(&ClientKey::Global, headers, uri, head),
+            KeySource::Ip => match peer(extensions).map(client_ip::canonical) {
+                Some(peer) if !client_ip::trusts(&self.trusted, peer) => {
+                    return self.decide_on(&ClientKey::Ip(self.mask(peer)), headers, uri, head);
+                }
+                Some(proxy) => self.forwarded_for(proxy, headers),
+                None => None,
+            },
+            _ => self.text_key(headers, uri, head),
+        };
+        let key = match found.map_or_else(|| self.keyless(), Ok) {
+            Ok(key) => key,
+            Err(status) => return Err(NotNow::Answer(Box::new(self.missing(status)))),
+        };
+        self.decide_on(&key, headers, uri, head)
+    }
+
+    /// [`decide`](Self::decide) on `key`.
+    #[inline(always)]
+    fn decide_on(
+        &self,
+        key: &ClientKey,
+        headers: &HeaderMap,
+        uri: &Uri,
+        head: Option<&Parts>,
+    ) -> Result<AddedFields, NotNow> {
+        let cost = self.cost_of(uri, head);
+        let taken = match self.mode {
+            Mode::Wait(_) => None,
+            _ => self.limiter.try_now(key, cost),
+        };
+        match taken {
+            Some(taken) => self
+                .settle(taken)
+                .map_err(|failure| NotNow::Answer(self.refuse(key, failure, headers))),
+            None => Err(NotNow::Later(Box::new((key.clone(), cost)))),
+        }
+    }
+
+    /// A request's cost: its path's, else its cost function's, else 1.
+    #[inline]
+    fn cost_of(&self, uri: &Uri, head: Option<&Parts>) -> u64 {
         if !self.costs.is_empty() {
             let path = uri.path();
             if let Some((_, cost)) = self.costs.iter().find(|(p, _)| **p == *path) {
                 return *cost;
             }
         }
-        otherwise()
+        match (&self.cost, head) {
+            (Some(f), Some(head)) => f(head),
+            _ => 1,
+        }
     }
 
-    /// The request's key, or the status to refuse a request without one
-    /// with.
-    fn key(
-        &self,
-        headers: &HeaderMap,
-        extensions: &Extensions,
-        uri: &Uri,
-        head: Option<&Parts>,
-    ) -> Result<ClientKey, StatusCode> {
-        let found = match &self.source {
-            KeySource::Global => return Ok(ClientKey::Global),
-            KeySource::Ip => peer(extensions).and_then(|peer| {
-                let ip = client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)?;
-                let bits = if ip.is_ipv4() {
-                    self.v4_prefix
-                } else {
-                    self.v6_prefix
-                };
-                Some(ClientKey::Ip(client_ip::mask(ip, bits)))
-            }),
+    /// `ip` masked to its group: the key of the clients it stands for.
+    #[inline(always)]
+    fn mask(&self, ip: IpAddr) -> IpAddr {
+        let bits = if ip.is_ipv4() {
+            self.v4_prefix
+        } else {
+            self.v6_prefix
+        };
+        client_ip::mask(ip, bits)
+    }
+
+    /// The key of a client whose connection comes from a trusted `proxy`:
+    /// the address it forwarded, masked.
+    #[cold]
+    fn forwarded_for(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
+        let ip = client_ip::client_ip(proxy, headers, &self.trusted, self.forwarding)?;
+        Some(ClientKey::Ip(self.mask(ip)))
+    }
+
+    /// A key of text: a header's value, a function's answer, the path.
+    fn text_key(&self, headers: &HeaderMap, uri: &Uri, head: Option<&Parts>) -> Option<ClientKey> {
+        match &self.source {
             KeySource::Header(name) => headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
                 .map(ClientKey::text),
             KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::text(&k)),
             KeySource::Path => Some(ClientKey::text(uri.path())),
-        };
-        match (found, &self.missing) {
-            (Some(key), _) => Ok(key),
-            (None, MissingKey::Shared(key)) => {
+            KeySource::Global | KeySource::Ip => None,
+        }
+    }
+
+    /// What a request without a key gets: the shared key, or a refusal.
+    #[cold]
+    fn keyless(&self) -> Result<ClientKey, StatusCode> {
+        match &self.missing {
+            MissingKey::Shared(key) => {
                 self.missing_key.fetch_add(1, Relaxed);
                 Ok(ClientKey::from(key.as_str()))
             }
-            (None, MissingKey::Refuse(status)) => Err(*status),
+            MissingKey::Refuse(status) => Err(*status),
         }
-    }
-
-    /// The answer to a request without a key, refused with `status`.
-    #[cold]
-    fn missing(&self, status: StatusCode) -> Response<Bytes> {
-        self.missing_key.fetch_add(1, Relaxed);
-        self.refused.fetch_add(1, Relaxed);
-        crate::event::debug!(
-            status = status.as_u16(),
-            "paceline: a request without a key, refused"
-        );
-        let why = "paceline: no client key for this request (for the client's address: \
-             serve with into_make_service_with_connect_info::<SocketAddr>(), or \
-             insert the peer's SocketAddr as an extension; behind proxies, check \
-             trust_proxies)\n";
-        #[cfg(feature = "tonic")]
-        if self.grpc {
-            return super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None);
-        }
-        text(status, why)
-    }
-
-    /// A decision on the spot, for in-process limiters that do not wait;
-    /// `None` for the others.
-    #[inline]
-    fn decide_now(&self, key: &ClientKey, cost: u64, body: Body) -> Option<Verdict> {
-        if let Mode::Wait(_) = self.mode {
-            return None;
-        }
-        let taken = self.limiter.try_now(key, cost)?;
-        Some(self.settle(key, taken, body))
     }
 
     /// A decision that may wait: a bounded wait, or a remote limiter (one
     /// round trip, whose answer carries the fields too).
-    async fn decide_later(&self, key: &ClientKey, cost: u64, body: Body) -> Verdict {
+    async fn decide_later(&self, key: &ClientKey, cost: u64) -> Decision {
         let taken = self.limiter.take(key, cost, self.mode).await;
-        self.settle(key, taken, body)
+        self.settle(taken)
     }
 
-    /// Counts and answers a decision; a refusal's body is `body`.
-    fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>, body: Body) -> Verdict {
+    /// What a take's answer means for the request.
+    #[inline]
+    fn settle(&self, taken: Result<Taken, Error>) -> Decision {
         match taken {
-            Ok(taken) => Verdict::Forward(match self.fields {
+            Ok(taken) => Ok(match self.fields {
                 Fields::Always => self.fields_for(taken.state()),
                 _ => None,
             }),
-            Err(e) => {
-                let failure = match e.refusal() {
-                    Some(refusal) => Failure::Limit(*refusal),
-                    None => Failure::Server(e.to_string()),
-                };
-                self.refuse(key, failure, body)
-            }
+            Err(e) => self.failed(e),
         }
     }
 
-    /// A request over the limit (or failed by the limiter's server).
+    /// A take that failed: refused by the limit (forwarded all the same in
+    /// a dry run), or failed by its server.
     #[cold]
-    fn refuse(&self, key: &ClientKey, failure: Failure, body: Body) -> Verdict {
-        if self.mode == Mode::DryRun {
-            if let Failure::Limit(_) = failure {
+    fn failed(&self, e: Error) -> Decision {
+        match e.refusal() {
+            Some(_) if self.mode == Mode::DryRun => {
                 self.would_refuse.fetch_add(1, Relaxed);
-                return Verdict::Forward(None);
+                Ok(None)
             }
+            Some(refusal) => Err(Failure::Limit(*refusal)),
+            None => Err(Failure::Server(e.to_string())),
         }
-        self.refused.fetch_add(1, Relaxed);
-        let (status, wait, why) = match &failure {
-            Failure::Limit(e) => match e.retry_after() {
-                Some(wait) => (self.status, Some(wait), None),
-                None => (self.status, None, Some(e.to_string())),
-            },
-            Failure::Server(e) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(Duration::from_secs(1)),
-                Some(format!("the limit's server failed: {e}")),
-            ),
-        };
-        crate::event::debug!(
-            key = %key,
-            status = status.as_u16(),
-            retry_after_ms = wait.map(|w| w.as_millis() as u64),
-            why = why.as_deref(),
-            "paceline: request refused"
-        );
-        #[cfg(feature = "tonic")]
-        let mut response = if self.grpc {
-            let server = matches!(failure, Failure::Server(_));
-            super::grpc::refused(server, why.as_deref(), wait, &self.name)
-        } else {
-            self.refusal_body(status, wait, why.as_deref(), body)
-        };
-        #[cfg(not(feature = "tonic"))]
-        let mut response = self.refusal_body(status, wait, why.as_deref(), body);
-        let headers = response.headers_mut();
-        if let Some(wait) = wait {
-            headers.insert(RETRY_AFTER, fields::retry_after(wait));
-        }
-        // The limit is the limiter's own knowledge: never a round trip.
-        let limit = self.limiter.limit_for(key);
-        if let (Some(limit), true) = (limit, self.fields != Fields::Off) {
-            headers.insert(
-                HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.name, limit.rate(), limit.burst()),
-            );
-            // `t` equals Retry-After (the draft: never earlier than it).
-            // A request no wait admits (a cost above the burst) has no
-            // window to announce: the policy alone.
-            if let Some(wait) = wait {
-                let reset = Duration::from_secs(fields::seconds_up(wait).max(1));
-                headers.insert(
-                    HeaderName::from_static("ratelimit"),
-                    fields::state(&self.name, 0, reset),
-                );
-            }
-        }
-        Verdict::Answer(Box::new(response))
     }
-
-    /// `RateLimit-Policy` and `RateLimit` of an admitted request, from what
-    /// its take found: `available` free now, the bucket whole again
-    /// [`State::reset`](crate::State::reset) later. None when nothing limits.
-    fn fields_for(&self, state: Found) -> AddedFields {
-        let limit = state.limit()?;
-        Some(Box::new([
-            (
-                HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.name, limit.rate(), limit.burst()),
-            ),
-            (
-                HeaderName::from_static("ratelimit"),
-                fields::state(&self.name, state.available(), state.reset()),
-            ),
-        ]))
-    }
-
-    /// The body of a refusal: `wait` until it may go, or `why` it cannot.
-    fn refusal_body(
-        &self,
-        status: StatusCode,
-        wait: Option<Duration>,
-        why: Option<&str>,
-        body: Body,
-    ) -> Response<Bytes> {
-        let retry = wait.map(|w| fields::seconds_up(w).max(1));
-        let detail = match (retry, why) {
-            (_, Some(why)) => why.to_owned(),
-            (Some(s), None) => format!("retry in {s} s"),
-            (None, None) => String::new(),
-        };
-        let name = Json(&self.name);
-        let (content_type, body) = match body {
-            Body::Text | Body::Accept => (
-                "text/plain; charset=utf-8",
-                format!("{}: {detail}\n", status.canonical_reason().unwrap_or("Refused")),
-            ),
-            Body::Json => (
-                "application/json",
-                format!(
-                    "{{\"error\":\"rate_limited\",\"retry_after\":{},\"policy\":{name},\"detail\":{}}}",
-                    retry.map_or("null".to_owned(), |s| s.to_string()),
-                    Json(&detail)
-                ),
-            ),
-            Body::Problem => (
-                "application/problem+json",
-                format!(
-                    "{{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\",\
-                     \"title\":\"Request quota exceeded\",\"status\":{},\"detail\":{},\
-                     \"violated-policies\":[{name}]}}",
-                    status.as_u16(),
-                    Json(&detail)
-                ),
-            ),
-        };
-        let mut response = Response::new(Bytes::from(body));
-        *response.status_mut() = status;
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-        response
-    }
-}
-
-/// Why a request was not admitted.
-enum Failure {
-    /// The limit refused it.
-    Limit(TakeError),
-    /// The limit's server failed, and its fail policy did not admit.
-    Server(String),
 }
 
 /// The connection's peer: axum's `ConnectInfo<SocketAddr>` (feature
 /// `axum`) or a `SocketAddr` extension.
+#[inline]
 fn peer(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
@@ -475,15 +309,4 @@ fn peer(extensions: &Extensions) -> Option<IpAddr> {
         return Some(ip);
     }
     extensions.get::<SocketAddr>().map(SocketAddr::ip)
-}
-
-/// A text response.
-fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }

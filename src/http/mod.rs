@@ -55,6 +55,7 @@ mod json;
 mod layer;
 mod pace;
 mod sha256;
+mod shared;
 mod terms;
 
 pub use builder::{LayerError, LimitBuilder};

@@ -1,0 +1,269 @@
+//! The layer's state, shared by every clone of [`LimitLayer`] and every
+//! service it makes: the limiter behind one interface, the configuration
+//! `builder.rs` checked, the counts; and what the layer writes itself:
+//! a refusal (status, `Retry-After`, the `RateLimit` fields, a body by the
+//! request's `Accept`), the answer to a request without a key, and the
+//! fields of an admitted response. How a request is decided is
+//! `layer.rs`'.
+//!
+//! [`LimitLayer`]: super::LimitLayer
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, Response, StatusCode};
+
+use super::accept;
+use super::client_ip::{Cidr, Forwarding};
+use super::fields;
+use super::future::{AddedFields, BoxFuture};
+use super::json::Json;
+use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
+use crate::error::TakeError;
+use crate::limit::Limit as Quota;
+use crate::take::{AsyncTake, Error, State as Found, Taken};
+
+/// The limiter requests take from, whatever its kind: the take interface
+/// with its futures boxed, so that the layer holds any limiter behind one
+/// pointer. Implemented for every [`AsyncTake<ClientKey>`].
+pub(super) trait Limiter: Send + Sync + 'static {
+    /// A try decided without awaiting, when the limiter decides in process.
+    fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>>;
+    /// Takes `cost` from `key`'s limit as `mode` says: waiting up to its
+    /// bound, or a try.
+    fn take<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        cost: u64,
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<Taken, Error>>;
+    /// The limit `key` is held to.
+    fn limit_for(&self, key: &ClientKey) -> Option<Quota>;
+    /// The limiter itself, for [`LimitLayer::keyed_limiter`].
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
+    fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>> {
+        self.try_take_n_now(key, cost)
+    }
+
+    fn take<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        cost: u64,
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<Taken, Error>> {
+        match mode {
+            Mode::Wait(max) => Box::pin(self.take_n_timeout(key, cost, max)),
+            _ => Box::pin(self.try_take_n(key, cost)),
+        }
+    }
+
+    fn limit_for(&self, key: &ClientKey) -> Option<Quota> {
+        AsyncTake::limit_for(self, key)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// What every clone of a layer, and every service it makes, shares.
+pub(super) struct Shared {
+    pub(super) limiter: Box<dyn Limiter>,
+    pub(super) source: KeySource,
+    pub(super) trusted: Vec<Cidr>,
+    pub(super) forwarding: Forwarding,
+    pub(super) v4_prefix: u8,
+    pub(super) v6_prefix: u8,
+    pub(super) missing: MissingKey,
+    pub(super) cost: Option<Box<CostFn>>,
+    pub(super) mode: Mode,
+    pub(super) fields: Fields,
+    pub(super) body: Body,
+    pub(super) status: StatusCode,
+    pub(super) name: String,
+    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
+    pub(super) costs: Box<[(Box<str>, u64)]>,
+    /// Refusals as gRPC statuses.
+    #[cfg(feature = "tonic")]
+    pub(super) grpc: bool,
+    pub(super) refused: AtomicU64,
+    pub(super) would_refuse: AtomicU64,
+    pub(super) missing_key: AtomicU64,
+}
+
+impl Shared {
+    /// The answer to a request without a key, refused with `status`.
+    #[cold]
+    pub(super) fn missing(&self, status: StatusCode) -> Response<Bytes> {
+        self.missing_key.fetch_add(1, Relaxed);
+        self.refused.fetch_add(1, Relaxed);
+        crate::event::debug!(
+            status = status.as_u16(),
+            "paceline: a request without a key, refused"
+        );
+        let why = "paceline: no client key for this request (for the client's address: \
+             serve with into_make_service_with_connect_info::<SocketAddr>(), or \
+             insert the peer's SocketAddr as an extension; behind proxies, check \
+             trust_proxies)\n";
+        #[cfg(feature = "tonic")]
+        if self.grpc {
+            return super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None);
+        }
+        text(status, why)
+    }
+
+    /// The answer to a request over the limit (or failed by the limiter's
+    /// server), in the body its `headers` accept when the layer asks them.
+    #[cold]
+    pub(super) fn refuse(
+        &self,
+        key: &ClientKey,
+        failure: Failure,
+        headers: &HeaderMap,
+    ) -> Box<Response<Bytes>> {
+        let body = match self.body {
+            Body::Accept => accept::choose(headers.get_all(http::header::ACCEPT).iter()),
+            body => body,
+        };
+        self.refused.fetch_add(1, Relaxed);
+        let (status, wait, why) = match &failure {
+            Failure::Limit(e) => match e.retry_after() {
+                Some(wait) => (self.status, Some(wait), None),
+                None => (self.status, None, Some(e.to_string())),
+            },
+            Failure::Server(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(Duration::from_secs(1)),
+                Some(format!("the limit's server failed: {e}")),
+            ),
+        };
+        crate::event::debug!(
+            key = %key,
+            status = status.as_u16(),
+            retry_after_ms = wait.map(|w| w.as_millis() as u64),
+            why = why.as_deref(),
+            "paceline: request refused"
+        );
+        #[cfg(feature = "tonic")]
+        let mut response = if self.grpc {
+            let server = matches!(failure, Failure::Server(_));
+            super::grpc::refused(server, why.as_deref(), wait, &self.name)
+        } else {
+            self.refusal_body(status, wait, why.as_deref(), body)
+        };
+        #[cfg(not(feature = "tonic"))]
+        let mut response = self.refusal_body(status, wait, why.as_deref(), body);
+        let headers = response.headers_mut();
+        if let Some(wait) = wait {
+            headers.insert(RETRY_AFTER, fields::retry_after(wait));
+        }
+        // The limit is the limiter's own knowledge: never a round trip.
+        let limit = self.limiter.limit_for(key);
+        if let (Some(limit), true) = (limit, self.fields != Fields::Off) {
+            headers.insert(
+                HeaderName::from_static("ratelimit-policy"),
+                fields::policy(&self.name, limit.rate(), limit.burst()),
+            );
+            // `t` equals Retry-After (the draft: never earlier than it).
+            // A request no wait admits (a cost above the burst) has no
+            // window to announce: the policy alone.
+            if let Some(wait) = wait {
+                let reset = Duration::from_secs(fields::seconds_up(wait).max(1));
+                headers.insert(
+                    HeaderName::from_static("ratelimit"),
+                    fields::state(&self.name, 0, reset),
+                );
+            }
+        }
+        Box::new(response)
+    }
+
+    /// `RateLimit-Policy` and `RateLimit` of an admitted request, from what
+    /// its take found: `available` free now, the bucket whole again
+    /// [`State::reset`](crate::State::reset) later. None when nothing limits.
+    pub(super) fn fields_for(&self, state: Found) -> AddedFields {
+        let limit = state.limit()?;
+        Some(Box::new([
+            (
+                HeaderName::from_static("ratelimit-policy"),
+                fields::policy(&self.name, limit.rate(), limit.burst()),
+            ),
+            (
+                HeaderName::from_static("ratelimit"),
+                fields::state(&self.name, state.available(), state.reset()),
+            ),
+        ]))
+    }
+
+    /// The body of a refusal: `wait` until it may go, or `why` it cannot.
+    fn refusal_body(
+        &self,
+        status: StatusCode,
+        wait: Option<Duration>,
+        why: Option<&str>,
+        body: Body,
+    ) -> Response<Bytes> {
+        let retry = wait.map(|w| fields::seconds_up(w).max(1));
+        let detail = match (retry, why) {
+            (_, Some(why)) => why.to_owned(),
+            (Some(s), None) => format!("retry in {s} s"),
+            (None, None) => String::new(),
+        };
+        let name = Json(&self.name);
+        let (content_type, body) = match body {
+            Body::Text | Body::Accept => (
+                "text/plain; charset=utf-8",
+                format!("{}: {detail}\n", status.canonical_reason().unwrap_or("Refused")),
+            ),
+            Body::Json => (
+                "application/json",
+                format!(
+                    "{{\"error\":\"rate_limited\",\"retry_after\":{},\"policy\":{name},\"detail\":{}}}",
+                    retry.map_or("null".to_owned(), |s| s.to_string()),
+                    Json(&detail)
+                ),
+            ),
+            Body::Problem => (
+                "application/problem+json",
+                format!(
+                    "{{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\",\
+                     \"title\":\"Request quota exceeded\",\"status\":{},\"detail\":{},\
+                     \"violated-policies\":[{name}]}}",
+                    status.as_u16(),
+                    Json(&detail)
+                ),
+            ),
+        };
+        let mut response = Response::new(Bytes::from(body));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    }
+}
+
+/// Why a request was not admitted.
+pub(super) enum Failure {
+    /// The limit refused it.
+    Limit(TakeError),
+    /// The limit's server failed, and its fail policy did not admit.
+    Server(String),
+}
+
+/// A text response.
+fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
