@@ -81,7 +81,8 @@ pub(crate) fn left(deadline: Instant) -> io::Result<Duration> {
     Ok(left)
 }
 
-/// Reads from a socket until a deadline, whatever pace the bytes come at.
+/// Reads from a socket until a deadline, whatever pace the bytes come at,
+/// and whatever signals the process takes meanwhile.
 pub(crate) struct Until<'a> {
     pub(crate) socket: &'a Socket,
     pub(crate) deadline: Instant,
@@ -89,7 +90,72 @@ pub(crate) struct Until<'a> {
 
 impl Read for Until<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.socket.set_read_timeout(left(self.deadline)?)?;
-        self.socket.read(buf)
+        by_deadline(self.deadline, |left| {
+            self.socket.set_read_timeout(left)?;
+            self.socket.read(buf)
+        })
+    }
+}
+
+/// `call` with what is left until `deadline`, called again when a signal
+/// interrupted it, until it answers or the deadline passes. A read on a
+/// socket with a timeout is never restarted by the kernel, whatever flags
+/// the signal's handler was installed with (signal(7)): in a process with
+/// any handler (tokio's for child processes, a server's for SIGHUP), a
+/// call would otherwise fail as if the server were gone.
+fn by_deadline<T>(
+    deadline: Instant,
+    mut call: impl FnMut(Duration) -> io::Result<T>,
+) -> io::Result<T> {
+    loop {
+        match call(left(deadline)?) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            answer => return answer,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_call_is_made_again_until_it_answers() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut calls = 0;
+        let answer = by_deadline(deadline, |left| {
+            assert!(left > Duration::ZERO && left <= Duration::from_secs(60));
+            calls += 1;
+            if calls < 4 {
+                Err(io::Error::from(io::ErrorKind::Interrupted))
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(answer.unwrap(), 4);
+    }
+
+    #[test]
+    fn interruptions_never_hold_a_call_past_its_deadline() {
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let mut calls = 0u64;
+        let answer: io::Result<()> = by_deadline(deadline, |_| {
+            calls += 1;
+            Err(io::Error::from(io::ErrorKind::Interrupted))
+        });
+        assert_eq!(answer.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(calls > 0 && Instant::now() >= deadline);
+    }
+
+    #[test]
+    fn other_errors_are_answered_at_once() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut calls = 0;
+        let answer: io::Result<()> = by_deadline(deadline, |_| {
+            calls += 1;
+            Err(io::Error::from(io::ErrorKind::ConnectionReset))
+        });
+        assert_eq!(answer.unwrap_err().kind(), io::ErrorKind::ConnectionReset);
+        assert_eq!(calls, 1);
     }
 }
