@@ -289,6 +289,54 @@ as the key, one `try_take`, the inner future passed through).
 | | paceline | tower_governor | paceline ÷ governor |
 |---|---:|---:|---:|
 {chr(10).join(rows)}
+{HTTP_NOTES}"""
+
+
+# Dated: written against the run of 2026-11-26 at 83f3f58 (the figures it
+# quotes are that run's).
+HTTP_NOTES = """
+**The layer is at its floor** (2026-11-26, the run above, at `83f3f58`;
+load average about 1). The layer's overhead fell from 1.37× and 1.23×
+tower_governor's (one client; 10,000 clients; the median of three runs
+before `83f3f58`) to 0.94× and 0.96×; its best runs of the three, 0.90×
+and 0.84×. The layer now costs 4–7 ns more than `keyed_floor` (the
+medians above), and profiled in one process with the CPU clock (perf, the
+samples of each function divided by those of the request's own
+construction, so that runs of different lengths compare) the two spent
+the same time per request with 10,000 clients, within 1 %: what is left
+above 0.9 is mostly the keyed limiter's, not the layer's.
+
+The three changes that took the glue there were found with that profile;
+callgrind's instruction counts, within about 10 % of governor's before as
+after, did not show them:
+
+- **Store-forwarding stalls.** The client's address (`IpAddr`, written a
+  byte and a word at a time) and the `Result<ClientKey, _>` around it were
+  moved through the stack three times a request and read back in wider
+  loads, each waiting for the narrow writes to drain. `Shared::decide`
+  (`src/http/layer.rs`) now builds the key where it is used and lends it,
+  in one call that is not generic and returns two words.
+- **The response.** An admitted response's future is the inner one and a
+  tag; the fields, when asked for on every response, box the future with
+  them. The response was built in memory for a call that added fields and
+  read back at another alignment.
+- **The refusal's body** by `Accept` is chosen when a refusal is written,
+  not on every request.
+
+**What is left is the engine's.** With 10,000 clients each request's shard
+brings two cache lines that governor's eight shards keep in L1: the
+shard's header and this thread's stripe of its lock (`ShardedLock`, 128
+shards at a ceiling of 100,000 keys); the profile puts a fifth of the
+keyed decision's time on those two loads. Fewer, larger shards close
+that gap (at 16,384 keys a shard, 8 shards, the 10,000-client ratio came
+within 0.02 of the one-client one, in a harness that runs the layers in
+turn in one process), but make new keys slower to insert: at 4,096 keys a
+shard `benches/keyed.rs`' `idle_keys` (1 thread) took 141 ns where 128
+shards take 56, 2.5×. So the shard count stays. A
+shard's header and its lock in one line, or a map whose readers write
+nothing, would take the floor, and with it the layer, further below
+governor's; crossbeam's `ShardedLock` keeps them apart, and safe Rust
+offers no lock-free map without another crate's.
 """
 
 
