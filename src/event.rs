@@ -13,6 +13,8 @@
 //! | a far side's 429 / 503 pushing the limiter's next slot out | debug | `reqwest::Pace` |
 //! | a new version of a watched file applied / refused | info / warn | `watch::Watch` |
 //! | a remote limiter's server lost / back | warn / info | every remote limiter |
+//! | a fleet layer's version applied / not applied (layer, version, why) | info / warn | `fleet::Layers` |
+//! | a limits document's server lost / back | warn / info | `fleet::Document`'s watcher |
 //! | a lease's unspent permits given back (how many) | debug | `lease::Leased` |
 //! | a blocking take waiting on a Tokio runtime thread (debug builds, once) | warn | the blocking wait |
 

@@ -1,8 +1,12 @@
 //! The `tracing` events, read through a real subscriber (tracing-subscriber's
 //! `fmt`, installed for the whole process: a watcher sends from its own
-//! thread) writing into a buffer: a refusal at debug, a reload applied and
+//! thread) writing into a buffer: every row of the event table
+//! (`src/event.rs`, the guide's gRPC chapter): a refusal and a request
+//! without a key at debug, a far side's pushback, a reload applied and
 //! refused, a remote limiter's server lost and back (once each), a lease's
-//! unspent permits given back, and the debug build's warning of a blocking take on a runtime thread.
+//! unspent permits given back, a fleet layer applied and refused, a limits
+//! document's server lost and back, and the debug build's warning of a
+//! blocking take on a runtime thread.
 #![cfg(all(feature = "tracing", feature = "tower"))]
 
 use std::io;
@@ -213,5 +217,119 @@ fn a_blocking_wait_on_a_runtime_thread_is_a_warning_not_a_print() {
     assert!(wait_for(&[
         "WARN",
         "blocking take is waiting on a thread inside a Tokio runtime"
+    ]));
+}
+
+#[cfg(all(feature = "fleet", feature = "keyed"))]
+#[test]
+fn a_fleet_layer_applied_and_one_refused_are_events_naming_the_layer() {
+    use paceline::fleet::{Layer, Layers};
+    use paceline::KeyedLimiter;
+
+    log();
+    let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1)));
+    let target = Arc::clone(&limiter);
+    let layers = Layers::new(move |limits| target.apply(limits));
+    let feed = layers.add("traced-global");
+    feed.offer(1, Layer::new().with_default(Rate::per_second(100)))
+        .unwrap();
+    assert!(wait_for(&[
+        "INFO",
+        "layer applied",
+        "traced-global",
+        "version=1"
+    ]));
+    assert!(feed.offer_text(2, "[default]\nrate = \"ten/s\"\n").is_err());
+    assert!(wait_for(&["WARN", "layer not applied", "traced-global"]));
+    assert_eq!(
+        limiter.rate(),
+        Rate::per_second(100),
+        "the refused version changed nothing"
+    );
+}
+
+#[cfg(all(feature = "fleet", feature = "redis", feature = "keyed"))]
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+#[cfg(all(feature = "fleet", feature = "redis", feature = "keyed"))]
+#[test]
+fn a_limits_documents_server_lost_and_back_are_events_naming_the_document() {
+    use paceline::fleet::{Document, Layers};
+    use paceline::KeyedLimiter;
+
+    log();
+    let mut server = redis_server::RedisServer::start();
+    let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1)));
+    let target = Arc::clone(&limiter);
+    let layers = Layers::new(move |limits| target.apply(limits));
+    let name = "traced-limits-doc";
+    Document::redis(&server.url(), Some(name))
+        .unwrap()
+        .set("[default]\nrate = \"50/s\"\n", None)
+        .unwrap();
+    let _watching = Document::redis(&server.url(), Some(name))
+        .unwrap()
+        .poll_every(Duration::from_millis(20))
+        .feed(layers.add("traced-doc-layer"))
+        .unwrap();
+    assert!(wait_for(&["INFO", "layer applied", "traced-doc-layer"]));
+    server.stop();
+    assert!(wait_for(&["WARN", "limits server lost", name]));
+    server.restart();
+    assert!(wait_for(&["INFO", "limits server back", name]));
+    assert_eq!(
+        limiter.rate(),
+        Rate::per_second(50),
+        "the outage kept the set in force"
+    );
+}
+
+#[tokio::test]
+async fn a_request_without_a_key_is_a_debug_event_with_its_status() {
+    log();
+    let layer = LimitLayer::per_ip(Rate::per_second(10)).build().unwrap();
+    let service = layer.layer(service_fn(|_: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(bytes::Bytes::new()))
+    }));
+    // No peer address: neither axum's ConnectInfo nor a SocketAddr.
+    let refused = service.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let events = lines(&["DEBUG", "a request without a key", "status=400"]);
+    assert_eq!(events.len(), 1, "{events:?}");
+}
+
+#[cfg(feature = "reqwest")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_sides_pushback_is_a_debug_event_with_its_wait() {
+    use axum::routing::get;
+    use paceline::reqwest::Pace;
+    use paceline::tokio::AsyncLimiter;
+
+    log();
+    let app = axum::Router::new().route(
+        "/traced-pushback",
+        get(|| async { (http::StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")]) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let pace = Pace::new(AsyncLimiter::new(Rate::per_second(1000)))
+        .honour_retry_after(Duration::from_secs(60));
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(pace)
+        .build();
+    let url = format!("http://{addr}/traced-pushback");
+    let answer = tokio::time::timeout(Duration::from_secs(10), client.get(&url).send())
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    assert_eq!(answer.status(), reqwest::StatusCode::TOO_MANY_REQUESTS);
+    assert!(wait_for(&[
+        "DEBUG",
+        "pushes the limiter's next slot out",
+        "status=429",
+        "wait_ms=1000",
+        "traced-pushback"
     ]));
 }
