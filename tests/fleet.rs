@@ -32,7 +32,7 @@ use paceline::fleet::{Document, FleetError, Layer, Layers};
 use paceline::keyed::path_parent;
 use paceline::{KeyedLimiter, Limit, Rate};
 use pg_server::PgServer;
-use redis_server::RedisServer;
+use redis_server::{RedisCluster, RedisServer};
 
 /// How long an update may take to reach every process.
 const REACH: Duration = Duration::from_secs(10);
@@ -557,4 +557,61 @@ fn a_local_file_layers_over_the_global_document() {
     assert_eq!(limiter.rate_for("a").0, Rate::per_second(10));
     drop(watcher);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A document on a real three-node Redis Cluster: written and read through
+/// the node that holds its slot, a conflict refused, and each version
+/// announced to watchers subscribed on every node in turn (two of the three
+/// do not hold the document), fast: their poll is a minute away.
+#[test]
+fn a_document_on_a_redis_cluster_is_written_read_and_announced_on_every_node() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let name = "paceline:cluster-limits";
+    let mut writer = Document::redis_cluster(&urls, Some(name)).unwrap();
+    assert!(writer.get().unwrap().is_none());
+    assert_eq!(writer.set(&doc(1), Some(0)).unwrap(), 1);
+    match writer.set(&doc(9), Some(0)) {
+        Err(FleetError::Conflict {
+            expected: 0,
+            found: 1,
+        }) => {}
+        other => panic!("a write over the wrong version: {other:?}"),
+    }
+    let read = writer.get().unwrap().expect("the document is there");
+    assert_eq!((read.version, read.text.as_str()), (1, doc(1).as_str()));
+
+    // One watcher per node: each subscribes on the first URL it is given.
+    let limiters: Vec<Arc<KeyedLimiter<String>>> = (0..urls.len())
+        .map(|_| Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1))))
+        .collect();
+    let _watchers: Vec<_> = (0..urls.len())
+        .map(|first| {
+            let target = Arc::clone(&limiters[first]);
+            let layers = Layers::new(move |limits| target.apply(limits));
+            let rotated = urls[first..].iter().chain(&urls[..first]);
+            Document::redis_cluster(rotated, Some(name))
+                .unwrap()
+                .poll_every(Duration::from_secs(60))
+                .feed(layers.add("global"))
+                .unwrap()
+        })
+        .collect();
+    let reached = |version: u64| {
+        let deadline = Instant::now() + REACH;
+        while Instant::now() < deadline {
+            if limiters
+                .iter()
+                .all(|l| l.limits().default_limit().burst() == 10 * version)
+            {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        false
+    };
+    assert!(reached(1), "every watcher read version 1 at its start");
+    assert_eq!(writer.set(&doc(2), Some(1)).unwrap(), 2);
+    assert!(reached(2), "version 2 announced on every node");
 }

@@ -1,4 +1,5 @@
-//! `paceline limits`: a fleet's limits document in Redis or PostgreSQL,
+//! `paceline limits`: a fleet's limits document in Redis (one server or a
+//! cluster) or PostgreSQL,
 //! stored (checked whole first), printed, watched, or only checked. Every
 //! mistake in the arguments or the document is a [`Usage`] error (exit
 //! status 2); a server's failure or a conflicting write, status 1.
@@ -19,10 +20,11 @@ use crate::signals;
 pub const HELP: &str = "\
 paceline limits: one limits document for a whole fleet, in Redis or PostgreSQL
 
-usage: paceline limits get   (--redis URL | --postgres CONN) [--name NAME]
-       paceline limits set   (--redis URL | --postgres CONN) [--name NAME] [--if-version N] [FILE]
-       paceline limits watch (--redis URL | --postgres CONN) [--name NAME]
+usage: paceline limits get   STORE [--name NAME]
+       paceline limits set   STORE [--name NAME] [--if-version N] [FILE]
+       paceline limits watch STORE [--name NAME]
        paceline limits check [FILE]
+where  STORE is --redis URL, --redis-cluster URL[,URL...] or --postgres CONN
 
 get    print the document to stdout (its version on stderr)
 set    store FILE (or stdin: none or -) as the next version; the document
@@ -36,6 +38,9 @@ as the library's Limits reads; [default] may be left to a layer below.
 
 options:
       --redis URL       the document in this Redis server
+      --redis-cluster URL[,URL...]
+                        the document in the Redis Cluster these nodes (some
+                        or all of them) belong to
       --postgres CONN   the document in this PostgreSQL server (table
                         paceline_documents, created by the first write)
       --name NAME       the document's name [default: paceline:limits]
@@ -66,6 +71,7 @@ enum Command {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Store {
     Redis(String),
+    RedisCluster(Vec<String>),
     Postgres(String),
 }
 
@@ -112,19 +118,29 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> {
     while let Some(arg) = parser.next()? {
         match arg {
             Short('h') | Long("help") => return Ok(None),
-            Long("redis") | Long("postgres") => {
+            Long("redis") | Long("redis-cluster") | Long("postgres") => {
                 let flag = match arg {
                     Long(f) => f.to_owned(),
                     _ => unreachable!(),
                 };
                 if store.is_some() {
-                    return Err(Usage("give one of --redis and --postgres, once".into()));
+                    return Err(Usage(
+                        "give one of --redis, --redis-cluster and --postgres, once".into(),
+                    ));
                 }
                 let at = text(parser.value()?, &format!("--{flag}"))?;
-                store = Some(if flag == "redis" {
-                    Store::Redis(at)
-                } else {
-                    Store::Postgres(at)
+                store = Some(match flag.as_str() {
+                    "redis" => Store::Redis(at),
+                    "postgres" => Store::Postgres(at),
+                    _ => {
+                        let nodes: Vec<String> = at.split(',').map(str::to_owned).collect();
+                        if nodes.iter().any(String::is_empty) {
+                            return Err(Usage(format!(
+                                "bad --redis-cluster {at:?}: want node URLs separated by commas"
+                            )));
+                        }
+                        Store::RedisCluster(nodes)
+                    }
                 });
             }
             Long("name") => name = Some(text(parser.value()?, "--name")?),
@@ -164,13 +180,13 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> {
     match (&command, &store) {
         (Command::Check { .. }, Some(_)) => {
             return Err(Usage(
-                "check reads no server: drop --redis / --postgres".into(),
+                "check reads no server: drop --redis / --redis-cluster / --postgres".into(),
             ))
         }
         (Command::Check { .. }, None) => {}
         (_, None) => {
             return Err(Usage(format!(
-                "{verb}: give --redis URL or --postgres CONN"
+                "{verb}: give --redis URL, --redis-cluster URL[,URL...] or --postgres CONN"
             )))
         }
         _ => {}
@@ -214,6 +230,7 @@ fn read_document(file: Option<&PathBuf>) -> Result<String, Failed> {
 fn open(store: Option<Store>, name: Option<&str>) -> Result<Document, Failed> {
     Ok(match store.expect("checked by parse") {
         Store::Redis(url) => Document::redis(&url, name)?,
+        Store::RedisCluster(nodes) => Document::redis_cluster(&nodes, name)?,
         Store::Postgres(conn) => Document::postgres(&conn, name)?,
     })
 }
@@ -329,11 +346,33 @@ mod tests {
             ))
         );
         assert_eq!(
+            p(&["watch", "--redis-cluster", "redis://a:1/,redis://b:2/"]).unwrap(),
+            Some((
+                Command::Watch,
+                Some(Store::RedisCluster(vec![
+                    "redis://a:1/".into(),
+                    "redis://b:2/".into()
+                ])),
+                None
+            ))
+        );
+        assert_eq!(
             p(&["check", "-"]).unwrap(),
             Some((Command::Check { file: None }, None, None))
         );
         for (args, says) in [
-            (&["get"][..], "give --redis URL or --postgres CONN"),
+            (
+                &["get"][..],
+                "give --redis URL, --redis-cluster URL[,URL...] or --postgres CONN",
+            ),
+            (
+                &["get", "--redis-cluster", "redis://a/,"][..],
+                "bad --redis-cluster \"redis://a/,\"",
+            ),
+            (
+                &["get", "--redis", "r", "--redis-cluster", "r"][..],
+                "give one of --redis",
+            ),
             (&["fetch", "--redis", "r"][..], "unknown command \"fetch\""),
             (
                 &["set", "--redis", "r", "--if-version", "-1"][..],

@@ -1,5 +1,6 @@
 //! `paceline limits set / get / watch / check` against a real
-//! `redis-server` and a real PostgreSQL, started by the library's harnesses
+//! `redis-server`, a real three-node Redis Cluster and a real PostgreSQL,
+//! started by the library's harnesses
 //! in a temporary directory and stopped when the test ends: a document
 //! stored from a file and from stdin, printed back, its versions counted,
 //! a broken one refused with status 2 naming the bad value and nothing
@@ -156,6 +157,12 @@ fn limits_set_get_and_watch_with_redis() {
 }
 
 #[test]
+fn limits_set_get_and_watch_with_a_redis_cluster() {
+    let cluster = support::RedisCluster::start();
+    the_whole_story("--redis-cluster", &cluster.urls().join(","));
+}
+
+#[test]
 fn limits_set_get_and_watch_with_postgres() {
     let server = pg::PgServer::start();
     the_whole_story("--postgres", &server.conn());
@@ -174,5 +181,6 @@ fn limits_check_needs_no_server_and_names_the_bad_value() {
     assert!(err.contains("10/1.5s") && err.contains("decimals"), "{err}");
     let out = paceline(&["limits", "set"], Some(V1));
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("give --redis URL or --postgres CONN"));
+    assert!(text(&out.stderr)
+        .contains("give --redis URL, --redis-cluster URL[,URL...] or --postgres CONN"));
 }

@@ -9,7 +9,7 @@
 //!   the limiter in one step. A version that cannot be used is reported and
 //!   changes nothing; a layer never goes back to an older version.
 //! - [`Document`] (with `redis` or `postgres`): a limits document on a
-//!   server, its version bumped atomically by each write, each write
+//!   server (Redis, a Redis Cluster, PostgreSQL), its version bumped atomically by each write, each write
 //!   announced (Redis pub/sub, PostgreSQL `LISTEN`/`NOTIFY`) and a poll as
 //!   the safety net; [`check`] refuses a broken document before any server
 //!   sees it.

@@ -1,13 +1,16 @@
 //! The Redis [`Store`]: a document as a hash (`version`, `body`) under its
 //! name, written by a script that bumps the version and publishes it on the
-//! channel of the same name.
+//! channel of the same name. On a Redis Cluster the commands go to the
+//! key's node, and the subscription to any node that answers: a `PUBLISH`
+//! reaches every node's subscribers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use redis::{Client, Connection, RedisError};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::{Client, Connection, ConnectionLike, RedisError};
 
 use super::document::{FleetError, Store, Versioned};
 
@@ -26,12 +29,24 @@ return {1, v}
 ";
 
 pub(crate) struct RedisStore {
-    client: Client,
+    target: Target,
     key: String,
     timeout: Duration,
     script: redis::Script,
-    conn: Option<Connection>,
+    conn: Option<Box<dyn ConnectionLike + Send>>,
     sub: Option<Subscription>,
+}
+
+/// Where the document is.
+enum Target {
+    /// One server.
+    One(Client),
+    /// A Redis Cluster: commands through the cluster client, the
+    /// subscription on the first of `nodes` that answers.
+    Cluster {
+        client: Box<ClusterClient>,
+        nodes: Vec<Client>,
+    },
 }
 
 /// A subscribed connection, on a thread of its own (redis' blocking
@@ -56,23 +71,69 @@ fn server(e: &RedisError) -> FleetError {
     FleetError::Server(e.to_string())
 }
 
+fn open(url: &str) -> Result<Client, FleetError> {
+    Client::open(url).map_err(|e| FleetError::Config(format!("Redis URL {url:?}: {e}")))
+}
+
 impl RedisStore {
     pub(crate) fn new(url: &str, key: &str, timeout: Duration) -> Result<RedisStore, FleetError> {
+        Ok(RedisStore::at(Target::One(open(url)?), key, timeout))
+    }
+
+    /// The document `key` on the Redis Cluster that `nodes` (some or all
+    /// of its nodes) belong to.
+    pub(crate) fn cluster(
+        nodes: &[String],
+        key: &str,
+        timeout: Duration,
+    ) -> Result<RedisStore, FleetError> {
+        if nodes.is_empty() {
+            return Err(FleetError::Config(
+                "a Redis Cluster needs at least one node's URL".into(),
+            ));
+        }
+        let nodes = nodes
+            .iter()
+            .map(|url| open(url))
+            .collect::<Result<Vec<_>, _>>()?;
         let client =
-            Client::open(url).map_err(|e| FleetError::Config(format!("Redis URL {url:?}: {e}")))?;
-        Ok(RedisStore {
-            client,
+            ClusterClientBuilder::new(nodes.iter().map(Client::get_connection_info).cloned())
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .build()
+                .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?;
+        let client = Box::new(client);
+        Ok(RedisStore::at(
+            Target::Cluster { client, nodes },
+            key,
+            timeout,
+        ))
+    }
+
+    fn at(target: Target, key: &str, timeout: Duration) -> RedisStore {
+        RedisStore {
+            target,
             key: key.to_owned(),
             timeout,
             script: redis::Script::new(SET),
             conn: None,
             sub: None,
-        })
+        }
     }
 
-    fn connect(&self) -> Result<Connection, FleetError> {
-        let conn = self
-            .client
+    /// A connection for commands: to the server, or through the cluster.
+    fn connect(&self) -> Result<Box<dyn ConnectionLike + Send>, FleetError> {
+        match &self.target {
+            Target::One(client) => Ok(Box::new(self.connect_to(client)?)),
+            Target::Cluster { client, .. } => {
+                Ok(Box::new(client.get_connection().map_err(|e| server(&e))?))
+            }
+        }
+    }
+
+    /// A connection to one server, every call on it bounded by the timeout.
+    fn connect_to(&self, client: &Client) -> Result<Connection, FleetError> {
+        let conn = client
             .get_connection_with_timeout(self.timeout)
             .map_err(|e| server(&e))?;
         conn.set_read_timeout(Some(self.timeout))
@@ -81,22 +142,40 @@ impl RedisStore {
         Ok(conn)
     }
 
+    /// A connection to subscribe on: the server, or the first node of the
+    /// cluster that answers.
+    fn connect_to_subscribe(&self) -> Result<Connection, FleetError> {
+        match &self.target {
+            Target::One(client) => self.connect_to(client),
+            Target::Cluster { nodes, .. } => {
+                let mut last = None;
+                for node in nodes {
+                    match self.connect_to(node) {
+                        Ok(conn) => return Ok(conn),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.expect("a cluster has at least one node"))
+            }
+        }
+    }
+
     /// Runs `f` on the command connection, connecting first if need be. A
     /// connection that fails is dropped; if it had served before (the
     /// server may have restarted since), `f` runs once more on a new one.
     fn with_conn<T>(
         &mut self,
-        f: impl Fn(&mut Connection, &redis::Script, &str) -> Result<T, RedisError>,
+        f: impl Fn(&mut dyn ConnectionLike, &redis::Script, &str) -> Result<T, RedisError>,
     ) -> Result<T, FleetError> {
         let reused = self.conn.is_some();
         let mut conn = match self.conn.take() {
             Some(conn) => conn,
             None => self.connect()?,
         };
-        let out = match f(&mut conn, &self.script, &self.key) {
+        let out = match f(&mut *conn, &self.script, &self.key) {
             Err(e) if reused && (e.is_io_error() || e.is_connection_dropped()) => {
                 conn = self.connect()?;
-                f(&mut conn, &self.script, &self.key)
+                f(&mut *conn, &self.script, &self.key)
             }
             out => out,
         }
@@ -148,7 +227,7 @@ impl Store for RedisStore {
 
     fn listen(&mut self) -> Result<(), FleetError> {
         self.sub = None;
-        let mut conn = self.connect()?;
+        let mut conn = self.connect_to_subscribe()?;
         let (tx, notes) = mpsc::channel();
         let (ready_tx, ready) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));

@@ -97,6 +97,31 @@ impl Document {
         Ok(Document::new(Box::new(store), format!("{name:?} in Redis")))
     }
 
+    /// The document named `name` (default [`DEFAULT_NAME`]) on the Redis
+    /// Cluster that `nodes` (the URLs of some or all of its nodes) belong
+    /// to, as [`redis`](Self::redis) keeps it on one server: the commands go
+    /// to the node that holds the name's slot, the watcher subscribes on
+    /// the first node that answers (an announcement reaches every node).
+    /// Nothing connects until the first call.
+    ///
+    /// # Errors
+    /// [`FleetError::Config`] for no node, or a URL or name that cannot be
+    /// used.
+    #[cfg(feature = "redis")]
+    pub fn redis_cluster<I, S>(nodes: I, name: Option<&str>) -> Result<Document, FleetError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
+        let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        let store = super::redis::RedisStore::cluster(&nodes, name, TIMEOUT)?;
+        Ok(Document::new(
+            Box::new(store),
+            format!("{name:?} in a Redis Cluster"),
+        ))
+    }
+
     /// The document named `name` (default [`DEFAULT_NAME`]) in the
     /// PostgreSQL server `conn` names (libpq string or URL): a row of the
     /// table `paceline_documents` (created by the first write), each write
