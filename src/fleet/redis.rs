@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::ClusterClient;
 use redis::{Client, Connection, ConnectionLike, RedisError};
 
 use super::document::{FleetError, Store, Versioned};
@@ -96,12 +96,11 @@ impl RedisStore {
             .iter()
             .map(|url| open(url))
             .collect::<Result<Vec<_>, _>>()?;
-        let client =
-            ClusterClientBuilder::new(nodes.iter().map(Client::get_connection_info).cloned())
-                .connection_timeout(timeout)
-                .response_timeout(timeout)
-                .build()
-                .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?;
+        let infos = nodes.iter().map(Client::get_connection_info).cloned();
+        // As the limiters' clients: a call retried once (a redirection), so
+        // that it never waits out many timeouts.
+        let client = crate::remote::redis::cluster_client(infos.collect(), timeout, timeout, 1)
+            .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?;
         let client = Box::new(client);
         Ok(RedisStore::at(
             Target::Cluster { client, nodes },

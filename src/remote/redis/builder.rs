@@ -127,7 +127,9 @@ impl RedisBuilder {
 /// failover, and a call never waits out many timeouts), 0 for give-backs.
 /// A call redirected again is sent again by the limiter, within the call's
 /// budget (see `src/remote/redis/conn.rs`): a resharding fails no call.
-fn cluster_client(
+/// Also the fleet's documents' (`src/fleet/redis.rs`): redis-rs's own
+/// default retries a call 16 times, backing off between them.
+pub(crate) fn cluster_client(
     nodes: Vec<ConnectionInfo>,
     connect_timeout: Duration,
     response_timeout: Duration,

@@ -52,6 +52,8 @@ mod tests;
 
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
+#[cfg(feature = "fleet")]
+pub(crate) use builder::cluster_client;
 pub use builder::{RedisBuilder, RedisSettings};
 pub use limiter::{RedisBackend, RedisLimiter};
 
