@@ -436,6 +436,61 @@ async fn costs_bodies_and_dry_runs() {
     assert_eq!((stats.would_refuse, stats.refused), (3, 0));
 }
 
+/// With fields on every response, an in-process keyed layer asks for the
+/// key's state with each decision; without, it asks for the answer alone.
+/// The two ways decide alike: same statuses, same refusals, same counts.
+#[tokio::test]
+async fn a_keyed_layer_decides_alike_with_and_without_fields_on_every_response() {
+    let layer = |fields, mode| {
+        LimitLayer::per_ip(Rate::per_minute(1))
+            .slack(2)
+            .cost(|head| if head.uri.path() == "/export" { 2 } else { 1 })
+            .fields(fields)
+            .mode(mode)
+            .build()
+            .unwrap()
+    };
+    let paths = ["/", "/export", "/", "/export", "/", "/"];
+    for mode in [Mode::Refuse, Mode::DryRun] {
+        let (always, on_refusal) = (layer(Fields::Always, mode), layer(Fields::OnRefusal, mode));
+        let (a, b) = (
+            serve(app(always.clone())).await,
+            serve(app(on_refusal.clone())).await,
+        );
+        let client = client("127.0.0.31");
+        let mut statuses = Vec::new();
+        for path in paths {
+            let (one, two) = (
+                get_from(&client, a, path, &[]).await,
+                get_from(&client, b, path, &[]).await,
+            );
+            assert_eq!(one.status, two.status, "{mode:?} {path}");
+            for name in ["retry-after", "ratelimit", "ratelimit-policy"] {
+                if one.status == StatusCode::TOO_MANY_REQUESTS {
+                    assert_eq!(header(&one, name), header(&two, name), "{name}");
+                }
+            }
+            statuses.push(two.status.as_u16());
+        }
+        let (one, two) = (always.stats(), on_refusal.stats());
+        assert_eq!(
+            (one.refused, one.would_refuse),
+            (two.refused, two.would_refuse)
+        );
+        match mode {
+            // A burst of 3: 1 + 2, then every request refused.
+            Mode::Refuse => {
+                assert_eq!(statuses, [200, 200, 429, 429, 429, 429]);
+                assert_eq!((two.refused, two.would_refuse), (4, 0));
+            }
+            _ => {
+                assert_eq!(statuses, [200; 6]);
+                assert_eq!((two.refused, two.would_refuse), (0, 4));
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wait_mode_holds_a_request_and_a_client_gone_gives_its_slot_back() {
     // 2/s (T = 500 ms), no slack; hold a request up to 3 s.

@@ -357,9 +357,14 @@ impl LimitBuilder {
                 }
             },
         };
+        let keyed = limiter
+            .as_any()
+            .downcast_ref::<AsyncKeyedLimiter<ClientKey>>()
+            .cloned();
         Ok(LimitLayer {
             shared: Arc::new(Shared {
                 limiter,
+                keyed,
                 source,
                 trusted,
                 forwarding: self.forwarding,

@@ -191,6 +191,19 @@ impl Shared {
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
         let cost = self.cost_of(uri, head);
+        if let (Some(keyed), false, false) = (
+            &self.keyed,
+            self.fields == Fields::Always,
+            matches!(self.mode, Mode::Wait(_)),
+        ) {
+            // The answer alone: what `try_now` answers, less the state.
+            return match keyed.try_take_n(key, cost) {
+                Ok(()) => Ok(None),
+                Err(e) => self
+                    .failed(e.into())
+                    .map_err(|failure| NotNow::Answer(self.refuse(key, failure, headers))),
+            };
+        }
         let taken = match self.mode {
             Mode::Wait(_) => None,
             _ => self.limiter.try_now(key, cost),

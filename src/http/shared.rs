@@ -25,6 +25,7 @@ use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode}
 use crate::error::TakeError;
 use crate::limit::Limit as Quota;
 use crate::take::{AsyncTake, Error, State as Found, Taken};
+use crate::tokio::AsyncKeyedLimiter;
 
 /// The limiter requests take from, whatever its kind: the take interface
 /// with its futures boxed, so that the layer holds any limiter behind one
@@ -75,6 +76,11 @@ impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
 /// What every clone of a layer, and every service it makes, shares.
 pub(super) struct Shared {
     pub(super) limiter: Box<dyn Limiter>,
+    /// `limiter` itself when it is an in-process keyed limiter, typed: a
+    /// decision that needs no state back (no fields on every response, no
+    /// wait) asks it for a bare answer, with no [`Taken`] built and
+    /// returned through a trait object.
+    pub(super) keyed: Option<AsyncKeyedLimiter<ClientKey>>,
     pub(super) source: KeySource,
     pub(super) trusted: Vec<Cidr>,
     pub(super) forwarding: Forwarding,
