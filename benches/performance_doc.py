@@ -283,7 +283,7 @@ tower_governor's `GovernorLayer` around the same trivial service, in the
 thread's CPU time; {len(runs)} runs, the median and the range over runs. The
 admitted rows give the ns each layer adds to no layer; the ratio is taken
 within each run. The floor rows put paceline's keyed limiter behind the
-least glue a layer can have (`benches/http.rs`' `floor`: the peer address
+least glue a layer can have (`benches/http_services.rs`' `floor`: the peer address
 as the key, one `try_take`, the inner future passed through).
 
 | | paceline | tower_governor | paceline ÷ governor |
@@ -292,55 +292,47 @@ as the key, one `try_take`, the inner future passed through).
 {HTTP_NOTES}"""
 
 
-# Dated: written against the run of 2026-11-26 at 83f3f58 (the figures it
-# quotes are that run's).
+# Dated: written against the runs of 2026-11-26, session 16, at bc576ce
+# (the figures it quotes are those runs').
 HTTP_NOTES = """
-**The layer is at its floor** (2026-11-26, the run above, at `83f3f58`;
-load average about 1). The layer's overhead fell from 1.37× and 1.23×
-tower_governor's (one client; 10,000 clients; the median of three runs
-before `83f3f58`) to 0.94× and 0.96×; its best runs of the three, 0.90×
-and 0.84×. The layer now costs 4–7 ns more than `keyed_floor` (the
-medians above), and profiled in one process with the CPU clock (perf, the
-samples of each function divided by those of the request's own
-construction, so that runs of different lengths compare) the two spent
-the same time per request with 10,000 clients, within 1 %: what is left
-above 0.9 is mostly the keyed limiter's, not the layer's. Most of those
-few ns are one store-forwarding stall: the inner service's ready future
-(128 bytes, its response just built) copied into the layer's own future.
-`keyed_floor` returns the inner future itself; tower_governor wraps it as
-the layer does, and its profile shows the same stall.
+**Measured without a runtime, the layer is at tower_governor's cost, not
+below it** (2026-11-26, the runs above, at `bc576ce`; load average about
+1). Until these runs each request went through a current-thread
+runtime's `block_on`, about 170 ns of the 240 ns measured for no layer,
+whose jitter moved a run's ratio by up to 0.2. Each request is now a clone
+of the service, `poll_ready`, `call` and one poll with a no-op waker
+(`benches/http_services.rs`' `once`). Measured so, the layer's overhead
+before this session's change was 1.05–1.09× tower_governor's (one
+client, three runs): the runtime had hidden about a tenth of it.
 
-The three changes that took the glue there were found with that profile;
-callgrind's instruction counts, within about 10 % of governor's before as
-after, did not show them:
+The change (`bc576ce`): a layer over an in-process keyed limiter asks it
+for the bare answer when nothing needs the key's state (no fields on
+every response, no wait), where each decision built a `Taken` and returned
+it through the `Limiter` trait object. The decisions are the same
+(`tests/http.rs`, `a_keyed_layer_decides_alike_...`). The table above is
+after it: 1.03× one client, 1.03× 10,000 clients, the floor 0.92×.
 
-- **Store-forwarding stalls.** The client's address (`IpAddr`, written a
-  byte and a word at a time) and the `Result<ClientKey, _>` around it were
-  moved through the stack three times a request and read back in wider
-  loads, each waiting for the narrow writes to drain. `Shared::decide`
-  (`src/http/layer.rs`) now builds the key where it is used and lends it,
-  in one call that is not generic and returns two words.
-- **The response.** An admitted response's future is the inner one and a
-  tag; the fields, when asked for on every response, box the future with
-  them. The response was built in memory for a call that added fields and
-  read back at another alignment.
-- **The refusal's body** by `Accept` is chosen when a refusal is written,
-  not on every request.
+**How far the harness moves these ratios.** `benches/examples/http_turns.rs`
+times the services in turn in one process (40 rounds of 100,000 requests,
+the ratio per round: its quartiles are within ±0.02). Run as it is, it
+gives 0.99× (one client) and 1.01× (10,000 clients), the floor 0.91× and
+0.94×. With only `once` put out of line, as a server's call into a
+boxed route is, the same source gives 0.86× and 0.92×, the floor 0.74×
+and 0.80×: tower_governor's request costs 12 ns more out of line and
+paceline's 3. In the criterion binary the same edit moved nothing (1.03×
+and 1.08×). The target of 0.9 is within what code layout alone moves.
 
-**What is left is the engine's.** With 10,000 clients each request's shard
-brings two cache lines that governor's eight shards keep in L1: the
-shard's header and this thread's stripe of its lock (`ShardedLock`, 128
-shards at a ceiling of 100,000 keys); the profile puts a fifth of the
-keyed decision's time on those two loads. Fewer, larger shards close
-that gap (at 16,384 keys a shard, 8 shards, the 10,000-client ratio came
-within 0.02 of the one-client one, in a harness that runs the layers in
-turn in one process), but make new keys slower to insert: at 4,096 keys a
-shard `benches/keyed.rs`' `idle_keys` (1 thread) took 141 ns where 128
-shards take 56, 2.5×. So the shard count stays. A
-shard's header and its lock in one line, or a map whose readers write
-nothing, would take the floor, and with it the layer, further below
-governor's; crossbeam's `ShardedLock` keeps them apart, and safe Rust
-offers no lock-free map without another crate's.
+**What is left is the keyed decision's three locked instructions**: the
+shard's read lock, its release and the entry's CAS take about 45 % of the
+decision's samples (perf, CPU clock), and tower_governor pays the same
+three (dashmap's lock, release and its CAS). The glue around them costs
+about what governor's does: the layer is 6–8 ns over `keyed_floor`, of
+which the response's body wrapped as `LimitBody` (a refusal's body must
+fit the same type) is about 4 in a minimal layer built to measure it.
+Going clearly below governor needs a map whose readers write nothing, so
+that a decision is one locked instruction, not three; crossbeam's
+`ShardedLock` cannot give that, and safe Rust has no such map without
+another crate's.
 """
 
 
