@@ -2,8 +2,8 @@
 //! no layer, paceline's `LimitLayer`, and tower_governor's
 //! `GovernorLayer`, each around the same trivial service, called in
 //! process (`poll_ready`, `call` and one poll, with no runtime: see
-//! `http_services.rs`' `once`). The load
-//! over a real server and client is `examples/http_load.rs`.
+//! `http_services.rs`' `once`). The load over a real server and client is
+//! `examples/http_load.rs`.
 //!
 //! ```text
 //! cargo bench -p paceline-benches --features http --bench http
@@ -17,9 +17,10 @@
 //!   (each layer's map lookups on a large table).
 //!
 //! In `admit` and `keys`, `keyed_floor` is paceline's keyed limiter behind
-//! the least glue a layer can have (`http_services.rs`' `floor`: the peer address
-//! as the key, one `try_take`, the inner future passed through, no fields,
-//! no body to wrap): what `LimitLayer`'s own glue is measured against.
+//! the least glue a layer can have (`http_services.rs`' `floor`: the peer
+//! address as the key, one `try_take`, the inner future passed through, no
+//! fields, no body to wrap): what `LimitLayer`'s own glue is measured
+//! against.
 //!
 //! Admitted requests run at 1/s with a burst of a billion: every request
 //! admitted, and no key ever back at rest, so both layers look their key

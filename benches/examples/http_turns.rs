@@ -1,8 +1,8 @@
 //! The cost a limiting layer adds to a request, with the layers in turn in
-//! one process: no layer, paceline's `LimitLayer` and tower_governor's
-//! `GovernorLayer`, and `keyed_floor` (the services of `benches/http.rs`),
-//! each for a batch of
-//! requests, round after round, each batch timed in the thread's CPU time.
+//! one process: no layer, paceline's `LimitLayer`, tower_governor's
+//! `GovernorLayer` and `keyed_floor` (the services of `benches/http.rs`),
+//! each for a batch of requests, round after round, each batch timed in the
+//! thread's CPU time.
 //!
 //! ```text
 //! cargo run --release -p paceline-benches --features http --example http_turns [-- ROUNDS BATCH]
@@ -10,7 +10,7 @@
 //!
 //! Criterion times each service on its own, one after the other, so a
 //! machine that drifts between them (another tenant, the clock's speed)
-//! moves the ratio of their overheads; here each round times the three
+//! moves the ratio of their overheads; here each round times all four
 //! within a few milliseconds, the ratio is taken per round, and the report
 //! gives its median and quartiles over the rounds, for one client and for
 //! 10,000 clients in turn, every request admitted.

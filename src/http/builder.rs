@@ -357,9 +357,11 @@ impl LimitBuilder {
                 }
             },
         };
+        let bare = self.fields != Fields::Always && !matches!(self.mode, Mode::Wait(_));
         let keyed = limiter
             .as_any()
             .downcast_ref::<AsyncKeyedLimiter<ClientKey>>()
+            .filter(|_| bare)
             .cloned();
         Ok(LimitLayer {
             shared: Arc::new(Shared {

@@ -191,29 +191,19 @@ impl Shared {
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
         let cost = self.cost_of(uri, head);
-        if let (Some(keyed), false, false) = (
-            &self.keyed,
-            self.fields == Fields::Always,
-            matches!(self.mode, Mode::Wait(_)),
-        ) {
+        let decision = match (&self.keyed, self.mode) {
             // The answer alone: what `try_now` answers, less the state.
-            return match keyed.try_take_n(key, cost) {
+            (Some(keyed), _) => match keyed.try_take_n(key, cost) {
                 Ok(()) => Ok(None),
-                Err(e) => self
-                    .failed(e.into())
-                    .map_err(|failure| NotNow::Answer(self.refuse(key, failure, headers))),
-            };
-        }
-        let taken = match self.mode {
-            Mode::Wait(_) => None,
-            _ => self.limiter.try_now(key, cost),
+                Err(e) => self.failed(e.into()),
+            },
+            (None, Mode::Wait(_)) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
+            (None, _) => match self.limiter.try_now(key, cost) {
+                Some(taken) => self.settle(taken),
+                None => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
+            },
         };
-        match taken {
-            Some(taken) => self
-                .settle(taken)
-                .map_err(|failure| NotNow::Answer(self.refuse(key, failure, headers))),
-            None => Err(NotNow::Later(Box::new((key.clone(), cost)))),
-        }
+        decision.map_err(|failure| NotNow::Answer(self.refuse(key, failure, headers)))
     }
 
     /// A request's cost: its path's, else its cost function's, else 1.

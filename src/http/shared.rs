@@ -76,10 +76,10 @@ impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
 /// What every clone of a layer, and every service it makes, shares.
 pub(super) struct Shared {
     pub(super) limiter: Box<dyn Limiter>,
-    /// `limiter` itself when it is an in-process keyed limiter, typed: a
-    /// decision that needs no state back (no fields on every response, no
-    /// wait) asks it for a bare answer, with no [`Taken`] built and
-    /// returned through a trait object.
+    /// `limiter` itself, typed, when it is an in-process keyed limiter and
+    /// no decision needs the key's state back (no fields on every response,
+    /// no wait): each decision asks it for the bare answer, with no
+    /// [`Taken`] built and returned through a trait object.
     pub(super) keyed: Option<AsyncKeyedLimiter<ClientKey>>,
     pub(super) source: KeySource,
     pub(super) trusted: Vec<Cidr>,
