@@ -14,7 +14,11 @@
 //!   above the load), the common case;
 //! - `refuse`: one client over its limit, every request answered 429;
 //! - `keys`: requests from 10,000 client addresses in turn, all admitted
-//!   (each layer's map lookups on a large table).
+//!   (each layer's map lookups on a large table);
+//! - `router`: one client, all admitted, through an axum `Router` with one
+//!   route under each layer (`http_services.rs`' `router`): what a request
+//!   costs where most users put the layer, the router's own work included
+//!   (its routing, its boxed route, the response turned into its own type).
 //!
 //! In `admit` and `keys`, `keyed_floor` is paceline's keyed limiter behind
 //! the least glue a layer can have (`http_services.rs`' `floor`: the peer
@@ -47,7 +51,9 @@ use tower::Service;
 
 #[path = "http_services.rs"]
 mod http_services;
-use http_services::{floor, governor, ips, once, paceline, Ok200, BURST};
+use http_services::{
+    floor, governor, ips, once, paceline, router, router_governor, router_paceline, Ok200, BURST,
+};
 
 #[path = "cpu_time.rs"]
 mod cpu_time;
@@ -117,6 +123,22 @@ fn groups(c: &mut Criterion<CpuTime>) {
         &many,
     );
     bench(&mut g, "keyed_floor", floor(), &many);
+    g.finish();
+
+    let mut g = c.benchmark_group("router");
+    bench(&mut g, "none", router(), &one);
+    bench(
+        &mut g,
+        "paceline",
+        router_paceline(Rate::per_second(1), BURST - 1),
+        &one,
+    );
+    bench(
+        &mut g,
+        "tower_governor",
+        router_governor(Duration::from_secs(1), BURST as u32),
+        &one,
+    );
     g.finish();
 }
 

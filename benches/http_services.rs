@@ -95,6 +95,35 @@ pub fn governor(
     GovernorLayer::<_, _, Body>::new(config).layer(Ok200)
 }
 
+/// An axum `Router` with one route, `/` answering `ok`, as a server runs
+/// it: `.layer(...)` wraps the route, and the router turns every response
+/// into its own `Response<Body>` (a body of another type is boxed into
+/// one there, an allocation per response).
+pub fn router() -> axum::Router {
+    axum::Router::new().route("/", axum::routing::get(|| async { "ok" }))
+}
+
+/// [`router`] under paceline's layer at `rate` with `slack`.
+pub fn router_paceline(rate: Rate, slack: u64) -> axum::Router {
+    router().layer(
+        LimitLayer::per_ip(rate)
+            .slack(slack)
+            .max_keys(100_000)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// [`router`] under governor's layer with period `period` and `burst`.
+pub fn router_governor(period: Duration, burst: u32) -> axum::Router {
+    let config = GovernorConfigBuilder::default()
+        .period(period)
+        .burst_size(burst)
+        .finish()
+        .unwrap();
+    router().layer(GovernorLayer::<_, _, Body>::new(config))
+}
+
 /// A request from `ip`, its peer address where axum's `ConnectInfo` puts it.
 pub fn request(ip: IpAddr) -> Request<Body> {
     let mut request = Request::new(Body::empty());

@@ -935,7 +935,7 @@ async fn the_http_layer_answers_within_its_timeouts_over_a_faulty_link() {
                 .build()
                 .unwrap();
                 let service = layer.layer(tower::service_fn(|_: Request<()>| async {
-                    Ok::<_, Infallible>(Response::new(()))
+                    Ok::<_, Infallible>(Response::new(String::new()))
                 }));
                 for _ in 0..3 {
                     let mut request = Request::new(());

@@ -966,3 +966,78 @@ async fn the_refusals_body_follows_accept_when_allowed() {
         }
     }
 }
+
+/// Two requests from one client through `service` (one admitted, one
+/// refused at a slack of 0): each response's status and body text, the
+/// responses typed as the inner service's own.
+async fn admitted_then_refused<S, B>(service: S) -> [(StatusCode, String); 2]
+where
+    S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible> + Clone,
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let request = Request::builder().header("x-key", "a").body(()).unwrap();
+        let response = tower::ServiceExt::oneshot(service.clone(), request)
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        answers.push((status, String::from_utf8(bytes.to_vec()).unwrap()));
+    }
+    answers.try_into().unwrap()
+}
+
+/// The layer answers in the inner service's own body type: an admitted
+/// response is the inner one, untouched; a refusal's text is written in a
+/// body of the same type; a body of no such type goes through `LimitBody`.
+#[tokio::test]
+async fn the_layer_answers_in_the_inner_services_body_type() {
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::Full;
+    use paceline::http::LimitBody;
+    use tower::Layer;
+
+    let layer = || {
+        LimitLayer::per_header("x-key", Rate::per_hour(1))
+            .slack(0)
+            .build()
+            .unwrap()
+    };
+    let refused = |answers: &[(StatusCode, String); 2]| {
+        assert_eq!(answers[0], (StatusCode::OK, "inner".to_string()));
+        assert_eq!(answers[1].0, StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            answers[1].1.starts_with("Too Many Requests: retry in"),
+            "{}",
+            answers[1].1
+        );
+    };
+    let full = tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"inner"))))
+    });
+    refused(&admitted_then_refused(layer().layer(full)).await);
+    let boxed = tower::service_fn(|_: Request<()>| async {
+        let body = Full::new(Bytes::from_static(b"inner")).map_err(|never| match never {});
+        Ok::<_, Infallible>(Response::new(BoxBody::<Bytes, Infallible>::new(body)))
+    });
+    refused(&admitted_then_refused(layer().layer(boxed)).await);
+    let axum_body = tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(axum::body::Body::from("inner")))
+    });
+    refused(&admitted_then_refused(layer().layer(axum_body)).await);
+    // A body the layer cannot write in (no bytes of its own), mapped into
+    // `LimitBody`: the inner body as it was, or the refusal's text.
+    let empty = tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(LimitBody::from(Empty::<Bytes>::new())))
+    });
+    let answers = admitted_then_refused(layer().layer(empty)).await;
+    assert_eq!(answers[0], (StatusCode::OK, String::new()));
+    assert_eq!(answers[1].0, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        answers[1].1.starts_with("Too Many Requests"),
+        "{}",
+        answers[1].1
+    );
+}

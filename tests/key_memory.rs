@@ -39,7 +39,7 @@ async fn two_thousand_32_kib_keys_add_at_most_18_mib() {
         .unwrap();
     let limiter = layer.keyed_limiter().expect("a keyed layer").clone();
     let service = layer.layer(tower::service_fn(|_: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(()))
+        Ok::<_, Infallible>(Response::new(String::new()))
     }));
     let send = |key: String| {
         let request = Request::get("/").header("x-api-key", key).body(()).unwrap();

@@ -99,7 +99,7 @@ async fn the_http_layer_limits_per_client_through_memcached_and_fails_closed_wit
         .build()
         .unwrap();
     let service = layer.layer(tower::service_fn(|_: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(()))
+        Ok::<_, Infallible>(Response::new(String::new()))
     }));
     let from = |ip: &str| {
         let mut request = Request::new(());

@@ -13,7 +13,8 @@
 //! moves the ratio of their overheads; here each round times all four
 //! within a few milliseconds, the ratio is taken per round, and the report
 //! gives its median and quartiles over the rounds, for one client and for
-//! 10,000 clients in turn, every request admitted.
+//! 10,000 clients in turn, every request admitted; then the same through an
+//! axum `Router` (`benches/http.rs`' `router` group).
 
 use std::net::IpAddr;
 use std::task::{Context, Waker};
@@ -27,7 +28,9 @@ use tower::Service;
 
 #[path = "../http_services.rs"]
 mod http_services;
-use http_services::{floor, governor, ips, once, paceline, Ok200, BURST};
+use http_services::{
+    floor, governor, ips, once, paceline, router, router_governor, router_paceline, Ok200, BURST,
+};
 
 /// The mean CPU time of one request through `service`, over `n` requests
 /// from `ips` in turn (continuing at `at`).
@@ -51,6 +54,56 @@ fn quartiles(mut values: Vec<f64>) -> (f64, f64, f64) {
     (at(1), at(2), at(3))
 }
 
+/// Each round times `none`, then `ours`, `theirs` and `least` (if any)
+/// on `ips`, `n` requests each; prints the medians of their overheads
+/// over `none` and of their ratios to `theirs`, with quartiles.
+fn turns<N, P, G, F>(
+    label: &str,
+    ips: &[IpAddr],
+    rounds: usize,
+    n: usize,
+    services: (&N, &P, &G, Option<&F>),
+) where
+    N: Service<Request<Body>> + Clone,
+    N::Error: std::fmt::Debug,
+    P: Service<Request<Body>> + Clone,
+    P::Error: std::fmt::Debug,
+    G: Service<Request<Body>> + Clone,
+    G::Error: std::fmt::Debug,
+    F: Service<Request<Body>> + Clone,
+    F::Error: std::fmt::Debug,
+{
+    let (none, ours, theirs, least) = services;
+    let mut at = [0; 4];
+    let mut added: [Vec<f64>; 3] = Default::default();
+    let (mut ratios, mut floors) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let base = batch(none, ips, n, &mut at[0]);
+        let pl = batch(ours, ips, n, &mut at[1]) - base;
+        let gv = batch(theirs, ips, n, &mut at[2]) - base;
+        let fl = least.map_or(0.0, |f| batch(f, ips, n, &mut at[3]) - base);
+        for (v, x) in added.iter_mut().zip([pl, gv, fl]) {
+            v.push(x);
+        }
+        ratios.push(pl / gv);
+        floors.push(fl / gv);
+    }
+    let [pl, gv, fl] = added.map(|v| quartiles(v).1);
+    let (q1, ratio, q3) = quartiles(ratios);
+    print!(
+        "{label}: paceline +{pl:.1} ns, tower_governor +{gv:.1} ns over no layer; \
+         paceline / tower_governor {ratio:.2} (quartiles {q1:.2}-{q3:.2})"
+    );
+    if least.is_some() {
+        let (f1, floor_ratio, f3) = quartiles(floors);
+        print!(
+            "; keyed_floor +{fl:.1} ns, keyed_floor / tower_governor \
+             {floor_ratio:.2} ({f1:.2}-{f3:.2})"
+        );
+    }
+    println!();
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(40, |a| a.parse().expect("ROUNDS"));
@@ -58,32 +111,14 @@ fn main() {
     assert!(rounds > 0 && n > 0, "ROUNDS and BATCH must be at least 1");
     println!("{rounds} rounds of {n} requests through each service, in turn");
     for clients in [1, 10_000] {
-        let ips = ips(clients);
         let ours = paceline(Rate::per_second(1), BURST - 1);
         let theirs = governor(Duration::from_secs(1), BURST as u32);
-        let least = floor();
-        let mut at = [0; 4];
-        let mut added: [Vec<f64>; 3] = Default::default();
-        let (mut ratios, mut floors) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            let none = batch(&Ok200, &ips, n, &mut at[0]);
-            let pl = batch(&ours, &ips, n, &mut at[1]) - none;
-            let gv = batch(&theirs, &ips, n, &mut at[2]) - none;
-            let fl = batch(&least, &ips, n, &mut at[3]) - none;
-            for (v, x) in added.iter_mut().zip([pl, gv, fl]) {
-                v.push(x);
-            }
-            ratios.push(pl / gv);
-            floors.push(fl / gv);
-        }
-        let [pl, gv, fl] = added.map(|v| quartiles(v).1);
-        let (q1, ratio, q3) = quartiles(ratios);
-        let (f1, floor_ratio, f3) = quartiles(floors);
-        println!(
-            "{clients} client(s): paceline +{pl:.1} ns, tower_governor +{gv:.1} ns, \
-             keyed_floor +{fl:.1} ns over no layer; paceline / tower_governor \
-             {ratio:.2} (quartiles {q1:.2}-{q3:.2}), keyed_floor / tower_governor \
-             {floor_ratio:.2} ({f1:.2}-{f3:.2})"
-        );
+        let label = format!("{clients} client(s)");
+        let services = (&Ok200, &ours, &theirs, Some(&floor()));
+        turns(&label, &ips(clients), rounds, n, services);
     }
+    let ours = router_paceline(Rate::per_second(1), BURST - 1);
+    let theirs = router_governor(Duration::from_secs(1), BURST as u32);
+    let services = (&router(), &ours, &theirs, None::<&Ok200>);
+    turns("axum Router, 1 client", &ips(1), rounds, n, services);
 }

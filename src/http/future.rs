@@ -1,7 +1,9 @@
 //! [`ResponseFuture`]: what a limited service returns, the inner service's
 //! future as it is, the layer's own answer, or a boxed future for the
-//! paths that wait or add fields to every response.
+//! paths that wait or add fields to every response; and [`AnswerBody`],
+//! the response bodies the layer can write its own answers in.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -11,15 +13,95 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
+use http_body_util::{BodyExt, Full};
+
+/// A response body the layer can write its own answers in (a refusal's text
+/// or JSON, the answer to a request without a key): the inner service's
+/// response body type, so that an admitted response passes through the
+/// layer untouched and a limited service answers with the inner one's
+/// response type.
+///
+/// Implemented for axum's `Body` (feature `axum`), tonic's `Body` (feature
+/// `tonic`), `Full<Bytes>`, `BoxBody`, `UnsyncBoxBody`, `String`, `Vec<u8>`
+/// and `Bytes`; for any other
+/// body, map the inner service's responses into [`LimitBody`] (as
+/// `LimitBody::from`), which holds either.
+pub trait AnswerBody: Sized {
+    /// A body sending `bytes` in one frame.
+    fn answer(bytes: Bytes) -> Self;
+}
+
+impl AnswerBody for Full<Bytes> {
+    fn answer(bytes: Bytes) -> Self {
+        Full::new(bytes)
+    }
+}
+
+impl AnswerBody for Bytes {
+    fn answer(bytes: Bytes) -> Self {
+        bytes
+    }
+}
+
+impl AnswerBody for Vec<u8> {
+    fn answer(bytes: Bytes) -> Self {
+        bytes.into()
+    }
+}
+
+impl AnswerBody for String {
+    /// The layer's answers are text or JSON: UTF-8 whole.
+    fn answer(bytes: Bytes) -> Self {
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl<E> AnswerBody for BoxBody<Bytes, E> {
+    fn answer(bytes: Bytes) -> Self {
+        Full::new(bytes)
+            .map_err(|never: Infallible| match never {})
+            .boxed()
+    }
+}
+
+impl<E> AnswerBody for UnsyncBoxBody<Bytes, E> {
+    fn answer(bytes: Bytes) -> Self {
+        Full::new(bytes)
+            .map_err(|never: Infallible| match never {})
+            .boxed_unsync()
+    }
+}
+
+#[cfg(feature = "axum")]
+impl AnswerBody for axum::body::Body {
+    fn answer(bytes: Bytes) -> Self {
+        axum::body::Body::from(bytes)
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl AnswerBody for tonic::body::Body {
+    fn answer(bytes: Bytes) -> Self {
+        tonic::body::Body::new(Full::new(bytes))
+    }
+}
+
+impl<B> AnswerBody for LimitBody<B> {
+    fn answer(bytes: Bytes) -> Self {
+        LimitBody::refusal(bytes)
+    }
+}
 
 pin_project_lite::pin_project! {
-    /// The response body of a limited service: the inner service's, or the
-    /// layer's own (a refusal's text or JSON).
+    /// A response body that is either another body or the layer's own
+    /// answer (a refusal's text or JSON): for an inner service whose body is
+    /// not an [`AnswerBody`] already. Map its responses' bodies into this
+    /// one (`LimitBody::from`, e.g. with tower-http's `MapResponseBodyLayer`)
+    /// and put the limit over that.
     ///
-    /// As small as the inner body when that is a pointer pair (axum's
-    /// `Body`): the refusal's bytes are boxed, so an admitted response
-    /// moves through the futures above it as cheaply as one the layer did
-    /// not touch.
+    /// As small as the inner body when that is a pointer pair: the
+    /// answer's bytes are boxed.
     pub struct LimitBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -34,14 +116,16 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<B> LimitBody<B> {
-    /// The inner service's body.
-    fn inner(body: B) -> Self {
+impl<B> From<B> for LimitBody<B> {
+    /// `body`, as it is.
+    fn from(body: B) -> Self {
         LimitBody {
             kind: Kind::Inner { body },
         }
     }
+}
 
+impl<B> LimitBody<B> {
     /// The layer's own answer, `bytes`, sent in one frame.
     fn refusal(bytes: Bytes) -> Self {
         LimitBody {
@@ -97,10 +181,8 @@ impl<B> fmt::Debug for LimitBody<B> {
     }
 }
 
-/// An inner response as the layer's: its body wrapped, and the fields
-/// added when asked for.
-pub(super) fn forwarded<B>(response: Response<B>, fields: AddedFields) -> Response<LimitBody<B>> {
-    let mut response = response.map(LimitBody::inner);
+/// An inner response with the fields added, when asked for.
+pub(super) fn forwarded<B>(mut response: Response<B>, fields: AddedFields) -> Response<B> {
     for (name, value) in fields.into_iter().flat_map(|f| *f) {
         response.headers_mut().insert(name, value);
     }
@@ -109,8 +191,8 @@ pub(super) fn forwarded<B>(response: Response<B>, fields: AddedFields) -> Respon
 
 /// The layer's own answer as a limited service's response.
 #[inline]
-pub(super) fn answered<B>(response: Response<Bytes>) -> Response<LimitBody<B>> {
-    response.map(LimitBody::refusal)
+pub(super) fn answered<B: AnswerBody>(response: Response<Bytes>) -> Response<B> {
+    response.map(B::answer)
 }
 
 /// A boxed response future, for the paths that wait (a bounded wait, a
@@ -134,14 +216,13 @@ pin_project_lite::pin_project! {
     enum State<F, B, E> {
         Inner { #[pin] future: F },
         Answer { response: Option<Box<Response<Bytes>>> },
-        Boxed { future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>> },
+        Boxed { future: BoxFuture<'static, Result<Response<B>, E>> },
     }
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    /// The inner service's future: an admitted request's response, its
-    /// body wrapped as it comes back and nothing else done to it (the
-    /// common path: no fields, no box).
+    /// The inner service's future: an admitted request's response, as it
+    /// comes back (the common path: no fields, no box).
     #[inline]
     pub(super) fn inner(future: F) -> Self {
         ResponseFuture {
@@ -177,7 +258,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
 
     /// A decision that waits (a bounded wait, a remote limiter's round
     /// trip), and then the inner service's future.
-    pub(super) fn boxed(future: BoxFuture<'static, Result<Response<LimitBody<B>>, E>>) -> Self {
+    pub(super) fn boxed(future: BoxFuture<'static, Result<Response<B>, E>>) -> Self {
         ResponseFuture {
             state: State::Boxed { future },
         }
@@ -187,13 +268,14 @@ impl<F, B, E> ResponseFuture<F, B, E> {
 impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    B: AnswerBody,
 {
-    type Output = Result<Response<LimitBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
-            StateProj::Inner { future } => future.poll(cx).map_ok(|r| r.map(LimitBody::inner)),
+            StateProj::Inner { future } => future.poll(cx),
             StateProj::Answer { response } => Poll::Ready(Ok(answered(
                 *response
                     .take()

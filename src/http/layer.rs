@@ -17,7 +17,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::client_ip;
-use super::future::{answered, forwarded, AddedFields, LimitBody, ResponseFuture};
+use super::future::{answered, forwarded, AddedFields, AnswerBody, ResponseFuture};
 use super::shared::{Failure, Shared};
 use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
 use crate::take::{Error, Taken};
@@ -81,9 +81,9 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: Send + 'static,
-    ResB: Send + 'static,
+    ResB: AnswerBody + Send + 'static,
 {
-    type Response = Response<LimitBody<ResB>>;
+    type Response = Response<ResB>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, ResB, S::Error>;
 
@@ -91,43 +91,112 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let shared = &self.shared;
-        // The head is split off only for a key or cost function; otherwise
-        // the request stays where it is until the inner service takes it
-        // (a request is a few hundred bytes: each move is a copy).
-        let decided = if shared.wants_head() {
-            let (head, body) = request.into_parts();
-            let decided = shared.decide(&head.headers, &head.extensions, &head.uri, Some(&head));
-            request = Request::from_parts(head, body);
-            decided
-        } else {
-            shared.decide(request.headers(), request.extensions(), request.uri(), None)
-        };
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if self.shared.wants_head() {
+            return self.call_with_head(request);
+        }
+        // The request stays where it is until the inner service takes it:
+        // a request is a few hundred bytes, each move is a copy, and passed
+        // through `go`, even inlined, it is copied once more on the way.
+        let decided =
+            self.shared
+                .decide(request.headers(), request.extensions(), request.uri(), None);
         match decided {
             Ok(None) => ResponseFuture::inner(self.inner.call(request)),
             Ok(Some(fields)) => ResponseFuture::with_fields(self.inner.call(request), fields),
             Err(NotNow::Answer(answer)) => ResponseFuture::answer(answer),
-            Err(NotNow::Later(later)) => {
-                let (key, cost) = *later;
-                // The ready service goes with the request; a clone stays.
-                let clone = self.inner.clone();
-                let mut inner = std::mem::replace(&mut self.inner, clone);
-                let shared = Arc::clone(shared);
-                ResponseFuture::boxed(Box::pin(async move {
-                    match shared.decide_later(&key, cost).await {
-                        Ok(fields) => {
-                            let response = inner.call(request).await?;
-                            Ok(forwarded(response, fields))
-                        }
-                        Err(failure) => {
-                            let answer = shared.refuse(&key, failure, request.headers());
-                            Ok(answered(*answer))
-                        }
-                    }
-                }))
-            }
+            Err(NotNow::Later(later)) => self.later(*later, request),
         }
+    }
+}
+
+/// What [`Limit`]'s `Service` impl asks of the inner service, for its
+/// helpers.
+trait Inner<B, ResB>:
+    Service<Request<B>, Response = Response<ResB>, Future: Send + 'static, Error: Send + 'static>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B, ResB> Inner<B, ResB> for S
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+}
+
+impl<S> Limit<S> {
+    /// [`call`](Service::call) for a key or cost function, which needs the
+    /// request's head: split off, and put back after the decision.
+    #[inline(never)]
+    fn call_with_head<B, ResB>(
+        &mut self,
+        request: Request<B>,
+    ) -> ResponseFuture<S::Future, ResB, S::Error>
+    where
+        S: Inner<B, ResB>,
+        B: Send + 'static,
+        ResB: AnswerBody + Send + 'static,
+    {
+        let (head, body) = request.into_parts();
+        let decided = self
+            .shared
+            .decide(&head.headers, &head.extensions, &head.uri, Some(&head));
+        self.go(decided, Request::from_parts(head, body))
+    }
+
+    /// What becomes of `request` after the decision (as `call` writes it
+    /// out).
+    fn go<B, ResB>(
+        &mut self,
+        decided: Result<AddedFields, NotNow>,
+        request: Request<B>,
+    ) -> ResponseFuture<S::Future, ResB, S::Error>
+    where
+        S: Inner<B, ResB>,
+        B: Send + 'static,
+        ResB: AnswerBody + Send + 'static,
+    {
+        match decided {
+            Ok(None) => ResponseFuture::inner(self.inner.call(request)),
+            Ok(Some(fields)) => ResponseFuture::with_fields(self.inner.call(request), fields),
+            Err(NotNow::Answer(answer)) => ResponseFuture::answer(answer),
+            Err(NotNow::Later(later)) => self.later(*later, request),
+        }
+    }
+
+    /// A decision that waits (a bounded wait, a remote limiter): boxed,
+    /// with the request and a ready inner service.
+    #[inline(never)]
+    fn later<B, ResB>(
+        &mut self,
+        (key, cost): (ClientKey, u64),
+        request: Request<B>,
+    ) -> ResponseFuture<S::Future, ResB, S::Error>
+    where
+        S: Inner<B, ResB>,
+        B: Send + 'static,
+        ResB: AnswerBody + Send + 'static,
+    {
+        // The ready service goes with the request; a clone stays.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        ResponseFuture::boxed(Box::pin(async move {
+            match shared.decide_later(&key, cost).await {
+                Ok(fields) => {
+                    let response = inner.call(request).await?;
+                    Ok(forwarded(response, fields))
+                }
+                Err(failure) => {
+                    let answer = shared.refuse(&key, failure, request.headers());
+                    Ok(answered(*answer))
+                }
+            }
+        }))
     }
 }
 

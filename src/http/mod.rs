@@ -29,7 +29,9 @@
 //!   of text, JSON or problem+json (or by the request's `Accept`); refuse, hold with a bounded wait, or
 //!   dry run ([`Mode`]); over the builder's keyed limiter or any
 //!   [`AsyncTake`](crate::AsyncTake) for a [`ClientKey`] (a remote one
-//!   included). `Clone`, one limiter shared: no `Buffer` needed.
+//!   included). `Clone`, one limiter shared: no `Buffer` needed. Its
+//!   answers are written in the inner service's own body type
+//!   ([`AnswerBody`]), so its response type is the inner one's.
 //! - its gRPC face (feature `tonic`, [`LimitBuilder::grpc`]): a refusal as
 //!   `RESOURCE_EXHAUSTED` with `RetryInfo` and `grpc-retry-pushback-ms`,
 //!   per peer, per metadata key or per method: the guide's
@@ -60,7 +62,7 @@ mod terms;
 
 pub use builder::{LayerError, LimitBuilder};
 pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
-pub use future::{LimitBody, ResponseFuture};
+pub use future::{AnswerBody, LimitBody, ResponseFuture};
 pub use inspect::{Inspect, InspectService, Tracked};
 pub use layer::{Limit, LimitLayer};
 pub use pace::{BoxError, PaceLayer, Paced, Sent};
