@@ -25,11 +25,8 @@ impl Service<Request<Body>> for Ok200 {
     type Error = Infallible;
     type Future = std::future::Ready<Result<Response<Body>, Infallible>>;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, _: Request<Body>) -> Self::Future {

@@ -113,6 +113,9 @@ echo "== http bench: three runs" >&2
 for run in 1 2 3; do
     cargo bench -p paceline-benches --features http --bench http -- "${crit[@]}" >"$out/http-$run.txt"
 done
+echo "== http layers in turn" >&2
+cargo run -q --release -p paceline-benches --features http --example http_turns -- \
+    $rounds $([ $quick = yes ] && echo 10000 || echo 100000) >"$out/http_turns.txt"
 note_load "after http"
 
 echo "== contention" >&2
