@@ -97,7 +97,8 @@ where
         }
         // The request stays where it is until the inner service takes it:
         // a request is a few hundred bytes, each move is a copy, and passed
-        // through `go`, even inlined, it is copied once more on the way.
+        // through a helper function, even one inlined, it is copied once
+        // more on the way (so `call_with_head` writes this match again).
         let decided =
             self.shared
                 .decide(request.headers(), request.extensions(), request.uri(), None);
@@ -145,21 +146,8 @@ impl<S> Limit<S> {
         let decided = self
             .shared
             .decide(&head.headers, &head.extensions, &head.uri, Some(&head));
-        self.go(decided, Request::from_parts(head, body))
-    }
-
-    /// What becomes of `request` after the decision (as `call` writes it
-    /// out).
-    fn go<B, ResB>(
-        &mut self,
-        decided: Result<AddedFields, NotNow>,
-        request: Request<B>,
-    ) -> ResponseFuture<S::Future, ResB, S::Error>
-    where
-        S: Inner<B, ResB>,
-        B: Send + 'static,
-        ResB: AnswerBody + Send + 'static,
-    {
+        let request = Request::from_parts(head, body);
+        // As in `call`.
         match decided {
             Ok(None) => ResponseFuture::inner(self.inner.call(request)),
             Ok(Some(fields)) => ResponseFuture::with_fields(self.inner.call(request), fields),
