@@ -13,16 +13,18 @@
 ))]
 
 mod common;
+#[path = "support/lines.rs"]
+mod lines;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::cell::Cell;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -226,15 +228,7 @@ impl Proc {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn a child process");
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines::lines(child.stdout.take().unwrap());
         Proc {
             stdin: child.stdin.take(),
             child,

@@ -13,10 +13,12 @@ mod support;
 #[path = "../../tests/support/pg_server.rs"]
 mod pg;
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "../../tests/support/lines.rs"]
+mod lines;
+
+use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::thread;
 use std::time::Duration;
 
 const V1: &str =
@@ -72,15 +74,7 @@ fn watcher(flag: &str, at: &str) -> (Child, mpsc::Receiver<String>) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines::lines(child.stdout.take().unwrap());
     (child, rx)
 }
 
