@@ -45,14 +45,15 @@ use std::time::Duration;
 
 use axum::body::Body;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
-use http::Request;
+use http::{Request, Response};
 use paceline::Rate;
 use tower::Service;
 
 #[path = "http_services.rs"]
 mod http_services;
 use http_services::{
-    floor, governor, ips, once, paceline, router, router_governor, router_paceline, Ok200, BURST,
+    admits, floor, governor, ips, once, paceline, router, router_governor, router_paceline, Ok200,
+    BURST,
 };
 
 #[path = "cpu_time.rs"]
@@ -61,11 +62,12 @@ use cpu_time::CpuTime;
 
 /// Runs `service` on each of `ips` in turn, one request an iteration
 /// (see `once`).
-fn bench<S>(c: &mut BenchmarkGroup<'_, CpuTime>, name: &str, service: S, ips: &[IpAddr])
+fn bench<S, B>(c: &mut BenchmarkGroup<'_, CpuTime>, name: &str, service: S, ips: &[IpAddr])
 where
-    S: Service<Request<Body>> + Clone,
+    S: Service<Request<Body>, Response = Response<B>> + Clone,
     S::Error: std::fmt::Debug,
 {
+    admits(&service, ips[0]);
     let mut cx = Context::from_waker(Waker::noop());
     let mut i = 0;
     c.bench_function(name, |b| {

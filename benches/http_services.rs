@@ -36,7 +36,8 @@ impl Service<Request<Body>> for Ok200 {
 
 /// The floor: paceline's keyed limiter with the least glue around the
 /// handler (a refusal is a bare 429).
-pub fn floor() -> impl Service<Request<Body>, Error = Infallible> + Clone {
+pub fn floor() -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone
+{
     let limiter = paceline::KeyedLimiter::builder(Rate::per_second(1))
         .slack(BURST - 1)
         .max_keys(100_000)
@@ -70,7 +71,10 @@ pub fn ips(n: u32) -> Vec<IpAddr> {
 }
 
 /// paceline at `rate` with `slack`, around the handler.
-pub fn paceline(rate: Rate, slack: u64) -> impl Service<Request<Body>, Error = Infallible> + Clone {
+pub fn paceline(
+    rate: Rate,
+    slack: u64,
+) -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone {
     LimitLayer::per_ip(rate)
         .slack(slack)
         .max_keys(100_000)
@@ -83,7 +87,7 @@ pub fn paceline(rate: Rate, slack: u64) -> impl Service<Request<Body>, Error = I
 pub fn governor(
     period: Duration,
     burst: u32,
-) -> impl Service<Request<Body>, Error = Infallible> + Clone {
+) -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone {
     let config = GovernorConfigBuilder::default()
         .period(period)
         .burst_size(burst)
@@ -128,6 +132,27 @@ pub fn request(ip: IpAddr) -> Request<Body> {
         .extensions_mut()
         .insert(ConnectInfo(SocketAddr::new(ip, 40000)));
     request
+}
+
+/// Asserts that `service` answers a request from `ip` with 200, before it
+/// is timed: a service that routed nowhere (404) or could not key the
+/// request (500) would otherwise be timed all the same.
+pub fn admits<S, B>(service: &S, ip: IpAddr)
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut service = service.clone();
+    let Poll::Ready(ready) = service.poll_ready(&mut cx) else {
+        unreachable!("every service here is always ready")
+    };
+    ready.unwrap();
+    let mut future = std::pin::pin!(service.call(request(ip)));
+    let Poll::Ready(response) = future.as_mut().poll(&mut cx) else {
+        unreachable!("every future here is ready at its first poll")
+    };
+    assert_eq!(response.unwrap().status(), http::StatusCode::OK);
 }
 
 /// One request from `ip` through `service`, as a server makes it: a clone

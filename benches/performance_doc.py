@@ -319,7 +319,7 @@ runs above, at `df63228`; load average 1.0 throughout). Until then a
 limited service's response was `Response<LimitBody<B>>`, the inner body
 wrapped so that a refusal's text fitted the same type; now the refusal is
 written into a body of the inner type itself (`AnswerBody`), and an
-admitted response passes through untouched. In the bare service that
+admitted response's body passes through untouched. In the bare service that
 moves less than the noise; under an axum `Router` it removes an
 allocation per response, since the router boxed every `LimitBody` into
 its own `Body` again. The `router` row is new, so there is no before in
@@ -327,12 +327,13 @@ it; timed as whole processes (2,000,000 requests through the router, the
 calls out of line, seven runs A B A B), the layer's overhead in the router
 went from 1.08× tower_governor's to 0.94×, one allocation and one free
 fewer a request (callgrind: 222 instructions fewer).
-The admitted path now also moves the request once, into the inner
-service, where it was copied once more on its way (one `memcpy` of 240
+Without a key or cost function, the admitted path now also moves the
+request once, into the inner service, where it was copied once more on its
+way (one `memcpy` of 240
 bytes fewer, in the disassembly).
 
-Every run above has both bare ratios at or below 1.0 (0.88–0.99); their
-medians, 0.96 and 0.97, are not the 0.9 aimed at.
+Every criterion run above has both bare ratios at or below 1.0
+(0.88–0.99); their medians, 0.96 and 0.97, are not the 0.9 aimed at.
 
 **How far code layout moves these ratios.** The same source, compiled
 into another binary, gives another ratio: `benches/examples/http_turns.rs`

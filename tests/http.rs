@@ -968,8 +968,7 @@ async fn the_refusals_body_follows_accept_when_allowed() {
 }
 
 /// Two requests from one client through `service` (one admitted, one
-/// refused at a slack of 0): each response's status and body text, the
-/// responses typed as the inner service's own.
+/// refused at a slack of 0): each response's status and body text.
 async fn admitted_then_refused<S, B>(service: S) -> [(StatusCode, String); 2]
 where
     S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible> + Clone,
@@ -989,9 +988,18 @@ where
     answers.try_into().unwrap()
 }
 
+/// `service`, checked at compile time to answer `Response<B>`.
+fn answering<B, S>(service: S) -> S
+where
+    S: tower::Service<Request<()>, Response = Response<B>>,
+{
+    service
+}
+
 /// The layer answers in the inner service's own body type: an admitted
-/// response is the inner one, untouched; a refusal's text is written in a
-/// body of the same type; a body of no such type goes through `LimitBody`.
+/// response is the inner one, its body untouched; a refusal's text is
+/// written in a body of the same type; a body that cannot hold it (here
+/// `Empty`) is mapped into `LimitBody` below the limit.
 #[tokio::test]
 async fn the_layer_answers_in_the_inner_services_body_type() {
     use http_body_util::combinators::BoxBody;
@@ -1017,22 +1025,30 @@ async fn the_layer_answers_in_the_inner_services_body_type() {
     let full = tower::service_fn(|_: Request<()>| async {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"inner"))))
     });
-    refused(&admitted_then_refused(layer().layer(full)).await);
+    let limited = answering::<Full<Bytes>, _>(layer().layer(full));
+    refused(&admitted_then_refused(limited).await);
     let boxed = tower::service_fn(|_: Request<()>| async {
         let body = Full::new(Bytes::from_static(b"inner")).map_err(|never| match never {});
         Ok::<_, Infallible>(Response::new(BoxBody::<Bytes, Infallible>::new(body)))
     });
-    refused(&admitted_then_refused(layer().layer(boxed)).await);
+    let limited = answering::<BoxBody<Bytes, Infallible>, _>(layer().layer(boxed));
+    refused(&admitted_then_refused(limited).await);
     let axum_body = tower::service_fn(|_: Request<()>| async {
         Ok::<_, Infallible>(Response::new(axum::body::Body::from("inner")))
     });
-    refused(&admitted_then_refused(layer().layer(axum_body)).await);
-    // A body the layer cannot write in (no bytes of its own), mapped into
-    // `LimitBody`: the inner body as it was, or the refusal's text.
+    let limited = answering::<axum::body::Body, _>(layer().layer(axum_body));
+    refused(&admitted_then_refused(limited).await);
+    // A body the layer cannot write in, as a proxy's or another layer's
+    // would be: mapped into `LimitBody` under the limit, as the guide shows.
     let empty = tower::service_fn(|_: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(LimitBody::from(Empty::<Bytes>::new())))
+        Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
     });
-    let answers = admitted_then_refused(layer().layer(empty)).await;
+    let limited = tower::ServiceBuilder::new()
+        .layer(layer())
+        .map_response(|r: Response<Empty<Bytes>>| r.map(LimitBody::new))
+        .service(empty);
+    let limited = answering::<LimitBody<Empty<Bytes>>, _>(limited);
+    let answers = admitted_then_refused(limited).await;
     assert_eq!(answers[0], (StatusCode::OK, String::new()));
     assert_eq!(answers[1].0, StatusCode::TOO_MANY_REQUESTS);
     assert!(

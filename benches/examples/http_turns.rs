@@ -29,7 +29,8 @@ use tower::Service;
 #[path = "../http_services.rs"]
 mod http_services;
 use http_services::{
-    floor, governor, ips, once, paceline, router, router_governor, router_paceline, Ok200, BURST,
+    admits, floor, governor, ips, once, paceline, router, router_governor, router_paceline, Ok200,
+    BURST,
 };
 
 /// The mean CPU time of one request through `service`, over `n` requests
@@ -111,14 +112,39 @@ fn main() {
     assert!(rounds > 0 && n > 0, "ROUNDS and BATCH must be at least 1");
     println!("{rounds} rounds of {n} requests through each service, in turn");
     for clients in [1, 10_000] {
-        let ours = paceline(Rate::per_second(1), BURST - 1);
-        let theirs = governor(Duration::from_secs(1), BURST as u32);
+        let ips = ips(clients);
+        let (ours, theirs) = (
+            paceline(Rate::per_second(1), BURST - 1),
+            governor(Duration::from_secs(1), BURST as u32),
+        );
+        let least = floor();
+        admits(&ours, ips[0]);
+        admits(&theirs, ips[0]);
+        admits(&least, ips[0]);
         let label = format!("{clients} client(s)");
-        let services = (&Ok200, &ours, &theirs, Some(&floor()));
-        turns(&label, &ips(clients), rounds, n, services);
+        turns(
+            &label,
+            &ips,
+            rounds,
+            n,
+            (&Ok200, &ours, &theirs, Some(&least)),
+        );
     }
-    let ours = router_paceline(Rate::per_second(1), BURST - 1);
-    let theirs = router_governor(Duration::from_secs(1), BURST as u32);
-    let services = (&router(), &ours, &theirs, None::<&Ok200>);
-    turns("axum Router, 1 client", &ips(1), rounds, n, services);
+    let ips = ips(1);
+    let (none, ours, theirs) = (
+        router(),
+        router_paceline(Rate::per_second(1), BURST - 1),
+        router_governor(Duration::from_secs(1), BURST as u32),
+    );
+    admits(&none, ips[0]);
+    admits(&ours, ips[0]);
+    admits(&theirs, ips[0]);
+    let label = "axum Router, 1 client";
+    turns(
+        label,
+        &ips,
+        rounds,
+        n,
+        (&none, &ours, &theirs, None::<&Ok200>),
+    );
 }

@@ -18,17 +18,31 @@ use http_body_util::{BodyExt, Full};
 
 /// A response body the layer can write its own answers in (a refusal's text
 /// or JSON, the answer to a request without a key): the inner service's
-/// response body type, so that an admitted response passes through the
-/// layer untouched and a limited service answers with the inner one's
-/// response type.
+/// response body type, so that a limited service answers with the inner
+/// one's response type and an admitted response's body passes through the
+/// layer untouched.
 ///
 /// Implemented for axum's `Body` (feature `axum`), tonic's `Body` (feature
-/// `tonic`), `Full<Bytes>`, `BoxBody`, `UnsyncBoxBody`, `String`, `Vec<u8>`
-/// and `Bytes`; for any other
-/// body, map the inner service's responses into [`LimitBody`] (as
-/// `LimitBody::from`), which holds either.
+/// `tonic`), `Full<Bytes>`, `BoxBody`, `UnsyncBoxBody` and `String`, and, for
+/// services called in process rather than served by hyper (tests, mostly),
+/// `Vec<u8>` and `Bytes`. A body type of your own may implement it. A body
+/// that cannot be built from bytes (hyper's `Incoming` in a proxy,
+/// tower-http's `ResponseBody`, `CompressionBody` or `TimeoutBody` when
+/// those layers sit between this one and the service) goes through
+/// [`LimitBody`]: map the responses into it below the limit, or put the
+/// limit inside those layers (the guide's [HTTP](crate::guide::http)
+/// chapter shows both).
+///
+/// The contract: `answer(bytes)` is a body that sends `bytes` and ends; for
+/// empty `bytes`, one that has ended already (`is_end_stream()` is true,
+/// no empty data frame), which a gRPC refusal (headers only) relies on.
+#[diagnostic::on_unimplemented(
+    message = "the limit layer cannot write its answers in a `{Self}` body",
+    note = "map the inner responses into `paceline::http::LimitBody` (`response.map(LimitBody::new)`) below the limit, or put the limit inside the layers that wrap the body"
+)]
 pub trait AnswerBody: Sized {
-    /// A body sending `bytes` in one frame.
+    /// A body sending `bytes` in one frame and ending; for empty `bytes`,
+    /// one that has ended.
     fn answer(bytes: Bytes) -> Self;
 }
 
@@ -51,9 +65,11 @@ impl AnswerBody for Vec<u8> {
 }
 
 impl AnswerBody for String {
-    /// The layer's answers are text or JSON: UTF-8 whole.
+    /// The layer's answers are text or JSON, UTF-8 whole, so nothing is
+    /// ever replaced.
     fn answer(bytes: Bytes) -> Self {
-        String::from_utf8_lossy(&bytes).into_owned()
+        String::from_utf8(Vec::from(bytes))
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 }
 
@@ -96,8 +112,8 @@ impl<B> AnswerBody for LimitBody<B> {
 pin_project_lite::pin_project! {
     /// A response body that is either another body or the layer's own
     /// answer (a refusal's text or JSON): for an inner service whose body is
-    /// not an [`AnswerBody`] already. Map its responses' bodies into this
-    /// one (`LimitBody::from`, e.g. with tower-http's `MapResponseBodyLayer`)
+    /// not an [`AnswerBody`] already. Map its responses into this one
+    /// (`response.map(LimitBody::new)`, e.g. with tower's `map_response`)
     /// and put the limit over that.
     ///
     /// As small as the inner body when that is a pointer pair: the
@@ -117,15 +133,20 @@ pin_project_lite::pin_project! {
 }
 
 impl<B> From<B> for LimitBody<B> {
-    /// `body`, as it is.
+    /// `body`, as it is: [`LimitBody::new`].
     fn from(body: B) -> Self {
-        LimitBody {
-            kind: Kind::Inner { body },
-        }
+        LimitBody::new(body)
     }
 }
 
 impl<B> LimitBody<B> {
+    /// `body`, as it is.
+    pub fn new(body: B) -> Self {
+        LimitBody {
+            kind: Kind::Inner { body },
+        }
+    }
+
     /// The layer's own answer, `bytes`, sent in one frame.
     fn refusal(bytes: Bytes) -> Self {
         LimitBody {
@@ -283,5 +304,71 @@ where
             ))),
             StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Waker;
+
+    use super::*;
+
+    /// `body`'s bytes, polled with no runtime (every body here is ready),
+    /// and whether it had ended before the first poll.
+    fn sent<B: Body<Data = Bytes> + Unpin>(mut body: B) -> (Vec<u8>, bool)
+    where
+        B::Error: fmt::Debug,
+    {
+        let ended = body.is_end_stream();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut bytes = Vec::new();
+        loop {
+            match Pin::new(&mut body).poll_frame(&mut cx) {
+                Poll::Ready(Some(frame)) => {
+                    if let Ok(data) = frame.unwrap().into_data() {
+                        assert!(!data.is_empty(), "an empty data frame");
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                Poll::Ready(None) => return (bytes, ended),
+                Poll::Pending => panic!("a body of bytes in hand was not ready"),
+            }
+        }
+    }
+
+    /// Each body sends the answer's bytes whole and ends; an empty answer
+    /// has ended before it is polled (a gRPC refusal is headers only).
+    fn holds_the_contract<B: AnswerBody + Body<Data = Bytes> + Unpin>(name: &str)
+    where
+        B::Error: fmt::Debug,
+    {
+        let text = "Too Many Requests: retry in 2 s";
+        let (bytes, _) = sent(B::answer(Bytes::from_static(text.as_bytes())));
+        assert_eq!(bytes, text.as_bytes(), "{name}");
+        assert_eq!(sent(B::answer(Bytes::new())), (Vec::new(), true), "{name}");
+    }
+
+    #[test]
+    fn every_answer_body_sends_the_answer_and_an_empty_one_has_ended() {
+        holds_the_contract::<Full<Bytes>>("Full");
+        holds_the_contract::<BoxBody<Bytes, Infallible>>("BoxBody");
+        holds_the_contract::<UnsyncBoxBody<Bytes, std::io::Error>>("UnsyncBoxBody");
+        holds_the_contract::<String>("String");
+        holds_the_contract::<LimitBody<Full<Bytes>>>("LimitBody");
+        #[cfg(feature = "axum")]
+        holds_the_contract::<axum::body::Body>("axum");
+        #[cfg(feature = "tonic")]
+        holds_the_contract::<tonic::body::Body>("tonic");
+        let bytes = Bytes::from_static(b"{\"a\":1}");
+        assert_eq!(Vec::<u8>::answer(bytes.clone()), bytes.to_vec());
+        assert_eq!(Bytes::answer(bytes.clone()), bytes);
+    }
+
+    #[test]
+    fn a_limit_body_passes_the_inner_body_through() {
+        let body = LimitBody::new(Full::new(Bytes::from_static(b"inner")));
+        assert!(!body.is_refusal());
+        assert_eq!(sent(body).0, b"inner");
+        assert!(LimitBody::<Full<Bytes>>::answer(Bytes::from_static(b"x")).is_refusal());
     }
 }

@@ -113,7 +113,7 @@ where
 
 /// What [`Limit`]'s `Service` impl asks of the inner service, for its
 /// helpers.
-trait Inner<B, ResB>:
+trait InnerService<B, ResB>:
     Service<Request<B>, Response = Response<ResB>, Future: Send + 'static, Error: Send + 'static>
     + Clone
     + Send
@@ -121,7 +121,7 @@ trait Inner<B, ResB>:
 {
 }
 
-impl<S, B, ResB> Inner<B, ResB> for S
+impl<S, B, ResB> InnerService<B, ResB> for S
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -138,7 +138,7 @@ impl<S> Limit<S> {
         request: Request<B>,
     ) -> ResponseFuture<S::Future, ResB, S::Error>
     where
-        S: Inner<B, ResB>,
+        S: InnerService<B, ResB>,
         B: Send + 'static,
         ResB: AnswerBody + Send + 'static,
     {
@@ -165,7 +165,7 @@ impl<S> Limit<S> {
         request: Request<B>,
     ) -> ResponseFuture<S::Future, ResB, S::Error>
     where
-        S: Inner<B, ResB>,
+        S: InnerService<B, ResB>,
         B: Send + 'static,
         ResB: AnswerBody + Send + 'static,
     {
