@@ -1057,3 +1057,57 @@ async fn the_layer_answers_in_the_inner_services_body_type() {
         answers[1].1
     );
 }
+
+/// Every answer the layer writes itself carries `Answered` in its
+/// extensions, saying why; an admitted response carries none.
+#[tokio::test]
+async fn the_layers_own_answers_say_why_in_an_extension() {
+    use http_body_util::Full;
+    use paceline::http::Answered;
+    use paceline::remote::memory::{AsyncMemoryLimiter, MemoryBackend, MemoryLimiter};
+    use paceline::remote::FailPolicy;
+    use paceline::Limit;
+    use tower::{Layer, ServiceExt};
+
+    let inner = tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"inner"))))
+    });
+    let keyed = || Request::builder().header("x-key", "a").body(()).unwrap();
+    let why = |response: &Response<Full<Bytes>>| response.extensions().get::<Answered>().copied();
+
+    let layer = LimitLayer::per_header("x-key", Rate::per_hour(1))
+        .slack(0)
+        .build()
+        .unwrap();
+    let service = layer.layer(inner);
+    let admitted = service.clone().oneshot(keyed()).await.unwrap();
+    assert_eq!((admitted.status(), why(&admitted)), (StatusCode::OK, None));
+    let refused = service.clone().oneshot(keyed()).await.unwrap();
+    assert_eq!(
+        (refused.status(), why(&refused)),
+        (StatusCode::TOO_MANY_REQUESTS, Some(Answered::Refused))
+    );
+    let keyless = service.oneshot(Request::new(())).await.unwrap();
+    assert_eq!(
+        (keyless.status(), why(&keyless)),
+        (StatusCode::BAD_REQUEST, Some(Answered::MissingKey))
+    );
+
+    // A remote limit whose server is down, failing closed: 503.
+    let backend = MemoryBackend::new();
+    let limit = Limit::new(Rate::per_second(10), 1);
+    let limiter = MemoryLimiter::with_backend(backend.clone(), limit, FailPolicy::Closed).unwrap();
+    let layer = LimitLayer::per_header("x-key", Rate::per_second(10))
+        .limiter(AsyncMemoryLimiter::from(limiter))
+        .build()
+        .unwrap();
+    backend.set_down(true);
+    let failed = layer.layer(inner).oneshot(keyed()).await.unwrap();
+    assert_eq!(
+        (failed.status(), why(&failed)),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(Answered::ServerFailed)
+        )
+    );
+}

@@ -66,4 +66,4 @@ pub use future::{AnswerBody, LimitBody, ResponseFuture};
 pub use inspect::{Inspect, InspectService, Tracked};
 pub use layer::{Limit, LimitLayer};
 pub use pace::{BoxError, PaceLayer, Paced, Sent};
-pub use terms::{Body, ClientKey, Fields, LayerStats, MissingKey, Mode, MAX_KEY_BYTES};
+pub use terms::{Answered, Body, ClientKey, Fields, LayerStats, MissingKey, Mode, MAX_KEY_BYTES};

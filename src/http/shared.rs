@@ -21,7 +21,7 @@ use super::client_ip::{Cidr, Forwarding};
 use super::fields;
 use super::future::{AddedFields, BoxFuture};
 use super::json::Json;
-use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
+use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
 use crate::error::TakeError;
 use crate::limit::Limit as Quota;
 use crate::take::{AsyncTake, Error, State as Found, Taken};
@@ -118,10 +118,15 @@ impl Shared {
              insert the peer's SocketAddr as an extension; behind proxies, check \
              trust_proxies)\n";
         #[cfg(feature = "tonic")]
-        if self.grpc {
-            return super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None);
-        }
-        text(status, why)
+        let mut response = if self.grpc {
+            super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None)
+        } else {
+            text(status, why)
+        };
+        #[cfg(not(feature = "tonic"))]
+        let mut response = text(status, why);
+        response.extensions_mut().insert(Answered::MissingKey);
+        response
     }
 
     /// The answer to a request over the limit (or failed by the limiter's
@@ -165,6 +170,10 @@ impl Shared {
         };
         #[cfg(not(feature = "tonic"))]
         let mut response = self.refusal_body(status, wait, why.as_deref(), body);
+        response.extensions_mut().insert(match failure {
+            Failure::Limit(_) => Answered::Refused,
+            Failure::Server(_) => Answered::ServerFailed,
+        });
         let headers = response.headers_mut();
         if let Some(wait) = wait {
             headers.insert(RETRY_AFTER, fields::retry_after(wait));

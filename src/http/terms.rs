@@ -115,6 +115,22 @@ impl Default for MissingKey {
     }
 }
 
+/// Why the layer answered a request itself: in the extensions of every
+/// response it writes (`response.extensions().get::<Answered>()`), so that
+/// middleware outside it (metrics, logs) can tell its answers from the
+/// inner service's, a 429 of its own from one passed through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Answered {
+    /// Over the limit: 429 (or the status set), or `RESOURCE_EXHAUSTED`.
+    Refused,
+    /// The limit's server failed to decide, under a policy that fails
+    /// closed: 503, or `UNAVAILABLE`.
+    ServerFailed,
+    /// No key for the request, under [`MissingKey::Refuse`].
+    MissingKey,
+}
+
 /// What the layer does with a request over the limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Mode {
