@@ -289,12 +289,13 @@ impl Shared {
         client_ip::mask(ip, bits)
     }
 
-    /// The key of a client whose connection comes from a trusted `proxy`:
-    /// the address it forwarded, masked. Out of line (the header's walk is
-    /// long) but not cold: behind a load balancer it is every request's.
+    /// The key of a client whose connection comes from `proxy`, canonical
+    /// and trusted (`decide` checked both): the address it forwarded,
+    /// masked. Out of line (the header's walk is long) but not cold: behind
+    /// a load balancer it is every request's.
     #[inline(never)]
     fn forwarded_for(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
-        let ip = client_ip::client_ip(proxy, headers, &self.trusted, self.forwarding)?;
+        let ip = client_ip::behind_proxies(proxy, headers, &self.trusted, self.forwarding)?;
         Some(ClientKey::Ip(self.mask(ip)))
     }
 
