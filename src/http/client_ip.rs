@@ -112,15 +112,13 @@ pub enum Forwarding {
     Forwarded,
 }
 
-/// The client's address, as the layer's `decide` finds it (written out
-/// there, so that it checks the peer once): `peer` itself unless it is in
-/// `trusted`; then the
+/// The client's address: `peer` itself unless it is in `trusted`; then the
 /// right-most entry of the `forwarding` header not in `trusted`. `None`
 /// when an entry right of it (or it) cannot be read, or more than
 /// [`MAX_HOPS`] entries from the right are all trusted. Nothing left of
 /// that entry is read: whatever the client wrote there (bytes that are not
 /// text, garbage, any number of entries) changes nothing.
-#[cfg(test)]
+#[inline]
 pub(crate) fn client_ip(
     peer: IpAddr,
     headers: &HeaderMap,
@@ -140,10 +138,12 @@ pub(crate) fn trusts(trusted: &[Cidr], ip: IpAddr) -> bool {
     trusted.iter().any(|c| c.contains(ip))
 }
 
-/// `client_ip` for a `peer` (canonical, as [`canonical`] gives it) that
-/// is a trusted proxy: the forwarding header's walk. The layer calls it
-/// once it has checked the peer itself.
-pub(crate) fn behind_proxies(
+/// [`client_ip`] for a `peer` that is a trusted proxy: the forwarding
+/// header's walk. Out of line (the walk is long, and the layer's decision
+/// inlines `client_ip`) but not cold: behind a load balancer it is every
+/// request's.
+#[inline(never)]
+fn behind_proxies(
     peer: IpAddr,
     headers: &HeaderMap,
     trusted: &[Cidr],

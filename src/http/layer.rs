@@ -222,13 +222,15 @@ impl Shared {
     ) -> Result<AddedFields, NotNow> {
         let found = match &self.source {
             KeySource::Global => return self.decide_on(&ClientKey::Global, headers, uri, head),
-            KeySource::Ip => match peer(extensions).map(client_ip::canonical) {
-                Some(peer) if !client_ip::trusts(&self.trusted, peer) => {
-                    return self.decide_on(&ClientKey::Ip(self.mask(peer)), headers, uri, head);
+            KeySource::Ip => {
+                let client = peer(extensions).and_then(|peer| {
+                    client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)
+                });
+                if let Some(ip) = client {
+                    return self.decide_on(&ClientKey::Ip(self.mask(ip)), headers, uri, head);
                 }
-                Some(proxy) => self.forwarded_for(proxy, headers),
-                None => None,
-            },
+                None
+            }
             _ => self.text_key(headers, uri, head),
         };
         let key = match found.map_or_else(|| self.keyless(), Ok) {
@@ -287,16 +289,6 @@ impl Shared {
             self.v6_prefix
         };
         client_ip::mask(ip, bits)
-    }
-
-    /// The key of a client whose connection comes from `proxy`, canonical
-    /// and trusted (`decide` checked both): the address it forwarded,
-    /// masked. Out of line (the header's walk is long) but not cold: behind
-    /// a load balancer it is every request's.
-    #[inline(never)]
-    fn forwarded_for(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
-        let ip = client_ip::behind_proxies(proxy, headers, &self.trusted, self.forwarding)?;
-        Some(ClientKey::Ip(self.mask(ip)))
     }
 
     /// A key of text: a header's value, a function's answer, the path.
