@@ -79,24 +79,27 @@ where
 }
 
 fn groups(c: &mut Criterion<CpuTime>) {
-    // Admitted: 1/s, a burst of 10^9 (governor: 1 s, 10^9).
-    let one = ips(1);
-    let mut g = c.benchmark_group("admit");
-    bench(&mut g, "none", Ok200, &one);
-    bench(
-        &mut g,
-        "paceline",
-        paceline(Rate::per_second(1), BURST - 1),
-        &one,
-    );
-    bench(
-        &mut g,
-        "tower_governor",
-        governor(Duration::from_secs(1), BURST as u32),
-        &one,
-    );
-    bench(&mut g, "keyed_floor", floor(), &one);
-    g.finish();
+    // Admitted: 1/s, a burst of 10^9 (governor: 1 s, 10^9), from one
+    // client and from 10,000 in turn.
+    let (one, many) = (ips(1), ips(10_000));
+    for (group, clients) in [("admit", &one), ("keys", &many)] {
+        let mut g = c.benchmark_group(group);
+        bench(&mut g, "none", Ok200, clients);
+        bench(
+            &mut g,
+            "paceline",
+            paceline(Rate::per_second(1), BURST - 1),
+            clients,
+        );
+        bench(
+            &mut g,
+            "tower_governor",
+            governor(Duration::from_secs(1), BURST as u32),
+            clients,
+        );
+        bench(&mut g, "keyed_floor", floor(), clients);
+        g.finish();
+    }
 
     // Refused: 1 an hour, no burst, spent by the first request.
     let mut g = c.benchmark_group("refuse");
@@ -107,24 +110,6 @@ fn groups(c: &mut Criterion<CpuTime>) {
         governor(Duration::from_secs(3600), 1),
         &one,
     );
-    g.finish();
-
-    let many = ips(10_000);
-    let mut g = c.benchmark_group("keys");
-    bench(&mut g, "none", Ok200, &many);
-    bench(
-        &mut g,
-        "paceline",
-        paceline(Rate::per_second(1), BURST - 1),
-        &many,
-    );
-    bench(
-        &mut g,
-        "tower_governor",
-        governor(Duration::from_secs(1), BURST as u32),
-        &many,
-    );
-    bench(&mut g, "keyed_floor", floor(), &many);
     g.finish();
 
     let mut g = c.benchmark_group("router");
