@@ -143,6 +143,22 @@ pub struct Reservation {
     changes: u64,
 }
 
+#[cfg(all(paceline_loom, feature = "keyed"))]
+impl Reservation {
+    /// A keyed limiter's reservation: its grant and its shard's `moves`.
+    pub(crate) fn keyed(grant: Grant, moves: u64) -> Reservation {
+        Reservation {
+            grant,
+            changes: moves,
+        }
+    }
+
+    /// The count read before the grant was decided.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes
+    }
+}
+
 impl<S: Store, C: Clock> Pacer<S, C> {
     pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
         let params = params(config.rate, config.slack)?;

@@ -64,16 +64,20 @@
 //! | `give_back` (with `set_rate`) | `give_back` stores `prev` unconditionally; restores the slot; ignores the CAS result; checks, then stores | surviving grants that do not chain: a slot handed out twice or lost (a `give_back` that never undoes passes it: the two models above catch that) |
 //! | `keyed_first_take` | `decide_new` does not look for the key again under the write lock | over the burst (a second entry for the key) |
 //! | `keyed_first_take` | `atomic::update_fixed` stores with load + store, not CAS | over the burst |
-//! | `keyed_prune` (prune) | `decide` reads the clock before taking the shard's lock | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
+//! | `keyed_prune` (prune) | `decide` reads the clock once, before taking the shard's lock, for the tracked key and the new one alike | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
+//! | `keyed_prune` (prune) | a sweep drops keys not at rest too | a take admitted at rest, its key then left with its whole burst |
+//! | `keyed_reset` | a give-back ignores its shard's move count; a reset does not bump it | a slot handed out again while a grant made after the reset holds it |
+//! | `set_rate` (`KeyedLimiter`) | a rate change moves a key to its new class without rebasing its state | a grant after the rebase at the old rate |
 //! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
 //! | `lease` | a spend reads the clock before its CAS, not after | a spend reported before its batch was decided (more spent by a time than the lender granted by then) |
 //! | `lease` | a spend stores the count less its cost (load + store), not CAS | the same (its store publishes nothing), or a permit spent twice |
 //! | `lease` | the spend's CAS `Relaxed`, the refill's swap `Relaxed` (the first version) | a spend's reading of a `ManualClock` older than the refill's: reported before its batch was decided |
 //!
-//! The keyed models (`keyed_*.rs`) run `KeyedLimiter` itself: its atomics and
-//! locks come from the same shim, and its hasher has a fixed seed under
-//! `--cfg paceline_loom` so that every execution hashes alike. They use
-//! `max_keys(1)`, so the map has one shard (one loom lock).
+//! The keyed models (`keyed_*.rs`, and the models above through [`OneKey`],
+//! a keyed limiter seen through one key) run `KeyedLimiter` itself: its
+//! atomics and locks come from the same shim, and its hasher has a fixed
+//! seed under `--cfg paceline_loom` so that every execution hashes alike.
+//! They use `max_keys(1)`, so the map has one shard (one loom lock).
 //!
 //! `set_rate_flips` (rate `A` -> `B` -> `A` racing two takers) is the model
 //! of the exact `set_rate`: with the two-step `set_rate` it replaced (rebase,
@@ -94,7 +98,9 @@ use std::time::Duration;
 
 pub use paceline::__Reservation as Reservation;
 use paceline::schedule::{Admit, Grant};
-use paceline::{AtomicLimiter, BuildError, ManualClock, MutexLimiter, Rate, TakeError};
+use paceline::{
+    AtomicLimiter, BuildError, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError,
+};
 
 /// Preemptions explored per execution when `LOOM_MAX_PREEMPTIONS` is unset:
 /// 2 already catches every broken step in the table above, in seconds.
@@ -217,6 +223,79 @@ macro_rules! subject {
 
 subject!(AtomicLimiter);
 subject!(MutexLimiter);
+
+/// A keyed limiter seen through one key, [`ONE_KEY`]: the models of a lone
+/// limiter run on it too, so a take on a tracked key (its entry read without
+/// a lock) is checked against a rate change (its entry retired and
+/// replaced) and a give-back, as the lone limiters are.
+pub struct OneKey(pub KeyedLimiter<u32, ManualClock>);
+
+/// The key [`OneKey`] takes on.
+pub const ONE_KEY: u32 = 7;
+
+impl Subject for OneKey {
+    const NAME: &'static str = "KeyedLimiter";
+
+    fn take(&self) -> Duration {
+        self.0.take(&ONE_KEY).expect("a tracked key's take waits")
+    }
+    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+        self.0.take_n(&ONE_KEY, cost)
+    }
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+        self.0.take_n_timeout(&ONE_KEY, cost, max_wait)
+    }
+    fn try_take(&self) -> Result<(), TakeError> {
+        self.0.try_take(&ONE_KEY)
+    }
+    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+        self.0.try_take_n(&ONE_KEY, cost)
+    }
+    fn can_take(&self, cost: u64) -> bool {
+        self.0.can_take(&ONE_KEY, cost)
+    }
+    fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+        self.0.set_rate(rate)
+    }
+    fn rate(&self) -> Rate {
+        self.0.rate()
+    }
+    fn available(&self) -> u64 {
+        self.0.available(&ONE_KEY)
+    }
+    fn next_free(&self) -> Duration {
+        self.0.next_free(&ONE_KEY)
+    }
+
+    /// A new key starts with full credit; with a slack of 0 that is the
+    /// same as none (one permit at once, the next an interval later), so
+    /// only models that start with none and a slack above 0 cannot run on
+    /// it.
+    fn build(interval: Duration, slack: u64, full_credit: bool, clock: ManualClock) -> Self {
+        assert!(
+            full_credit || slack == 0,
+            "a keyed limiter's new key starts with full credit"
+        );
+        let rate = Rate::every(interval).expect("a valid test interval");
+        OneKey(
+            KeyedLimiter::builder(rate)
+                .slack(slack)
+                // One shard: one loom lock.
+                .max_keys(1)
+                .clock(clock)
+                .build()
+                .expect("a valid test configuration"),
+        )
+    }
+
+    fn reserve_cancellable(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError> {
+        self.0.__reserve(&ONE_KEY, cost, admit)
+    }
+
+    fn give_back(&self, reservation: Reservation) -> bool {
+        self.0.__give_back(&ONE_KEY, reservation)
+    }
+}
 
 /// Runs `model` under loom, exploring every interleaving within the
 /// preemption bound (`LOOM_MAX_PREEMPTIONS`, else [`DEFAULT_PREEMPTIONS`]),

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{check, Subject};
+use loom_tests::{check, OneKey, Subject};
 use paceline::schedule::{Admit, Grant, FRESH, ORIGIN};
 use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
 
@@ -512,4 +512,14 @@ fn atomic_limiter_give_backs_racing_set_rate() {
 #[test]
 fn mutex_limiter_give_backs_racing_set_rate() {
     give_backs_racing_set_rate::<MutexLimiter<ManualClock>>();
+}
+
+#[test]
+fn keyed_limiter_give_backs_keep_the_budget() {
+    give_backs_keep_the_budget::<OneKey>();
+}
+
+#[test]
+fn keyed_limiter_give_backs_racing_set_rate() {
+    give_backs_racing_set_rate::<OneKey>();
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{check, Subject};
+use loom_tests::{check, OneKey, Subject};
 use paceline::{AtomicLimiter, ManualClock, MutexLimiter};
 
 const T: Duration = Duration::from_millis(1);
@@ -76,4 +76,9 @@ fn atomic_limiter_waiters_wake_at_their_slot() {
 #[test]
 fn mutex_limiter_waiters_wake_at_their_slot() {
     waiters_wake_at_their_slot::<MutexLimiter<ManualClock>>();
+}
+
+#[test]
+fn keyed_limiter_waiters_wake_at_their_slot() {
+    waiters_wake_at_their_slot::<OneKey>();
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{check, in_slot_order, Subject};
+use loom_tests::{check, in_slot_order, OneKey, Subject};
 use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
 
 const T1: Duration = Duration::from_millis(1);
@@ -163,4 +163,9 @@ fn atomic_limiter_grants_follow_one_rate_or_the_other() {
 #[test]
 fn mutex_limiter_grants_follow_one_rate_or_the_other() {
     grants_follow_one_rate_or_the_other::<MutexLimiter<ManualClock>>();
+}
+
+#[test]
+fn keyed_limiter_grants_follow_one_rate_or_the_other() {
+    grants_follow_one_rate_or_the_other::<OneKey>();
 }

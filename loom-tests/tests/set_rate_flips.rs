@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{check, Subject};
+use loom_tests::{check, OneKey, Subject};
 use paceline::schedule::{Admit, Grant, ORIGIN};
 use paceline::{AtomicLimiter, ManualClock, MutexLimiter, Rate};
 
@@ -118,4 +118,9 @@ fn atomic_limiter_flips_keep_the_window_bound() {
 #[test]
 fn mutex_limiter_flips_keep_the_window_bound() {
     flips_keep_the_window_bound::<MutexLimiter<ManualClock>>();
+}
+
+#[test]
+fn keyed_limiter_flips_keep_the_window_bound() {
+    flips_keep_the_window_bound::<OneKey>();
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{check, in_slot_order, Subject};
+use loom_tests::{check, in_slot_order, OneKey, Subject};
 use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter};
 
 const T: Duration = Duration::from_millis(1);
@@ -74,4 +74,9 @@ fn atomic_limiter_grants_tile_the_schedule() {
 #[test]
 fn mutex_limiter_grants_tile_the_schedule() {
     grants_tile_the_schedule::<MutexLimiter<ManualClock>>();
+}
+
+#[test]
+fn keyed_limiter_grants_tile_the_schedule() {
+    grants_tile_the_schedule::<OneKey>();
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{check, Subject};
+use loom_tests::{check, OneKey, Subject};
 use paceline::{AtomicLimiter, ManualClock, MutexLimiter, TakeError};
 
 const T: Duration = Duration::from_millis(1);
@@ -94,4 +94,9 @@ fn atomic_limiter_admits_within_the_budget() {
 #[test]
 fn mutex_limiter_admits_within_the_budget() {
     admitted_within_the_budget::<MutexLimiter<ManualClock>>();
+}
+
+#[test]
+fn keyed_limiter_admits_within_the_budget() {
+    admitted_within_the_budget::<OneKey>();
 }

@@ -218,6 +218,37 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         })
     }
 
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: reserves
+    /// `cost` permits on `key` without waiting, as an async take does.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __reserve<Q>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<crate::pacer::Reservation, TakeError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (_, grant, moves) = self.decide(key, cost, admit)?;
+        Ok(crate::pacer::Reservation::keyed(grant, moves))
+    }
+
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+    /// [`give_back`](Self::give_back), as a dropped async take runs it;
+    /// `true` when the reservation was undone.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __give_back<Q>(&self, key: &Q, reservation: crate::pacer::Reservation) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.give_back(key, reservation.grant, reservation.changes())
+    }
+
     /// How long a request of `cost` on `key` would wait now (ns) under
     /// `admit`, storing nothing, counting nothing and tracking no key (a
     /// held async take's look).

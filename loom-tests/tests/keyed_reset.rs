@@ -1,0 +1,52 @@
+//! A give-back racing a reset of its key: a reservation decided before the
+//! reset is never undone on the entry the key was tracked with after it.
+//!
+//! The clock stands at 0 and the key (slack 0) has one permit now, slot 0.
+//! One thread reserves a permit and gives it back, as an async take dropped
+//! before its slot does; another resets the key and reserves a permit,
+//! which it keeps. If the keeper got slot 0, slot 0 is spent, and a last
+//! `try_take` at 0 must be refused. A give-back that does not check the
+//! shard's move count can undo the keeper's grant instead of its own (both
+//! leave the key's state at `T`, from a new entry each), and the last take
+//! gets slot 0 a second time.
+
+#![cfg(paceline_loom)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loom::thread;
+use loom_tests::{check, OneKey, Subject, ONE_KEY};
+use paceline::schedule::Admit;
+
+const T: Duration = Duration::from_millis(1);
+
+#[test]
+fn a_give_back_never_undoes_a_grant_made_after_a_reset() {
+    check("keyed give_back and reset", || {
+        let clock = paceline::ManualClock::new();
+        let limiter = Arc::new(OneKey::build(T, 0, true, clock));
+        let canceller = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                let reservation = limiter.reserve_cancellable(1, Admit::Always).unwrap();
+                limiter.give_back(reservation);
+            })
+        };
+        let keeper = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                limiter.0.reset(&ONE_KEY);
+                limiter.reserve(1, Admit::Always).unwrap()
+            })
+        };
+        canceller.join().unwrap();
+        let kept = keeper.join().unwrap();
+        if kept.slot == paceline::schedule::ORIGIN {
+            assert!(
+                limiter.try_take().is_err(),
+                "slot 0 handed out again while the keeper holds it"
+            );
+        }
+    });
+}
