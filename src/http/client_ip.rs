@@ -112,38 +112,24 @@ pub enum Forwarding {
     Forwarded,
 }
 
-/// The client's address: `peer` itself unless it is in `trusted`; then the
-/// right-most entry of the `forwarding` header not in `trusted`. `None`
-/// when an entry right of it (or it) cannot be read, or more than
-/// [`MAX_HOPS`] entries from the right are all trusted. Nothing left of
-/// that entry is read: whatever the client wrote there (bytes that are not
-/// text, garbage, any number of entries) changes nothing.
-#[inline]
-pub(crate) fn client_ip(
-    peer: IpAddr,
-    headers: &HeaderMap,
-    trusted: &[Cidr],
-    forwarding: Forwarding,
-) -> Option<IpAddr> {
-    let peer = canonical(peer);
-    if !trusts(trusted, peer) {
-        return Some(peer);
-    }
-    behind_proxies(peer, headers, trusted, forwarding)
-}
-
 /// Whether `ip` is in one of the `trusted` blocks.
 #[inline]
 pub(crate) fn trusts(trusted: &[Cidr], ip: IpAddr) -> bool {
     trusted.iter().any(|c| c.contains(ip))
 }
 
-/// [`client_ip`] for a `peer` that is a trusted proxy: the forwarding
-/// header's walk. Out of line (the walk is long, and the layer's decision
-/// inlines `client_ip`) but not cold: behind a load balancer it is every
+/// The client's address when the connection's `peer` (canonical, as
+/// [`canonical`] gives it) is a trusted proxy: the right-most entry of the
+/// `forwarding` header not in `trusted`. `None` when an entry right of it
+/// (or it) cannot be read, or more than [`MAX_HOPS`] entries from the right
+/// are all trusted. Nothing left of that entry is read: whatever the client
+/// wrote there (bytes that are not text, garbage, any number of entries)
+/// changes nothing. (A peer not in `trusted` is the client itself: the
+/// layer's `decide` checks that first, with [`trusts`].) Out of line (the
+/// walk is long) but not cold: behind a load balancer it is every
 /// request's.
 #[inline(never)]
-fn behind_proxies(
+pub(crate) fn behind_proxies(
     peer: IpAddr,
     headers: &HeaderMap,
     trusted: &[Cidr],
@@ -259,6 +245,21 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    /// The client's address as the layer's `decide` finds it: the peer,
+    /// canonical, unless it is trusted; then the walk.
+    fn client_ip(
+        peer: IpAddr,
+        headers: &HeaderMap,
+        trusted: &[Cidr],
+        forwarding: Forwarding,
+    ) -> Option<IpAddr> {
+        let peer = canonical(peer);
+        if !trusts(trusted, peer) {
+            return Some(peer);
+        }
+        behind_proxies(peer, headers, trusted, forwarding)
     }
 
     fn headers(name: &str, lines: &[&str]) -> HeaderMap {

@@ -222,15 +222,15 @@ impl Shared {
     ) -> Result<AddedFields, NotNow> {
         let found = match &self.source {
             KeySource::Global => return self.decide_on(&ClientKey::Global, headers, uri, head),
-            KeySource::Ip => {
-                let client = peer(extensions).and_then(|peer| {
-                    client_ip::client_ip(peer, headers, &self.trusted, self.forwarding)
-                });
-                if let Some(ip) = client {
-                    return self.decide_on(&ClientKey::Ip(self.mask(ip)), headers, uri, head);
+            // The client's address (see `client_ip`): the peer, unless it is
+            // a trusted proxy; then the forwarding header's walk.
+            KeySource::Ip => match peer(extensions).map(client_ip::canonical) {
+                Some(peer) if !client_ip::trusts(&self.trusted, peer) => {
+                    return self.decide_on(&ClientKey::Ip(self.mask(peer)), headers, uri, head);
                 }
-                None
-            }
+                Some(proxy) => self.forwarded_for(proxy, headers),
+                None => None,
+            },
             _ => self.text_key(headers, uri, head),
         };
         let key = match found.map_or_else(|| self.keyless(), Ok) {
@@ -289,6 +289,14 @@ impl Shared {
             self.v6_prefix
         };
         client_ip::mask(ip, bits)
+    }
+
+    /// The key of a client whose connection comes from `proxy`, a trusted
+    /// one: the address it forwarded, masked. Out of line, as the walk is.
+    #[inline(never)]
+    fn forwarded_for(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
+        let ip = client_ip::behind_proxies(proxy, headers, &self.trusted, self.forwarding)?;
+        Some(ClientKey::Ip(self.mask(ip)))
     }
 
     /// A key of text: a header's value, a function's answer, the path.
