@@ -335,6 +335,17 @@ bytes fewer, in the disassembly).
 Every criterion run above has both bare ratios at or below 1.0
 (0.88–0.99); their medians, 0.96 and 0.97, are not the 0.9 aimed at.
 
+**Measured again on 2026-11-26, session 18**, builds run in turn in one
+sitting (criterion's warm-up 1 s, measurement 2 s). The final review of
+session 17 had the layer call `client_ip` whole (commit `9847dc0`: 13
+instructions more a request by callgrind, and not timed then). That
+build reads 1.13–1.15 (one client) and 1.09–1.15 (10,000 clients) over
+six runs in two sittings, about 10 ns a request more. With the peer
+checked in `decide` and the proxy's walk out of line again (`bc20150`),
+three runs read 0.96, 0.98 and 1.02 (one client) and 0.97, 0.98 and 1.02
+(10,000 clients), medians 0.98 and 0.98, beside 0.96–1.02 and 0.97–1.01
+for the build of `1eee9de` in the same sitting.
+
 **How far code layout moves these ratios.** The same source, compiled
 into another binary, gives another ratio: `benches/examples/http_turns.rs`
 (above) puts the same services in turn in one process, and there
