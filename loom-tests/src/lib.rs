@@ -12,8 +12,10 @@
 //! ```
 //!
 //! Each model is written once, generic over [`Subject`], and run against
-//! both [`AtomicLimiter`] and [`MutexLimiter`]: they must give the same
-//! answers.
+//! both [`AtomicLimiter`] and [`MutexLimiter`], and all but `set_limit` and
+//! one `give_back` model (which start a limiter with slack and no credit,
+//! as no keyed key starts) against a [`KeyedLimiter`] through one key
+//! ([`OneKey`]): they must give the same answers.
 //!
 //! The async cancellation give-back (`give_back.rs`) cannot run under loom
 //! through Tokio, so its models drive the store-level protocol directly: the
@@ -67,8 +69,10 @@
 //! | `keyed_prune` (prune) | `decide` reads the clock once, before taking the shard's lock, for the tracked key and the new one alike | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
 //! | `keyed_prune` (prune) | a sweep drops keys not at rest too | a take admitted at rest, its key then left with its whole burst |
 //! | `keyed_reset` | a give-back ignores its shard's move count; a reset does not bump it | a slot handed out again while a grant made after the reset holds it |
-//! | `set_rate` (`KeyedLimiter`) | a rate change moves a key to its new class without rebasing its state | a grant after the rebase at the old rate |
 //! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
+//! | `take`, `try_take`, `set_rate`, `give_back`, `manual_clock` (`KeyedLimiter`) | the step on a tracked key stores with load + store, not CAS | a gap or overlap between grants (`take`); admitted and left not adding up to the budget (`try_take`); grants paced by neither rate (`set_rate`); a broken invariant listed, and a final state where the grants do not end (`give_back`); permits missing from the state (`manual_clock`) |
+//! | `give_back` (`KeyedLimiter`) | the keyed give-back stores `prev` unconditionally | the final state; surviving grants that do not chain |
+//! | `set_rate`, `set_rate_flips` (`KeyedLimiter`) | a rate change moves a key to its new class without rebasing its state | a grant after the rebase at the old rate; a slot not one interval in force after the one before |
 //! | `lease` | a spend reads the clock before its CAS, not after | a spend reported before its batch was decided (more spent by a time than the lender granted by then) |
 //! | `lease` | a spend stores the count less its cost (load + store), not CAS | the same (its store publishes nothing), or a permit spent twice |
 //! | `lease` | the spend's CAS `Relaxed`, the refill's swap `Relaxed` (the first version) | a spend's reading of a `ManualClock` older than the refill's: reported before its batch was decided |
@@ -225,9 +229,10 @@ subject!(AtomicLimiter);
 subject!(MutexLimiter);
 
 /// A keyed limiter seen through one key, [`ONE_KEY`]: the models of a lone
-/// limiter run on it too, so a take on a tracked key (its entry read without
-/// a lock) is checked against a rate change (its entry retired and
-/// replaced) and a give-back, as the lone limiters are.
+/// limiter run on it too, so a take on a tracked key (the entry's CAS under
+/// its shard's read lock) is checked against a rate change (entries rebased
+/// in place under the write lock, the shard's move count bumped) and a
+/// give-back, as the lone limiters are.
 pub struct OneKey(pub KeyedLimiter<u32, ManualClock>);
 
 /// The key [`OneKey`] takes on.

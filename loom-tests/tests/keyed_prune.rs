@@ -81,7 +81,7 @@ fn pruning_a_key_at_rest_changes_no_decision() {
         assert!(limiter.keyed_stats().keys <= 1);
         // And the key's state says so: spent by the take admitted at `rest`
         // (its next permit a slot `T` later), else at rest, its burst whole.
-        // (A sweep that dropped a key as a take landed on it would leave it
+        // (A sweep that dropped the key busy, after the take, would leave it
         // whole after an admission.)
         let left = limiter.available(&KEY);
         let expected = if taken.is_ok() { 0 } else { SLACK + 1 };
