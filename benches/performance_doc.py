@@ -337,7 +337,8 @@ Every criterion run above has both bare ratios at or below 1.0
 
 **Measured again on 2026-11-26, session 18**, builds run in turn in one
 sitting (criterion's warm-up 1 s, measurement 2 s). The final review of
-session 17 had the layer call `client_ip` whole (commit `9847dc0`: 13
+session 17 had the layer call `client_ip` (a function since removed)
+whole (commit `9847dc0`: 13
 instructions more a request by callgrind, and not timed then). That
 build reads 1.13–1.15 (one client) and 1.09–1.15 (10,000 clients) over
 six runs in two sittings, about 10 ns a request more. With the peer

@@ -222,13 +222,13 @@ impl Shared {
     ) -> Result<AddedFields, NotNow> {
         let found = match &self.source {
             KeySource::Global => return self.decide_on(&ClientKey::Global, headers, uri, head),
-            // The client's address (see `client_ip`): the peer, unless it is
-            // a trusted proxy; then the forwarding header's walk.
+            // The client's address (see the `client_ip` module): the peer,
+            // unless it is a trusted proxy; then the forwarding header's walk.
             KeySource::Ip => match peer(extensions).map(client_ip::canonical) {
                 Some(peer) if !client_ip::trusts(&self.trusted, peer) => {
                     return self.decide_on(&ClientKey::Ip(self.mask(peer)), headers, uri, head);
                 }
-                Some(proxy) => self.forwarded_for(proxy, headers),
+                Some(proxy) => self.key_behind_proxy(proxy, headers),
                 None => None,
             },
             _ => self.text_key(headers, uri, head),
@@ -294,7 +294,7 @@ impl Shared {
     /// The key of a client whose connection comes from `proxy`, a trusted
     /// one: the address it forwarded, masked. Out of line, as the walk is.
     #[inline(never)]
-    fn forwarded_for(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
+    fn key_behind_proxy(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
         let ip = client_ip::behind_proxies(proxy, headers, &self.trusted, self.forwarding)?;
         Some(ClientKey::Ip(self.mask(ip)))
     }

@@ -207,7 +207,7 @@ pub(super) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 
 /// Where the key comes from.
 pub(super) enum KeySource {
-    /// The client address (see `client_ip`).
+    /// The client address (see the `client_ip` module).
     Ip,
     Header(HeaderName),
     Global,
