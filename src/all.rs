@@ -73,7 +73,7 @@ use crate::error::TakeError;
 use crate::schedule::Admit;
 use crate::wait::nanos;
 
-use crate::part::Held;
+use crate::store::Booking;
 
 pub use crate::part::Part;
 
@@ -140,28 +140,28 @@ pub fn take_n(parts: &[&dyn Part], cost: u64) -> Result<(), TakeError> {
     Ok(())
 }
 
-/// Books `cost` on each part in order; on a refusal, gives back the ones
+/// Books `cost` on each part in order; on a refusal, undoes the ones
 /// booked, last first, and returns the refusal.
-fn book(parts: &[&dyn Part], cost: u64, admit: Admit) -> Result<Vec<Held>, TakeError> {
-    let mut held = Vec::with_capacity(parts.len());
+fn book(parts: &[&dyn Part], cost: u64, admit: Admit) -> Result<Vec<Booking>, TakeError> {
+    let mut booked = Vec::with_capacity(parts.len());
     for part in parts {
-        match part.reserve(cost, admit) {
-            Ok(h) => held.push(h),
+        match part.book(cost, admit) {
+            Ok(b) => booked.push(b),
             Err(refusal) => {
-                for (part, h) in parts.iter().zip(held).rev() {
-                    part.give_back(h);
+                for (part, b) in parts.iter().zip(&booked).rev() {
+                    part.undo(b);
                 }
                 return Err(refusal);
             }
         }
     }
-    Ok(held)
+    Ok(booked)
 }
 
 /// Waits out every part's slot, each on its own clock: in all, until the
 /// latest.
-fn wait_all(parts: &[&dyn Part], held: &[Held]) {
-    for (part, h) in parts.iter().zip(held) {
-        part.wait(h);
+fn wait_all(parts: &[&dyn Part], booked: &[Booking]) {
+    for (part, b) in parts.iter().zip(booked) {
+        part.wait(b);
     }
 }

@@ -160,11 +160,6 @@ pub use take::{AsyncTake, Error, OnKey, State, Take, Taken};
 pub use unlimited::Unlimited;
 pub use wait::Wait;
 
-/// Loom builds only: what `__reserve` returns and `__give_back` takes.
-#[cfg(paceline_loom)]
-#[doc(hidden)]
-pub use pacer::Reservation as __Reservation;
-
 /// The README's examples, compiled and run as doctests (they use every
 /// feature, as `scripts/test.sh` builds them).
 #[cfg(all(

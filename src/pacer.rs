@@ -11,7 +11,7 @@ use crate::error::{BuildError, TakeError};
 use crate::limit::Limit;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::rate::Rate;
-use crate::schedule::{self, Admit, Grant, Params};
+use crate::schedule::{self, Admit, Params};
 use crate::slack::Slack;
 use crate::stats::{Counting, Meter, Stats};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
@@ -118,45 +118,18 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     clock: C,
     wait: Wait,
     /// The rate as given and the slack, for introspection; the store holds
-    /// their parameters. Also held by `give_back`, so that no change lands
-    /// between its check of `changes` and its CAS.
+    /// their parameters. Also held by `undo`, so that no change lands
+    /// between its check of `generation` and its CAS.
     limit: Mutex<(Rate, Slack)>,
-    /// How many changes of the parameters, and resets, have completed. A
-    /// give-back of a reservation decided before a change is refused: the
-    /// rebase (or the reset) may have moved the state to a word that later
-    /// takes bring back to the reservation's `next` (ABA), and undoing it
-    /// then would hand a slot out twice.
-    changes: AtomicU64,
+    /// The generation: how many changes of the parameters, and resets, have
+    /// completed. An undo of a booking decided before a change is refused
+    /// (see [`Booking`](crate::store::Booking)).
+    generation: AtomicU64,
     /// The state the limiter was built with, which [`reset`](Self::reset)
     /// puts back: `FRESH`, or `FULL` with `full_credit`.
     start: u64,
     /// What it decided, if its builder asked ([`stats`](Self::stats)).
     meter: Meter,
-}
-
-/// A reserved slot that may be given back ([`Pacer::give_back`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reservation {
-    /// The grant.
-    pub grant: Grant,
-    /// `Pacer::changes` read before the grant was decided.
-    changes: u64,
-}
-
-#[cfg(all(paceline_loom, feature = "keyed"))]
-impl Reservation {
-    /// A keyed limiter's reservation: its grant and its shard's `moves`.
-    pub(crate) fn keyed(grant: Grant, moves: u64) -> Reservation {
-        Reservation {
-            grant,
-            changes: moves,
-        }
-    }
-
-    /// The count read before the grant was decided.
-    pub(crate) fn changes(&self) -> u64 {
-        self.changes
-    }
 }
 
 impl<S: Store, C: Clock> Pacer<S, C> {
@@ -177,7 +150,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             clock: config.clock,
             wait: config.wait,
             limit: Mutex::new((config.rate, config.slack)),
-            changes: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             start: tat,
             meter: Meter::new(&config.counting),
         })
@@ -378,8 +351,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         let params = params(rate, slack)?;
         self.store.set_params(self.now(), params);
         *limit = (rate, slack);
-        // Counted after the rebase: see `reserve_cancellable`.
-        self.changes.fetch_add(1, Ordering::Release);
+        // Counted after the rebase: see `book`.
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -415,12 +388,12 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// ```
     pub fn reset(&self) {
         // Under the limit's lock, as a change: serialized with changes and
-        // with give-backs' check of `changes`.
+        // with undos' check of the generation.
         let _limit = lock(&self.limit);
         self.store.reset(self.start);
         // Counted after the reset, as a change is after its rebase: a
-        // reservation that reads the new count was decided after it.
-        self.changes.fetch_add(1, Ordering::Release);
+        // booking that reads the new count was decided after it.
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// The rate in force.

@@ -1,10 +1,11 @@
 //! [`Part`]: what a limit offers an all-or-nothing request
-//! ([`all`](crate::all)): book, give back, wait. Here, below both the
+//! ([`all`](crate::all)): book, undo, wait. Here, below both the
 //! direct limiters and the keyed one, which implement it; `all` only
 //! composes.
 
 use crate::error::TakeError;
-use crate::schedule::{Admit, Grant};
+use crate::schedule::Admit;
+use crate::store::Booking;
 
 /// A limit that can take part in an all-or-nothing request: a direct
 /// limiter, or one key of a keyed limiter (`KeyedLimiter::bucket`).
@@ -13,27 +14,15 @@ pub trait Part: sealed::Part {}
 
 impl<T: sealed::Part + ?Sized> Part for T {}
 
-/// A part's booking, as its give-back and its wait need it. (`pub` in a
-/// private module: the sealed trait names it, no user can.)
-#[derive(Clone, Copy, Debug)]
-pub struct Held {
-    /// The part's clock at the decision.
-    pub(crate) now: u64,
-    pub(crate) grant: Grant,
-    /// The part's count of changes (or of its shard's moves) before the
-    /// decision: a give-back is refused if it moved.
-    pub(crate) check: u64,
-}
-
 pub(crate) mod sealed {
-    use super::{Admit, Held, TakeError};
+    use super::{Admit, Booking, TakeError};
 
     pub trait Part {
         /// Books `cost` permits if `admit` allows.
-        fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError>;
-        /// Undoes `held` if nobody has booked since.
-        fn give_back(&self, held: Held);
-        /// Blocks until `held`'s slot, on the part's clock.
-        fn wait(&self, held: &Held);
+        fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError>;
+        /// Undoes `booking` by the one rule ([`Booking`]).
+        fn undo(&self, booking: &Booking);
+        /// Blocks until `booking`'s slot, on the part's clock.
+        fn wait(&self, booking: &Booking);
     }
 }

@@ -19,10 +19,11 @@
 //!
 //! The async cancellation give-back (`give_back.rs`) cannot run under loom
 //! through Tokio, so its models drive the store-level protocol directly: the
-//! limiters' `__reserve` / `__give_back` methods, hidden and compiled only
-//! under `--cfg paceline_loom`, call the real `Pacer::reserve_cancellable`
-//! (the update an async take runs) and `Pacer::give_back` (the store's CAS `next` → `prev`,
-//! or compare-and-set under the lock). A successful give-back lowers `tat`:
+//! limiters' `__book` / `__undo` methods, hidden and compiled only under
+//! `--cfg paceline_loom`, call the real `Pacer::book` (the update an async
+//! take runs, returning its `Booking`) and `Pacer::undo` (the one give-back
+//! rule: the generation unchanged, then the store's CAS `next` → `prev`, or
+//! compare-and-set under the lock). A successful give-back lowers `tat`:
 //! it is the reason `tat` is not monotonic, and why a `fetch_add` fast path
 //! that assumes the state only grows (DESIGN §2) would be wrong as it stands.
 //! It also makes ABA possible: a CAS can succeed on a word that was given
@@ -68,7 +69,7 @@
 //! | `keyed_first_take` | `atomic::update_fixed` stores with load + store, not CAS | over the burst |
 //! | `keyed_prune` (prune) | `decide` reads the clock once, before taking the shard's lock, for the tracked key and the new one alike | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
 //! | `keyed_prune` (prune) | a sweep drops keys not at rest too | a take admitted at rest, its key then left with its whole burst |
-//! | `keyed_reset` | a give-back ignores its shard's move count; a reset does not bump it | a slot handed out again while a grant made after the reset holds it |
+//! | `keyed_reset` | a give-back ignores its shard's generation; a reset does not bump it | a slot handed out again while a grant made after the reset holds it |
 //! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
 //! | `take`, `try_take`, `set_rate`, `give_back`, `manual_clock` (`KeyedLimiter`) | the step on a tracked key stores with load + store, not CAS | a gap or overlap between grants (`take`); admitted and left not adding up to the budget (`try_take`); grants paced by neither rate (`set_rate`); a broken invariant listed, and a final state where the grants do not end (`give_back`); permits missing from the state (`manual_clock`) |
 //! | `give_back` (`KeyedLimiter`) | the keyed give-back stores `prev` unconditionally | the final state; surviving grants that do not chain |
@@ -100,8 +101,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use paceline::__Reservation as Reservation;
 use paceline::schedule::{Admit, Grant};
+pub use paceline::store::Booking;
 use paceline::{
     AtomicLimiter, BuildError, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError,
 };
@@ -144,19 +145,20 @@ pub trait Subject: Send + Sync + Sized + 'static {
     /// full credit or none, on `clock`.
     fn build(interval: Duration, slack: u64, full_credit: bool, clock: ManualClock) -> Self;
 
-    /// Reserves `cost` permits without waiting, as an async take does (the
-    /// limiter's cfg-gated `__reserve` hook: the real
-    /// `Pacer::reserve_cancellable`), and returns the grant.
+    /// Books `cost` permits without waiting, as an async take does (the
+    /// limiter's cfg-gated `__book` hook: the real `Pacer::book`), and
+    /// returns the grant.
     fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
-        self.reserve_cancellable(cost, admit).map(|r| r.grant)
+        self.book(cost, admit)
+            .map(|b| b.__grant().expect("an in-process booking holds its grant"))
     }
 
-    /// [`reserve`](Subject::reserve), keeping what a give-back needs.
-    fn reserve_cancellable(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError>;
+    /// [`reserve`](Subject::reserve), keeping the [`Booking`] that undoes it.
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError>;
 
-    /// Gives a reservation back, as a dropped async take does (the cfg-gated
-    /// `__give_back` hook: the real `Pacer::give_back`); `true` when undone.
-    fn give_back(&self, reservation: Reservation) -> bool;
+    /// Gives a booking back, as a dropped async take does (the cfg-gated
+    /// `__undo` hook: the real `Pacer::undo`); `true` when undone.
+    fn give_back(&self, booking: Booking) -> bool;
 }
 
 macro_rules! subject {
@@ -210,16 +212,12 @@ macro_rules! subject {
                     .expect("a valid test configuration")
             }
 
-            fn reserve_cancellable(
-                &self,
-                cost: u64,
-                admit: Admit,
-            ) -> Result<Reservation, TakeError> {
-                self.__reserve(cost, admit)
+            fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+                self.__book(cost, admit)
             }
 
-            fn give_back(&self, reservation: Reservation) -> bool {
-                self.__give_back(reservation)
+            fn give_back(&self, booking: Booking) -> bool {
+                self.__undo(booking)
             }
         }
     };
@@ -231,7 +229,7 @@ subject!(MutexLimiter);
 /// A keyed limiter seen through one key, [`ONE_KEY`]: the models of a lone
 /// limiter run on it too, so a take on a tracked key (the entry's CAS under
 /// its shard's read lock) is checked against a rate change (entries rebased
-/// in place under the write lock, the shard's move count bumped) and a
+/// in place under the write lock, the shard's generation bumped) and a
 /// give-back, as the lone limiters are.
 pub struct OneKey(pub KeyedLimiter<u32, ManualClock>);
 
@@ -293,12 +291,12 @@ impl Subject for OneKey {
         )
     }
 
-    fn reserve_cancellable(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError> {
-        self.0.__reserve(&ONE_KEY, cost, admit)
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+        self.0.__book(&ONE_KEY, cost, admit)
     }
 
-    fn give_back(&self, reservation: Reservation) -> bool {
-        self.0.__give_back(&ONE_KEY, reservation)
+    fn give_back(&self, booking: Booking) -> bool {
+        self.0.__undo(&ONE_KEY, booking)
     }
 }
 

@@ -2,8 +2,8 @@
 //! `Pacer::give_back`, which undoes its grant (state `next` → `prev`) only if
 //! no one has reserved since. Loom cannot run Tokio, so these models drive
 //! the store-level protocol the async face is built on, through the
-//! limiters' cfg-gated `__reserve` / `__give_back` hooks: the same
-//! `Pacer::reserve_cancellable` an async take runs, then the real `Store::give_back` (the
+//! limiters' cfg-gated `__book` / `__undo` hooks: the same
+//! `Pacer::book` an async take runs, then the real `Store::give_back` (the
 //! CAS in `AtomicLimiter`'s store, the compare-and-set under the lock in
 //! `MutexLimiter`'s), racing other reservations and `try_take`s.
 //!
@@ -123,9 +123,9 @@ fn reserve<L: Subject>(limiter: &L, cost: u64, admit: Admit) -> Option<Held> {
 /// Reserves `cost` permits as an async take does, then drops the "future"
 /// before its slot: gives the grant back.
 fn reserve_and_cancel<L: Subject>(limiter: &L, cost: u64, admit: Admit) -> Option<Held> {
-    let reservation = limiter.reserve_cancellable(cost, admit).ok()?;
-    let grant = reservation.grant;
-    let fate = if limiter.give_back(reservation) {
+    let booking = limiter.book(cost, admit).ok()?;
+    let grant = booking.__grant()?;
+    let fate = if limiter.give_back(booking) {
         Fate::GivenBack
     } else {
         Fate::Spent

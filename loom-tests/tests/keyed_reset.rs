@@ -6,7 +6,7 @@
 //! before its slot does; another resets the key and reserves a permit,
 //! which it keeps. Whatever the order, the key must end where the keeper's
 //! grant left it, and a last `try_take` at 0 must be refused. A give-back that does not check the
-//! shard's move count can undo the keeper's grant instead of its own (both
+//! shard's generation can undo the keeper's grant instead of its own (both
 //! leave the key's state at `T`, from a new entry each), and the last take
 //! gets slot 0 a second time.
 
@@ -29,8 +29,8 @@ fn a_give_back_never_undoes_a_grant_made_after_a_reset() {
         let canceller = {
             let limiter = limiter.clone();
             thread::spawn(move || {
-                let reservation = limiter.reserve_cancellable(1, Admit::Always).unwrap();
-                limiter.give_back(reservation);
+                let booking = limiter.book(1, Admit::Always).unwrap();
+                limiter.give_back(booking);
             })
         };
         let keeper = {

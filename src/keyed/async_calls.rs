@@ -18,8 +18,9 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::TakeError;
 use crate::limit::Limit;
 use crate::rate::Rate;
-use crate::schedule::{Admit, Grant, ORIGIN};
+use crate::schedule::{Admit, ORIGIN};
 use crate::stats::{Counted, Stats};
+use crate::store::Booking;
 use crate::take::{AsyncTake, Error, State, Take, Taken};
 use crate::wait::held::{self, Line, Peek};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
@@ -278,10 +279,6 @@ struct OnKey<'a, K, Q: ?Sized, C: Clock> {
     _key: PhantomData<fn() -> K>,
 }
 
-/// What a keyed give-back needs: the key, the grant, and its shard's `moves`
-/// at the grant.
-type Ticket<K> = (K, Grant, u64);
-
 impl<K, Q, C> Reserve for OnKey<'_, K, Q, C>
 where
     K: Hash + Eq + Clone + Send + Sync + Borrow<Q>,
@@ -289,7 +286,7 @@ where
     C: Clock,
 {
     type Clock = C;
-    type Ticket = Ticket<K>;
+    type Key = K;
     type Error = TakeError;
 
     fn clock(&self) -> &C {
@@ -305,7 +302,7 @@ where
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<Ticket<K>>, TakeError>> + Send {
+    ) -> impl Future<Output = Result<Reserved<K>, TakeError>> + Send {
         ready(
             self.limiter
                 .decide_asked(self.key, cost, admit, ask)
@@ -313,7 +310,7 @@ where
                     now: d.now,
                     slot: d.grant.slot,
                     went_at: Duration::from_nanos(d.grant.slot.max(d.now) - ORIGIN),
-                    ticket: Some((self.key.to_owned(), d.grant, d.moves)),
+                    booking: Some(d.booking(cost).on(self.key.to_owned())),
                 }),
         )
     }
@@ -322,8 +319,8 @@ where
         Some(error)
     }
 
-    fn give_back(&self, (key, grant, moves): Ticket<K>) {
-        self.limiter.give_back::<K>(&key, grant, moves);
+    fn undo(&self, booking: Booking<K>) {
+        self.limiter.undo::<K, K>(&booking.key, &booking);
     }
 }
 

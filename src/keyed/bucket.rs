@@ -9,8 +9,8 @@ use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::error::TakeError;
 use crate::part::sealed::Part;
-use crate::part::Held;
 use crate::schedule::Admit;
+use crate::store::Booking;
 
 /// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
 /// [`Part`](crate::all::Part) of an all-or-nothing request.
@@ -37,21 +37,16 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     C: Clock,
 {
-    fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
-        let (now, grant, moves) = self.limiter.decide(self.key, cost, admit)?;
-        Ok(Held {
-            now,
-            grant,
-            check: moves,
-        })
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+        self.limiter.decide(self.key, cost, admit)
     }
 
-    fn give_back(&self, held: Held) {
-        self.limiter.give_back(self.key, held.grant, held.check);
+    fn undo(&self, booking: &Booking) {
+        self.limiter.undo(self.key, booking);
     }
 
-    fn wait(&self, held: &Held) {
-        self.limiter.wait_for(held.now, held.grant.slot);
+    fn wait(&self, booking: &Booking) {
+        self.limiter.wait_for(booking.now, booking.slot);
     }
 }
 

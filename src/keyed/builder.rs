@@ -164,7 +164,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                         pruned: 0,
                         evicted: 0,
                         reset: 0,
-                        moves: 0,
+                        generation: 0,
                     }))
                 })
                 .collect(),

@@ -16,15 +16,16 @@ use crate::primitive::{read, Ordering, RwLock};
 use crate::rate::Rate;
 use crate::schedule::{Admit, Grant, Params, FULL};
 use crate::slack::Slack;
+use crate::store::Booking;
 use crate::wait::{self, nanos, Ask};
 
 /// A decision on a key, with what a caller reporting the key's state needs
-/// besides: its shard's `moves` at the decision, and the entry's class's
+/// besides: its shard's generation at the decision, and the entry's class's
 /// parameters and rate.
 pub(super) struct Decided {
     pub(super) now: u64,
     pub(super) grant: Grant,
-    pub(super) moves: u64,
+    pub(super) generation: u64,
     pub(super) params: Params,
     pub(super) rate: Rate,
 }
@@ -34,7 +35,7 @@ impl Decided {
     #[inline]
     pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
         Decided::of(
-            (shard.moves, &shard.classes, &shard.resolved.limits),
+            (shard.generation, &shard.classes, &shard.resolved.limits),
             class,
             now,
             grant,
@@ -42,10 +43,10 @@ impl Decided {
     }
 
     /// `grant` decided at `now` on an entry of `class`, with the shard's
-    /// `moves` and class tables as read before the decision.
+    /// generation and class tables as read before the decision.
     #[inline]
     pub(super) fn of(
-        (moves, classes, limits): (u64, &[Class], &[(Rate, Slack)]),
+        (generation, classes, limits): (u64, &[Class], &[(Rate, Slack)]),
         class: u32,
         now: u64,
         grant: Grant,
@@ -54,10 +55,16 @@ impl Decided {
         Decided {
             now,
             grant,
-            moves,
+            generation,
             params: classes[class].params(),
             rate: limits[class].0,
         }
+    }
+
+    /// The booking of this decision, for `cost` permits.
+    #[inline]
+    pub(super) fn booking(&self, cost: u64) -> Booking {
+        Booking::of(self.grant, self.now, cost, self.generation)
     }
 }
 
@@ -122,21 +129,16 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The hot path: a tracked key under its shard's read lock. Returns the
-    /// clock reading, the grant and the shard's `moves` count at the decision
-    /// (a give-back must find it unchanged).
+    /// booking: the clock reading, the grant and the shard's generation at
+    /// the decision (an undo must find it unchanged).
     #[inline]
-    pub(super) fn decide<Q>(
-        &self,
-        key: &Q,
-        cost: u64,
-        admit: Admit,
-    ) -> Result<(u64, Grant, u64), TakeError>
+    pub(super) fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_asked(key, cost, admit, Ask::Answer)
-            .map(|d| (d.now, d.grant, d.moves))
+            .map(|d| d.booking(cost))
     }
 
     /// [`decide`](Self::decide), counting a refusal (in the meter and the
@@ -183,7 +185,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             if let Some(entry) = find(&shard.map, hash, key) {
                 // Before the clock and the CAS: see `on_entry`.
-                let tables = (shard.moves, &*shard.classes, &*shard.resolved.limits);
+                let tables = (shard.generation, &*shard.classes, &*shard.resolved.limits);
                 // The clock is read under the lock: see the module doc's "Rest".
                 let (now, grant, class) =
                     on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;
@@ -193,22 +195,25 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         self.decide_new(lock, hash, key, cost, admit, ask)
     }
 
-    /// Puts `grant` back on `key` (`next` → `prev`) if nobody has updated
-    /// the key since; `true` when it did. Not if its shard's entries were
-    /// moved (`moves`: a rate change, an eviction, a reset) since the
-    /// grant: a rebased or re-created `tat` may come back to `grant.next` by
-    /// chance, and undoing it then would erase slots handed out since.
-    /// For async takes dropped before their slot, and all-or-nothing takes
-    /// another limit refused.
-    pub(crate) fn give_back<Q>(&self, key: &Q, grant: Grant, moves: u64) -> bool
+    /// Undoes `booking` on `key` by the one rule ([`Booking`]): `next` →
+    /// `prev` if nobody has updated the key since; `true` when it did. Not
+    /// if its shard's generation moved (a rate change, an eviction, a reset)
+    /// since the booking: a rebased or re-created `tat` may come back to
+    /// `next` by chance, and undoing it then would erase slots handed out
+    /// since. For async takes dropped before their slot, and all-or-nothing
+    /// takes another limit refused.
+    pub(crate) fn undo<Q, J>(&self, key: &Q, booking: &Booking<J>) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         self.meter.cancelled();
+        let Some(grant) = booking.grant() else {
+            return false;
+        };
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
-        if shard.moves != moves {
+        if shard.generation != booking.generation {
             return false;
         }
         find(&shard.map, hash, key).is_some_and(|e| {
@@ -218,35 +223,29 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         })
     }
 
-    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: reserves
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: books
     /// `cost` permits on `key` without waiting, as an async take does.
     #[cfg(paceline_loom)]
     #[doc(hidden)]
-    pub fn __reserve<Q>(
-        &self,
-        key: &Q,
-        cost: u64,
-        admit: Admit,
-    ) -> Result<crate::pacer::Reservation, TakeError>
+    pub fn __book<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (_, grant, moves) = self.decide(key, cost, admit)?;
-        Ok(crate::pacer::Reservation::keyed(grant, moves))
+        self.decide(key, cost, admit)
     }
 
     /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
-    /// [`give_back`](Self::give_back), as a dropped async take runs it;
-    /// `true` when the reservation was undone.
+    /// [`undo`](Self::undo), as a dropped async take runs it; `true` when
+    /// the booking was undone.
     #[cfg(paceline_loom)]
     #[doc(hidden)]
-    pub fn __give_back<Q>(&self, key: &Q, reservation: crate::pacer::Reservation) -> bool
+    pub fn __undo<Q>(&self, key: &Q, booking: Booking) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.give_back(key, reservation.grant, reservation.changes())
+        self.undo(key, &booking)
     }
 
     /// How long a request of `cost` on `key` would wait now (ns) under
@@ -293,7 +292,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         key: &Q,
         cost: u64,
         max_wait: Duration,
-    ) -> Result<(u64, Grant, u64), TakeError>
+    ) -> Result<Booking, TakeError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

@@ -31,7 +31,7 @@
 //!   those at rest for the grace ([`schedule::at_rest`]) to `FULL`, so a
 //!   shard's entries are always read with the table they were resolved
 //!   against. No CAS on an entry overlaps its rebase (steps and give-backs
-//!   run under the read lock); a give-back needs the shard's move count it
+//!   run under the read lock); a give-back needs the shard's generation it
 //!   was granted under, since a rebased `tat` may come back to the grant's
 //!   `next` by chance.
 //!
@@ -250,8 +250,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant, _) = self.decide(key, cost, Admit::Always)?;
-        Ok(self.wait_for(now, grant.slot))
+        let booking = self.decide(key, cost, Admit::Always)?;
+        Ok(self.wait_for(booking.now, booking.slot))
     }
 
     /// Takes a permit of the key if one is free now; never blocks. A refusal
@@ -311,8 +311,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (now, grant, _) = self.decide_timeout(key, cost, max_wait)?;
-        Ok(self.wait_for(now, grant.slot))
+        let booking = self.decide_timeout(key, cost, max_wait)?;
+        Ok(self.wait_for(booking.now, booking.slot))
     }
 
     /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would pass now.

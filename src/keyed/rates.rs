@@ -121,7 +121,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                     .tat
                     .store(moved(tat, now, before, after), Ordering::Relaxed);
             }
-            shard.moves += 1;
+            shard.generation += 1;
         }
         shard.classes = Arc::clone(&resolved.classes);
         shard.resolved = Arc::clone(resolved);

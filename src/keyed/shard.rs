@@ -185,11 +185,12 @@ pub(super) struct Shard<K> {
     pub(super) evicted: u64,
     /// Keys forgotten by [`reset`](super::KeyedLimiter::reset).
     pub(super) reset: u64,
-    /// Bumped each time entries are rebased to a new class table,
-    /// evicted or reset, so that an async give-back decided before refuses (see
-    /// `give_back`). Sweeps need not: they drop only entries at rest, and an
+    /// The shard's generation: bumped each time entries are rebased to a
+    /// new class table, evicted or reset, so that an undo of a booking
+    /// decided before refuses (see [`Booking`](crate::store::Booking) and
+    /// `undo`). Sweeps need not: they drop only entries at rest, and an
     /// entry with a pending grant is not at rest before the grant's slot.
-    pub(super) moves: u64,
+    pub(super) generation: u64,
 }
 
 /// The entry of `key` (hashed to `hash`) in `map`.
@@ -271,7 +272,7 @@ pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) -> usize {
 }
 
 /// Forgets `key`'s entry (hashed to `hash`); `true` when there was one
-/// (its calls stay in the limiter's totals, which are not kept per entry). Bumps `moves`, as an
+/// (its calls stay in the limiter's totals, which are not kept per entry). Bumps the generation, as an
 /// eviction does: the key comes back as a new one would, and its new `tat`
 /// may come back to a grant's `next` by chance.
 pub(super) fn forget<K, Q>(shard: &mut Shard<K>, hash: u64, key: &Q) -> bool
@@ -284,7 +285,7 @@ where
     };
     entry.remove();
     shard.reset += 1;
-    shard.moves += 1;
+    shard.generation += 1;
     true
 }
 
@@ -318,6 +319,6 @@ pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
     // The nearest to rest are gone: no sweep is due before the next.
     shard.earliest_rest = earliest;
     shard.evicted += evicted;
-    shard.moves += 1;
+    shard.generation += 1;
     evicted as usize
 }

@@ -7,16 +7,10 @@ use std::fmt;
 use crate::error::BuildError;
 use crate::limit::Limit;
 use crate::pacer::Pacer;
-use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter, Undo};
-use crate::store::Store;
+use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter};
+use crate::store::{Booking, Store};
 use crate::take::{OnKey, Take};
 use crate::Clock;
-
-/// A batch a [`Lender`] granted: what gives its unspent permits back.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Lent {
-    pub(super) undo: Option<Undo>,
-}
 
 /// A limiter a [`Leased`](super::Leased) draws its batches from: one limit
 /// (a direct limiter, or one key of a keyed or remote one through
@@ -37,22 +31,25 @@ pub trait Lender: Take {
     fn relimit(&mut self, limit: Limit) -> Result<(), BuildError>;
 
     /// Takes a batch of `cost` permits if they are free now, through the
-    /// limit's one step at cost `cost`; a refusal stores nothing.
+    /// limit's one step at cost `cost`; a refusal stores nothing. Returns
+    /// the batch's [`Booking`] where the limiter can give some of it back,
+    /// `None` where it cannot.
     ///
     /// # Errors
     /// As [`Take::try_take_n`].
-    fn lend(&self, cost: u64) -> Result<Lent, Error> {
-        self.try_take_n(&(), cost).map(|_| Lent::default())
+    fn lend(&self, cost: u64) -> Result<Option<Booking>, Error> {
+        self.try_take_n(&(), cost).map(|_| None)
     }
 
-    /// Gives back `unspent` of the `cost` permits of a batch `lend` granted,
-    /// if the limit still holds that batch's state (no one took since);
-    /// `Ok(false)` when it does not, or cannot give back.
+    /// Gives back `unspent` of the permits `booking` holds, by the one
+    /// give-back rule ([`Booking`]): only if the limit still holds that
+    /// batch's state (no one took since); `Ok(false)` when it does not, or
+    /// cannot give back.
     ///
     /// # Errors
     /// A remote limiter's failures.
-    fn give_back(&self, lent: &Lent, unspent: u64, cost: u64) -> Result<bool, Error> {
-        let _ = (lent, unspent, cost);
+    fn give_back(&self, booking: &Booking, unspent: u64) -> Result<bool, Error> {
+        let _ = (booking, unspent);
         Ok(false)
     }
 
@@ -79,20 +76,17 @@ impl<B: Backend, K: fmt::Display + Send + Sync> Lender for OnKey<RemoteLimiter<B
         Ok(())
     }
 
-    fn lend(&self, cost: u64) -> Result<Lent, Error> {
-        let undo = self.limiter().core.lend(&self.key().to_string(), cost)?;
-        Ok(Lent { undo })
+    fn lend(&self, cost: u64) -> Result<Option<Booking>, Error> {
+        self.limiter().core.lend(&self.key().to_string(), cost)
     }
 
-    fn give_back(&self, lent: &Lent, unspent: u64, cost: u64) -> Result<bool, Error> {
-        match lent.undo {
-            Some(undo) if unspent > 0 => {
-                self.limiter()
-                    .core
-                    .give_back_unspent(&self.key().to_string(), undo, unspent, cost)
-            }
-            _ => Ok(false),
+    fn give_back(&self, booking: &Booking, unspent: u64) -> Result<bool, Error> {
+        if unspent == 0 {
+            return Ok(false);
         }
+        self.limiter()
+            .core
+            .give_back_unspent(&self.key().to_string(), booking, unspent)
     }
 
     fn fail_policy(&self) -> FailPolicy {

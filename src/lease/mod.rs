@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use held::{Held, Spend};
 pub use held::{MAX_BATCH, TICK};
-pub use lender::{Lender, Lent};
+pub use lender::Lender;
 use refill::Slow;
 
 use crate::clock::{Clock, DefaultClock};

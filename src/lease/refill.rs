@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use super::{Count, Leased, Lender, Lent};
+use super::{Count, Leased, Lender};
 use crate::clock::Clock;
 use crate::error::TakeError;
 use crate::lease::MAX_BATCH;
 use crate::primitive::lock;
 use crate::remote::{Error, FailPolicy};
+use crate::store::Booking;
 use crate::take::Taken;
 
 /// What only a refill touches, under the lock.
@@ -26,7 +27,8 @@ pub(super) struct Slow<L> {
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Batch {
-    pub(super) lent: Lent,
+    /// What gives its unspent permits back; `None`: nothing can.
+    pub(super) booking: Option<Booking>,
     pub(super) size: u64,
     pub(super) sent: u64,
 }
@@ -75,7 +77,15 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                 break (sent, Ok(lent));
             }
             // None of it may be spent (nothing is held: `settle` took it).
-            self.settle_batch(&mut slow, Batch { lent, size, sent }, size);
+            self.settle_batch(
+                &mut slow,
+                Batch {
+                    booking: lent,
+                    size,
+                    sent,
+                },
+                size,
+            );
             late += 1;
             if late == 2 {
                 return self.fail(&slow, Error::Timeout, cost, at);
@@ -85,7 +95,11 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             Ok(lent) => {
                 let at = self.clock.now();
                 let expiry = sent.saturating_add(self.expiry);
-                let batch = Batch { lent, size, sent };
+                let batch = Batch {
+                    booking: lent,
+                    size,
+                    sent,
+                };
                 if at >= expiry {
                     // Expired between two readings: as above, once.
                     self.settle_batch(&mut slow, batch, size);
@@ -156,10 +170,14 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         if left == 0 {
             return;
         }
-        if batch.lent.undo.is_some() {
-            self.counts.add(Count::RoundTrips, 1);
-        }
-        match slow.lender.give_back(&batch.lent, left, batch.size) {
+        let given = match &batch.booking {
+            Some(booking) => {
+                self.counts.add(Count::RoundTrips, 1);
+                slow.lender.give_back(booking, left)
+            }
+            None => Ok(false),
+        };
+        match given {
             Ok(true) => {
                 self.counts.add(Count::GivenBack, left);
                 crate::event::debug!(

@@ -1,24 +1,24 @@
 //! A [`Pacer`]'s answers to the crate's async wait (`src/wait/tokio.rs`)
 //! and its held takes (`src/wait/held.rs`): decided at once, undone by
-//! [`Pacer::give_back`].
+//! [`Pacer::undo`].
 
 use std::future::{ready, Future};
 use std::time::Duration;
 
-use super::{Pacer, Reservation};
+use super::Pacer;
 use crate::clock::Clock;
 use crate::error::TakeError;
 use crate::schedule::{Admit, ORIGIN};
-use crate::store::Store;
+use crate::store::{Booking, Store};
 use crate::wait::held::Peek;
 use crate::wait::tokio::{Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
 /// An in-process limiter's decisions for the async wait: answered at once,
-/// and undone by [`Pacer::give_back`].
+/// and undone by [`Pacer::undo`].
 impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
     type Clock = C;
-    type Ticket = Reservation;
+    type Key = ();
     type Error = TakeError;
 
     fn clock(&self) -> &C {
@@ -34,27 +34,24 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<Reservation>, TakeError>> + Send {
-        ready(
-            self.reserve_cancellable(cost, admit, ask)
-                .map(|(now, reservation)| {
-                    let slot = reservation.grant.slot;
-                    Reserved {
-                        now,
-                        slot,
-                        went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
-                        ticket: Some(reservation),
-                    }
-                }),
-        )
+    ) -> impl Future<Output = Result<Reserved<()>, TakeError>> + Send {
+        ready(self.book(cost, admit, ask).map(|booking| {
+            let (now, slot) = (booking.now, booking.slot);
+            Reserved {
+                now,
+                slot,
+                went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
+                booking: Some(booking),
+            }
+        }))
     }
 
     fn refusal(error: &TakeError) -> Option<&TakeError> {
         Some(error)
     }
 
-    fn give_back(&self, reservation: Reservation) {
-        Pacer::give_back(self, reservation);
+    fn undo(&self, booking: Booking) {
+        Pacer::undo(self, &booking);
     }
 }
 

@@ -4,14 +4,13 @@
 
 use std::time::Duration;
 
-use super::{Pacer, Reservation};
+use super::Pacer;
 use crate::clock::{internal_now, Clock};
 use crate::error::TakeError;
-use crate::part::Held;
 use crate::primitive::{lock, Ordering};
 use crate::schedule::{Admit, Deny, Grant};
 use crate::stats::{Counted, Stats};
-use crate::store::Store;
+use crate::store::{Booking, Store};
 use crate::wait::{self, Ask};
 
 impl<S: Store, C: Clock> Pacer<S, C> {
@@ -84,38 +83,36 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         self.meter.refused();
     }
 
-    /// [`reserve`](Self::reserve), keeping what [`give_back`](Self::give_back)
-    /// needs to undo it.
+    /// [`reserve`](Self::reserve), keeping what [`undo`](Self::undo) needs
+    /// to undo it: the [`Booking`].
     #[inline]
-    pub(crate) fn reserve_cancellable(
-        &self,
-        cost: u64,
-        admit: Admit,
-        ask: Ask,
-    ) -> Result<(u64, Reservation), TakeError> {
+    pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, TakeError> {
         // Read before the step. `set_limit` counts a change only after its
-        // rebase (release), so a reservation that reads the new count was
-        // decided on the rebased state; one that reads the old count may
-        // have been decided either side, and its give-back is refused if the
-        // count moved (conservative: the slot stays spent).
-        let changes = self.changes.load(Ordering::Acquire);
+        // rebase (release), so a booking that reads the new generation was
+        // decided on the rebased state; one that reads the old may have
+        // been decided either side, and its undo is refused if the
+        // generation moved (conservative: the slot stays spent).
+        let generation = self.generation.load(Ordering::Acquire);
         let (now, grant) = self.reserve_asked(cost, admit, ask)?;
-        Ok((now, Reservation { grant, changes }))
+        Ok(Booking::of(grant, now, cost, generation))
     }
 
-    /// Undoes a reservation if no one has reserved since and the limit has
-    /// not changed since, so the next request gets its slot; otherwise the
-    /// slot stays spent and the schedule is unchanged. `true` when it was
-    /// undone. For async waiters dropped before their slot. (A reset counts
-    /// as a change.)
-    pub(crate) fn give_back(&self, reservation: Reservation) -> bool {
+    /// Undoes `booking` by the one rule ([`Booking`]): only while no one
+    /// has booked since and the generation is the booking's, so the next
+    /// request gets its slot; otherwise the slot stays spent and the
+    /// schedule is unchanged. `true` when it was undone. For async waiters
+    /// dropped before their slot, and all-or-nothing requests another limit
+    /// refused.
+    pub(crate) fn undo(&self, booking: &Booking) -> bool {
         self.meter.cancelled();
         // Under the lock `set_limit` holds: no rebase between check and CAS.
         let _limit = lock(&self.limit);
-        if self.changes.load(Ordering::Relaxed) != reservation.changes {
+        if self.generation.load(Ordering::Relaxed) != booking.generation {
             return false;
         }
-        self.store.give_back(reservation.grant)
+        booking
+            .grant()
+            .is_some_and(|grant| self.store.give_back(grant))
     }
 
     /// Waits until `slot` and returns the clock time the permit went at.
@@ -130,48 +127,36 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         )
     }
 
-    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: reserves
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: books
     /// `cost` permits without waiting, as an async take does.
     #[cfg(paceline_loom)]
     #[doc(hidden)]
-    pub fn __reserve(&self, cost: u64, admit: Admit) -> Result<Reservation, TakeError> {
-        self.reserve_cancellable(cost, admit, Ask::Answer)
-            .map(|(_, r)| r)
+    pub fn __book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+        self.book(cost, admit, Ask::Answer)
     }
 
     /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
-    /// [`give_back`](Self::give_back), as a dropped async take runs it;
-    /// `true` when the reservation was undone.
+    /// [`undo`](Self::undo), as a dropped async take runs it; `true` when
+    /// the booking was undone.
     #[cfg(paceline_loom)]
     #[doc(hidden)]
-    pub fn __give_back(&self, reservation: Reservation) -> bool {
-        self.give_back(reservation)
+    pub fn __undo(&self, booking: Booking) -> bool {
+        self.undo(&booking)
     }
 }
 
 /// A direct limiter as a part of an all-or-nothing request.
 impl<S: Store, C: Clock> crate::part::sealed::Part for Pacer<S, C> {
-    fn reserve(&self, cost: u64, admit: Admit) -> Result<Held, TakeError> {
-        let (now, reservation) = self.reserve_cancellable(cost, admit, Ask::Answer)?;
-        Ok(Held {
-            now,
-            grant: reservation.grant,
-            check: reservation.changes,
-        })
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+        Pacer::book(self, cost, admit, Ask::Answer)
     }
 
-    fn give_back(&self, held: Held) {
-        Pacer::give_back(
-            self,
-            Reservation {
-                grant: held.grant,
-                changes: held.check,
-            },
-        );
+    fn undo(&self, booking: &Booking) {
+        Pacer::undo(self, booking);
     }
 
-    fn wait(&self, held: &Held) {
-        self.block(held.now, held.grant.slot);
+    fn wait(&self, booking: &Booking) {
+        self.block(booking.now, booking.slot);
     }
 }
 

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Decision, Error, FailPolicy, Remote, Request, Undo};
+use super::{Decision, Error, FailPolicy, Remote, Request};
 use crate::clock::{internal_now, DefaultClock};
 use crate::error::{BuildError, TakeError};
 use crate::limit::Limit;
@@ -21,6 +21,7 @@ use crate::rate::Rate;
 use crate::schedule::{self, Admit, Params, ORIGIN};
 use crate::slack::Slack;
 use crate::stats::{Counting, Meter};
+use crate::store::Booking;
 use crate::take::{State, Taken};
 use crate::wait::{self, Ask, Wait};
 
@@ -60,40 +61,11 @@ impl<B> Clone for Core<B> {
     }
 }
 
-/// A grant, as the caller's waits need it: the server's slot and now.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Granted {
-    slot: u64,
-    now: u64,
-    undo: Option<Undo>,
-}
-
-impl Granted {
-    /// What undoes the grant, if it stored anything.
-    pub(crate) fn undo(self) -> Option<Undo> {
-        self.undo
-    }
-
-    /// How long after the reply the permit may go, ns.
-    pub(crate) fn wait(self) -> u64 {
-        self.slot.saturating_sub(self.now)
-    }
-
-    /// The state the grant stored (a cost of 0 stored nothing: then the
-    /// state its slot implies).
-    fn next(self, p: Params) -> u64 {
-        match self.undo {
-            Some(undo) => undo.next,
-            None => self.slot.saturating_add(p.interval()),
-        }
-    }
-}
-
 /// When a granted permit went, on the clock that decided it: the server's
 /// (internal ns are its Unix time plus `ORIGIN`); for a permit the
 /// fail-open policy admitted, the local Unix time, the nearest this
 /// process has to the server's.
-pub(crate) fn went_at(granted: Option<Granted>) -> Duration {
+pub(crate) fn went_at(granted: Option<Booking>) -> Duration {
     match granted {
         Some(g) => Duration::from_nanos(g.slot.max(g.now).saturating_sub(ORIGIN)),
         None => SystemTime::now()
@@ -157,9 +129,9 @@ impl<B> Core<B> {
     /// What a take found: `granted` (the server's answer), or, admitted by
     /// the fail-open policy with nothing known (`None`), no permit free and
     /// none promised.
-    pub(crate) fn taken(&self, granted: Option<Granted>) -> Taken {
+    pub(crate) fn taken(&self, granted: Option<Booking>) -> Taken {
         let state = match granted {
-            Some(g) => self.state_of(g.next(self.params), g.now),
+            Some(g) => self.state_of(g.next, g.now),
             None => State::new(0, Duration::ZERO, Some(self.limit())),
         };
         Taken::new(went_at(granted), state)
@@ -209,13 +181,13 @@ impl<B> Core<B> {
         &self,
         decision: Result<Decision, Error>,
         request: &Request,
-    ) -> Result<Option<Granted>, Error> {
+    ) -> Result<Option<Booking>, Error> {
         let meter = &self.shared.meter;
         self.link(&decision);
         match decision {
-            Ok(Decision::Granted { slot, now, undo }) => {
-                meter.admitted(request.cost, slot.saturating_sub(now));
-                Ok(Some(Granted { slot, now, undo }))
+            Ok(Decision::Granted(booking)) => {
+                meter.admitted(request.cost, booking.wait());
+                Ok(Some(booking))
             }
             Ok(Decision::Admitted) => {
                 meter.admitted(request.cost, 0);
@@ -288,7 +260,7 @@ impl<B> Core<B> {
 /// The blocking calls.
 impl<B: Remote> Core<B> {
     /// Decides in the server and applies the fail policy.
-    fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<Option<Granted>, Error> {
+    fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, admit)?;
         let decision = self.shared.backend.step(key, &request);
         self.settle(decision, &request)
@@ -300,7 +272,7 @@ impl<B: Remote> Core<B> {
         let granted = self.decide(key, cost, admit)?;
         // The server's wait, counted from the reply's arrival.
         let now = self.local_now();
-        let slot = now.saturating_add(granted.map_or(0, Granted::wait));
+        let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));
         wait::block(
             self.shared.wait,
             &self.shared.clock,

@@ -2,9 +2,10 @@
 //! step with the grant's undo, failures returned as they are, and the
 //! unspent part of a batch given back by the give-back rule.
 
-use super::core::{Core, Granted};
-use super::{Error, Remote, Undo};
+use super::core::Core;
+use super::{Error, Remote};
 use crate::schedule::Admit;
+use crate::store::Booking;
 
 /// The blocking calls a lease makes.
 impl<B: Remote> Core<B> {
@@ -12,10 +13,10 @@ impl<B: Remote> Core<B> {
     /// the server, with what undoes the grant. A failure is returned as it
     /// is, whatever the fail policy (the lease applies its own, once it has
     /// spent what it holds); a refusal and a grant count as any take's.
-    pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Undo>, Error> {
+    pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, Admit::Within(0))?;
         match self.shared.backend.step(key, &request) {
-            Ok(decision) => Ok(self.settle(Ok(decision), &request)?.and_then(Granted::undo)),
+            Ok(decision) => Ok(self.settle(Ok(decision), &request)?.filter(Booking::wrote)),
             Err(e) => {
                 self.shared.meter.failed();
                 Err(e)
@@ -23,30 +24,22 @@ impl<B: Remote> Core<B> {
         }
     }
 
-    /// Gives back `unspent` permits of a batch `lend` granted (`undo`):
-    /// the key goes to `undo.next - unspent * T` (to `undo.prev` when
-    /// nothing was spent) only if it still holds `undo.next`, in one
-    /// atomic call. Never retried.
+    /// Gives back `unspent` permits of a batch `lend` booked: the one rule
+    /// ([`Booking`]) with the state to put back moved forward by what was
+    /// spent: the key goes to `booking.next - unspent * T` (to
+    /// `booking.prev` when nothing was spent) only if it still holds
+    /// `booking.next`, in one atomic call. Never retried.
     pub(crate) fn give_back_unspent(
         &self,
         key: &str,
-        undo: Undo,
+        booking: &Booking,
         unspent: u64,
-        cost: u64,
     ) -> Result<bool, Error> {
         let back = unspent.saturating_mul(self.params.interval());
-        let prev = if unspent >= cost {
-            undo.prev
-        } else {
-            Some(undo.next.saturating_sub(back))
-        };
-        self.shared.backend.give_back(
-            key,
-            self.params.tau(),
-            Undo {
-                prev,
-                next: undo.next,
-            },
-        )
+        let mut partial = *booking;
+        if unspent < booking.cost {
+            partial.prev = Some(booking.next.saturating_sub(back));
+        }
+        self.shared.backend.undo(key, self.params.tau(), partial)
     }
 }

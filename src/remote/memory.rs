@@ -26,9 +26,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{Decision, Error, Remote, Request, Undo};
+use super::{Decision, Error, Remote, Request};
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::schedule::{self, FULL};
+use crate::store::Booking;
 
 /// A limiter over [`MemoryBackend`].
 pub type MemoryLimiter<C = DefaultClock> = super::RemoteLimiter<MemoryBackend<C>>;
@@ -146,15 +147,19 @@ impl<C: Clock> MemoryBackend<C> {
                 if request.brief {
                     return Ok(Decision::Admitted);
                 }
-                let undo = (request.cost > 0).then_some(Undo {
-                    prev,
-                    next: grant.next,
-                });
-                Ok(Decision::Granted {
-                    slot: grant.slot,
+                // A cost of 0 stored nothing: its booking holds the state
+                // its slot implies.
+                let next = match request.cost {
+                    0 => grant.slot.saturating_add(p.interval()),
+                    _ => grant.next,
+                };
+                Ok(Decision::Granted(Booking::granted(
                     now,
-                    undo,
-                })
+                    grant.slot,
+                    request.cost,
+                    prev,
+                    next,
+                )))
             }
         }
     }
@@ -165,7 +170,7 @@ impl<C: Clock> MemoryBackend<C> {
         Ok((self.states().get(key).copied().unwrap_or(FULL), now))
     }
 
-    fn give_back_now(&self, key: &str, undo: Undo) -> Result<bool, Error> {
+    fn give_back_now(&self, key: &str, undo: Booking) -> Result<bool, Error> {
         self.call()?;
         let mut states = self.states();
         if states.get(key) != Some(&undo.next) {
@@ -205,7 +210,7 @@ impl<C: Clock + Clone + 'static> Remote for MemoryBackend<C> {
         self.reset_now(key)
     }
 
-    fn give_back(&self, key: &str, _tau: u64, undo: Undo) -> Result<bool, Error> {
+    fn undo(&self, key: &str, _tau: u64, undo: Booking) -> Result<bool, Error> {
         self.give_back_now(key, undo)
     }
 }
@@ -220,7 +225,7 @@ impl<C: Clock + Clone + 'static> super::AsyncRemote for MemoryBackend<C> {
         self.peek_now(key)
     }
 
-    async fn give_back(&self, key: &str, _tau: u64, undo: Undo) -> Result<bool, Error> {
+    async fn undo(&self, key: &str, _tau: u64, undo: Booking) -> Result<bool, Error> {
         self.give_back_now(key, undo)
     }
 

@@ -80,7 +80,7 @@ pub use limiter::RemoteLimiter;
 pub use crate::failure::{Cause, Error};
 #[cfg(feature = "tokio")]
 pub(crate) use seam::AsyncRemote;
-pub(crate) use seam::{Decision, Remote, Request, Undo};
+pub(crate) use seam::{Decision, Remote, Request};
 
 mod seam;
 #[cfg(any(feature = "redis", feature = "memcached"))]

@@ -1,6 +1,6 @@
 //! What a backend is: the sealed traits [`Remote`] (blocking) and
 //! [`AsyncRemote`] (futures), and what passes through them: the
-//! [`Request`] sent, the [`Decision`] returned, the [`Undo`] of a grant.
+//! [`Request`] sent, the [`Decision`] returned, the [`Booking`] of a grant.
 //! (`pub` items in a private module: no user can name them.)
 
 #[cfg(feature = "tokio")]
@@ -8,6 +8,7 @@ use std::future::Future;
 
 use super::Error;
 use crate::schedule::{Admit, Deny, Params};
+use crate::store::Booking;
 use crate::wait::Ask;
 
 /// One request, as a backend sends it: everything the server needs for
@@ -62,32 +63,15 @@ impl Request {
 /// What the server decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Admitted: may proceed at `slot`, decided at `now` (both the server's
-    /// time, internal ns).
-    Granted {
-        /// The slot.
-        slot: u64,
-        /// The server's time when it decided.
-        now: u64,
-        /// What undoes the grant, if it stored anything.
-        undo: Option<Undo>,
-    },
+    /// Admitted, and booked: may proceed at the booking's slot, decided at
+    /// its `now` (both the server's time, internal ns).
+    Granted(Booking),
     /// Admitted now, and nothing more said: the answer to a
     /// [`brief`](Request::brief) request.
     #[cfg_attr(not(any(feature = "redis", feature = "memcached")), allow(dead_code))]
     Admitted,
     /// Refused; nothing was stored.
     Denied(Deny),
-}
-
-/// What undoes one grant ([`AsyncRemote::give_back`]): the state it
-/// replaced and the state it stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Undo {
-    /// The key's state before the grant; `None` when it had none (at rest).
-    pub(crate) prev: Option<u64>,
-    /// The state the grant stored.
-    pub(crate) next: u64,
 }
 
 /// A blocking backend: runs the step in its server. (`pub` in a private
@@ -111,10 +95,10 @@ pub trait Remote: Send + Sync + 'static {
     /// Forgets `key`'s state; `true` when it held one.
     fn reset(&self, key: &str) -> Result<bool, Error>;
 
-    /// As [`AsyncRemote::give_back`], blocking: puts `key` back to
-    /// `undo.prev` if it still holds `undo.next`, atomically in the server.
-    /// For a lease's unspent permits (`src/lease/`). Never retried.
-    fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error>;
+    /// As [`AsyncRemote::undo`], blocking: puts `key` back to
+    /// `booking.prev` if it still holds `booking.next`, atomically in the
+    /// server. For a lease's unspent permits (`src/lease/`). Never retried.
+    fn undo(&self, key: &str, tau: u64, booking: Booking) -> Result<bool, Error>;
 }
 
 /// An async backend: [`Remote`]'s calls as futures. (Sealed.)
@@ -130,15 +114,16 @@ pub trait AsyncRemote: Send + Sync + 'static {
     /// As [`Remote::peek`].
     fn peek(&self, key: &str) -> impl Future<Output = Result<(u64, u64), Error>> + Send;
 
-    /// Puts `key` back to `undo.prev` if it still holds `undo.next` (no one
-    /// has taken since), atomically in the server; `Ok(false)` if it does
-    /// not. `tau` sets how long the restored state lives. For a take
-    /// cancelled while it waited (only async takes can be).
-    fn give_back(
+    /// Undoes `booking` by the one rule ([`Booking`]): puts `key` back to
+    /// `booking.prev` if it still holds `booking.next` (no one has taken
+    /// since), atomically in the server; `Ok(false)` if it does not. `tau`
+    /// sets how long the restored state lives. For a take cancelled while
+    /// it waited (only async takes can be).
+    fn undo(
         &self,
         key: &str,
         tau: u64,
-        undo: Undo,
+        booking: Booking,
     ) -> impl Future<Output = Result<bool, Error>> + Send;
 
     /// As [`Remote::reset`].

@@ -11,12 +11,17 @@
 //! `schedule::step` when the warm-up period is 0. The property tests check
 //! each against its step, decision for decision, and the loom models check
 //! the CAS loop.
+//!
+//! What a take booked, and the one rule that undoes it, is a [`Booking`]:
+//! the same for these stores, the keyed one and the remote ones.
 
 pub(crate) mod atomic;
+mod booking;
 mod mutex;
 mod warm;
 
 pub use atomic::AtomicStore;
+pub use booking::Booking;
 pub use mutex::MutexStore;
 pub use warm::WarmStore;
 

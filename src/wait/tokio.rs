@@ -21,8 +21,8 @@
 //! - On one in-process limiter, horizon waiters queue behind a Tokio mutex
 //!   (only the head asks again); keyed and remote kinds have no such queue.
 //! - A future dropped after booking and before its slot hands its
-//!   reservation to [`Reserve::give_back`], which undoes it only if no one
-//!   has booked since and the parameters have not changed.
+//!   [`Booking`] to [`Reserve::undo`], which undoes it by the one rule:
+//!   only if no one has booked since and the generation has not moved.
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
@@ -38,6 +38,7 @@ use super::{nanos, Ask, Wait};
 use crate::clock::{internal_now, Clock};
 use crate::error::TakeError;
 use crate::schedule::Admit;
+use crate::store::Booking;
 
 /// How far ahead of the clock an unbounded async take books its slot:
 /// 10 ms. Long enough that tasks sharing a limiter keep slots booked across
@@ -51,7 +52,7 @@ pub(crate) const HORIZON: u64 = 10_000_000;
 const MAX_SLEEP_NS: u64 = 86_400 * 1_000_000_000;
 
 /// A slot booked for an async waiter.
-pub(crate) struct Reserved<T> {
+pub(crate) struct Reserved<K> {
     /// The decision's time on the limiter's clock (internal ns).
     pub(crate) now: u64,
     /// The slot on the limiter's clock (internal ns).
@@ -59,8 +60,8 @@ pub(crate) struct Reserved<T> {
     /// What the take returns: when the permit went, as the limiter reports
     /// it (its clock's time, or a server's).
     pub(crate) went_at: Duration,
-    /// What a give-back needs; `None` when nothing can be given back.
-    pub(crate) ticket: Option<T>,
+    /// What undoes it; `None` when nothing can be given back.
+    pub(crate) booking: Option<Booking<K>>,
 }
 
 /// What a limiter kind gives the async wait: a decision, and a way to undo
@@ -68,8 +69,9 @@ pub(crate) struct Reserved<T> {
 pub(crate) trait Reserve: Sync {
     /// The clock the slots are on.
     type Clock: Clock;
-    /// What a give-back needs.
-    type Ticket: Send;
+    /// What a booking holds to find its state again (`()` where the
+    /// caller keeps the key).
+    type Key: Send;
     /// The error a take returns.
     type Error: Send;
 
@@ -87,13 +89,13 @@ pub(crate) trait Reserve: Sync {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<Self::Ticket>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Reserved<Self::Key>, Self::Error>> + Send;
 
     /// The limit's own refusal inside `error`, if it is one.
     fn refusal(error: &Self::Error) -> Option<&TakeError>;
 
-    /// Undoes the booking of `ticket` if no one has booked since.
-    fn give_back(&self, ticket: Self::Ticket);
+    /// Undoes `booking` by the one rule ([`Booking`]).
+    fn undo(&self, booking: Booking<Self::Key>);
 }
 
 /// An unbounded take (`take`, `take_n`): books once the slot is within
@@ -168,16 +170,13 @@ pub(crate) async fn take_within<R: Reserve>(
 
 /// Waits until `reserved`'s slot on the limiter's clock; dropped before it,
 /// gives the slot back (see the module docs).
-pub(crate) async fn wait_reserved<R: Reserve>(
-    limiter: &R,
-    reserved: Reserved<R::Ticket>,
-) -> Duration {
+pub(crate) async fn wait_reserved<R: Reserve>(limiter: &R, reserved: Reserved<R::Key>) -> Duration {
     let slot = reserved.slot;
     if slot > reserved.now {
         let mut guard = GiveBack {
             limiter,
             slot,
-            ticket: reserved.ticket,
+            booking: reserved.booking,
         };
         let clock = limiter.clock();
         match limiter.wait() {
@@ -188,7 +187,7 @@ pub(crate) async fn wait_reserved<R: Reserve>(
             }
         }
         // The slot is reached: the permit is spent.
-        guard.ticket = None;
+        guard.booking = None;
     }
     reserved.went_at
 }
@@ -266,15 +265,15 @@ struct GiveBack<'a, R: Reserve> {
     limiter: &'a R,
     slot: u64,
     /// `None` once the slot is reached (or nothing can be given back).
-    ticket: Option<R::Ticket>,
+    booking: Option<Booking<R::Key>>,
 }
 
 impl<R: Reserve> Drop for GiveBack<'_, R> {
     fn drop(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
+        if let Some(booking) = self.booking.take() {
             // Only while the slot is still ahead: a passed slot is spent.
             if internal_now(self.limiter.clock()) < self.slot {
-                self.limiter.give_back(ticket);
+                self.limiter.undo(booking);
             }
         }
     }

@@ -4,11 +4,12 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{went_at, Core, Error, Granted, Undo};
+use super::{went_at, Core, Error};
 use crate::clock::DefaultClock;
 use crate::error::TakeError;
 use crate::remote::AsyncRemote;
 use crate::schedule::Admit;
+use crate::store::Booking;
 use crate::take::{State, Taken};
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
@@ -18,7 +19,7 @@ use crate::wait::{Ask, Wait};
 struct Keyed<'a, B> {
     core: &'a Core<B>,
     key: &'a str,
-    found: Mutex<Option<Option<Granted>>>,
+    found: Mutex<Option<Option<Booking>>>,
 }
 
 impl<'a, B> Keyed<'a, B> {
@@ -42,12 +43,12 @@ impl<'a, B> Keyed<'a, B> {
     }
 }
 
-/// A remote limit's decisions for the async wait. The ticket is the
-/// grant's [`Undo`] (the states before and after it), which the server
+/// A remote limit's decisions for the async wait. The undo is by the
+/// grant's [`Booking`] (the states before and after it), which the server
 /// applies only while the key still holds the grant's state.
 impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
     type Clock = DefaultClock;
-    type Ticket = Undo;
+    type Key = ();
     type Error = Error;
 
     fn clock(&self) -> &DefaultClock {
@@ -58,19 +59,19 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
         self.core.shared.wait
     }
 
-    async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved<Undo>, Error> {
+    async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved<()>, Error> {
         let request = self.core.request(cost, admit)?.asked(ask);
         let decision = self.core.shared.backend.step(self.key, &request).await;
         let granted = self.core.settle(decision, &request)?;
         *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Some(granted);
         // The server's wait, counted from the reply's arrival.
         let now = self.core.local_now();
-        let slot = now.saturating_add(granted.map_or(0, Granted::wait));
+        let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));
         Ok(Reserved {
             now,
             slot,
             went_at: went_at(granted),
-            ticket: granted.and_then(|g| g.undo),
+            booking: granted.filter(Booking::wrote),
         })
     }
 
@@ -84,7 +85,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
     /// dropped; dropped outside any runtime, nothing is given back. Best
     /// effort: an error leaves the slot spent, as if it had not been
     /// given back.
-    fn give_back(&self, undo: Undo) {
+    fn undo(&self, booking: Booking) {
         self.core.shared.meter.cancelled();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -93,7 +94,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
         let key = self.key.to_owned();
         let tau = self.core.params.tau();
         runtime.spawn(async move {
-            let _ = shared.backend.give_back(&key, tau, undo).await;
+            let _ = shared.backend.undo(&key, tau, booking).await;
         });
     }
 }

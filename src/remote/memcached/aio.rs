@@ -23,7 +23,8 @@ use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{mismatch, Shared, PING_KEY};
 use super::UnixClock;
 use crate::clock::Clock;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
+use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
+use crate::store::Booking;
 
 /// The async face of a [`MemcachedLimiter`](super::MemcachedLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncMemcachedBackend`], made by
@@ -261,7 +262,7 @@ impl<C: Clock + Clone + 'static> AsyncRemote for AsyncMemcachedBackend<C> {
         }
     }
 
-    async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
+    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
         match self.run(key, Op::GiveBack { tau, undo }).await? {
             Done::Flag(given) => Ok(given),
             other => Err(mismatch(other)),

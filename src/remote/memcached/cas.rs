@@ -19,8 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::proto::{self, Bad, Head};
 use crate::clock::{internal_now, Clock};
-use crate::remote::{Decision, Request, Undo};
+use crate::remote::{Decision, Request};
 use crate::schedule::{self, FULL};
+use crate::store::Booking;
 
 /// The most conflicts one call retries (the call's budget usually ends it
 /// first). A conflict means another client's write went through, so the
@@ -66,7 +67,7 @@ pub(crate) enum Op {
     Peek,
     /// Put the key back to `undo.prev` if it holds `undo.next`.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    GiveBack { tau: u64, undo: Undo },
+    GiveBack { tau: u64, undo: Booking },
     /// Delete the key.
     Reset,
 }
@@ -264,14 +265,13 @@ impl<'a, C: Clock> Machine<'a, C> {
         let decision = if request.brief {
             Decision::Admitted
         } else {
-            Decision::Granted {
-                slot: grant.slot,
-                now,
-                undo: (request.cost > 0).then_some(Undo {
-                    prev,
-                    next: grant.next,
-                }),
-            }
+            // A cost of 0 stored nothing: its booking holds the state its
+            // slot implies.
+            let next = match request.cost {
+                0 => grant.slot.saturating_add(p.interval()),
+                _ => grant.next,
+            };
+            Decision::Granted(Booking::granted(now, grant.slot, request.cost, prev, next))
         };
         if request.cost == 0 {
             // Spans nothing: nothing to store.
@@ -286,7 +286,7 @@ impl<'a, C: Clock> Machine<'a, C> {
 
     /// Puts the key back to `undo.prev` over the token just read, if it
     /// still holds the grant's state.
-    fn give_back(&mut self, found: Option<(u64, u64)>, tau: u64, undo: Undo) -> Next {
+    fn give_back(&mut self, found: Option<(u64, u64)>, tau: u64, undo: Booking) -> Next {
         let cas = match found {
             Some((tat, cas)) if tat == undo.next => cas,
             _ => return Next::Done(Ok(Done::Flag(false))),

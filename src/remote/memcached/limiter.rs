@@ -74,7 +74,7 @@ impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
 
     /// A read, and a `cas` back to the state before only if the key still
     /// holds the grant's.
-    fn give_back(&self, key: &str, tau: u64, undo: crate::remote::Undo) -> Result<bool, Error> {
+    fn undo(&self, key: &str, tau: u64, undo: crate::store::Booking) -> Result<bool, Error> {
         match self.run(key, Op::GiveBack { tau, undo })? {
             Done::Flag(given) => Ok(given),
             other => Err(mismatch(other)),

@@ -173,12 +173,13 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
                     backend.step(&key, &request)
                 });
                 match (rust, mc) {
-                    (Ok(g), Ok(Decision::Granted { slot, now: n, undo })) => {
+                    (Ok(g), Ok(Decision::Granted(b))) => {
                         prop_assert!(!brief);
-                        prop_assert_eq!(g.slot, slot, "slot");
-                        prop_assert_eq!(n, now, "now");
+                        prop_assert_eq!(g.slot, b.slot, "slot");
+                        prop_assert_eq!(b.now, now, "now");
+                        prop_assert_eq!(b.cost, op.cost, "cost");
                         if op.cost > 0 {
-                            prop_assert_eq!(undo.map(|u| u.next), Some(g.next));
+                            prop_assert_eq!(b.next, g.next);
                             tat = g.next;
                             written_at = Some(now);
                         }
@@ -339,7 +340,8 @@ fn a_key_holding_something_else_fails_alone_and_is_left_as_it_was() {
 #[cfg(feature = "tokio")]
 #[tokio::test]
 async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
-    use crate::remote::{AsyncRemote, Undo};
+    use crate::remote::AsyncRemote;
+    use crate::store::Booking;
     let server = MemcachedServer::start();
     let clock = ManualClock::new();
     clock.set(Duration::from_secs(1_800_000_000));
@@ -348,40 +350,28 @@ async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
     let backend = lim.backend().to_async();
     let request = lim.core.request(1, Admit::Always).unwrap();
     // A booking on an absent key, given back: the key is absent again.
-    let Ok(Decision::Granted {
-        undo: Some(undo), ..
-    }) = backend.step("k", &request).await
-    else {
+    let Ok(Decision::Granted(undo)) = backend.step("k", &request).await else {
         panic!("not granted");
     };
     assert_eq!(undo.prev, None);
-    assert!(backend.give_back("k", tau, undo).await.unwrap());
+    assert!(backend.undo("k", tau, undo).await.unwrap());
     assert!(ttl_and_value(&server, "paceline:k").is_none());
     // Two bookings; the first given back finds the second's state: no.
-    let Ok(Decision::Granted {
-        undo: Some(first), ..
-    }) = backend.step("k", &request).await
-    else {
+    let Ok(Decision::Granted(first)) = backend.step("k", &request).await else {
         panic!("not granted");
     };
-    let Ok(Decision::Granted {
-        undo: Some(second), ..
-    }) = backend.step("k", &request).await
-    else {
+    let Ok(Decision::Granted(second)) = backend.step("k", &request).await else {
         panic!("not granted");
     };
-    assert!(!backend.give_back("k", tau, first).await.unwrap());
+    assert!(!backend.undo("k", tau, first).await.unwrap());
     assert_eq!(backend.peek("k").await.unwrap().0, second.next);
     // The second, the last: back to the first's state, with an expiry.
-    assert!(backend.give_back("k", tau, second).await.unwrap());
+    assert!(backend.undo("k", tau, second).await.unwrap());
     assert_eq!(backend.peek("k").await.unwrap().0, first.next);
     let (ttl, _) = ttl_and_value(&server, "paceline:k").unwrap();
     assert!(ttl > 0, "ttl {ttl}");
     // A stale undo (states that were never stored) changes nothing.
-    let stale = Undo {
-        prev: Some(5),
-        next: 6,
-    };
-    assert!(!backend.give_back("k", tau, stale).await.unwrap());
+    let stale = Booking::granted(0, 5, 1, Some(5), 6);
+    assert!(!backend.undo("k", tau, stale).await.unwrap());
     assert_eq!(backend.peek("k").await.unwrap().0, first.next);
 }

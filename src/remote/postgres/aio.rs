@@ -3,7 +3,8 @@
 //! [`AsyncPostgresBackend`], and the calls only PostgreSQL has.
 
 use super::backend::AsyncPostgresBackend;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
+use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
+use crate::store::Booking;
 
 /// The async face of a [`PostgresLimiter`](super::PostgresLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncPostgresBackend`], made by
@@ -42,8 +43,8 @@ impl AsyncRemote for AsyncPostgresBackend {
         self.peek_at(key, None).await
     }
 
-    async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
-        AsyncPostgresBackend::give_back(self, key, tau, undo).await
+    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
+        AsyncPostgresBackend::undo(self, key, tau, undo).await
     }
 
     async fn reset(&self, key: &str) -> Result<bool, Error> {

@@ -14,7 +14,8 @@ use tokio_postgres::types::Type;
 
 use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::key;
-use crate::remote::{Error, Undo};
+use crate::remote::Error;
+use crate::store::Booking;
 
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 const GIVE_TYPES: [Type; 5] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8, Type::INT8];
@@ -316,7 +317,7 @@ impl AsyncPostgresBackend {
     }
 
     /// Puts `key` back to `undo.prev` if it still holds `undo.next`.
-    pub(crate) async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
+    pub(crate) async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
         let stored = key::postgres(key);
         let key: &str = &stored;
         let next = encode(undo.next);

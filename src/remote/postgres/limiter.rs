@@ -117,9 +117,9 @@ impl Remote for PostgresBackend {
     }
 
     /// One conditional `UPDATE` (or `DELETE`) of the key's row.
-    fn give_back(&self, key: &str, tau: u64, undo: crate::remote::Undo) -> Result<bool, Error> {
+    fn undo(&self, key: &str, tau: u64, undo: crate::store::Booking) -> Result<bool, Error> {
         let key = key.to_owned();
-        self.call(move |b| async move { b.give_back(&key, tau, undo).await })
+        self.call(move |b| async move { b.undo(&key, tau, undo).await })
     }
 
     /// One `DELETE` of the key's row (twice is once).

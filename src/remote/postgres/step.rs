@@ -12,8 +12,9 @@ use tokio_postgres::Row;
 use super::backend::AsyncPostgresBackend;
 use super::sql::{decode, encode, rest_consts};
 use crate::remote::key;
-use crate::remote::{Decision, Error, Request, Undo};
+use crate::remote::{Decision, Error, Request};
 use crate::schedule::{Admit, Deny, FULL, MAX_TAT};
+use crate::store::Booking;
 
 /// The step's parameter types: key, span, tau, how far past now a base is
 /// admitted (text, cast to `numeric`: `max - lead` may not fit a `bigint`),
@@ -40,11 +41,8 @@ impl AsyncPostgresBackend {
         if request.cost == 0 {
             // Nothing to pay: admitted at the server's now, nothing stored.
             let (_, now) = self.peek_at(key, now).await?;
-            return Ok(Decision::Granted {
-                slot: now,
-                now,
-                undo: None,
-            });
+            let next = now.saturating_add(request.params.interval());
+            return Ok(Decision::Granted(Booking::granted(now, now, 0, None, next)));
         }
         // The row's key (src/remote/key.rs): as given, or its digest.
         let stored = key::postgres(key);
@@ -106,14 +104,15 @@ fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
     };
     let now = decode(now);
     if let Some(next) = next.map(decode) {
-        return Ok(Some(Decision::Granted {
-            slot: next - request.params.interval(),
+        let slot = next - request.params.interval();
+        let prev = prev.map(decode);
+        return Ok(Some(Decision::Granted(Booking::granted(
             now,
-            undo: Some(Undo {
-                prev: prev.map(decode),
-                next,
-            }),
-        }));
+            slot,
+            request.cost,
+            prev,
+            next,
+        ))));
     }
     // Nothing written: the decision on the `tat` read, as the function
     // took it (an absent row is FULL; every stored state is at least FULL).

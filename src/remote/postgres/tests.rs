@@ -13,8 +13,9 @@ use proptest::test_runner::{Config, TestRunner};
 use super::sql::encode;
 use super::*;
 use crate::rate::Rate;
-use crate::remote::{Decision, Undo};
+use crate::remote::Decision;
 use crate::schedule::{step, Admit, Deny, Params, FULL, MAX_TAT, ORIGIN};
+use crate::store::Booking;
 use crate::TakeError;
 use server::PgServer;
 
@@ -188,14 +189,14 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
                     .request(op.cost, admit)
                     .and_then(|request| backend.step_at(&key, &request, Some(now)));
                 match (rust, sql) {
-                    (Ok(g), Ok(Decision::Granted { slot, now: n, undo })) => {
-                        prop_assert_eq!(g.slot, slot, "slot");
-                        prop_assert_eq!(n, now, "now");
+                    (Ok(g), Ok(Decision::Granted(b))) => {
+                        prop_assert_eq!(g.slot, b.slot, "slot");
+                        prop_assert_eq!(b.now, now, "now");
+                        prop_assert_eq!(b.cost, op.cost, "cost");
                         if op.cost > 0 {
                             // The row held `tat` before (unless absent).
-                            prop_assert_eq!(undo.map(|u| u.next), Some(g.next), "undo.next");
-                            let prev = undo.and_then(|u| u.prev);
-                            prop_assert_eq!(prev, present.then_some(tat), "undo.prev");
+                            prop_assert_eq!(b.next, g.next, "booking.next");
+                            prop_assert_eq!(b.prev, present.then_some(tat), "booking.prev");
                             present = true;
                             // rest_at: at rest from then on, plus a second.
                             let at_rest = i128::from(g.next) + i128::from(params.tau())
@@ -207,7 +208,7 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
                                 + i128::from(at_rest.rem_euclid(1_000_000_000) != 0);
                             prop_assert_eq!(rest, want, "rest_at");
                         } else {
-                            prop_assert_eq!(undo, None);
+                            prop_assert!(!b.wrote(), "a cost of 0 writes nothing");
                         }
                         tat = g.next;
                     }
@@ -242,18 +243,18 @@ fn give_back_restores_only_the_state_it_replaced() {
     let now = ORIGIN + 1_763_700_000_000_000_000;
     let request = lim.core.request(1, Admit::Always).unwrap();
     let first = b.step_at("k", &request, Some(now)).unwrap();
-    let Decision::Granted { undo: Some(u1), .. } = first else {
+    let Decision::Granted(u1) = first else {
         panic!("{first:?}")
     };
     assert_eq!(u1.prev, None, "the row was absent");
     let second = b.step_at("k", &request, Some(now)).unwrap();
-    let Decision::Granted { undo: Some(u2), .. } = second else {
+    let Decision::Granted(u2) = second else {
         panic!("{second:?}")
     };
     assert_eq!(u2.prev, Some(u1.next));
     let tau = lim.core.params.tau();
-    let give = |u: Undo| {
-        b.call(move |b| async move { b.give_back("k", tau, u).await })
+    let give = |u: Booking| {
+        b.call(move |b| async move { b.undo("k", tau, u).await })
             .unwrap()
     };
     assert!(!give(u1), "someone took after the first grant");

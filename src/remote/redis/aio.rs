@@ -22,7 +22,8 @@ use tokio::sync::OnceCell;
 
 use super::conn::{classify, is_reply, Redirects, Target, BACKOFF_MAX, BACKOFF_MIN};
 use super::script::{self, Wire};
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request, Undo};
+use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
+use crate::store::Booking;
 
 /// The async face of a [`RedisLimiter`](super::RedisLimiter): [`AsyncRemoteLimiter`] over
 /// [`AsyncRedisBackend`], made by `AsyncRedisLimiter::from(limiter)`; its
@@ -300,7 +301,7 @@ impl AsyncRemote for AsyncRedisBackend {
         script::peeked(&reply)
     }
 
-    async fn give_back(&self, key: &str, tau: u64, undo: Undo) -> Result<bool, Error> {
+    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
         let call = self.wire.give_back(key, tau, undo, None);
         // Never retried: run twice, a give-back could erase a booking made
         // in between from the state the first run restored.

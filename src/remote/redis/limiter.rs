@@ -53,7 +53,7 @@ impl RedisBackend {
         &self,
         key: &str,
         tau: u64,
-        undo: crate::remote::Undo,
+        undo: crate::store::Booking,
         now: Option<u64>,
     ) -> Result<bool, Error> {
         let call = self.wire.give_back(key, tau, undo, now);
@@ -86,7 +86,7 @@ impl Remote for RedisBackend {
 
     /// The step script's `give` (never retried: run twice, it could erase
     /// a booking made in between from the state the first run restored).
-    fn give_back(&self, key: &str, tau: u64, undo: crate::remote::Undo) -> Result<bool, Error> {
+    fn undo(&self, key: &str, tau: u64, undo: crate::store::Booking) -> Result<bool, Error> {
         self.give_back_at(key, tau, undo, None)
     }
 

@@ -16,8 +16,9 @@ use ::redis::{
 };
 
 use crate::remote::key;
-use crate::remote::{Decision, Error, Request, Undo};
+use crate::remote::{Decision, Error, Request};
 use crate::schedule::{Admit, Deny};
+use crate::store::Booking;
 
 /// The step, as Redis runs it.
 pub(super) const STEP_LUA: &str = include_str!("step.lua");
@@ -128,9 +129,9 @@ impl Wire {
         cmd
     }
 
-    /// The script call that undoes a grant (see [`Undo`]): `tau` sets the
+    /// The script call that undoes a grant (see [`Booking`]): `tau` sets the
     /// restored state's TTL.
-    pub(super) fn give_back(&self, key: &str, tau: u64, undo: Undo, now: Option<u64>) -> Cmd {
+    pub(super) fn give_back(&self, key: &str, tau: u64, undo: Booking, now: Option<u64>) -> Cmd {
         let mut cmd = self.call(key, 7, now);
         cmd.arg("give");
         pair(&mut cmd, tau);
@@ -249,16 +250,15 @@ pub(super) fn decision(
                     [_, _] => Some(joined(rest, 0)?),
                     _ => return None,
                 };
-                // A cost of 0 stored nothing; any other grant stored the
-                // state one interval after its slot.
-                let undo = match request.cost {
-                    0 => None,
-                    _ => Some(Undo {
-                        prev,
-                        next: slot.checked_add(request.params.interval())?,
-                    }),
+                // A grant stored the state one interval after its slot; a
+                // cost of 0 stored nothing, and its booking holds the state
+                // its slot implies (saturated: no state is stored).
+                let next = match request.cost {
+                    0 => slot.saturating_add(request.params.interval()),
+                    _ => slot.checked_add(request.params.interval())?,
                 };
-                (Decision::Granted { slot, now, undo }, ttl)
+                let booking = Booking::granted(now, slot, request.cost, prev, next);
+                (Decision::Granted(booking), ttl)
             }
             [0, ..] if ints.len() == 3 => {
                 let deny = if request.exceeds_burst {

@@ -12,8 +12,9 @@ use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
 use crate::rate::Rate;
-use crate::remote::{Decision, Undo};
+use crate::remote::Decision;
 use crate::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
+use crate::store::Booking;
 use crate::TakeError;
 use server::RedisServer;
 
@@ -167,9 +168,10 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                     backend.step_at(&key, &request, Some(now))
                 });
                 match (rust, lua) {
-                    (Ok(g), Ok((Decision::Granted { slot, now: n, .. }, ttl_ms))) => {
-                        prop_assert_eq!(g.slot, slot, "slot");
-                        prop_assert_eq!(n, now, "now");
+                    (Ok(g), Ok((Decision::Granted(b), ttl_ms))) => {
+                        prop_assert_eq!(g.slot, b.slot, "slot");
+                        prop_assert_eq!(b.now, now, "now");
+                        prop_assert_eq!(b.cost, op.cost, "cost");
                         if op.cost > 0 {
                             prop_assert_eq!(
                                 ttl_ms,
@@ -325,12 +327,10 @@ fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
     let backend = lim.core.backend();
     let key = fresh_key();
     let now = ORIGIN + 5_000_000_000;
-    let grant = |now: u64| -> Undo {
+    let grant = |now: u64| -> Booking {
         let request = lim.core.request(1, Admit::Always).unwrap();
         match backend.step_at(&key, &request, Some(now)).unwrap().0 {
-            Decision::Granted {
-                undo: Some(undo), ..
-            } => undo,
+            Decision::Granted(undo) => undo,
             other => panic!("{other:?}"),
         }
     };
@@ -391,9 +391,7 @@ fn a_give_back_after_a_reset_changes_nothing() {
     let now = ORIGIN + 9_000_000_000;
     let request = lim.core.request(2, Admit::Always).unwrap();
     let grant = || match backend.step_at(&key, &request, Some(now)).unwrap().0 {
-        Decision::Granted {
-            undo: Some(undo), ..
-        } => undo,
+        Decision::Granted(undo) => undo,
         other => panic!("{other:?}"),
     };
     grant();
@@ -430,10 +428,8 @@ fn an_empty_value_fails_every_operation_and_stays() {
         script(backend.step_at(&key, &request, Some(now)).map(drop));
     }
     script(backend.peek_at(&key, Some(now)).map(drop));
-    let undo = Undo {
-        prev: None,
-        next: step(FULL, now, 1, params, Admit::Always).unwrap().next,
-    };
+    let next = step(FULL, now, 1, params, Admit::Always).unwrap().next;
+    let undo = Booking::granted(now, next - interval, 1, None, next);
     script(
         backend
             .give_back_at(&key, params.tau(), undo, Some(now))
