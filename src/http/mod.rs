@@ -60,8 +60,8 @@ mod sha256;
 mod shared;
 mod terms;
 
-pub use builder::{LayerError, LimitBuilder};
-pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
+pub use builder::LimitBuilder;
+pub use client_ip::{Cidr, Forwarding, MAX_HOPS};
 pub use future::{AnswerBody, LimitBody, ResponseFuture};
 pub use inspect::{Inspect, InspectService, Tracked};
 pub use layer::{Limit, LimitLayer};
