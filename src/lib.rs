@@ -153,7 +153,7 @@ pub use error::{BuildError, TakeError};
 #[cfg(feature = "keyed")]
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limit::{Limit, Limits};
-pub use paced::{Paced, PacedExt};
+pub use paced::{PacedExt, PacedIter};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
 pub use slack::Slack;
