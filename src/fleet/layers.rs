@@ -248,8 +248,9 @@ impl Feed {
     /// version this layer has seen, and the merged set applied.
     ///
     /// # Errors
-    /// The merged set was refused by the limiter (a slack too large, too
-    /// many overrides); the layer keeps its last good version.
+    /// [`BuildError::Layer`]: the merged set was refused by the limiter (a
+    /// slack too large, too many overrides); the layer keeps its last good
+    /// version.
     pub fn offer(&self, version: u64, layer: Layer) -> Result<Offered, BuildError> {
         self.layers.offer(self.index, version, layer)
     }
@@ -273,7 +274,9 @@ impl Feed {
 
     /// Reports that the layer's source could not be read (its server away,
     /// its file gone): the layer keeps its last good version, and
-    /// [`Layers::status`] shows `reason` until a version is taken.
+    /// [`Layers::status`] shows `reason` until a version is taken. The
+    /// [`BuildError::Layer`] returned (its `version` `None`) is the one
+    /// reported.
     pub fn fail(&self, reason: impl fmt::Display) -> BuildError {
         self.layers.refuse(self.index, None, reason.to_string())
     }
