@@ -46,8 +46,9 @@
 //! - `tokio` (feature `tokio`): the async faces, `AsyncLimiter` and
 //!   `AsyncKeyedLimiter` with `take().await` (each made from its blocking
 //!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
-//! - [`TakeError`], [`BuildError`], [`RateError`], [`SlackError`]: what can go wrong;
-//!   [`TakeError::retry_after`] says when to ask again.
+//! - [`TakeError`], [`BuildError`]: what can go wrong (a refusal; a bad
+//!   value, named, wherever one is configured); [`TakeError::retry_after`]
+//!   says when to ask again.
 //! - `http` (feature `tower`): tower layers that answer 429 per client
 //!   (`LimitLayer`) and pace a client (`PaceLayer`), and `Inspect`, an
 //!   operator's page of the tracked buckets (sort, filter) with their JSON
@@ -148,14 +149,14 @@ pub mod watch;
 
 pub use builder::Builder;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
-pub use error::{BuildError, RateError, TakeError};
+pub use error::{BuildError, TakeError};
 #[cfg(feature = "keyed")]
 pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
 pub use limit::{Limit, Limits};
-pub use paced::{Paced, PacedExt};
+pub use paced::{PacedExt, PacedIter};
 pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
 pub use rate::Rate;
-pub use slack::{Slack, SlackError};
+pub use slack::Slack;
 pub use take::{AsyncTake, Error, OnKey, State, Take, Taken};
 pub use unlimited::Unlimited;
 pub use wait::Wait;

@@ -25,8 +25,8 @@ pub trait PacedExt: Iterator + Sized {
     /// Yields this iterator's items, each after taking one permit from
     /// `limiter` (blocking). An item is pulled first and then paced, so an
     /// exhausted iterator spends no permit.
-    fn paced<L: Take + ?Sized>(self, limiter: &L) -> Paced<'_, Self, L> {
-        Paced {
+    fn paced<L: Take + ?Sized>(self, limiter: &L) -> PacedIter<'_, Self, L> {
+        PacedIter {
             iter: self,
             limiter,
         }
@@ -37,12 +37,12 @@ impl<I: Iterator> PacedExt for I {}
 
 /// The iterator [`PacedExt::paced`] returns.
 #[must_use = "iterators are lazy and do nothing unless consumed"]
-pub struct Paced<'a, I, L: ?Sized> {
+pub struct PacedIter<'a, I, L: ?Sized> {
     iter: I,
     limiter: &'a L,
 }
 
-impl<I: Iterator, L: Take + ?Sized> Iterator for Paced<'_, I, L> {
+impl<I: Iterator, L: Take + ?Sized> Iterator for PacedIter<'_, I, L> {
     type Item = I::Item;
 
     fn next(&mut self) -> Option<I::Item> {
@@ -58,13 +58,13 @@ impl<I: Iterator, L: Take + ?Sized> Iterator for Paced<'_, I, L> {
     }
 }
 
-impl<I: ExactSizeIterator, L: Take + ?Sized> ExactSizeIterator for Paced<'_, I, L> {}
+impl<I: ExactSizeIterator, L: Take + ?Sized> ExactSizeIterator for PacedIter<'_, I, L> {}
 
-impl<I: FusedIterator, L: Take + ?Sized> FusedIterator for Paced<'_, I, L> {}
+impl<I: FusedIterator, L: Take + ?Sized> FusedIterator for PacedIter<'_, I, L> {}
 
-impl<I: fmt::Debug, L: ?Sized> fmt::Debug for Paced<'_, I, L> {
+impl<I: fmt::Debug, L: ?Sized> fmt::Debug for PacedIter<'_, I, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Paced")
+        f.debug_struct("PacedIter")
             .field("iter", &self.iter)
             .finish_non_exhaustive()
     }

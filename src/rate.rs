@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::duration::{self, Parsed};
-use crate::error::RateError;
+use crate::error::BuildError;
 use crate::schedule::MAX_SPAN;
 
 /// A pacing rate: `count` permits per `period`.
@@ -25,7 +25,7 @@ use crate::schedule::MAX_SPAN;
 /// assert_eq!(Rate::per_second(100).interval(), Duration::from_millis(10));
 /// assert_eq!("5/250ms".parse::<Rate>()?.interval(), Duration::from_millis(50));
 /// assert!(Rate::new(0, Duration::from_secs(1)).is_err());
-/// # Ok::<(), paceline::RateError>(())
+/// # Ok::<(), paceline::BuildError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rate {
@@ -48,28 +48,28 @@ impl Rate {
     /// A zero `count` or `period`, an interval under 1 ns or over
     /// about 146 years, or an interval that whole nanoseconds can only
     /// approximate to worse than [`Rate::MAX_ROUNDING`].
-    pub fn new(count: u64, period: Duration) -> Result<Rate, RateError> {
+    pub fn new(count: u64, period: Duration) -> Result<Rate, BuildError> {
         if count == 0 {
-            return Err(RateError::ZeroCount);
+            return Err(BuildError::ZeroCount);
         }
         if period.is_zero() {
-            return Err(RateError::ZeroPeriod);
+            return Err(BuildError::ZeroPeriod);
         }
         let period_ns = period.as_nanos();
         let count128 = u128::from(count);
         // Faster than 1/ns is too short even where it would round up to 1 ns.
         if period_ns < count128 {
-            return Err(RateError::IntervalTooShort { count, period });
+            return Err(BuildError::IntervalTooShort { count, period });
         }
         // Round to nearest: (p + c/2) / c.
         let interval = (period_ns + count128 / 2) / count128;
         if interval > u128::from(MAX_SPAN) {
-            return Err(RateError::IntervalTooLong { count, period });
+            return Err(BuildError::IntervalTooLong { count, period });
         }
         let achieved = interval * count128;
         let error = achieved.abs_diff(period_ns) as f64 / period_ns as f64;
         if error > Self::MAX_ROUNDING {
-            return Err(RateError::Imprecise {
+            return Err(BuildError::Imprecise {
                 count,
                 period,
                 interval_ns: interval as u64,
@@ -86,7 +86,7 @@ impl Rate {
     ///
     /// # Errors
     /// An interval under 1 ns or over about 146 years.
-    pub fn every(interval: Duration) -> Result<Rate, RateError> {
+    pub fn every(interval: Duration) -> Result<Rate, BuildError> {
         Rate::new(1, interval)
     }
 
@@ -162,7 +162,7 @@ impl fmt::Display for Rate {
 }
 
 impl FromStr for Rate {
-    type Err = RateError;
+    type Err = BuildError;
 
     /// Parses `COUNT/[N]UNIT`: `"100/s"`, `"7/min"`, `"1500/h"`, `"5/250ms"`,
     /// and nginx's `"20r/m"` (an `r` right before the `/`).
@@ -174,12 +174,12 @@ impl FromStr for Rate {
     /// Every `Rate`'s [`Display`](fmt::Display) parses back to an equal `Rate`.
     ///
     /// # Errors
-    /// Every error names the string: [`RateError::Parse`] or
-    /// [`RateError::Decimals`] for one that does not read as a rate,
-    /// [`RateError::Invalid`] (with [`Rate::new`]'s error inside) for one
+    /// Every error names the string: [`BuildError::ParseRate`] or
+    /// [`BuildError::RateDecimals`] for one that does not read as a rate,
+    /// [`BuildError::InvalidRate`] (with [`Rate::new`]'s error inside) for one
     /// that does but is refused, as `"0/s"` is.
-    fn from_str(s: &str) -> Result<Rate, RateError> {
-        let bad = |reason: &'static str| RateError::Parse {
+    fn from_str(s: &str) -> Result<Rate, BuildError> {
+        let bad = |reason: &'static str| BuildError::ParseRate {
             input: s.to_owned(),
             reason,
         };
@@ -204,7 +204,7 @@ impl FromStr for Rate {
                 unit_ns,
                 unit,
             } => {
-                return Err(RateError::Decimals {
+                return Err(BuildError::RateDecimals {
                     input: s.to_owned(),
                     instead: unit_ns.and_then(|_| whole_spelling(count, mantissa, scale, &unit)),
                 })
@@ -213,7 +213,7 @@ impl FromStr for Rate {
         let period = duration::from_nanos(period_ns)
             .ok_or_else(|| bad("the period is too long: more than a Duration holds"))?;
         // The rate's own error, with the text that spelled it.
-        Rate::new(count, period).map_err(|error| RateError::Invalid {
+        Rate::new(count, period).map_err(|error| BuildError::InvalidRate {
             input: s.to_owned(),
             error: Box::new(error),
         })

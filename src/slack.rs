@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::duration::{self, Shown};
+use crate::error::BuildError;
 use crate::rate::Rate;
 
 /// How much unused time a limiter may bank for a later burst: at least
@@ -147,7 +148,7 @@ impl fmt::Display for Slack {
 }
 
 impl FromStr for Slack {
-    type Err = SlackError;
+    type Err = BuildError;
 
     /// Parses what [`Display`](fmt::Display) writes: a permit count (`"10"`,
     /// `"10 permits"`), a time in whole units (`"10ms"`, `"1s"`, `"250us"`),
@@ -161,10 +162,10 @@ impl FromStr for Slack {
     /// assert_eq!("10ms".parse::<Slack>()?, Slack::time(Duration::from_millis(10)));
     /// assert_eq!("max(10 permits, 10ms)".parse::<Slack>()?, Slack::DEFAULT);
     /// assert!("1.5ms".parse::<Slack>().unwrap_err().to_string().contains("1500us"));
-    /// # Ok::<(), paceline::SlackError>(())
+    /// # Ok::<(), paceline::BuildError>(())
     /// ```
-    fn from_str(s: &str) -> Result<Slack, SlackError> {
-        let bad = |reason: String| SlackError {
+    fn from_str(s: &str) -> Result<Slack, BuildError> {
+        let bad = |reason: String| BuildError::ParseSlack {
             input: s.to_owned(),
             reason,
         };
@@ -214,21 +215,6 @@ fn part(s: &str) -> Result<Part, String> {
     }
     duration::parse_duration(s).map(Part::Time)
 }
-
-/// Why a string did not parse as a [`Slack`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlackError {
-    input: String,
-    reason: String,
-}
-
-impl fmt::Display for SlackError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot parse slack {:?}: {}", self.input, self.reason)
-    }
-}
-
-impl std::error::Error for SlackError {}
 
 #[cfg(test)]
 mod tests {

@@ -45,18 +45,18 @@ use crate::schedule::{span, Admit, Deny, Grant, Params, FRESH, FULL, MAX_SPAN, M
 /// A warming-up limiter's state: `tat`, as in [`schedule`](crate::schedule),
 /// and the coldness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct State {
+pub struct WarmState {
     /// As [`schedule::step`](crate::schedule::step)'s `tat`.
     pub tat: u64,
     /// Guava's stored permits times the interval, ns; `0..=W`.
     pub cold: u64,
 }
 
-impl State {
+impl WarmState {
     /// A limiter that has granted nothing: `tat` is [`FRESH`] (or [`FULL`]
     /// with `full_credit`), and it starts fully cold, as Guava's does.
-    pub fn cold(tat: u64, warm_up: u64) -> State {
-        State { tat, cold: warm_up }
+    pub fn cold(tat: u64, warm_up: u64) -> WarmState {
+        WarmState { tat, cold: warm_up }
     }
 }
 
@@ -86,7 +86,7 @@ fn cost(k_span: u64, cold: u64, w: u64) -> (u64, u64) {
 /// The coldness at `now`: `cold` plus the time beyond the slack since `tat`,
 /// at most `w`.
 #[inline]
-fn cooled(s: State, now: u64, p: Params, w: u64) -> u64 {
+fn cooled(s: WarmState, now: u64, p: Params, w: u64) -> u64 {
     if s.tat == FRESH || s.tat == FULL {
         return s.cold;
     }
@@ -104,13 +104,13 @@ fn cooled(s: State, now: u64, p: Params, w: u64) -> u64 {
 /// banks, and waiting only cools the limiter further.
 #[inline]
 pub fn step(
-    s: State,
+    s: WarmState,
     now: u64,
     cost_n: u64,
     p: Params,
     w: u64,
     admit: Admit,
-) -> Result<(Grant, State), Deny> {
+) -> Result<(Grant, WarmState), Deny> {
     if cost_n == 0 {
         let grant = Grant {
             prev: s.tat,
@@ -153,7 +153,7 @@ pub fn step(
     };
     Ok((
         grant,
-        State {
+        WarmState {
             tat: next,
             cold: cold - spent,
         },
@@ -163,7 +163,7 @@ pub fn step(
 /// How many permits one request could take at `now` without waiting: the
 /// largest `n` that [`step`] admits with `Admit::Within(0)`; at most
 /// `slack + 1`.
-pub fn available(s: State, now: u64, p: Params, w: u64) -> u64 {
+pub fn available(s: WarmState, now: u64, p: Params, w: u64) -> u64 {
     let admits = |n: u64| step(s, now, n, p, w, Admit::Within(0)).is_ok();
     if !admits(1) {
         return 0;
@@ -185,22 +185,22 @@ pub fn available(s: State, now: u64, p: Params, w: u64) -> u64 {
 /// The most permits one request could take at once from the coldness at
 /// `now`, once the limiter is at rest (waiting does not make it warmer):
 /// `slack + 1` when warm, fewer when cold; at least 1.
-pub fn burst(s: State, now: u64, p: Params, w: u64) -> u64 {
+pub fn burst(s: WarmState, now: u64, p: Params, w: u64) -> u64 {
     let cold = cooled(s, now, p, w);
-    let rested = State { tat: FULL, cold };
+    let rested = WarmState { tat: FULL, cold };
     available(rested, now, p, w).max(1)
 }
 
 /// The state after the interval or slack change from `old` to `new` at
 /// `now`: `tat` [rebased](crate::schedule::rebase), the coldness (a time)
 /// kept, after cooling up to `now` under `old`.
-pub fn rebase(s: State, now: u64, old: Params, new: Params, w: u64) -> State {
+pub fn rebase(s: WarmState, now: u64, old: Params, new: Params, w: u64) -> WarmState {
     if old == new {
         return s;
     }
     // The rebase keeps at most the old window of credit in `tat`; the idle
     // time beyond it is in the coldness now, so nothing counts twice.
-    State {
+    WarmState {
         tat: crate::schedule::rebase(s.tat, now, old, new),
         cold: cooled(s, now, old, w),
     }
@@ -220,7 +220,7 @@ mod tests {
     fn guavas_warm_up_vector() {
         let p = Params::new(S / 2, 0).unwrap();
         let w = 4 * S;
-        let (mut s, mut now) = (State::cold(FRESH, w), ORIGIN);
+        let (mut s, mut now) = (WarmState::cold(FRESH, w), ORIGIN);
         let mut sleeps = vec![];
         for _ in 0..8 {
             let (g, next) = step(s, now, 1, p, w, Admit::Always).unwrap();
@@ -237,7 +237,7 @@ mod tests {
         let p = Params::new(1_000_003, 5).unwrap();
         let w = 77_777_777;
         for cold in [0, 1, w / 2 - 1, w / 2, w / 2 + 12345, w - 1, w] {
-            let s = State { tat: ORIGIN, cold };
+            let s = WarmState { tat: ORIGIN, cold };
             let (_, three) = step(s, ORIGIN, 3, p, w, Admit::Always).unwrap();
             let mut one = s;
             for _ in 0..3 {
@@ -256,7 +256,7 @@ mod tests {
                 for n in 0..6 {
                     for admit in [Admit::Always, Admit::Within(0), Admit::Within(15)] {
                         let plain = schedule::step(tat, now, n, p, admit);
-                        let warm = step(State { tat, cold: 0 }, now, n, p, 0, admit);
+                        let warm = step(WarmState { tat, cold: 0 }, now, n, p, 0, admit);
                         assert_eq!(warm.map(|(g, s)| (g, s.tat)), plain.map(|g| (g, g.next)));
                     }
                 }
@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn saturation_refuses() {
         let p = Params::new(1_000, 3).unwrap();
-        let s = State {
+        let s = WarmState {
             tat: MAX_TAT - 500,
             cold: 0,
         };
@@ -276,7 +276,7 @@ mod tests {
             step(s, MAX_TAT - 400, 1, p, 10_000, Admit::Always),
             Err(Deny::Saturated)
         );
-        let cold = State::cold(FULL, 10_000);
+        let cold = WarmState::cold(FULL, 10_000);
         assert_eq!(
             step(cold, u64::MAX, 1, p, 10_000, Admit::Always),
             Err(Deny::Saturated)
@@ -292,7 +292,7 @@ mod tests {
         let ms = 1_000_000;
         let p = Params::new(ms, 9).unwrap();
         let w = 100 * ms;
-        let s = State::cold(FULL, w);
+        let s = WarmState::cold(FULL, w);
         assert_eq!(available(s, ORIGIN, p, w), 4);
         assert_eq!(burst(s, ORIGIN, p, w), 4);
         let (g, after) = step(s, ORIGIN, 2, p, w, Admit::Within(0)).unwrap();
@@ -318,7 +318,7 @@ mod tests {
     fn sentinels_keep_their_coldness() {
         let p = Params::new(1_000, 0).unwrap();
         for tat in [FRESH, FULL] {
-            let warm = State { tat, cold: 0 };
+            let warm = WarmState { tat, cold: 0 };
             let (_, next) = step(warm, ORIGIN + 5_000_000, 1, p, 100_000, Admit::Always).unwrap();
             assert_eq!(next.cold, 0, "{tat}");
             assert_eq!(next.tat, ORIGIN + 5_000_000 + 1_000, "one interval, warm");

@@ -50,10 +50,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::error::BuildError;
+
 /// What a reload returns: any error, reported as it is.
 pub type ReloadResult = Result<(), Box<dyn StdError + Send + Sync>>;
 
-type OnError = Box<dyn FnMut(&WatchError) + Send>;
+type OnError = Box<dyn FnMut(&BuildError) + Send>;
 
 /// Configures a watcher of one file; [`start`](Self::start) runs it.
 #[must_use = "a Watch does nothing until .start()"]
@@ -73,45 +75,19 @@ const EVERY: Duration = Duration::from_millis(250);
 /// about a second.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// Why a version of the watched file was not loaded.
-#[derive(Debug)]
-pub struct WatchError {
-    path: PathBuf,
-    kind: Kind,
-}
-
-#[derive(Debug)]
-enum Kind {
-    Read(std::io::Error),
-    Reload(Box<dyn StdError + Send + Sync>),
-}
-
-impl WatchError {
-    /// The watched file.
-    pub fn path(&self) -> &Path {
-        &self.path
+/// A file that could not be read.
+fn unreadable(path: &Path, error: io::Error) -> BuildError {
+    BuildError::FileUnreadable {
+        path: path.to_owned(),
+        error: Arc::new(error),
     }
 }
 
-impl fmt::Display for WatchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            Kind::Read(e) => write!(f, "cannot read {}: {e}", self.path.display()),
-            Kind::Reload(e) => write!(
-                f,
-                "{} not loaded, the limits in force are unchanged: {e}",
-                self.path.display()
-            ),
-        }
-    }
-}
-
-impl StdError for WatchError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match &self.kind {
-            Kind::Read(e) => Some(e),
-            Kind::Reload(e) => Some(e.as_ref()),
-        }
+/// A file whose reload failed.
+fn not_loaded(path: &Path, error: Box<dyn StdError + Send + Sync>) -> BuildError {
+    BuildError::FileNotLoaded {
+        path: path.to_owned(),
+        error: Arc::from(error),
     }
 }
 
@@ -144,10 +120,11 @@ impl Watch {
         self
     }
 
-    /// Where a version that could not be loaded is reported, on the
-    /// watcher's thread (default: nowhere but [`Watcher::last_error`] and,
+    /// Where a version that could not be loaded is reported
+    /// ([`BuildError::FileUnreadable`] or [`BuildError::FileNotLoaded`]), on
+    /// the watcher's thread (default: nowhere but [`Watcher::last_error`] and,
     /// with feature `tracing`, a `warn` event; paceline never prints).
-    pub fn on_error(mut self, report: impl FnMut(&WatchError) + Send + 'static) -> Watch {
+    pub fn on_error(mut self, report: impl FnMut(&BuildError) + Send + 'static) -> Watch {
         self.on_error = Some(Box::new(report));
         self
     }
@@ -156,12 +133,13 @@ impl Watch {
     /// of its own until the returned [`Watcher`] is dropped.
     ///
     /// # Errors
-    /// The first load's [`WatchError`]: a service should not start on limits
+    /// The first load's error ([`BuildError::FileUnreadable`] or
+    /// [`BuildError::FileNotLoaded`]): a service should not start on limits
     /// it could not read. Nothing is watched then.
     pub fn start(
         self,
         mut reload: impl FnMut(&str) -> ReloadResult + Send + 'static,
-    ) -> Result<Watcher, WatchError> {
+    ) -> Result<Watcher, BuildError> {
         let Watch {
             path,
             every,
@@ -202,10 +180,7 @@ impl Watch {
                         };
                     }
                 })
-                .map_err(|e| WatchError {
-                    path,
-                    kind: Kind::Read(e),
-                })?
+                .map_err(|e| unreadable(&path, e))?
         };
         Ok(Watcher {
             stop,
@@ -284,16 +259,10 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// Reads the file and reloads it; the bytes read, or why not.
-fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Vec<u8>, WatchError> {
-    let bytes = read(path).map_err(|e| WatchError {
-        path: path.to_owned(),
-        kind: Kind::Read(e),
-    })?;
+fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Vec<u8>, BuildError> {
+    let bytes = read(path).map_err(|e| unreadable(path, e))?;
     let text = String::from_utf8_lossy(&bytes);
-    reload(&text).map_err(|e| WatchError {
-        path: path.to_owned(),
-        kind: Kind::Reload(e),
-    })?;
+    reload(&text).map_err(|e| not_loaded(path, e))?;
     Ok(bytes)
 }
 
@@ -301,16 +270,17 @@ fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Ve
 /// kept, the events.
 struct Report {
     on_error: Option<OnError>,
-    last: Arc<Mutex<Option<Arc<WatchError>>>>,
+    last: Arc<Mutex<Option<BuildError>>>,
 }
 
 impl Report {
-    fn failed(&mut self, e: WatchError) {
-        crate::event::warning!(path = %e.path.display(), error = %e, "paceline: limits not loaded");
+    fn failed(&mut self, path: &Path, e: BuildError) {
+        let _ = path;
+        crate::event::warning!(path = %path.display(), error = %e, "paceline: limits not loaded");
         if let Some(on_error) = &mut self.on_error {
             on_error(&e);
         }
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(e));
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
     }
 
     fn applied(&mut self, path: &Path) {
@@ -365,10 +335,7 @@ fn poll(
             let text = String::from_utf8_lossy(&bytes).into_owned();
             match reload(&text) {
                 Ok(()) => report.applied(path),
-                Err(e) => report.failed(WatchError {
-                    path: path.to_owned(),
-                    kind: Kind::Reload(e),
-                }),
+                Err(e) => report.failed(path, not_loaded(path, e)),
             }
             *last = Some(bytes);
             None
@@ -377,10 +344,7 @@ fn poll(
             seen.settling = None;
             // Reported once until the file is back.
             if last.is_some() {
-                report.failed(WatchError {
-                    path: path.to_owned(),
-                    kind: Kind::Read(e),
-                });
+                report.failed(path, unreadable(path, e));
                 *last = None;
             }
             None
@@ -393,14 +357,14 @@ fn poll(
 pub struct Watcher {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    last_error: Arc<Mutex<Option<Arc<WatchError>>>>,
+    last_error: Arc<Mutex<Option<BuildError>>>,
 }
 
 impl Watcher {
     /// Why the file's newest version is not in force, if it is not: the
     /// last version (or read) that failed, until a version loads again.
     /// `None` while the limits in force are the file's.
-    pub fn last_error(&self) -> Option<Arc<WatchError>> {
+    pub fn last_error(&self) -> Option<BuildError> {
         self.last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

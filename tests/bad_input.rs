@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use common::{build, build_with, KINDS};
 use paceline::{
-    AtomicLimiter, BuildError, ManualClock, MutexLimiter, Rate, RateError, TakeError, Unlimited,
-    Wait,
+    AtomicLimiter, BuildError, ManualClock, MutexLimiter, Rate, TakeError, Unlimited, Wait,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -21,7 +20,7 @@ const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[test]
 fn invalid_rates_are_errors_that_say_which_and_why() {
-    let table: Vec<(Result<Rate, RateError>, &str)> = vec![
+    let table: Vec<(Result<Rate, BuildError>, &str)> = vec![
         (Rate::new(0, SEC), "at least 1 per period, got 0"),
         (
             Rate::new(10, Duration::ZERO),

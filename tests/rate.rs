@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use paceline::{Rate, RateError};
+use paceline::{BuildError, Rate};
 use proptest::prelude::*;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -155,7 +155,7 @@ fn bad_strings_are_errors_that_say_what_is_wrong() {
     ];
     for &(input, reason) in table {
         match input.parse::<Rate>() {
-            Err(e @ RateError::Parse { .. }) => {
+            Err(e @ BuildError::ParseRate { .. }) => {
                 let msg = e.to_string();
                 assert!(msg.contains(reason), "{input:?}: {msg}");
                 assert!(
@@ -183,7 +183,7 @@ fn decimals_are_refused_with_the_whole_number_spelling() {
         let err = input.parse::<Rate>().unwrap_err();
         assert_eq!(
             err,
-            RateError::Decimals {
+            BuildError::RateDecimals {
                 input: input.to_owned(),
                 instead: instead.map(str::to_owned),
             },
@@ -220,7 +220,7 @@ fn nginx_spelling_parses_as_the_same_rate() {
 fn well_formed_but_invalid_rates_get_the_rate_error() {
     // The rate's own error, inside one that names the string.
     let refused = |input: &str| match input.parse::<Rate>() {
-        Err(RateError::Invalid {
+        Err(BuildError::InvalidRate {
             input: named,
             error,
         }) => {
@@ -229,15 +229,15 @@ fn well_formed_but_invalid_rates_get_the_rate_error() {
         }
         other => panic!("{input:?}: {other:?}"),
     };
-    assert_eq!(refused("0/s"), RateError::ZeroCount);
-    assert_eq!(refused("1/0s"), RateError::ZeroPeriod);
+    assert_eq!(refused("0/s"), BuildError::ZeroCount);
+    assert_eq!(refused("1/0s"), BuildError::ZeroPeriod);
     assert!(matches!(
         refused("5/1ns"),
-        RateError::IntervalTooShort { .. }
+        BuildError::IntervalTooShort { .. }
     ));
     for input in ["1/200000d", "1/9999999999999d"] {
         assert!(
-            matches!(refused(input), RateError::IntervalTooLong { .. }),
+            matches!(refused(input), BuildError::IntervalTooLong { .. }),
             "{input}"
         );
     }
@@ -339,7 +339,7 @@ fn rounding_worse_than_a_tenth_of_a_percent_is_refused() {
     for (count, ns) in [(2, 3), (2, 5), (600_000_000, 1_000_000_000)] {
         let err = Rate::new(count, Duration::from_nanos(ns)).unwrap_err();
         assert!(
-            matches!(err, RateError::Imprecise { .. }),
+            matches!(err, BuildError::Imprecise { .. }),
             "{count}/{ns}ns: {err:?}"
         );
         let msg = err.to_string();
@@ -394,7 +394,7 @@ fn faster_than_one_per_nanosecond_is_too_short_not_imprecise() {
     ] {
         let err = Rate::new(count, period).unwrap_err();
         assert!(
-            matches!(err, RateError::IntervalTooShort { .. }),
+            matches!(err, BuildError::IntervalTooShort { .. }),
             "{count} per {period:?}: {err:?}"
         );
         assert!(

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use paceline::schedule::{Admit, Params, FRESH, ORIGIN};
-use paceline::warm_up::{self, State};
+use paceline::warm_up::{self, WarmState};
 use paceline::{
     AtomicLimiter, BuildError, Clock, ManualClock, MutexLimiter, Rate, TakeError, WarmUpLimiter,
 };
@@ -103,7 +103,7 @@ impl Guava {
 
 /// The pure step with slack 0, driven like `reserve`: `(slot - ORIGIN) / 1000`
 /// µs, and the new state.
-fn ours(s: State, now_micros: u64, cost: u64, p: Params, w: u64) -> (f64, State) {
+fn ours(s: WarmState, now_micros: u64, cost: u64, p: Params, w: u64) -> (f64, WarmState) {
     let now = ORIGIN + now_micros * 1000;
     let (grant, next) = warm_up::step(s, now, cost, p, w, Admit::Always).unwrap();
     ((grant.slot - ORIGIN) as f64 / 1000.0, next)
@@ -126,7 +126,7 @@ proptest! {
         let mut guava = Guava::new(stable_micros as f64, warmup_micros as i64, false);
         let p = Params::new(stable_micros * 1000, 0).unwrap();
         let w = warmup_micros * 1000;
-        let mut s = State::cold(FRESH, w);
+        let mut s = WarmState::cold(FRESH, w);
         let mut now = 0;
         for (i, gap) in gaps.iter().enumerate() {
             // Arrivals from back to back up to a few intervals apart.
@@ -156,7 +156,7 @@ proptest! {
         let mut guava = Guava::new(stable_micros as f64, warmup_micros as i64, false);
         let p = Params::new(stable_micros * 1000, 0).unwrap();
         let w = warmup_micros * 1000;
-        let (mut s, mut units) = (State::cold(FRESH, w), State::cold(FRESH, w));
+        let (mut s, mut units) = (WarmState::cold(FRESH, w), WarmState::cold(FRESH, w));
         let (mut now, mut count) = (0, 0);
         for (n, gap) in requests {
             now += gap * stable_micros;
@@ -184,7 +184,7 @@ proptest! {
     ) {
         let p = Params::new(100, slack).unwrap();
         let w = 100 * warmup_intervals;
-        let mut s = State::cold(FRESH, w);
+        let mut s = WarmState::cold(FRESH, w);
         let mut now = ORIGIN;
         let clock = ManualClock::new();
         let limiter = AtomicLimiter::builder(Rate::every(Duration::from_nanos(100)).unwrap())
@@ -216,7 +216,7 @@ proptest! {
         ops in prop::collection::vec((0u64..3000, 0u64..8, 0u64..3), 1..60),
     ) {
         let p = Params::new(interval, slack).unwrap();
-        let (mut tat, mut s) = (FRESH, State::cold(FRESH, 0));
+        let (mut tat, mut s) = (FRESH, WarmState::cold(FRESH, 0));
         let mut now = ORIGIN;
         for (gap, cost, admit) in ops {
             now += gap;

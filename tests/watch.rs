@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use paceline::watch::Watch;
-use paceline::{KeyedLimiter, Limits, Rate};
+use paceline::{BuildError, KeyedLimiter, Limits, Rate};
 
 /// A fresh directory of this test's own, removed at the end.
 struct TempDir(PathBuf);
@@ -190,7 +190,10 @@ fn a_first_load_that_fails_is_returned_and_nothing_is_watched() {
         })
         .unwrap_err();
     assert!(err.to_string().contains("10/1.5s"), "{err}");
-    assert_eq!(err.path(), path);
+    let BuildError::FileNotLoaded { path: at, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(at, &path);
 }
 
 #[test]

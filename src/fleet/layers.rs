@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::document;
 use super::layer::{merge, Layer};
+use crate::error::BuildError;
 use crate::limit::Limits;
 use crate::watch::ReloadResult;
 
@@ -26,7 +27,7 @@ type Apply = Box<dyn Fn(&Limits) -> ReloadResult + Send + Sync>;
 ///
 /// ```
 /// # #[cfg(feature = "keyed")]
-/// # fn main() -> Result<(), paceline::fleet::LayerError> {
+/// # fn main() -> Result<(), paceline::BuildError> {
 /// use paceline::fleet::{Layer, Layers};
 /// use paceline::{KeyedLimiter, Rate};
 /// use std::sync::Arc;
@@ -104,50 +105,10 @@ pub struct LayerStatus {
     pub name: Arc<str>,
     /// The version in force, `None` before the first good one.
     pub version: Option<u64>,
-    /// Why the last version offered or read was not taken (the
-    /// [`LayerError`]'s message), until one is.
+    /// Why the last version offered or read was not taken (the message of
+    /// its [`BuildError::Layer`]), until one is.
     pub error: Option<Arc<str>>,
 }
-
-/// Why a layer's version was not taken. The layer keeps its last good
-/// version; the limits in force are unchanged.
-#[derive(Debug, Clone)]
-pub struct LayerError {
-    layer: Arc<str>,
-    version: Option<u64>,
-    reason: Arc<str>,
-}
-
-impl LayerError {
-    /// The layer.
-    pub fn layer(&self) -> &str {
-        &self.layer
-    }
-
-    /// The version refused, if the failure was a version's (not a read's).
-    pub fn version(&self) -> Option<u64> {
-        self.version
-    }
-}
-
-impl fmt::Display for LayerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.version {
-            Some(v) => write!(
-                f,
-                "layer {:?} version {v} not applied, the limits in force are unchanged: {}",
-                self.layer, self.reason
-            ),
-            None => write!(
-                f,
-                "layer {:?} not read, it keeps its last good version: {}",
-                self.layer, self.reason
-            ),
-        }
-    }
-}
-
-impl StdError for LayerError {}
 
 impl Layers {
     /// No layers yet; each merged set is handed to `apply` (typically
@@ -207,7 +168,7 @@ impl Layers {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn offer(&self, index: usize, version: u64, layer: Layer) -> Result<Offered, LayerError> {
+    fn offer(&self, index: usize, version: u64, layer: Layer) -> Result<Offered, BuildError> {
         let mut state = self.lock();
         let slot = &mut state.slots[index];
         if slot.is_stale(version) {
@@ -237,7 +198,7 @@ impl Layers {
         Ok(Offered::Applied)
     }
 
-    fn refuse(&self, index: usize, version: Option<u64>, reason: String) -> LayerError {
+    fn refuse(&self, index: usize, version: Option<u64>, reason: String) -> BuildError {
         self.lock().slots[index].failed(version, reason)
     }
 }
@@ -251,17 +212,17 @@ impl Slot {
     /// Records why `version` (or, `None`, a read) failed: the version
     /// counts as seen, the error stays in the status until a version is
     /// taken, and is sent as an event.
-    fn failed(&mut self, version: Option<u64>, reason: String) -> LayerError {
+    fn failed(&mut self, version: Option<u64>, reason: String) -> BuildError {
         if let Some(v) = version {
             self.seen = Some(self.seen.map_or(v, |s| s.max(v)));
         }
-        let e = LayerError {
+        let e = BuildError::Layer {
             layer: Arc::clone(&self.name),
             version,
             reason: reason.into(),
         };
         self.error = Some(e.to_string().into());
-        crate::event::warning!(layer = %e.layer, error = %e, "paceline: layer not applied");
+        crate::event::warning!(layer = %self.name, error = %e, "paceline: layer not applied");
         e
     }
 }
@@ -287,9 +248,10 @@ impl Feed {
     /// version this layer has seen, and the merged set applied.
     ///
     /// # Errors
-    /// The merged set was refused by the limiter (a slack too large, too
-    /// many overrides); the layer keeps its last good version.
-    pub fn offer(&self, version: u64, layer: Layer) -> Result<Offered, LayerError> {
+    /// [`BuildError::Layer`]: the merged set was refused by the limiter (a
+    /// slack too large, too many overrides); the layer keeps its last good
+    /// version.
+    pub fn offer(&self, version: u64, layer: Layer) -> Result<Offered, BuildError> {
         self.layers.offer(self.index, version, layer)
     }
 
@@ -300,7 +262,7 @@ impl Feed {
     /// # Errors
     /// A broken document, naming the bad value; or as for `offer`. A
     /// broken version counts as seen: it is reported once.
-    pub fn offer_text(&self, version: u64, text: &str) -> Result<Offered, LayerError> {
+    pub fn offer_text(&self, version: u64, text: &str) -> Result<Offered, BuildError> {
         if self.is_stale(version) {
             return Ok(Offered::Stale);
         }
@@ -312,8 +274,10 @@ impl Feed {
 
     /// Reports that the layer's source could not be read (its server away,
     /// its file gone): the layer keeps its last good version, and
-    /// [`Layers::status`] shows `reason` until a version is taken.
-    pub fn fail(&self, reason: impl fmt::Display) -> LayerError {
+    /// [`Layers::status`] shows `reason` until a version is taken. The
+    /// [`BuildError::Layer`] returned (its `version` `None`) is the one
+    /// reported.
+    pub fn fail(&self, reason: impl fmt::Display) -> BuildError {
         self.layers.refuse(self.index, None, reason.to_string())
     }
 

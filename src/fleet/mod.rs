@@ -52,6 +52,6 @@ mod source;
 
 pub use document::{check, FleetError, Versioned, DEFAULT_NAME, MAX_DOCUMENT_BYTES, MAX_OVERRIDES};
 pub use layer::{merge, Layer};
-pub use layers::{Feed, LayerError, LayerStatus, Layers, Offered};
+pub use layers::{Feed, LayerStatus, Layers, Offered};
 #[cfg(any(feature = "redis", feature = "postgres"))]
 pub use source::{Document, Watching};

@@ -2,7 +2,6 @@
 //! proxies, the missing-key outcome, costs, modes, fields, bodies) and the
 //! checks that build it; [`layer.rs`](super::layer) serves requests with it.
 
-use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use http::header::HeaderName;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::client_ip::{Cidr, CidrError, Forwarding};
+use super::client_ip::{Cidr, Forwarding};
 use super::fields;
 use super::layer::LimitLayer;
 use super::shared::{Limiter, Shared};
@@ -21,45 +20,6 @@ use crate::rate::Rate;
 use crate::slack::Slack;
 use crate::take::AsyncTake;
 use crate::tokio::{AsyncKeyedLimiter, AsyncLimiter};
-
-/// Why a layer could not be built: the bad value, named.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum LayerError {
-    /// A trusted proxy that is not an address block.
-    Proxy(CidrError),
-    /// A header name that is not one.
-    Header(String),
-    /// A policy name with a character a Structured Field String cannot hold
-    /// (only printable ASCII).
-    Name(String),
-    /// A prefix longer than the address (IPv4 up to 32, IPv6 up to 128).
-    Prefix(u8),
-    /// The limit itself.
-    Limit(BuildError),
-}
-
-impl fmt::Display for LayerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LayerError::Proxy(e) => write!(f, "trusted proxy: {e}"),
-            LayerError::Header(h) => write!(f, "not a header name: {h:?}"),
-            LayerError::Name(n) => {
-                write!(f, "policy name {n:?}: only printable ASCII can be sent")
-            }
-            LayerError::Prefix(p) => write!(f, "prefix /{p} is longer than the address"),
-            LayerError::Limit(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for LayerError {}
-
-impl From<BuildError> for LayerError {
-    fn from(e: BuildError) -> Self {
-        LayerError::Limit(e)
-    }
-}
 
 /// Configures a [`LimitLayer`]; made by [`LimitLayer::per_ip`] and its
 /// siblings.
@@ -314,26 +274,26 @@ impl LimitBuilder {
     /// The layer.
     ///
     /// # Errors
-    /// [`LayerError`], naming the bad proxy block, header name, policy
-    /// name, prefix, or limit.
-    pub fn build(self) -> Result<LimitLayer, LayerError> {
+    /// A [`BuildError`] naming the bad value: a trusted proxy's address
+    /// block ([`AddressBlock`](BuildError::AddressBlock)), the key's header
+    /// name, the policy name, a prefix, or the limit.
+    pub fn build(self) -> Result<LimitLayer, BuildError> {
         let trusted = self
             .trusted
             .iter()
             .map(|s| s.parse())
-            .collect::<Result<Vec<Cidr>, _>>()
-            .map_err(LayerError::Proxy)?;
+            .collect::<Result<Vec<Cidr>, _>>()?;
         if !fields::valid_name(&self.name) {
-            return Err(LayerError::Name(self.name));
+            return Err(BuildError::PolicyName { name: self.name });
         }
         for (bits, max) in [(self.v4_prefix, 32), (self.v6_prefix, 128)] {
             if bits > max {
-                return Err(LayerError::Prefix(bits));
+                return Err(BuildError::PrefixTooLong { prefix: bits });
             }
         }
         let source = match self.header {
             Some(name) => KeySource::Header(
-                HeaderName::try_from(name.as_str()).map_err(|_| LayerError::Header(name))?,
+                HeaderName::try_from(name.as_str()).map_err(|_| BuildError::HeaderName { name })?,
             ),
             None => self.source,
         };

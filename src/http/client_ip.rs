@@ -16,6 +16,8 @@ use std::str::FromStr;
 
 use http::HeaderMap;
 
+use crate::error::BuildError;
+
 /// How many entries of a forwarding header are read at most, from the
 /// right, looking for the first that is not a trusted proxy: a chain of
 /// trusted proxies is short, and more trusted entries than this are a
@@ -35,14 +37,17 @@ impl Cidr {
     /// The block of `addr` masked to `prefix` bits.
     ///
     /// # Errors
-    /// [`CidrError`] when `prefix` exceeds the address' width.
-    pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, CidrError> {
+    /// [`BuildError::AddressBlock`] when `prefix` exceeds the address'
+    /// width.
+    pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, BuildError> {
         let width = match addr {
             IpAddr::V4(_) => 32,
             IpAddr::V6(_) => 128,
         };
         if prefix > width {
-            return Err(CidrError(format!("{addr}/{prefix}")));
+            return Err(BuildError::AddressBlock {
+                input: format!("{addr}/{prefix}"),
+            });
         }
         Ok(Cidr {
             addr: mask(addr, prefix),
@@ -62,10 +67,16 @@ impl Cidr {
 }
 
 impl FromStr for Cidr {
-    type Err = CidrError;
+    type Err = BuildError;
 
-    fn from_str(s: &str) -> Result<Cidr, CidrError> {
-        let bad = || CidrError(s.to_owned());
+    /// Parses `10.0.0.0/8`, `2001:db8::/32`, or an address alone.
+    ///
+    /// # Errors
+    /// [`BuildError::AddressBlock`], naming the text.
+    fn from_str(s: &str) -> Result<Cidr, BuildError> {
+        let bad = || BuildError::AddressBlock {
+            input: s.to_owned(),
+        };
         let (addr, prefix) = match s.split_once('/') {
             Some((addr, prefix)) => {
                 let prefix: u8 = prefix.parse().map_err(|_| bad())?;
@@ -84,22 +95,6 @@ impl fmt::Display for Cidr {
         write!(f, "{}/{}", self.addr, self.prefix)
     }
 }
-
-/// An address block that does not parse: the text given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CidrError(pub(crate) String);
-
-impl fmt::Display for CidrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "not an address block: {:?} (expected e.g. \"10.0.0.0/8\", \"::1\" or \"2001:db8::/32\")",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for CidrError {}
 
 /// Which forwarding header names the client, when the peer is trusted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

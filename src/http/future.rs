@@ -225,7 +225,7 @@ pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(super) type AddedFields = Option<Box<[(HeaderName, HeaderValue); 2]>>;
 
 pin_project_lite::pin_project! {
-    /// The response future of [`Limit`](super::Limit).
+    /// The response future of [`Limited`](super::Limited).
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         state: State<F, B, E>,

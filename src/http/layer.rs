@@ -53,10 +53,10 @@ impl LimitLayer {
 }
 
 impl<S> Layer<S> for LimitLayer {
-    type Service = Limit<S>;
+    type Service = Limited<S>;
 
-    fn layer(&self, inner: S) -> Limit<S> {
-        Limit {
+    fn layer(&self, inner: S) -> Limited<S> {
+        Limited {
             inner,
             shared: Arc::clone(&self.shared),
         }
@@ -66,7 +66,7 @@ impl<S> Layer<S> for LimitLayer {
 /// The service [`LimitLayer`] wraps around another. `Clone`: clones share
 /// the layer's limiter.
 #[derive(Clone)]
-pub struct Limit<S> {
+pub struct Limited<S> {
     inner: S,
     shared: Arc<Shared>,
 }
@@ -75,7 +75,7 @@ pub struct Limit<S> {
 /// add when asked for on every response; or why not.
 type Decision = Result<AddedFields, Failure>;
 
-impl<S, B, ResB> Service<Request<B>> for Limit<S>
+impl<S, B, ResB> Service<Request<B>> for Limited<S>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -111,7 +111,7 @@ where
     }
 }
 
-/// What [`Limit`]'s `Service` impl asks of the inner service, for its
+/// What [`Limited`]'s `Service` impl asks of the inner service, for its
 /// helpers.
 trait InnerService<B, ResB>:
     Service<Request<B>, Response = Response<ResB>, Future: Send + 'static, Error: Send + 'static>
@@ -129,7 +129,7 @@ where
 {
 }
 
-impl<S> Limit<S> {
+impl<S> Limited<S> {
     /// [`call`](Service::call) for a key or cost function, which needs the
     /// request's head: split off, and put back after the decision.
     #[inline(never)]

@@ -60,10 +60,10 @@ mod sha256;
 mod shared;
 mod terms;
 
-pub use builder::{LayerError, LimitBuilder};
-pub use client_ip::{Cidr, CidrError, Forwarding, MAX_HOPS};
+pub use builder::LimitBuilder;
+pub use client_ip::{Cidr, Forwarding, MAX_HOPS};
 pub use future::{AnswerBody, LimitBody, ResponseFuture};
 pub use inspect::{Inspect, InspectService, Tracked};
-pub use layer::{Limit, LimitLayer};
+pub use layer::{LimitLayer, Limited};
 pub use pace::{BoxError, PaceLayer, Paced, Sent};
 pub use terms::{Answered, Body, ClientKey, Fields, LayerStats, MissingKey, Mode, MAX_KEY_BYTES};

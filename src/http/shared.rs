@@ -23,7 +23,7 @@ use super::future::{AddedFields, BoxFuture};
 use super::json::Json;
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
 use crate::error::TakeError;
-use crate::limit::Limit as Quota;
+use crate::limit::Limit;
 use crate::take::{AsyncTake, Error, State as Found, Taken};
 use crate::tokio::AsyncKeyedLimiter;
 
@@ -42,7 +42,7 @@ pub(super) trait Limiter: Send + Sync + 'static {
         mode: Mode,
     ) -> BoxFuture<'a, Result<Taken, Error>>;
     /// The limit `key` is held to.
-    fn limit_for(&self, key: &ClientKey) -> Option<Quota>;
+    fn limit_for(&self, key: &ClientKey) -> Option<Limit>;
     /// The limiter itself, for [`LimitLayer::keyed_limiter`].
     fn as_any(&self) -> &dyn Any;
 }
@@ -64,7 +64,7 @@ impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
         }
     }
 
-    fn limit_for(&self, key: &ClientKey) -> Option<Quota> {
+    fn limit_for(&self, key: &ClientKey) -> Option<Limit> {
         AsyncTake::limit_for(self, key)
     }
 

@@ -8,7 +8,7 @@
 
 use crate::primitive::{lock, Mutex};
 use crate::schedule::{Admit, Deny, Grant, Params};
-use crate::warm_up::{self, State};
+use crate::warm_up::{self, WarmState as State};
 
 use super::Store;
 
