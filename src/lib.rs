@@ -43,31 +43,46 @@
 //! - [`io`]: [`PacedReader`](io::PacedReader) and
 //!   [`PacedWriter`](io::PacedWriter) pace the bytes of a `Read` / `Write`
 //!   (and, with `tokio`, an `AsyncRead` / `AsyncWrite`), one permit a byte.
-//! - `tokio` (feature `tokio`): the async faces, `AsyncLimiter` and
-//!   `AsyncKeyedLimiter` with `take().await` (each made from its blocking
-//!   twin with `From`), `TokioClock` for paused-time tests, stream pacing.
+//! - [`tokio`] (feature `tokio`): the async faces,
+//!   [`AsyncLimiter`](tokio::AsyncLimiter) and
+//!   [`AsyncKeyedLimiter`](tokio::AsyncKeyedLimiter) with `take().await`
+//!   (each made from its blocking twin with `From`),
+//!   [`TokioClock`](tokio::TokioClock) for paused-time tests, stream pacing.
+//! - [`all`]: all or nothing over several limits (a per-user limit and a
+//!   global one): a request goes only if every limit admits it.
+//! - [`watch`]: a configuration file re-read when it changes, each version
+//!   handed to your reload function; one that fails changes nothing.
+//! - [`fleet`] (feature `fleet`): limits for a fleet, layers merged key by
+//!   key and applied as one set; with `redis` or `postgres`, the limits
+//!   document kept and watched there.
+//! - [`stats`]: what a limiter decided, counted when its builder asks;
+//!   with feature `metrics`, sent to the `metrics` facade
+//!   ([`Builder::metrics`]).
 //! - [`TakeError`], [`BuildError`]: what can go wrong (a refusal; a bad
 //!   value, named, wherever one is configured); [`TakeError::retry_after`]
 //!   says when to ask again.
-//! - `http` (feature `tower`): tower layers that answer 429 per client
-//!   (`LimitLayer`) and pace a client (`PaceLayer`), and `Inspect`, an
+//! - [`http`] (feature `tower`): tower layers that answer 429 per client
+//!   ([`LimitLayer`](http::LimitLayer)) and pace a client
+//!   ([`PaceLayer`](http::PaceLayer)), and [`Inspect`](http::Inspect), an
 //!   operator's page of the tracked buckets (sort, filter) with their JSON
 //!   and the limiters' Prometheus text, to mount at e.g. `/limits`.
 //!   With feature `tonic`, the inbound layer's gRPC face
 //!   (`LimitBuilder::grpc`: `RESOURCE_EXHAUSTED` with `RetryInfo`).
-//! - `reqwest::Pace` (feature `reqwest`): a reqwest client paced in one
+//! - [`reqwest::Pace`] (feature `reqwest`): a reqwest client paced in one
 //!   line (a reqwest-middleware middleware), slowed by a far side's
 //!   `Retry-After` if asked.
 //! - feature `tracing`: events for refusals, reloads and a remote server
 //!   lost and back; paceline never prints.
-//! - `redis::RedisLimiter` (feature `redis`): one limit shared by many
+//! - [`redis::RedisLimiter`] (feature `redis`): one limit shared by many
 //!   processes, its state in Redis; `redis::AsyncRedisLimiter` with `tokio`.
-//! - `postgres::PostgresLimiter` (feature `postgres`): the same, its state in
-//!   a PostgreSQL table, the step one SQL statement;
+//! - [`postgres::PostgresLimiter`] (feature `postgres`): the same, its state
+//!   in a PostgreSQL table, the step one SQL statement;
 //!   `postgres::AsyncPostgresLimiter` with `tokio`.
-//! - `memcached::MemcachedLimiter` (feature `memcached`): the same, its state
-//!   in memcached, the step run by the client as a CAS loop (`gets`, step,
-//!   `cas`); `memcached::AsyncMemcachedLimiter` with `tokio`.
+//! - [`memcached::MemcachedLimiter`] (feature `memcached`): the same, its
+//!   state in memcached, the step run by the client as a CAS loop over the
+//!   meta protocol (`mg` to read the state and its CAS token, the step,
+//!   `ms C<token>` to store it); `memcached::AsyncMemcachedLimiter` with
+//!   `tokio`.
 //!
 //! The [`guide`] tells the long form once, a chapter per topic: [the model
 //! and slack](guide::model) (what a limiter promises: at most `slack + 1`
@@ -88,6 +103,22 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// The contents above link every module, those behind a feature too: the
+// docs as published (docs.rs, `--all-features`) resolve them all, and a
+// build with fewer features would only warn of the ones it leaves out.
+#![cfg_attr(
+    not(all(
+        feature = "tokio",
+        feature = "tower",
+        feature = "reqwest",
+        feature = "fleet",
+        feature = "redis",
+        feature = "postgres",
+        feature = "memcached",
+        feature = "keyed"
+    )),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod all;
