@@ -62,6 +62,7 @@ use crate::rate::Rate;
 use crate::remote::Error;
 use crate::stats::{Counted, Counting, LeaseStats, Meter, Stats};
 use crate::take::{State, Take, Taken};
+use crate::wait::{self, Wait};
 
 /// A limit drawn in leased batches from a [`Lender`] (one key of a remote
 /// limiter, typically): most takes spend a permit held locally (one CAS);
@@ -96,6 +97,8 @@ pub struct Leased<L, C: Clock = DefaultClock> {
     /// `E`, ns: how long after it was asked for a batch may be spent.
     expiry: u64,
     clock: C,
+    /// How a blocking take waits for the next batch.
+    wait: Wait,
     slow: Mutex<Slow<L>>,
     /// The limit and its reduction, read without the refill's lock.
     config: Mutex<Config>,
@@ -205,6 +208,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             held: Held::new(clock.now()),
             expiry,
             clock,
+            wait: Wait::Sleep,
             slow: Mutex::new(Slow {
                 lender,
                 batch: None,
@@ -230,6 +234,13 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         };
         self.meter = Meter::new(&counting);
         self.counts.facade = Some(crate::lease_stats::LeaseFacade::register(name));
+        self
+    }
+
+    /// How a blocking take waits for a refused batch's retry: as every
+    /// limiter waits ([`Wait`]); [`Wait::Sleep`] unless set.
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
         self
     }
 
@@ -372,7 +383,9 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                             return Err(Error::Refused(TakeError::QueueFull { wait, max_wait }));
                         }
                     }
-                    self.clock.sleep_until(until);
+                    // A lease has no async face: a task takes from it on a blocking thread.
+                    wait::on_runtime_check("tokio::task::spawn_blocking");
+                    self.wait.wait_until(&self.clock, until);
                 }
                 other => return other,
             }

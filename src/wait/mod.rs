@@ -157,7 +157,7 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 /// with feature `tracing`; nothing without it), naming the async call to
 /// use instead, rather than panicking.
 #[inline]
-fn on_runtime_check(async_call: &'static str) {
+pub(crate) fn on_runtime_check(async_call: &'static str) {
     #[cfg(all(feature = "tokio", debug_assertions))]
     self::tokio::warn_if_on_runtime(async_call);
     let _ = async_call;
