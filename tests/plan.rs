@@ -12,14 +12,12 @@
 //! A name is followed through every `use` that binds it (a re-export such
 //! as the crate root's `pub use keyed::KeyedLimiter`, a parent's private
 //! `use`, a glob) to the file that defines it; `mod x;` is not a
-//! dependency, and a re-export (`pub use`) counts for the layers but not
-//! for cycles (it is the module's table of contents). Comments, string
-//! literals and everything from the file's unit tests on (its first
-//! `#[cfg(test)]` or `#[cfg(all(test, …))]`) are not read. The files
-//! directly in the folders of `FOLDERS_NAMING_EACH_OTHER` name each other
-//! and are read as one for cycles. The unit tests at the end plant each
-//! way of reaching up or around in a small tree and check that it is
-//! reported.
+//! dependency. Comments, string literals and everything from the file's
+//! unit tests on (its first `#[cfg(test)]` or `#[cfg(all(test, …))]`) are
+//! not read. The files directly in the folders of
+//! `FOLDERS_NAMING_EACH_OTHER` name each other and are read as one for
+//! cycles. The unit tests at the end plant each way of reaching up or
+//! around in a small tree and check that it is reported.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -263,9 +261,8 @@ struct Tree {
     /// written inline (`mod x { … }`).
     modules: BTreeSet<Module>,
     scopes: BTreeMap<Module, Scope>,
-    /// Per file, every path it names: the module it is read in, the path,
-    /// and whether it is a re-export (`pub use`, `pub(crate) use`).
-    named: BTreeMap<Module, Vec<(Module, Module, bool)>>,
+    /// Per file, every path it names and the module it is read in.
+    named: BTreeMap<Module, Vec<(Module, Module)>>,
 }
 
 impl Tree {
@@ -290,7 +287,7 @@ impl Tree {
     /// Reads one file's code: records its inline and declared modules and
     /// its `use` bindings, and returns every path it names with the module
     /// each is read in.
-    fn read(&mut self, file: &Module, code: &str) -> Vec<(Module, Module, bool)> {
+    fn read(&mut self, file: &Module, code: &str) -> Vec<(Module, Module)> {
         let b = code.as_bytes();
         let ident_len = |at: usize| b[at..].iter().take_while(|&&c| is_ident(c)).count();
         let spaces = |at: usize| {
@@ -342,13 +339,6 @@ impl Tree {
                 let mut bound = Vec::new();
                 i = end + gap + paths(&b[end + gap..], &[], &mut bound);
                 let here = here(&inline);
-                let line = &b[b[..i]
-                    .iter()
-                    .rposition(|&c| c == b'\n')
-                    .map_or(0, |n| n + 1)..i];
-                let line = line.trim_ascii_end();
-                let reexport = line.ends_with(b"pub")
-                    || (line.ends_with(b")") && line.windows(4).any(|w| w == b"pub("));
                 let scope = self.scopes.entry(here.clone()).or_default();
                 for (binding, path) in bound {
                     match binding {
@@ -358,7 +348,7 @@ impl Tree {
                         Some(_) => {}
                         None => scope.globs.push(path.clone()),
                     }
-                    named.push((here.clone(), path, reexport));
+                    named.push((here.clone(), path));
                 }
             } else if word == b"mod" && gap > 0 {
                 let at = end + gap;
@@ -377,11 +367,7 @@ impl Tree {
                 let mut found = Vec::new();
                 i += paths(&b[i..], &[], &mut found);
                 let here = here(&inline);
-                named.extend(
-                    found
-                        .into_iter()
-                        .map(|(_, path)| (here.clone(), path, false)),
-                );
+                named.extend(found.into_iter().map(|(_, path)| (here.clone(), path)));
             } else {
                 i = end;
             }
@@ -465,23 +451,21 @@ impl Tree {
             .find(|m| self.files.contains_key(m))
     }
 
-    /// The files `file`'s code names items of; with `reexports`, also
-    /// those whose items it re-exports.
-    fn dependencies(&self, file: &Module, reexports: bool) -> BTreeSet<Module> {
+    /// The files `file`'s code names items of.
+    fn dependencies(&self, file: &Module) -> BTreeSet<Module> {
         self.named[file]
             .iter()
-            .filter(|(_, _, reexport)| reexports || !reexport)
-            .filter_map(|(scope, path, _)| self.resolve(scope, path, 0))
+            .filter_map(|(scope, path)| self.resolve(scope, path, 0))
             .filter_map(|module| self.file_of(&module))
             .filter(|m| m != file)
             .collect()
     }
 
-    /// Every file's dependencies (`reexports` as for `dependencies`).
-    fn graph(&self, reexports: bool) -> BTreeMap<Module, BTreeSet<Module>> {
+    /// Every file's dependencies.
+    fn graph(&self) -> BTreeMap<Module, BTreeSet<Module>> {
         self.files
             .keys()
-            .map(|m| (m.clone(), self.dependencies(m, reexports)))
+            .map(|m| (m.clone(), self.dependencies(m)))
             .collect()
     }
 }
@@ -527,7 +511,7 @@ fn layer_of(rel: &str, layers: &[(String, Vec<String>)]) -> Option<usize> {
 /// The files of `tree` in no layer, and every name reaching up a layer.
 fn reaching_up(tree: &Tree, layers: &[(String, Vec<String>)]) -> Vec<String> {
     let mut wrong = Vec::new();
-    for (module, deps) in tree.graph(true) {
+    for (module, deps) in tree.graph() {
         let rel = &tree.files[&module];
         let Some(layer) = layer_of(rel, layers) else {
             wrong.push(format!("src/{rel} is in no layer of the plan"));
@@ -655,7 +639,7 @@ fn merged(
 #[test]
 fn no_two_files_of_src_name_each_other() {
     let tree = Tree::new(&src_files());
-    let graph = merged(&tree, &tree.graph(false), &FOLDERS_NAMING_EACH_OTHER);
+    let graph = merged(&tree, &tree.graph(), &FOLDERS_NAMING_EACH_OTHER);
     if let Some(cycle) = cycle(&graph) {
         panic!("an import cycle: {} -> (back)", cycle.join(" -> "));
     }
@@ -747,9 +731,9 @@ mod planted {
     fn a_clean_tree_passes() {
         let tree = Tree::new(&clean());
         assert_eq!(reaching_up(&tree, &layers(PLAN)), Vec::<String>::new());
-        assert_eq!(cycle(&tree.graph(false)), None);
+        assert_eq!(cycle(&tree.graph()), None);
         let deps: Vec<String> = tree
-            .dependencies(&vec!["mid".to_owned()], true)
+            .dependencies(&vec!["mid".to_owned()])
             .iter()
             .map(|m| m.join("::"))
             .collect();
@@ -861,7 +845,7 @@ mod planted {
         );
         let tree = Tree::new(&files);
         assert_eq!(
-            cycle(&tree.graph(false)),
+            cycle(&tree.graph()),
             Some(vec!["low".to_owned(), "low::inner".to_owned()])
         );
     }
@@ -875,14 +859,14 @@ mod planted {
             "pub struct Deep; pub fn g() { super::Base; }\n",
         );
         let tree = Tree::new(&files);
-        assert_eq!(cycle(&merged(&tree, &tree.graph(false), &["low/"])), None);
+        assert_eq!(cycle(&merged(&tree, &tree.graph(), &["low/"])), None);
         let files = with(
             "low/inner.rs",
             "pub struct Deep; pub fn g() { crate::mid::Mid::new(); }\n",
         );
         let tree = Tree::new(&files);
-        assert!(cycle(&merged(&tree, &tree.graph(false), &["low/"])).is_some());
-        assert!(cycle(&merged(&tree, &tree.graph(false), &["high/"])).is_some());
+        assert!(cycle(&merged(&tree, &tree.graph(), &["low/"])).is_some());
+        assert!(cycle(&merged(&tree, &tree.graph(), &["high/"])).is_some());
     }
 
     #[test]
@@ -894,7 +878,7 @@ mod planted {
             "use std::sync::Arc; use low::Thing; pub struct Top(Arc<low::Other>);\n",
         );
         assert_eq!(
-            Tree::new(&files).dependencies(&vec!["high".to_owned(), "part".to_owned()], true),
+            Tree::new(&files).dependencies(&vec!["high".to_owned(), "part".to_owned()]),
             BTreeSet::new()
         );
     }
