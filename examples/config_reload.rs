@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::watch::Watch;
+use paceline::config::watch::Watch;
 use paceline::{KeyedLimiter, Limits, Rate};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

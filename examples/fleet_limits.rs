@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use paceline::fleet::{Document, Layer, Layers};
+use paceline::config::fleet::{Document, Layer, Layers};
 use paceline::{KeyedLimiter, Limit, Rate};
 
 const GLOBAL_V1: &str =

@@ -57,7 +57,7 @@
 //! has nothing after it to undo, and a refusal by a later part gives back
 //! an earlier, quieter one (one user's bucket), which nobody else is
 //! likely to have touched. A part's refusal is counted in its `stats()`
-//! as usual, and a give-back as [`Stats::cancelled`](crate::stats::Stats::cancelled).
+//! as usual, and a give-back as [`Stats::cancelled`](crate::observe::stats::Stats::cancelled).
 //!
 //! Blocking [`take`] books every part first, then waits for the latest of
 //! the slots: a part whose slot came earlier sees its permit used late,
@@ -69,13 +69,13 @@
 
 use std::time::Duration;
 
-use crate::error::TakeError;
-use crate::schedule::Admit;
+use crate::model::schedule::Admit;
+use crate::values::error::TakeError;
 use crate::wait::nanos;
 
 use crate::store::Booking;
 
-pub use crate::part::Part;
+pub use crate::limiter::part::Part;
 
 /// Takes a permit from every part if each has one free now; otherwise
 /// takes from none (but see [what a race costs](self#what-a-race-costs)).

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use crate::model::schedule::ORIGIN;
 use crate::primitive::{lock, AtomicU64, Condvar, Mutex, Ordering};
-use crate::schedule::ORIGIN;
 
 /// A source of time for a limiter.
 ///
@@ -62,7 +62,7 @@ pub trait Clock: Send + Sync {
 }
 
 /// `clock`'s reading in the model's internal time (offset by
-/// [`ORIGIN`](crate::schedule::ORIGIN), saturating): what every limiter
+/// [`ORIGIN`](crate::model::schedule::ORIGIN), saturating): what every limiter
 /// kind decides and waits with.
 #[inline]
 pub(crate) fn internal_now<C: Clock + ?Sized>(clock: &C) -> u64 {

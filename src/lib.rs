@@ -50,11 +50,15 @@
 //!   [`TokioClock`](tokio::TokioClock) for paused-time tests, stream pacing.
 //! - [`all`]: all or nothing over several limits (a per-user limit and a
 //!   global one): a request goes only if every limit admits it.
-//! - [`watch`]: a configuration file re-read when it changes, each version
-//!   handed to your reload function; one that fails changes nothing.
-//! - [`fleet`] (feature `fleet`): limits for a fleet, layers merged key by
-//!   key and applied as one set; with `redis` or `postgres`, the limits
-//!   document kept and watched there.
+//! - [`config`]: limits as configuration. [`config::watch`]: a file re-read
+//!   when it changes, each version handed to your reload function; one
+//!   that fails changes nothing. [`config::fleet`] (feature `fleet`):
+//!   limits for a fleet, layers merged key by key and applied as one set;
+//!   with `redis` or `postgres`, the limits document kept and watched
+//!   there.
+//! - [`model`]: the pure steps every store runs ([`model::schedule`], the
+//!   pacing step; [`model::warm_up`], Guava's warm-up), public for a store
+//!   of your own.
 //! - [`stats`]: what a limiter decided, counted when its builder asks;
 //!   with feature `metrics`, sent to the `metrics` facade
 //!   ([`Builder::metrics`]).
@@ -122,18 +126,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod all;
-mod builder;
 mod clock;
-#[cfg(feature = "serde")]
-mod config;
-mod duration;
-mod error;
-mod event;
-mod failure;
-#[cfg(feature = "fleet")]
-#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
-pub mod fleet;
-mod found;
+pub mod config;
 pub mod guide;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
@@ -143,53 +137,45 @@ pub mod io;
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
 pub mod lease;
-mod lease_stats;
-mod limit;
 mod limiter;
+pub mod model;
+mod observe;
+mod paced;
+mod primitive;
+pub mod remote;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
+pub mod store;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio;
+mod values;
+mod wait;
+
+pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
+#[cfg(feature = "keyed")]
+pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
+pub use limiter::builder::Builder;
+pub use limiter::pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
+pub use limiter::take;
+pub use limiter::take::{AsyncTake, Error, OnKey, State, Take, Taken};
+pub use limiter::unlimited::Unlimited;
+pub use observe::stats;
+pub use paced::{PacedExt, PacedIter};
 #[cfg(feature = "memcached")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memcached")))]
 pub use remote::memcached;
-mod paced;
-mod pacer;
-mod part;
-mod primitive;
-mod rate;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use remote::postgres;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
-pub mod remote;
-#[cfg(feature = "reqwest")]
-#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
-pub mod reqwest;
-pub mod schedule;
-mod slack;
-pub mod stats;
-pub mod store;
-mod stripes;
-pub mod take;
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-pub mod tokio;
-mod unlimited;
-mod wait;
-pub mod warm_up;
-pub mod watch;
-
-pub use builder::Builder;
-pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
-pub use error::{BuildError, TakeError};
-#[cfg(feature = "keyed")]
-pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
-pub use limit::{Limit, Limits};
-pub use paced::{PacedExt, PacedIter};
-pub use pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
-pub use rate::Rate;
-pub use slack::Slack;
-pub use take::{AsyncTake, Error, OnKey, State, Take, Taken};
-pub use unlimited::Unlimited;
+pub use values::error::{BuildError, TakeError};
+pub use values::limit::{Limit, Limits};
+pub use values::rate::Rate;
+pub use values::slack::Slack;
 pub use wait::Wait;
 
 /// The README's examples, compiled and run as doctests (they use every

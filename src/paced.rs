@@ -3,7 +3,7 @@
 use std::fmt;
 use std::iter::FusedIterator;
 
-use crate::take::Take;
+use crate::limiter::take::Take;
 
 /// Paces any [`Iterator`]: `jobs.into_iter().paced(&limiter)` yields the
 /// same items, each after a blocking [`take`](Take::take) on `limiter`.

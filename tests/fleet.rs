@@ -30,7 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::windows::{check_windows_between, Recording, LAST_READ};
-use paceline::fleet::{Document, FleetError, Layer, Layers};
+use paceline::config::fleet::{Document, FleetError, Layer, Layers};
 use paceline::keyed::path_parent;
 use paceline::{KeyedLimiter, Limit, Rate};
 use pg_server::PgServer;
@@ -507,7 +507,7 @@ fn a_local_file_layers_over_the_global_document() {
     let target = Arc::clone(&limiter);
     let layers = Layers::new(move |limits| target.apply(limits));
     let global = layers.add("global");
-    let watcher = paceline::watch::Watch::new(&path)
+    let watcher = paceline::config::watch::Watch::new(&path)
         .every(Duration::from_millis(10))
         .settle(Duration::ZERO)
         .start(layers.add("local").reload())

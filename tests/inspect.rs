@@ -602,7 +602,7 @@ fn service_is_clone_send_sync_and_takes_the_async_face() {
 #[cfg(feature = "fleet")]
 #[test]
 fn json_lists_the_limits_in_force_with_their_layers() {
-    use paceline::fleet::{Layer, Layers};
+    use paceline::config::fleet::{Layer, Layers};
 
     let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(1)));
     let target = Arc::clone(&limiter);

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use paceline::keyed::PRUNE_GRACE;
-use paceline::schedule::{self, Admit, Deny, Params};
+use paceline::model::schedule::{self, Admit, Deny, Params};
 use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
 use proptest::prelude::*;
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{build_with, Kind};
-use paceline::schedule::{self, Admit, Deny, Params, FRESH, FULL, ORIGIN};
+use paceline::model::schedule::{self, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use paceline::{BuildError, Clock, ManualClock, Rate, Slack, TakeError, Wait};
 use proptest::prelude::*;
 

@@ -1,7 +1,7 @@
 //! The `tracing` events, read through a real subscriber (tracing-subscriber's
 //! `fmt`, installed for the whole process: a watcher sends from its own
 //! thread) writing into a buffer: every row of the event table
-//! (`src/event.rs`, the guide's gRPC chapter): a refusal and a request
+//! (`src/observe/event.rs`, the guide's gRPC chapter): a refusal and a request
 //! without a key at debug, a far side's pushback, a reload applied and
 //! refused, a remote limiter's server lost and back (once each), a lease's
 //! unspent permits given back, a fleet layer applied and refused, a limits
@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use paceline::config::watch::Watch;
 use paceline::http::LimitLayer;
 use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
 use paceline::remote::FailPolicy;
-use paceline::watch::Watch;
 use paceline::{Limit, Rate};
 use tower::{service_fn, Layer, ServiceExt};
 
@@ -223,7 +223,7 @@ fn a_blocking_wait_on_a_runtime_thread_is_a_warning_not_a_print() {
 #[cfg(all(feature = "fleet", feature = "keyed"))]
 #[test]
 fn a_fleet_layer_applied_and_one_refused_are_events_naming_the_layer() {
-    use paceline::fleet::{Layer, Layers};
+    use paceline::config::fleet::{Layer, Layers};
     use paceline::KeyedLimiter;
 
     log();
@@ -255,7 +255,7 @@ mod redis_server;
 #[cfg(all(feature = "fleet", feature = "redis", feature = "keyed"))]
 #[test]
 fn a_limits_documents_server_lost_and_back_are_events_naming_the_document() {
-    use paceline::fleet::{Document, Layers};
+    use paceline::config::fleet::{Document, Layers};
     use paceline::KeyedLimiter;
 
     log();

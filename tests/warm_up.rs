@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use paceline::schedule::{Admit, Params, FRESH, ORIGIN};
-use paceline::warm_up::{self, WarmState};
+use paceline::model::schedule::{Admit, Params, FRESH, ORIGIN};
+use paceline::model::warm_up::{self, WarmState};
 use paceline::{
     AtomicLimiter, BuildError, Clock, ManualClock, MutexLimiter, Rate, TakeError, WarmUpLimiter,
 };
@@ -221,7 +221,7 @@ proptest! {
         for (gap, cost, admit) in ops {
             now += gap;
             let admit = match admit { 0 => Admit::Always, 1 => Admit::Within(0), _ => Admit::Within(interval) };
-            let plain = paceline::schedule::step(tat, now, cost, p, admit);
+            let plain = paceline::model::schedule::step(tat, now, cost, p, admit);
             let warm = warm_up::step(s, now, cost, p, 0, admit);
             prop_assert_eq!(plain, warm.map(|(g, _)| g));
             if let (Ok(g), Ok((_, next))) = (plain, warm) {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::watch::Watch;
+use paceline::config::watch::Watch;
 use paceline::{BuildError, KeyedLimiter, Limits, Rate};
 
 /// A fresh directory of this test's own, removed at the end.

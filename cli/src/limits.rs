@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use lexopt::prelude::*;
-use paceline::fleet::{check, Document, FleetError, MAX_DOCUMENT_BYTES};
+use paceline::config::fleet::{check, Document, FleetError, MAX_DOCUMENT_BYTES};
 
 use crate::args::Usage;
 use crate::signals;
@@ -262,7 +262,7 @@ fn run(command: Command, store: Option<Store>, name: Option<&str>) -> Result<(),
             }
             None => Err(Failed::Run(format!(
                 "no document {:?} there yet",
-                name.unwrap_or(paceline::fleet::DEFAULT_NAME)
+                name.unwrap_or(paceline::config::fleet::DEFAULT_NAME)
             ))),
         },
         Command::Watch => watch(open(store, name)?),

@@ -101,7 +101,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use paceline::schedule::{Admit, Grant};
+use paceline::model::schedule::{Admit, Grant};
 pub use paceline::store::Booking;
 use paceline::{
     AtomicLimiter, BuildError, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError,

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
-use paceline::schedule::{Admit, Grant, FRESH, ORIGIN};
+use paceline::model::schedule::{Admit, Grant, FRESH, ORIGIN};
 use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
 
 const T: Duration = Duration::from_millis(1);
@@ -170,7 +170,7 @@ impl Verdict {
     /// end where it returns. The first may start earlier if it was decided
     /// on a fresh state: a fresh limiter's first request goes as at rest,
     /// its burst starting up to `tau` before the clock (see
-    /// `paceline::schedule::FRESH`).
+    /// `paceline::model::schedule::FRESH`).
     fn survivors_tile_from(&mut self, from: Duration) -> Duration {
         let mut survivors: Vec<Held> = self.held.iter().copied().filter(Held::survives).collect();
         survivors.sort_by_key(Held::start);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, OneKey, Subject, ONE_KEY};
-use paceline::schedule::Admit;
+use paceline::model::schedule::Admit;
 
 const T: Duration = Duration::from_millis(1);
 
@@ -45,7 +45,7 @@ fn a_give_back_never_undoes_a_grant_made_after_a_reset() {
         // Whatever the order, the key ends where the keeper's grant left it
         // (the canceller's give-back undid its own grant or nothing), and
         // the keeper holds a slot at or after 0: no take at 0 is admitted.
-        let origin = paceline::schedule::ORIGIN;
+        let origin = paceline::model::schedule::ORIGIN;
         assert_eq!(
             limiter.next_free(),
             Duration::from_nanos(kept.next - origin),

@@ -29,7 +29,7 @@ const T2: Duration = Duration::from_millis(3);
 /// starting from a fresh state at 0, and grant `i` is paced at
 /// `intervals[i]`.
 ///
-/// The change [rebases](paceline::schedule::rebase) the state: the next slot
+/// The change [rebases](paceline::model::schedule::rebase) the state: the next slot
 /// is one `T2` after the last slot handed out, that is, the state moves by
 /// `T2 - T1` (a fresh state, before any grant, is left alone).
 fn schedule(

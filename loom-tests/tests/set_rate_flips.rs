@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
-use paceline::schedule::{Admit, Grant, ORIGIN};
+use paceline::model::schedule::{Admit, Grant, ORIGIN};
 use paceline::{AtomicLimiter, ManualClock, MutexLimiter, Rate};
 
 /// The rate the limiter starts at and comes back to.

@@ -14,12 +14,12 @@ use super::fields;
 use super::layer::LimitLayer;
 use super::shared::{Limiter, Shared};
 use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
-use crate::error::BuildError;
 use crate::keyed::{KeyedLimiter, WhenFull};
-use crate::rate::Rate;
-use crate::slack::Slack;
-use crate::take::AsyncTake;
+use crate::limiter::take::AsyncTake;
 use crate::tokio::{AsyncKeyedLimiter, AsyncLimiter};
+use crate::values::error::BuildError;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 
 /// Configures a [`LimitLayer`]; made by [`LimitLayer::per_ip`] and its
 /// siblings.

@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use http::HeaderMap;
 
-use crate::error::BuildError;
+use crate::values::error::BuildError;
 
 /// How many entries of a forwarding header are read at most, from the
 /// right, looking for the first that is not a trusted proxy: a chain of

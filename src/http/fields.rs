@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use http::HeaderValue;
 
-use crate::rate::Rate;
+use crate::values::rate::Rate;
 
 /// One second, ns.
 const SECOND: u128 = 1_000_000_000;

@@ -20,7 +20,7 @@ use super::client_ip;
 use super::future::{answered, forwarded, AddedFields, AnswerBody, ResponseFuture};
 use super::shared::{Failure, Shared};
 use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
-use crate::take::{Error, Taken};
+use crate::limiter::take::{Error, Taken};
 use crate::tokio::AsyncKeyedLimiter;
 
 /// A tower [`Layer`] that limits requests per client (or per header, per

@@ -9,7 +9,7 @@ use std::task::{ready, Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::take::{AsyncTake, Error, Taken};
+use crate::limiter::take::{AsyncTake, Error, Taken};
 use crate::tokio::AsyncLimiter;
 
 /// The error a [`Paced`] service fails with: the inner service's, or the

@@ -22,10 +22,10 @@ use super::fields;
 use super::future::{AddedFields, BoxFuture};
 use super::json::Json;
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
-use crate::error::TakeError;
-use crate::limit::Limit;
-use crate::take::{AsyncTake, Error, State as Found, Taken};
+use crate::limiter::take::{AsyncTake, Error, State as Found, Taken};
 use crate::tokio::AsyncKeyedLimiter;
+use crate::values::error::TakeError;
+use crate::values::limit::Limit;
 
 /// The limiter requests take from, whatever its kind: the take interface
 /// with its futures boxed, so that the layer holds any limiter behind one
@@ -109,7 +109,7 @@ impl Shared {
     pub(super) fn missing(&self, status: StatusCode) -> Response<Bytes> {
         self.missing_key.fetch_add(1, Relaxed);
         self.refused.fetch_add(1, Relaxed);
-        crate::event::debug!(
+        crate::observe::event::debug!(
             status = status.as_u16(),
             "paceline: a request without a key, refused"
         );
@@ -154,7 +154,7 @@ impl Shared {
                 Some(format!("the limit's server failed: {e}")),
             ),
         };
-        crate::event::debug!(
+        crate::observe::event::debug!(
             key = %key,
             status = status.as_u16(),
             retry_after_ms = wait.map(|w| w.as_millis() as u64),

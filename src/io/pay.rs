@@ -8,7 +8,7 @@ use std::error::Error;
 use std::fmt;
 use std::io;
 
-use crate::take::Take;
+use crate::limiter::take::Take;
 
 /// A limiter that bytes can be paid through, blocking: what a
 /// [`PacedReader`](super::PacedReader) or [`PacedWriter`](super::PacedWriter)
@@ -107,17 +107,17 @@ impl From<PayError> for io::Error {
 
 /// A limiter's failure to pay for `bytes`, as the `io::Error` the wrappers
 /// return.
-fn failed(bytes: u64, e: crate::take::Error) -> io::Error {
+fn failed(bytes: u64, e: crate::limiter::take::Error) -> io::Error {
     match e {
         // The limit's own refusal is the source as it is: a `TakeError`.
-        crate::take::Error::Refused(refusal) => PayError::new(bytes, refusal).into(),
+        crate::limiter::take::Error::Refused(refusal) => PayError::new(bytes, refusal).into(),
         e => PayError::new(bytes, e).into(),
     }
 }
 
 /// The most one payment covers: the burst of `limit`, or everything when
 /// nothing limits.
-fn burst_of(limit: Option<crate::limit::Limit>) -> u64 {
+fn burst_of(limit: Option<crate::values::limit::Limit>) -> u64 {
     limit.map_or(u64::MAX, |l| l.burst())
 }
 
@@ -132,7 +132,7 @@ impl<L: Take + ?Sized> ByteLimiter for L {
     }
 }
 
-pub use crate::take::OnKey;
+pub use crate::limiter::take::OnKey;
 
 #[cfg(feature = "tokio")]
 pub use self::asynchronous::{AsyncByteLimiter, Payment};
@@ -144,7 +144,7 @@ mod asynchronous {
     use std::pin::Pin;
 
     use super::{burst_of, failed};
-    use crate::take::AsyncTake;
+    use crate::limiter::take::AsyncTake;
 
     /// A pending payment: an owned future that completes once the bytes are
     /// paid for. Dropped before that, it gives its slot back as a dropped

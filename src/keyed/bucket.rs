@@ -7,10 +7,10 @@ use std::hash::Hash;
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
-use crate::error::TakeError;
-use crate::part::sealed::Part;
-use crate::schedule::Admit;
+use crate::limiter::part::sealed::Part;
+use crate::model::schedule::Admit;
 use crate::store::Booking;
+use crate::values::error::TakeError;
 
 /// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
 /// [`Part`](crate::all::Part) of an all-or-nothing request.

@@ -16,12 +16,12 @@ use super::{
     MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
 };
 use crate::clock::{Clock, DefaultClock};
-use crate::error::BuildError;
-use crate::pacer::params;
+use crate::limiter::pacer::params;
+use crate::observe::stats::{Counting, Meter};
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
-use crate::rate::Rate;
-use crate::slack::Slack;
-use crate::stats::{Counting, Meter};
+use crate::values::error::BuildError;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 use crate::wait::Wait;
 
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
@@ -69,8 +69,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
 
     /// Whether the limiter counts its requests, permits and wait, all keys
     /// together ([`KeyedStats::requests`](super::KeyedStats::requests), and
-    /// [`Counted`](crate::stats::Counted) for
-    /// [`stats::prometheus`](crate::stats::prometheus)); default `false`.
+    /// [`Counted`](crate::observe::stats::Counted) for
+    /// [`stats::prometheus`](crate::observe::stats::prometheus)); default `false`.
     /// (Admitted and refused calls are counted per key either way.)
     pub fn stats(mut self, on: bool) -> Self {
         self.counting.on = on;

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{OverrideHasher, PRUNE_GRACE};
-use crate::rate::Rate;
-use crate::schedule::{self, Params, FULL};
-use crate::slack::Slack;
+use crate::model::schedule::{self, Params, FULL};
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 
 /// The parameters of one class of keys: the default or one override. They
 /// never change: a change publishes a new table.

@@ -1,5 +1,5 @@
 //! A keyed limiter's totals of calls on tracked keys, admitted and refused:
-//! striped by thread (`crate::stripes`), so that the threads of one hot
+//! striped by thread (`crate::observe::stripes`), so that the threads of one hot
 //! key, which already meet on its state word, do not meet again on a
 //! counter, and a thread owning its stripe adds without a locked
 //! instruction. Statistics, outside the loom models, as the meter's are.
@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::stripes::{self, Stripes};
+use crate::observe::stripes::{self, Stripes};
 
 /// One stripe's share of the totals.
 struct Stripe {

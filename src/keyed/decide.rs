@@ -11,12 +11,12 @@ use super::classes::Class;
 use super::shard::{find, on_entry, Shard};
 use super::KeyedLimiter;
 use crate::clock::{internal_now, Clock};
-use crate::error::TakeError;
+use crate::model::schedule::{Admit, Grant, Params, FULL};
 use crate::primitive::{read, Ordering, RwLock};
-use crate::rate::Rate;
-use crate::schedule::{Admit, Grant, Params, FULL};
-use crate::slack::Slack;
 use crate::store::Booking;
+use crate::values::error::TakeError;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 use crate::wait::{self, nanos, Ask};
 
 /// A decision on a key, with what a caller reporting the key's state needs
@@ -258,7 +258,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let (tat, now, p, _) = self.peek(key);
-        crate::schedule::step(tat, now, cost, p, admit)
+        crate::model::schedule::step(tat, now, cost, p, admit)
             .map(|grant| grant.slot.saturating_sub(now))
             .map_err(|deny| TakeError::refused(deny, cost, admit, p.slack()))
     }

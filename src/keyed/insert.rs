@@ -40,9 +40,9 @@ use super::decide::Decided;
 use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
 use super::{KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
-use crate::error::TakeError;
+use crate::model::schedule::{self, Admit, FULL};
 use crate::primitive::{read, write, Ordering, RwLock};
-use crate::schedule::{self, Admit, FULL};
+use crate::values::error::TakeError;
 use crate::wait::Ask;
 
 /// When a full shard evicts, it evicts this fraction (1/8) of its entries at

@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::shard::{coarse, sweep, IDLE_SHIFT, REFUSED_MAX};
 use super::{KeyedLimiter, WhenFull};
 use crate::clock::Clock;
+use crate::model::schedule;
+use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{read, write, Ordering};
-use crate::rate::Rate;
-use crate::schedule;
-use crate::stats::{Counted, Stats};
+use crate::values::rate::Rate;
 use crate::wait::Wait;
 
 /// One tracked key as [`KeyedLimiter::snapshot`] sees it.

@@ -64,10 +64,10 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, DefaultClock};
-use crate::error::TakeError;
+use crate::model::schedule::{self, Admit};
+use crate::observe::stats::Meter;
 use crate::primitive::{write, AtomicU64, AtomicUsize, Mutex, RwLock};
-use crate::schedule::{self, Admit};
-use crate::stats::Meter;
+use crate::values::error::TakeError;
 use crate::wait::Wait;
 
 #[cfg(feature = "tokio")]

@@ -11,13 +11,13 @@ use super::classes::{moved, Class, Resolved};
 use super::shard::{Shard, MAX_CLASSES};
 use super::{KeyedLimiter, OverrideHasher, MAX_PARENT_STEPS};
 use crate::clock::Clock;
-use crate::error::BuildError;
-use crate::limit::{Limit, Limits};
-use crate::pacer::params;
+use crate::limiter::pacer::params;
+use crate::model::schedule::Params;
 use crate::primitive::{lock, read, write, Ordering};
-use crate::rate::Rate;
-use crate::schedule::Params;
-use crate::slack::Slack;
+use crate::values::error::BuildError;
+use crate::values::limit::{Limit, Limits};
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 
 impl<K, C: Clock> KeyedLimiter<K, C> {
     /// The most overrides a keyed limiter holds: 2^20 - 1 (1 048 575).

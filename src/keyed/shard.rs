@@ -8,10 +8,10 @@ use hashbrown::HashTable;
 
 use super::classes::{rest_time, Class, Resolved};
 use super::counts::Counts;
-use crate::error::TakeError;
+use crate::model::schedule::{Admit, Grant};
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
-use crate::schedule::{Admit, Grant};
 use crate::store::atomic;
+use crate::values::error::TakeError;
 use crate::wait::Ask;
 
 /// One tracked key's bucket and bookkeeping: 16 bytes.

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
-use crate::limit::Limit;
-use crate::schedule::{Admit, ORIGIN};
-use crate::take::{Error, State, Take, Taken};
+use crate::limiter::take::{Error, State, Take, Taken};
+use crate::model::schedule::{Admit, ORIGIN};
+use crate::values::limit::Limit;
 use crate::wait::Ask;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {

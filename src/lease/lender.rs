@@ -4,12 +4,12 @@
 
 use std::fmt;
 
-use crate::error::BuildError;
-use crate::limit::Limit;
-use crate::pacer::Pacer;
+use crate::limiter::pacer::Pacer;
+use crate::limiter::take::{OnKey, Take};
 use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter};
 use crate::store::{Booking, Store};
-use crate::take::{OnKey, Take};
+use crate::values::error::BuildError;
+use crate::values::limit::Limit;
 use crate::Clock;
 
 /// A limiter a [`Leased`](super::Leased) draws its batches from: one limit

@@ -55,13 +55,13 @@ pub use lender::Lender;
 use refill::Slow;
 
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{BuildError, TakeError};
-use crate::limit::Limit;
+use crate::limiter::take::{State, Take, Taken};
+use crate::observe::stats::{Counted, Counting, LeaseStats, Meter, Stats};
 use crate::primitive::{lock, Mutex};
-use crate::rate::Rate;
 use crate::remote::Error;
-use crate::stats::{Counted, Counting, LeaseStats, Meter, Stats};
-use crate::take::{State, Take, Taken};
+use crate::values::error::{BuildError, TakeError};
+use crate::values::limit::Limit;
+use crate::values::rate::Rate;
 use crate::wait::{self, Wait};
 
 /// A limit drawn in leased batches from a [`Lender`] (one key of a remote
@@ -123,7 +123,7 @@ struct Counts {
     round_trips: StatU64,
     /// The `metrics` facade's counters, if asked for.
     #[cfg(feature = "metrics")]
-    facade: Option<crate::lease_stats::LeaseFacade>,
+    facade: Option<crate::observe::lease_stats::LeaseFacade>,
 }
 
 /// A count of [`Counts`] (the facade's series index).
@@ -233,7 +233,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             facade: Some(name.to_owned()),
         };
         self.meter = Meter::new(&counting);
-        self.counts.facade = Some(crate::lease_stats::LeaseFacade::register(name));
+        self.counts.facade = Some(crate::observe::lease_stats::LeaseFacade::register(name));
         self
     }
 

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use super::{Count, Leased, Lender};
 use crate::clock::Clock;
-use crate::error::TakeError;
 use crate::lease::MAX_BATCH;
+use crate::limiter::take::Taken;
 use crate::primitive::lock;
 use crate::remote::{Error, FailPolicy};
 use crate::store::Booking;
-use crate::take::Taken;
+use crate::values::error::TakeError;
 
 /// What only a refill touches, under the lock.
 pub(super) struct Slow<L> {
@@ -180,7 +180,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         match given {
             Ok(true) => {
                 self.counts.add(Count::GivenBack, left);
-                crate::event::debug!(
+                crate::observe::event::debug!(
                     permits = left,
                     "paceline: a lease's unspent permits given back"
                 );

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use super::core::{Core, Shared};
 use super::{AsyncBackend, Backend, Error, FailPolicy, RemoteLimiter};
-use crate::error::BuildError;
-use crate::limit::Limit;
-use crate::rate::Rate;
-use crate::slack::Slack;
-use crate::stats::{Counted, Stats};
-use crate::take::{AsyncTake, State, Taken};
+use crate::limiter::take::{AsyncTake, State, Taken};
+use crate::observe::stats::{Counted, Stats};
+use crate::values::error::BuildError;
+use crate::values::limit::Limit;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 use crate::wait::Wait;
 
 /// The async face of a [`RemoteLimiter`]: its calls as futures, under the

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
-use crate::rate::Rate;
-use crate::slack::Slack;
-use crate::stats::Counting;
+use crate::observe::stats::Counting;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 use crate::wait::Wait;
 
 /// Configures a remote limiter over the backend whose settings `S` are:
@@ -56,9 +56,9 @@ impl<S> RemoteBuilder<S> {
 
     /// Whether the limiter counts what it decides, all keys (and
     /// `with_limit` siblings) together: `stats()` on the limiter, and
-    /// [`Counted`](crate::stats::Counted) for
-    /// [`stats::prometheus`](crate::stats::prometheus). Default `false`.
-    /// A server's failure counts in [`Stats::failed`](crate::stats::Stats::failed),
+    /// [`Counted`](crate::observe::stats::Counted) for
+    /// [`stats::prometheus`](crate::observe::stats::prometheus). Default `false`.
+    /// A server's failure counts in [`Stats::failed`](crate::observe::stats::Stats::failed),
     /// and then as admitted or refused as the fail policy decides.
     pub fn stats(mut self, on: bool) -> Self {
         self.common.counting.on = on;

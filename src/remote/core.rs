@@ -14,15 +14,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Decision, Error, FailPolicy, Remote, Request};
 use crate::clock::{internal_now, DefaultClock};
-use crate::error::{BuildError, TakeError};
-use crate::limit::Limit;
-use crate::pacer;
-use crate::rate::Rate;
-use crate::schedule::{self, Admit, Params, ORIGIN};
-use crate::slack::Slack;
-use crate::stats::{Counting, Meter};
+use crate::limiter::pacer;
+use crate::limiter::take::{State, Taken};
+use crate::model::schedule::{self, Admit, Params, ORIGIN};
+use crate::observe::stats::{Counting, Meter};
 use crate::store::Booking;
-use crate::take::{State, Taken};
+use crate::values::error::{BuildError, TakeError};
+use crate::values::limit::Limit;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 use crate::wait::{self, Ask, Wait};
 
 /// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
@@ -236,9 +236,9 @@ impl<B> Core<B> {
             if lost.load(Relaxed) != down && lost.swap(down, Relaxed) != down {
                 match answer {
                     Err(e) if down => {
-                        crate::event::warning!(error = %e, "paceline: the limit's server is lost")
+                        crate::observe::event::warning!(error = %e, "paceline: the limit's server is lost")
                     }
-                    _ => crate::event::info!("paceline: the limit's server is back"),
+                    _ => crate::observe::event::info!("paceline: the limit's server is back"),
                 }
             }
         }
@@ -246,7 +246,11 @@ impl<B> Core<B> {
     }
 
     /// `can_take`'s answer from a peek.
-    fn can_take_from(&self, peeked: Result<(u64, u64), Error>, cost: u64) -> Result<bool, Error> {
+    pub(super) fn can_take_from(
+        &self,
+        peeked: Result<(u64, u64), Error>,
+        cost: u64,
+    ) -> Result<bool, Error> {
         self.link(&peeked);
         match peeked {
             Ok((tat, now)) => {
@@ -302,6 +306,3 @@ impl<B: Remote> Core<B> {
         self.can_take_from(self.shared.backend.peek(key), cost)
     }
 }
-
-#[cfg(feature = "tokio")]
-mod asynchronous;

@@ -4,7 +4,7 @@
 
 use super::core::Core;
 use super::{Error, Remote};
-use crate::schedule::Admit;
+use crate::model::schedule::Admit;
 use crate::store::Booking;
 
 /// The blocking calls a lease makes.

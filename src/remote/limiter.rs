@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::{Backend, Error, FailPolicy};
-use crate::error::BuildError;
-use crate::limit::Limit;
-use crate::rate::Rate;
-use crate::schedule::Admit;
-use crate::slack::Slack;
-use crate::stats::{Counted, Counting, Stats};
-use crate::take::{State, Take, Taken};
+use crate::limiter::take::{State, Take, Taken};
+use crate::model::schedule::Admit;
+use crate::observe::stats::{Counted, Counting, Stats};
+use crate::values::error::BuildError;
+use crate::values::limit::Limit;
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
 use crate::wait::{self, Wait};
 
 /// A limiter whose state lives in a server, so that every process using the
@@ -34,7 +34,7 @@ use crate::wait::{self, Wait};
 ///
 /// # What `take` returns
 /// The time the permit went on the server's clock, as Unix time (see [the
-/// time a take returns](crate::take#the-time-a-take-returns)): every
+/// time a take returns](crate::limiter::take#the-time-a-take-returns)): every
 /// process sharing a key reads one clock. (memcached lends none: there it
 /// is the Unix time of the clock the limiter decides on.) The wait the server reports is
 /// counted on the local clock from the reply's arrival, so a permit is

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::{Decision, Error, Remote, Request};
 use crate::clock::{internal_now, Clock, DefaultClock};
-use crate::schedule::{self, FULL};
+use crate::model::schedule::{self, FULL};
 use crate::store::Booking;
 
 /// A limiter over [`MemoryBackend`].

@@ -26,15 +26,15 @@
 //! A remote store is one backend: it sends the step for `(key, request)`
 //! to its server and maps the reply to a `Decision` (granted at a slot,
 //! with the server's now; or a refusal of
-//! [`schedule::step`](crate::schedule::step)), and it
+//! [`schedule::step`](crate::model::schedule::step)), and it
 //! peeks at a key's state and the server's now without storing anything.
 //! That is `Remote` (blocking) and `AsyncRemote` (a future). Everything
 //! else is here, once, for every backend:
 //!
 //! - the checks that need no round trip
-//!   ([`schedule::span`](crate::schedule::span)'s `CostTooLarge`, and
+//!   ([`schedule::span`](crate::model::schedule::span)'s `CostTooLarge`, and
 //!   whether a refusal would be
-//!   [`schedule::exceeds_burst`](crate::schedule::exceeds_burst)),
+//!   [`schedule::exceeds_burst`](crate::model::schedule::exceeds_burst)),
 //!   and the request the backend sends (`Request`);
 //! - the [`FailPolicy`] (a failure of the server admits or errs), the
 //!   timeouts' defaults, and the one [`Error`] type;
@@ -52,6 +52,8 @@ mod aio;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
 mod builder;
 pub(crate) mod core;
+#[cfg(feature = "tokio")]
+mod core_aio;
 #[cfg(any(
     feature = "redis",
     feature = "postgres",
@@ -77,7 +79,7 @@ pub use aio::AsyncRemoteLimiter;
 pub use builder::RemoteBuilder;
 pub use limiter::RemoteLimiter;
 
-pub use crate::failure::{Cause, Error};
+pub use crate::values::failure::{Cause, Error};
 #[cfg(feature = "tokio")]
 pub(crate) use seam::AsyncRemote;
 pub(crate) use seam::{Decision, Remote, Request};

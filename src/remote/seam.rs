@@ -7,17 +7,17 @@
 use std::future::Future;
 
 use super::Error;
-use crate::schedule::{Admit, Deny, Params};
+use crate::model::schedule::{Admit, Deny, Params};
 use crate::store::Booking;
 use crate::wait::Ask;
 
 /// One request, as a backend sends it: everything the server needs for
-/// [`schedule::step`](crate::schedule::step) except the state and its clock.
+/// [`schedule::step`](crate::model::schedule::step) except the state and its clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
     /// The cost, in permits.
     pub(crate) cost: u64,
-    /// `cost * T`, ns ([`schedule::span`](crate::schedule::span)).
+    /// `cost * T`, ns ([`schedule::span`](crate::model::schedule::span)).
     pub(crate) span: u64,
     /// The limit's parameters.
     pub(crate) params: Params,

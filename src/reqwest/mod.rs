@@ -41,9 +41,9 @@ use ::tokio::time::Instant;
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
-use crate::error::TakeError;
-use crate::take::AsyncTake;
+use crate::limiter::take::AsyncTake;
 use crate::tokio::AsyncLimiter;
+use crate::values::error::TakeError;
 
 mod pushback;
 use pushback::pushback;
@@ -271,7 +271,7 @@ impl<L: AsyncTake + 'static> Inner<L> {
             pushed.failed = None;
             reach
         };
-        crate::event::debug!(
+        crate::observe::event::debug!(
             status = response.status().as_u16(),
             wait_ms = wait.as_millis() as u64,
             url = %response.url(),

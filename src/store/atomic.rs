@@ -67,8 +67,8 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::model::schedule::{self, Admit, Deny, Grant, Params, FRESH, FULL, MAX_TAT};
 use crate::primitive::{fence, lock, AtomicU64, Mutex, Ordering};
-use crate::schedule::{self, Admit, Deny, Grant, Params, FRESH, FULL, MAX_TAT};
 
 use super::Store;
 

@@ -18,7 +18,7 @@
 //! the server and books generation 0: a limit change there makes another
 //! limiter object, whose bookings are its own.
 
-use crate::schedule::Grant;
+use crate::model::schedule::Grant;
 
 /// A take's booking: what it found and wrote, and what undoes it.
 ///

@@ -25,7 +25,7 @@ pub use booking::Booking;
 pub use mutex::MutexStore;
 pub use warm::WarmStore;
 
-use crate::schedule::{self, Admit, Deny, Grant, Params};
+use crate::model::schedule::{self, Admit, Deny, Grant, Params};
 
 /// A store of one limiter's state word and its [`Params`]. Sealed: paceline's
 /// three stores are the only ones (a store of your own can run
@@ -73,7 +73,7 @@ pub trait Store: sealed::Sealed + Send + Sync {
     }
 
     /// Publishes `params` (interval and slack as one unit) and
-    /// [rebases](crate::schedule::rebase) the state at `now`. Calls are
+    /// [rebases](crate::model::schedule::rebase) the state at `now`. Calls are
     /// serialized by the caller.
     #[doc(hidden)]
     fn set_params(&self, now: u64, params: Params);

@@ -1,7 +1,7 @@
 //! [`MutexStore`]: the state word and its parameters under one `Mutex`.
 
+use crate::model::schedule::{self, Admit, Deny, Grant, Params};
 use crate::primitive::{lock, Mutex};
-use crate::schedule::{self, Admit, Deny, Grant, Params};
 
 use super::Store;
 

@@ -6,9 +6,9 @@
 //! does, and holds the lock only to decide. What that costs against the
 //! one-word atomic store is measured in `docs/PERFORMANCE.md`.
 
+use crate::model::schedule::{Admit, Deny, Grant, Params};
+use crate::model::warm_up::{self, WarmState as State};
 use crate::primitive::{lock, Mutex};
-use crate::schedule::{Admit, Deny, Grant, Params};
-use crate::warm_up::{self, WarmState as State};
 
 use super::Store;
 
@@ -114,7 +114,7 @@ impl Store for WarmStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{FRESH, ORIGIN};
+    use crate::model::schedule::{FRESH, ORIGIN};
 
     /// A give-back restores both words of the grant it undoes, once, and
     /// only while that grant is still the last.

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::AsyncLimiter;
 use crate::clock::Clock;
-use crate::limit::Limit;
-use crate::take::{AsyncTake, Error, State, Take, Taken};
+use crate::limiter::take::{AsyncTake, Error, State, Take, Taken};
+use crate::values::limit::Limit;
 
 /// One limit for any key, which it ignores; the tries decide at once
 /// ([`try_take_n_now`](AsyncTake::try_take_n_now)).

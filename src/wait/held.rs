@@ -17,8 +17,8 @@ use ::tokio::sync::Notify;
 use super::tokio::{sleep_until_or, take_within, wait_reserved, Reserve, HORIZON};
 use super::{nanos, Ask};
 use crate::clock::internal_now;
-use crate::error::TakeError;
-use crate::schedule::Admit;
+use crate::model::schedule::Admit;
+use crate::values::error::TakeError;
 
 /// What an in-process limit answers a held take beyond [`Reserve`]: a look
 /// that books nothing, and the count of a refusal decided without a step.

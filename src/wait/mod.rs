@@ -16,8 +16,8 @@ pub(crate) mod tokio;
 use std::time::Duration;
 
 use crate::clock::{Clock, SPIN_YIELD_ABOVE};
-use crate::error::TakeError;
-use crate::schedule::ORIGIN;
+use crate::model::schedule::ORIGIN;
+use crate::values::error::TakeError;
 
 // The default precise wait spins without yielding (see `SPIN_YIELD_ABOVE`).
 const _: () = assert!(SPIN_YIELD_ABOVE as u128 >= Wait::DEFAULT_SPIN.as_nanos());
@@ -116,7 +116,7 @@ pub(crate) fn block<C: Clock + ?Sized>(
 }
 
 /// Why a take asks its limiter for a decision, which says whether a
-/// refusal is counted (in [`Stats`](crate::stats::Stats) and a keyed
+/// refusal is counted (in [`Stats`](crate::observe::stats::Stats) and a keyed
 /// limiter's per-key totals): counts equal what callers saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // only async takes ask otherwise

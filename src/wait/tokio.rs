@@ -36,9 +36,9 @@ use ::tokio::time::Instant;
 
 use super::{nanos, Ask, Wait};
 use crate::clock::{internal_now, Clock};
-use crate::error::TakeError;
-use crate::schedule::Admit;
+use crate::model::schedule::Admit;
 use crate::store::Booking;
+use crate::values::error::TakeError;
 
 /// How far ahead of the clock an unbounded async take books its slot:
 /// 10 ms. Long enough that tasks sharing a limiter keep slots booked across
@@ -301,7 +301,7 @@ pub(crate) fn warn_if_on_runtime(async_call: &str) {
     RUNTIME_WARNINGS.with(|n| n.set(n.get() + 1));
     let _ = async_call;
     if !WARNED.swap(true, Ordering::Relaxed) {
-        crate::event::warning!(
+        crate::observe::event::warning!(
             "paceline: a blocking take is waiting on a thread inside a Tokio runtime, \
              which stalls every task on that thread: use `{async_call}` instead \
              (on a spawn_blocking thread, blocking is right: ignore this). \

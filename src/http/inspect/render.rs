@@ -13,7 +13,7 @@ use super::select::Listing;
 use super::{Kind, Registered};
 use crate::http::json::Json;
 use crate::http::sha256::{base64, sha256};
-use crate::stats::{self, Counted};
+use crate::observe::stats::{self, Counted};
 
 /// The page's script, run once it has loaded: renders the embedded rows.
 const SCRIPT: &str = include_str!("page.js");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::query::{Query, Row};
 use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats, ShownLimit};
-use crate::stats::Counted;
+use crate::observe::stats::Counted;
 use crate::{Clock, Rate};
 
 /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:

@@ -10,10 +10,10 @@ use super::limiter::{MemcachedBackend, MemcachedLimiter};
 use super::shared::Shared;
 use super::{UnixClock, DEFAULT_POOL_SIZE, DEFAULT_PREFIX};
 use crate::clock::Clock;
-use crate::rate::Rate;
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::key::{DIGEST_MARK, MEMCACHED_MAX_KEY};
 use crate::remote::{Error, RemoteLimiter};
+use crate::values::rate::Rate;
 
 /// Configures a [`MemcachedLimiter`]; made by [`MemcachedLimiter::builder`].
 /// The settings every remote limiter has are [`RemoteBuilder`]'s;

@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::proto::{self, Bad, Head};
 use crate::clock::{internal_now, Clock};
+use crate::model::schedule::{self, FULL};
 use crate::remote::{Decision, Request};
-use crate::schedule::{self, FULL};
 use crate::store::Booking;
 
 /// The most conflicts one call retries (the call's budget usually ends it

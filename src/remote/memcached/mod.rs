@@ -5,7 +5,7 @@
 //! on: compare-and-swap. A `MemcachedLimiter` keeps each key's state word
 //! as the key's value and runs the atomic store's CAS loop with the server
 //! as the word: read the state and its CAS token, run
-//! [`schedule::step`](crate::schedule::step) here, in the client, and store
+//! [`schedule::step`](crate::model::schedule::step) here, in the client, and store
 //! the grant only if nobody wrote since.
 //!
 //! ```no_run
@@ -27,9 +27,9 @@
 //! # The model, in memcached
 //!
 //! Each key (the prefix, `"paceline:"` by default, then the key a call
-//! names; see "Keys") holds `tat` of [`schedule`](crate::schedule) as a
+//! names; see "Keys") holds `tat` of [`schedule`](crate::model::schedule) as a
 //! decimal string, in internal nanoseconds: Unix time on the clients'
-//! clocks plus [`ORIGIN`](crate::schedule::ORIGIN). A take is the CAS loop
+//! clocks plus [`ORIGIN`](crate::model::schedule::ORIGIN). A take is the CAS loop
 //! of the in-process `AtomicLimiter`, a round trip per step:
 //!
 //! 1. `mg <key> v c`: the state and its CAS token, or `EN` for an absent

@@ -13,9 +13,9 @@ use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::rate::Rate;
+use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use crate::remote::{Decision, Remote};
-use crate::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
+use crate::values::rate::Rate;
 use crate::TakeError;
 use server::MemcachedServer;
 

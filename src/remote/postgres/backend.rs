@@ -313,7 +313,10 @@ impl AsyncPostgresBackend {
         let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
         let now: i64 = row.try_get(0).map_err(bad)?;
         let tat: Option<i64> = row.try_get(1).map_err(bad)?;
-        Ok((tat.map_or(crate::schedule::FULL, decode), decode(now)))
+        Ok((
+            tat.map_or(crate::model::schedule::FULL, decode),
+            decode(now),
+        ))
     }
 
     /// Puts `key` back to `undo.prev` if it still holds `undo.next`.

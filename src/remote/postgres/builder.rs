@@ -14,9 +14,9 @@ use super::backend::{AsyncPostgresBackend, Inner};
 use super::limiter::{PostgresBackend, PostgresLimiter};
 use super::sql::Table;
 use super::{DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_EVERY, DEFAULT_TABLE};
-use crate::rate::Rate;
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::{Error, RemoteLimiter};
+use crate::values::rate::Rate;
 
 /// Connections in a pool the builder makes, unless it sets another number.
 pub const DEFAULT_POOL_SIZE: usize = 8;

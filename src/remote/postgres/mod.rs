@@ -4,7 +4,7 @@
 //! A `PostgresLimiter` keeps each key's state in one row of a table and runs
 //! paceline's step on it as **one SQL statement**, atomically, on the
 //! server's clock (`clock_timestamp()`), in exact integer nanoseconds; each
-//! decision is [`schedule::step`](crate::schedule::step)'s (a property test
+//! decision is [`schedule::step`](crate::model::schedule::step)'s (a property test
 //! runs both, with the clock injected). When to pick it over Redis, handing
 //! in a pool, the schema, keys, the statement, transactions, pruning and its
 //! bound, failures and what a crash forgets: the guide's [remote

@@ -2,7 +2,7 @@
 //!
 //! A state `tat` is a `u64` of internal ns; a `bigint` is signed, so a
 //! column holds `tat - 2^63` ([`encode`]), an order-keeping bijection: every
-//! state, [`MAX_TAT`](crate::schedule::MAX_TAT) included, is stored exactly,
+//! state, [`MAX_TAT`](crate::model::schedule::MAX_TAT) included, is stored exactly,
 //! and `bigint` comparisons order states as `u64` ones. The Unix time in ns
 //! is the column plus `2^62`.
 
@@ -249,7 +249,7 @@ pub(crate) const COLUMNS: [(&str, &str); 4] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{FULL, MAX_TAT, ORIGIN};
+    use crate::model::schedule::{FULL, MAX_TAT, ORIGIN};
 
     #[test]
     fn the_encoding_keeps_order_and_the_documented_constants() {

@@ -11,9 +11,9 @@ use tokio_postgres::Row;
 
 use super::backend::AsyncPostgresBackend;
 use super::sql::{decode, encode, rest_consts};
+use crate::model::schedule::{Admit, Deny, FULL, MAX_TAT};
 use crate::remote::key;
 use crate::remote::{Decision, Error, Request};
-use crate::schedule::{Admit, Deny, FULL, MAX_TAT};
 use crate::store::Booking;
 
 /// The step's parameter types: key, span, tau, how far past now a base is

@@ -12,10 +12,10 @@ use proptest::test_runner::{Config, TestRunner};
 
 use super::sql::encode;
 use super::*;
-use crate::rate::Rate;
+use crate::model::schedule::{step, Admit, Deny, Params, FULL, MAX_TAT, ORIGIN};
 use crate::remote::Decision;
-use crate::schedule::{step, Admit, Deny, Params, FULL, MAX_TAT, ORIGIN};
 use crate::store::Booking;
+use crate::values::rate::Rate;
 use crate::TakeError;
 use server::PgServer;
 

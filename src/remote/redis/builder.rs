@@ -11,9 +11,9 @@ use super::conn::{Pool, Target};
 use super::limiter::RedisBackend;
 use super::script::Wire;
 use super::{RedisLimiter, DEFAULT_PREFIX};
-use crate::rate::Rate;
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::{Error, RemoteLimiter};
+use crate::values::rate::Rate;
 
 /// Configures a [`RedisLimiter`]; made by [`RedisLimiter::builder`] or
 /// [`RedisLimiter::cluster_builder`]. The settings every remote limiter
@@ -127,7 +127,7 @@ impl RedisBuilder {
 /// failover, and a call never waits out many timeouts), 0 for give-backs.
 /// A call redirected again is sent again by the limiter, within the call's
 /// budget (see `src/remote/redis/conn.rs`): a resharding fails no call.
-/// Also the fleet's documents' (`src/fleet/redis.rs`): redis-rs's own
+/// Also the fleet's documents' (`src/config/fleet/redis.rs`): redis-rs's own
 /// default retries a call 16 times, backing off between them.
 pub(crate) fn cluster_client(
     nodes: Vec<ConnectionInfo>,

@@ -22,10 +22,10 @@
 //! # Implementation details
 //!
 //! - A key (the prefix, then the caller's key, or its digest: see
-//!   `src/remote/key.rs`) holds `tat` of [`schedule`](crate::schedule) as a
+//!   `src/remote/key.rs`) holds `tat` of [`schedule`](crate::model::schedule) as a
 //!   decimal string, in internal nanoseconds: Redis `TIME` plus
-//!   [`ORIGIN`](crate::schedule::ORIGIN). The script is
-//!   [`schedule::step`](crate::schedule::step), decision for decision (a
+//!   [`ORIGIN`](crate::model::schedule::ORIGIN). The script is
+//!   [`schedule::step`](crate::model::schedule::step), decision for decision (a
 //!   property test runs both), loaded once and called by its SHA.
 //! - Every write sets the TTL to the time until the bucket is back at rest
 //!   (`tat - now + tau`, rounded up, plus 2 ms); an absent key decides as a

@@ -15,9 +15,9 @@ use ::redis::{
     Value,
 };
 
+use crate::model::schedule::{Admit, Deny};
 use crate::remote::key;
 use crate::remote::{Decision, Error, Request};
-use crate::schedule::{Admit, Deny};
 use crate::store::Booking;
 
 /// The step, as Redis runs it.

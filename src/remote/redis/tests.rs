@@ -11,10 +11,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
-use crate::rate::Rate;
+use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use crate::remote::Decision;
-use crate::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use crate::store::Booking;
+use crate::values::rate::Rate;
 use crate::TakeError;
 use server::RedisServer;
 

@@ -1,0 +1,430 @@
+//! Limits as configuration (feature `serde`): [`Rate`], [`Slack`], [`Limit`]
+//! and [`Limits`] read and write through serde, the same from any format.
+//!
+//! The shapes each reads from, and the errors: the guide's
+//! [configuration](crate::guide::config) chapter. Each is one visitor, not
+//! `#[serde(untagged)]`, so that an error says what was wrong with the value
+//! instead of "did not match any variant"; the format adds where the value
+//! is.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+
+use crate::values::duration::{self, Shown};
+use crate::values::limit::{Limit, Limits};
+use crate::values::rate::Rate;
+use crate::values::slack::Slack;
+
+impl Serialize for Rate {
+    /// As its string: `"100/s"`, `"5/250ms"`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    /// From a string, as [`FromStr`](std::str::FromStr) parses it.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Rate, D::Error> {
+        deserializer.deserialize_str(RateVisitor)
+    }
+}
+
+struct RateVisitor;
+
+impl Visitor<'_> for RateVisitor {
+    type Value = Rate;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a rate such as \"100/s\" or \"5/250ms\"")
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Rate, E> {
+        s.parse().map_err(E::custom)
+    }
+}
+
+impl Serialize for Slack {
+    /// Permits alone as an integer, a time alone as a string (`"10ms"`),
+    /// both as `{ permits, time }`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (permits, time) = (self.min_permits(), self.min_time());
+        if time.is_zero() {
+            serializer.serialize_u64(permits)
+        } else if permits == 0 {
+            serializer.collect_str(&Shown(time))
+        } else {
+            let mut map = serializer.serialize_map(Some(2))?;
+            map.serialize_entry("permits", &permits)?;
+            map.serialize_entry("time", &Shown(time).to_string())?;
+            map.end()
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Slack {
+    /// An integer (permits), a string (`"10ms"`, `"max(10 permits, 10ms)"`),
+    /// or `{ permits, time }` (either may be left out).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Slack, D::Error> {
+        deserializer.deserialize_any(SlackVisitor)
+    }
+}
+
+struct SlackVisitor;
+
+impl<'de> Visitor<'de> for SlackVisitor {
+    type Value = Slack;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a slack: a permit count (10), a time (\"10ms\"), or { permits, time }")
+    }
+
+    fn visit_u64<E: de::Error>(self, permits: u64) -> Result<Slack, E> {
+        Ok(Slack::permits(permits))
+    }
+
+    fn visit_i64<E: de::Error>(self, permits: i64) -> Result<Slack, E> {
+        u64::try_from(permits).map(Slack::permits).map_err(|_| {
+            E::invalid_value(Unexpected::Signed(permits), &"a permit count of 0 or more")
+        })
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Slack, E> {
+        s.parse().map_err(E::custom)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slack, A::Error> {
+        let (mut permits, mut time) = (None, None);
+        while let Some(key) = map.next_key::<Field<SlackField>>()? {
+            match key.0 {
+                SlackField::Permits => set(&mut permits, map.next_value()?, "permits")?,
+                SlackField::Time => {
+                    set(&mut time, map.next_value::<TimeText>()?.0, "time")?;
+                }
+            }
+        }
+        if permits.is_none() && time.is_none() {
+            return Err(de::Error::custom(
+                "a slack map needs `permits`, `time`, or both",
+            ));
+        }
+        Ok(Slack::at_least(
+            permits.unwrap_or(0),
+            time.unwrap_or(Duration::ZERO),
+        ))
+    }
+}
+
+/// A time as text, `"10ms"`.
+struct TimeText(Duration);
+
+impl<'de> Deserialize<'de> for TimeText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<TimeText, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = TimeText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a time such as \"10ms\" or \"1s\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<TimeText, E> {
+                duration::parse_duration(s)
+                    .map(TimeText)
+                    .map_err(|reason| E::custom(format_args!("invalid time {s:?}: {reason}")))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
+impl Serialize for Limit {
+    /// Always as a map, `{ rate }` with the default slack, `{ rate, burst }`
+    /// with a slack in permits, `{ rate, slack }` with one in time: the bare
+    /// rate is for people to write, and a map in every place keeps a TOML
+    /// writer from moving the bare values of a table ahead of its subtables.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let slack = self.slack();
+        let fields = 1 + usize::from(slack != Slack::DEFAULT);
+        let mut map = serializer.serialize_map(Some(fields))?;
+        map.serialize_entry("rate", &self.rate())?;
+        if slack != Slack::DEFAULT {
+            match slack.min_permits().checked_add(1) {
+                Some(burst) if slack.min_time().is_zero() => {
+                    map.serialize_entry("burst", &burst)?;
+                }
+                _ => map.serialize_entry("slack", &slack)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    /// `"100/s"` (the default slack), or `{ rate, burst }` / `{ rate, slack }`.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Limit, D::Error> {
+        deserializer.deserialize_any(LimitVisitor)
+    }
+}
+
+struct LimitVisitor;
+
+impl<'de> Visitor<'de> for LimitVisitor {
+    type Value = Limit;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a limit: a rate (\"100/s\") or { rate, burst } or { rate, slack }")
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Limit, E> {
+        RateVisitor.visit_str(s).map(Limit::from)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Limit, A::Error> {
+        let (mut rate, mut burst, mut slack) = (None, None, None::<Slack>);
+        while let Some(key) = map.next_key::<Field<LimitField>>()? {
+            match key.0 {
+                LimitField::Rate => set(&mut rate, map.next_value::<Rate>()?, "rate")?,
+                LimitField::Burst => set(&mut burst, map.next_value::<Burst>()?.0, "burst")?,
+                LimitField::Slack => set(&mut slack, map.next_value()?, "slack")?,
+            }
+        }
+        let rate = rate.ok_or_else(|| de::Error::missing_field("rate"))?;
+        let slack = match (burst, slack) {
+            (Some(_), Some(_)) => {
+                return Err(de::Error::custom(
+                    "give `burst` or `slack`, not both (a burst of N is a slack of N - 1)",
+                ))
+            }
+            (Some(burst), None) => Slack::permits(burst - 1),
+            (None, Some(slack)) => slack,
+            (None, None) => Slack::DEFAULT,
+        };
+        Ok(Limit::new(rate, slack))
+    }
+}
+
+/// A burst: a permit count of at least 1, refused where it stands.
+struct Burst(u64);
+
+impl<'de> Deserialize<'de> for Burst {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Burst, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Burst;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a burst of at least 1 permit (a burst of 1 is no slack)")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Burst, E> {
+                match n {
+                    0 => Err(E::invalid_value(Unexpected::Unsigned(0), &self)),
+                    n => Ok(Burst(n)),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Burst, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::invalid_value(Unexpected::Signed(n), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_u64(V)
+    }
+}
+
+/// Overrides as a map, in order.
+struct Overrides<'a>(&'a [(String, Limit)]);
+
+impl Serialize for Overrides<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl Serialize for Limits {
+    /// `{ default, overrides }`, the overrides a map in order (left out when
+    /// there are none).
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        limits_fields(serializer, Some(self.default_limit()), self.overrides())
+    }
+}
+
+/// A limits document's fields: `default` and `overrides`, each left out
+/// when there is none.
+fn limits_fields<S: Serializer>(
+    serializer: S,
+    default: Option<&Limit>,
+    overrides: &[(String, Limit)],
+) -> Result<S::Ok, S::Error> {
+    let fields = usize::from(default.is_some()) + usize::from(!overrides.is_empty());
+    let mut map = serializer.serialize_map(Some(fields))?;
+    if let Some(default) = default {
+        map.serialize_entry("default", default)?;
+    }
+    if !overrides.is_empty() {
+        map.serialize_entry("overrides", &Overrides(overrides))?;
+    }
+    map.end()
+}
+
+impl<'de> Deserialize<'de> for Limits {
+    /// `{ default, overrides }`; see [`Limits`].
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Limits, D::Error> {
+        deserializer.deserialize_map(LimitsVisitor)
+    }
+}
+
+struct LimitsVisitor;
+
+impl<'de> Visitor<'de> for LimitsVisitor {
+    type Value = Limits;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("limits: { default, overrides }")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Limits, A::Error> {
+        let (default, overrides) = limits_map(map)?;
+        let default = default.ok_or_else(|| de::Error::missing_field("default"))?;
+        let mut limits = Limits::new(default);
+        for (key, limit) in overrides {
+            limits.insert(key, limit);
+        }
+        Ok(limits)
+    }
+}
+
+/// The fields of a limits document: its default, if given, and its
+/// overrides in order.
+type LimitsFields = (Option<Limit>, Vec<(String, Limit)>);
+
+/// Reads a limits document's fields.
+fn limits_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<LimitsFields, A::Error> {
+    let (mut default, mut overrides) = (None::<Limit>, None);
+    while let Some(key) = map.next_key::<Field<LimitsField>>()? {
+        match key.0 {
+            LimitsField::Default => set(&mut default, map.next_value()?, "default")?,
+            LimitsField::Overrides => {
+                set(
+                    &mut overrides,
+                    map.next_value::<OverrideList>()?.0,
+                    "overrides",
+                )?;
+            }
+        }
+    }
+    Ok((default, overrides.unwrap_or_default()))
+}
+
+#[cfg(feature = "fleet")]
+impl<'de> Deserialize<'de> for crate::config::fleet::Layer {
+    /// `{ default, overrides }` as for [`Limits`], either left out.
+    fn deserialize<D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<crate::config::fleet::Layer, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = crate::config::fleet::Layer;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a layer of limits: { default, overrides }, either left out")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let (default, overrides) = limits_map(map)?;
+                Ok(crate::config::fleet::Layer::from_parts(default, overrides))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+#[cfg(feature = "fleet")]
+impl Serialize for crate::config::fleet::Layer {
+    /// `{ default, overrides }`, each left out when empty.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        limits_fields(serializer, self.default_limit(), self.overrides())
+    }
+}
+
+/// The overrides map, in order, a key given twice refused (serde_json and
+/// others would keep the last silently).
+struct OverrideList(Vec<(String, Limit)>);
+
+impl<'de> Deserialize<'de> for OverrideList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<OverrideList, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OverrideList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from key to limit")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OverrideList, A::Error> {
+                let mut list: Vec<(String, Limit)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if list.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format_args!(
+                            "duplicate override key {key:?}"
+                        )));
+                    }
+                    let limit = map.next_value()?;
+                    list.push((key, limit));
+                }
+                Ok(OverrideList(list))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+/// Stores a field's value, refusing a second one.
+fn set<T, E: de::Error>(slot: &mut Option<T>, value: T, name: &'static str) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::duplicate_field(name));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// The fields of a map, by name; any other name is an unknown field.
+trait Fields: Sized + Copy + 'static {
+    const ALL: &'static [(&'static str, Self)];
+    const NAMES: &'static [&'static str];
+}
+
+/// A field name read as one of `F`.
+struct Field<F>(F);
+
+impl<'de, F: Fields> Deserialize<'de> for Field<F> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Field<F>, D::Error> {
+        struct V<F>(std::marker::PhantomData<F>);
+        impl<F: Fields> Visitor<'_> for V<F> {
+            type Value = Field<F>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "one of {:?}", F::NAMES)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Field<F>, E> {
+                F::ALL
+                    .iter()
+                    .find(|(name, _)| *name == s)
+                    .map(|&(_, field)| Field(field))
+                    .ok_or_else(|| E::unknown_field(s, F::NAMES))
+            }
+        }
+        deserializer.deserialize_identifier(V(std::marker::PhantomData))
+    }
+}
+
+macro_rules! fields {
+    ($ty:ident { $($name:literal => $variant:ident),+ $(,)? }) => {
+        #[derive(Clone, Copy)]
+        enum $ty { $($variant),+ }
+        impl Fields for $ty {
+            const ALL: &'static [(&'static str, Self)] = &[$(($name, $ty::$variant)),+];
+            const NAMES: &'static [&'static str] = &[$($name),+];
+        }
+    };
+}
+
+fields!(SlackField { "permits" => Permits, "time" => Time });
+fields!(LimitField { "rate" => Rate, "burst" => Burst, "slack" => Slack });
+fields!(LimitsField { "default" => Default, "overrides" => Overrides });

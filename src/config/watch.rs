@@ -1,0 +1,391 @@
+//! [`Watch`]: re-reads a configuration file when it changes and hands its
+//! text to your reload function, on a thread of its own; a file that fails
+//! to load is reported and changes nothing.
+//!
+//! paceline reads no file format itself: the reload function parses (with
+//! the `serde` feature, a [`Limits`](crate::Limits) reads from TOML, YAML
+//! or JSON) and applies, typically with
+//! [`KeyedLimiter::apply`](crate::KeyedLimiter::apply), which takes the
+//! whole set at once or nothing.
+//!
+//! ```no_run
+//! # #[cfg(all(feature = "serde", feature = "keyed"))]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use paceline::config::watch::Watch;
+//! use paceline::{KeyedLimiter, Limits, Rate};
+//! use std::sync::Arc;
+//!
+//! let limiter = Arc::new(KeyedLimiter::<String>::new(Rate::per_second(10)));
+//! let target = Arc::clone(&limiter);
+//! let _watch = Watch::new("limits.toml").start(move |text| {
+//!     let limits: Limits = toml::from_str(text)?;
+//!     target.apply(&limits)?;
+//!     Ok(())
+//! })?; // the first load: its error, if any, is returned here
+//! # Ok(())
+//! # }
+//! # #[cfg(not(all(feature = "serde", feature = "keyed")))]
+//! # fn main() {}
+//! ```
+//!
+//! The watcher polls (every 250 ms by default) and applies a new version
+//! only once its bytes have stayed unchanged for the settle time (1 s by
+//! default), so a file saved in place is never applied half-written; a
+//! version that cannot be read or fails its reload is reported once and
+//! changes nothing (kept for [`Watcher::last_error`], sent to
+//! [`on_error`](Watch::on_error), and with feature `tracing` a `warn`
+//! event; a version applied is an `info` one); only a regular file is read (never a FIFO, which could
+//! hold the watcher), and nothing in it panics. The details, and when
+//! `.settle(Duration::ZERO)` is safe: the guide's
+//! [configuration](crate::guide::config#how-a-change-is-seen-the-settle-time)
+//! chapter.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::values::error::BuildError;
+
+/// What a reload returns: any error, reported as it is.
+pub type ReloadResult = Result<(), Box<dyn StdError + Send + Sync>>;
+
+type OnError = Box<dyn FnMut(&BuildError) + Send>;
+
+/// Configures a watcher of one file; [`start`](Self::start) runs it.
+#[must_use = "a Watch does nothing until .start()"]
+pub struct Watch {
+    path: PathBuf,
+    every: Duration,
+    settle: Duration,
+    on_error: Option<OnError>,
+}
+
+/// How often the file is read by default.
+const EVERY: Duration = Duration::from_millis(250);
+
+/// How long a new version's bytes must stay unchanged, by default: far
+/// longer than a writer pauses between two writes of one save (a disk
+/// flush, a scheduler stall), short enough that a save is in force within
+/// about a second.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// A file that could not be read.
+fn unreadable(path: &Path, error: io::Error) -> BuildError {
+    BuildError::FileUnreadable {
+        path: path.to_owned(),
+        error: Arc::new(error),
+    }
+}
+
+/// A file whose reload failed.
+fn not_loaded(path: &Path, error: Box<dyn StdError + Send + Sync>) -> BuildError {
+    BuildError::FileNotLoaded {
+        path: path.to_owned(),
+        error: Arc::from(error),
+    }
+}
+
+impl Watch {
+    /// A watcher of the file at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Watch {
+        Watch {
+            path: path.into(),
+            every: EVERY,
+            settle: SETTLE,
+            on_error: None,
+        }
+    }
+
+    /// How often the file is read (default 250 ms; at least 1 ms).
+    pub fn every(mut self, interval: Duration) -> Watch {
+        self.every = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a new version of the file must stay unchanged before it is
+    /// loaded (default 1 s): a file saved in place is not applied while it
+    /// is half-written, so long as its writer pauses for less than this.
+    /// While a version settles, the file is read every tenth of this (at
+    /// most every [`every`](Self::every), at least every millisecond).
+    /// `Duration::ZERO` loads a new version as soon as it is seen: safe only
+    /// when every save is a rename over the file (see the module's docs).
+    pub fn settle(mut self, time: Duration) -> Watch {
+        self.settle = time;
+        self
+    }
+
+    /// Where a version that could not be loaded is reported
+    /// ([`BuildError::FileUnreadable`] or [`BuildError::FileNotLoaded`]), on
+    /// the watcher's thread (default: nowhere but [`Watcher::last_error`] and,
+    /// with feature `tracing`, a `warn` event; paceline never prints).
+    pub fn on_error(mut self, report: impl FnMut(&BuildError) + Send + 'static) -> Watch {
+        self.on_error = Some(Box::new(report));
+        self
+    }
+
+    /// Loads the file once, now, with `reload`; then watches it on a thread
+    /// of its own until the returned [`Watcher`] is dropped.
+    ///
+    /// # Errors
+    /// The first load's error ([`BuildError::FileUnreadable`] or
+    /// [`BuildError::FileNotLoaded`]): a service should not start on limits
+    /// it could not read. Nothing is watched then.
+    pub fn start(
+        self,
+        mut reload: impl FnMut(&str) -> ReloadResult + Send + 'static,
+    ) -> Result<Watcher, BuildError> {
+        let Watch {
+            path,
+            every,
+            settle,
+            on_error,
+        } = self;
+        // How often the file is read while a new version settles.
+        let fast = (settle / 10).clamp(Duration::from_millis(1), every);
+        let first = load(&path, &mut reload)?;
+        crate::observe::event::info!(path = %path.display(), "paceline: limits loaded");
+        let stop = Arc::new(AtomicBool::new(false));
+        let last_error = Arc::new(Mutex::new(None));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            let mut report = Report {
+                on_error,
+                last: Arc::clone(&last_error),
+            };
+            let watched = path.clone();
+            thread::Builder::new()
+                .name("paceline-watch".into())
+                .spawn(move || {
+                    let mut seen = Seen {
+                        last: Some(first),
+                        settling: None,
+                    };
+                    let mut wait = every;
+                    while !stop.load(Ordering::Acquire) {
+                        thread::park_timeout(wait);
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        // Read again soon while a version settles: at its
+                        // due time, or sooner to see a change sooner.
+                        wait = match poll(&watched, &mut seen, settle, &mut reload, &mut report) {
+                            Some(due) => due.min(fast),
+                            None => every,
+                        };
+                    }
+                })
+                .map_err(|e| unreadable(&path, e))?
+        };
+        Ok(Watcher {
+            stop,
+            thread: Some(thread),
+            last_error,
+        })
+    }
+}
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch")
+            .field("path", &self.path)
+            .field("every", &self.every)
+            .field("settle", &self.settle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Refuses anything but a regular file, saying what it is.
+fn regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else {
+        special(kind)
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("not a regular file ({what})"),
+    ))
+}
+
+/// What a special file is.
+#[cfg(unix)]
+fn special(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+/// What a special file is.
+#[cfg(not(unix))]
+fn special(_: std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
+/// The bytes of the regular file at `path`. Anything else is refused before
+/// it is opened; on unix the open cannot wait (`O_NONBLOCK`, which a
+/// regular file's reads ignore) and what was opened is checked again.
+fn read(path: &Path) -> io::Result<Vec<u8>> {
+    regular(&std::fs::metadata(path)?)?;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let mut file: File = options.open(path)?;
+    let meta = file.metadata()?;
+    regular(&meta)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads the file and reloads it; the bytes read, or why not.
+fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Vec<u8>, BuildError> {
+    let bytes = read(path).map_err(|e| unreadable(path, e))?;
+    let text = String::from_utf8_lossy(&bytes);
+    reload(&text).map_err(|e| not_loaded(path, e))?;
+    Ok(bytes)
+}
+
+/// Where the watcher's outcomes go: the caller's function, the last error
+/// kept, the events.
+struct Report {
+    on_error: Option<OnError>,
+    last: Arc<Mutex<Option<BuildError>>>,
+}
+
+impl Report {
+    fn failed(&mut self, path: &Path, e: BuildError) {
+        let _ = path;
+        crate::observe::event::warning!(path = %path.display(), error = %e, "paceline: limits not loaded");
+        if let Some(on_error) = &mut self.on_error {
+            on_error(&e);
+        }
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+    }
+
+    fn applied(&mut self, path: &Path) {
+        let _ = path;
+        crate::observe::event::info!(path = %path.display(), "paceline: limits reloaded");
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// What the watcher has seen of the file.
+struct Seen {
+    /// The version last loaded or tried (`None`: the file could not be read).
+    last: Option<Vec<u8>>,
+    /// A newer version, and when it was first seen with these bytes.
+    settling: Option<(Vec<u8>, Instant)>,
+}
+
+/// One look at the file: a version that differs from the last one settles
+/// (its bytes unchanged for `settle`) and is then reloaded, or reported if
+/// that fails (once: `last` then holds it, so it is not tried again until
+/// it changes). `Some(left)` while a version settles: how long until it may
+/// go in force.
+fn poll(
+    path: &Path,
+    seen: &mut Seen,
+    settle: Duration,
+    reload: &mut impl FnMut(&str) -> ReloadResult,
+    report: &mut Report,
+) -> Option<Duration> {
+    let last = &mut seen.last;
+    match read(path) {
+        Ok(bytes) if last.as_deref() == Some(&bytes[..]) => {
+            // Back to the version in force (or never left it).
+            seen.settling = None;
+            None
+        }
+        Ok(bytes) => {
+            let now = Instant::now();
+            // When these bytes were first seen: a change starts again.
+            let since = match &seen.settling {
+                Some((settling, since)) if *settling == bytes => *since,
+                _ => {
+                    seen.settling = Some((bytes.clone(), now));
+                    now
+                }
+            };
+            let settled = now.saturating_duration_since(since);
+            if settled < settle {
+                return Some(settle - settled);
+            }
+            seen.settling = None;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            match reload(&text) {
+                Ok(()) => report.applied(path),
+                Err(e) => report.failed(path, not_loaded(path, e)),
+            }
+            *last = Some(bytes);
+            None
+        }
+        Err(e) => {
+            seen.settling = None;
+            // Reported once until the file is back.
+            if last.is_some() {
+                report.failed(path, unreadable(path, e));
+                *last = None;
+            }
+            None
+        }
+    }
+}
+
+/// A running watcher; dropping it stops the watching thread (and waits for
+/// a reload in progress to finish).
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    last_error: Arc<Mutex<Option<BuildError>>>,
+}
+
+impl Watcher {
+    /// Why the file's newest version is not in force, if it is not: the
+    /// last version (or read) that failed, until a version loads again.
+    /// `None` while the limits in force are the file's.
+    pub fn last_error(&self) -> Option<BuildError> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            // A reload that panicked ended the thread already: nothing to
+            // report here.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watcher").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,113 @@
+//! The direct limiters' answers to the take interface: [`Pacer`] (every
+//! `AtomicLimiter`, `MutexLimiter`, `WarmUpLimiter`) and [`Unlimited`], for
+//! any key, which they ignore.
+
+use std::time::Duration;
+
+use crate::clock::Clock;
+use crate::limiter::pacer::Pacer;
+use crate::limiter::take::{Error, State, Take, Taken};
+use crate::limiter::unlimited::Unlimited;
+use crate::model::schedule::{Admit, ORIGIN};
+use crate::store::Store;
+use crate::values::limit::Limit;
+
+impl<S: Store, C: Clock> Pacer<S, C> {
+    /// The limit in force, its slack in permits: one read of the limit's
+    /// lock (`rate()` and `slack()` would take it twice).
+    fn applied(&self) -> Limit {
+        let limit = self.limit();
+        Limit::new(limit.rate(), limit.slack().permits_at(limit.rate()))
+    }
+
+    /// The state now, as [`Take::state`] reports it.
+    pub(crate) fn state_now(&self) -> State {
+        State::new(self.available(), self.next_free(), Some(self.applied()))
+    }
+
+    /// What a take that went at `at` found.
+    fn taken(&self, at: Duration) -> Taken {
+        Taken::new(at, self.state_now())
+    }
+}
+
+impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
+    fn take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
+        let at = Pacer::take_n(self, cost)?;
+        Ok(self.taken(at))
+    }
+
+    fn try_take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
+        let (now, _) = self.reserve(cost, Admit::Within(0))?;
+        Ok(self.taken(Duration::from_nanos(now - ORIGIN)))
+    }
+
+    fn take_n_timeout(&self, _key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        let (now, grant) = self
+            .reserve(cost, Admit::Within(crate::wait::nanos(max_wait)))
+            .map_err(|e| e.timed_out(max_wait))?;
+        let at = self.block(now, grant.slot);
+        Ok(self.taken(at))
+    }
+
+    fn can_take(&self, _key: &K, cost: u64) -> Result<bool, Error> {
+        Ok(Pacer::can_take(self, cost))
+    }
+
+    fn state(&self, _key: &K) -> Result<State, Error> {
+        Ok(self.state_now())
+    }
+
+    fn limit_for(&self, _key: &K) -> Option<Limit> {
+        Some(self.applied())
+    }
+}
+
+/// What [`Unlimited`] reports: everything free, nothing limiting.
+const FREE: State = State::new(u64::MAX, Duration::ZERO, None);
+
+impl<K: ?Sized> Take<K> for Unlimited {
+    fn take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
+        Ok(Taken::new(Duration::ZERO, FREE))
+    }
+    fn try_take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
+        Ok(Taken::new(Duration::ZERO, FREE))
+    }
+    fn take_n_timeout(&self, _key: &K, _cost: u64, _max: Duration) -> Result<Taken, Error> {
+        Ok(Taken::new(Duration::ZERO, FREE))
+    }
+    fn can_take(&self, _key: &K, _cost: u64) -> Result<bool, Error> {
+        Ok(true)
+    }
+    fn state(&self, _key: &K) -> Result<State, Error> {
+        Ok(FREE)
+    }
+    fn limit_for(&self, _key: &K) -> Option<Limit> {
+        None
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<K: ?Sized + Sync> crate::limiter::take::AsyncTake<K> for Unlimited {
+    async fn take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
+        Ok(Taken::new(Duration::ZERO, FREE))
+    }
+    async fn try_take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
+        Ok(Taken::new(Duration::ZERO, FREE))
+    }
+    async fn take_n_timeout(&self, _key: &K, _cost: u64, _max: Duration) -> Result<Taken, Error> {
+        Ok(Taken::new(Duration::ZERO, FREE))
+    }
+    async fn can_take(&self, _key: &K, _cost: u64) -> Result<bool, Error> {
+        Ok(true)
+    }
+    async fn state(&self, _key: &K) -> Result<State, Error> {
+        Ok(FREE)
+    }
+    fn limit_for(&self, _key: &K) -> Option<Limit> {
+        None
+    }
+    fn try_take_n_now(&self, _key: &K, _cost: u64) -> Option<Result<Taken, Error>> {
+        Some(Ok(Taken::new(Duration::ZERO, FREE)))
+    }
+}

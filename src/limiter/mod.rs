@@ -1,0 +1,18 @@
+//! The limiter and its interface: [`Pacer`](crate::limiter::pacer::Pacer)
+//! over a [`store`](crate::store) (named
+//! [`AtomicLimiter`](crate::AtomicLimiter),
+//! [`MutexLimiter`](crate::MutexLimiter),
+//! [`WarmUpLimiter`](crate::WarmUpLimiter)) with its builder, calls and
+//! limit changes; [`Unlimited`](crate::Unlimited); the take interface every
+//! kind answers ([`take`](crate::take): [`Take`](crate::Take),
+//! [`AsyncTake`](crate::AsyncTake), what a take found) and the direct
+//! limiters' answers to it; `Part`, what a limit offers an all-or-nothing
+//! request.
+
+pub(crate) mod answers;
+pub(crate) mod builder;
+pub(crate) mod found;
+pub(crate) mod pacer;
+pub(crate) mod part;
+pub mod take;
+pub(crate) mod unlimited;

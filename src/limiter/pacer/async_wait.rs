@@ -1,0 +1,66 @@
+//! A [`Pacer`]'s answers to the crate's async wait (`src/wait/tokio.rs`)
+//! and its held takes (`src/wait/held.rs`): decided at once, undone by
+//! [`Pacer::undo`].
+
+use std::future::{ready, Future};
+use std::time::Duration;
+
+use super::Pacer;
+use crate::clock::Clock;
+use crate::model::schedule::{Admit, ORIGIN};
+use crate::store::{Booking, Store};
+use crate::values::error::TakeError;
+use crate::wait::held::Peek;
+use crate::wait::tokio::{Reserve, Reserved};
+use crate::wait::{Ask, Wait};
+
+/// An in-process limiter's decisions for the async wait: answered at once,
+/// and undone by [`Pacer::undo`].
+impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
+    type Clock = C;
+    type Key = ();
+    type Error = TakeError;
+
+    fn clock(&self) -> &C {
+        Pacer::clock(self)
+    }
+
+    fn wait(&self) -> Wait {
+        self.wait_strategy()
+    }
+
+    fn reserve(
+        &self,
+        cost: u64,
+        admit: Admit,
+        ask: Ask,
+    ) -> impl Future<Output = Result<Reserved<()>, TakeError>> + Send {
+        ready(self.book(cost, admit, ask).map(|booking| {
+            let (now, slot) = (booking.now, booking.slot);
+            Reserved {
+                now,
+                slot,
+                went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
+                booking: Some(booking),
+            }
+        }))
+    }
+
+    fn refusal(error: &TakeError) -> Option<&TakeError> {
+        Some(error)
+    }
+
+    fn undo(&self, booking: Booking) {
+        Pacer::undo(self, &booking);
+    }
+}
+
+impl<S: Store, C: Clock> Peek for Pacer<S, C> {
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+        Pacer::wait_for(self, cost, admit)
+    }
+
+    fn count_refused(&self) {
+        Pacer::count_refused(self);
+    }
+}

@@ -1,0 +1,167 @@
+//! How a [`Pacer`] decides and waits: the clock read, the step run in its
+//! store, a refusal mapped to a [`TakeError`], a reservation an async take or
+//! an all-or-nothing request may give back, and the blocking wait.
+
+use std::time::Duration;
+
+use super::Pacer;
+use crate::clock::{internal_now, Clock};
+use crate::model::schedule::{Admit, Deny, Grant};
+use crate::observe::stats::{Counted, Stats};
+use crate::primitive::{lock, Ordering};
+use crate::store::{Booking, Store};
+use crate::values::error::TakeError;
+use crate::wait::{self, Ask};
+
+impl<S: Store, C: Clock> Pacer<S, C> {
+    /// The clock's reading in internal time.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        internal_now(&self.clock)
+    }
+
+    /// Reserves a slot for `cost` permits if `admit` allows, without waiting.
+    #[inline]
+    pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError> {
+        self.reserve_asked(cost, admit, Ask::Answer)
+    }
+
+    /// [`reserve`](Self::reserve), counting a refusal only if `ask` says it
+    /// is the caller's answer.
+    #[inline]
+    pub(crate) fn reserve_asked(
+        &self,
+        cost: u64,
+        admit: Admit,
+        ask: Ask,
+    ) -> Result<(u64, Grant), TakeError> {
+        let now = self.now();
+        match self.store.update(now, cost, admit) {
+            Ok(grant) => {
+                self.meter.admitted(cost, grant.slot.saturating_sub(now));
+                Ok((now, grant))
+            }
+            Err(deny) => Err(self.refused(deny, cost, admit, ask)),
+        }
+    }
+
+    /// The error for a refusal, counted if `ask` says so: out of the take
+    /// path's way, and reading the burst only for the one error that names
+    /// it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refused(&self, deny: Deny, cost: u64, admit: Admit, ask: Ask) -> TakeError {
+        let slack = match deny {
+            Deny::ExceedsBurst => self.store.burst(self.now()) - 1,
+            _ => 0,
+        };
+        let refusal = TakeError::refused(deny, cost, admit, slack);
+        if ask.counts(&refusal) {
+            self.meter.refused();
+        }
+        refusal
+    }
+
+    /// How long a request of `cost` would wait now (ns) under `admit`,
+    /// storing nothing and counting nothing (a held async take's look).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        match crate::model::schedule::step(tat, now, cost, params, admit) {
+            Ok(grant) => Ok(grant.slot.saturating_sub(now)),
+            Err(deny) => {
+                let slack = self.store.burst(now).saturating_sub(1);
+                Err(TakeError::refused(deny, cost, admit, slack))
+            }
+        }
+    }
+
+    /// Counts a refusal decided outside the step (a held async take's).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn count_refused(&self) {
+        self.meter.refused();
+    }
+
+    /// [`reserve`](Self::reserve), keeping what [`undo`](Self::undo) needs
+    /// to undo it: the [`Booking`].
+    #[inline]
+    pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, TakeError> {
+        // Read before the step. `set_limit` counts a change only after its
+        // rebase (release), so a booking that reads the new generation was
+        // decided on the rebased state; one that reads the old may have
+        // been decided either side, and its undo is refused if the
+        // generation moved (conservative: the slot stays spent).
+        let generation = self.generation.load(Ordering::Acquire);
+        let (now, grant) = self.reserve_asked(cost, admit, ask)?;
+        Ok(Booking::of(grant, now, cost, generation))
+    }
+
+    /// Undoes `booking` by the one rule ([`Booking`]): only while no one
+    /// has booked since and the generation is the booking's, so the next
+    /// request gets its slot; otherwise the slot stays spent and the
+    /// schedule is unchanged. `true` when it was undone. For async waiters
+    /// dropped before their slot, and all-or-nothing requests another limit
+    /// refused.
+    pub(crate) fn undo(&self, booking: &Booking) -> bool {
+        self.meter.cancelled();
+        // Under the lock `set_limit` holds: no rebase between check and CAS.
+        let _limit = lock(&self.limit);
+        if self.generation.load(Ordering::Relaxed) != booking.generation {
+            return false;
+        }
+        booking
+            .grant()
+            .is_some_and(|grant| self.store.give_back(grant))
+    }
+
+    /// Waits until `slot` and returns the clock time the permit went at.
+    #[inline]
+    pub(crate) fn block(&self, now: u64, slot: u64) -> Duration {
+        wait::block(
+            self.wait,
+            &self.clock,
+            now,
+            slot,
+            "paceline::tokio::AsyncLimiter::take(..).await",
+        )
+    }
+
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: books
+    /// `cost` permits without waiting, as an async take does.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+        self.book(cost, admit, Ask::Answer)
+    }
+
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+    /// [`undo`](Self::undo), as a dropped async take runs it; `true` when
+    /// the booking was undone.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __undo(&self, booking: Booking) -> bool {
+        self.undo(&booking)
+    }
+}
+
+/// A direct limiter as a part of an all-or-nothing request.
+impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+        Pacer::book(self, cost, admit, Ask::Answer)
+    }
+
+    fn undo(&self, booking: &Booking) {
+        Pacer::undo(self, booking);
+    }
+
+    fn wait(&self, booking: &Booking) {
+        self.block(booking.now, booking.slot);
+    }
+}
+
+impl<S: Store, C: Clock> Counted for Pacer<S, C> {
+    fn stats(&self) -> Option<Stats> {
+        self.meter.read()
+    }
+}

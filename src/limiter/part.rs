@@ -1,0 +1,28 @@
+//! [`Part`]: what a limit offers an all-or-nothing request
+//! ([`all`](crate::all)): book, undo, wait. Here, below both the
+//! direct limiters and the keyed one, which implement it; `all` only
+//! composes.
+
+use crate::model::schedule::Admit;
+use crate::store::Booking;
+use crate::values::error::TakeError;
+
+/// A limit that can take part in an all-or-nothing request: a direct
+/// limiter, or one key of a keyed limiter (`KeyedLimiter::bucket`).
+/// Sealed: its methods are paceline's own.
+pub trait Part: sealed::Part {}
+
+impl<T: sealed::Part + ?Sized> Part for T {}
+
+pub(crate) mod sealed {
+    use super::{Admit, Booking, TakeError};
+
+    pub trait Part {
+        /// Books `cost` permits if `admit` allows.
+        fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError>;
+        /// Undoes `booking` by the one rule ([`Booking`]).
+        fn undo(&self, booking: &Booking);
+        /// Blocks until `booking`'s slot, on the part's clock.
+        fn wait(&self, booking: &Booking);
+    }
+}

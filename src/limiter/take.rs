@@ -1,0 +1,372 @@
+//! The take interface every limiter kind answers: [`Take`] (blocking) and
+//! [`AsyncTake`] (futures), with what a take found ([`Taken`], [`State`])
+//! and the one error ([`Error`]).
+//!
+//! A fitting (the HTTP layer, paced byte streams, the CLI, iterator pacing)
+//! is written once against these traits, and every kind fits it: the direct
+//! limiters ([`AtomicLimiter`](crate::AtomicLimiter),
+//! [`MutexLimiter`](crate::MutexLimiter),
+//! [`WarmUpLimiter`](crate::WarmUpLimiter), [`Unlimited`](crate::Unlimited)),
+//! a keyed limiter by key, the remote limiters (Redis, PostgreSQL), each
+//! async face, and a limiter of your own.
+//!
+//! # Keys
+//!
+//! Every call names a key. A keyed or remote limiter limits each key on its
+//! own; a direct limiter has one limit, implements the traits for every key
+//! type, and ignores the key. Generic code over one limit uses the unit key,
+//! `Take<()>`, which is the default: `dyn Take` is a direct limiter behind
+//! a pointer.
+//!
+//! # The time a take returns
+//!
+//! [`Taken::at`] (and the `Duration` a kind's own `take` returns) is the
+//! moment the permit went, as a `Duration` on **the clock that decided
+//! it**: its slot, or the time of the decision when a permit was free at
+//! once. For an in-process limiter that is the limiter's clock, since the
+//! clock's origin (for the default clock, the limiter's creation). For a
+//! remote limiter it is the server's clock, as Unix time, so the times of
+//! every process sharing a key are on one clock and compare (the wait is
+//! counted on the local clock from the reply's arrival, so a permit is
+//! never early by the server's); a permit a fail-open policy admitted
+//! while the server could not answer went at the local Unix time.
+//! [`Unlimited`](crate::Unlimited) has no clock and answers zero.
+//!
+//! # Implementing it
+//!
+//! Implement the required methods; the single-permit calls (`take`,
+//! `try_take`, `take_timeout`) are provided. The test suite
+//! `tests/interface.rs` runs the same cases against every kind.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use crate::limiter::found::{State, Taken};
+pub use crate::values::failure::Error;
+use crate::values::limit::Limit;
+
+/// The blocking calls every limiter answers, for a key (see [the module
+/// docs](crate::limiter::take)). Object safe: `Box<dyn Take>` holds any direct
+/// limiter, `Arc<dyn Take<str>>` any limiter keyed by text.
+///
+/// ```
+/// use paceline::{AtomicLimiter, Rate, Take, Unlimited};
+/// use std::sync::Arc;
+///
+/// // One function, any kind.
+/// fn send(limiter: &dyn Take<str>, user: &str) -> Result<u64, paceline::Error> {
+///     let taken = limiter.try_take(user)?;
+///     Ok(taken.available()) // what is left, found by the take itself
+/// }
+///
+/// # #[cfg(feature = "keyed")]
+/// # {
+/// let per_user = paceline::KeyedLimiter::<String>::new(Rate::per_second(10));
+/// assert_eq!(send(&per_user, "alice")?, 10); // a new key has its burst of 11
+/// # }
+/// let global = AtomicLimiter::new(Rate::per_second(100));
+/// assert_eq!(send(&global, "alice")?, 0); // a new limiter has no credit yet
+/// assert_eq!(send(&Unlimited, "alice")?, u64::MAX);
+///
+/// let off: Arc<dyn Take> = Arc::new(Unlimited); // a direct limiter: key `()`
+/// off.take(&())?;
+/// # Ok::<(), paceline::Error>(())
+/// ```
+///
+/// Every method returns without panicking; only the `take`s block.
+pub trait Take<K: ?Sized = ()>: Send + Sync {
+    /// Blocks until `cost` permits of `key`'s limit are paid for, as one
+    /// request ("pay first"), and returns what it found.
+    ///
+    /// # Errors
+    /// [`TakeError::CostTooLarge`](crate::TakeError::CostTooLarge) (as
+    /// [`Error::Refused`]); a remote limiter's failures its fail policy
+    /// does not admit.
+    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
+
+    /// Takes `cost` permits of `key`'s limit if they are free now; never
+    /// waits. A refusal stores nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::RetryAfter`](crate::TakeError::RetryAfter),
+    /// [`ExceedsBurst`](crate::TakeError::ExceedsBurst) when no wait helps,
+    /// and the rest as [`take_n`](Self::take_n).
+    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
+
+    /// Takes `cost` permits and waits for them only if their slot is at most
+    /// `max_wait` away; otherwise fails at once, storing nothing.
+    ///
+    /// # Errors
+    /// [`TakeError::QueueFull`](crate::TakeError::QueueFull), and the rest
+    /// as [`try_take_n`](Self::try_take_n).
+    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error>;
+
+    /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would succeed now.
+    /// Consumes nothing.
+    ///
+    /// # Errors
+    /// A remote limiter's failures (a fail-open policy answers `true`).
+    fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error>;
+
+    /// `key`'s state now (one look; for a remote limiter one round trip).
+    /// Consumes nothing.
+    ///
+    /// # Errors
+    /// A remote limiter's failures, whatever its policy.
+    fn state(&self, key: &K) -> Result<State, Error>;
+
+    /// The limit in force for `key` (an override, if it has one), its slack
+    /// in permits; never a round trip. `None` when nothing limits.
+    fn limit_for(&self, key: &K) -> Option<Limit>;
+
+    /// [`take_n`](Self::take_n) of one permit.
+    ///
+    /// # Errors
+    /// As [`take_n`](Self::take_n).
+    fn take(&self, key: &K) -> Result<Taken, Error> {
+        self.take_n(key, 1)
+    }
+
+    /// [`try_take_n`](Self::try_take_n) of one permit.
+    ///
+    /// # Errors
+    /// As [`try_take_n`](Self::try_take_n).
+    fn try_take(&self, key: &K) -> Result<Taken, Error> {
+        self.try_take_n(key, 1)
+    }
+
+    /// [`take_n_timeout`](Self::take_n_timeout) of one permit.
+    ///
+    /// # Errors
+    /// As [`take_n_timeout`](Self::take_n_timeout).
+    fn take_timeout(&self, key: &K, max_wait: Duration) -> Result<Taken, Error> {
+        self.take_n_timeout(key, 1, max_wait)
+    }
+}
+
+/// The calls every async face answers, as futures (see [the module
+/// docs](crate::limiter::take)): `AsyncLimiter`, `AsyncKeyedLimiter`, the async
+/// Redis and PostgreSQL limiters, [`Unlimited`](crate::Unlimited), and a
+/// limiter of your own.
+///
+/// Its futures are `Send`; it is not object safe (a fitting that must hold
+/// any limiter is generic over it, or erases it behind its own boxed
+/// future, as the HTTP layer does).
+///
+/// # Cancel safety
+/// An implementation's futures, dropped before they complete, leave the
+/// limit as if not asked, or give their booked slot back while no one has
+/// booked after it, as paceline's own do ([cancel safety](crate::guide::waiting#cancel-safety)).
+pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
+    /// As [`Take::take_n`], waiting as a task.
+    fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;
+
+    /// As [`Take::try_take_n`].
+    fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;
+
+    /// As [`Take::take_n_timeout`], waiting as a task.
+    fn take_n_timeout(
+        &self,
+        key: &K,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send;
+
+    /// As [`Take::can_take`].
+    fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// As [`Take::state`].
+    fn state(&self, key: &K) -> impl Future<Output = Result<State, Error>> + Send;
+
+    /// As [`Take::limit_for`]: never a round trip, never awaits.
+    fn limit_for(&self, key: &K) -> Option<Limit>;
+
+    /// Answers [`try_take_n`](Self::try_take_n) without awaiting when the
+    /// limiter decides in process (`Some`); `None` when the answer needs a
+    /// round trip, and then nothing was asked. A fitting on a hot path (the
+    /// HTTP layer) uses it to skip a future. The default answers `None`.
+    fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+        let _ = (key, cost);
+        None
+    }
+
+    /// [`take_n`](Self::take_n) of one permit.
+    fn take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_n(key, 1)
+    }
+
+    /// [`try_take_n`](Self::try_take_n) of one permit.
+    fn try_take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.try_take_n(key, 1)
+    }
+
+    /// [`take_n_timeout`](Self::take_n_timeout) of one permit.
+    fn take_timeout(
+        &self,
+        key: &K,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_n_timeout(key, 1, max_wait)
+    }
+}
+
+/// `Take` through a pointer: `&L`, `Box<L>`, `Arc<L>` answer as `L` does.
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        impl<K: ?Sized, L: Take<K> + ?Sized> Take<K> for $ptr {
+            fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+                (**self).take_n(key, cost)
+            }
+            fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+                (**self).try_take_n(key, cost)
+            }
+            fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+                (**self).take_n_timeout(key, cost, max_wait)
+            }
+            fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
+                (**self).can_take(key, cost)
+            }
+            fn state(&self, key: &K) -> Result<State, Error> {
+                (**self).state(key)
+            }
+            fn limit_for(&self, key: &K) -> Option<Limit> {
+                (**self).limit_for(key)
+            }
+        }
+
+        impl<K: ?Sized + Sync, L: AsyncTake<K> + ?Sized> AsyncTake<K> for $ptr {
+            fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+                (**self).take_n(key, cost)
+            }
+            fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+                (**self).try_take_n(key, cost)
+            }
+            fn take_n_timeout(
+                &self,
+                key: &K,
+                cost: u64,
+                max_wait: Duration,
+            ) -> impl Future<Output = Result<Taken, Error>> + Send {
+                (**self).take_n_timeout(key, cost, max_wait)
+            }
+            fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
+                (**self).can_take(key, cost)
+            }
+            fn state(&self, key: &K) -> impl Future<Output = Result<State, Error>> + Send {
+                (**self).state(key)
+            }
+            fn limit_for(&self, key: &K) -> Option<Limit> {
+                (**self).limit_for(key)
+            }
+            fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+                (**self).try_take_n_now(key, cost)
+            }
+        }
+    )*};
+}
+
+forward!(&L, Box<L>, Arc<L>);
+
+/// One key of a keyed or remote limiter, as a direct limiter: every call
+/// takes from that key's limit (its own rate and slack, overrides
+/// included), and the key it is handed (`()`) is ignored.
+///
+/// It answers [`Take`] when `L` answers `Take<K>` (a `&KeyedLimiter<K>`, an
+/// `Arc` of one, a `RedisLimiter` with a `String` key), and [`AsyncTake`]
+/// when `L` answers `AsyncTake<K>` (an `AsyncKeyedLimiter<K>`, an
+/// `AsyncRedisLimiter`). So a fitting written for one limit takes one key of
+/// any limiter: a paced byte stream per tenant
+/// ([`io`](crate::io), which re-exports it), a `PaceLayer` on one Redis key.
+///
+/// ```
+/// # #[cfg(feature = "keyed")]
+/// # fn main() -> Result<(), paceline::Error> {
+/// use paceline::{KeyedLimiter, OnKey, Rate, Take};
+///
+/// let per_tenant = KeyedLimiter::<String>::new(Rate::per_second(10));
+/// let tenant_a = OnKey::new(&per_tenant, "a".to_string());
+/// tenant_a.try_take(&())?;
+/// assert_eq!(per_tenant.state(&"a".to_string())?.available(), 10); // of 11
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "keyed"))]
+/// # fn main() {}
+/// ```
+#[derive(Clone, Debug)]
+pub struct OnKey<L, K> {
+    limiter: L,
+    key: K,
+}
+
+impl<L, K> OnKey<L, K> {
+    /// Takes through `limiter` on `key`.
+    pub fn new(limiter: L, key: K) -> Self {
+        OnKey { limiter, key }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &L {
+        &self.limiter
+    }
+
+    /// The limiter, to change it in place (a lease sets its limit).
+    pub fn limiter_mut(&mut self) -> &mut L {
+        &mut self.limiter
+    }
+
+    /// The key.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+impl<L: Take<K>, K: Send + Sync> Take for OnKey<L, K> {
+    fn take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
+        self.limiter.take_n(&self.key, cost)
+    }
+    fn try_take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
+        self.limiter.try_take_n(&self.key, cost)
+    }
+    fn take_n_timeout(&self, _: &(), cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        self.limiter.take_n_timeout(&self.key, cost, max_wait)
+    }
+    fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
+        self.limiter.can_take(&self.key, cost)
+    }
+    fn state(&self, _: &()) -> Result<State, Error> {
+        self.limiter.state(&self.key)
+    }
+    fn limit_for(&self, _: &()) -> Option<Limit> {
+        self.limiter.limit_for(&self.key)
+    }
+}
+
+impl<L: AsyncTake<K>, K: Send + Sync> AsyncTake for OnKey<L, K> {
+    fn take_n(&self, _: &(), cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.limiter.take_n(&self.key, cost)
+    }
+    fn try_take_n(&self, _: &(), cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.limiter.try_take_n(&self.key, cost)
+    }
+    fn take_n_timeout(
+        &self,
+        _: &(),
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.limiter.take_n_timeout(&self.key, cost, max_wait)
+    }
+    fn can_take(&self, _: &(), cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
+        self.limiter.can_take(&self.key, cost)
+    }
+    fn state(&self, _: &()) -> impl Future<Output = Result<State, Error>> + Send {
+        self.limiter.state(&self.key)
+    }
+    fn limit_for(&self, _: &()) -> Option<Limit> {
+        self.limiter.limit_for(&self.key)
+    }
+    fn try_take_n_now(&self, _: &(), cost: u64) -> Option<Result<Taken, Error>> {
+        self.limiter.try_take_n_now(&self.key, cost)
+    }
+}

@@ -1,0 +1,10 @@
+//! The model: the pure steps every store runs, with no atomics, no clock
+//! and no storage. [`schedule`] is the pacing step (GCRA's, packed into one
+//! word of state) and what surrounds it: the rebase across a change of
+//! limit, the state at rest, saturation; [`warm_up`] extends it with
+//! Guava's warm-up. Every store, in process or in a server, decides through
+//! these, and the property tests hold each store to them decision for
+//! decision.
+
+pub mod schedule;
+pub mod warm_up;

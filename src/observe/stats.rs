@@ -1,0 +1,475 @@
+//! [`Stats`]: what a limiter decided, counted when its builder asks for it;
+//! [`prometheus`] renders them in Prometheus' text format.
+//!
+//! ```
+//! use paceline::stats::{self, Stats};
+//! use paceline::{AtomicLimiter, Rate};
+//!
+//! let limiter = AtomicLimiter::builder(Rate::per_second(100))
+//!     .stats(true)
+//!     .build()?;
+//! limiter.try_take_n(5)?;
+//! assert!(limiter.try_take().is_err()); // the next permit is 50 ms away
+//! let counted = limiter.stats().unwrap();
+//! assert_eq!((counted.admitted, counted.permits, counted.refused), (1, 5, 1));
+//!
+//! let text = stats::prometheus(&[("api", &limiter)]); // for a /metrics page
+//! assert!(text.contains("paceline_permits_total{limiter=\"api\"} 5\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Every limiter kind counts the same way, and with feature `metrics` a
+//! builder's `.metrics(name)` also sends the counts to the
+//! [`metrics`](https://docs.rs/metrics) facade under the names [`prometheus`]
+//! writes: the guide's [metrics](crate::guide::metrics) chapter.
+//!
+//! # Implementation details
+//!
+//! Counting is off unless asked for. Then a limiter holds a meter of
+//! counters in stripes, a cache line each, each thread adding to its own
+//! stripe (`stripes.rs`: a plain load and store where the thread owns it):
+//! threads taking from one limiter then contend on its state word only,
+//! not on a counter line too. Off, the take path pays one test of a
+//! null pointer, a branch that always goes the same way (the `admit`
+//! benchmarks in `benches/throughput.rs` measure both).
+//!
+//! The counters are statistics: relaxed additions, which decide nothing and
+//! order nothing, outside the loom models. A reading ([`Stats`]) sums the
+//! stripes; each field is exact and never goes down from one reading to
+//! the next, but a reading taken while others take may catch one request's
+//! `admitted` and not yet its `permits`.
+//!
+//! [`AtomicLimiter`]: crate::AtomicLimiter
+//! [`MutexLimiter`]: crate::MutexLimiter
+
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::observe::stripes::{self, Stripes};
+
+pub use crate::observe::lease_stats::LeaseStats;
+
+/// What a limiter decided since it was built: counts of requests, permits
+/// and scheduled wait. A request is one call (`try_take_n(5)` is one
+/// request of 5 permits).
+///
+/// Read with `stats()` on the limiter (an `Option`: `None` unless its
+/// builder asked for counting with `.stats(true)`), or through
+/// [`Counted`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Requests admitted (granted a slot, at once or later). An async take
+    /// counts when its slot is booked, whether or not it is cancelled
+    /// after ([`cancelled`](Self::cancelled)).
+    pub admitted: u64,
+    /// Permits of the admitted requests: the sum of their costs.
+    pub permits: u64,
+    /// Requests refused: by the limit (`RetryAfter`, `QueueFull`,
+    /// `ExceedsBurst`), for a cost too large, by a keyed limiter's full
+    /// map, or, for a remote limiter, for a failure its fail policy did not
+    /// admit.
+    pub refused: u64,
+    /// The wait the admitted requests were scheduled for, in all: from the
+    /// decision to the slot (zero for a permit free at once). Divided by
+    /// [`admitted`](Self::admitted), the mean scheduled wait.
+    pub wait: Duration,
+    /// Admitted async takes dropped before their slot (and requests given
+    /// back by an all-or-nothing take that another part refused): their
+    /// permits are counted in [`permits`](Self::permits), and were given
+    /// back when nobody had booked after them.
+    pub cancelled: u64,
+    /// Calls a remote limiter's server failed (down, too slow, an error),
+    /// whatever its fail policy made of them. Always 0 in process.
+    pub failed: u64,
+    /// A leased limiter's batches ([`LeaseStats`]); `None` for other kinds.
+    pub leases: Option<LeaseStats>,
+}
+
+/// With feature `serde`: a map of the fields, the wait in seconds
+/// (`{"admitted": 3, ..., "wait": 0.25, ...}`), for a JSON status page.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Stats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut map = s.serialize_struct("Stats", if self.leases.is_some() { 11 } else { 6 })?;
+        map.serialize_field("admitted", &self.admitted)?;
+        map.serialize_field("permits", &self.permits)?;
+        map.serialize_field("refused", &self.refused)?;
+        map.serialize_field("wait", &self.wait.as_secs_f64())?;
+        map.serialize_field("cancelled", &self.cancelled)?;
+        map.serialize_field("failed", &self.failed)?;
+        crate::observe::lease_stats::serialize(&mut map, self.leases.as_ref())?;
+        map.end()
+    }
+}
+
+/// A limiter that may count what it decides: implemented by every limiter
+/// kind, so that [`prometheus`] takes them side by side.
+pub trait Counted {
+    /// What it decided so far, or `None` when its builder did not ask for
+    /// counting.
+    fn stats(&self) -> Option<Stats>;
+}
+
+impl<T: Counted + ?Sized> Counted for &T {
+    fn stats(&self) -> Option<Stats> {
+        (**self).stats()
+    }
+}
+
+impl<T: Counted + ?Sized> Counted for Arc<T> {
+    fn stats(&self) -> Option<Stats> {
+        (**self).stats()
+    }
+}
+
+/// The counters in Prometheus' text exposition format (version 0.0.4),
+/// one series per limiter, labelled `limiter="name"`:
+///
+/// | series | type | what |
+/// |---|---|---|
+/// | `paceline_admitted_total` | counter | [`Stats::admitted`] |
+/// | `paceline_permits_total` | counter | [`Stats::permits`] |
+/// | `paceline_refused_total` | counter | [`Stats::refused`] |
+/// | `paceline_cancelled_total` | counter | [`Stats::cancelled`] |
+/// | `paceline_failed_total` | counter | [`Stats::failed`] |
+/// | `paceline_wait_seconds_sum`, `_count` | summary | [`Stats::wait`], [`Stats::admitted`] |
+/// | `paceline_lease_leased_total`, `_spent_total`, `_given_back_total`, `_expired_total`, `_round_trips_total` | counter | [`LeaseStats`]'s fields, for leased limiters only |
+///
+/// Limiters that do not count are left out. Names are escaped as the
+/// format asks (`\\`, `\"`, `\n`).
+///
+/// ```
+/// # #[cfg(feature = "keyed")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use paceline::stats::prometheus;
+/// use paceline::{AtomicLimiter, KeyedLimiter, Rate};
+///
+/// let global = AtomicLimiter::builder(Rate::per_second(1000)).stats(true).build()?;
+/// let users = KeyedLimiter::<String>::builder(Rate::per_second(10)).stats(true).build()?;
+/// global.try_take()?;
+/// let text = prometheus(&[("global", &global), ("per_user", &users)]);
+/// assert!(text.contains("paceline_admitted_total{limiter=\"global\"} 1\n"));
+/// assert!(text.contains("paceline_admitted_total{limiter=\"per_user\"} 0\n"));
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "keyed"))]
+/// # fn main() {}
+/// ```
+pub fn prometheus(limiters: &[(&str, &dyn Counted)]) -> String {
+    let read: Vec<(&str, Stats)> = limiters
+        .iter()
+        .filter_map(|(name, limiter)| Some((*name, limiter.stats()?)))
+        .collect();
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_prometheus(&mut out, &read);
+    out
+}
+
+/// One counter family: its name, help line and field.
+type Family = (&'static str, &'static str, fn(&Stats) -> u64);
+
+const FAMILIES: [Family; 5] = [
+    ("paceline_admitted_total", "Requests admitted.", |s| {
+        s.admitted
+    }),
+    (
+        "paceline_permits_total",
+        "Permits admitted (the sum of the admitted requests' costs).",
+        |s| s.permits,
+    ),
+    ("paceline_refused_total", "Requests refused.", |s| s.refused),
+    (
+        "paceline_cancelled_total",
+        "Admitted requests dropped before their slot.",
+        |s| s.cancelled,
+    ),
+    (
+        "paceline_failed_total",
+        "Calls the limiter's server failed.",
+        |s| s.failed,
+    ),
+];
+
+fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
+    for (name, help, field) in FAMILIES {
+        writeln!(out, "# HELP {name} {help}")?;
+        writeln!(out, "# TYPE {name} counter")?;
+        for (limiter, stats) in read {
+            writeln!(
+                out,
+                "{name}{{limiter=\"{}\"}} {}",
+                Escaped(limiter),
+                field(stats)
+            )?;
+        }
+    }
+    let name = "paceline_wait_seconds";
+    writeln!(
+        out,
+        "# HELP {name} Wait the admitted requests were scheduled for."
+    )?;
+    writeln!(out, "# TYPE {name} summary")?;
+    for (limiter, stats) in read {
+        let limiter = Escaped(limiter);
+        writeln!(
+            out,
+            "{name}_sum{{limiter=\"{limiter}\"}} {}",
+            stats.wait.as_secs_f64()
+        )?;
+        writeln!(
+            out,
+            "{name}_count{{limiter=\"{limiter}\"}} {}",
+            stats.admitted
+        )?;
+    }
+    let leased = read
+        .iter()
+        .filter_map(|(n, s)| Some((Escaped(n).to_string(), s.leases?)));
+    crate::observe::lease_stats::write_families(out, leased.collect())?;
+    Ok(())
+}
+
+/// Appends one family of the text format, one sample per limiter: a
+/// `# HELP` line (escaped as the format asks), a `# TYPE` line of `kind`
+/// (`counter`, `gauge`), and `name{limiter="..."} value` for each sample.
+/// For the fittings that add series of their own after [`prometheus`]'s.
+#[cfg(feature = "tower")]
+pub(crate) fn write_family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: &[(&str, u64)],
+) {
+    let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (limiter, value) in samples {
+        let _ = writeln!(out, "{name}{{limiter=\"{}\"}} {value}", Escaped(limiter));
+    }
+}
+
+/// A label value, escaped for the text format.
+struct Escaped<'a>(&'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                '\n' => f.write_str("\\n")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether and how a limiter counts, as its builder collects it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counting {
+    /// Count into the limiter's own counters ([`Stats`]).
+    pub(crate) on: bool,
+    /// Also to the `metrics` facade, under this `limiter` label.
+    #[cfg(feature = "metrics")]
+    pub(crate) facade: Option<String>,
+}
+
+/// A limiter's counters: none unless counting was asked for. A clone
+/// shares them (a remote limiter's async face counts with its blocking one).
+#[derive(Clone, Default)]
+pub(crate) struct Meter(Option<Arc<Counters>>);
+
+struct Counters {
+    stripes: Stripes<Stripe>,
+    #[cfg(feature = "metrics")]
+    facade: Option<facade::Handles>,
+}
+
+#[derive(Default)]
+struct Stripe {
+    admitted: AtomicU64,
+    permits: AtomicU64,
+    refused: AtomicU64,
+    wait_ns: AtomicU64,
+    cancelled: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Meter {
+    /// A meter that counts as `counting` says.
+    pub(crate) fn new(counting: &Counting) -> Meter {
+        #[cfg(feature = "metrics")]
+        let facade = counting.facade.as_deref().map(facade::Handles::register);
+        #[cfg(feature = "metrics")]
+        let on = counting.on || facade.is_some();
+        #[cfg(not(feature = "metrics"))]
+        let on = counting.on;
+        if !on {
+            return Meter(None);
+        }
+        Meter(Some(Arc::new(Counters {
+            stripes: Stripes::new(stripes::owned_stripes(), Stripe::default),
+            #[cfg(feature = "metrics")]
+            facade,
+        })))
+    }
+
+    /// Counts a request of `permits` admitted with `wait_ns` to its slot.
+    #[inline(always)]
+    pub(crate) fn admitted(&self, permits: u64, wait_ns: u64) {
+        if let Some(counters) = &self.0 {
+            counters.admitted(permits, wait_ns);
+        }
+    }
+
+    /// Counts a refused request.
+    #[inline(always)]
+    pub(crate) fn refused(&self) {
+        if let Some(counters) = &self.0 {
+            counters.add(Event::Refused);
+        }
+    }
+
+    /// Counts an admitted request dropped before its slot.
+    #[inline]
+    pub(crate) fn cancelled(&self) {
+        if let Some(counters) = &self.0 {
+            counters.add(Event::Cancelled);
+        }
+    }
+
+    /// Counts a call the server failed.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn failed(&self) {
+        if let Some(counters) = &self.0 {
+            counters.add(Event::Failed);
+        }
+    }
+
+    /// The counts so far, if counting.
+    pub(crate) fn read(&self) -> Option<Stats> {
+        let counters = self.0.as_deref()?;
+        let mut stats = Stats::default();
+        let mut wait_ns = 0u64;
+        for s in counters.stripes.iter() {
+            stats.admitted = stats.admitted.wrapping_add(s.admitted.load(Relaxed));
+            stats.permits = stats.permits.wrapping_add(s.permits.load(Relaxed));
+            stats.refused = stats.refused.wrapping_add(s.refused.load(Relaxed));
+            stats.cancelled = stats.cancelled.wrapping_add(s.cancelled.load(Relaxed));
+            stats.failed = stats.failed.wrapping_add(s.failed.load(Relaxed));
+            wait_ns = wait_ns.wrapping_add(s.wait_ns.load(Relaxed));
+        }
+        stats.wait = Duration::from_nanos(wait_ns);
+        Some(stats)
+    }
+}
+
+impl Counters {
+    // Out of line: the take path keeps only the test of the pointer.
+    #[inline(never)]
+    fn admitted(&self, permits: u64, wait_ns: u64) {
+        let (s, owns) = self.stripes.mine();
+        stripes::add(&s.admitted, owns, 1);
+        stripes::add(&s.permits, owns, permits);
+        if wait_ns > 0 {
+            stripes::add(&s.wait_ns, owns, wait_ns);
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.facade {
+            facade.admitted(permits, wait_ns);
+        }
+    }
+
+    #[inline(never)]
+    fn add(&self, event: Event) {
+        let (s, owns) = self.stripes.mine();
+        let counter = match event {
+            Event::Refused => &s.refused,
+            Event::Cancelled => &s.cancelled,
+            Event::Failed => &s.failed,
+        };
+        stripes::add(counter, owns, 1);
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.facade {
+            facade.add(event);
+        }
+    }
+}
+
+/// A request counted by one.
+#[derive(Clone, Copy)]
+enum Event {
+    Refused,
+    Cancelled,
+    Failed,
+}
+
+#[cfg(feature = "metrics")]
+mod facade {
+    use metrics::{
+        counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit,
+    };
+
+    use super::Event;
+
+    /// The facade's handles for one limiter, registered once at build.
+    pub(super) struct Handles {
+        admitted: Counter,
+        permits: Counter,
+        refused: Counter,
+        cancelled: Counter,
+        failed: Counter,
+        wait: Histogram,
+    }
+
+    impl Handles {
+        /// Registers the series of the limiter `name` with the recorder
+        /// installed now (as the facade does, a recorder installed later
+        /// does not see them).
+        pub(super) fn register(name: &str) -> Handles {
+            for (series, help, _) in super::FAMILIES {
+                describe_counter!(series, help);
+            }
+            describe_histogram!(
+                "paceline_wait_seconds",
+                Unit::Seconds,
+                "Wait the admitted requests were scheduled for."
+            );
+            let label = [("limiter", name.to_owned())];
+            Handles {
+                admitted: counter!("paceline_admitted_total", &label),
+                permits: counter!("paceline_permits_total", &label),
+                refused: counter!("paceline_refused_total", &label),
+                cancelled: counter!("paceline_cancelled_total", &label),
+                failed: counter!("paceline_failed_total", &label),
+                wait: histogram!("paceline_wait_seconds", &label),
+            }
+        }
+
+        pub(super) fn admitted(&self, permits: u64, wait_ns: u64) {
+            self.admitted.increment(1);
+            self.permits.increment(permits);
+            // Seconds, as the series' unit; an f64 holds any wait to the ns
+            // for over 100 days.
+            self.wait.record(wait_ns as f64 / 1e9);
+        }
+
+        pub(super) fn add(&self, event: Event) {
+            match event {
+                Event::Refused => &self.refused,
+                Event::Cancelled => &self.cancelled,
+                Event::Failed => &self.failed,
+            }
+            .increment(1);
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The async calls: through the crate's one async wait, with this
+//! limit's decisions as its [`Reserve`].
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::core::{went_at, Core};
+use super::Error;
+use crate::clock::DefaultClock;
+use crate::limiter::take::{State, Taken};
+use crate::model::schedule::Admit;
+use crate::remote::AsyncRemote;
+use crate::store::Booking;
+use crate::values::error::TakeError;
+use crate::wait::tokio::{self as wait, Reserve, Reserved};
+use crate::wait::{Ask, Wait};
+
+/// One key of a limit, as the async wait asks it for decisions; keeps
+/// what the last decision found, for the take's report.
+struct Keyed<'a, B> {
+    core: &'a Core<B>,
+    key: &'a str,
+    found: Mutex<Option<Option<Booking>>>,
+}
+
+impl<'a, B> Keyed<'a, B> {
+    fn new(core: &'a Core<B>, key: &'a str) -> Self {
+        Keyed {
+            core,
+            key,
+            found: Mutex::new(None),
+        }
+    }
+
+    /// The report of the take, from its last decision.
+    fn taken(&self) -> Taken {
+        let found = self
+            .found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .flatten();
+        self.core.taken(found)
+    }
+}
+
+/// A remote limit's decisions for the async wait. The undo is by the
+/// grant's [`Booking`] (the states before and after it), which the server
+/// applies only while the key still holds the grant's state.
+impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
+    type Clock = DefaultClock;
+    type Key = ();
+    type Error = Error;
+
+    fn clock(&self) -> &DefaultClock {
+        &self.core.shared.clock
+    }
+
+    fn wait(&self) -> Wait {
+        self.core.shared.wait
+    }
+
+    async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved<()>, Error> {
+        let request = self.core.request(cost, admit)?.asked(ask);
+        let decision = self.core.shared.backend.step(self.key, &request).await;
+        let granted = self.core.settle(decision, &request)?;
+        *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Some(granted);
+        // The server's wait, counted from the reply's arrival.
+        let now = self.core.local_now();
+        let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));
+        Ok(Reserved {
+            now,
+            slot,
+            went_at: went_at(granted),
+            booking: granted.filter(Booking::wrote),
+        })
+    }
+
+    fn refusal(error: &Error) -> Option<&TakeError> {
+        error.refusal()
+    }
+
+    /// Undoes the grant in the server, if no one has taken since: a
+    /// round trip, so it runs as a task of its own (a drop cannot wait
+    /// for it), on the Tokio runtime current where the future is
+    /// dropped; dropped outside any runtime, nothing is given back. Best
+    /// effort: an error leaves the slot spent, as if it had not been
+    /// given back.
+    fn undo(&self, booking: Booking) {
+        self.core.shared.meter.cancelled();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(&self.core.shared);
+        let key = self.key.to_owned();
+        let tau = self.core.params.tau();
+        runtime.spawn(async move {
+            let _ = shared.backend.undo(&key, tau, booking).await;
+        });
+    }
+}
+
+impl<B: AsyncRemote> Core<B> {
+    /// An unbounded take: books once the slot is within the horizon.
+    pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
+        let keyed = Keyed::new(self, key);
+        // A remote limiter's limit is fixed per limiter object
+        // (`with_limit` makes another): no change to wake for.
+        wait::take(&keyed, cost, None, None).await?;
+        Ok(keyed.taken())
+    }
+
+    /// A bounded take: books at once if within `max_wait` (with 0, a
+    /// try that reports what it found).
+    pub(crate) async fn take_timeout_async(
+        &self,
+        key: &str,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Taken, Error> {
+        let keyed = Keyed::new(self, key);
+        wait::take_within(&keyed, cost, max_wait)
+            .await
+            .map_err(|e| e.timed_out(max_wait))?;
+        Ok(keyed.taken())
+    }
+
+    /// Takes if the slot is now; never waits (the brief reply).
+    pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<(), Error> {
+        let request = self.request(cost, Admit::Within(0))?.brief();
+        let decision = self.shared.backend.step(key, &request).await;
+        self.settle(decision, &request).map(drop)
+    }
+
+    /// Takes if the slot is now, and reports what it found (the full
+    /// reply, not the brief one).
+    pub(crate) async fn try_take_full_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
+        let request = self.request(cost, Admit::Within(0))?;
+        let decision = self.shared.backend.step(key, &request).await;
+        let granted = self.settle(decision, &request)?;
+        Ok(self.taken(granted))
+    }
+
+    /// `can_take`: fail-open answers `true`.
+    pub(crate) async fn can_take_async(&self, key: &str, cost: u64) -> Result<bool, Error> {
+        let peeked = self.shared.backend.peek(key).await;
+        self.can_take_from(peeked, cost)
+    }
+
+    /// `key`'s state, one peek.
+    pub(crate) async fn state_async(&self, key: &str) -> Result<State, Error> {
+        let (tat, now) = self.shared.backend.peek(key).await?;
+        Ok(self.state_of(tat, now))
+    }
+}

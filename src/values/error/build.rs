@@ -1,0 +1,510 @@
+//! [`BuildError`]: every bad value a rate, a slack, a limiter, a layer or a
+//! watched file is configured with, named in its message.
+
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why something could not be built or configured: a [`Rate`](crate::Rate)
+/// (made or parsed), a [`Slack`](crate::Slack) parsed, a limiter built or
+/// its rate changed, an HTTP layer built, a fleet layer's version or a
+/// watched file's loaded. Every message names the bad value.
+///
+/// Equality is value by value, except for a file's error (an
+/// [`io::Error`], a reload's error), which has none of its own: there, two
+/// errors are equal when they are clones of one.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A rate's count was 0: a limiter must let something through.
+    ZeroCount,
+    /// A rate's period was 0.
+    ZeroPeriod,
+    /// `period / count` is under one nanosecond, paceline's unit of time.
+    IntervalTooShort {
+        /// The requested count.
+        count: u64,
+        /// The requested period.
+        period: Duration,
+    },
+    /// `period / count` is over 2^62 ns (about 146 years).
+    IntervalTooLong {
+        /// The requested count.
+        count: u64,
+        /// The requested period.
+        period: Duration,
+    },
+    /// Whole nanoseconds can only approximate `period / count` to worse than
+    /// [`Rate::MAX_ROUNDING`](crate::Rate::MAX_ROUNDING).
+    Imprecise {
+        /// The requested count.
+        count: u64,
+        /// The requested period.
+        period: Duration,
+        /// The nearest whole-nanosecond interval.
+        interval_ns: u64,
+    },
+    /// A string did not parse as a rate.
+    ParseRate {
+        /// The string given.
+        input: String,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
+    /// A rate's string had a decimal point, `"10/1.5s"`: rates are whole
+    /// numbers.
+    RateDecimals {
+        /// The string given.
+        input: String,
+        /// The same rate in whole numbers, `"20/3s"`, where there is one.
+        instead: Option<String>,
+    },
+    /// The string read as `COUNT/PERIOD`, but that rate is refused
+    /// (`"0/s"`): the string, and [`Rate::new`](crate::Rate::new)'s error,
+    /// which is also this error's [`source`](Error::source).
+    InvalidRate {
+        /// The string given.
+        input: String,
+        /// Why the rate it spells is refused: one of the variants from
+        /// `ZeroCount` to `Imprecise`.
+        error: Box<BuildError>,
+    },
+    /// A string did not parse as a [`Slack`](crate::Slack).
+    ParseSlack {
+        /// The string given.
+        input: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// `slack * interval`, the time a limiter may bank, is over 2^62 ns
+    /// (about 146 years).
+    SlackTooLarge {
+        /// The requested slack, in permits.
+        slack: u64,
+        /// The interval between permits.
+        interval: Duration,
+    },
+    /// The limiter has no rate to change ([`Unlimited`](crate::Unlimited)).
+    NoRate,
+    /// A warm-up period over 2^62 ns (about 146 years).
+    WarmUpTooLong {
+        /// The requested period (saturated at `u64::MAX` ns).
+        warm_up: Duration,
+    },
+    /// More overrides than a keyed limiter holds
+    /// (`KeyedLimiter::MAX_OVERRIDES`, 1 048 575: each tracked key stores
+    /// its limit's index in 20 bits).
+    TooManyOverrides {
+        /// How many overrides the change asked for.
+        overrides: usize,
+        /// The most a keyed limiter holds.
+        max: usize,
+    },
+    /// A lease's expiry `E` is zero, or longer than the slack banks: the
+    /// limiter underneath would run at a slack of `S - ceil(E / T)`, under
+    /// zero ([`Leased`](crate::lease::Leased)).
+    LeaseTooLong {
+        /// The expiry asked for.
+        expiry: Duration,
+        /// The slack, in permits.
+        slack: u64,
+        /// The interval between permits.
+        interval: Duration,
+    },
+    /// An address block (`http::Cidr`, a trusted proxy of the HTTP layer)
+    /// that does not parse, or whose prefix is longer than the address.
+    AddressBlock {
+        /// The text given (`addr/prefix` when built from parts).
+        input: String,
+    },
+    /// A header name for the HTTP layer's key that is not one.
+    HeaderName {
+        /// The name given.
+        name: String,
+    },
+    /// A policy name for the HTTP layer with a character a Structured
+    /// Field String cannot hold (only printable ASCII).
+    PolicyName {
+        /// The name given.
+        name: String,
+    },
+    /// A client prefix for the HTTP layer longer than the address (IPv4 up
+    /// to 32, IPv6 up to 128).
+    PrefixTooLong {
+        /// The prefix given, in bits.
+        prefix: u8,
+    },
+    /// A fleet layer's version (or a read of its source) was not taken:
+    /// the layer keeps its last good version, and the limits in force are
+    /// unchanged (`fleet::Layers`).
+    Layer {
+        /// The layer's name.
+        layer: Arc<str>,
+        /// The version refused; `None` when its source could not be read.
+        version: Option<u64>,
+        /// Why: the bad value, or the limiter's refusal of the merged set.
+        reason: Arc<str>,
+    },
+    /// A watched file ([`watch`](crate::config::watch)) could not be read; its
+    /// `io::Error` is this error's [`source`](Error::source).
+    FileUnreadable {
+        /// The watched file.
+        path: PathBuf,
+        /// Why it could not be read.
+        error: Arc<io::Error>,
+    },
+    /// A watched file was read but its reload function refused it: the
+    /// limits in force are unchanged. The reload's error is this error's
+    /// [`source`](Error::source).
+    FileNotLoaded {
+        /// The watched file.
+        path: PathBuf,
+        /// The reload function's error.
+        error: Arc<dyn Error + Send + Sync>,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroCount => f.write_str("rate must be at least 1 per period, got 0"),
+            BuildError::ZeroPeriod => f.write_str("rate period must be longer than 0"),
+            BuildError::IntervalTooShort { count, period } => write!(
+                f,
+                "rate {count} per {period:?} is faster than 1 per nanosecond, paceline's resolution"
+            ),
+            BuildError::IntervalTooLong { count, period } => write!(
+                f,
+                "rate {count} per {period:?} spaces permits more than 146 years apart"
+            ),
+            BuildError::Imprecise {
+                count,
+                period,
+                interval_ns,
+            } => write!(
+                f,
+                "rate {count} per {period:?} needs a fractional-nanosecond interval; \
+                 the nearest, {interval_ns} ns, is off by more than 0.1 % \
+                 (use Rate::every with an exact interval)"
+            ),
+            BuildError::ParseRate { input, reason } => {
+                write!(f, "cannot parse rate {input:?}: {reason}")
+            }
+            BuildError::RateDecimals { input, instead } => {
+                write!(f, "cannot parse rate {input:?}: decimals are not supported")?;
+                match instead {
+                    Some(rate) => write!(f, " (write {rate:?})"),
+                    None => Ok(()),
+                }
+            }
+            BuildError::InvalidRate { input, error } => {
+                write!(f, "invalid rate {input:?}: {error}")
+            }
+            BuildError::ParseSlack { input, reason } => {
+                write!(f, "cannot parse slack {input:?}: {reason}")
+            }
+            BuildError::SlackTooLarge { slack, interval } => write!(
+                f,
+                "slack of {slack} permits at one per {interval:?} banks more than 146 years"
+            ),
+            BuildError::NoRate => f.write_str("an unlimited limiter has no rate to change"),
+            BuildError::WarmUpTooLong { warm_up } => {
+                write!(f, "a warm-up of {warm_up:?} is over 146 years")
+            }
+            BuildError::TooManyOverrides { overrides, max } => write!(
+                f,
+                "{overrides} overrides are more than a keyed limiter holds (at most {max})"
+            ),
+            BuildError::LeaseTooLong {
+                expiry,
+                slack,
+                interval,
+            } => write!(
+                f,
+                "a lease expiring after {expiry:?} needs a nonzero expiry of at most the slack \
+                 ({slack} permits at one per {interval:?})"
+            ),
+            BuildError::AddressBlock { input } => write!(
+                f,
+                "not an address block: {input:?} (expected e.g. \"10.0.0.0/8\", \"::1\" or \
+                 \"2001:db8::/32\")"
+            ),
+            BuildError::HeaderName { name } => write!(f, "not a header name: {name:?}"),
+            BuildError::PolicyName { name } => {
+                write!(f, "policy name {name:?}: only printable ASCII can be sent")
+            }
+            BuildError::PrefixTooLong { prefix } => {
+                write!(f, "prefix /{prefix} is longer than the address")
+            }
+            BuildError::Layer {
+                layer,
+                version: Some(v),
+                reason,
+            } => write!(
+                f,
+                "layer {layer:?} version {v} not applied, the limits in force are unchanged: \
+                 {reason}"
+            ),
+            BuildError::Layer {
+                layer,
+                version: None,
+                reason,
+            } => write!(
+                f,
+                "layer {layer:?} not read, it keeps its last good version: {reason}"
+            ),
+            BuildError::FileUnreadable { path, error } => {
+                write!(f, "cannot read {}: {error}", path.display())
+            }
+            BuildError::FileNotLoaded { path, error } => write!(
+                f,
+                "{} not loaded, the limits in force are unchanged: {error}",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl Error for BuildError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            BuildError::InvalidRate { error, .. } => Some(error.as_ref()),
+            BuildError::FileUnreadable { error, .. } => Some(error.as_ref()),
+            BuildError::FileNotLoaded { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for BuildError {
+    fn eq(&self, other: &BuildError) -> bool {
+        use BuildError as E;
+        match (self, other) {
+            (E::ZeroCount, E::ZeroCount)
+            | (E::ZeroPeriod, E::ZeroPeriod)
+            | (E::NoRate, E::NoRate) => true,
+            (
+                E::IntervalTooShort { count, period },
+                E::IntervalTooShort {
+                    count: c,
+                    period: p,
+                },
+            )
+            | (
+                E::IntervalTooLong { count, period },
+                E::IntervalTooLong {
+                    count: c,
+                    period: p,
+                },
+            ) => (count, period) == (c, p),
+            (
+                E::Imprecise {
+                    count,
+                    period,
+                    interval_ns,
+                },
+                E::Imprecise {
+                    count: c,
+                    period: p,
+                    interval_ns: i,
+                },
+            ) => (count, period, interval_ns) == (c, p, i),
+            (
+                E::ParseRate { input, reason },
+                E::ParseRate {
+                    input: i,
+                    reason: r,
+                },
+            ) => (input, reason) == (i, r),
+            (
+                E::RateDecimals { input, instead },
+                E::RateDecimals {
+                    input: i,
+                    instead: s,
+                },
+            ) => (input, instead) == (i, s),
+            (E::InvalidRate { input, error }, E::InvalidRate { input: i, error: e }) => {
+                (input, error) == (i, e)
+            }
+            (
+                E::ParseSlack { input, reason },
+                E::ParseSlack {
+                    input: i,
+                    reason: r,
+                },
+            ) => (input, reason) == (i, r),
+            (
+                E::SlackTooLarge { slack, interval },
+                E::SlackTooLarge {
+                    slack: s,
+                    interval: i,
+                },
+            ) => (slack, interval) == (s, i),
+            (E::WarmUpTooLong { warm_up }, E::WarmUpTooLong { warm_up: w }) => warm_up == w,
+            (
+                E::TooManyOverrides { overrides, max },
+                E::TooManyOverrides {
+                    overrides: o,
+                    max: m,
+                },
+            ) => (overrides, max) == (o, m),
+            (
+                E::LeaseTooLong {
+                    expiry,
+                    slack,
+                    interval,
+                },
+                E::LeaseTooLong {
+                    expiry: e,
+                    slack: s,
+                    interval: i,
+                },
+            ) => (expiry, slack, interval) == (e, s, i),
+            (E::AddressBlock { input }, E::AddressBlock { input: i }) => input == i,
+            (E::HeaderName { name }, E::HeaderName { name: n })
+            | (E::PolicyName { name }, E::PolicyName { name: n }) => name == n,
+            (E::PrefixTooLong { prefix }, E::PrefixTooLong { prefix: p }) => prefix == p,
+            (
+                E::Layer {
+                    layer,
+                    version,
+                    reason,
+                },
+                E::Layer {
+                    layer: l,
+                    version: v,
+                    reason: r,
+                },
+            ) => (layer, version, reason) == (l, v, r),
+            // Neither error has an equality of its own: equal when shared.
+            (E::FileUnreadable { path, error }, E::FileUnreadable { path: p, error: e }) => {
+                path == p && Arc::ptr_eq(error, e)
+            }
+            (E::FileNotLoaded { path, error }, E::FileNotLoaded { path: p, error: e }) => {
+                path == p && Arc::ptr_eq(error, e)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for BuildError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One of each variant: the comparison written by hand must hold each
+    /// equal to its clone and unequal to the others.
+    fn one_of_each() -> Vec<BuildError> {
+        let second = Duration::from_secs(1);
+        let path = PathBuf::from("limits.toml");
+        vec![
+            BuildError::ZeroCount,
+            BuildError::ZeroPeriod,
+            BuildError::IntervalTooShort {
+                count: 2,
+                period: Duration::from_nanos(1),
+            },
+            BuildError::IntervalTooLong {
+                count: 1,
+                period: Duration::MAX,
+            },
+            BuildError::Imprecise {
+                count: 3,
+                period: Duration::from_nanos(10),
+                interval_ns: 3,
+            },
+            BuildError::ParseRate {
+                input: "x".into(),
+                reason: "no",
+            },
+            BuildError::RateDecimals {
+                input: "1/1.5s".into(),
+                instead: Some("2/3s".into()),
+            },
+            BuildError::InvalidRate {
+                input: "0/s".into(),
+                error: Box::new(BuildError::ZeroCount),
+            },
+            BuildError::ParseSlack {
+                input: "x".into(),
+                reason: "no".into(),
+            },
+            BuildError::SlackTooLarge {
+                slack: u64::MAX,
+                interval: second,
+            },
+            BuildError::NoRate,
+            BuildError::WarmUpTooLong {
+                warm_up: Duration::MAX,
+            },
+            BuildError::TooManyOverrides {
+                overrides: 2,
+                max: 1,
+            },
+            BuildError::LeaseTooLong {
+                expiry: second,
+                slack: 0,
+                interval: second,
+            },
+            BuildError::AddressBlock {
+                input: "10.0.0.0/33".into(),
+            },
+            BuildError::HeaderName { name: "a b".into() },
+            BuildError::PolicyName { name: "é".into() },
+            BuildError::PrefixTooLong { prefix: 129 },
+            BuildError::Layer {
+                layer: "local".into(),
+                version: Some(2),
+                reason: "why".into(),
+            },
+            BuildError::FileUnreadable {
+                path: path.clone(),
+                error: Arc::new(io::Error::from(io::ErrorKind::NotFound)),
+            },
+            BuildError::FileNotLoaded {
+                path,
+                error: Arc::from(Box::<dyn Error + Send + Sync>::from("no")),
+            },
+        ]
+    }
+
+    #[test]
+    fn each_variant_equals_its_clone_and_no_other() {
+        let all = one_of_each();
+        for (i, a) in all.iter().enumerate() {
+            for (j, b) in all.iter().enumerate() {
+                assert_eq!(a == b, i == j, "{a:?} against {b:?}");
+            }
+            assert_eq!(a, &a.clone());
+        }
+    }
+
+    #[test]
+    fn a_files_error_is_equal_only_to_its_clones() {
+        let read = |e| BuildError::FileUnreadable {
+            path: PathBuf::from("limits.toml"),
+            error: Arc::new(e),
+        };
+        let missing = read(io::Error::from(io::ErrorKind::NotFound));
+        assert_eq!(missing, missing.clone());
+        assert_ne!(missing, read(io::Error::from(io::ErrorKind::NotFound)));
+    }
+
+    #[test]
+    fn the_wrapped_errors_are_the_sources() {
+        let invalid = "0/s".parse::<crate::Rate>().unwrap_err();
+        let inner = invalid.source().unwrap().downcast_ref::<BuildError>();
+        assert_eq!(inner, Some(&BuildError::ZeroCount));
+        let unread = BuildError::FileUnreadable {
+            path: PathBuf::from("limits.toml"),
+            error: Arc::new(io::Error::from(io::ErrorKind::NotFound)),
+        };
+        let cause = unread.source().unwrap().downcast_ref::<io::Error>();
+        assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound));
+    }
+}
