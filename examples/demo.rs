@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::{AtomicLimiter, Clock, Rate, Slack, Wait};
+use paceline::{clock::Clock, AtomicLimiter, Rate, Slack, Wait};
 
 fn main() {
     let mut args = std::env::args().skip(1);

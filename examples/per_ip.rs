@@ -20,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use paceline::{KeyedLimiter, Rate, TakeError, WhenFull};
+use paceline::{keyed::WhenFull, KeyedLimiter, Rate, TakeError};
 
 const ALICE: usize = 20;
 const BOB: usize = 40;

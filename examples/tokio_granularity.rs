@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use paceline::tokio::{AsyncLimiter, PRECISE};
-use paceline::{Clock, Rate, Slack, Wait};
+use paceline::{clock::Clock, Rate, Slack, Wait};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {

@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, BuildError, ManualClock, Rate, Slack, WarmUpLimiter};
+use paceline::{clock::ManualClock, AtomicLimiter, BuildError, Rate, Slack, WarmUpLimiter};
 
 const RATE: u64 = 100;
 const WARM_UP: Duration = Duration::from_secs(2);

@@ -163,7 +163,7 @@ impl Clock for StdClock {
 /// slot to the next and never skip one).
 ///
 /// ```
-/// use paceline::{AtomicLimiter, ManualClock, Rate};
+/// use paceline::{AtomicLimiter, clock::ManualClock, Rate};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
@@ -266,7 +266,7 @@ impl ManualClock {
     /// whose workers never park (a bug) into a failure instead of a hang.
     ///
     /// ```
-    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    /// use paceline::{AtomicLimiter, clock::ManualClock, Rate};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();

@@ -22,7 +22,8 @@
 //!
 //! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
 //! - [`MutexLimiter`]: the same decisions, state under a `Mutex`.
-//! - [`Pacer`]: the one type both name, over a [`store`]; its methods.
+//! - [`limiter::Pacer`]: the one type both name, over a [`store`]; its
+//!   methods. The [`limiter`] module holds it and the take interface.
 //! - [`Unlimited`]: admits everything (pacing switched off).
 //! - [`Take`], [`AsyncTake`]: the take interface every kind answers, for a
 //!   key; a take reports what it found ([`Taken`], [`State`]); one
@@ -30,14 +31,17 @@
 //! - [`lease::Leased`]: one limit shared past one server core, spent
 //!   locally from leased batches under the plain bound.
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
-//!   idle, bounded by [`WhenFull`], with per-key overrides and a look inside.
+//!   idle, bounded by [`keyed::WhenFull`], with per-key overrides and a
+//!   look inside; the rest of the [`keyed`] module.
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
 //! - [`Slack`]: the burst a limiter banks, in permits, time, or both.
 //! - [`Limit`], [`Limits`]: a rate with its slack; a default limit and
 //!   overrides by key. With feature `serde`, these, [`Rate`] and [`Slack`]
 //!   read from and write to configuration files (TOML, YAML, JSON, ...).
 //! - [`Builder`]: slack, clock, wait strategy, initial credit.
-//! - [`Clock`], [`DefaultClock`], [`StdClock`], [`ManualClock`]: time.
+//! - [`clock`]: time, [`Clock`](clock::Clock) and its clocks (the default
+//!   TSC one, [`StdClock`](clock::StdClock), and
+//!   [`ManualClock`](clock::ManualClock), which moves only when told).
 //! - [`Wait`]: how a blocking call waits (sleep, or sleep then spin).
 //! - [`PacedExt`]: `jobs.into_iter().paced(&limiter)` paces an iterator.
 //! - [`io`]: [`PacedReader`](io::PacedReader) and
@@ -126,7 +130,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod all;
-mod clock;
+pub mod clock;
 pub mod config;
 pub mod guide;
 #[cfg(feature = "tower")]
@@ -137,10 +141,10 @@ pub mod io;
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
 pub mod lease;
-mod limiter;
+pub mod limiter;
 pub mod model;
 mod observe;
-mod paced;
+pub mod paced;
 mod primitive;
 pub mod remote;
 #[cfg(feature = "reqwest")]
@@ -153,16 +157,15 @@ pub mod tokio;
 mod values;
 mod wait;
 
-pub use clock::{Clock, DefaultClock, ManualClock, StdClock, SPIN_YIELD_ABOVE};
 #[cfg(feature = "keyed")]
-pub use keyed::{KeyState, KeyedBuilder, KeyedLimiter, KeyedStats, WhenFull};
+pub use keyed::KeyedLimiter;
 pub use limiter::builder::Builder;
-pub use limiter::pacer::{AtomicLimiter, MutexLimiter, Pacer, WarmUpLimiter};
+pub use limiter::pacer::{AtomicLimiter, MutexLimiter, WarmUpLimiter};
 pub use limiter::take;
-pub use limiter::take::{AsyncTake, Error, OnKey, State, Take, Taken};
+pub use limiter::take::{AsyncTake, Error, State, Take, Taken};
 pub use limiter::unlimited::Unlimited;
 pub use observe::stats;
-pub use paced::{PacedExt, PacedIter};
+pub use paced::PacedExt;
 #[cfg(feature = "memcached")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memcached")))]
 pub use remote::memcached;

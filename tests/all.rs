@@ -7,7 +7,9 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::Duration;
 
-use paceline::{all, AtomicLimiter, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError};
+use paceline::{
+    all, clock::ManualClock, AtomicLimiter, KeyedLimiter, MutexLimiter, Rate, TakeError,
+};
 
 #[test]
 fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, BuildError, KeyedLimiter, Limit, Limits, ManualClock, Rate};
+use paceline::{clock::ManualClock, AtomicLimiter, BuildError, KeyedLimiter, Limit, Limits, Rate};
 
 fn per_second(n: u64) -> Rate {
     Rate::per_second(n)

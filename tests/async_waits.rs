@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter, TokioClock};
-use paceline::{Clock, KeyedLimiter, ManualClock, Rate, StdClock, TakeError, Wait};
+use paceline::{
+    clock::Clock, clock::ManualClock, clock::StdClock, KeyedLimiter, Rate, TakeError, Wait,
+};
 use tokio::time::{sleep, timeout, Instant};
 
 fn ms(n: u64) -> Duration {
@@ -274,7 +276,7 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
         KeyedLimiter::<u32, _>::builder(Rate::per_second(200))
             .slack(0)
             .max_keys(1)
-            .when_full(paceline::WhenFull::Evict)
+            .when_full(paceline::keyed::WhenFull::Evict)
             .clock(TokioClock::new())
             .build()
             .unwrap(),

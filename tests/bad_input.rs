@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{build, build_with, KINDS};
 use paceline::{
-    AtomicLimiter, BuildError, ManualClock, MutexLimiter, Rate, TakeError, Unlimited, Wait,
+    clock::ManualClock, AtomicLimiter, BuildError, MutexLimiter, Rate, TakeError, Unlimited, Wait,
 };
 
 const MS: Duration = Duration::from_millis(1);

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, BuildError, Clock, ManualClock, Rate, TakeError, Wait};
+use paceline::{
+    clock::Clock, clock::ManualClock, AtomicLimiter, BuildError, Rate, TakeError, Wait,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

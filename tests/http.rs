@@ -722,7 +722,7 @@ async fn the_pace_layer_sends_each_call_at_its_slot() {
 async fn the_pace_layer_paces_through_any_limiter_and_fails_with_its_error() {
     use paceline::remote::memory::{AsyncMemoryLimiter, MemoryBackend, MemoryLimiter};
     use paceline::remote::FailPolicy;
-    use paceline::{Limit, OnKey};
+    use paceline::{take::OnKey, Limit};
     use tower::{Service, ServiceExt};
 
     let backend = MemoryBackend::new();

@@ -24,7 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use paceline::http::Inspect;
-use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate};
+use paceline::{clock::ManualClock, AtomicLimiter, KeyedLimiter, Rate};
 
 /// An axum server on 127.0.0.1:0 with the page mounted at `/limits`, on a
 /// runtime of its own; shut down when dropped.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
 use paceline::remote::FailPolicy;
 use paceline::{
-    AsyncTake, AtomicLimiter, Error, KeyedLimiter, Limit, MutexLimiter, OnKey, Rate, Take,
+    take::OnKey, AsyncTake, AtomicLimiter, Error, KeyedLimiter, Limit, MutexLimiter, Rate, Take,
     TakeError,
 };
 
@@ -195,7 +195,7 @@ fn every_in_process_kind_answers_the_interface_alike() {
 /// its state in the same pass as its decision, and must read the same.
 #[test]
 fn a_keyed_take_reports_the_state_a_look_finds() {
-    let clock = paceline::ManualClock::new();
+    let clock = paceline::clock::ManualClock::new();
     let keyed = KeyedLimiter::<String>::builder(Rate::per_second(10))
         .slack(4)
         .clock(clock.clone())
@@ -219,7 +219,7 @@ fn a_keyed_take_reports_the_state_a_look_finds() {
         );
         assert_eq!(
             taken.at(),
-            Duration::from_nanos(paceline::Clock::now(&clock)),
+            Duration::from_nanos(paceline::clock::Clock::now(&clock)),
             "{key}"
         );
         clock.advance(Duration::from_millis(3));

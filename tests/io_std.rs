@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{assert_paced, data};
 use paceline::io::{PacedReader, PacedWriter};
-use paceline::{AtomicLimiter, ManualClock, Rate, StdClock};
+use paceline::{clock::ManualClock, clock::StdClock, AtomicLimiter, Rate};
 
 /// 1 MiB/s (an interval of 954 ns, rounded from 953.67).
 const RATE: u64 = 1 << 20;
@@ -226,7 +226,7 @@ mod failed_payment {
     use std::time::Duration;
 
     use paceline::io::{OnKey, PacedReader, PacedWriter, PayError};
-    use paceline::{KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
+    use paceline::{clock::ManualClock, keyed::WhenFull, KeyedLimiter, Rate, TakeError};
 
     use super::data;
 

@@ -229,7 +229,7 @@ async fn a_retried_read_with_a_smaller_buffer_gets_the_paid_bytes_in_pieces() {
 async fn a_failed_async_payment_is_an_io_error_and_writes_nothing() {
     use paceline::io::{OnKey, PayError};
     use paceline::tokio::AsyncKeyedLimiter;
-    use paceline::{KeyedLimiter, TakeError, WhenFull};
+    use paceline::{keyed::WhenFull, KeyedLimiter, TakeError};
     use std::error::Error;
     use std::io;
 

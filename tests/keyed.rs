@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use paceline::keyed::path_parent;
-use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
+use paceline::{clock::ManualClock, keyed::WhenFull, AtomicLimiter, KeyedLimiter, Rate, TakeError};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use paceline::{KeyedLimiter, Rate, WhenFull};
+use paceline::{keyed::WhenFull, KeyedLimiter, Rate};
 
 const MAX_KEYS: usize = 100_000;
 const THREADS: u64 = 2;

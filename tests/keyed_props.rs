@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use paceline::keyed::PRUNE_GRACE;
 use paceline::model::schedule::{self, Admit, Deny, Params};
-use paceline::{AtomicLimiter, KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
+use paceline::{clock::ManualClock, keyed::WhenFull, AtomicLimiter, KeyedLimiter, Rate, TakeError};
 use proptest::prelude::*;
 
 /// With slack 3 the banked window (3 ms) is longer than the 1 ms grace

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use paceline::tokio::AsyncKeyedLimiter;
-use paceline::{Clock, KeyedLimiter, Limit, Limits, Rate, TakeError};
+use paceline::{clock::Clock, KeyedLimiter, Limit, Limits, Rate, TakeError};
 use tokio::time::Instant;
 
 /// A clock on Tokio's time, so that pausing it pauses the limiter.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use paceline::lease::Leased;
 use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
 use paceline::remote::FailPolicy;
-use paceline::{Error, Limit, ManualClock, OnKey, Rate, Take, TakeError};
+use paceline::{clock::ManualClock, take::OnKey, Error, Limit, Rate, Take, TakeError};
 use proptest::prelude::*;
 
 type Lease = Leased<OnKey<MemoryLimiter<ManualClock>, &'static str>, ManualClock>;

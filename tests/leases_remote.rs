@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use paceline::lease::{Leased, Lender};
 use paceline::remote::FailPolicy;
-use paceline::{Clock, Limit, OnKey, Rate, Take};
+use paceline::{clock::Clock, take::OnKey, Limit, Rate, Take};
 
 const CHILD_ENV: &str = "PACELINE_LEASES_CHILD";
 const PROCESSES: usize = 4;

@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use paceline::memcached::{Error, FailPolicy, MemcachedLimiter, UnixClock};
-use paceline::{Clock, Rate, TakeError};
+use paceline::{clock::Clock, Rate, TakeError};
 use support::MemcachedServer;
 
 /// 1000 per second: T = 1 ms.
@@ -232,7 +232,7 @@ fn a_client_whose_clock_runs_ahead_admits_at_most_its_lead_over_t_early() {
 
 /// A manual clock, `ahead` ns ahead of another.
 #[derive(Clone, Debug)]
-struct ManualAhead(paceline::ManualClock, u64);
+struct ManualAhead(paceline::clock::ManualClock, u64);
 
 impl Clock for ManualAhead {
     fn now(&self) -> u64 {
@@ -243,7 +243,7 @@ impl Clock for ManualAhead {
 #[test]
 fn a_clock_d_ahead_admits_exactly_d_over_t_early_and_no_more() {
     let server = MemcachedServer::start();
-    let clock = paceline::ManualClock::new();
+    let clock = paceline::clock::ManualClock::new();
     clock.set(Duration::from_secs(1_800_000_000));
     let limiter = |ahead: u64| {
         MemcachedLimiter::builder(server.addr(), Rate::per_second(100))

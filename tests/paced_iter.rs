@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use paceline::{AtomicLimiter, ManualClock, PacedExt, Rate, Take, Unlimited};
+use paceline::{clock::ManualClock, AtomicLimiter, PacedExt, Rate, Take, Unlimited};
 
 #[test]
 fn paced_iterator_takes_one_permit_per_item_in_order() {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::{build_with, Kind};
 use paceline::model::schedule::{self, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use paceline::{BuildError, Clock, ManualClock, Rate, Slack, TakeError, Wait};
+use paceline::{clock::Clock, clock::ManualClock, BuildError, Rate, Slack, TakeError, Wait};
 use proptest::prelude::*;
 
 /// One call or clock move. Durations are in quarters of the interval in

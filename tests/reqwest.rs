@@ -18,7 +18,7 @@ use paceline::remote::memory::{AsyncMemoryLimiter, MemoryBackend, MemoryLimiter}
 use paceline::remote::FailPolicy;
 use paceline::reqwest::Pace;
 use paceline::tokio::AsyncLimiter;
-use paceline::{Limit, OnKey, Rate};
+use paceline::{take::OnKey, Limit, Rate};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 /// When each request reached the server.

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::Duration;
 
 use paceline::{
-    AtomicLimiter, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError, Unlimited,
+    clock::ManualClock, AtomicLimiter, KeyedLimiter, MutexLimiter, Rate, TakeError, Unlimited,
 };
 
 fn ms(n: u64) -> Duration {

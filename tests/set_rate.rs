@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{build, Log, Sim, KINDS};
-use paceline::{ManualClock, Rate};
+use paceline::{clock::ManualClock, Rate};
 
 const MS: Duration = Duration::from_millis(1);
 

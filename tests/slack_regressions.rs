@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::{build, KINDS};
-use paceline::{ManualClock, Rate, TakeError};
+use paceline::{clock::ManualClock, Rate, TakeError};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);

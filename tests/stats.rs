@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use paceline::stats::{prometheus, Counted, Stats};
 use paceline::{
-    AtomicLimiter, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError, WarmUpLimiter,
+    clock::ManualClock, AtomicLimiter, KeyedLimiter, MutexLimiter, Rate, TakeError, WarmUpLimiter,
 };
 use proptest::prelude::*;
 

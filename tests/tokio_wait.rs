@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use paceline::tokio::{AsyncLimiter, PRECISE};
-use paceline::{Clock, DefaultClock, Rate, Wait};
+use paceline::{clock::Clock, clock::DefaultClock, Rate, Wait};
 
 /// Takes `n` permits and checks that each went no earlier than its slot.
 async fn assert_never_early<C: Clock>(limiter: &AsyncLimiter<C>, n: usize) {

@@ -125,12 +125,12 @@ fn a_remote_server_lost_and_back_is_told_once_each() {
 #[test]
 fn a_lease_given_back_is_a_debug_event_with_its_count() {
     log();
-    let clock = paceline::ManualClock::new();
+    let clock = paceline::clock::ManualClock::new();
     let backend = MemoryBackend::with_clock(clock.clone());
     let limit = Limit::new(Rate::per_second(1_000_000), 1_000);
     let remote = MemoryLimiter::with_backend(backend, limit, FailPolicy::Closed).unwrap();
     let lease = paceline::lease::Leased::with_clock(
-        paceline::OnKey::new(remote, "leased"),
+        paceline::take::OnKey::new(remote, "leased"),
         limit,
         Duration::from_micros(100),
         clock.clone(),

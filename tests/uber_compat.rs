@@ -17,7 +17,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{build, build_with, Log, Sim, KINDS, PARK_TIMEOUT};
-use paceline::{ManualClock, Rate, Unlimited, Wait};
+use paceline::{clock::ManualClock, Rate, Unlimited, Wait};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);

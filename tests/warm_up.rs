@@ -9,7 +9,8 @@ use std::time::Duration;
 use paceline::model::schedule::{Admit, Params, FRESH, ORIGIN};
 use paceline::model::warm_up::{self, WarmState};
 use paceline::{
-    AtomicLimiter, BuildError, Clock, ManualClock, MutexLimiter, Rate, TakeError, WarmUpLimiter,
+    clock::Clock, clock::ManualClock, AtomicLimiter, BuildError, MutexLimiter, Rate, TakeError,
+    WarmUpLimiter,
 };
 use proptest::prelude::*;
 

@@ -437,8 +437,8 @@ fn main() {
     };
     // The limiters pace by quanta's TSC clock, the report measures by the
     // OS's: compare the two over the whole report.
-    let (clock, start) = (paceline::DefaultClock::new(), Instant::now());
-    let clock_start = paceline::Clock::now(&clock);
+    let (clock, start) = (paceline::clock::DefaultClock::new(), Instant::now());
+    let clock_start = paceline::clock::Clock::now(&clock);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load
         .split_whitespace()
@@ -495,7 +495,7 @@ fn main() {
         }
     }
     let os = start.elapsed().as_nanos() as f64;
-    let tsc = (paceline::Clock::now(&clock) - clock_start) as f64;
+    let tsc = (paceline::clock::Clock::now(&clock) - clock_start) as f64;
     println!(
         "\nThe limiters' clock (paceline's DefaultClock) vs the OS clock over the report: {:+.1} ppm.",
         (tsc / os - 1.0) * 1e6

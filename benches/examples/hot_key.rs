@@ -41,7 +41,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use paceline::lease::{Leased, Lender};
 use paceline::redis::{FailPolicy, RedisLimiter};
-use paceline::{Clock, Error, Limit, OnKey, Rate, Take};
+use paceline::{clock::Clock, take::OnKey, Error, Limit, Rate, Take};
 
 const CHILD_ENV: &str = "PACELINE_HOT_KEY_CHILD";
 const KEY: &str = "hot";

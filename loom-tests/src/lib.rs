@@ -104,7 +104,7 @@ use std::time::Duration;
 use paceline::model::schedule::{Admit, Grant};
 pub use paceline::store::Booking;
 use paceline::{
-    AtomicLimiter, BuildError, KeyedLimiter, ManualClock, MutexLimiter, Rate, TakeError,
+    clock::ManualClock, AtomicLimiter, BuildError, KeyedLimiter, MutexLimiter, Rate, TakeError,
 };
 
 /// Preemptions explored per execution when `LOOM_MAX_PREEMPTIONS` is unset:

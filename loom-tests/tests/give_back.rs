@@ -43,7 +43,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
 use paceline::model::schedule::{Admit, Grant, FRESH, ORIGIN};
-use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
+use paceline::{clock::Clock, clock::ManualClock, AtomicLimiter, MutexLimiter, Rate};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;

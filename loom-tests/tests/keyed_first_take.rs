@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::check;
-use paceline::{KeyedLimiter, ManualClock, Rate, TakeError};
+use paceline::{clock::ManualClock, KeyedLimiter, Rate, TakeError};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 2;

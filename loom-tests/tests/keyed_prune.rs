@@ -26,7 +26,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::check;
 use paceline::keyed::PRUNE_GRACE;
-use paceline::{KeyedLimiter, ManualClock, Rate, TakeError, WhenFull};
+use paceline::{clock::ManualClock, keyed::WhenFull, KeyedLimiter, Rate, TakeError};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;

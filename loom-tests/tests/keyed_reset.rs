@@ -24,7 +24,7 @@ const T: Duration = Duration::from_millis(1);
 #[test]
 fn a_give_back_never_undoes_a_grant_made_after_a_reset() {
     check("keyed give_back and reset", || {
-        let clock = paceline::ManualClock::new();
+        let clock = paceline::clock::ManualClock::new();
         let limiter = Arc::new(OneKey::build(T, 0, true, clock));
         let canceller = {
             let limiter = limiter.clone();

@@ -25,7 +25,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::check;
 use paceline::lease::Leased;
-use paceline::{AtomicLimiter, Limit, ManualClock, Rate, Take};
+use paceline::{clock::ManualClock, AtomicLimiter, Limit, Rate, Take};
 
 const T_NS: u64 = 1_000_000;
 const SLACK: u64 = 3;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
-use paceline::{AtomicLimiter, ManualClock, MutexLimiter};
+use paceline::{clock::ManualClock, AtomicLimiter, MutexLimiter};
 
 const T: Duration = Duration::from_millis(1);
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::{check, Subject};
 use paceline::model::schedule::{self, Admit, Params, FULL, ORIGIN};
-use paceline::{AtomicLimiter, ManualClock, MutexLimiter, Rate};
+use paceline::{clock::ManualClock, AtomicLimiter, MutexLimiter, Rate};
 
 /// Old: 1 ms, slack 2 (burst 3). New: 3 ms, slack 0 (burst 1).
 const T1: u64 = 1_000_000;

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, in_slot_order, OneKey, Subject};
-use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter, Rate};
+use paceline::{clock::Clock, clock::ManualClock, AtomicLimiter, MutexLimiter, Rate};
 
 const T1: Duration = Duration::from_millis(1);
 const T2: Duration = Duration::from_millis(3);

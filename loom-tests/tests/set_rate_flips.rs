@@ -24,7 +24,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
 use paceline::model::schedule::{Admit, Grant, ORIGIN};
-use paceline::{AtomicLimiter, ManualClock, MutexLimiter, Rate};
+use paceline::{clock::ManualClock, AtomicLimiter, MutexLimiter, Rate};
 
 /// The rate the limiter starts at and comes back to.
 const A: Duration = Duration::from_millis(2);

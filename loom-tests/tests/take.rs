@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, in_slot_order, OneKey, Subject};
-use paceline::{AtomicLimiter, Clock, ManualClock, MutexLimiter};
+use paceline::{clock::Clock, clock::ManualClock, AtomicLimiter, MutexLimiter};
 
 const T: Duration = Duration::from_millis(1);
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
-use paceline::{AtomicLimiter, ManualClock, MutexLimiter, TakeError};
+use paceline::{clock::ManualClock, AtomicLimiter, MutexLimiter, TakeError};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;

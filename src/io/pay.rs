@@ -158,7 +158,7 @@ mod asynchronous {
     ///
     /// Implemented for every owned, `Clone` limiter that answers
     /// [`AsyncTake`] with the unit key (`AsyncLimiter`, `Unlimited`, an
-    /// `Arc` of a limiter of your own), and [`OnKey`](crate::OnKey) of any keyed one (an
+    /// `Arc` of a limiter of your own), and [`OnKey`](crate::take::OnKey) of any keyed one (an
     /// `AsyncKeyedLimiter`, an async Redis or PostgreSQL limiter).
     pub trait AsyncByteLimiter {
         /// The most bytes one payment should cover: the limiter's burst,

@@ -23,7 +23,7 @@ use super::{chunk, ByteLimiter};
 ///
 /// ```
 /// use paceline::io::PacedWriter;
-/// use paceline::{AtomicLimiter, ManualClock, Rate};
+/// use paceline::{AtomicLimiter, clock::ManualClock, Rate};
 /// use std::io::Write;
 /// use std::time::Duration;
 ///

@@ -27,7 +27,7 @@ use crate::wait::Wait;
 /// Configures a [`KeyedLimiter`]; made by [`KeyedLimiter::builder`].
 ///
 /// ```
-/// use paceline::{KeyedLimiter, Rate, WhenFull};
+/// use paceline::{KeyedLimiter, Rate, keyed::WhenFull};
 ///
 /// let limiter = KeyedLimiter::<String>::builder("100/s".parse()?)
 ///     .slack(20)

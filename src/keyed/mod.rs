@@ -215,7 +215,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// was scheduled at (since the clock's origin).
     ///
     /// ```
-    /// use paceline::{KeyedLimiter, ManualClock, Rate};
+    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::with_auto_advance(); // waits move the clock
@@ -364,7 +364,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// would, with its whole burst (`slack + 1` at once); `true` when the
     /// key was tracked (a key not tracked is at rest already, and nothing
     /// changes). Its rate (an override) stays. Like
-    /// [`Pacer::reset`](crate::Pacer::reset), a deliberate refill: the
+    /// [`Pacer::reset`](crate::limiter::Pacer::reset), a deliberate refill: the
     /// key's [window bound](crate::guide::model#slack-and-burst-the-window-bound)
     /// holds from the reset on, not across it.
     ///
@@ -378,7 +378,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// the reset; a [`snapshot`](Self::snapshot) no longer lists the key.
     ///
     /// ```
-    /// use paceline::{KeyedLimiter, ManualClock, Rate};
+    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate};
     ///
     /// let limiter = KeyedLimiter::<&str>::builder(Rate::per_minute(1))
     ///     .slack(2)
@@ -423,7 +423,7 @@ mod tests {
     use super::shard::find;
     use super::*;
     use crate::primitive::read;
-    use crate::{ManualClock, Rate};
+    use crate::{clock::ManualClock, Rate};
 
     #[test]
     fn a_key_refused_past_its_count_still_totals_exactly() {

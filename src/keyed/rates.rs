@@ -141,7 +141,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`remove_override`](Self::remove_override)) or a reset.
     ///
     /// ```
-    /// use paceline::{KeyedLimiter, ManualClock, Rate, TakeError};
+    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate, TakeError};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -243,7 +243,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// # Credit: a key at rest gets the new burst
     ///
-    /// Unlike a lone limiter's [`apply`](crate::Pacer::apply), which never
+    /// Unlike a lone limiter's [`apply`](crate::limiter::Pacer::apply), which never
     /// refills (banked credit is kept in permits), a key **at rest** under
     /// its old limit (its whole burst banked, for a millisecond at least) is
     /// at rest under the new one too: it gets the *full new burst*, as a key
@@ -254,7 +254,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// each key at rest send 10 at once, where a lone limiter keeps 3:
     ///
     /// ```
-    /// use paceline::{AtomicLimiter, KeyedLimiter, Limit, Limits, ManualClock, Rate};
+    /// use paceline::{AtomicLimiter, KeyedLimiter, Limit, Limits, clock::ManualClock, Rate};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();

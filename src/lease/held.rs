@@ -148,7 +148,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ManualClock;
+    use crate::clock::ManualClock;
     use std::time::Duration;
 
     #[test]

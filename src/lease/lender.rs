@@ -4,13 +4,13 @@
 
 use std::fmt;
 
+use crate::clock::Clock;
 use crate::limiter::pacer::Pacer;
 use crate::limiter::take::{OnKey, Take};
 use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter};
 use crate::store::{Booking, Store};
 use crate::values::error::BuildError;
 use crate::values::limit::Limit;
-use crate::Clock;
 
 /// A limiter a [`Leased`](super::Leased) draws its batches from: one limit
 /// (a direct limiter, or one key of a keyed or remote one through

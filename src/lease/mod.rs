@@ -8,7 +8,7 @@
 //! ```
 //! use paceline::lease::Leased;
 //! use paceline::remote::{memory::MemoryBackend, FailPolicy, RemoteLimiter};
-//! use paceline::{Limit, OnKey, Rate, Take};
+//! use paceline::{Limit, take::OnKey, Rate, Take};
 //! use std::time::Duration;
 //!
 //! // The limit shared by every process: 1000/s, a slack of 100.

@@ -33,7 +33,7 @@ impl<S: Store> Pacer<S> {
     /// strategy or initial credit.
     ///
     /// ```
-    /// use paceline::{AtomicLimiter, ManualClock, Rate, Wait};
+    /// use paceline::{AtomicLimiter, clock::ManualClock, Rate, Wait};
     ///
     /// let limiter = AtomicLimiter::builder("500/s".parse()?)
     ///     .slack(0)                 // uber's WithoutSlack
@@ -52,7 +52,7 @@ impl<S: Store> Pacer<S> {
 /// [`MutexLimiter::builder`](Pacer::builder) or `AsyncLimiter::builder`.
 ///
 /// ```
-/// use paceline::{AtomicLimiter, Rate, StdClock, Wait};
+/// use paceline::{AtomicLimiter, Rate, clock::StdClock, Wait};
 ///
 /// let limiter = AtomicLimiter::builder(Rate::per_second(100))
 ///     .slack(20)            // bank up to 20 permits (default: 10, or 10 ms)
@@ -152,7 +152,7 @@ impl<L: sealed::Build> Builder<L> {
         self
     }
 
-    /// The clock to read and wait on (default [`DefaultClock`](crate::DefaultClock)).
+    /// The clock to read and wait on (default [`DefaultClock`](crate::clock::DefaultClock)).
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<L::With<C2>> {
         let Config {
             rate,
@@ -221,7 +221,7 @@ impl<S: Store, C: Clock> Builder<Pacer<S, C>> {
     /// decides under a lock, as [`MutexLimiter`](crate::MutexLimiter) does.
     ///
     /// ```
-    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    /// use paceline::{AtomicLimiter, clock::ManualClock, Rate};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::with_auto_advance();

@@ -1,10 +1,10 @@
-//! The limiter and its interface: [`Pacer`](crate::limiter::pacer::Pacer)
+//! The limiter and its interface: [`Pacer`]
 //! over a [`store`](crate::store) (named
 //! [`AtomicLimiter`](crate::AtomicLimiter),
 //! [`MutexLimiter`](crate::MutexLimiter),
 //! [`WarmUpLimiter`](crate::WarmUpLimiter)) with its builder, calls and
 //! limit changes; [`Unlimited`](crate::Unlimited); the take interface every
-//! kind answers ([`take`](crate::take): [`Take`](crate::Take),
+//! kind answers ([`take`]: [`Take`](crate::Take),
 //! [`AsyncTake`](crate::AsyncTake), what a take found) and the direct
 //! limiters' answers to it; `Part`, what a limit offers an all-or-nothing
 //! request.
@@ -16,3 +16,5 @@ pub(crate) mod pacer;
 pub(crate) mod part;
 pub mod take;
 pub(crate) mod unlimited;
+
+pub use pacer::Pacer;

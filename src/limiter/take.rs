@@ -282,7 +282,7 @@ forward!(&L, Box<L>, Arc<L>);
 /// ```
 /// # #[cfg(feature = "keyed")]
 /// # fn main() -> Result<(), paceline::Error> {
-/// use paceline::{KeyedLimiter, OnKey, Rate, Take};
+/// use paceline::{KeyedLimiter, take::OnKey, Rate, Take};
 ///
 /// let per_tenant = KeyedLimiter::<String>::new(Rate::per_second(10));
 /// let tenant_a = OnKey::new(&per_tenant, "a".to_string());

@@ -1,7 +1,7 @@
 //! [`MemoryBackend`]: a remote limiter's backend kept in this process's
 //! memory, a map of keys to state words stepped under a lock. For tests:
 //! it runs [`schedule::step`] as a server would, on a clock of its own
-//! (a [`ManualClock`](crate::ManualClock) makes it deterministic), counts
+//! (a [`ManualClock`](crate::clock::ManualClock) makes it deterministic), counts
 //! its round trips, and can be switched off to play a server that is down.
 //! The property tests run it against the plain step beside the real
 //! servers, and the interface suite (`tests/interface.rs`) runs every case

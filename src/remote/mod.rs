@@ -1,6 +1,6 @@
 //! Limits kept in a server: one limiter type over a backend,
 //! [`RemoteLimiter<B>`] (blocking) and [`AsyncRemoteLimiter<B>`] (futures,
-//! feature `tokio`), as [`Pacer<S>`](crate::Pacer) is over a store. The step
+//! feature `tokio`), as [`Pacer<S>`](crate::limiter::Pacer) is over a store. The step
 //! runs in the server, atomically, on its clock, and the client only asks
 //! and then waits; or, for memcached, which has no scripts and no clock,
 //! in the client, as a CAS loop on the server's value, on the client's

@@ -52,7 +52,7 @@ use pushback::pushback;
 /// one limiter: each request waits for its slot (`take().await`), then
 /// goes. Any limiter that answers [`AsyncTake`] with the unit key: an
 /// [`AsyncLimiter`], one key of a keyed or remote limiter through
-/// [`OnKey`](crate::OnKey) (a limit shared by every process calling the
+/// [`OnKey`](crate::take::OnKey) (a limit shared by every process calling the
 /// same API), [`Unlimited`](crate::Unlimited).
 ///
 /// `Clone`: clones share the limiter and what the far side said (set

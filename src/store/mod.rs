@@ -1,7 +1,7 @@
 //! Where an in-process limiter keeps its state word, and how it updates it
 //! atomically: [`AtomicStore`] (a CAS loop on one padded `AtomicU64`),
 //! [`MutexStore`] (the word under a `Mutex`) and [`WarmStore`] (the word and
-//! Guava's coldness under a `Mutex`). [`Pacer`](crate::Pacer) is the one
+//! Guava's coldness under a `Mutex`). [`Pacer`](crate::limiter::Pacer) is the one
 //! limiter type over each; [`AtomicLimiter`](crate::AtomicLimiter),
 //! [`MutexLimiter`](crate::MutexLimiter) and
 //! [`WarmUpLimiter`](crate::WarmUpLimiter) name the three.

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 /// clock of an [`AsyncLimiter`](super::AsyncLimiter). Its origin is its
 /// creation.
 ///
-/// It reads real time, like [`StdClock`](crate::StdClock), except when Tokio's
+/// It reads real time, like [`StdClock`](crate::clock::StdClock), except when Tokio's
 /// time is paused (`tokio::time::pause()`, or
 /// `#[tokio::test(start_paused = true)]`, both from Tokio's `test-util`
 /// feature): it then reads Tokio's frozen clock, which moves only when every

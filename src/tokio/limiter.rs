@@ -105,8 +105,8 @@ use super::TokioClock;
 /// # Clocks
 ///
 /// The default clock, [`TokioClock`], follows Tokio's paused time in tests.
-/// Another real-time clock ([`DefaultClock`](crate::DefaultClock),
-/// [`StdClock`](crate::StdClock)) may be set with the builder; waits still
+/// Another real-time clock ([`DefaultClock`](crate::clock::DefaultClock),
+/// [`StdClock`](crate::clock::StdClock)) may be set with the builder; waits still
 /// sleep on Tokio's timer, for as long as that clock says is left.
 pub struct AsyncLimiter<C: Clock = TokioClock> {
     inner: Arc<Inner<C>>,

@@ -313,7 +313,7 @@ pub(crate) fn warn_if_on_runtime(async_call: &str) {
 #[cfg(all(test, debug_assertions, not(paceline_loom)))]
 mod tests {
     use super::RUNTIME_WARNINGS;
-    use crate::{AtomicLimiter, ManualClock, Rate};
+    use crate::{clock::ManualClock, AtomicLimiter, Rate};
 
     fn warnings() -> u64 {
         RUNTIME_WARNINGS.with(|n| n.get())

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use paceline::store::Store;
 use paceline::{
-    AtomicLimiter, BuildError, Clock, ManualClock, MutexLimiter, Pacer, Rate, Slack, TakeError,
-    Unlimited, Wait,
+    clock::Clock, clock::ManualClock, limiter::Pacer, AtomicLimiter, BuildError, MutexLimiter,
+    Rate, Slack, TakeError, Unlimited, Wait,
 };
 
 /// The direct limiters' own calls (their inherent methods), as one object

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::fmt::Display;
 
-use paceline::{Clock, DefaultClock};
+use paceline::{clock::Clock, clock::DefaultClock};
 
 thread_local! {
     /// This thread's last clock reading.

@@ -335,7 +335,7 @@ mod tests {
     use super::query::Row;
     use super::select::order;
     use super::*;
-    use crate::{KeyedLimiter, ManualClock, Rate};
+    use crate::{clock::ManualClock, KeyedLimiter, Rate};
 
     /// The kept rows are the first `limit` of all the matching rows fully
     /// sorted, for every column and order, however many rows the bar turns

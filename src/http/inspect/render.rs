@@ -289,7 +289,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         .collect();
     let mut out = stats::prometheus(&counted);
     {
-        let keyed: Vec<(&str, crate::KeyedStats, usize)> = limiters
+        let keyed: Vec<(&str, crate::keyed::KeyedStats, usize)> = limiters
             .iter()
             .filter_map(|r| match &r.kind {
                 Kind::Keyed(l) => Some((r.name.as_str(), l.totals(), l.max_keys())),
@@ -301,7 +301,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
                 &'static str,
                 &'static str,
                 &'static str,
-                fn(&(&str, crate::KeyedStats, usize)) -> u64,
+                fn(&(&str, crate::keyed::KeyedStats, usize)) -> u64,
             );
             const SERIES: [Series; 5] = [
                 ("paceline_keys", "gauge", "Keys tracked now.", |k| {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::query::{Query, Row};
 use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats, ShownLimit};
 use crate::observe::stats::Counted;
-use crate::{Clock, Rate};
+use crate::{clock::Clock, Rate};
 
 /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
 /// [`KeyedLimiter`], `AsyncKeyedLimiter` (feature `tokio`), or an `Arc`

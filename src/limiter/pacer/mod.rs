@@ -284,7 +284,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     ///   gives no more permits at once than the limiter held.
     ///
     /// ```
-    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    /// use paceline::{AtomicLimiter, clock::ManualClock, Rate};
     ///
     /// let limiter = AtomicLimiter::builder(Rate::per_second(1))
     ///     .full_credit(true)
@@ -379,7 +379,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// the reset or wholly after.
     ///
     /// ```
-    /// use paceline::{AtomicLimiter, ManualClock, Rate};
+    /// use paceline::{AtomicLimiter, clock::ManualClock, Rate};
     ///
     /// let limiter = AtomicLimiter::builder(Rate::per_second(1))
     ///     .slack(2)

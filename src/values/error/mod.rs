@@ -46,7 +46,7 @@ pub enum TakeError {
     },
     /// A [`KeyedLimiter`](crate::KeyedLimiter) already tracks its ceiling of
     /// busy keys and was built to refuse new ones
-    /// ([`WhenFull::Refuse`](crate::WhenFull::Refuse)); keys already tracked
+    /// ([`WhenFull::Refuse`](crate::keyed::WhenFull::Refuse)); keys already tracked
     /// are unaffected.
     TooManyKeys {
         /// The ceiling on the number of tracked keys.
