@@ -206,12 +206,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
                 self.meter.admitted(1, 0);
                 Ok(())
             }
-            // The common refusal, answered here: a call out of line to build
-            // it cost more than the rest of the refusal.
-            Err(schedule::Deny::Wait(wait)) => {
-                self.meter.refused();
-                Err(TakeError::RetryAfter(Duration::from_nanos(wait)))
-            }
             Err(deny) => Err(self.refused(deny, 1, admit, Ask::Answer)),
         }
     }
