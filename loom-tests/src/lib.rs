@@ -69,7 +69,8 @@
 //! | `keyed_first_take` | `atomic::update_fixed` stores with load + store, not CAS | over the burst |
 //! | `keyed_prune` (prune) | `decide` reads the clock once, before taking the shard's lock, for the tracked key and the new one alike | a key pruned at rest decided as new with the older reading: a whole burst at 0 |
 //! | `keyed_prune` (prune) | a sweep drops keys not at rest too | a take admitted at rest, its key then left with its whole burst |
-//! | `keyed_reset` | a give-back ignores its shard's generation; a reset does not bump it | a slot handed out again while a grant made after the reset holds it |
+//! | `reset` (`KeyedLimiter`) | a give-back ignores its shard's generation; a reset does not bump it | a slot handed out again while a grant made after the reset holds it |
+//! | `reset` (`AtomicLimiter`, `MutexLimiter`) | a give-back ignores the limiter's generation | the same |
 //! | `keyed_prune` (evict) | an eviction gives back every key it freed, keeping none for the insert that made it | more keys than `max_keys` |
 //! | `take`, `try_take`, `set_rate`, `give_back`, `manual_clock` (`KeyedLimiter`) | the step on a tracked key stores with load + store, not CAS | a gap or overlap between grants (`take`); admitted and left not adding up to the budget (`try_take`); grants paced by neither rate (`set_rate`); a broken invariant listed, and a final state where the grants do not end (`give_back`); permits missing from the state (`manual_clock`) |
 //! | `give_back` (`KeyedLimiter`) | the keyed give-back stores `prev` unconditionally | the final state; surviving grants that do not chain |
@@ -140,6 +141,8 @@ pub trait Subject: Send + Sync + Sized + 'static {
     fn available(&self) -> u64;
     /// How long until the next permit is free.
     fn next_free(&self) -> Duration;
+    /// Puts the limit back as it was built (a keyed key: forgets it).
+    fn reset(&self);
 
     /// A limiter at one permit per `interval` with `slack`, starting with
     /// full credit or none, on `clock`.
@@ -195,6 +198,10 @@ macro_rules! subject {
             }
             fn next_free(&self) -> Duration {
                 $ty::next_free(self)
+            }
+
+            fn reset(&self) {
+                $ty::reset(self)
             }
 
             fn build(
@@ -268,6 +275,10 @@ impl Subject for OneKey {
     }
     fn next_free(&self) -> Duration {
         self.0.next_free(&ONE_KEY)
+    }
+
+    fn reset(&self) {
+        self.0.reset(&ONE_KEY);
     }
 
     /// A new key starts with full credit; with a slack of 0 that is the
