@@ -147,19 +147,8 @@ impl<C: Clock> MemoryBackend<C> {
                 if request.brief {
                     return Ok(Decision::Admitted);
                 }
-                // A cost of 0 stored nothing: its booking holds the state
-                // its slot implies.
-                let next = match request.cost {
-                    0 => grant.slot.saturating_add(p.interval()),
-                    _ => grant.next,
-                };
-                Ok(Decision::Granted(Booking::granted(
-                    now,
-                    grant.slot,
-                    request.cost,
-                    prev,
-                    next,
-                )))
+                let wrote = (request.cost > 0).then_some(grant.next);
+                Ok(request.granted(now, grant.slot, prev, wrote))
             }
         }
     }

@@ -53,6 +53,21 @@ impl Request {
         }
     }
 
+    /// This request granted at `slot`, decided at the server's `now`: the
+    /// key's state `prev` (`None`: it had none) replaced by `wrote`, the
+    /// state stored (`None`: a cost of 0 stores nothing, and the booking
+    /// holds the state its slot implies).
+    pub(crate) fn granted(
+        &self,
+        now: u64,
+        slot: u64,
+        prev: Option<u64>,
+        wrote: Option<u64>,
+    ) -> Decision {
+        let next = wrote.unwrap_or_else(|| slot.saturating_add(self.params.interval()));
+        Decision::Granted(Booking::granted(now, slot, self.cost, prev, next))
+    }
+
     /// `(cost - 1) * T`, ns: how far after its base a request's slot is.
     #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn lead(&self) -> u64 {

@@ -265,13 +265,8 @@ impl<'a, C: Clock> Machine<'a, C> {
         let decision = if request.brief {
             Decision::Admitted
         } else {
-            // A cost of 0 stored nothing: its booking holds the state its
-            // slot implies.
-            let next = match request.cost {
-                0 => grant.slot.saturating_add(p.interval()),
-                _ => grant.next,
-            };
-            Decision::Granted(Booking::granted(now, grant.slot, request.cost, prev, next))
+            let wrote = (request.cost > 0).then_some(grant.next);
+            request.granted(now, grant.slot, prev, wrote)
         };
         if request.cost == 0 {
             // Spans nothing: nothing to store.

@@ -14,7 +14,6 @@ use super::sql::{decode, encode, rest_consts};
 use crate::model::schedule::{Admit, Deny, FULL, MAX_TAT};
 use crate::remote::key;
 use crate::remote::{Decision, Error, Request};
-use crate::store::Booking;
 
 /// The step's parameter types: key, span, tau, how far past now a base is
 /// admitted (text, cast to `numeric`: `max - lead` may not fit a `bigint`),
@@ -41,8 +40,7 @@ impl AsyncPostgresBackend {
         if request.cost == 0 {
             // Nothing to pay: admitted at the server's now, nothing stored.
             let (_, now) = self.peek_at(key, now).await?;
-            let next = now.saturating_add(request.params.interval());
-            return Ok(Decision::Granted(Booking::granted(now, now, 0, None, next)));
+            return Ok(request.granted(now, now, None, None));
         }
         // The row's key (src/remote/key.rs): as given, or its digest.
         let stored = key::postgres(key);
@@ -106,13 +104,7 @@ fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
     if let Some(next) = next.map(decode) {
         let slot = next - request.params.interval();
         let prev = prev.map(decode);
-        return Ok(Some(Decision::Granted(Booking::granted(
-            now,
-            slot,
-            request.cost,
-            prev,
-            next,
-        ))));
+        return Ok(Some(request.granted(now, slot, prev, Some(next))));
     }
     // Nothing written: the decision on the `tat` read, as the function
     // took it (an absent row is FULL; every stored state is at least FULL).

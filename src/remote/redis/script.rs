@@ -251,14 +251,12 @@ pub(super) fn decision(
                     _ => return None,
                 };
                 // A grant stored the state one interval after its slot; a
-                // cost of 0 stored nothing, and its booking holds the state
-                // its slot implies (saturated: no state is stored).
-                let next = match request.cost {
-                    0 => slot.saturating_add(request.params.interval()),
-                    _ => slot.checked_add(request.params.interval())?,
+                // cost of 0 stored nothing.
+                let wrote = match request.cost {
+                    0 => None,
+                    _ => Some(slot.checked_add(request.params.interval())?),
                 };
-                let booking = Booking::granted(now, slot, request.cost, prev, next);
-                (Decision::Granted(booking), ttl)
+                (request.granted(now, slot, prev, wrote), ttl)
             }
             [0, ..] if ints.len() == 3 => {
                 let deny = if request.exceeds_burst {
