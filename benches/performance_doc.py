@@ -311,7 +311,7 @@ medians and quartiles over the rounds):
 """
 
 
-# Dated: written against the runs of 2026-11-26, session 17, at df63228
+# Dated: written against the runs of 2026-11-26 at df63228
 # (the figures it quotes are those runs').
 HTTP_NOTES = """
 **The layer answers in the inner service's body type** (2026-11-26, the
@@ -335,10 +335,9 @@ bytes fewer, in the disassembly).
 Every criterion run above has both bare ratios at or below 1.0
 (0.88–0.99); their medians, 0.96 and 0.97, are not the 0.9 aimed at.
 
-**Measured again on 2026-11-26, session 18**, builds run in turn in one
-sitting (criterion's warm-up 1 s, measurement 2 s). The final review of
-session 17 had the layer call `client_ip` (a function since removed)
-whole (commit `9847dc0`: 13
+**Measured again on 2026-11-26, at `bc20150`**, builds run in turn in one
+sitting (criterion's warm-up 1 s, measurement 2 s). Commit `9847dc0`
+had the layer call `client_ip` (a function since removed) whole (13
 instructions more a request by callgrind, and not timed then). That
 build reads 1.13–1.15 (one client) and 1.09–1.15 (10,000 clients) over
 six runs in two sittings, about 10 ns a request more. With the peer
