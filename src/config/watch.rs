@@ -52,6 +52,8 @@ use std::time::{Duration, Instant};
 
 use crate::values::error::BuildError;
 
+pub use crate::values::error::Cause;
+
 /// What a reload returns: any error, reported as it is.
 pub type ReloadResult = Result<(), Box<dyn StdError + Send + Sync>>;
 
@@ -79,7 +81,7 @@ const SETTLE: Duration = Duration::from_secs(1);
 fn unreadable(path: &Path, error: io::Error) -> BuildError {
     BuildError::FileUnreadable {
         path: path.to_owned(),
-        error: Arc::new(error),
+        error: Cause::new(Arc::new(error)),
     }
 }
 
@@ -87,7 +89,7 @@ fn unreadable(path: &Path, error: io::Error) -> BuildError {
 fn not_loaded(path: &Path, error: Box<dyn StdError + Send + Sync>) -> BuildError {
     BuildError::FileNotLoaded {
         path: path.to_owned(),
-        error: Arc::from(error),
+        error: Cause::new(Arc::from(error)),
     }
 }
 

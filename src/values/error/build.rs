@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Equality is value by value, except for a file's error (an
 /// [`io::Error`], a reload's error), which has none of its own: there, two
 /// errors are equal when they are clones of one.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
     /// A rate's count was 0: a limiter must let something through.
@@ -154,7 +154,7 @@ pub enum BuildError {
         /// The watched file.
         path: PathBuf,
         /// Why it could not be read.
-        error: Arc<io::Error>,
+        error: Cause<io::Error>,
     },
     /// A watched file was read but its reload function refused it: the
     /// limits in force are unchanged. The reload's error is this error's
@@ -163,7 +163,7 @@ pub enum BuildError {
         /// The watched file.
         path: PathBuf,
         /// The reload function's error.
-        error: Arc<dyn Error + Send + Sync>,
+        error: Cause<dyn Error + Send + Sync>,
     },
 }
 
@@ -272,126 +272,54 @@ impl Error for BuildError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             BuildError::InvalidRate { error, .. } => Some(error.as_ref()),
-            BuildError::FileUnreadable { error, .. } => Some(error.as_ref()),
-            BuildError::FileNotLoaded { error, .. } => Some(error.as_ref()),
+            BuildError::FileUnreadable { error, .. } => Some(&**error),
+            BuildError::FileNotLoaded { error, .. } => Some(&**error),
             _ => None,
         }
     }
 }
 
-impl PartialEq for BuildError {
-    fn eq(&self, other: &BuildError) -> bool {
-        use BuildError as E;
-        match (self, other) {
-            (E::ZeroCount, E::ZeroCount)
-            | (E::ZeroPeriod, E::ZeroPeriod)
-            | (E::NoRate, E::NoRate) => true,
-            (
-                E::IntervalTooShort { count, period },
-                E::IntervalTooShort {
-                    count: c,
-                    period: p,
-                },
-            )
-            | (
-                E::IntervalTooLong { count, period },
-                E::IntervalTooLong {
-                    count: c,
-                    period: p,
-                },
-            ) => (count, period) == (c, p),
-            (
-                E::Imprecise {
-                    count,
-                    period,
-                    interval_ns,
-                },
-                E::Imprecise {
-                    count: c,
-                    period: p,
-                    interval_ns: i,
-                },
-            ) => (count, period, interval_ns) == (c, p, i),
-            (
-                E::ParseRate { input, reason },
-                E::ParseRate {
-                    input: i,
-                    reason: r,
-                },
-            ) => (input, reason) == (i, r),
-            (
-                E::RateDecimals { input, instead },
-                E::RateDecimals {
-                    input: i,
-                    instead: s,
-                },
-            ) => (input, instead) == (i, s),
-            (E::InvalidRate { input, error }, E::InvalidRate { input: i, error: e }) => {
-                (input, error) == (i, e)
-            }
-            (
-                E::ParseSlack { input, reason },
-                E::ParseSlack {
-                    input: i,
-                    reason: r,
-                },
-            ) => (input, reason) == (i, r),
-            (
-                E::SlackTooLarge { slack, interval },
-                E::SlackTooLarge {
-                    slack: s,
-                    interval: i,
-                },
-            ) => (slack, interval) == (s, i),
-            (E::WarmUpTooLong { warm_up }, E::WarmUpTooLong { warm_up: w }) => warm_up == w,
-            (
-                E::TooManyOverrides { overrides, max },
-                E::TooManyOverrides {
-                    overrides: o,
-                    max: m,
-                },
-            ) => (overrides, max) == (o, m),
-            (
-                E::LeaseTooLong {
-                    expiry,
-                    slack,
-                    interval,
-                },
-                E::LeaseTooLong {
-                    expiry: e,
-                    slack: s,
-                    interval: i,
-                },
-            ) => (expiry, slack, interval) == (e, s, i),
-            (E::AddressBlock { input }, E::AddressBlock { input: i }) => input == i,
-            (E::HeaderName { name }, E::HeaderName { name: n })
-            | (E::PolicyName { name }, E::PolicyName { name: n }) => name == n,
-            (E::PrefixTooLong { prefix }, E::PrefixTooLong { prefix: p }) => prefix == p,
-            (
-                E::Layer {
-                    layer,
-                    version,
-                    reason,
-                },
-                E::Layer {
-                    layer: l,
-                    version: v,
-                    reason: r,
-                },
-            ) => (layer, version, reason) == (l, v, r),
-            // Neither error has an equality of its own: equal when shared.
-            (E::FileUnreadable { path, error }, E::FileUnreadable { path: p, error: e }) => {
-                path == p && Arc::ptr_eq(error, e)
-            }
-            (E::FileNotLoaded { path, error }, E::FileNotLoaded { path: p, error: e }) => {
-                path == p && Arc::ptr_eq(error, e)
-            }
-            _ => false,
-        }
+/// An error a [`BuildError`] carries from elsewhere (a watched file's
+/// `io::Error`, a reload function's error), shared by the clones of the
+/// error that holds it, and read through it (`Deref`). It has no equality
+/// of its own, so two are equal when they are one error: clones.
+#[derive(Debug)]
+pub struct Cause<E: ?Sized>(Arc<E>);
+
+impl<E: ?Sized> Cause<E> {
+    /// `error`, shared.
+    pub(crate) fn new(error: Arc<E>) -> Cause<E> {
+        Cause(error)
     }
 }
 
-impl Eq for BuildError {}
+impl<E: ?Sized> Clone for Cause<E> {
+    fn clone(&self) -> Self {
+        Cause(Arc::clone(&self.0))
+    }
+}
+
+impl<E: ?Sized> PartialEq for Cause<E> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<E: ?Sized> Eq for Cause<E> {}
+
+impl<E: ?Sized> std::ops::Deref for Cause<E> {
+    type Target = E;
+
+    fn deref(&self) -> &E {
+        &self.0
+    }
+}
+
+impl<E: fmt::Display + ?Sized> fmt::Display for Cause<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -464,11 +392,11 @@ mod tests {
             },
             BuildError::FileUnreadable {
                 path: path.clone(),
-                error: Arc::new(io::Error::from(io::ErrorKind::NotFound)),
+                error: Cause::new(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
             },
             BuildError::FileNotLoaded {
                 path,
-                error: Arc::from(Box::<dyn Error + Send + Sync>::from("no")),
+                error: Cause::new(Arc::from(Box::<dyn Error + Send + Sync>::from("no"))),
             },
         ]
     }
@@ -488,7 +416,7 @@ mod tests {
     fn a_files_error_is_equal_only_to_its_clones() {
         let read = |e| BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Arc::new(e),
+            error: Cause::new(Arc::new(e)),
         };
         let missing = read(io::Error::from(io::ErrorKind::NotFound));
         assert_eq!(missing, missing.clone());
@@ -502,7 +430,7 @@ mod tests {
         assert_eq!(inner, Some(&BuildError::ZeroCount));
         let unread = BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Arc::new(io::Error::from(io::ErrorKind::NotFound)),
+            error: Cause::new(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
         };
         let cause = unread.source().unwrap().downcast_ref::<io::Error>();
         assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound));

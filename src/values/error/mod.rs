@@ -10,7 +10,7 @@ use crate::model::schedule::{Admit, Deny};
 
 mod build;
 
-pub use build::BuildError;
+pub use build::{BuildError, Cause};
 
 /// Why a request was not admitted.
 ///
