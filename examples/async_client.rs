@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use paceline::tokio::{AsyncLimiter, PacedStreamExt};
-use paceline::{Rate, TakeError};
+use paceline::{Error, Rate};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
@@ -38,7 +38,7 @@ impl Client {
 
     /// Sends a request only if its permit comes within `max_wait`; sheds it
     /// otherwise, at once.
-    async fn get_within(&self, id: u64, max_wait: Duration) -> Result<u64, TakeError> {
+    async fn get_within(&self, id: u64, max_wait: Duration) -> Result<u64, Error> {
         self.limiter.take_timeout(max_wait).await?;
         Ok(self.send(id).await)
     }
@@ -102,7 +102,7 @@ async fn main() {
     let results = burst.join_all().await;
     let shed = results
         .iter()
-        .filter(|r| matches!(r, Err(TakeError::QueueFull { .. })))
+        .filter(|r| matches!(r, Err(Error::QueueFull { .. })))
         .count();
     println!(
         "2. burst of 300 willing to wait {max_wait:?}: {} served (slack + 1 + {} in 100 ms), {shed} shed at once",

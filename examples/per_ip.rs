@@ -20,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use paceline::{keyed::WhenFull, KeyedLimiter, Rate, TakeError};
+use paceline::{keyed::WhenFull, Error, KeyedLimiter, Rate};
 
 const ALICE: usize = 20;
 const BOB: usize = 40;
@@ -46,7 +46,7 @@ fn main() -> std::io::Result<()> {
                 let reply = match line.split_whitespace().nth(2).map(str::parse::<IpAddr>) {
                     Some(Ok(ip)) => match limiter.try_take(&ip) {
                         Ok(()) => "200".to_string(),
-                        Err(TakeError::RetryAfter(d)) => {
+                        Err(Error::RetryAfter(d)) => {
                             format!("429 retry-after-ms={}", d.as_millis() + 1)
                         }
                         Err(e) => format!("503 {e}"),

@@ -70,7 +70,7 @@
 use std::time::Duration;
 
 use crate::model::schedule::Admit;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::wait::nanos;
 
 use crate::store::Booking;
@@ -83,17 +83,17 @@ pub use crate::limiter::part::Part;
 ///
 /// # Errors
 /// The first refusal, as that part would return it alone
-/// ([`TakeError::RetryAfter`], [`TakeError::TooManyKeys`], ...).
-pub fn try_take(parts: &[&dyn Part]) -> Result<(), TakeError> {
+/// ([`Error::RetryAfter`], [`Error::TooManyKeys`], ...).
+pub fn try_take(parts: &[&dyn Part]) -> Result<(), Error> {
     try_take_n(parts, 1)
 }
 
 /// [`try_take`] for `cost` permits from each part.
 ///
 /// # Errors
-/// As [`try_take`]; also [`TakeError::ExceedsBurst`] when a part's burst
-/// is below `cost`, and [`TakeError::CostTooLarge`].
-pub fn try_take_n(parts: &[&dyn Part], cost: u64) -> Result<(), TakeError> {
+/// As [`try_take`]; also [`Error::ExceedsBurst`] when a part's burst
+/// is below `cost`, and [`Error::CostTooLarge`].
+pub fn try_take_n(parts: &[&dyn Part], cost: u64) -> Result<(), Error> {
     book(parts, cost, Admit::Within(0)).map(drop)
 }
 
@@ -102,9 +102,9 @@ pub fn try_take_n(parts: &[&dyn Part], cost: u64) -> Result<(), TakeError> {
 /// takes from none.
 ///
 /// # Errors
-/// [`TakeError::QueueFull`] with the first refusing part's wait, and as
+/// [`Error::QueueFull`] with the first refusing part's wait, and as
 /// [`try_take_n`].
-pub fn take_timeout(parts: &[&dyn Part], max_wait: Duration) -> Result<(), TakeError> {
+pub fn take_timeout(parts: &[&dyn Part], max_wait: Duration) -> Result<(), Error> {
     take_n_timeout(parts, 1, max_wait)
 }
 
@@ -112,7 +112,7 @@ pub fn take_timeout(parts: &[&dyn Part], max_wait: Duration) -> Result<(), TakeE
 ///
 /// # Errors
 /// As [`take_timeout`].
-pub fn take_n_timeout(parts: &[&dyn Part], cost: u64, max_wait: Duration) -> Result<(), TakeError> {
+pub fn take_n_timeout(parts: &[&dyn Part], cost: u64, max_wait: Duration) -> Result<(), Error> {
     let held =
         book(parts, cost, Admit::Within(nanos(max_wait))).map_err(|e| e.timed_out(max_wait))?;
     wait_all(parts, &held);
@@ -123,18 +123,18 @@ pub fn take_n_timeout(parts: &[&dyn Part], cost: u64, max_wait: Duration) -> Res
 /// slots.
 ///
 /// # Errors
-/// Only what no wait helps: [`TakeError::TooManyKeys`] from a full keyed
+/// Only what no wait helps: [`Error::TooManyKeys`] from a full keyed
 /// limiter under `WhenFull::Refuse`; the parts booked before it are given
 /// back.
-pub fn take(parts: &[&dyn Part]) -> Result<(), TakeError> {
+pub fn take(parts: &[&dyn Part]) -> Result<(), Error> {
     take_n(parts, 1)
 }
 
 /// [`take`] for `cost` permits from each part.
 ///
 /// # Errors
-/// As [`take`]; also [`TakeError::CostTooLarge`].
-pub fn take_n(parts: &[&dyn Part], cost: u64) -> Result<(), TakeError> {
+/// As [`take`]; also [`Error::CostTooLarge`].
+pub fn take_n(parts: &[&dyn Part], cost: u64) -> Result<(), Error> {
     let held = book(parts, cost, Admit::Always)?;
     wait_all(parts, &held);
     Ok(())
@@ -142,7 +142,7 @@ pub fn take_n(parts: &[&dyn Part], cost: u64) -> Result<(), TakeError> {
 
 /// Books `cost` on each part in order; on a refusal, undoes the ones
 /// booked, last first, and returns the refusal.
-fn book(parts: &[&dyn Part], cost: u64, admit: Admit) -> Result<Vec<Booking>, TakeError> {
+fn book(parts: &[&dyn Part], cost: u64, admit: Admit) -> Result<Vec<Booking>, Error> {
     let mut booked = Vec::with_capacity(parts.len());
     for part in parts {
         match part.book(cost, admit) {

@@ -66,8 +66,8 @@
 //! - [`stats`]: what a limiter decided, counted when its builder asks;
 //!   with feature `metrics`, sent to the `metrics` facade
 //!   ([`Builder::metrics`]).
-//! - [`TakeError`], [`BuildError`]: what can go wrong (a refusal; a bad
-//!   value, named, wherever one is configured); [`TakeError::retry_after`]
+//! - [`Error`], [`BuildError`]: what can go wrong (a refusal; a bad
+//!   value, named, wherever one is configured); [`Error::retry_after`]
 //!   says when to ask again.
 //! - [`http`] (feature `tower`): tower layers that answer 429 per client
 //!   ([`LimitLayer`](http::LimitLayer)) and pace a client
@@ -175,7 +175,7 @@ pub use remote::postgres;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
-pub use values::error::{BuildError, TakeError};
+pub use values::error::BuildError;
 pub use values::limit::{Limit, Limits};
 pub use values::rate::Rate;
 pub use values::slack::Slack;

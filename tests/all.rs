@@ -7,9 +7,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::Duration;
 
-use paceline::{
-    all, clock::ManualClock, AtomicLimiter, KeyedLimiter, MutexLimiter, Rate, TakeError,
-};
+use paceline::{all, clock::ManualClock, AtomicLimiter, Error, KeyedLimiter, MutexLimiter, Rate};
 
 #[test]
 fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
@@ -38,10 +36,7 @@ fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
     all::try_take(&parts).unwrap();
     // The global burst of 2 is spent: the third request takes from no one.
     let refused = all::try_take(&parts);
-    assert!(
-        matches!(refused, Err(TakeError::RetryAfter(_))),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, Err(Error::RetryAfter(_))), "{refused:?}");
     assert_eq!(per_user.available("alice"), 3);
     assert_eq!(other.available(), 8);
     assert_eq!(global.available(), 0);
@@ -77,14 +72,14 @@ fn costs_and_timeouts_apply_to_every_part() {
     // A cost above a part's burst can never go now.
     assert!(matches!(
         all::try_take_n(&[&b.bucket(&1), &a], 2),
-        Err(TakeError::ExceedsBurst { .. })
+        Err(Error::ExceedsBurst { .. })
     ));
     assert_eq!(b.available(&1), 4, "given back");
     all::try_take_n(&[&b.bucket(&1), &a], 1).unwrap();
     // The next permit of `a` is 100 ms away: too far for 50 ms.
     assert!(matches!(
         all::take_timeout(&[&b.bucket(&1), &a], Duration::from_millis(50)),
-        Err(TakeError::QueueFull { .. })
+        Err(Error::QueueFull { .. })
     ));
     assert_eq!(b.available(&1), 3, "given back");
     // Within 150 ms it goes, after the later slot.

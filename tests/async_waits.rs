@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter, TokioClock};
 use paceline::{
-    clock::Clock, clock::ManualClock, clock::StdClock, KeyedLimiter, Rate, TakeError, Wait,
+    clock::Clock, clock::ManualClock, clock::StdClock, Error, KeyedLimiter, Rate, Wait,
 };
 use tokio::time::{sleep, timeout, Instant};
 
@@ -229,7 +229,7 @@ async fn async_waits_honour_the_precise_strategy_on_every_kind() {
 /// A booked take (slot 5 ms: within the 10 ms horizon, so a
 /// `take_timeout` books it at once) left unpolled for `unpolled`, then
 /// dropped; returns what a `try_take` on its key then gets.
-async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(), TakeError> {
+async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(), Error> {
     let limiter = AsyncKeyedLimiter::from(
         KeyedLimiter::<u32, _>::builder(Rate::per_second(200))
             .slack(0)
@@ -253,7 +253,7 @@ async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(),
 async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
     assert_eq!(
         try_take_after_dropping_a_booked_take(Duration::from_micros(7_500)).await,
-        Err(TakeError::RetryAfter(Duration::from_micros(2_500)))
+        Err(Error::RetryAfter(Duration::from_micros(2_500)))
     );
 }
 
@@ -263,7 +263,7 @@ async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
 async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
     assert_eq!(
         try_take_after_dropping_a_booked_take(ms(5)).await,
-        Err(TakeError::RetryAfter(ms(5)))
+        Err(Error::RetryAfter(ms(5)))
     );
 }
 

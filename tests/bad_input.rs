@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{build, build_with, KINDS};
 use paceline::{
-    clock::ManualClock, AtomicLimiter, BuildError, MutexLimiter, Rate, TakeError, Unlimited, Wait,
+    clock::ManualClock, AtomicLimiter, BuildError, Error, MutexLimiter, Rate, Unlimited, Wait,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -130,16 +130,20 @@ fn huge_costs_are_refused_without_changing_anything() {
         let clock = ManualClock::new();
         let limiter = build(kind, Rate::per_second(100), 10, clock.clone());
         limiter.take();
-        let cost_too_large = TakeError::CostTooLarge { cost: u64::MAX };
-        assert_eq!(limiter.take_n(u64::MAX), Err(cost_too_large), "{kind:?}");
+        let cost_too_large = Error::CostTooLarge { cost: u64::MAX };
+        assert_eq!(
+            limiter.take_n(u64::MAX),
+            Err(cost_too_large.clone()),
+            "{kind:?}"
+        );
         assert_eq!(
             limiter.try_take_n(u64::MAX),
-            Err(cost_too_large),
+            Err(cost_too_large.clone()),
             "{kind:?}"
         );
         assert_eq!(
             limiter.take_n_timeout(u64::MAX, Duration::MAX),
-            Err(cost_too_large)
+            Err(cost_too_large.clone())
         );
         assert!(!limiter.can_take(u64::MAX), "{kind:?}");
         assert!(cost_too_large.to_string().contains("more than 146 years"));
@@ -161,7 +165,7 @@ fn the_largest_cost_books_146_years_and_nothing_wraps() {
         limiter.take();
         assert_eq!(
             limiter.take_n_timeout(1 << 62, Duration::ZERO),
-            Err(TakeError::ExceedsBurst {
+            Err(Error::ExceedsBurst {
                 cost: 1 << 62,
                 burst: 1
             }),
@@ -169,7 +173,7 @@ fn the_largest_cost_books_146_years_and_nothing_wraps() {
         );
         assert_eq!(
             limiter.take_n((1 << 62) + 1),
-            Err(TakeError::CostTooLarge {
+            Err(Error::CostTooLarge {
                 cost: (1 << 62) + 1
             }),
             "{kind:?}"
@@ -180,15 +184,11 @@ fn the_largest_cost_books_146_years_and_nothing_wraps() {
             Ok(Duration::from_nanos(1 << 62)),
             "{kind:?}"
         );
-        assert_eq!(
-            limiter.try_take(),
-            Err(TakeError::RetryAfter(NS)),
-            "{kind:?}"
-        );
+        assert_eq!(limiter.try_take(), Err(Error::RetryAfter(NS)), "{kind:?}");
         clock.set(Duration::ZERO);
         assert_eq!(
             limiter.try_take(),
-            Err(TakeError::RetryAfter(Duration::from_nanos((1 << 62) + 1))),
+            Err(Error::RetryAfter(Duration::from_nanos((1 << 62) + 1))),
             "{kind:?}"
         );
         assert_eq!(limiter.available(), 0, "{kind:?}");
@@ -211,7 +211,7 @@ fn centuries_of_idleness_bank_only_the_slack() {
             }
             assert_eq!(
                 limiter.try_take(),
-                Err(TakeError::RetryAfter(10 * MS)),
+                Err(Error::RetryAfter(10 * MS)),
                 "{kind:?}"
             );
             assert_eq!(limiter.next_free(), 10 * MS);
@@ -268,7 +268,7 @@ fn a_clock_stepping_back_never_grants_early() {
         assert_eq!(limiter.available(), 0, "{kind:?}");
         assert_eq!(
             limiter.try_take(),
-            Err(TakeError::RetryAfter(9 * SEC + 10 * MS)),
+            Err(Error::RetryAfter(9 * SEC + 10 * MS)),
             "{kind:?}"
         );
         // A blocking take waits for the slot after the last one.
@@ -295,7 +295,7 @@ fn a_cost_of_zero_is_admitted_at_once_and_changes_nothing() {
         );
         assert!(limiter.can_take(0), "{kind:?}");
         assert_eq!(limiter.next_free(), 100 * MS, "{kind:?}");
-        assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(100 * MS)));
+        assert_eq!(limiter.try_take(), Err(Error::RetryAfter(100 * MS)));
     }
 }
 
@@ -314,11 +314,7 @@ fn a_cost_above_the_burst_exceeds_it_instead_of_retrying() {
             clock.clone(),
         );
         let err = limiter.try_take_n(4).unwrap_err();
-        assert_eq!(
-            err,
-            TakeError::ExceedsBurst { cost: 4, burst: 3 },
-            "{kind:?}"
-        );
+        assert_eq!(err, Error::ExceedsBurst { cost: 4, burst: 3 }, "{kind:?}");
         assert!(err.to_string().contains("exceeds the burst of 3"), "{err}");
         // At rest, 4 permits need one interval more than the bank holds.
         assert_eq!(limiter.take_n(4), Ok(100 * MS), "{kind:?}");
@@ -337,7 +333,7 @@ fn take_timeout_refuses_with_queue_full() {
             let err = limiter.take_timeout(max_wait).unwrap_err();
             assert_eq!(
                 err,
-                TakeError::QueueFull {
+                Error::QueueFull {
                     wait: 100 * MS,
                     max_wait
                 },

@@ -1,6 +1,6 @@
 //! Calls of the direct limiters pinned outcome by outcome, on the concrete
 //! types (not through `dyn Limiter`, whose defaults would stand in for
-//! them): `take_timeout`, `set_limit`, `TakeError::retry_after`, and where a
+//! them): `take_timeout`, `set_limit`, `Error::retry_after`, and where a
 //! blocking wait sleeps and spins with each `Wait` strategy.
 
 #[macro_use]
@@ -10,9 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use paceline::{
-    clock::Clock, clock::ManualClock, AtomicLimiter, BuildError, Rate, TakeError, Wait,
-};
+use paceline::{clock::Clock, clock::ManualClock, AtomicLimiter, BuildError, Error, Rate, Wait};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -28,7 +26,7 @@ fn take_timeout_waits_within_its_bound_and_refuses_beyond_it_storing_nothing() {
             assert_eq!(limiter.take_timeout(ms(0)), Ok(ms(0)));
             assert_eq!(
                 limiter.take_timeout(ms(99)),
-                Err(TakeError::QueueFull {
+                Err(Error::QueueFull {
                     wait: ms(100),
                     max_wait: ms(99)
                 })
@@ -87,17 +85,17 @@ fn set_limit_banks_up_to_the_new_slack_at_the_new_rate() {
 
 #[test]
 fn retry_after_is_the_wait_a_refusal_names_and_none_for_the_others() {
-    assert_eq!(TakeError::RetryAfter(ms(7)).retry_after(), Some(ms(7)));
-    let full = TakeError::QueueFull {
+    assert_eq!(Error::RetryAfter(ms(7)).retry_after(), Some(ms(7)));
+    let full = Error::QueueFull {
         wait: ms(9),
         max_wait: ms(1),
     };
     assert_eq!(full.retry_after(), Some(ms(9)));
     for never in [
-        TakeError::ExceedsBurst { cost: 5, burst: 2 },
-        TakeError::CostTooLarge { cost: u64::MAX },
-        TakeError::TooManyKeys { max_keys: 1 },
-        TakeError::Saturated,
+        Error::ExceedsBurst { cost: 5, burst: 2 },
+        Error::CostTooLarge { cost: u64::MAX },
+        Error::TooManyKeys { max_keys: 1 },
+        Error::Saturated,
     ] {
         assert_eq!(never.retry_after(), None, "{never:?}");
     }

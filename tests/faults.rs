@@ -418,7 +418,7 @@ fn call(limiter: &Limiter, key: &str, policy: FailPolicy, seen: &mut Seen) {
                 seen.clean += 1;
             }
         }
-        (Err(Error::Refused(_)), _) => {
+        (Err(e), _) if e.is_refusal() => {
             seen.refused += 1;
             seen.clean += u64::from(!failed_meanwhile);
         }

@@ -12,7 +12,6 @@ use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
 use paceline::remote::FailPolicy;
 use paceline::{
     take::OnKey, AsyncTake, AtomicLimiter, Error, KeyedLimiter, Limit, MutexLimiter, Rate, Take,
-    TakeError,
 };
 
 const BURST: u64 = 3;
@@ -41,10 +40,7 @@ fn suite<K: ?Sized, L: Take<K> + ?Sized>(name: &str, limiter: &L, key: &K) {
     // A cost above the burst: no wait helps, nothing is stored.
     let e = limiter.try_take_n(key, BURST + 1).unwrap_err();
     assert!(
-        matches!(
-            e,
-            Error::Refused(TakeError::ExceedsBurst { cost: 4, burst: 3 })
-        ),
+        matches!(e, Error::ExceedsBurst { cost: 4, burst: 3 }),
         "{name}: {e}"
     );
     // The burst at once; the take reports what it left.
@@ -61,10 +57,7 @@ fn suite<K: ?Sized, L: Take<K> + ?Sized>(name: &str, limiter: &L, key: &K) {
     );
     // Now empty: a try learns the wait, a bounded take fails at once.
     let e = limiter.try_take(key).unwrap_err();
-    assert!(
-        matches!(e, Error::Refused(TakeError::RetryAfter(_))),
-        "{name}: {e}"
-    );
+    assert!(matches!(e, Error::RetryAfter(_)), "{name}: {e}");
     let wait = retry(&e);
     assert!(
         wait > Duration::from_millis(900) && wait <= Duration::from_secs(1),
@@ -73,10 +66,7 @@ fn suite<K: ?Sized, L: Take<K> + ?Sized>(name: &str, limiter: &L, key: &K) {
     let e = limiter
         .take_n_timeout(key, 1, Duration::from_millis(10))
         .unwrap_err();
-    assert!(
-        matches!(e, Error::Refused(TakeError::QueueFull { .. })),
-        "{name}: {e}"
-    );
+    assert!(matches!(e, Error::QueueFull { .. }), "{name}: {e}");
     assert!(!limiter.can_take(key, 1).unwrap(), "{name}");
     let after = limiter.state(key).unwrap();
     assert_eq!(after.available(), 0, "{name}");
@@ -97,10 +87,7 @@ async fn suite_async<K: ?Sized + Sync, L: AsyncTake<K>>(name: &str, limiter: &L,
     assert!(limiter.can_take(key, BURST).await.unwrap(), "{name}");
     let e = limiter.try_take_n(key, BURST + 1).await.unwrap_err();
     assert!(
-        matches!(
-            e,
-            Error::Refused(TakeError::ExceedsBurst { cost: 4, burst: 3 })
-        ),
+        matches!(e, Error::ExceedsBurst { cost: 4, burst: 3 }),
         "{name}: {e}"
     );
     let taken = limiter.try_take_n(key, BURST).await.unwrap();
@@ -111,10 +98,7 @@ async fn suite_async<K: ?Sized + Sync, L: AsyncTake<K>>(name: &str, limiter: &L,
     );
     assert_eq!(taken.limit(), Some(limit()), "{name}");
     let e = limiter.try_take(key).await.unwrap_err();
-    assert!(
-        matches!(e, Error::Refused(TakeError::RetryAfter(_))),
-        "{name}: {e}"
-    );
+    assert!(matches!(e, Error::RetryAfter(_)), "{name}: {e}");
     let wait = retry(&e);
     assert!(
         wait > Duration::from_millis(900) && wait <= Duration::from_secs(1),
@@ -124,10 +108,7 @@ async fn suite_async<K: ?Sized + Sync, L: AsyncTake<K>>(name: &str, limiter: &L,
         .take_n_timeout(key, 1, Duration::from_millis(10))
         .await
         .unwrap_err();
-    assert!(
-        matches!(e, Error::Refused(TakeError::QueueFull { .. })),
-        "{name}: {e}"
-    );
+    assert!(matches!(e, Error::QueueFull { .. }), "{name}: {e}");
     assert!(!limiter.can_take(key, 1).await.unwrap(), "{name}");
     assert_eq!(limiter.state(key).await.unwrap().available(), 0, "{name}");
     // The decision on the spot agrees (in process), or is not offered.

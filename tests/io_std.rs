@@ -221,12 +221,12 @@ fn a_read_returns_at_most_one_burst() {
 /// A limiter's failure, on a keyed limiter that refuses new keys.
 #[cfg(feature = "keyed")]
 mod failed_payment {
-    use std::error::Error;
+    use std::error::Error as _;
     use std::io::{self, Read, Write};
     use std::time::Duration;
 
     use paceline::io::{OnKey, PacedReader, PacedWriter, PayError};
-    use paceline::{clock::ManualClock, keyed::WhenFull, KeyedLimiter, Rate, TakeError};
+    use paceline::{clock::ManualClock, keyed::WhenFull, Error, KeyedLimiter, Rate};
 
     use super::data;
 
@@ -251,8 +251,8 @@ mod failed_payment {
         assert_eq!(e.kind(), io::ErrorKind::Other);
         assert!(
             matches!(
-                e.source().and_then(|s| s.downcast_ref::<TakeError>()),
-                Some(TakeError::TooManyKeys { max_keys: 1 })
+                e.source().and_then(|s| s.downcast_ref::<Error>()),
+                Some(Error::TooManyKeys { max_keys: 1 })
             ),
             "{e:?}"
         );

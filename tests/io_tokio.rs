@@ -229,8 +229,8 @@ async fn a_retried_read_with_a_smaller_buffer_gets_the_paid_bytes_in_pieces() {
 async fn a_failed_async_payment_is_an_io_error_and_writes_nothing() {
     use paceline::io::{OnKey, PayError};
     use paceline::tokio::AsyncKeyedLimiter;
-    use paceline::{keyed::WhenFull, KeyedLimiter, TakeError};
-    use std::error::Error;
+    use paceline::{keyed::WhenFull, Error, KeyedLimiter};
+    use std::error::Error as _;
     use std::io;
 
     // One tracked key at most, refusing new ones while it is busy: "hog"
@@ -256,8 +256,8 @@ async fn a_failed_async_payment_is_an_io_error_and_writes_nothing() {
         1
     );
     assert!(matches!(
-        e.source().and_then(|s| s.downcast_ref::<TakeError>()),
-        Some(TakeError::TooManyKeys { max_keys: 1 })
+        e.source().and_then(|s| s.downcast_ref::<Error>()),
+        Some(Error::TooManyKeys { max_keys: 1 })
     ));
     assert!(paced.get_ref().is_empty());
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use paceline::keyed::path_parent;
-use paceline::{clock::ManualClock, keyed::WhenFull, AtomicLimiter, KeyedLimiter, Rate, TakeError};
+use paceline::{clock::ManualClock, keyed::WhenFull, AtomicLimiter, Error, KeyedLimiter, Rate};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -26,7 +26,7 @@ fn a_new_key_bursts_slack_plus_one_then_waits_an_interval() {
     for _ in 0..3 {
         assert_eq!(l.try_take(&1), Ok(()));
     }
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
     clock.advance(ms(100));
     assert_eq!(l.try_take(&1), Ok(()));
 }
@@ -65,7 +65,7 @@ fn a_refused_first_request_tracks_no_key() {
     let l = limiter::<u32>(&clock);
     assert_eq!(
         l.try_take_n(&9, 4),
-        Err(TakeError::ExceedsBurst { cost: 4, burst: 3 })
+        Err(Error::ExceedsBurst { cost: 4, burst: 3 })
     );
     assert!(l.is_empty());
     assert_eq!(l.keyed_stats().refused, 1);
@@ -80,12 +80,12 @@ fn a_zero_timeout_refuses_with_queue_full_as_the_direct_limiters() {
     l.try_take_n(&1, 3).unwrap();
     assert_eq!(
         l.take_timeout(&1, Duration::ZERO),
-        Err(TakeError::QueueFull {
+        Err(Error::QueueFull {
             wait: ms(100),
             max_wait: Duration::ZERO
         })
     );
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn blocking_take_waits_for_the_keys_own_slot() {
     assert_eq!(l.take(&2), Ok(ms(100)));
     assert_eq!(
         l.take_timeout(&1, ms(50)),
-        Err(TakeError::QueueFull {
+        Err(Error::QueueFull {
             wait: ms(100),
             max_wait: ms(50)
         })
@@ -158,8 +158,8 @@ fn refuse_keeps_tracked_keys_exact_and_refuses_new_ones() {
         .build()
         .unwrap();
     assert_eq!(l.try_take(&1), Ok(()));
-    assert_eq!(l.try_take(&2), Err(TakeError::TooManyKeys { max_keys: 1 }));
-    assert_eq!(l.take(&2), Err(TakeError::TooManyKeys { max_keys: 1 }));
+    assert_eq!(l.try_take(&2), Err(Error::TooManyKeys { max_keys: 1 }));
+    assert_eq!(l.take(&2), Err(Error::TooManyKeys { max_keys: 1 }));
     assert_eq!(l.try_take(&1), Ok(()));
     assert_eq!(l.len(), 1);
 }
@@ -205,29 +205,29 @@ fn an_override_applies_to_keys_already_tracked() {
     let clock = ManualClock::new();
     let l = limiter::<u32>(&clock);
     l.try_take_n(&1, 3).unwrap(); // the last slot at 0
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
     // Key 1 gets 1/s with a slack of 5: its next slot is one new interval
     // after its last.
     l.set_override(1, Rate::per_second(1), 5).unwrap();
     assert_eq!(l.rate_for(&1), (Rate::per_second(1), 5));
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(1000))));
     clock.advance(ms(1000));
     assert!(l.try_take(&1).is_ok());
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1000))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(1000))));
     // Same slack, new rate: 500 ms after the slot at 1 s.
     l.set_override(1, Rate::per_second(2), 5).unwrap();
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(500))));
     clock.advance(ms(500));
     assert!(l.try_take(&1).is_ok());
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(500))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(500))));
     assert!(l.remove_override(&1));
     assert!(!l.remove_override(&1));
     assert_eq!(l.rate_for(&1), (Rate::per_second(10), 2));
     // Back at 10/s: 100 ms after the slot at 1.5 s.
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
     clock.advance(ms(100));
     assert!(l.try_take(&1).is_ok());
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
 }
 
 /// As `tests/set_rate.rs` pins for the direct limiters, per key: slowing a
@@ -281,7 +281,7 @@ fn speeding_a_key_up_from_one_per_hour_does_not_wait_out_the_hour() {
     clock.advance(ms(10));
     assert_eq!(
         l.try_take(&7),
-        Err(TakeError::RetryAfter(Duration::from_secs(3600) - ms(10)))
+        Err(Error::RetryAfter(Duration::from_secs(3600) - ms(10)))
     );
 }
 
@@ -302,7 +302,7 @@ fn a_key_at_rest_stays_at_rest_across_a_slowdown() {
     l.set_rate(Rate::per_second(10)).unwrap();
     for key in [1, 2] {
         assert!(l.try_take_n(&key, 4).is_ok(), "key {key}");
-        assert_eq!(l.try_take(&key), Err(TakeError::RetryAfter(ms(100))));
+        assert_eq!(l.try_take(&key), Err(Error::RetryAfter(ms(100))));
     }
 }
 
@@ -329,7 +329,7 @@ fn string_keys_fall_back_through_their_parents_to_the_default() {
     assert!(l.try_take("api/upload/10.0.0.7").is_ok());
     assert_eq!(
         l.try_take("api/upload/10.0.0.7"),
-        Err(TakeError::RetryAfter(ms(1000)))
+        Err(Error::RetryAfter(ms(1000)))
     );
     assert!(l.try_take("api/list/10.0.0.7").is_ok());
     assert!(l.try_take("api/list/10.0.0.7").is_err());
@@ -539,7 +539,7 @@ fn tracked_at_first_refusal(max_keys: usize) -> usize {
     for key in 0..2 * max_keys as u64 {
         match l.try_take(&key) {
             Ok(()) => {}
-            Err(TakeError::TooManyKeys { .. }) => {
+            Err(Error::TooManyKeys { .. }) => {
                 first.get_or_insert(l.len());
             }
             Err(e) => panic!("key {key}: {e}"),
@@ -665,7 +665,7 @@ fn at_the_ceiling_keys_at_rest_in_other_shards_make_room_first() {
     assert_eq!(limiter.len(), 64);
     assert_eq!(
         limiter.try_take(&1000),
-        Err(TakeError::TooManyKeys { max_keys: 64 })
+        Err(Error::TooManyKeys { max_keys: 64 })
     );
     assert_eq!(limiter.keyed_stats().pruned, 64);
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use paceline::keyed::PRUNE_GRACE;
 use paceline::model::schedule::{self, Admit, Deny, Params};
-use paceline::{clock::ManualClock, keyed::WhenFull, AtomicLimiter, KeyedLimiter, Rate, TakeError};
+use paceline::{clock::ManualClock, keyed::WhenFull, AtomicLimiter, Error, KeyedLimiter, Rate};
 use proptest::prelude::*;
 
 /// With slack 3 the banked window (3 ms) is longer than the 1 ms grace
@@ -86,8 +86,8 @@ fn plain_op() -> impl Strategy<Value = Op> {
 
 #[derive(Debug, PartialEq)]
 enum Outcome {
-    Taken(Result<Duration, TakeError>),
-    Tried(Result<(), TakeError>),
+    Taken(Result<Duration, Error>),
+    Tried(Result<(), Error>),
     Can(bool),
     Nothing,
 }
@@ -134,7 +134,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
             }
             Op::TryTake { key, cost } => {
                 let k = keyed.try_take_n(&key, cost);
-                if let Err(TakeError::TooManyKeys { .. }) = k {
+                if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
                 (
@@ -145,7 +145,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
             Op::Timeout { key, cost, max_us } => {
                 let max = Duration::from_micros(max_us);
                 let k = keyed.take_n_timeout(&key, cost, max);
-                if let Err(TakeError::TooManyKeys { .. }) = k {
+                if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
                 let l = lone_for(key).take_n_timeout(cost, max);
@@ -153,7 +153,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
             }
             Op::Take { key, cost } => {
                 let k = keyed.take_n(&key, cost);
-                if let Err(TakeError::TooManyKeys { .. }) = k {
+                if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
                 (
@@ -203,7 +203,7 @@ impl Model {
         Params::new(interval, slack).unwrap()
     }
 
-    fn decide(&mut self, key: u32, cost: u64, admit: Admit) -> Result<Duration, TakeError> {
+    fn decide(&mut self, key: u32, cost: u64, admit: Admit) -> Result<Duration, Error> {
         let now = self.now + schedule::ORIGIN;
         let p = self.params(key);
         match schedule::step(self.tat[key as usize], now, cost, p, admit) {
@@ -214,19 +214,19 @@ impl Model {
                 Ok(Duration::from_nanos(grant.slot.max(now) - schedule::ORIGIN))
             }
             Err(Deny::Wait(wait)) => Err(match admit {
-                Admit::Within(0) => TakeError::RetryAfter(Duration::from_nanos(wait)),
-                Admit::Within(max) => TakeError::QueueFull {
+                Admit::Within(0) => Error::RetryAfter(Duration::from_nanos(wait)),
+                Admit::Within(max) => Error::QueueFull {
                     wait: Duration::from_nanos(wait),
                     max_wait: Duration::from_nanos(max),
                 },
-                Admit::Always => TakeError::CostTooLarge { cost },
+                Admit::Always => Error::CostTooLarge { cost },
             }),
-            Err(Deny::ExceedsBurst) => Err(TakeError::ExceedsBurst {
+            Err(Deny::ExceedsBurst) => Err(Error::ExceedsBurst {
                 cost,
                 burst: p.slack() + 1,
             }),
-            Err(Deny::CostTooLarge) => Err(TakeError::CostTooLarge { cost }),
-            Err(Deny::Saturated) => Err(TakeError::Saturated),
+            Err(Deny::CostTooLarge) => Err(Error::CostTooLarge { cost }),
+            Err(Deny::Saturated) => Err(Error::Saturated),
         }
     }
 
@@ -303,7 +303,7 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
                         model
                             .decide(key, cost, Admit::Within(max_us * 1000))
                             .map_err(|e| match e {
-                                TakeError::RetryAfter(wait) => TakeError::QueueFull {
+                                Error::RetryAfter(wait) => Error::QueueFull {
                                     wait,
                                     max_wait: max,
                                 },

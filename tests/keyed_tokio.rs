@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use paceline::tokio::AsyncKeyedLimiter;
-use paceline::{clock::Clock, KeyedLimiter, Limit, Limits, Rate, TakeError};
+use paceline::{clock::Clock, Error, KeyedLimiter, Limit, Limits, Rate};
 use tokio::time::Instant;
 
 /// A clock on Tokio's time, so that pausing it pauses the limiter.
@@ -44,7 +44,7 @@ async fn take_sleeps_until_the_keys_slot() {
     assert_eq!(l.take_n(&2, 3).await, Ok(ms(100)));
     assert_eq!(
         l.take_n_timeout(&1, 1, ms(50)).await,
-        Err(TakeError::QueueFull {
+        Err(Error::QueueFull {
             wait: ms(100),
             max_wait: ms(50)
         })
@@ -54,7 +54,7 @@ async fn take_sleeps_until_the_keys_slot() {
     // Even a timeout of zero is refused as a full queue, not `RetryAfter`.
     assert_eq!(
         l.take_timeout(&2, Duration::ZERO).await,
-        Err(TakeError::QueueFull {
+        Err(Error::QueueFull {
             wait: ms(100),
             max_wait: Duration::ZERO
         })
@@ -70,7 +70,7 @@ async fn a_cancelled_take_gives_its_slot_back() {
     tokio::time::sleep(ms(90)).await;
     // The slot at 100 ms is free again.
     assert_eq!(l.try_take(&1), Ok(()));
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
 }
 
 #[tokio::test(start_paused = true)]
@@ -100,7 +100,7 @@ async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() 
     };
     assert_eq!(both.await, Ok(ms(2)));
     // The cancelled slot stayed spent: the next is at 3 ms.
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(1))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(1))));
 }
 
 /// A take reserved before a rate change and cancelled after it keeps its
@@ -139,7 +139,7 @@ async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
         second.await
     };
     assert_eq!(both.await, Ok(ms(7)));
-    assert_eq!(l.try_take(&1), Err(TakeError::RetryAfter(ms(2))));
+    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(2))));
 }
 
 /// Issue 30, item 7, keyed: a change of limits reaches the tasks already

@@ -9,7 +9,7 @@ use std::time::Duration;
 use paceline::lease::Leased;
 use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
 use paceline::remote::FailPolicy;
-use paceline::{clock::ManualClock, take::OnKey, Error, Limit, Rate, Take, TakeError};
+use paceline::{clock::ManualClock, take::OnKey, Error, Limit, Rate, Take};
 use proptest::prelude::*;
 
 type Lease = Leased<OnKey<MemoryLimiter<ManualClock>, &'static str>, ManualClock>;
@@ -215,10 +215,7 @@ fn a_refusal_is_remembered_until_its_retry_after_and_a_change_of_limit_forgets_i
     let trips = backend.round_trips();
     // Until the retry-after, no round trip.
     for _ in 0..10 {
-        assert!(matches!(
-            l.try_take(&()),
-            Err(Error::Refused(TakeError::RetryAfter(_)))
-        ));
+        assert!(matches!(l.try_take(&()), Err(Error::RetryAfter(_))));
     }
     assert!(!l.can_take(&(), 1).unwrap());
     assert_eq!(backend.round_trips(), trips);

@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use paceline::memcached::{Error, FailPolicy, MemcachedLimiter, UnixClock};
-use paceline::{clock::Clock, Rate, TakeError};
+use paceline::{clock::Clock, Rate};
 use support::MemcachedServer;
 
 /// 1000 per second: T = 1 ms.
@@ -267,7 +267,7 @@ fn a_clock_d_ahead_admits_exactly_d_over_t_early_and_no_more() {
     // The key's schedule is now 50 ms ahead of the shared clock: the
     // others wait that out.
     match on_time.try_take("k") {
-        Err(Error::Refused(TakeError::RetryAfter(d))) => {
+        Err(Error::RetryAfter(d)) => {
             assert_eq!(d, Duration::from_millis(60), "{d:?}")
         }
         other => panic!("{other:?}"),
@@ -312,7 +312,7 @@ fn under_contention_cas_retries_stay_bounded_and_no_call_fails() {
                     while start.elapsed() < run_for {
                         match limiter.try_take("hot") {
                             Ok(()) => granted += 1,
-                            Err(Error::Refused(_)) => refused += 1,
+                            Err(e) if e.is_refusal() => refused += 1,
                             Err(e) => panic!("a call failed under contention: {e}"),
                         }
                     }
@@ -463,7 +463,7 @@ fn server_killed_fails_open_when_asked_and_limits_again_after() {
     // Refusals of the limit itself are not failures.
     assert!(matches!(
         limiter.try_take_n("k", u64::MAX),
-        Err(Error::Refused(TakeError::CostTooLarge { .. }))
+        Err(Error::CostTooLarge { .. })
     ));
 
     server.restart();
@@ -474,7 +474,7 @@ fn server_killed_fails_open_when_asked_and_limits_again_after() {
     loop {
         match limiter.try_take("again") {
             Ok(()) => admitted += 1,
-            Err(Error::Refused(TakeError::RetryAfter(_))) => break,
+            Err(Error::RetryAfter(_)) => break,
             Err(e) => panic!("{e}"),
         }
         let failed = limiter.stats().unwrap().failed - failed_before;

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use paceline::postgres::{deadpool_postgres, tokio_postgres, Error, FailPolicy, PostgresLimiter};
-use paceline::{Rate, TakeError};
+use paceline::Rate;
 use support::PgServer;
 
 /// 1000 per second: T = 1 ms.
@@ -205,17 +205,17 @@ fn calls_refuse_wait_and_write_as_documented() {
     assert!(!written.is_empty());
     // A refusal: the wait, and the row untouched (not even locked).
     match lim.try_take("k") {
-        Err(Error::Refused(TakeError::RetryAfter(d))) => {
+        Err(Error::RetryAfter(d)) => {
             assert!(d > Duration::ZERO && d <= T, "{d:?}")
         }
         other => panic!("expected RetryAfter, got {other:?}"),
     }
     match lim.take_timeout("k", Duration::from_millis(1)) {
-        Err(Error::Refused(TakeError::QueueFull { .. })) => {}
+        Err(Error::QueueFull { .. }) => {}
         other => panic!("expected QueueFull, got {other:?}"),
     }
     match lim.try_take_n("k", 4) {
-        Err(Error::Refused(TakeError::ExceedsBurst { .. })) => {}
+        Err(Error::ExceedsBurst { .. }) => {}
         other => panic!("expected ExceedsBurst, got {other:?}"),
     }
     assert!(!lim.can_take("k", 1).unwrap() || burst.elapsed() >= T);
@@ -724,7 +724,7 @@ fn admitted_of_100(lim: &PostgresLimiter, key: &str, name: &str) -> usize {
     for _ in 0..100 {
         match lim.try_take(key) {
             Ok(()) => admitted += 1,
-            Err(Error::Refused(_)) => {}
+            Err(e) if e.is_refusal() => {}
             Err(e) => panic!("{name}: {e}"),
         }
     }
@@ -825,15 +825,12 @@ mod tokio_calls {
         assert_eq!(lim.available("k").await.unwrap(), 3);
         let burst = Instant::now();
         lim.try_take_n("k", 3).await.unwrap();
-        assert!(matches!(
-            lim.try_take("k").await,
-            Err(Error::Refused(TakeError::RetryAfter(_)))
-        ));
+        assert!(matches!(lim.try_take("k").await, Err(Error::RetryAfter(_))));
         lim.take("k").await.unwrap();
         assert!(burst.elapsed() >= Duration::from_millis(500));
         assert!(matches!(
             lim.take_timeout("k", Duration::from_millis(1)).await,
-            Err(Error::Refused(TakeError::QueueFull { .. }))
+            Err(Error::QueueFull { .. })
         ));
         assert!(lim.next_free("k").await.unwrap() > Duration::ZERO);
         assert!(lim.reset("k").await.unwrap());

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::{build_with, Kind};
 use paceline::model::schedule::{self, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use paceline::{clock::Clock, clock::ManualClock, BuildError, Rate, Slack, TakeError, Wait};
+use paceline::{clock::Clock, clock::ManualClock, BuildError, Error, Rate, Slack, Wait};
 use proptest::prelude::*;
 
 /// One call or clock move. Durations are in quarters of the interval in
@@ -55,8 +55,8 @@ enum Op {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Answer {
     Moved,
-    Took(Result<Duration, TakeError>),
-    Tried(Result<(), TakeError>),
+    Took(Result<Duration, Error>),
+    Tried(Result<(), Error>),
     Can(bool),
     SetRate(Result<(), BuildError>),
 }
@@ -85,19 +85,19 @@ impl Model {
         Ok((now, grant))
     }
 
-    fn error(&self, deny: Deny, cost: u64, max_wait: Option<u64>) -> TakeError {
+    fn error(&self, deny: Deny, cost: u64, max_wait: Option<u64>) -> Error {
         match (deny, max_wait) {
-            (Deny::Wait(w), None) => TakeError::RetryAfter(Duration::from_nanos(w)),
-            (Deny::Wait(w), Some(max)) => TakeError::QueueFull {
+            (Deny::Wait(w), None) => Error::RetryAfter(Duration::from_nanos(w)),
+            (Deny::Wait(w), Some(max)) => Error::QueueFull {
                 wait: Duration::from_nanos(w),
                 max_wait: Duration::from_nanos(max),
             },
-            (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
+            (Deny::ExceedsBurst, _) => Error::ExceedsBurst {
                 cost,
                 burst: self.params.slack() + 1,
             },
-            (Deny::CostTooLarge, _) => TakeError::CostTooLarge { cost },
-            (Deny::Saturated, _) => TakeError::Saturated,
+            (Deny::CostTooLarge, _) => Error::CostTooLarge { cost },
+            (Deny::Saturated, _) => Error::Saturated,
         }
     }
 

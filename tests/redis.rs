@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use paceline::redis::{Error, FailPolicy, RedisLimiter};
-use paceline::{Rate, TakeError};
+use paceline::Rate;
 use support::{RedisCluster, RedisServer};
 
 /// 1000 per second: T = 1 ms.
@@ -287,7 +287,7 @@ fn server_down_fails_open_when_asked() {
     // fit is refused whatever the policy.
     assert!(matches!(
         limiter.try_take_n("k", u64::MAX),
-        Err(Error::Refused(TakeError::CostTooLarge { .. }))
+        Err(Error::CostTooLarge { .. })
     ));
 
     server.restart();
@@ -301,7 +301,7 @@ fn server_down_fails_open_when_asked() {
     loop {
         match limiter.try_take("again") {
             Ok(()) => admitted += 1,
-            Err(Error::Refused(TakeError::RetryAfter(_))) => break,
+            Err(Error::RetryAfter(_)) => break,
             Err(e) => panic!("{e}"),
         }
         // A call the restarting server failed was admitted open: only the
@@ -429,7 +429,7 @@ fn try_take_refuses_with_the_wait_and_stores_nothing() {
     limiter.try_take_n("k", 2).unwrap();
     for _ in 0..3 {
         match limiter.try_take("k") {
-            Err(Error::Refused(TakeError::RetryAfter(d))) => {
+            Err(Error::RetryAfter(d)) => {
                 assert!(
                     d > Duration::from_secs(59) && d <= Duration::from_secs(60),
                     "{d:?}"
@@ -440,10 +440,7 @@ fn try_take_refuses_with_the_wait_and_stores_nothing() {
     }
     assert!(matches!(
         limiter.try_take_n("k", 3),
-        Err(Error::Refused(TakeError::ExceedsBurst {
-            cost: 3,
-            burst: 2
-        }))
+        Err(Error::ExceedsBurst { cost: 3, burst: 2 })
     ));
     assert_eq!(limiter.available("k").unwrap(), 0);
     assert!(limiter.next_free("k").unwrap() > Duration::from_secs(59));
@@ -455,7 +452,7 @@ fn take_timeout_waits_only_within_its_bound() {
     let limiter = limiter(&server, Rate::per_second(4), 0); // T = 250 ms
     limiter.take("k").unwrap();
     match limiter.take_timeout("k", Duration::from_millis(10)) {
-        Err(Error::Refused(TakeError::QueueFull { wait, max_wait })) => {
+        Err(Error::QueueFull { wait, max_wait }) => {
             assert!(wait > Duration::from_millis(10) && wait <= Duration::from_millis(250));
             assert_eq!(max_wait, Duration::from_millis(10));
         }
@@ -501,10 +498,7 @@ fn reset_deletes_the_key_and_gives_back_its_whole_burst() {
     let limiter = limiter(&server, Rate::per_minute(1), 2);
     limiter.try_take_n("k", 3).unwrap();
     limiter.try_take("other").unwrap();
-    assert!(matches!(
-        limiter.try_take("k"),
-        Err(Error::Refused(TakeError::RetryAfter(_)))
-    ));
+    assert!(matches!(limiter.try_take("k"), Err(Error::RetryAfter(_))));
     assert!(limiter.reset("k").unwrap());
     assert_eq!(server.raw("EXISTS paceline:k"), ":0\r\n");
     assert!(!limiter.reset("k").unwrap(), "nothing left to delete");
@@ -574,10 +568,7 @@ fn cluster_paces_keys_on_every_primary_and_reloads_the_script() {
     let keys: Vec<String> = (0..30).map(|i| format!("user:{i}")).collect();
     for key in &keys {
         limiter.try_take_n(key, 3).unwrap();
-        assert!(matches!(
-            limiter.try_take(key),
-            Err(Error::Refused(TakeError::RetryAfter(_)))
-        ));
+        assert!(matches!(limiter.try_take(key), Err(Error::RetryAfter(_))));
     }
     // The keys spread over the three primaries.
     for node in &cluster.nodes {
@@ -710,7 +701,8 @@ fn call_until(
         }
         seen.calls += 1;
         match call(key) {
-            Ok(()) | Err(Error::Refused(_)) => {}
+            Ok(()) => {}
+            Err(e) if e.is_refusal() => {}
             Err(e) => {
                 seen.failed += 1;
                 seen.first.get_or_insert_with(|| e.to_string());
@@ -943,7 +935,7 @@ fn admitted_of(limiter: &RedisLimiter, key: &str, n: usize, name: &str) -> usize
     for _ in 0..n {
         match limiter.try_take(key) {
             Ok(()) => admitted += 1,
-            Err(Error::Refused(_)) => {}
+            Err(e) if e.is_refusal() => {}
             Err(e) => panic!("{name}: {e}"),
         }
     }
@@ -1086,11 +1078,11 @@ mod tokio_calls {
         limiter.try_take_n("k", 2).await.unwrap();
         assert!(matches!(
             limiter.try_take("k").await,
-            Err(Error::Refused(TakeError::RetryAfter(_)))
+            Err(Error::RetryAfter(_))
         ));
         assert!(matches!(
             limiter.take_timeout("k", Duration::from_secs(1)).await,
-            Err(Error::Refused(TakeError::QueueFull { .. }))
+            Err(Error::QueueFull { .. })
         ));
         assert_eq!(limiter.available("k").await.unwrap(), 0);
         assert!(limiter.next_free("k").await.unwrap() > Duration::from_secs(59));
@@ -1197,7 +1189,7 @@ mod tokio_calls {
             limiter.try_take_n(key, 3).await.unwrap();
             assert!(matches!(
                 limiter.try_take(key).await,
-                Err(Error::Refused(TakeError::RetryAfter(_)))
+                Err(Error::RetryAfter(_))
             ));
         }
         for node in &cluster.nodes {

@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::{build, KINDS};
-use paceline::{clock::ManualClock, Rate, TakeError};
+use paceline::{clock::ManualClock, Error, Rate};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
@@ -46,7 +46,7 @@ fn without_slack_idle_time_banks_nothing() {
             assert!(limiter.try_take().is_ok(), "{kind:?} after {idle:?}");
             assert_eq!(
                 limiter.try_take(),
-                Err(TakeError::RetryAfter(10 * MS)),
+                Err(Error::RetryAfter(10 * MS)),
                 "{kind:?} after {idle:?}"
             );
             assert_eq!(limiter.available(), 0, "{kind:?}");

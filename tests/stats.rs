@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use paceline::stats::{prometheus, Counted, Stats};
 use paceline::{
-    clock::ManualClock, AtomicLimiter, KeyedLimiter, MutexLimiter, Rate, TakeError, WarmUpLimiter,
+    clock::ManualClock, AtomicLimiter, Error, KeyedLimiter, MutexLimiter, Rate, WarmUpLimiter,
 };
 use proptest::prelude::*;
 
@@ -46,7 +46,7 @@ fn call() -> impl Strategy<Value = Call> {
 fn tally<'a, K: 'a>(
     clock: &ManualClock,
     calls: impl IntoIterator<Item = (&'a K, &'a Call)>,
-    mut take: impl FnMut(&K, &Call) -> Result<Option<Duration>, TakeError>,
+    mut take: impl FnMut(&K, &Call) -> Result<Option<Duration>, Error>,
 ) -> Stats {
     let mut expected = Stats::default();
     for (key, call) in calls {

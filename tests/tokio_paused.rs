@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use paceline::tokio::AsyncLimiter;
-use paceline::{Rate, TakeError};
+use paceline::{Error, Rate};
 use tokio::time::{sleep, timeout, Instant};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -218,7 +218,7 @@ async fn take_timeout_refuses_at_once_and_stores_nothing() {
     let start = Instant::now();
     assert_eq!(
         limiter.take_timeout(50 * MS).await,
-        Err(TakeError::QueueFull {
+        Err(Error::QueueFull {
             wait: 100 * MS,
             max_wait: 50 * MS
         })
@@ -242,7 +242,7 @@ async fn take_n_pays_first_and_returns_its_slot() {
     assert_eq!(limiter.take_n(0).await, Ok(20 * MS));
     assert_eq!(
         limiter.take_n(u64::MAX).await,
-        Err(TakeError::CostTooLarge { cost: u64::MAX })
+        Err(Error::CostTooLarge { cost: u64::MAX })
     );
 }
 
@@ -267,10 +267,10 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
     // Fresh: one request may take the whole burst, but no credit is banked.
     assert_eq!(limiter.available(), 2);
     assert!(limiter.try_take().is_ok());
-    assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(100 * MS)));
+    assert_eq!(limiter.try_take(), Err(Error::RetryAfter(100 * MS)));
     assert_eq!(
         limiter.try_take_n(3),
-        Err(TakeError::ExceedsBurst { cost: 3, burst: 2 })
+        Err(Error::ExceedsBurst { cost: 3, burst: 2 })
     );
     assert!(!limiter.can_take(1));
     assert_eq!(limiter.next_free(), 100 * MS);
@@ -304,7 +304,7 @@ async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
     assert!((&mut second).now_or_never().is_none());
     drop(first); // the state reads 8 ms again, but the rate changed since
     assert_eq!(second.await.unwrap(), 6 * MS);
-    assert_eq!(limiter.try_take(), Err(TakeError::RetryAfter(2 * MS)));
+    assert_eq!(limiter.try_take(), Err(Error::RetryAfter(2 * MS)));
 }
 
 /// Issue 30, item 7: a speed-up reaches the tasks already waiting. Five

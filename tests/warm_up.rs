@@ -9,7 +9,7 @@ use std::time::Duration;
 use paceline::model::schedule::{Admit, Params, FRESH, ORIGIN};
 use paceline::model::warm_up::{self, WarmState};
 use paceline::{
-    clock::Clock, clock::ManualClock, AtomicLimiter, BuildError, MutexLimiter, Rate, TakeError,
+    clock::Clock, clock::ManualClock, AtomicLimiter, BuildError, Error, MutexLimiter, Rate,
     WarmUpLimiter,
 };
 use proptest::prelude::*;
@@ -391,7 +391,7 @@ fn the_slack_and_a_cold_limiters_burst() {
     assert_eq!(limiter.available(), 4);
     assert_eq!(
         limiter.try_take_n(5),
-        Err(TakeError::ExceedsBurst { cost: 5, burst: 4 })
+        Err(Error::ExceedsBurst { cost: 5, burst: 4 })
     );
     assert!(limiter.try_take_n(4).is_ok());
     assert!(limiter.try_take().is_err());

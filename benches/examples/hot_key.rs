@@ -41,7 +41,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use paceline::lease::{Leased, Lender};
 use paceline::redis::{FailPolicy, RedisLimiter};
-use paceline::{clock::Clock, take::OnKey, Error, Limit, Rate, Take};
+use paceline::{clock::Clock, take::OnKey, Limit, Rate, Take};
 
 const CHILD_ENV: &str = "PACELINE_HOT_KEY_CHILD";
 const KEY: &str = "hot";
@@ -124,7 +124,7 @@ fn child<L: Lender>(lender: L, a: &Args, start: u64, stop: u64) {
                 }
                 times.push(at);
             }
-            Err(Error::Refused(refusal)) => {
+            Err(refusal) if refusal.is_refusal() => {
                 let wait = refusal.retry_after().unwrap_or(Duration::from_millis(1));
                 if Wall.now() >= stop {
                     break;

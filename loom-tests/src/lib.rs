@@ -105,7 +105,7 @@ use std::time::Duration;
 use paceline::model::schedule::{Admit, Grant};
 pub use paceline::store::Booking;
 use paceline::{
-    clock::ManualClock, AtomicLimiter, BuildError, KeyedLimiter, MutexLimiter, Rate, TakeError,
+    clock::ManualClock, AtomicLimiter, BuildError, Error, KeyedLimiter, MutexLimiter, Rate,
 };
 
 /// Preemptions explored per execution when `LOOM_MAX_PREEMPTIONS` is unset:
@@ -124,13 +124,13 @@ pub trait Subject: Send + Sync + Sized + 'static {
     /// Waits for one permit; the time waited.
     fn take(&self) -> Duration;
     /// Waits for `cost` permits; the time waited.
-    fn take_n(&self, cost: u64) -> Result<Duration, TakeError>;
+    fn take_n(&self, cost: u64) -> Result<Duration, Error>;
     /// Waits for `cost` permits unless that takes longer than `max_wait`.
-    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError>;
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error>;
     /// One permit now or a refusal.
-    fn try_take(&self) -> Result<(), TakeError>;
+    fn try_take(&self) -> Result<(), Error>;
     /// `cost` permits now or a refusal.
-    fn try_take_n(&self, cost: u64) -> Result<(), TakeError>;
+    fn try_take_n(&self, cost: u64) -> Result<(), Error>;
     /// Whether `cost` permits could be taken now, consuming nothing.
     fn can_take(&self, cost: u64) -> bool;
     /// Changes the rate.
@@ -151,13 +151,13 @@ pub trait Subject: Send + Sync + Sized + 'static {
     /// Books `cost` permits without waiting, as an async take does (the
     /// limiter's cfg-gated `__book` hook: the real `Pacer::book`), and
     /// returns the grant.
-    fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, TakeError> {
+    fn reserve(&self, cost: u64, admit: Admit) -> Result<Grant, Error> {
         self.book(cost, admit)
             .map(|b| b.__grant().expect("an in-process booking holds its grant"))
     }
 
     /// [`reserve`](Subject::reserve), keeping the [`Booking`] that undoes it.
-    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError>;
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error>;
 
     /// Gives a booking back, as a dropped async take does (the cfg-gated
     /// `__undo` hook: the real `Pacer::undo`); `true` when undone.
@@ -172,16 +172,16 @@ macro_rules! subject {
             fn take(&self) -> Duration {
                 $ty::take(self)
             }
-            fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+            fn take_n(&self, cost: u64) -> Result<Duration, Error> {
                 $ty::take_n(self, cost)
             }
-            fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+            fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
                 $ty::take_n_timeout(self, cost, max_wait)
             }
-            fn try_take(&self) -> Result<(), TakeError> {
+            fn try_take(&self) -> Result<(), Error> {
                 $ty::try_take(self)
             }
-            fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+            fn try_take_n(&self, cost: u64) -> Result<(), Error> {
                 $ty::try_take_n(self, cost)
             }
             fn can_take(&self, cost: u64) -> bool {
@@ -219,7 +219,7 @@ macro_rules! subject {
                     .expect("a valid test configuration")
             }
 
-            fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+            fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
                 self.__book(cost, admit)
             }
 
@@ -249,16 +249,16 @@ impl Subject for OneKey {
     fn take(&self) -> Duration {
         self.0.take(&ONE_KEY).expect("a tracked key's take waits")
     }
-    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+    fn take_n(&self, cost: u64) -> Result<Duration, Error> {
         self.0.take_n(&ONE_KEY, cost)
     }
-    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
         self.0.take_n_timeout(&ONE_KEY, cost, max_wait)
     }
-    fn try_take(&self) -> Result<(), TakeError> {
+    fn try_take(&self) -> Result<(), Error> {
         self.0.try_take(&ONE_KEY)
     }
-    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+    fn try_take_n(&self, cost: u64) -> Result<(), Error> {
         self.0.try_take_n(&ONE_KEY, cost)
     }
     fn can_take(&self, cost: u64) -> bool {
@@ -302,7 +302,7 @@ impl Subject for OneKey {
         )
     }
 
-    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
         self.0.__book(&ONE_KEY, cost, admit)
     }
 

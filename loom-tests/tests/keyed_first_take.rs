@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::check;
-use paceline::{clock::ManualClock, KeyedLimiter, Rate, TakeError};
+use paceline::{clock::ManualClock, Error, KeyedLimiter, Rate};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 2;
@@ -33,7 +33,7 @@ fn try_each(limiter: &KeyedLimiter<u32, ManualClock>, costs: &[u64]) -> (u64, u6
                 permits += cost;
                 calls += 1;
             }
-            Err(TakeError::RetryAfter(wait)) => assert!(wait > Duration::ZERO),
+            Err(Error::RetryAfter(wait)) => assert!(wait > Duration::ZERO),
             Err(e) => panic!("cost {cost} refused with {e}"),
         }
     }

@@ -26,7 +26,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::check;
 use paceline::keyed::PRUNE_GRACE;
-use paceline::{clock::ManualClock, keyed::WhenFull, KeyedLimiter, Rate, TakeError};
+use paceline::{clock::ManualClock, keyed::WhenFull, Error, KeyedLimiter, Rate};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;
@@ -47,13 +47,13 @@ fn limiter(clock: &ManualClock, when_full: WhenFull) -> Arc<KeyedLimiter<u32, Ma
 }
 
 /// The taker: 2 permits of [`KEY`] if their slot is now.
-fn take_two(limiter: &KeyedLimiter<u32, ManualClock>) -> Result<Duration, TakeError> {
+fn take_two(limiter: &KeyedLimiter<u32, ManualClock>) -> Result<Duration, Error> {
     limiter.take_n_timeout(&KEY, 2, Duration::ZERO)
 }
 
 /// Refused at clock 0: the key's next 2 permits are a slot `2T` away.
-fn refused_at_zero() -> Result<Duration, TakeError> {
-    Err(TakeError::QueueFull {
+fn refused_at_zero() -> Result<Duration, Error> {
+    Err(Error::QueueFull {
         wait: 2 * T,
         max_wait: Duration::ZERO,
     })

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::{check, OneKey, Subject};
-use paceline::{clock::ManualClock, AtomicLimiter, MutexLimiter, TakeError};
+use paceline::{clock::ManualClock, AtomicLimiter, Error, MutexLimiter};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;
@@ -29,7 +29,7 @@ fn try_each<L: Subject>(limiter: &L, costs: &[u64]) -> u64 {
         match limiter.try_take_n(cost) {
             Ok(()) => admitted += cost,
             // Refused for now, and told to come back later, not now.
-            Err(TakeError::RetryAfter(wait)) => {
+            Err(Error::RetryAfter(wait)) => {
                 assert!(
                     wait > Duration::ZERO,
                     "{}: refused cost {cost} with retry after {wait:?}",

@@ -254,7 +254,7 @@ impl Shared {
             // The answer alone: what `try_now` answers, less the state.
             (Some(keyed), _) => match keyed.try_take_n(key, cost) {
                 Ok(()) => Ok(None),
-                Err(e) => self.failed(e.into()),
+                Err(e) => self.failed(e),
             },
             (None, Mode::Wait(_)) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             (None, _) => match self.limiter.try_now(key, cost) {
@@ -347,13 +347,13 @@ impl Shared {
     /// a dry run), or failed by its server.
     #[cold]
     fn failed(&self, e: Error) -> Decision {
-        match e.refusal() {
-            Some(_) if self.mode == Mode::DryRun => {
+        match e.is_refusal() {
+            true if self.mode == Mode::DryRun => {
                 self.would_refuse.fetch_add(1, Relaxed);
                 Ok(None)
             }
-            Some(refusal) => Err(Failure::Limit(*refusal)),
-            None => Err(Failure::Server(e.to_string())),
+            true => Err(Failure::Limit(e)),
+            false => Err(Failure::Server(e.to_string())),
         }
     }
 }

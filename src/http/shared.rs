@@ -24,7 +24,6 @@ use super::json::Json;
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
 use crate::limiter::take::{AsyncTake, Error, State as Found, Taken};
 use crate::tokio::AsyncKeyedLimiter;
-use crate::values::error::TakeError;
 use crate::values::limit::Limit;
 
 /// The limiter requests take from, whatever its kind: the take interface
@@ -267,7 +266,7 @@ impl Shared {
 /// Why a request was not admitted.
 pub(super) enum Failure {
     /// The limit refused it.
-    Limit(TakeError),
+    Limit(Error),
     /// The limit's server failed, and its fail policy did not admit.
     Server(String),
 }

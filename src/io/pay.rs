@@ -52,15 +52,15 @@ pub trait ByteLimiter {
 ///
 /// ```
 /// use paceline::io::PayError;
-/// use paceline::TakeError;
-/// use std::error::Error;
+/// use paceline::Error;
+/// use std::error::Error as _;
 /// use std::io;
 ///
-/// let e = io::Error::from(PayError::new(4096, TakeError::TooManyKeys { max_keys: 10 }));
+/// let e = io::Error::from(PayError::new(4096, Error::TooManyKeys { max_keys: 10 }));
 /// assert_eq!(e.kind(), io::ErrorKind::Other);
 /// let pay = e.get_ref().and_then(|e| e.downcast_ref::<PayError>()).unwrap();
 /// assert_eq!(pay.bytes(), 4096);
-/// assert!(e.source().unwrap().downcast_ref::<TakeError>().is_some());
+/// assert!(e.source().unwrap().downcast_ref::<Error>().is_some());
 /// ```
 #[derive(Debug)]
 pub struct PayError {
@@ -108,11 +108,7 @@ impl From<PayError> for io::Error {
 /// A limiter's failure to pay for `bytes`, as the `io::Error` the wrappers
 /// return.
 fn failed(bytes: u64, e: crate::limiter::take::Error) -> io::Error {
-    match e {
-        // The limit's own refusal is the source as it is: a `TakeError`.
-        crate::limiter::take::Error::Refused(refusal) => PayError::new(bytes, refusal).into(),
-        e => PayError::new(bytes, e).into(),
-    }
+    PayError::new(bytes, e).into()
 }
 
 /// The most one payment covers: the burst of `limit`, or everything when

@@ -19,7 +19,6 @@ use crate::limiter::take::{AsyncTake, Error, State, Take, Taken};
 use crate::model::schedule::{Admit, ORIGIN};
 use crate::observe::stats::{Counted, Stats};
 use crate::store::Booking;
-use crate::values::error::TakeError;
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::wait::held::{self, Line, Peek};
@@ -85,8 +84,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// moved the key's shard since ([cancel safety](crate::guide::waiting#cancel-safety)).
     ///
     /// # Errors
-    /// [`TakeError::TooManyKeys`].
-    pub async fn take<Q>(&self, key: &Q) -> Result<Duration, TakeError>
+    /// [`Error::TooManyKeys`].
+    pub async fn take<Q>(&self, key: &Q) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
@@ -100,8 +99,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// As [`take`](Self::take).
     ///
     /// # Errors
-    /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
-    pub async fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, TakeError>
+    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
+    pub async fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
@@ -120,10 +119,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// in the key's line ([cancel safety](crate::guide::waiting#cancel-safety)).
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`] (rarely after waiting, as
+    /// [`Error::QueueFull`] (rarely after waiting, as
     /// [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout)'s);
-    /// [`TakeError::TooManyKeys`].
-    pub async fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, TakeError>
+    /// [`Error::TooManyKeys`].
+    pub async fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
@@ -137,14 +136,14 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     /// As [`take_timeout`](Self::take_timeout).
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`];
-    /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
+    /// [`Error::QueueFull`]; [`Error::ExceedsBurst`];
+    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
     pub async fn take_n_timeout<Q>(
         &self,
         key: &Q,
         cost: u64,
         max_wait: Duration,
-    ) -> Result<Duration, TakeError>
+    ) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
@@ -160,7 +159,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     ///
     /// # Errors
     /// As [`KeyedLimiter::try_take`].
-    pub fn try_take<Q>(&self, key: &Q) -> Result<(), TakeError>
+    pub fn try_take<Q>(&self, key: &Q) -> Result<(), Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -172,7 +171,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     ///
     /// # Errors
     /// As [`KeyedLimiter::try_take_n`].
-    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), TakeError>
+    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -287,7 +286,6 @@ where
 {
     type Clock = C;
     type Key = K;
-    type Error = TakeError;
 
     fn clock(&self) -> &C {
         &self.limiter.clock
@@ -302,7 +300,7 @@ where
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<K>, TakeError>> + Send {
+    ) -> impl Future<Output = Result<Reserved<K>, Error>> + Send {
         ready(
             self.limiter
                 .decide_asked(self.key, cost, admit, ask)
@@ -313,10 +311,6 @@ where
                     booking: Some(d.booking(cost).on(self.key.to_owned())),
                 }),
         )
-    }
-
-    fn refusal(error: &TakeError) -> Option<&TakeError> {
-        Some(error)
     }
 
     fn undo(&self, booking: Booking<K>) {
@@ -330,7 +324,7 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     C: Clock,
 {
-    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error> {
         self.limiter.wait_ahead(self.key, cost, admit)
     }
 

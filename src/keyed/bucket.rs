@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::limiter::part::sealed::Part;
 use crate::model::schedule::Admit;
 use crate::store::Booking;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 /// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
 /// [`Part`](crate::all::Part) of an all-or-nothing request.
@@ -37,7 +37,7 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     C: Clock,
 {
-    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
         self.limiter.decide(self.key, cost, admit)
     }
 

@@ -14,7 +14,7 @@ use crate::clock::{internal_now, Clock};
 use crate::model::schedule::{Admit, Grant, Params, FULL};
 use crate::primitive::{read, Ordering, RwLock};
 use crate::store::Booking;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 use crate::wait::{self, nanos, Ask};
@@ -132,7 +132,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// booking: the clock reading, the grant and the shard's generation at
     /// the decision (an undo must find it unchanged).
     #[inline]
-    pub(super) fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, TakeError>
+    pub(super) fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -151,7 +151,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<Decided, TakeError>
+    ) -> Result<Decided, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -175,7 +175,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<Decided, TakeError>
+    ) -> Result<Decided, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -227,7 +227,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// `cost` permits on `key` without waiting, as an async take does.
     #[cfg(paceline_loom)]
     #[doc(hidden)]
-    pub fn __book<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, TakeError>
+    pub fn __book<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -252,7 +252,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// `admit`, storing nothing, counting nothing and tracking no key (a
     /// held async take's look).
     #[cfg(feature = "tokio")]
-    pub(super) fn wait_ahead<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<u64, TakeError>
+    pub(super) fn wait_ahead<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<u64, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -260,7 +260,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let (tat, now, p, _) = self.peek(key);
         crate::model::schedule::step(tat, now, cost, p, admit)
             .map(|grant| grant.slot.saturating_sub(now))
-            .map_err(|deny| TakeError::refused(deny, cost, admit, p.slack()))
+            .map_err(|deny| Error::refused(deny, cost, admit, p.slack()))
     }
 
     /// Counts a refusal of `key` decided outside the step (a held async
@@ -292,7 +292,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         key: &Q,
         cost: u64,
         max_wait: Duration,
-    ) -> Result<Booking, TakeError>
+    ) -> Result<Booking, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

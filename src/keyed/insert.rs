@@ -42,7 +42,7 @@ use super::{KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
 use crate::model::schedule::{self, Admit, FULL};
 use crate::primitive::{read, write, Ordering, RwLock};
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::wait::Ask;
 
 /// When a full shard evicts, it evicts this fraction (1/8) of its entries at
@@ -75,7 +75,7 @@ pub enum WhenFull {
     /// is evicted regains at most its burst early. New keys stay limited.
     #[default]
     Evict,
-    /// Refuse the new key's request with [`TakeError::TooManyKeys`]: tracked
+    /// Refuse the new key's request with [`Error::TooManyKeys`]: tracked
     /// keys keep exact decisions, but once an attacker fills the map, new
     /// legitimate keys are locked out until keys come to rest (fail closed).
     Refuse,
@@ -97,7 +97,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<Decided, TakeError>
+    ) -> Result<Decided, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -126,7 +126,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let grant = match schedule::step(FULL, now, cost, p, admit) {
             Ok(grant) => grant,
             Err(deny) => {
-                let refusal = TakeError::refused(deny, cost, admit, p.slack());
+                let refusal = Error::refused(deny, cost, admit, p.slack());
                 if ask.counts(&refusal) {
                     self.refused_untracked.fetch_add(1, Ordering::Relaxed);
                 }
@@ -146,7 +146,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             return match self.when_full {
                 WhenFull::Refuse => {
                     self.refused_untracked.fetch_add(1, Ordering::Relaxed);
-                    Err(TakeError::TooManyKeys {
+                    Err(Error::TooManyKeys {
                         max_keys: self.max_keys,
                     })
                 }

@@ -137,7 +137,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// assert_eq!(keys.len(), 1);
     /// assert_eq!(keys[0].key, 7);
     /// assert!((keys[0].fill - 1.0).abs() < 0.01);
-    /// # Ok::<(), paceline::TakeError>(())
+    /// # Ok::<(), paceline::Error>(())
     /// ```
     pub fn snapshot(&self) -> Vec<KeyState<K>> {
         let mut out = Vec::new();

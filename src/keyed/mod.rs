@@ -67,7 +67,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::model::schedule::{self, Admit};
 use crate::observe::stats::Meter;
 use crate::primitive::{write, AtomicU64, AtomicUsize, Mutex, RwLock};
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::wait::Wait;
 
 #[cfg(feature = "tokio")]
@@ -230,10 +230,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// ```
     ///
     /// # Errors
-    /// [`TakeError::TooManyKeys`] for a new key when the map is full of busy
+    /// [`Error::TooManyKeys`] for a new key when the map is full of busy
     /// keys under [`WhenFull::Refuse`].
     #[inline]
-    pub fn take<Q>(&self, key: &Q) -> Result<Duration, TakeError>
+    pub fn take<Q>(&self, key: &Q) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -244,8 +244,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Blocks until `cost` permits of the key are paid for, as one request.
     ///
     /// # Errors
-    /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
-    pub fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, TakeError>
+    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
+    pub fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -258,9 +258,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// stores nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`]; [`TakeError::TooManyKeys`].
+    /// [`Error::RetryAfter`]; [`Error::TooManyKeys`].
     #[inline]
-    pub fn try_take<Q>(&self, key: &Q) -> Result<(), TakeError>
+    pub fn try_take<Q>(&self, key: &Q) -> Result<(), Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -271,11 +271,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Takes `cost` permits of the key if they are free now; never blocks.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`]; [`TakeError::ExceedsBurst`] when `cost`
-    /// exceeds the key's burst; [`TakeError::CostTooLarge`];
-    /// [`TakeError::TooManyKeys`].
+    /// [`Error::RetryAfter`]; [`Error::ExceedsBurst`] when `cost`
+    /// exceeds the key's burst; [`Error::CostTooLarge`];
+    /// [`Error::TooManyKeys`].
     #[inline]
-    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), TakeError>
+    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -287,8 +287,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// most `max_wait` away; otherwise fails at once, storing nothing.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`]; [`TakeError::TooManyKeys`].
-    pub fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, TakeError>
+    /// [`Error::QueueFull`]; [`Error::TooManyKeys`].
+    pub fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -299,14 +299,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`take_timeout`](Self::take_timeout) for `cost` permits.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`];
-    /// [`TakeError::CostTooLarge`]; [`TakeError::TooManyKeys`].
+    /// [`Error::QueueFull`]; [`Error::ExceedsBurst`];
+    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
     pub fn take_n_timeout<Q>(
         &self,
         key: &Q,
         cost: u64,
         max_wait: Duration,
-    ) -> Result<Duration, TakeError>
+    ) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -338,7 +338,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// assert_eq!(limiter.available(&7), 11);
     /// limiter.try_take_n(&7, 4)?;
     /// assert_eq!(limiter.available(&7), 7);
-    /// # Ok::<(), paceline::TakeError>(())
+    /// # Ok::<(), paceline::Error>(())
     /// ```
     pub fn available<Q>(&self, key: &Q) -> u64
     where

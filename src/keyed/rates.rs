@@ -141,7 +141,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`remove_override`](Self::remove_override)) or a reset.
     ///
     /// ```
-    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate, TakeError};
+    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate, Error};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -153,7 +153,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// limiter.set_rate(Rate::per_second(100))?;
     /// // Key 7's next permit is 10 ms after its last, not an hour.
     /// let wait = Duration::from_millis(10);
-    /// assert_eq!(limiter.try_take(&7), Err(TakeError::RetryAfter(wait)));
+    /// assert_eq!(limiter.try_take(&7), Err(Error::RetryAfter(wait)));
     /// clock.advance(wait);
     /// assert!(limiter.try_take(&7).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())

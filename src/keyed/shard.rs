@@ -11,7 +11,7 @@ use super::counts::Counts;
 use crate::model::schedule::{Admit, Grant};
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::store::atomic;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::wait::Ask;
 
 /// One tracked key's bucket and bookkeeping: 16 bytes.
@@ -223,7 +223,7 @@ pub(super) fn on_entry<K>(
     cost: u64,
     admit: Admit,
     ask: Ask,
-) -> Result<(u64, Grant, u32), TakeError> {
+) -> Result<(u64, Grant, u32), Error> {
     let class = entry.class();
     // The index was set under this shard's lock against this very table.
     let params = shard.classes[class as usize].params();
@@ -235,7 +235,7 @@ pub(super) fn on_entry<K>(
             Ok((now, grant, class))
         }
         Err(deny) => {
-            let refusal = TakeError::refused(deny, cost, admit, params.slack());
+            let refusal = Error::refused(deny, cost, admit, params.slack());
             // Counted only as the caller's answer.
             let counted = ask.counts(&refusal);
             entry.touch(now, counted);

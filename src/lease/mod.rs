@@ -59,7 +59,7 @@ use crate::limiter::take::{State, Take, Taken};
 use crate::observe::stats::{Counted, Counting, LeaseStats, Meter, Stats};
 use crate::primitive::{lock, Mutex};
 use crate::remote::Error;
-use crate::values::error::{BuildError, TakeError};
+use crate::values::error::BuildError;
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::wait::{self, Wait};
@@ -373,14 +373,14 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     fn take_until(&self, cost: u64, deadline: Option<u64>) -> Result<Taken, Error> {
         loop {
             match self.try_take(cost) {
-                Err(Error::Refused(TakeError::RetryAfter(wait))) => {
+                Err(Error::RetryAfter(wait)) => {
                     let now = self.clock.now();
                     let wait_ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
                     let until = now.saturating_add(wait_ns);
                     if let Some(deadline) = deadline {
                         if until > deadline {
                             let max_wait = Duration::from_nanos(deadline.saturating_sub(now));
-                            return Err(Error::Refused(TakeError::QueueFull { wait, max_wait }));
+                            return Err(Error::QueueFull { wait, max_wait });
                         }
                     }
                     // A lease has no async face: a task takes from it on a blocking thread.

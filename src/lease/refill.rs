@@ -11,7 +11,6 @@ use crate::limiter::take::Taken;
 use crate::primitive::lock;
 use crate::remote::{Error, FailPolicy};
 use crate::store::Booking;
-use crate::values::error::TakeError;
 
 /// What only a refill touches, under the lock.
 pub(super) struct Slow<L> {
@@ -49,15 +48,15 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         // A refusal the server answered stands until its retry-after.
         if slow.refused_until > now {
             self.meter.refused();
-            return Err(Error::Refused(TakeError::RetryAfter(Duration::from_nanos(
+            return Err(Error::RetryAfter(Duration::from_nanos(
                 slow.refused_until - now,
-            ))));
+            )));
         }
         self.settle(&mut slow, now);
         let burst = config.reduced.saturating_add(1);
         if cost > burst {
             self.meter.refused();
-            return Err(Error::Refused(TakeError::ExceedsBurst { cost, burst }));
+            return Err(Error::ExceedsBurst { cost, burst });
         }
         // Follow demand, never past the reduced burst or the word.
         let size = slow.next.clamp(cost, burst.min(MAX_BATCH).max(cost));
@@ -117,14 +116,14 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                 self.spent(cost);
                 Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)))
             }
-            Err(Error::Refused(refusal)) => {
+            Err(refusal) if refusal.is_refusal() => {
                 if let Some(wait) = refusal.retry_after() {
                     let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
                     slow.refused_until = self.clock.now().saturating_add(wait);
                 }
                 // The retry-after is for this size: ask it again then.
                 self.meter.refused();
-                Err(Error::Refused(refusal))
+                Err(refusal)
             }
             Err(e) => {
                 slow.next = cost;

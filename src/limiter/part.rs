@@ -5,7 +5,7 @@
 
 use crate::model::schedule::Admit;
 use crate::store::Booking;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 /// A limit that can take part in an all-or-nothing request: a direct
 /// limiter, or one key of a keyed limiter (`KeyedLimiter::bucket`).
@@ -15,11 +15,11 @@ pub trait Part: sealed::Part {}
 impl<T: sealed::Part + ?Sized> Part for T {}
 
 pub(crate) mod sealed {
-    use super::{Admit, Booking, TakeError};
+    use super::{Admit, Booking, Error};
 
     pub trait Part {
         /// Books `cost` permits if `admit` allows.
-        fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError>;
+        fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error>;
         /// Undoes `booking` by the one rule ([`Booking`]).
         fn undo(&self, booking: &Booking);
         /// Blocks until `booking`'s slot, on the part's clock.

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::limiter::found::{State, Taken};
-pub use crate::values::failure::Error;
+pub use crate::values::error::Error;
 use crate::values::limit::Limit;
 
 /// The blocking calls every limiter answers, for a key (see [the module
@@ -80,8 +80,8 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     /// request ("pay first"), and returns what it found.
     ///
     /// # Errors
-    /// [`TakeError::CostTooLarge`](crate::TakeError::CostTooLarge) (as
-    /// [`Error::Refused`]); a remote limiter's failures its fail policy
+    /// [`Error::CostTooLarge`];
+    /// a remote limiter's failures its fail policy
     /// does not admit.
     fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
 
@@ -89,8 +89,8 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     /// waits. A refusal stores nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`](crate::TakeError::RetryAfter),
-    /// [`ExceedsBurst`](crate::TakeError::ExceedsBurst) when no wait helps,
+    /// [`Error::RetryAfter`],
+    /// [`ExceedsBurst`](crate::Error::ExceedsBurst) when no wait helps,
     /// and the rest as [`take_n`](Self::take_n).
     fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
 
@@ -98,7 +98,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     /// `max_wait` away; otherwise fails at once, storing nothing.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`](crate::TakeError::QueueFull), and the rest
+    /// [`Error::QueueFull`], and the rest
     /// as [`try_take_n`](Self::try_take_n).
     fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error>;
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::observe::stats::{Counted, Stats};
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 /// A limiter that admits every call at once: for configurations where pacing
 /// is off, behind the same [`Take`](crate::Take) interface.
@@ -33,7 +33,7 @@ impl Unlimited {
     /// # Errors
     /// Never.
     #[inline]
-    pub fn take_n(&self, _cost: u64) -> Result<Duration, TakeError> {
+    pub fn take_n(&self, _cost: u64) -> Result<Duration, Error> {
         Ok(Duration::ZERO)
     }
 
@@ -42,7 +42,7 @@ impl Unlimited {
     /// # Errors
     /// Never.
     #[inline]
-    pub fn try_take(&self) -> Result<(), TakeError> {
+    pub fn try_take(&self) -> Result<(), Error> {
         Ok(())
     }
 
@@ -51,7 +51,7 @@ impl Unlimited {
     /// # Errors
     /// Never.
     #[inline]
-    pub fn try_take_n(&self, _cost: u64) -> Result<(), TakeError> {
+    pub fn try_take_n(&self, _cost: u64) -> Result<(), Error> {
         Ok(())
     }
 
@@ -60,7 +60,7 @@ impl Unlimited {
     /// # Errors
     /// Never.
     #[inline]
-    pub fn take_timeout(&self, _max_wait: Duration) -> Result<Duration, TakeError> {
+    pub fn take_timeout(&self, _max_wait: Duration) -> Result<Duration, Error> {
         Ok(Duration::ZERO)
     }
 

@@ -19,7 +19,7 @@ use crate::limiter::take::{State, Taken};
 use crate::model::schedule::{self, Admit, Params, ORIGIN};
 use crate::observe::stats::{Counting, Meter};
 use crate::store::Booking;
-use crate::values::error::{BuildError, TakeError};
+use crate::values::error::BuildError;
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
@@ -156,7 +156,7 @@ impl<B> Core<B> {
         let p = self.params;
         let span = schedule::span(cost, p).map_err(|deny| {
             self.shared.meter.refused();
-            Error::Refused(TakeError::refused(deny, cost, admit, self.slack))
+            Error::refused(deny, cost, admit, self.slack)
         })?;
         let exceeds_burst = match admit {
             Admit::Always => false,
@@ -194,11 +194,11 @@ impl<B> Core<B> {
                 Ok(None)
             }
             Ok(Decision::Denied(deny)) => {
-                let refusal = TakeError::refused(deny, request.cost, request.admit, self.slack);
+                let refusal = Error::refused(deny, request.cost, request.admit, self.slack);
                 if request.ask.counts(&refusal) {
                     meter.refused();
                 }
-                Err(Error::Refused(refusal))
+                Err(refusal)
             }
             Err(e) => {
                 meter.failed();

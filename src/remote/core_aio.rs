@@ -11,7 +11,6 @@ use crate::limiter::take::{State, Taken};
 use crate::model::schedule::Admit;
 use crate::remote::AsyncRemote;
 use crate::store::Booking;
-use crate::values::error::TakeError;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
 
@@ -50,7 +49,6 @@ impl<'a, B> Keyed<'a, B> {
 impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
     type Clock = DefaultClock;
     type Key = ();
-    type Error = Error;
 
     fn clock(&self) -> &DefaultClock {
         &self.core.shared.clock
@@ -74,10 +72,6 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
             went_at: went_at(granted),
             booking: granted.filter(Booking::wrote),
         })
-    }
-
-    fn refusal(error: &Error) -> Option<&TakeError> {
-        error.refusal()
     }
 
     /// Undoes the grant in the server, if no one has taken since: a

@@ -107,8 +107,8 @@ impl<B: Backend> RemoteLimiter<B> {
     /// request ("pay first").
     ///
     /// # Errors
-    /// [`TakeError::CostTooLarge`](crate::TakeError::CostTooLarge) (as
-    /// [`Error::Refused`]); failures as [`take`](Self::take).
+    /// [`Error::CostTooLarge`](crate::Error::CostTooLarge);
+    /// failures as [`take`](Self::take).
     pub fn take_n(&self, key: &str, cost: u64) -> Result<Duration, Error> {
         Ok(self.core.take(key, cost, Admit::Always)?.at())
     }
@@ -117,8 +117,8 @@ impl<B: Backend> RemoteLimiter<B> {
     /// one. A refusal stores nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`](crate::TakeError::RetryAfter) (as
-    /// [`Error::Refused`]); failures as [`take`](Self::take).
+    /// [`Error::RetryAfter`](crate::Error::RetryAfter);
+    /// failures as [`take`](Self::take).
     pub fn try_take(&self, key: &str) -> Result<(), Error> {
         self.try_take_n(key, 1)
     }
@@ -129,7 +129,7 @@ impl<B: Backend> RemoteLimiter<B> {
     ///
     /// # Errors
     /// As [`try_take`](Self::try_take), and
-    /// [`TakeError::ExceedsBurst`](crate::TakeError::ExceedsBurst) when
+    /// [`Error::ExceedsBurst`](crate::Error::ExceedsBurst) when
     /// `cost > slack + 1`.
     pub fn try_take_n(&self, key: &str, cost: u64) -> Result<(), Error> {
         self.core.try_take(key, cost)
@@ -139,8 +139,8 @@ impl<B: Backend> RemoteLimiter<B> {
     /// at most `max_wait` away; otherwise fails at once, storing nothing.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`](crate::TakeError::QueueFull) (as
-    /// [`Error::Refused`]); failures as [`take`](Self::take).
+    /// [`Error::QueueFull`](crate::Error::QueueFull);
+    /// failures as [`take`](Self::take).
     pub fn take_timeout(&self, key: &str, max_wait: Duration) -> Result<Duration, Error> {
         self.take_n_timeout(key, 1, max_wait)
     }
@@ -149,7 +149,7 @@ impl<B: Backend> RemoteLimiter<B> {
     ///
     /// # Errors
     /// As [`take_timeout`](Self::take_timeout), and
-    /// [`TakeError::ExceedsBurst`](crate::TakeError::ExceedsBurst).
+    /// [`Error::ExceedsBurst`](crate::Error::ExceedsBurst).
     pub fn take_n_timeout(
         &self,
         key: &str,

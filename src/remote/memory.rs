@@ -112,10 +112,10 @@ impl<C: Clock> MemoryBackend<C> {
     fn call(&self) -> Result<(), Error> {
         self.inner.round_trips.fetch_add(1, Relaxed);
         if self.inner.down.load(Relaxed) {
-            return Err(Error::Unavailable(Arc::new(std::io::Error::new(
+            return Err(Error::unavailable(std::io::Error::new(
                 std::io::ErrorKind::ConnectionRefused,
                 "the in-memory backend is set down",
-            ))));
+            )));
         }
         Ok(())
     }

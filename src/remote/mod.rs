@@ -39,7 +39,7 @@
 //! - the [`FailPolicy`] (a failure of the server admits or errs), the
 //!   timeouts' defaults, and the one [`Error`] type;
 //! - turning a decision into the caller's answer, through
-//!   [`TakeError::refused`](crate::TakeError), the same mapping every
+//!   [`Error::refused`](crate::Error), the same mapping every
 //!   in-process limiter uses;
 //! - waiting, in the crate's one blocking or async wait, on the local clock
 //!   for the wait the server reported, counted from the reply's arrival.
@@ -79,7 +79,7 @@ pub use aio::AsyncRemoteLimiter;
 pub use builder::RemoteBuilder;
 pub use limiter::RemoteLimiter;
 
-pub use crate::values::failure::{Cause, Error};
+pub use crate::values::error::{Cause, Error};
 #[cfg(feature = "tokio")]
 pub(crate) use seam::AsyncRemote;
 pub(crate) use seam::{Decision, Remote, Request};

@@ -43,7 +43,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use crate::limiter::take::AsyncTake;
 use crate::tokio::AsyncLimiter;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 mod pushback;
 use pushback::pushback;
@@ -324,7 +324,7 @@ impl<L: AsyncTake + 'static> Inner<L> {
             let cost = left.min(part);
             match ::tokio::time::timeout_at(deadline, self.limiter.take_n(&(), cost)).await {
                 Ok(Ok(_)) => left -= cost,
-                Ok(Err(crate::Error::Refused(TakeError::ExceedsBurst { .. }))) if cost > burst => {
+                Ok(Err(Error::ExceedsBurst { .. })) if cost > burst => {
                     part = burst;
                 }
                 Ok(Err(e)) => return Err(e),

@@ -18,7 +18,7 @@ use crate::limiter::builder::{sealed::Build, Builder};
 use crate::limiter::pacer::{AtomicLimiter, Config, Pacer};
 use crate::model::schedule::ORIGIN;
 use crate::observe::stats::{Counted, Stats};
-use crate::values::error::{BuildError, TakeError};
+use crate::values::error::{BuildError, Error};
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
@@ -196,12 +196,12 @@ impl<C: Clock> AsyncLimiter<C> {
     /// once and changes nothing.
     ///
     /// # Errors
-    /// [`TakeError::CostTooLarge`] when `cost` intervals span over 146 years;
+    /// [`Error::CostTooLarge`] when `cost` intervals span over 146 years;
     /// nothing is stored.
     ///
     /// # Cancel safety
     /// As [`take`](Self::take), for the whole cost.
-    pub async fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+    pub async fn take_n(&self, cost: u64) -> Result<Duration, Error> {
         let inner = &*self.inner;
         wait::take(
             &inner.limiter,
@@ -219,7 +219,7 @@ impl<C: Clock> AsyncLimiter<C> {
     /// line](crate::guide::waiting#the-10-ms-horizon)).
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`] with the wait it would have needed (also,
+    /// [`Error::QueueFull`] with the wait it would have needed (also,
     /// rarely, after waiting: when takes that do not queue, an unbounded
     /// `take` or a `try_take`, have since booked so much ahead of it that
     /// its slot is now past `max_wait`).
@@ -229,24 +229,20 @@ impl<C: Clock> AsyncLimiter<C> {
     /// leaves when dropped, costing those after it nothing; then as
     /// [`take`](Self::take) ([cancel safety](crate::guide::waiting#cancel-safety)).
     /// A refused call stored nothing.
-    pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
+    pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, Error> {
         self.take_n_timeout(1, max_wait).await
     }
 
     /// [`take_timeout`](Self::take_timeout) for `cost` permits.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`] when even a
+    /// [`Error::QueueFull`]; [`Error::ExceedsBurst`] when even a
     /// limiter at rest could not admit `cost` within `max_wait`;
-    /// [`TakeError::CostTooLarge`].
+    /// [`Error::CostTooLarge`].
     ///
     /// # Cancel safety
     /// As [`take`](Self::take).
-    pub async fn take_n_timeout(
-        &self,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Duration, TakeError> {
+    pub async fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
         let inner = &*self.inner;
         held::take_held(
             &inner.limiter,
@@ -264,9 +260,9 @@ impl<C: Clock> AsyncLimiter<C> {
     /// nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`] with how long until it would be admitted.
+    /// [`Error::RetryAfter`] with how long until it would be admitted.
     #[inline]
-    pub fn try_take(&self) -> Result<(), TakeError> {
+    pub fn try_take(&self) -> Result<(), Error> {
         self.limiter().try_take()
     }
 
@@ -274,11 +270,11 @@ impl<C: Clock> AsyncLimiter<C> {
     /// stores nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`]; [`TakeError::ExceedsBurst`] when
+    /// [`Error::RetryAfter`]; [`Error::ExceedsBurst`] when
     /// `cost > slack + 1`, which no wait makes possible;
-    /// [`TakeError::CostTooLarge`].
+    /// [`Error::CostTooLarge`].
     #[inline]
-    pub fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+    pub fn try_take_n(&self, cost: u64) -> Result<(), Error> {
         self.limiter().try_take_n(cost)
     }
 

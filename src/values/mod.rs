@@ -1,12 +1,10 @@
 //! The values a user states and handles: [`Rate`](crate::Rate),
 //! [`Slack`](crate::Slack), [`Limit`](crate::Limit) and
 //! [`Limits`](crate::Limits), durations as text, and the errors
-//! ([`Error`](crate::Error), [`TakeError`](crate::TakeError),
-//! [`BuildError`](crate::BuildError)). Re-exported at the crate's root.
+//! ([`Error`](crate::Error), [`BuildError`](crate::BuildError)). Re-exported at the crate's root.
 
 pub(crate) mod duration;
 pub(crate) mod error;
-pub(crate) mod failure;
 pub(crate) mod limit;
 pub(crate) mod rate;
 pub(crate) mod slack;

@@ -18,14 +18,14 @@ use super::tokio::{sleep_until_or, take_within, wait_reserved, Reserve, HORIZON}
 use super::{nanos, Ask};
 use crate::clock::internal_now;
 use crate::model::schedule::Admit;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 /// What an in-process limit answers a held take beyond [`Reserve`]: a look
 /// that books nothing, and the count of a refusal decided without a step.
-pub(crate) trait Peek: Reserve<Error = TakeError> {
+pub(crate) trait Peek: Reserve {
     /// How long a request of `cost` would wait now (ns), storing nothing
     /// and counting nothing: the step's answer under `admit`.
-    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError>;
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error>;
 
     /// Counts one refusal that the line decided (counts equal what callers
     /// saw).
@@ -116,7 +116,7 @@ pub(crate) async fn take_held<R: Peek>(
     line: &Line,
     place: u64,
     changed: &Notify,
-) -> Result<Duration, TakeError> {
+) -> Result<Duration, Error> {
     let max = nanos(max_wait);
     if max <= HORIZON {
         // Never booked further than the horizon anyway.
@@ -129,14 +129,14 @@ pub(crate) async fn take_held<R: Peek>(
             .await
         {
             Ok(reserved) => return Ok(wait_reserved(limiter, reserved).await),
-            Err(TakeError::QueueFull { .. } | TakeError::ExceedsBurst { .. }) => {}
+            Err(Error::QueueFull { .. } | Error::ExceedsBurst { .. }) => {}
             Err(e) => return Err(e),
         }
     }
     // Too far yet: join the line, or be refused at once.
     let start = internal_now(limiter.clock());
     let deadline = start.saturating_add(max);
-    let full = |wait: u64| TakeError::QueueFull {
+    let full = |wait: u64| Error::QueueFull {
         wait: Duration::from_nanos(wait),
         max_wait,
     };
@@ -195,25 +195,25 @@ pub(crate) async fn take_held<R: Peek>(
         match e {
             // Others booked ahead (takes that do not join the line): wait
             // on, as long as the caller allowed.
-            TakeError::QueueFull { wait, .. } if now.saturating_add(nanos(wait)) <= deadline => {
+            Error::QueueFull { wait, .. } if now.saturating_add(nanos(wait)) <= deadline => {
                 until = now.saturating_add(nanos(wait).saturating_sub(HORIZON));
             }
-            TakeError::QueueFull { wait, .. } => {
+            Error::QueueFull { wait, .. } => {
                 drop(promise);
                 limiter.count_refused();
                 return Err(full(nanos(wait)));
             }
             // A cost above the burst waits its extra intervals anyway: book
             // it now, within what is left of the caller's wait.
-            TakeError::ExceedsBurst { .. } => {
+            Error::ExceedsBurst { .. } => {
                 drop(promise);
                 let left = Duration::from_nanos(deadline.saturating_sub(now));
                 let reserved = limiter
                     .reserve(cost, Admit::Within(nanos(left)), Ask::Answer)
                     .await
                     .map_err(|e| match e {
-                        TakeError::QueueFull { wait, .. } | TakeError::RetryAfter(wait) => {
-                            TakeError::QueueFull { wait, max_wait }
+                        Error::QueueFull { wait, .. } | Error::RetryAfter(wait) => {
+                            Error::QueueFull { wait, max_wait }
                         }
                         e => e,
                     })?;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SPIN_YIELD_ABOVE};
 use crate::model::schedule::ORIGIN;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 // The default precise wait spins without yielding (see `SPIN_YIELD_ABOVE`).
 const _: () = assert!(SPIN_YIELD_ABOVE as u128 >= Wait::DEFAULT_SPIN.as_nanos());
@@ -133,12 +133,12 @@ pub(crate) enum Ask {
 impl Ask {
     /// Whether `refusal` counts as a refused request.
     #[inline]
-    pub(crate) fn counts(self, refusal: &TakeError) -> bool {
+    pub(crate) fn counts(self, refusal: &Error) -> bool {
         match self {
             Ask::Answer => true,
             Ask::Horizon => !matches!(
                 refusal,
-                TakeError::QueueFull { .. } | TakeError::ExceedsBurst { .. }
+                Error::QueueFull { .. } | Error::ExceedsBurst { .. }
             ),
         }
     }

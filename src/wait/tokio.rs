@@ -38,7 +38,7 @@ use super::{nanos, Ask, Wait};
 use crate::clock::{internal_now, Clock};
 use crate::model::schedule::Admit;
 use crate::store::Booking;
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 
 /// How far ahead of the clock an unbounded async take books its slot:
 /// 10 ms. Long enough that tasks sharing a limiter keep slots booked across
@@ -72,8 +72,6 @@ pub(crate) trait Reserve: Sync {
     /// What a booking holds to find its state again (`()` where the
     /// caller keeps the key).
     type Key: Send;
-    /// The error a take returns.
-    type Error: Send;
 
     /// The limiter's clock.
     fn clock(&self) -> &Self::Clock;
@@ -89,10 +87,7 @@ pub(crate) trait Reserve: Sync {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<Self::Key>, Self::Error>> + Send;
-
-    /// The limit's own refusal inside `error`, if it is one.
-    fn refusal(error: &Self::Error) -> Option<&TakeError>;
+    ) -> impl Future<Output = Result<Reserved<Self::Key>, Error>> + Send;
 
     /// Undoes `booking` by the one rule ([`Booking`]).
     fn undo(&self, booking: Booking<Self::Key>);
@@ -105,7 +100,7 @@ pub(crate) async fn take<R: Reserve>(
     cost: u64,
     gate: Option<&Gate<()>>,
     changed: Option<&Notify>,
-) -> Result<Duration, R::Error> {
+) -> Result<Duration, Error> {
     let reserved = {
         // Held until this take has booked: the next in line asks only then.
         let _turn = match gate {
@@ -124,9 +119,9 @@ pub(crate) async fn take<R: Reserve>(
                 Ok(reserved) => break reserved,
                 Err(e) => e,
             };
-            match R::refusal(&e) {
+            match &e {
                 // Too far yet: sleep until it is within the horizon.
-                Some(TakeError::QueueFull { wait, .. }) => {
+                Error::QueueFull { wait, .. } => {
                     let now = internal_now(limiter.clock());
                     let until = now.saturating_add(nanos(*wait).saturating_sub(HORIZON));
                     let Some(changed) = changed else {
@@ -145,7 +140,7 @@ pub(crate) async fn take<R: Reserve>(
                 }
                 // A cost above the burst is further than the horizon even at
                 // rest: book it at once (it waits its extra intervals anyway).
-                Some(TakeError::ExceedsBurst { .. }) => {
+                Error::ExceedsBurst { .. } => {
                     break limiter.reserve(cost, Admit::Always, Ask::Answer).await?;
                 }
                 _ => return Err(e),
@@ -161,7 +156,7 @@ pub(crate) async fn take_within<R: Reserve>(
     limiter: &R,
     cost: u64,
     max_wait: Duration,
-) -> Result<Duration, R::Error> {
+) -> Result<Duration, Error> {
     let reserved = limiter
         .reserve(cost, Admit::Within(nanos(max_wait)), Ask::Answer)
         .await?;

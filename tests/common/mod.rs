@@ -13,23 +13,23 @@ use std::time::Duration;
 
 use paceline::store::Store;
 use paceline::{
-    clock::Clock, clock::ManualClock, limiter::Pacer, AtomicLimiter, BuildError, MutexLimiter,
-    Rate, Slack, TakeError, Unlimited, Wait,
+    clock::Clock, clock::ManualClock, limiter::Pacer, AtomicLimiter, BuildError, Error,
+    MutexLimiter, Rate, Slack, Unlimited, Wait,
 };
 
 /// The direct limiters' own calls (their inherent methods), as one object
 /// safe trait, so a test can run the same case on every store.
 pub trait Limiter: Send + Sync {
     fn take(&self) -> Duration;
-    fn take_n(&self, cost: u64) -> Result<Duration, TakeError>;
-    fn try_take(&self) -> Result<(), TakeError> {
+    fn take_n(&self, cost: u64) -> Result<Duration, Error>;
+    fn try_take(&self) -> Result<(), Error> {
         self.try_take_n(1)
     }
-    fn try_take_n(&self, cost: u64) -> Result<(), TakeError>;
-    fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
+    fn try_take_n(&self, cost: u64) -> Result<(), Error>;
+    fn take_timeout(&self, max_wait: Duration) -> Result<Duration, Error> {
         self.take_n_timeout(1, max_wait)
     }
-    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError>;
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error>;
     fn can_take(&self, cost: u64) -> bool;
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError>;
     fn set_slack(&self, slack: Slack) -> Result<(), BuildError>;
@@ -46,16 +46,16 @@ impl<S: Store, C: Clock> Limiter for Pacer<S, C> {
     fn take(&self) -> Duration {
         Pacer::take(self)
     }
-    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+    fn take_n(&self, cost: u64) -> Result<Duration, Error> {
         Pacer::take_n(self, cost)
     }
-    fn try_take(&self) -> Result<(), TakeError> {
+    fn try_take(&self) -> Result<(), Error> {
         Pacer::try_take(self)
     }
-    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+    fn try_take_n(&self, cost: u64) -> Result<(), Error> {
         Pacer::try_take_n(self, cost)
     }
-    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+    fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
         Pacer::take_n_timeout(self, cost, max_wait)
     }
     fn can_take(&self, cost: u64) -> bool {
@@ -94,13 +94,13 @@ impl Limiter for Unlimited {
     fn take(&self) -> Duration {
         Unlimited::take(self)
     }
-    fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+    fn take_n(&self, cost: u64) -> Result<Duration, Error> {
         Unlimited::take_n(self, cost)
     }
-    fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+    fn try_take_n(&self, cost: u64) -> Result<(), Error> {
         Unlimited::try_take_n(self, cost)
     }
-    fn take_n_timeout(&self, _cost: u64, _max_wait: Duration) -> Result<Duration, TakeError> {
+    fn take_n_timeout(&self, _cost: u64, _max_wait: Duration) -> Result<Duration, Error> {
         Ok(Duration::ZERO)
     }
     fn can_take(&self, cost: u64) -> bool {

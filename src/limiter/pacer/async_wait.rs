@@ -9,7 +9,7 @@ use super::Pacer;
 use crate::clock::Clock;
 use crate::model::schedule::{Admit, ORIGIN};
 use crate::store::{Booking, Store};
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::wait::held::Peek;
 use crate::wait::tokio::{Reserve, Reserved};
 use crate::wait::{Ask, Wait};
@@ -19,7 +19,6 @@ use crate::wait::{Ask, Wait};
 impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
     type Clock = C;
     type Key = ();
-    type Error = TakeError;
 
     fn clock(&self) -> &C {
         Pacer::clock(self)
@@ -34,7 +33,7 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<()>, TakeError>> + Send {
+    ) -> impl Future<Output = Result<Reserved<()>, Error>> + Send {
         ready(self.book(cost, admit, ask).map(|booking| {
             let (now, slot) = (booking.now, booking.slot);
             Reserved {
@@ -46,17 +45,13 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         }))
     }
 
-    fn refusal(error: &TakeError) -> Option<&TakeError> {
-        Some(error)
-    }
-
     fn undo(&self, booking: Booking) {
         Pacer::undo(self, &booking);
     }
 }
 
 impl<S: Store, C: Clock> Peek for Pacer<S, C> {
-    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+    fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error> {
         Pacer::wait_for(self, cost, admit)
     }
 

@@ -1,6 +1,6 @@
 //! [`Pacer`]: the one in-process limiter type, over a [`Store`]. It reads the
 //! clock once, runs the step in its store, maps a refusal to a
-//! [`TakeError`], and waits for the slot in `wait`.
+//! [`Error`], and waits for the slot in `wait`.
 //! [`AtomicLimiter`] and [`MutexLimiter`] are it over the two stores.
 
 use std::fmt;
@@ -11,7 +11,7 @@ use crate::model::schedule::{self, Admit, Params};
 use crate::observe::stats::{Counting, Meter, Stats};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
-use crate::values::error::{BuildError, TakeError};
+use crate::values::error::{BuildError, Error};
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
@@ -184,9 +184,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// changes nothing.
     ///
     /// # Errors
-    /// [`TakeError::CostTooLarge`] when `cost` intervals span over 146 years;
+    /// [`Error::CostTooLarge`] when `cost` intervals span over 146 years;
     /// nothing is stored.
-    pub fn take_n(&self, cost: u64) -> Result<Duration, TakeError> {
+    pub fn take_n(&self, cost: u64) -> Result<Duration, Error> {
         let (now, grant) = self.reserve(cost, Admit::Always)?;
         Ok(self.block(now, grant.slot))
     }
@@ -195,9 +195,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`] with how long until it would be admitted.
+    /// [`Error::RetryAfter`] with how long until it would be admitted.
     #[inline(always)]
-    pub fn try_take(&self) -> Result<(), TakeError> {
+    pub fn try_take(&self) -> Result<(), Error> {
         // Not through `reserve`: its larger result would be built and
         // copied on the hottest path.
         let admit = Admit::Within(0);
@@ -214,11 +214,11 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// stores nothing.
     ///
     /// # Errors
-    /// [`TakeError::RetryAfter`]; [`TakeError::ExceedsBurst`] when
+    /// [`Error::RetryAfter`]; [`Error::ExceedsBurst`] when
     /// `cost > slack + 1`, which no wait makes possible;
-    /// [`TakeError::CostTooLarge`].
+    /// [`Error::CostTooLarge`].
     #[inline]
-    pub fn try_take_n(&self, cost: u64) -> Result<(), TakeError> {
+    pub fn try_take_n(&self, cost: u64) -> Result<(), Error> {
         self.reserve(cost, Admit::Within(0)).map(drop)
     }
 
@@ -227,18 +227,18 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// ahead is longer than the caller may wait.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`] with the wait it would have needed.
-    pub fn take_timeout(&self, max_wait: Duration) -> Result<Duration, TakeError> {
+    /// [`Error::QueueFull`] with the wait it would have needed.
+    pub fn take_timeout(&self, max_wait: Duration) -> Result<Duration, Error> {
         self.take_n_timeout(1, max_wait)
     }
 
     /// [`take_timeout`](Self::take_timeout) for `cost` permits.
     ///
     /// # Errors
-    /// [`TakeError::QueueFull`]; [`TakeError::ExceedsBurst`] when even a
+    /// [`Error::QueueFull`]; [`Error::ExceedsBurst`] when even a
     /// limiter at rest could not admit `cost` within `max_wait`;
-    /// [`TakeError::CostTooLarge`].
-    pub fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, TakeError> {
+    /// [`Error::CostTooLarge`].
+    pub fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
         let (now, grant) = self
             .reserve(cost, Admit::Within(nanos(max_wait)))
             .map_err(|e| e.timed_out(max_wait))?;

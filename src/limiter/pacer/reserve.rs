@@ -1,5 +1,5 @@
 //! How a [`Pacer`] decides and waits: the clock read, the step run in its
-//! store, a refusal mapped to a [`TakeError`], a reservation an async take or
+//! store, a refusal mapped to a [`Error`], a reservation an async take or
 //! an all-or-nothing request may give back, and the blocking wait.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::model::schedule::{Admit, Deny, Grant};
 use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{lock, Ordering};
 use crate::store::{Booking, Store};
-use crate::values::error::TakeError;
+use crate::values::error::Error;
 use crate::wait::{self, Ask};
 
 impl<S: Store, C: Clock> Pacer<S, C> {
@@ -22,7 +22,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 
     /// Reserves a slot for `cost` permits if `admit` allows, without waiting.
     #[inline]
-    pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), TakeError> {
+    pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), Error> {
         self.reserve_asked(cost, admit, Ask::Answer)
     }
 
@@ -34,7 +34,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<(u64, Grant), TakeError> {
+    ) -> Result<(u64, Grant), Error> {
         let now = self.now();
         match self.store.update(now, cost, admit) {
             Ok(grant) => {
@@ -50,12 +50,12 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// it.
     #[cold]
     #[inline(never)]
-    pub(super) fn refused(&self, deny: Deny, cost: u64, admit: Admit, ask: Ask) -> TakeError {
+    pub(super) fn refused(&self, deny: Deny, cost: u64, admit: Admit, ask: Ask) -> Error {
         let slack = match deny {
             Deny::ExceedsBurst => self.store.burst(self.now()) - 1,
             _ => 0,
         };
-        let refusal = TakeError::refused(deny, cost, admit, slack);
+        let refusal = Error::refused(deny, cost, admit, slack);
         if ask.counts(&refusal) {
             self.meter.refused();
         }
@@ -65,14 +65,14 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// How long a request of `cost` would wait now (ns) under `admit`,
     /// storing nothing and counting nothing (a held async take's look).
     #[cfg(feature = "tokio")]
-    pub(crate) fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, TakeError> {
+    pub(crate) fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error> {
         let now = self.now();
         let (tat, params) = self.store.peek();
         match crate::model::schedule::step(tat, now, cost, params, admit) {
             Ok(grant) => Ok(grant.slot.saturating_sub(now)),
             Err(deny) => {
                 let slack = self.store.burst(now).saturating_sub(1);
-                Err(TakeError::refused(deny, cost, admit, slack))
+                Err(Error::refused(deny, cost, admit, slack))
             }
         }
     }
@@ -86,7 +86,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// [`reserve`](Self::reserve), keeping what [`undo`](Self::undo) needs
     /// to undo it: the [`Booking`].
     #[inline]
-    pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, TakeError> {
+    pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, Error> {
         // Read before the step. `set_limit` counts a change only after its
         // rebase (release), so a booking that reads the new generation was
         // decided on the rebased state; one that reads the old may have
@@ -131,7 +131,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// `cost` permits without waiting, as an async take does.
     #[cfg(paceline_loom)]
     #[doc(hidden)]
-    pub fn __book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+    pub fn __book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
         self.book(cost, admit, Ask::Answer)
     }
 
@@ -147,7 +147,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 
 /// A direct limiter as a part of an all-or-nothing request.
 impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
-    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, TakeError> {
+    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
         Pacer::book(self, cost, admit, Ask::Answer)
     }
 

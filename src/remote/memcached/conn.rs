@@ -17,7 +17,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::cas::{self, Done, Failure, Machine, Next, Reply, MAX_CONFLICTS};
@@ -258,7 +258,7 @@ pub(crate) fn connect_error(e: io::Error) -> Error {
     ) {
         Error::Timeout
     } else {
-        Error::Unavailable(Arc::new(e))
+        Error::unavailable(e)
     }
 }
 

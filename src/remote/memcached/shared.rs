@@ -5,7 +5,6 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::cas::{Done, Failure};
@@ -55,14 +54,12 @@ pub(super) const PING_KEY: &str = "~ping";
 
 /// A machine answered another kind of call than asked (cannot happen).
 pub(super) fn mismatch(done: Done) -> Error {
-    Error::Script(Arc::new(Said(format!(
-        "an answer of another call: {done:?}"
-    ))))
+    Error::script(Said(format!("an answer of another call: {done:?}")))
 }
 
 /// The error a caller sees for a call's failure on `stored`.
 pub(super) fn error(f: Failure, stored: &str) -> Error {
-    let said = |s: String| Error::Script(Arc::new(Said(s)));
+    let said = |s: String| Error::script(Said(s));
     match f {
         Failure::Connect(e) => e,
         Failure::Io(e)
@@ -73,7 +70,7 @@ pub(super) fn error(f: Failure, stored: &str) -> Error {
         {
             Error::Timeout
         }
-        Failure::Io(e) => Error::Unavailable(Arc::new(e)),
+        Failure::Io(e) => Error::unavailable(e),
         Failure::Garbled(s) => said(format!("memcached's reply is not the meta protocol: {s}")),
         Failure::Server(s) => said(format!("memcached answered {s:?} on key {stored:?}")),
         Failure::Foreign(len) => said(format!(

@@ -16,7 +16,7 @@ use crate::clock::ManualClock;
 use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use crate::remote::{Decision, Remote};
 use crate::values::rate::Rate;
-use crate::TakeError;
+use crate::Error;
 use server::MemcachedServer;
 
 fn limiter(
@@ -194,10 +194,7 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
                     (Err(deny), Ok(Decision::Denied(mc))) if deny != Deny::CostTooLarge => {
                         prop_assert_eq!(deny, mc)
                     }
-                    (
-                        Err(Deny::CostTooLarge),
-                        Err(Error::Refused(TakeError::CostTooLarge { .. })),
-                    ) => {}
+                    (Err(Deny::CostTooLarge), Err(Error::CostTooLarge { .. })) => {}
                     (rust, mc) => {
                         return Err(TestCaseError::fail(format!(
                             "tat {tat} now {now} {op:?}: rust {rust:?}, memcached {mc:?}"
@@ -261,7 +258,7 @@ fn a_slow_limit_keeps_its_key_past_30_days_by_an_absolute_expiry() {
     // A relative expiry of 100 days would be read as a Unix time in 1970:
     // the key would be gone at once, and the burst granted again.
     match lim.try_take("slow") {
-        Err(Error::Refused(TakeError::RetryAfter(d))) => {
+        Err(Error::RetryAfter(d)) => {
             assert!(d > Duration::from_secs(86_000), "{d:?}")
         }
         other => panic!("the 101st permit within a day: {other:?}"),

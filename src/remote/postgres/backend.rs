@@ -123,7 +123,7 @@ fn pool_error(e: PoolError) -> Error {
     match e {
         PoolError::Timeout(_) => Error::Timeout,
         PoolError::Backend(e) => classify(e),
-        e => Error::Unavailable(Arc::new(e)),
+        e => Error::unavailable(e),
     }
 }
 
@@ -137,10 +137,10 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> Error {
             Error::Timeout
         }
         Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => {
-            Error::Unavailable(Arc::new(e))
+            Error::unavailable(e)
         }
-        Some(_) => Error::Script(Arc::new(e)),
-        None => Error::Unavailable(Arc::new(e)),
+        Some(_) => Error::script(e),
+        None => Error::unavailable(e),
     }
 }
 
@@ -310,7 +310,7 @@ impl AsyncPostgresBackend {
                 c.query_one(&st, &[&key, &now]).await
             })
             .await?;
-        let bad = |e: tokio_postgres::Error| Error::Script(Arc::new(e));
+        let bad = |e: tokio_postgres::Error| Error::script(e);
         let now: i64 = row.try_get(0).map_err(bad)?;
         let tat: Option<i64> = row.try_get(1).map_err(bad)?;
         Ok((

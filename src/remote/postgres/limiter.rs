@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
@@ -57,7 +57,7 @@ impl PostgresBackend {
             .runtime
             .get_or_init(RuntimeThread::start)
             .as_ref()
-            .map_err(|e| Error::Unavailable(Arc::new(std::io::Error::other(e.clone()))))?;
+            .map_err(|e| Error::unavailable(std::io::Error::other(e.clone())))?;
         let (tx, rx) = mpsc::sync_channel(1);
         let fut = f(self.backend.clone());
         runtime.handle.spawn(async move {

@@ -3,8 +3,6 @@
 //! clock and the `tat` it read, from which the client tells a refusal's
 //! kind and wait with the same integer arithmetic the function used.
 
-use std::sync::Arc;
-
 use tokio::time::Instant;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -90,15 +88,13 @@ impl AsyncPostgresBackend {
 /// The step's reply (`now`, the `tat` read, the state written and the one
 /// it replaced) as a decision; `None`: ask again.
 fn decision(row: &Row, request: &Request) -> Result<Option<Decision>, Error> {
-    let reply: Vec<Option<i64>> = row.try_get(0).map_err(|e| Error::Script(Arc::new(e)))?;
+    let reply: Vec<Option<i64>> = row.try_get(0).map_err(Error::script)?;
     let &[Some(now), tat, next, prev] = reply.as_slice() else {
         let what = format!(
             "the step's function answered {reply:?}, not [now, tat, next, prev]: \
              run install() (or schema_sql()'s SQL) again"
         );
-        return Err(Error::Script(Arc::from(Box::<
-            dyn std::error::Error + Send + Sync,
-        >::from(what))));
+        return Err(Error::script(what));
     };
     let now = decode(now);
     if let Some(next) = next.map(decode) {

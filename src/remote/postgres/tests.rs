@@ -16,7 +16,7 @@ use crate::model::schedule::{step, Admit, Deny, Params, FULL, MAX_TAT, ORIGIN};
 use crate::remote::Decision;
 use crate::store::Booking;
 use crate::values::rate::Rate;
-use crate::TakeError;
+use crate::Error;
 use server::PgServer;
 
 fn limiter(server: &PgServer, interval: u64, slack: u64) -> PostgresLimiter {
@@ -215,10 +215,7 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
                     (Err(deny), Ok(Decision::Denied(sql))) if deny != Deny::CostTooLarge => {
                         prop_assert_eq!(deny, sql)
                     }
-                    (
-                        Err(Deny::CostTooLarge),
-                        Err(Error::Refused(TakeError::CostTooLarge { .. })),
-                    ) => {}
+                    (Err(Deny::CostTooLarge), Err(Error::CostTooLarge { .. })) => {}
                     (rust, sql) => {
                         return Err(TestCaseError::fail(format!(
                             "tat {tat} now {now} {op:?}: rust {rust:?}, sql {sql:?}"

@@ -26,7 +26,7 @@
 //! redirection, an [`Error::Script`]: the server answered, so no fail
 //! policy admits it.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterConnection};
@@ -188,7 +188,7 @@ impl Pool {
                         }
                     }
                     self.keep(conn, &redirects);
-                    return Err(Error::Script(Arc::new(e)));
+                    return Err(Error::script(e));
                 }
                 Err(e) => {
                     drop(conn);
@@ -351,8 +351,8 @@ pub(crate) fn classify(e: RedisError) -> Error {
     if e.is_timeout() {
         Error::Timeout
     } else if is_reply(&e) || e.kind() == ErrorKind::AuthenticationFailed {
-        Error::Script(Arc::new(e))
+        Error::script(e)
     } else {
-        Error::Unavailable(Arc::new(e))
+        Error::unavailable(e)
     }
 }

@@ -299,11 +299,11 @@ fn bad_reply(reply: &Value) -> Error {
         Value::Array(items) => items.iter().take(8).map(short).collect(),
         other => vec![short(other)],
     };
-    Error::Script(std::sync::Arc::new(RedisError::from((
+    Error::script(RedisError::from((
         ::redis::ErrorKind::Parse,
         "unexpected reply from paceline's step script",
         format!("{shown:?}"),
-    ))))
+    )))
 }
 
 fn short(value: &Value) -> String {

@@ -15,7 +15,7 @@ use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
 use crate::remote::Decision;
 use crate::store::Booking;
 use crate::values::rate::Rate;
-use crate::TakeError;
+use crate::Error;
 use server::RedisServer;
 
 fn limiter(server: &RedisServer, interval: u64, slack: u64) -> RedisLimiter {
@@ -184,10 +184,7 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                     (Err(deny), Ok((Decision::Denied(lua), _))) if deny != Deny::CostTooLarge => {
                         prop_assert_eq!(deny, lua)
                     }
-                    (
-                        Err(Deny::CostTooLarge),
-                        Err(Error::Refused(TakeError::CostTooLarge { .. })),
-                    ) => {}
+                    (Err(Deny::CostTooLarge), Err(Error::CostTooLarge { .. })) => {}
                     (rust, lua) => {
                         return Err(TestCaseError::fail(format!(
                             "tat {tat} now {now} {op:?}: rust {rust:?}, lua {lua:?}"
@@ -241,7 +238,7 @@ fn an_absent_key_grants_the_full_burst_and_then_paces() {
     assert!(!lim.can_take("k", 6).unwrap());
     lim.try_take_n("k", 5).unwrap();
     match lim.try_take("k") {
-        Err(Error::Refused(TakeError::RetryAfter(d))) => {
+        Err(Error::RetryAfter(d)) => {
             assert!(
                 d > Duration::from_secs(59) && d <= Duration::from_secs(60),
                 "{d:?}"
@@ -293,7 +290,7 @@ fn a_cost_too_large_is_refused_without_asking_redis() {
         .unwrap();
     assert!(matches!(
         lim.try_take_n("k", u64::MAX),
-        Err(Error::Refused(TakeError::CostTooLarge { cost: u64::MAX }))
+        Err(Error::CostTooLarge { cost: u64::MAX })
     ));
     assert!(matches!(lim.try_take("k"), Err(Error::Unavailable(_))));
 }

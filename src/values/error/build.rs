@@ -279,12 +279,15 @@ impl Error for BuildError {
     }
 }
 
-/// An error a [`BuildError`] carries from elsewhere (a watched file's
-/// `io::Error`, a reload function's error), shared by the clones of the
+/// An error paceline's own errors carry from elsewhere: a server's (in an
+/// [`Error`](crate::Error): for Redis a `redis::RedisError`, for
+/// PostgreSQL a `tokio_postgres::Error` or a `deadpool_postgres::PoolError`,
+/// which `downcast_ref` finds), a watched file's `io::Error` or a reload
+/// function's error (in a [`BuildError`]). Shared by the clones of the
 /// error that holds it, and read through it (`Deref`). It has no equality
 /// of its own, so two are equal when they are one error: clones.
 #[derive(Debug)]
-pub struct Cause<E: ?Sized>(Arc<E>);
+pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(Arc<E>);
 
 impl<E: ?Sized> Cause<E> {
     /// `error`, shared.

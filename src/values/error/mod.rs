@@ -1,9 +1,12 @@
-//! Error types: [`BuildError`] for every bad value a limiter, a rate, a
-//! layer or a watched file is configured with (`error/build.rs`);
-//! [`TakeError`] for requests that were not admitted.
+//! Error types: [`Error`] for every take that was not admitted (the
+//! limit's refusals and a server's failures), [`BuildError`] for every bad
+//! value a limiter, a rate, a layer or a watched file is configured with
+//! (`error/build.rs`), and [`Cause`], a server's or a file's own error
+//! they carry.
 
-use std::error::Error;
+use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::schedule::{Admit, Deny};
@@ -12,13 +15,21 @@ mod build;
 
 pub use build::{BuildError, Cause};
 
-/// Why a request was not admitted.
+/// Why a take did not admit its request: the one error of every take, on
+/// every kind of limiter.
 ///
-/// Nothing is stored when a request is refused: the limiter is exactly as if
-/// it had not been asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The first six variants are the limit's own refusals
+/// ([`is_refusal`](Error::is_refusal)): nothing was stored, the limiter is
+/// exactly as if it had not been asked. The rest are failures of a remote
+/// limiter's server, which its fail policy turns into an admission only
+/// when the server could not answer.
+///
+/// Equality is value by value, except for a server's own error (a
+/// [`Cause`]), which has none: there, two errors are equal when they are
+/// clones of one.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum TakeError {
+pub enum Error {
     /// Not admitted now; it would be admitted after `retry_after` if no one
     /// else takes first ([`try_take`](crate::Take::try_take)).
     RetryAfter(Duration),
@@ -56,14 +67,45 @@ pub enum TakeError {
     /// readings past about 438 years, or a schedule booked that far ahead):
     /// nothing can be scheduled there, so nothing is admitted.
     Saturated,
+    /// The server could not be reached, or the connection broke.
+    Unavailable(Cause),
+    /// The server did not answer within the response (or connect) timeout.
+    Timeout,
+    /// The server answered with an error: the key holds something that is
+    /// not a paceline state, the step failed (for PostgreSQL: the table is
+    /// missing, or the role may not write it), or the reply was not
+    /// understood. It concerns that call (that key) only: the connection
+    /// stays in use. Its message carries the server's own words (for
+    /// PostgreSQL its message, detail and hint), which the cause may keep a
+    /// level down.
+    Script(Cause),
+    /// The builder's configuration cannot work (a URL that does not parse,
+    /// a slack too large for the rate).
+    Config(String),
 }
 
-impl TakeError {
-    /// How long to wait before asking again, when waiting can help: the
-    /// wait of [`RetryAfter`](Self::RetryAfter) and of
-    /// [`QueueFull`](Self::QueueFull) (the time until the request would be
-    /// admitted if no one else takes first). `None` for the refusals no wait
-    /// cures (`ExceedsBurst`, `CostTooLarge`, `TooManyKeys`, `Saturated`).
+impl Error {
+    /// Whether this is the limit's own refusal (the first six variants), as
+    /// opposed to a failure of the server or of the configuration.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::RetryAfter(_)
+                | Error::QueueFull { .. }
+                | Error::ExceedsBurst { .. }
+                | Error::CostTooLarge { .. }
+                | Error::TooManyKeys { .. }
+                | Error::Saturated
+        )
+    }
+
+    /// How long to wait before asking again, when the limit refused and
+    /// waiting can help: the wait of [`RetryAfter`](Self::RetryAfter) and
+    /// of [`QueueFull`](Self::QueueFull) (the time until the request would
+    /// be admitted if no one else takes first). `None` for the refusals no
+    /// wait cures (`ExceedsBurst`, `CostTooLarge`, `TooManyKeys`,
+    /// `Saturated`) and for failures (whose retry is the caller's call: the
+    /// connection backs off by itself).
     ///
     /// ```
     /// use paceline::{AtomicLimiter, Rate};
@@ -73,13 +115,28 @@ impl TakeError {
     /// limiter.try_take()?;
     /// let refused = limiter.try_take().unwrap_err();
     /// assert!(refused.retry_after().unwrap() <= Duration::from_millis(100));
-    /// # Ok::<(), paceline::TakeError>(())
+    /// assert_eq!(paceline::Error::Timeout.retry_after(), None);
+    /// # Ok::<(), paceline::Error>(())
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            TakeError::RetryAfter(wait) | TakeError::QueueFull { wait, .. } => Some(*wait),
+            Error::RetryAfter(wait) | Error::QueueFull { wait, .. } => Some(*wait),
             _ => None,
         }
+    }
+
+    /// The server could not be reached: `error` says why.
+    pub(crate) fn unavailable(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
+        Error::Unavailable(Cause::new(Arc::from(error.into())))
+    }
+
+    /// The server answered with an error: `error` says which.
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "memcached")),
+        allow(dead_code)
+    )]
+    pub(crate) fn script(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
+        Error::Script(Cause::new(Arc::from(error.into())))
     }
 
     /// The one mapping from a refusal of [`schedule::step`] to the caller's
@@ -87,64 +144,153 @@ impl TakeError {
     /// is `slack`; every limiter kind uses it. `try_take` (`Within(0)`) is
     /// told when to retry; a bounded wait (`Within(max)`, `max > 0`) that is
     /// refused found the queue full.
+    ///
+    /// [`schedule::step`]: crate::model::schedule::step
     #[cold]
-    pub(crate) fn refused(deny: Deny, cost: u64, admit: Admit, slack: u64) -> TakeError {
+    pub(crate) fn refused(deny: Deny, cost: u64, admit: Admit, slack: u64) -> Error {
         match (deny, admit) {
-            (Deny::Wait(wait), Admit::Within(0)) => {
-                TakeError::RetryAfter(Duration::from_nanos(wait))
-            }
-            (Deny::Wait(wait), Admit::Within(max)) => TakeError::QueueFull {
+            (Deny::Wait(wait), Admit::Within(0)) => Error::RetryAfter(Duration::from_nanos(wait)),
+            (Deny::Wait(wait), Admit::Within(max)) => Error::QueueFull {
                 wait: Duration::from_nanos(wait),
                 max_wait: Duration::from_nanos(max),
             },
-            (Deny::ExceedsBurst, _) => TakeError::ExceedsBurst {
+            (Deny::ExceedsBurst, _) => Error::ExceedsBurst {
                 cost,
                 burst: slack.saturating_add(1),
             },
-            (Deny::Saturated, _) => TakeError::Saturated,
+            (Deny::Saturated, _) => Error::Saturated,
             // `Always` admits every cost that fits; nothing else refuses it.
             (Deny::CostTooLarge, _) | (Deny::Wait(_), Admit::Always) => {
-                TakeError::CostTooLarge { cost }
+                Error::CostTooLarge { cost }
             }
         }
     }
 
     /// A `take_timeout`'s refusal: `Within(0)` is also `try_take`'s, but a
     /// timeout's refusal is the full queue's, whatever wait it allowed.
-    pub(crate) fn timed_out(self, max_wait: Duration) -> TakeError {
+    pub(crate) fn timed_out(self, max_wait: Duration) -> Error {
         match self {
-            TakeError::RetryAfter(wait) => TakeError::QueueFull { wait, max_wait },
+            Error::RetryAfter(wait) => Error::QueueFull { wait, max_wait },
             e => e,
         }
     }
 }
 
-impl fmt::Display for TakeError {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TakeError::RetryAfter(d) => write!(f, "rate limited: retry after {d:?}"),
-            TakeError::QueueFull { wait, max_wait } => write!(
+            Error::RetryAfter(d) => write!(f, "rate limited: retry after {d:?}"),
+            Error::QueueFull { wait, max_wait } => write!(
                 f,
                 "rate limited: the permit is {wait:?} away, longer than the {max_wait:?} allowed"
             ),
-            TakeError::ExceedsBurst { cost, burst } => write!(
+            Error::ExceedsBurst { cost, burst } => write!(
                 f,
                 "a cost of {cost} permits exceeds the burst of {burst} and can never be admitted in time"
             ),
-            TakeError::CostTooLarge { cost } => write!(
+            Error::CostTooLarge { cost } => write!(
                 f,
                 "a cost of {cost} permits spans more than 146 years at this rate"
             ),
-            TakeError::TooManyKeys { max_keys } => write!(
+            Error::TooManyKeys { max_keys } => write!(
                 f,
                 "rate limited: all {max_keys} tracked keys are busy and new keys are refused"
             ),
-            TakeError::Saturated => f.write_str(
+            Error::Saturated => f.write_str(
                 "no permit can be scheduled: the slot is past the end of the limiter's \
                  time range (about 438 years of clock time)",
             ),
+            Error::Unavailable(e) => write!(f, "limit server unavailable: {}", Why(&**e)),
+            Error::Timeout => f.write_str("the limit server did not answer within the timeout"),
+            Error::Script(e) => write!(
+                f,
+                "the limit server rejected paceline's step: {}",
+                Why(&**e)
+            ),
+            Error::Config(e) => write!(f, "invalid remote limiter configuration: {e}"),
         }
     }
 }
 
-impl Error for TakeError {}
+/// A cause and the errors under it, on one line: a server's own words are
+/// often a level down (tokio-postgres says "db error" and keeps the
+/// server's message, detail and hint in its source). A level whose text
+/// the line already holds is left out.
+struct Why<'a>(&'a (dyn StdError + 'static));
+
+impl fmt::Display for Why<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// Enough for any real chain; a cycle must not loop for ever.
+        const MAX_DEPTH: usize = 8;
+        let mut line = self.0.to_string();
+        let chain = std::iter::successors(self.0.source(), |&e| e.source());
+        for e in chain.take(MAX_DEPTH) {
+            let text = e.to_string();
+            // (An empty text is contained too.)
+            if line.contains(&text) {
+                continue;
+            }
+            // Multi-line messages (PostgreSQL's `DETAIL:` and `HINT:`) on
+            // the one line.
+            let mut sep = ": ";
+            for part in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                line.push_str(sep);
+                line.push_str(part);
+                sep = if part.ends_with('.') { " " } else { "; " };
+            }
+        }
+        f.write_str(&line)
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Unavailable(e) | Error::Script(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that says little and keeps the server's words below it, as
+    /// tokio-postgres's "db error" does.
+    #[derive(Debug)]
+    struct Vague(Server);
+
+    #[derive(Debug)]
+    struct Server;
+
+    impl fmt::Display for Vague {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("db error")
+        }
+    }
+
+    impl StdError for Vague {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    impl fmt::Display for Server {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("ERROR: too long\nDETAIL: in \"t\".\nHINT: Shorter.")
+        }
+    }
+
+    impl StdError for Server {}
+
+    #[test]
+    fn a_script_error_says_the_servers_words_on_one_line() {
+        let e = Error::script(Vague(Server));
+        assert_eq!(
+            e.to_string(),
+            "the limit server rejected paceline's step: db error: ERROR: too long; \
+             DETAIL: in \"t\". HINT: Shorter."
+        );
+    }
+}
