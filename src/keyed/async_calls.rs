@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::KeyedLimiter;
 use crate::clock::{Clock, DefaultClock};
-use crate::limiter::take::{AsyncTake, Error, State, Take, Taken};
+use crate::limiter::take::{AsyncTake, Error, State, Take, Taken, Within};
 use crate::model::schedule::{Admit, ORIGIN};
 use crate::observe::stats::{Counted, Stats};
 use crate::store::Booking;
@@ -240,17 +240,14 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     C: Clock,
 {
-    async fn take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
-        let at = AsyncKeyedLimiter::take_n(self, key, cost).await?;
-        Ok(Taken::new(at, self.inner.state_of(key)))
-    }
-
-    async fn try_take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
-        Take::try_take_n(&*self.inner, key, cost)
-    }
-
-    async fn take_n_timeout(&self, key: &Q, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        let at = AsyncKeyedLimiter::take_n_timeout(self, key, cost, max_wait).await?;
+    async fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
+        let at = match within {
+            Within::Now => return Take::try_take_n(&*self.inner, key, cost),
+            Within::Any => AsyncKeyedLimiter::take_n(self, key, cost).await?,
+            Within::Max(max_wait) => {
+                AsyncKeyedLimiter::take_n_timeout(self, key, cost, max_wait).await?
+            }
+        };
         Ok(Taken::new(at, self.inner.state_of(key)))
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
-use crate::limiter::take::{Error, State, Take, Taken};
+use crate::limiter::take::{Error, State, Take, Taken, Within};
 use crate::model::schedule::{Admit, ORIGIN};
 use crate::values::limit::Limit;
 use crate::wait::Ask;
@@ -55,17 +55,12 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     C: Clock,
 {
-    fn take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
-        let at = KeyedLimiter::take_n(self, key, cost)?;
-        Ok(Taken::new(at, self.state_of(key)))
-    }
-
-    fn try_take_n(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
-        self.try_taken(key, cost)
-    }
-
-    fn take_n_timeout(&self, key: &Q, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        let at = KeyedLimiter::take_n_timeout(self, key, cost, max_wait)?;
+    fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
+        let at = match within {
+            Within::Now => return self.try_taken(key, cost),
+            Within::Any => KeyedLimiter::take_n(self, key, cost)?,
+            Within::Max(max_wait) => KeyedLimiter::take_n_timeout(self, key, cost, max_wait)?,
+        };
         Ok(Taken::new(at, self.state_of(key)))
     }
 

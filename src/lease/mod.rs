@@ -55,7 +55,7 @@ pub use lender::Lender;
 use refill::Slow;
 
 use crate::clock::{Clock, DefaultClock};
-use crate::limiter::take::{State, Take, Taken};
+use crate::limiter::take::{State, Take, Taken, Within};
 use crate::observe::stats::{Counted, Counting, LeaseStats, Meter, Stats};
 use crate::primitive::{lock, Mutex};
 use crate::remote::Error;
@@ -395,19 +395,17 @@ impl<L: Lender, C: Clock> Leased<L, C> {
 
 /// The unit key: a lease is one limit.
 impl<L: Lender, C: Clock> Take for Leased<L, C> {
-    fn take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
-        self.take_until(cost, None)
-    }
-
-    fn try_take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
-        self.try_take(cost)
-    }
-
-    fn take_n_timeout(&self, _: &(), cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
-        let deadline = self.clock.now().saturating_add(max);
-        self.take_until(cost, Some(deadline))
-            .map_err(|e| e.timed_out(max_wait))
+    fn take_within(&self, _: &(), cost: u64, within: Within) -> Result<Taken, Error> {
+        match within {
+            Within::Now => self.try_take(cost),
+            Within::Any => self.take_until(cost, None),
+            Within::Max(max_wait) => {
+                let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
+                let deadline = self.clock.now().saturating_add(max);
+                self.take_until(cost, Some(deadline))
+                    .map_err(|e| within.refusal(e))
+            }
+        }
     }
 
     fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::limiter::pacer::Pacer;
-use crate::limiter::take::{Error, State, Take, Taken};
+use crate::limiter::take::{Error, State, Take, Taken, Within};
 use crate::limiter::unlimited::Unlimited;
-use crate::model::schedule::{Admit, ORIGIN};
+use crate::model::schedule::ORIGIN;
 use crate::store::Store;
 use crate::values::limit::Limit;
 
@@ -32,21 +32,14 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 }
 
 impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
-    fn take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
-        let at = Pacer::take_n(self, cost)?;
-        Ok(self.taken(at))
-    }
-
-    fn try_take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
-        let (now, _) = self.reserve(cost, Admit::Within(0))?;
-        Ok(self.taken(Duration::from_nanos(now - ORIGIN)))
-    }
-
-    fn take_n_timeout(&self, _key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+    fn take_within(&self, _key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
         let (now, grant) = self
-            .reserve(cost, Admit::Within(crate::wait::nanos(max_wait)))
-            .map_err(|e| e.timed_out(max_wait))?;
-        let at = self.block(now, grant.slot);
+            .reserve(cost, within.admit())
+            .map_err(|e| within.refusal(e))?;
+        let at = match within {
+            Within::Now => Duration::from_nanos(now - ORIGIN),
+            _ => self.block(now, grant.slot),
+        };
         Ok(self.taken(at))
     }
 
@@ -67,13 +60,7 @@ impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
 const FREE: State = State::new(u64::MAX, Duration::ZERO, None);
 
 impl<K: ?Sized> Take<K> for Unlimited {
-    fn take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
-        Ok(Taken::new(Duration::ZERO, FREE))
-    }
-    fn try_take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
-        Ok(Taken::new(Duration::ZERO, FREE))
-    }
-    fn take_n_timeout(&self, _key: &K, _cost: u64, _max: Duration) -> Result<Taken, Error> {
+    fn take_within(&self, _key: &K, _cost: u64, _within: Within) -> Result<Taken, Error> {
         Ok(Taken::new(Duration::ZERO, FREE))
     }
     fn can_take(&self, _key: &K, _cost: u64) -> Result<bool, Error> {
@@ -89,13 +76,7 @@ impl<K: ?Sized> Take<K> for Unlimited {
 
 #[cfg(feature = "tokio")]
 impl<K: ?Sized + Sync> crate::limiter::take::AsyncTake<K> for Unlimited {
-    async fn take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
-        Ok(Taken::new(Duration::ZERO, FREE))
-    }
-    async fn try_take_n(&self, _key: &K, _cost: u64) -> Result<Taken, Error> {
-        Ok(Taken::new(Duration::ZERO, FREE))
-    }
-    async fn take_n_timeout(&self, _key: &K, _cost: u64, _max: Duration) -> Result<Taken, Error> {
+    async fn take_within(&self, _key: &K, _cost: u64, _within: Within) -> Result<Taken, Error> {
         Ok(Taken::new(Duration::ZERO, FREE))
     }
     async fn can_take(&self, _key: &K, _cost: u64) -> Result<bool, Error> {

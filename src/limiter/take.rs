@@ -34,8 +34,11 @@
 //!
 //! # Implementing it
 //!
-//! Implement the required methods; the single-permit calls (`take`,
-//! `try_take`, `take_timeout`) are provided. The test suite
+//! Implement [`Take::take_within`] (or [`AsyncTake::take_within`]) and the
+//! three questions (`can_take`, `state`, `limit_for`); the six takes
+//! (`take`, `take_n`, `try_take`, `try_take_n`, `take_timeout`,
+//! `take_n_timeout`) are provided, each that one call with its
+//! [`Within`]. The test suite
 //! `tests/interface.rs` runs the same cases against every kind.
 
 use std::future::Future;
@@ -43,8 +46,47 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::limiter::found::{State, Taken};
+use crate::model::schedule::Admit;
 pub use crate::values::error::Error;
 use crate::values::limit::Limit;
+
+/// How long a take may wait for its permits: the one thing `take`,
+/// `try_take` and `take_timeout` differ in, and the argument of the one
+/// call a kind implements ([`Take::take_within`],
+/// [`AsyncTake::take_within`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Within {
+    /// Not at all: taken if free now, else refused with
+    /// [`Error::RetryAfter`] (`try_take`).
+    Now,
+    /// Up to this long: else refused at once with [`Error::QueueFull`]
+    /// (`take_timeout`).
+    Max(Duration),
+    /// As long as its slot is away (`take`).
+    Any,
+}
+
+impl Within {
+    /// The step's admission for this wait.
+    #[inline]
+    pub(crate) fn admit(self) -> Admit {
+        match self {
+            Within::Now => Admit::Within(0),
+            Within::Max(max_wait) => Admit::Within(crate::wait::nanos(max_wait)),
+            Within::Any => Admit::Always,
+        }
+    }
+
+    /// A refusal as this wait reports it: a bounded wait's is the full
+    /// queue's, even of a wait of zero.
+    #[inline]
+    pub(crate) fn refusal(self, e: Error) -> Error {
+        match self {
+            Within::Max(max_wait) => e.timed_out(max_wait),
+            _ => e,
+        }
+    }
+}
 
 /// The blocking calls every limiter answers, for a key (see [the module
 /// docs](crate::limiter::take)). Object safe: `Box<dyn Take>` holds any direct
@@ -74,33 +116,22 @@ use crate::values::limit::Limit;
 /// # Ok::<(), paceline::Error>(())
 /// ```
 ///
-/// Every method returns without panicking; only the `take`s block.
+/// Every method returns without panicking; only the waiting ones block.
+/// A kind implements [`take_within`](Self::take_within) and the three
+/// questions; the six takes are that one call.
 pub trait Take<K: ?Sized = ()>: Send + Sync {
-    /// Blocks until `cost` permits of `key`'s limit are paid for, as one
-    /// request ("pay first"), and returns what it found.
+    /// Takes `cost` permits of `key`'s limit, as one request ("pay first":
+    /// the whole cost must fit the budget before it goes), waiting for them
+    /// as `within` allows, and returns what it found. A refusal stores
+    /// nothing.
     ///
     /// # Errors
-    /// [`Error::CostTooLarge`];
-    /// a remote limiter's failures its fail policy
+    /// [`Error::RetryAfter`] ([`Within::Now`]), [`Error::QueueFull`]
+    /// ([`Within::Max`]), [`Error::ExceedsBurst`] when no wait allowed
+    /// helps, [`Error::CostTooLarge`]; a keyed limiter's
+    /// [`Error::TooManyKeys`]; a remote limiter's failures its fail policy
     /// does not admit.
-    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
-
-    /// Takes `cost` permits of `key`'s limit if they are free now; never
-    /// waits. A refusal stores nothing.
-    ///
-    /// # Errors
-    /// [`Error::RetryAfter`],
-    /// [`ExceedsBurst`](crate::Error::ExceedsBurst) when no wait helps,
-    /// and the rest as [`take_n`](Self::take_n).
-    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error>;
-
-    /// Takes `cost` permits and waits for them only if their slot is at most
-    /// `max_wait` away; otherwise fails at once, storing nothing.
-    ///
-    /// # Errors
-    /// [`Error::QueueFull`], and the rest
-    /// as [`try_take_n`](Self::try_take_n).
-    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error>;
+    fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error>;
 
     /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would succeed now.
     /// Consumes nothing.
@@ -120,35 +151,62 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     /// in permits; never a round trip. `None` when nothing limits.
     fn limit_for(&self, key: &K) -> Option<Limit>;
 
-    /// [`take_n`](Self::take_n) of one permit.
+    /// Blocks until a permit of `key`'s limit is its, and returns what it
+    /// found: [`take_within(key, 1, Within::Any)`](Self::take_within).
     ///
     /// # Errors
-    /// As [`take_n`](Self::take_n).
+    /// As [`take_within`](Self::take_within).
     fn take(&self, key: &K) -> Result<Taken, Error> {
-        self.take_n(key, 1)
+        self.take_within(key, 1, Within::Any)
     }
 
-    /// [`try_take_n`](Self::try_take_n) of one permit.
+    /// Blocks until `cost` permits are paid for, as one request.
     ///
     /// # Errors
-    /// As [`try_take_n`](Self::try_take_n).
+    /// As [`take_within`](Self::take_within).
+    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        self.take_within(key, cost, Within::Any)
+    }
+
+    /// Takes a permit if one is free now; never waits.
+    ///
+    /// # Errors
+    /// As [`take_within`](Self::take_within).
     fn try_take(&self, key: &K) -> Result<Taken, Error> {
-        self.try_take_n(key, 1)
+        self.take_within(key, 1, Within::Now)
     }
 
-    /// [`take_n_timeout`](Self::take_n_timeout) of one permit.
+    /// Takes `cost` permits if they are free now; never waits.
     ///
     /// # Errors
-    /// As [`take_n_timeout`](Self::take_n_timeout).
+    /// As [`take_within`](Self::take_within).
+    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
+        self.take_within(key, cost, Within::Now)
+    }
+
+    /// Takes a permit, waiting for it only if its slot is at most
+    /// `max_wait` away; otherwise fails at once, storing nothing.
+    ///
+    /// # Errors
+    /// As [`take_within`](Self::take_within).
     fn take_timeout(&self, key: &K, max_wait: Duration) -> Result<Taken, Error> {
-        self.take_n_timeout(key, 1, max_wait)
+        self.take_within(key, 1, Within::Max(max_wait))
+    }
+
+    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
+    ///
+    /// # Errors
+    /// As [`take_within`](Self::take_within).
+    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        self.take_within(key, cost, Within::Max(max_wait))
     }
 }
 
 /// The calls every async face answers, as futures (see [the module
 /// docs](crate::limiter::take)): `AsyncLimiter`, `AsyncKeyedLimiter`, the async
-/// Redis and PostgreSQL limiters, [`Unlimited`](crate::Unlimited), and a
-/// limiter of your own.
+/// Redis, PostgreSQL and memcached limiters, [`Unlimited`](crate::Unlimited),
+/// and a limiter of your own. The same calls as [`Take`]'s, with the same
+/// arguments and answers, waiting as a task.
 ///
 /// Its futures are `Send`; it is not object safe (a fitting that must hold
 /// any limiter is generic over it, or erases it behind its own boxed
@@ -159,18 +217,12 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
 /// limit as if not asked, or give their booked slot back while no one has
 /// booked after it, as paceline's own do ([cancel safety](crate::guide::waiting#cancel-safety)).
 pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
-    /// As [`Take::take_n`], waiting as a task.
-    fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;
-
-    /// As [`Take::try_take_n`].
-    fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send;
-
-    /// As [`Take::take_n_timeout`], waiting as a task.
-    fn take_n_timeout(
+    /// As [`Take::take_within`], waiting as a task.
+    fn take_within(
         &self,
         key: &K,
         cost: u64,
-        max_wait: Duration,
+        within: Within,
     ) -> impl Future<Output = Result<Taken, Error>> + Send;
 
     /// As [`Take::can_take`].
@@ -191,23 +243,43 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
         None
     }
 
-    /// [`take_n`](Self::take_n) of one permit.
+    /// As [`Take::take`].
     fn take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_n(key, 1)
+        self.take_within(key, 1, Within::Any)
     }
 
-    /// [`try_take_n`](Self::try_take_n) of one permit.
+    /// As [`Take::take_n`].
+    fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_within(key, cost, Within::Any)
+    }
+
+    /// As [`Take::try_take`].
     fn try_take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.try_take_n(key, 1)
+        self.take_within(key, 1, Within::Now)
     }
 
-    /// [`take_n_timeout`](Self::take_n_timeout) of one permit.
+    /// As [`Take::try_take_n`].
+    fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_within(key, cost, Within::Now)
+    }
+
+    /// As [`Take::take_timeout`].
     fn take_timeout(
         &self,
         key: &K,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_n_timeout(key, 1, max_wait)
+        self.take_within(key, 1, Within::Max(max_wait))
+    }
+
+    /// As [`Take::take_n_timeout`].
+    fn take_n_timeout(
+        &self,
+        key: &K,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send {
+        self.take_within(key, cost, Within::Max(max_wait))
     }
 }
 
@@ -215,14 +287,8 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
 macro_rules! forward {
     ($($ptr:ty),*) => {$(
         impl<K: ?Sized, L: Take<K> + ?Sized> Take<K> for $ptr {
-            fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-                (**self).take_n(key, cost)
-            }
-            fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-                (**self).try_take_n(key, cost)
-            }
-            fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-                (**self).take_n_timeout(key, cost, max_wait)
+            fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
+                (**self).take_within(key, cost, within)
             }
             fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
                 (**self).can_take(key, cost)
@@ -236,19 +302,13 @@ macro_rules! forward {
         }
 
         impl<K: ?Sized + Sync, L: AsyncTake<K> + ?Sized> AsyncTake<K> for $ptr {
-            fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
-                (**self).take_n(key, cost)
-            }
-            fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
-                (**self).try_take_n(key, cost)
-            }
-            fn take_n_timeout(
+            fn take_within(
                 &self,
                 key: &K,
                 cost: u64,
-                max_wait: Duration,
+                within: Within,
             ) -> impl Future<Output = Result<Taken, Error>> + Send {
-                (**self).take_n_timeout(key, cost, max_wait)
+                (**self).take_within(key, cost, within)
             }
             fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
                 (**self).can_take(key, cost)
@@ -322,14 +382,8 @@ impl<L, K> OnKey<L, K> {
 }
 
 impl<L: Take<K>, K: Send + Sync> Take for OnKey<L, K> {
-    fn take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
-        self.limiter.take_n(&self.key, cost)
-    }
-    fn try_take_n(&self, _: &(), cost: u64) -> Result<Taken, Error> {
-        self.limiter.try_take_n(&self.key, cost)
-    }
-    fn take_n_timeout(&self, _: &(), cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        self.limiter.take_n_timeout(&self.key, cost, max_wait)
+    fn take_within(&self, _: &(), cost: u64, within: Within) -> Result<Taken, Error> {
+        self.limiter.take_within(&self.key, cost, within)
     }
     fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
         self.limiter.can_take(&self.key, cost)
@@ -343,19 +397,13 @@ impl<L: Take<K>, K: Send + Sync> Take for OnKey<L, K> {
 }
 
 impl<L: AsyncTake<K>, K: Send + Sync> AsyncTake for OnKey<L, K> {
-    fn take_n(&self, _: &(), cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.limiter.take_n(&self.key, cost)
-    }
-    fn try_take_n(&self, _: &(), cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.limiter.try_take_n(&self.key, cost)
-    }
-    fn take_n_timeout(
+    fn take_within(
         &self,
         _: &(),
         cost: u64,
-        max_wait: Duration,
+        within: Within,
     ) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.limiter.take_n_timeout(&self.key, cost, max_wait)
+        self.limiter.take_within(&self.key, cost, within)
     }
     fn can_take(&self, _: &(), cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
         self.limiter.can_take(&self.key, cost)

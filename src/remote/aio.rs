@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::core::{Core, Shared};
 use super::{AsyncBackend, Backend, Error, FailPolicy, RemoteLimiter};
-use crate::limiter::take::{AsyncTake, State, Taken};
+use crate::limiter::take::{AsyncTake, State, Taken, Within};
 use crate::observe::stats::{Counted, Stats};
 use crate::values::error::BuildError;
 use crate::values::limit::Limit;
@@ -234,15 +234,13 @@ where
     K: fmt::Display + Sync + ?Sized,
     B: AsyncBackend,
 {
-    async fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        self.core.take_async(&key.to_string(), cost).await
-    }
-    async fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        self.core.try_take_full_async(&key.to_string(), cost).await
-    }
-    async fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+    async fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
         let key = key.to_string();
-        self.core.take_timeout_async(&key, cost, max_wait).await
+        match within {
+            Within::Now => self.core.try_take_full_async(&key, cost).await,
+            Within::Any => self.core.take_async(&key, cost).await,
+            Within::Max(max_wait) => self.core.take_timeout_async(&key, cost, max_wait).await,
+        }
     }
     async fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
         self.core.can_take_async(&key.to_string(), cost).await

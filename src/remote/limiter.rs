@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::{Backend, Error, FailPolicy};
-use crate::limiter::take::{State, Take, Taken};
+use crate::limiter::take::{State, Take, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::observe::stats::{Counted, Counting, Stats};
 use crate::values::error::BuildError;
@@ -156,10 +156,10 @@ impl<B: Backend> RemoteLimiter<B> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Duration, Error> {
-        Ok(self.take_within(key, cost, max_wait)?.at())
+        Ok(self.take_bounded(key, cost, max_wait)?.at())
     }
 
-    fn take_within(&self, key: &str, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+    fn take_bounded(&self, key: &str, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
         self.core
             .take(key, cost, Admit::Within(wait::nanos(max_wait)))
             .map_err(|e| e.timed_out(max_wait))
@@ -250,14 +250,12 @@ impl<B: Backend> RemoteLimiter<B> {
 /// Any key that displays as text (`str`, `String`, a number, the HTTP
 /// layer's `ClientKey`) names the server's key.
 impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
-    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        self.core.take(&key.to_string(), cost, Admit::Always)
-    }
-    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        self.core.take(&key.to_string(), cost, Admit::Within(0))
-    }
-    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        self.take_within(&key.to_string(), cost, max_wait)
+    fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
+        let key = key.to_string();
+        match within {
+            Within::Max(max_wait) => self.take_bounded(&key, cost, max_wait),
+            _ => self.core.take(&key, cost, within.admit()),
+        }
     }
     fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
         self.core.can_take(&key.to_string(), cost)

@@ -1,32 +1,20 @@
 //! [`AsyncLimiter`]'s answers to the take interface: one limit for every
 //! key.
 
-use std::time::Duration;
-
 use super::AsyncLimiter;
 use crate::clock::Clock;
-use crate::limiter::take::{AsyncTake, Error, State, Take, Taken};
+use crate::limiter::take::{AsyncTake, Error, State, Take, Taken, Within};
 use crate::values::limit::Limit;
 
 /// One limit for any key, which it ignores; the tries decide at once
 /// ([`try_take_n_now`](AsyncTake::try_take_n_now)).
 impl<K: ?Sized + Sync, C: Clock> AsyncTake<K> for AsyncLimiter<C> {
-    async fn take_n(&self, _key: &K, cost: u64) -> Result<Taken, Error> {
-        let at = AsyncLimiter::take_n(self, cost).await?;
-        Ok(Taken::new(at, self.limiter().state_now()))
-    }
-
-    async fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        Take::try_take_n(self.limiter(), key, cost)
-    }
-
-    async fn take_n_timeout(
-        &self,
-        _key: &K,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Taken, Error> {
-        let at = AsyncLimiter::take_n_timeout(self, cost, max_wait).await?;
+    async fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
+        let at = match within {
+            Within::Now => return Take::try_take_n(self.limiter(), key, cost),
+            Within::Any => AsyncLimiter::take_n(self, cost).await?,
+            Within::Max(max_wait) => AsyncLimiter::take_n_timeout(self, cost, max_wait).await?,
+        };
         Ok(Taken::new(at, self.limiter().state_now()))
     }
 
