@@ -1,6 +1,7 @@
 //! The services `benches/http.rs` and `examples/http_turns.rs` compare,
 //! and one request through one of them.
 
+use paceline::Take;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -50,7 +51,7 @@ pub fn floor() -> impl Service<Request<Body>, Response = Response<Body>, Error =
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| paceline::http::ClientKey::Ip(c.0.ip()));
         match peer.map(|key| limiter.try_take(&key)) {
-            Some(Ok(())) => Ok200.call(request),
+            Some(Ok(_)) => Ok200.call(request),
             _ => {
                 let mut refused = Response::new(Body::empty());
                 *refused.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;

@@ -24,6 +24,7 @@
 //! Multi-threaded lines are wall time per call on each thread: T threads
 //! each make `iters` calls at once, so throughput is T calls per that time.
 
+use paceline::Take;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Barrier;

@@ -13,6 +13,7 @@
 
 #![allow(missing_docs)]
 
+use paceline::Take;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
@@ -47,7 +48,7 @@ fn interleaved(transport: &str, limiter: &MemcachedLimiter) {
     let (mut gets, mut takes) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let get = per_call(N, || limiter.ping().unwrap());
-        let take = per_call(N, || limiter.try_take("bench").unwrap());
+        let take = per_call(N, || limiter.try_take("bench").map(drop).unwrap());
         ratios.push(take.as_secs_f64() / get.as_secs_f64());
         gets.push(get);
         takes.push(take);

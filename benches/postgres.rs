@@ -22,6 +22,8 @@
 
 #![allow(missing_docs)]
 
+use paceline::AsyncTake;
+use paceline::Take;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,7 +97,7 @@ fn per_call_ratios(conn: &str, blocking: &PostgresLimiter, rt: &tokio::runtime::
     let (mut ratios, mut pings, mut takes) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS * 2 {
         let ping = per_call(N, || blocking.ping().unwrap());
-        let take = per_call(N, || granted.try_take("percall").unwrap());
+        let take = per_call(N, || granted.try_take("percall").map(drop).unwrap());
         ratios.push(take.as_secs_f64() / ping.as_secs_f64());
         pings.push(ping.as_secs_f64() * 1e6);
         takes.push(take.as_secs_f64() * 1e6);
@@ -328,7 +330,7 @@ fn paceline_ops(
                 tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
                         match lim.try_take(&key).await {
-                            Ok(()) => {}
+                            Ok(_) => {}
                             Err(e) if e.is_refusal() => {}
                             Err(e) => panic!("{e}"),
                         }

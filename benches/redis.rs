@@ -10,6 +10,7 @@
 
 #![allow(missing_docs)]
 
+use paceline::Take;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
@@ -44,7 +45,7 @@ fn interleaved(transport: &str, limiter: &RedisLimiter) {
     let (mut pings, mut takes) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let ping = per_call(N, || limiter.ping().unwrap());
-        let take = per_call(N, || limiter.try_take("bench").unwrap());
+        let take = per_call(N, || limiter.try_take("bench").map(drop).unwrap());
         ratios.push(take.as_secs_f64() / ping.as_secs_f64());
         pings.push(ping);
         takes.push(take);

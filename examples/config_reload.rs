@@ -7,6 +7,7 @@
 //! cargo run -p paceline-examples --features serde --example config_reload
 //! ```
 
+use paceline::Take;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -13,6 +13,7 @@
 //! is `/limits?prefix=message_send&fill_gt=0.5`. The paceline part is two
 //! lines (marked); in a real app, mount it behind your own authentication.
 
+use paceline::Take;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -14,6 +14,7 @@
 //! cargo run --example per_ip
 //! ```
 
+use paceline::Take;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -45,7 +46,7 @@ fn main() -> std::io::Result<()> {
                 BufReader::new(&stream).read_line(&mut line)?;
                 let reply = match line.split_whitespace().nth(2).map(str::parse::<IpAddr>) {
                     Some(Ok(ip)) => match limiter.try_take(&ip) {
-                        Ok(()) => "200".to_string(),
+                        Ok(_) => "200".to_string(),
                         Err(Error::RetryAfter(d)) => {
                             format!("429 retry-after-ms={}", d.as_millis() + 1)
                         }

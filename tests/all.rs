@@ -3,6 +3,7 @@
 //! more than its own bound.
 #![cfg(feature = "keyed")]
 
+use paceline::Take;
 use std::sync::Barrier;
 use std::thread;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! and direct ones (`Limit`).
 #![cfg(feature = "keyed")]
 
+use paceline::Take;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;

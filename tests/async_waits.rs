@@ -4,6 +4,7 @@
 //! never given back.
 #![cfg(all(feature = "tokio", feature = "keyed"))]
 
+use paceline::AsyncTake;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,7 +121,7 @@ async fn a_keyed_take_returns_only_once_its_clock_reads_the_slot() {
             .unwrap(),
     );
     for _ in 0..4 {
-        let went = limiter.take(&1).await.unwrap();
+        let went = limiter.take(&1).await.unwrap().at();
         let now = Duration::from_nanos(limiter.limiter().clock().now());
         assert!(now >= went, "returned at {now:?}, before its slot {went:?}");
     }
@@ -148,7 +149,7 @@ async fn a_keyed_take_on_a_stopped_clock_waits_for_it() {
             .is_err()
     );
     clock.advance(ms(100));
-    assert_eq!(limiter.take(&1).await, Ok(ms(100)));
+    assert_eq!(limiter.take(&1).await.map(|t| t.at()), Ok(ms(100)));
 }
 
 /// A clock that counts its readings: a precise wait reads it in a loop
@@ -243,7 +244,7 @@ async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(),
         assert!(futures_util::FutureExt::now_or_never(&mut booked).is_none()); // 5 ms
         tokio::time::advance(unpolled).await;
     }
-    limiter.try_take(&1)
+    limiter.try_take(&1).await.map(drop)
 }
 
 /// A booked take whose slot passed before it was polled again, then dropped,
@@ -288,13 +289,13 @@ async fn a_keyed_take_dropped_after_its_key_was_evicted_gives_nothing_back() {
     assert!(futures_util::FutureExt::now_or_never(&mut first).is_none());
     // Key 2 evicts key 1; key 1 comes back, evicting key 2, and books the
     // same two slots again: its state is the word `first`'s grant stored.
-    limiter.try_take(&2).unwrap();
-    limiter.try_take(&1).unwrap();
+    limiter.try_take(&2).await.unwrap();
+    limiter.try_take(&1).await.unwrap();
     let mut second = Box::pin(limiter.take_timeout(&1, ms(1000)));
     assert!(futures_util::FutureExt::now_or_never(&mut second).is_none());
     assert_eq!(limiter.limiter().keyed_stats().evicted, 2);
     drop(first);
     // `second` still holds 5 ms: the next free slot is 10 ms.
     assert_eq!(limiter.limiter().next_free(&1), ms(10));
-    assert_eq!(second.await, Ok(ms(5)));
+    assert_eq!(second.await.map(|t| t.at()), Ok(ms(5)));
 }

@@ -31,6 +31,8 @@
     feature = "tower"
 ))]
 
+use paceline::AsyncTake;
+use paceline::Take;
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
 #[path = "support/memcached_server.rs"]
@@ -238,8 +240,8 @@ impl Server {
                     blocking,
                     face,
                     runtime,
-                    RedisLimiter::try_take,
-                    |rt, a: &AsyncRedisLimiter, key| rt.block_on(a.try_take(key)),
+                    |l: &RedisLimiter, key| l.try_take(key).map(drop),
+                    |rt, a: &AsyncRedisLimiter, key| rt.block_on(a.try_take(key)).map(drop),
                 )
             }
             Server::Postgres(_) => {
@@ -259,8 +261,8 @@ impl Server {
                     blocking,
                     face,
                     runtime,
-                    PostgresLimiter::try_take,
-                    |rt, a: &AsyncPostgresLimiter, key| rt.block_on(a.try_take(key)),
+                    |l: &PostgresLimiter, key| l.try_take(key).map(drop),
+                    |rt, a: &AsyncPostgresLimiter, key| rt.block_on(a.try_take(key)).map(drop),
                 )
             }
             Server::Memcached(_) => {
@@ -277,8 +279,8 @@ impl Server {
                     blocking,
                     face,
                     runtime,
-                    MemcachedLimiter::try_take,
-                    |rt, a: &AsyncMemcachedLimiter, key| rt.block_on(a.try_take(key)),
+                    |l: &MemcachedLimiter, key| l.try_take(key).map(drop),
+                    |rt, a: &AsyncMemcachedLimiter, key| rt.block_on(a.try_take(key)).map(drop),
                 )
             }
         }

@@ -12,6 +12,7 @@
     feature = "keyed"
 ))]
 
+use paceline::Take;
 mod common;
 #[path = "support/lines.rs"]
 mod lines;

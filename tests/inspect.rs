@@ -12,6 +12,7 @@
 
 #![cfg(all(feature = "tower", feature = "keyed"))]
 
+use paceline::Take;
 #[path = "support/chromium.rs"]
 mod chromium;
 
@@ -580,7 +581,7 @@ fn service_is_clone_send_sync_and_takes_the_async_face() {
             .build()
             .unwrap(),
     );
-    limiter.try_take_n(&7, 5).unwrap();
+    Take::try_take_n(limiter.limiter(), &7, 5).unwrap();
     let old = Arc::new(KeyedLimiter::<u32>::new(Rate::per_hour(10)));
     old.try_take(&1).unwrap();
     // The second registration under "tasks" replaces the first.

@@ -7,6 +7,7 @@
 //! This file holds one test so that the process's peak RSS is its own.
 #![cfg(all(feature = "tower", feature = "keyed"))]
 
+use paceline::Take;
 use std::sync::Barrier;
 
 use bytes::Bytes;

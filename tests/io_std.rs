@@ -221,6 +221,7 @@ fn a_read_returns_at_most_one_burst() {
 /// A limiter's failure, on a keyed limiter that refuses new keys.
 #[cfg(feature = "keyed")]
 mod failed_payment {
+    use paceline::Take;
     use std::error::Error as _;
     use std::io::{self, Read, Write};
     use std::time::Duration;

@@ -5,6 +5,8 @@
 //! failed payment as an `io::Error`.
 #![cfg(feature = "tokio")]
 
+#[cfg(feature = "keyed")]
+use paceline::AsyncTake;
 mod common;
 
 use std::future::poll_fn;

@@ -1,6 +1,7 @@
 //! KeyedLimiter's behaviours, on a manual clock.
 #![cfg(feature = "keyed")]
 
+use paceline::Take;
 use std::time::Duration;
 
 use paceline::keyed::path_parent;
@@ -24,20 +25,20 @@ fn a_new_key_bursts_slack_plus_one_then_waits_an_interval() {
     let clock = ManualClock::new();
     let l = limiter::<u32>(&clock);
     for _ in 0..3 {
-        assert_eq!(l.try_take(&1), Ok(()));
+        assert_eq!(l.try_take(&1).map(drop), Ok(()));
     }
     assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
     clock.advance(ms(100));
-    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.try_take(&1).map(drop), Ok(()));
 }
 
 #[test]
 fn keys_have_independent_buckets() {
     let clock = ManualClock::new();
     let l = limiter::<u32>(&clock);
-    assert_eq!(l.try_take_n(&1, 3), Ok(()));
+    assert_eq!(l.try_take_n(&1, 3).map(drop), Ok(()));
     assert!(l.try_take(&1).is_err());
-    assert_eq!(l.try_take_n(&2, 3), Ok(()));
+    assert_eq!(l.try_take_n(&2, 3).map(drop), Ok(()));
     assert_eq!(l.len(), 2);
 }
 
@@ -45,17 +46,17 @@ fn keys_have_independent_buckets() {
 fn string_keys_are_looked_up_by_str() {
     let clock = ManualClock::new();
     let l = limiter::<String>(&clock);
-    assert_eq!(l.try_take_n("alice", 3), Ok(()));
+    assert_eq!(l.try_take_n("alice", 3).map(drop), Ok(()));
     assert!(l.try_take("alice").is_err());
-    assert!(!l.can_take("alice", 1));
+    assert!(!l.can_take("alice", 1).unwrap());
 }
 
 #[test]
 fn can_take_consumes_nothing_and_tracks_no_key() {
     let clock = ManualClock::new();
     let l = limiter::<u32>(&clock);
-    assert!(l.can_take(&9, 3));
-    assert!(!l.can_take(&9, 4));
+    assert!(l.can_take(&9, 3).unwrap());
+    assert!(!l.can_take(&9, 4).unwrap());
     assert!(l.is_empty());
 }
 
@@ -94,8 +95,8 @@ fn blocking_take_waits_for_the_keys_own_slot() {
     let l = limiter::<u32>(&clock);
     l.take_n(&1, 3).unwrap();
     // The fourth permit of key 1 goes 100 ms later; key 2 is not delayed.
-    assert_eq!(l.take(&1), Ok(ms(100)));
-    assert_eq!(l.take(&2), Ok(ms(100)));
+    assert_eq!(l.take(&1).map(|t| t.at()), Ok(ms(100)));
+    assert_eq!(l.take(&2).map(|t| t.at()), Ok(ms(100)));
     assert_eq!(
         l.take_timeout(&1, ms(50)),
         Err(Error::QueueFull {
@@ -103,7 +104,7 @@ fn blocking_take_waits_for_the_keys_own_slot() {
             max_wait: ms(50)
         })
     );
-    assert_eq!(l.take_timeout(&1, ms(100)), Ok(ms(200)));
+    assert_eq!(l.take_timeout(&1, ms(100)).map(|t| t.at()), Ok(ms(200)));
 }
 
 #[test]
@@ -120,7 +121,7 @@ fn a_key_at_rest_is_pruned_and_then_decides_as_a_new_key() {
     clock.advance(ms(1));
     assert_eq!(l.prune(), 1);
     assert!(l.is_empty());
-    assert_eq!(l.try_take_n(&1, 3), Ok(()));
+    assert_eq!(l.try_take_n(&1, 3).map(drop), Ok(()));
     let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.admitted, stats.pruned), (1, 2, 1));
 }
@@ -157,10 +158,10 @@ fn refuse_keeps_tracked_keys_exact_and_refuses_new_ones() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.try_take(&1).map(drop), Ok(()));
     assert_eq!(l.try_take(&2), Err(Error::TooManyKeys { max_keys: 1 }));
     assert_eq!(l.take(&2), Err(Error::TooManyKeys { max_keys: 1 }));
-    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.try_take(&1).map(drop), Ok(()));
     assert_eq!(l.len(), 1);
 }
 
@@ -174,10 +175,10 @@ fn admit_lets_new_keys_through_untracked_when_full() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    assert_eq!(l.try_take(&1), Ok(()));
+    assert_eq!(l.try_take(&1).map(drop), Ok(()));
     // Key 2 is not tracked, so it is never limited while the map is full.
-    assert_eq!(l.try_take(&2), Ok(()));
-    assert_eq!(l.try_take(&2), Ok(()));
+    assert_eq!(l.try_take(&2).map(drop), Ok(()));
+    assert_eq!(l.try_take(&2).map(drop), Ok(()));
     assert!(l.try_take(&1).is_err());
     let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.untracked, stats.admitted), (1, 2, 3));
@@ -194,7 +195,7 @@ fn evict_drops_the_key_nearest_rest_and_tracks_the_new_one() {
         .unwrap();
     assert_eq!(l.when_full(), WhenFull::Evict);
     l.try_take_n(&1, 3).unwrap();
-    assert_eq!(l.try_take(&2), Ok(()));
+    assert_eq!(l.try_take(&2).map(drop), Ok(()));
     assert_eq!(l.len(), 1);
     assert_eq!(l.snapshot()[0].key, 2);
     assert_eq!(l.keyed_stats().evicted, 1);
@@ -250,13 +251,13 @@ fn a_busy_keys_next_slot_is_one_new_interval_after_its_last() {
         .build()
         .unwrap();
     let mut times = vec![];
-    assert_eq!(l.take(&7), Ok(Duration::ZERO));
+    assert_eq!(l.take(&7).map(|t| t.at()), Ok(Duration::ZERO));
     assert_eq!(lone.take(), Duration::ZERO);
     for (rate, takes) in [(Rate::per_second(1), 2), (Rate::per_second(100), 2)] {
         l.set_rate(rate).unwrap();
         lone.set_rate(rate).unwrap();
         for _ in 0..takes {
-            let t = l.take(&7).unwrap();
+            let t = l.take(&7).unwrap().at();
             assert_eq!(t, lone.take());
             times.push(t);
         }
@@ -506,7 +507,7 @@ fn a_parent_cycle_resolves_to_the_default_and_is_counted_never_hangs() {
         .recv_timeout(Duration::from_secs(20))
         .expect("key resolution hung on a parent cycle");
     assert_eq!(rate, (Rate::per_second(10), 2), "the default");
-    assert_eq!(taken, Ok(()));
+    assert_eq!(taken.map(drop), Ok(()));
     assert!(cut >= 2, "each cut walk counted: {cut}");
 }
 
@@ -514,12 +515,12 @@ fn a_parent_cycle_resolves_to_the_default_and_is_counted_never_hangs() {
 fn a_cost_of_zero_counts_as_admitted_on_new_and_tracked_keys_alike() {
     let clock = ManualClock::new();
     let l = limiter::<u32>(&clock);
-    assert_eq!(l.try_take_n(&1, 0), Ok(())); // a new key: nothing tracked
+    assert_eq!(l.try_take_n(&1, 0).map(drop), Ok(())); // a new key: nothing tracked
     assert_eq!(l.len(), 0);
     assert_eq!(l.keyed_stats().admitted, 1);
     l.try_take(&2).unwrap();
-    assert_eq!(l.try_take_n(&2, 0), Ok(())); // a tracked key
-    assert_eq!(l.take_n(&3, 0), Ok(Duration::ZERO));
+    assert_eq!(l.try_take_n(&2, 0).map(drop), Ok(())); // a tracked key
+    assert_eq!(l.take_n(&3, 0).map(|t| t.at()), Ok(Duration::ZERO));
     let stats = l.keyed_stats();
     assert_eq!((stats.keys, stats.admitted, stats.untracked), (1, 4, 0));
 }
@@ -538,7 +539,7 @@ fn tracked_at_first_refusal(max_keys: usize) -> usize {
     let mut first = None;
     for key in 0..2 * max_keys as u64 {
         match l.try_take(&key) {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(Error::TooManyKeys { .. }) => {
                 first.get_or_insert(l.len());
             }
@@ -574,7 +575,7 @@ fn evict_makes_room_from_another_shard_when_the_new_keys_shard_is_empty() {
         .build()
         .unwrap();
     for key in 0..1_000 {
-        assert_eq!(l.try_take(&key), Ok(()), "key {key}");
+        assert_eq!(l.try_take(&key).map(drop), Ok(()), "key {key}");
         assert!(l.len() <= 64);
         // The new key is tracked: a second take is refused.
         assert!(l.try_take(&key).is_err(), "key {key} untracked");
@@ -660,7 +661,7 @@ fn at_the_ceiling_keys_at_rest_in_other_shards_make_room_first() {
     // 1 ms to rest, plus the 1 ms grace.
     clock.advance(ms(5));
     for key in 64..128 {
-        assert_eq!(limiter.try_take(&key), Ok(()), "key {key}");
+        assert_eq!(limiter.try_take(&key).map(drop), Ok(()), "key {key}");
     }
     assert_eq!(limiter.len(), 64);
     assert_eq!(

@@ -4,6 +4,7 @@
 //! or on insert, never changes a decision.
 #![cfg(feature = "keyed")]
 
+use paceline::Take;
 mod common;
 
 use std::collections::HashMap;
@@ -133,7 +134,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 unreachable!("plain_op() makes none")
             }
             Op::TryTake { key, cost } => {
-                let k = keyed.try_take_n(&key, cost);
+                let k = keyed.try_take_n(&key, cost).map(drop);
                 if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
@@ -144,7 +145,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
             }
             Op::Timeout { key, cost, max_us } => {
                 let max = Duration::from_micros(max_us);
-                let k = keyed.take_n_timeout(&key, cost, max);
+                let k = keyed.take_n_timeout(&key, cost, max).map(|t| t.at());
                 if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
@@ -152,7 +153,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 (Outcome::Taken(k), Outcome::Taken(l))
             }
             Op::Take { key, cost } => {
-                let k = keyed.take_n(&key, cost);
+                let k = keyed.take_n(&key, cost).map(|t| t.at());
                 if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
@@ -162,7 +163,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 )
             }
             Op::Can { key, cost } => (
-                Outcome::Can(keyed.can_take(&key, cost)),
+                Outcome::Can(keyed.can_take(&key, cost).unwrap()),
                 Outcome::Can(lone_for(key).can_take(cost)),
             ),
         };
@@ -290,13 +291,13 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Op::TryTake { key, cost } => (
-                Outcome::Tried(keyed.try_take_n(&key, cost)),
+                Outcome::Tried(keyed.try_take_n(&key, cost).map(drop)),
                 Outcome::Tried(model.decide(key, cost, Admit::Within(0)).map(drop)),
             ),
             Op::Timeout { key, cost, max_us } => {
                 let max = Duration::from_micros(max_us);
                 (
-                    Outcome::Taken(keyed.take_n_timeout(&key, cost, max)),
+                    Outcome::Taken(keyed.take_n_timeout(&key, cost, max).map(|t| t.at())),
                     // A timeout refuses with `QueueFull`, even with no wait
                     // allowed (the model's `Within(0)` speaks for `try_take`).
                     Outcome::Taken(
@@ -313,11 +314,11 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
                 )
             }
             Op::Take { key, cost } => (
-                Outcome::Taken(keyed.take_n(&key, cost)),
+                Outcome::Taken(keyed.take_n(&key, cost).map(|t| t.at())),
                 Outcome::Taken(model.decide(key, cost, Admit::Always)),
             ),
             Op::Can { key, cost } => {
-                let can = keyed.can_take(&key, cost);
+                let can = keyed.can_take(&key, cost).unwrap();
                 let mut probe = Model { ..model };
                 let would = probe.decide(key, cost, Admit::Within(0)).is_ok();
                 (Outcome::Can(can), Outcome::Can(would))

@@ -1,6 +1,7 @@
 //! KeyedLimiter's async calls, in Tokio's paused time.
 #![cfg(all(feature = "tokio", feature = "keyed"))]
 
+use paceline::AsyncTake;
 use std::time::Duration;
 
 use paceline::tokio::AsyncKeyedLimiter;
@@ -36,12 +37,12 @@ async fn take_sleeps_until_the_keys_slot() {
     let l = limiter();
     let start = Instant::now();
     for _ in 0..3 {
-        assert_eq!(l.take(&1).await, Ok(Duration::ZERO));
+        assert_eq!(l.take(&1).await.map(|t| t.at()), Ok(Duration::ZERO));
     }
-    assert_eq!(l.take(&1).await, Ok(ms(100)));
+    assert_eq!(l.take(&1).await.map(|t| t.at()), Ok(ms(100)));
     assert_eq!(start.elapsed(), ms(100));
     // Another key has its own burst.
-    assert_eq!(l.take_n(&2, 3).await, Ok(ms(100)));
+    assert_eq!(l.take_n(&2, 3).await.map(|t| t.at()), Ok(ms(100)));
     assert_eq!(
         l.take_n_timeout(&1, 1, ms(50)).await,
         Err(Error::QueueFull {
@@ -50,7 +51,10 @@ async fn take_sleeps_until_the_keys_slot() {
         })
     );
     // Key 2 spent its burst at 100 ms: its next slot is 100 ms later.
-    assert_eq!(l.take_timeout(&2, ms(100)).await, Ok(ms(200)));
+    assert_eq!(
+        l.take_timeout(&2, ms(100)).await.map(|t| t.at()),
+        Ok(ms(200))
+    );
     // Even a timeout of zero is refused as a full queue, not `RetryAfter`.
     assert_eq!(
         l.take_timeout(&2, Duration::ZERO).await,
@@ -64,13 +68,13 @@ async fn take_sleeps_until_the_keys_slot() {
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_take_gives_its_slot_back() {
     let l = limiter();
-    l.try_take_n(&1, 3).unwrap();
+    l.try_take_n(&1, 3).await.unwrap();
     // Reserves the slot at 100 ms, then is dropped at 10 ms.
     assert!(tokio::time::timeout(ms(10), l.take(&1)).await.is_err());
     tokio::time::sleep(ms(90)).await;
     // The slot at 100 ms is free again.
-    assert_eq!(l.try_take(&1), Ok(()));
-    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1).await.map(drop), Ok(()));
+    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(100))));
 }
 
 #[tokio::test(start_paused = true)]
@@ -84,7 +88,7 @@ async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() 
             .build()
             .unwrap(),
     );
-    l.try_take_n(&1, 3).unwrap();
+    l.try_take_n(&1, 3).await.unwrap();
     let mut first = Box::pin(l.take_timeout(&1, ms(1000))); // will reserve 1 ms
     let mut second = Box::pin(l.take_timeout(&1, ms(1000))); // will reserve 2 ms
     let both = async {
@@ -98,9 +102,9 @@ async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() 
         drop(first);
         second.await
     };
-    assert_eq!(both.await, Ok(ms(2)));
+    assert_eq!(both.await.map(|t| t.at()), Ok(ms(2)));
     // The cancelled slot stayed spent: the next is at 3 ms.
-    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(1))));
+    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(1))));
 }
 
 /// A take reserved before a rate change and cancelled after it keeps its
@@ -117,7 +121,7 @@ async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
             .build()
             .unwrap(),
     );
-    l.try_take(&1).unwrap();
+    l.try_take(&1).await.unwrap();
     let mut first = Box::pin(l.take_timeout(&1, ms(1000))); // will reserve 5 ms
     let mut second = Box::pin(l.take_timeout(&1, ms(1000)));
     let both = async {
@@ -138,8 +142,8 @@ async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
         drop(first);
         second.await
     };
-    assert_eq!(both.await, Ok(ms(7)));
-    assert_eq!(l.try_take(&1), Err(Error::RetryAfter(ms(2))));
+    assert_eq!(both.await.map(|t| t.at()), Ok(ms(7)));
+    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(2))));
 }
 
 /// Issue 30, item 7, keyed: a change of limits reaches the tasks already

@@ -5,6 +5,7 @@
 //! `-m`, hostile keys and the counts.
 #![cfg(feature = "memcached")]
 
+use paceline::Take;
 #[path = "support/memcached_server.rs"]
 mod support;
 
@@ -70,7 +71,7 @@ fn pace_until<C: Clock + Clone + 'static>(
 ) -> Vec<u64> {
     let mut times = Vec::new();
     loop {
-        let at = limiter.take(key).expect("take").as_nanos() as u64 - ahead;
+        let at = limiter.take(key).expect("take").at().as_nanos() as u64 - ahead;
         times.push(at);
         if at >= stop {
             return times;
@@ -311,7 +312,7 @@ fn under_contention_cas_retries_stay_bounded_and_no_call_fails() {
                     let (mut granted, mut refused) = (0u64, 0u64);
                     while start.elapsed() < run_for {
                         match limiter.try_take("hot") {
-                            Ok(()) => granted += 1,
+                            Ok(_) => granted += 1,
                             Err(e) if e.is_refusal() => refused += 1,
                             Err(e) => panic!("a call failed under contention: {e}"),
                         }
@@ -402,7 +403,7 @@ fn recovery_time(limiter: &MemcachedLimiter) -> Duration {
     let start = Instant::now();
     loop {
         match limiter.try_take("k") {
-            Ok(()) => return start.elapsed(),
+            Ok(_) => return start.elapsed(),
             Err(e) => assert!(
                 start.elapsed() < Duration::from_secs(5),
                 "no recovery within 5 s: {e}"
@@ -473,7 +474,7 @@ fn server_killed_fails_open_when_asked_and_limits_again_after() {
     let start = Instant::now();
     loop {
         match limiter.try_take("again") {
-            Ok(()) => admitted += 1,
+            Ok(_) => admitted += 1,
             Err(Error::RetryAfter(_)) => break,
             Err(e) => panic!("{e}"),
         }
@@ -625,6 +626,7 @@ fn stats_count_decisions_and_the_server_failures() {
 mod asynchronous {
     use super::*;
     use paceline::memcached::AsyncMemcachedLimiter;
+    use paceline::AsyncTake;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     // The guard keeps the other shared-limit runs (threads of other tests)
@@ -642,7 +644,7 @@ mod asynchronous {
                 tokio::spawn(async move {
                     let mut times = Vec::new();
                     loop {
-                        let at = limiter.take("tasks").await.unwrap().as_nanos() as u64;
+                        let at = limiter.take("tasks").await.unwrap().at().as_nanos() as u64;
                         times.push(at);
                         if at >= stop {
                             return times;

@@ -4,6 +4,7 @@
 //! callers see while the server is down, restarted, hung or stuck on a lock.
 #![cfg(feature = "postgres")]
 
+use paceline::Take;
 #[path = "support/pg_server.rs"]
 mod support;
 
@@ -69,7 +70,7 @@ fn rows(server: &PgServer) -> u64 {
 fn pace_until(limiter: &PostgresLimiter, key: &str, stop: u64) -> Vec<u64> {
     let mut times = Vec::new();
     loop {
-        let at = limiter.take(key).expect("take").as_nanos() as u64;
+        let at = limiter.take(key).expect("take").at().as_nanos() as u64;
         times.push(at);
         if at >= stop {
             return times;
@@ -466,7 +467,7 @@ fn recovery_time(lim: &PostgresLimiter) -> Duration {
     let start = Instant::now();
     loop {
         match lim.try_take("k") {
-            Ok(()) => return start.elapsed(),
+            Ok(_) => return start.elapsed(),
             Err(e) => assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "no recovery within 10 s: {e}"
@@ -647,7 +648,7 @@ fn stats_count_decisions_and_the_server_failures_under_either_policy() {
 fn a_servers_error_says_why_in_the_message() {
     let server = PgServer::start();
     let lim = limiter(&server, Rate::per_second(10), 1);
-    let script = |r: Result<(), Error>| match r {
+    let script = |r: Result<paceline::Taken, Error>| match r {
         Err(e @ Error::Script(_)) => e.to_string(),
         other => panic!("expected a script error, got {other:?}"),
     };
@@ -723,7 +724,7 @@ fn admitted_of_100(lim: &PostgresLimiter, key: &str, name: &str) -> usize {
     let mut admitted = 0;
     for _ in 0..100 {
         match lim.try_take(key) {
-            Ok(()) => admitted += 1,
+            Ok(_) => admitted += 1,
             Err(e) if e.is_refusal() => {}
             Err(e) => panic!("{name}: {e}"),
         }
@@ -793,6 +794,8 @@ fn every_key_is_limited_whatever_its_length_or_bytes() {
 mod tokio_calls {
     use super::*;
     use paceline::postgres::AsyncPostgresLimiter;
+    use paceline::AsyncTake;
+    use paceline::Take;
 
     fn async_limiter(server: &PgServer, rate: Rate, slack: u64) -> AsyncPostgresLimiter {
         let lim = PostgresLimiter::builder(&server.conn(), rate)

@@ -9,6 +9,7 @@
 //! `PACELINE_PG_FLOOD_KEYS=1000000 cargo test --release --features postgres --test postgres_flood -- --nocapture`.
 #![cfg(feature = "postgres")]
 
+use paceline::Take;
 #[path = "support/pg_server.rs"]
 mod support;
 

@@ -4,6 +4,9 @@
 //! calls' meaning.
 #![cfg(feature = "redis")]
 
+#[cfg(feature = "tokio")]
+use paceline::AsyncTake;
+use paceline::Take;
 #[path = "support/redis_server.rs"]
 mod support;
 
@@ -62,7 +65,7 @@ fn server_time(server: &RedisServer) -> u64 {
 fn pace_until(limiter: &RedisLimiter, key: &str, stop: u64) -> Vec<u64> {
     let mut times = Vec::new();
     loop {
-        let at = limiter.take(key).expect("take").as_nanos() as u64;
+        let at = limiter.take(key).expect("take").at().as_nanos() as u64;
         times.push(at);
         if at >= stop {
             return times;
@@ -231,7 +234,7 @@ fn recovery_time(limiter: &RedisLimiter) -> Duration {
     let start = Instant::now();
     loop {
         match limiter.try_take("k") {
-            Ok(()) => return start.elapsed(),
+            Ok(_) => return start.elapsed(),
             Err(e) => assert!(
                 start.elapsed() < Duration::from_secs(5),
                 "no recovery within 5 s: {e}"
@@ -300,7 +303,7 @@ fn server_down_fails_open_when_asked() {
     let start = Instant::now();
     loop {
         match limiter.try_take("again") {
-            Ok(()) => admitted += 1,
+            Ok(_) => admitted += 1,
             Err(Error::RetryAfter(_)) => break,
             Err(e) => panic!("{e}"),
         }
@@ -407,12 +410,12 @@ fn take_waits_until_its_slot() {
     let server = RedisServer::start();
     let limiter = limiter(&server, Rate::per_second(100), 0);
     let start = Instant::now();
-    let first = limiter.take("k").unwrap();
+    let first = limiter.take("k").unwrap().at();
     for _ in 0..5 {
         limiter.take("k").unwrap();
     }
     assert!(start.elapsed() >= Duration::from_millis(50));
-    let last = limiter.take("k").unwrap();
+    let last = limiter.take("k").unwrap().at();
     // On the server's clock: 6 intervals, more only by late wake-ups (with
     // no slack, a caller that comes back late starts from its own now).
     let span = last - first;
@@ -756,15 +759,17 @@ fn a_resharding_fails_no_call_and_admits_none_unmetered() {
     }
     let stop = AtomicBool::new(false);
     let (closed_seen, open_seen, async_seen) = thread::scope(|s| {
-        let closed_seen = s.spawn(|| call_until(&stop, &keys, |k| closed.try_take(k)));
-        let open_seen = s.spawn(|| call_until(&stop, &keys, |k| open.try_take(k)));
+        let closed_seen = s.spawn(|| call_until(&stop, &keys, |k| closed.try_take(k).map(drop)));
+        let open_seen = s.spawn(|| call_until(&stop, &keys, |k| open.try_take(k).map(drop)));
         #[cfg(feature = "tokio")]
         let async_seen = s.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap();
-            call_until(&stop, &keys, |k| rt.block_on(in_async.try_take(k)))
+            call_until(&stop, &keys, |k| {
+                rt.block_on(in_async.try_take(k)).map(drop)
+            })
         });
         thread::sleep(Duration::from_millis(100));
         for round in 0..4 {
@@ -839,7 +844,7 @@ fn poison(server: &RedisServer) {
 
 /// A poisoned key's failure: a script error naming the key, short, whatever
 /// the value held.
-fn assert_poisoned(result: Result<(), Error>, key: &str) {
+fn assert_poisoned<T: std::fmt::Debug>(result: Result<T, Error>, key: &str) {
     match result {
         Err(Error::Script(e)) => {
             let msg = e.to_string();
@@ -934,7 +939,7 @@ fn admitted_of(limiter: &RedisLimiter, key: &str, n: usize, name: &str) -> usize
     let mut admitted = 0;
     for _ in 0..n {
         match limiter.try_take(key) {
-            Ok(()) => admitted += 1,
+            Ok(_) => admitted += 1,
             Err(e) if e.is_refusal() => {}
             Err(e) => panic!("{name}: {e}"),
         }
@@ -1001,6 +1006,7 @@ fn every_key_is_limited_and_a_long_one_costs_redis_a_digest() {
 mod tokio_calls {
     use super::*;
     use paceline::redis::AsyncRedisLimiter;
+    use paceline::AsyncTake;
     use paceline::Wait;
 
     fn async_limiter(server: &RedisServer, policy: FailPolicy) -> AsyncRedisLimiter {
@@ -1049,7 +1055,7 @@ mod tokio_calls {
                 tokio::spawn(async move {
                     let mut times = Vec::new();
                     loop {
-                        let at = limiter.take("async").await.unwrap().as_nanos() as u64;
+                        let at = limiter.take("async").await.unwrap().at().as_nanos() as u64;
                         times.push(at);
                         if at >= stop {
                             return times;
@@ -1247,7 +1253,7 @@ mod tokio_calls {
         limiter.take(key).await.unwrap();
         let before = thread_cpu_ns();
         for _ in 0..30 {
-            let slot = limiter.take(key).await.unwrap().as_nanos() as u64;
+            let slot = limiter.take(key).await.unwrap().at().as_nanos() as u64;
             let now = local_unix_ns();
             // Redis's TIME has microsecond resolution.
             assert!(now + 1_000 >= slot, "a permit left {} ns early", slot - now);
@@ -1491,7 +1497,7 @@ mod tokio_calls {
                         }
                         0 => assert_poisoned(limiter.try_take("bin").await, "paceline:bin"),
                         1..=5 => assert_poisoned(limiter.try_take("bin").await, "paceline:bin"),
-                        _ => limiter.try_take("ok").await.unwrap(),
+                        _ => drop(limiter.try_take("ok").await.unwrap()),
                     }
                 })
             })

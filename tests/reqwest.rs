@@ -290,9 +290,9 @@ where
 #[tokio::test]
 async fn a_pushback_slows_every_user_of_a_shared_limiter() {
     // Two middlewares on one in-process limiter.
-    let limiter = Arc::new(ten_a_second(5));
-    let b_went =
-        after_a_pushback_to_another(Pace::new(Arc::clone(&limiter)), Pace::new(limiter)).await;
+    // (An async face's clones share one limit.)
+    let limiter = ten_a_second(5);
+    let b_went = after_a_pushback_to_another(Pace::new(limiter.clone()), Pace::new(limiter)).await;
     // B's requests wait behind the push, where under a hold of A's own
     // the first went at the next slot, 100 ms after A's.
     paced_from(
@@ -310,9 +310,9 @@ async fn a_pushback_slows_every_user_of_a_shared_limiter() {
         FailPolicy::Closed,
     )
     .unwrap();
-    let shared = Arc::new(AsyncMemoryLimiter::from(remote));
+    let shared = AsyncMemoryLimiter::from(remote);
     let b_went = after_a_pushback_to_another(
-        Pace::new(OnKey::new(Arc::clone(&shared), "api".to_owned())),
+        Pace::new(OnKey::new(shared.clone(), "api".to_owned())),
         Pace::new(OnKey::new(shared, "api".to_owned())),
     )
     .await;

@@ -1,6 +1,8 @@
 //! `set_rate`: slots already handed out stand; later requests are spaced by
 //! the new interval. Deterministic, on a `ManualClock`, for both limiters.
 
+#[cfg(feature = "keyed")]
+use paceline::Take;
 mod common;
 
 use std::sync::atomic::AtomicBool;
@@ -96,7 +98,7 @@ fn a_keyed_rate_change_under_waiting_threads_paces_the_keys_later_permits() {
         let mut sim = Sim::new(&clock, &log, &stop);
         for _ in 0..3 {
             let limiter = &limiter;
-            sim.spawn(s, move || limiter.take(&7).unwrap());
+            sim.spawn(s, move || limiter.take(&7).unwrap().at());
         }
         sim.run_until(1000 * MS - Duration::from_nanos(1));
         limiter.set_rate(Rate::per_second(10)).unwrap();

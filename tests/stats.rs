@@ -6,6 +6,9 @@
 // file needs `keyed` (a default feature).
 #![cfg(feature = "keyed")]
 
+#[cfg(feature = "tokio")]
+use paceline::AsyncTake;
+use paceline::Take;
 #[macro_use]
 mod common;
 #[allow(unused_imports)]
@@ -158,11 +161,11 @@ proptest! {
             .build()
             .unwrap();
         let expected = tally(&clock, calls.iter().map(|(k, c)| (k, c)), |key, call| match *call {
-            Call::TryTake(n) => limiter.try_take_n(key, n).map(|()| None),
+            Call::TryTake(n) => limiter.try_take_n(key, n).map(|_| None),
             Call::TakeTimeout(n, ms) => limiter
                 .take_n_timeout(key, n, Duration::from_millis(ms))
-                .map(Some),
-            Call::Take(n) => limiter.take_n(key, n).map(Some),
+                .map(|t| Some(t.at())),
+            Call::Take(n) => limiter.take_n(key, n).map(|t| Some(t.at())),
             Call::Advance(_) => unreachable!("tally advances the clock itself"),
         });
         prop_assert_eq!(limiter.keyed_stats().requests, Some(expected));

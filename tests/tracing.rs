@@ -9,6 +9,7 @@
 //! blocking take on a runtime thread.
 #![cfg(all(feature = "tracing", feature = "tower"))]
 
+use paceline::Take;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};

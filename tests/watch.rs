@@ -4,6 +4,7 @@
 //! loads; a dropped watcher loads nothing more.
 #![cfg(all(feature = "serde", feature = "keyed"))]
 
+use paceline::Take;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

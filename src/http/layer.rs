@@ -20,7 +20,7 @@ use super::client_ip;
 use super::future::{answered, forwarded, AddedFields, AnswerBody, ResponseFuture};
 use super::shared::{Failure, Shared};
 use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
-use crate::limiter::take::{Error, Taken};
+use crate::limiter::take::{Error, Take, Taken};
 use crate::tokio::AsyncKeyedLimiter;
 
 /// A tower [`Layer`] that limits requests per client (or per header, per
@@ -252,8 +252,8 @@ impl Shared {
         let cost = self.cost_of(uri, head);
         let decision = match (&self.keyed, self.mode) {
             // The answer alone: what `try_now` answers, less the state.
-            (Some(keyed), _) => match keyed.try_take_n(key, cost) {
-                Ok(()) => Ok(None),
+            (Some(keyed), _) => match Take::try_take_n(keyed.limiter(), key, cost) {
+                Ok(_) => Ok(None),
                 Err(e) => self.failed(e),
             },
             (None, Mode::Wait(_)) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),

@@ -32,6 +32,7 @@ use crate::wait::{Ask, Wait};
 /// ```
 /// use paceline::tokio::AsyncKeyedLimiter;
 /// use paceline::{KeyedLimiter, Rate};
+/// use paceline::AsyncTake;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,9 +44,16 @@ use crate::wait::{Ask, Wait};
 /// # }
 /// ```
 ///
-/// Clones share one limiter (an `Arc` inside). The settings and the look
-/// inside (overrides, `stats`, `snapshot`) are the keyed limiter's, through
-/// [`limiter`](Self::limiter).
+/// Its takes are [`AsyncTake`]'s, per key. Clones share one limiter (an
+/// `Arc` inside). The settings and the look inside (overrides, `stats`,
+/// `snapshot`) are the keyed limiter's, through [`limiter`](Self::limiter).
+///
+/// # Cancel safety
+/// Cancel safe, as [`AsyncLimiter`](crate::tokio::AsyncLimiter)'s takes,
+/// per key: a give-back also needs no change, eviction or reset to have
+/// moved the key's shard since; a bounded take (`take_timeout`) holds its
+/// place in the key's line, counted by the takes behind it until it books
+/// ([cancel safety](crate::guide::waiting#cancel-safety)).
 pub struct AsyncKeyedLimiter<K, C: Clock = DefaultClock> {
     inner: Arc<KeyedLimiter<K, C>>,
     /// The cost promised to bounded takes held until their slot is within
@@ -75,110 +83,6 @@ impl<K, C: Clock> From<KeyedLimiter<K, C>> for AsyncKeyedLimiter<K, C> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
-    /// Waits until the key's next permit's slot, and returns the slot's time
-    /// on the limiter's clock.
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`AsyncLimiter::take`](crate::tokio::AsyncLimiter::take),
-    /// per key: a give-back also needs no change, eviction or reset to have
-    /// moved the key's shard since ([cancel safety](crate::guide::waiting#cancel-safety)).
-    ///
-    /// # Errors
-    /// [`Error::TooManyKeys`].
-    pub async fn take<Q>(&self, key: &Q) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
-    {
-        self.take_n(key, 1).await
-    }
-
-    /// Waits until `cost` permits of the key are paid for, as one request.
-    ///
-    /// # Cancel safety
-    /// As [`take`](Self::take).
-    ///
-    /// # Errors
-    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
-    pub async fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
-    {
-        wait::take(&self.on(key), cost, None, Some(&self.inner.changed)).await
-    }
-
-    /// Takes a permit of the key and waits for it only if its slot is at
-    /// most `max_wait` away; otherwise fails at once, storing nothing.
-    ///
-    /// The queue counts the key's takes held before this one that have not
-    /// booked yet, as [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout)'s does.
-    ///
-    /// # Cancel safety
-    /// As [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout),
-    /// in the key's line ([cancel safety](crate::guide::waiting#cancel-safety)).
-    ///
-    /// # Errors
-    /// [`Error::QueueFull`] (rarely after waiting, as
-    /// [`AsyncLimiter::take_timeout`](crate::tokio::AsyncLimiter::take_timeout)'s);
-    /// [`Error::TooManyKeys`].
-    pub async fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
-    {
-        self.take_n_timeout(key, 1, max_wait).await
-    }
-
-    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
-    ///
-    /// # Cancel safety
-    /// As [`take_timeout`](Self::take_timeout).
-    ///
-    /// # Errors
-    /// [`Error::QueueFull`]; [`Error::ExceedsBurst`];
-    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
-    pub async fn take_n_timeout<Q>(
-        &self,
-        key: &Q,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
-    {
-        let place = self.line.place(key);
-        let changed = &self.inner.changed;
-        held::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
-            .await
-            .map_err(|e| e.timed_out(max_wait))
-    }
-
-    /// Takes a permit of the key if one is free now; never waits.
-    ///
-    /// # Errors
-    /// As [`KeyedLimiter::try_take`].
-    pub fn try_take<Q>(&self, key: &Q) -> Result<(), Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        KeyedLimiter::try_take(&self.inner, key)
-    }
-
-    /// Takes `cost` permits of the key if they are free now; never waits.
-    ///
-    /// # Errors
-    /// As [`KeyedLimiter::try_take_n`].
-    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        KeyedLimiter::try_take_n(&self.inner, key, cost)
-    }
-
     /// Forgets `key`, as [`KeyedLimiter::reset`]: it comes back as a new
     /// key, with its whole burst. Tasks waiting for slots they booked on it
     /// keep them; one booked before the reset and then dropped gives
@@ -241,18 +145,22 @@ where
     C: Clock,
 {
     async fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
+        let changed = &self.inner.changed;
         let at = match within {
             Within::Now => return Take::try_take_n(&*self.inner, key, cost),
-            Within::Any => AsyncKeyedLimiter::take_n(self, key, cost).await?,
+            Within::Any => wait::take(&self.on(key), cost, None, Some(changed)).await?,
             Within::Max(max_wait) => {
-                AsyncKeyedLimiter::take_n_timeout(self, key, cost, max_wait).await?
+                let place = self.line.place(key);
+                held::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
+                    .await
+                    .map_err(|e| e.timed_out(max_wait))?
             }
         };
         Ok(Taken::new(at, self.inner.state_of(key)))
     }
 
     async fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {
-        Ok(KeyedLimiter::can_take(&self.inner, key, cost))
+        Ok(self.inner.can_take_now(key, cost))
     }
 
     async fn state(&self, key: &Q) -> Result<State, Error> {

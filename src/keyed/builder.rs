@@ -28,6 +28,7 @@ use crate::wait::Wait;
 ///
 /// ```
 /// use paceline::{KeyedLimiter, Rate, keyed::WhenFull};
+/// use paceline::Take;
 ///
 /// let limiter = KeyedLimiter::<String>::builder("100/s".parse()?)
 ///     .slack(20)

@@ -130,6 +130,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use paceline::{KeyedLimiter, Rate};
+    /// use paceline::Take;
     ///
     /// let limiter = KeyedLimiter::<u32>::new(Rate::per_second(10));
     /// limiter.try_take_n(&7, 11)?; // the whole burst
@@ -199,6 +200,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use paceline::{KeyedLimiter, Rate};
+    /// use paceline::Take;
     ///
     /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1)).slack(0).build()?;
     /// limiter.try_take(&1)?;

@@ -147,6 +147,7 @@ type OverrideHasher = foldhash::fast::FixedState;
 /// ```
 /// use paceline::{KeyedLimiter, Rate};
 /// use std::net::{IpAddr, Ipv4Addr};
+/// use paceline::Take;
 ///
 /// let limiter = KeyedLimiter::<IpAddr>::new(Rate::per_second(5)); // slack 10
 /// let alice = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7));
@@ -211,41 +212,9 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// Blocks until the key's next permit's slot and returns the clock time it
-    /// was scheduled at (since the clock's origin).
-    ///
-    /// ```
-    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::with_auto_advance(); // waits move the clock
-    /// let limiter = KeyedLimiter::<&str>::builder(Rate::per_second(10))
-    ///     .slack(0)
-    ///     .clock(clock)
-    ///     .build()?;
-    /// assert_eq!(limiter.take(&"alice")?, Duration::ZERO);
-    /// assert_eq!(limiter.take(&"alice")?, Duration::from_millis(100));
-    /// assert_eq!(limiter.take(&"bob")?, Duration::from_millis(100)); // no wait
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::TooManyKeys`] for a new key when the map is full of busy
-    /// keys under [`WhenFull::Refuse`].
-    #[inline]
-    pub fn take<Q>(&self, key: &Q) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.take_n(key, 1)
-    }
-
-    /// Blocks until `cost` permits of the key are paid for, as one request.
-    ///
-    /// # Errors
-    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
-    pub fn take_n<Q>(&self, key: &Q, cost: u64) -> Result<Duration, Error>
+    /// Blocks until `cost` permits of the key are paid for, as one request,
+    /// and returns the slot's clock time ([`Take::take_n`]'s `at`).
+    pub(crate) fn take_n_at<Q>(&self, key: &Q, cost: u64) -> Result<Duration, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -254,54 +223,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Ok(self.wait_for(booking.now, booking.slot))
     }
 
-    /// Takes a permit of the key if one is free now; never blocks. A refusal
-    /// stores nothing.
-    ///
-    /// # Errors
-    /// [`Error::RetryAfter`]; [`Error::TooManyKeys`].
-    #[inline]
-    pub fn try_take<Q>(&self, key: &Q) -> Result<(), Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.decide(key, 1, Admit::Within(0)).map(drop)
-    }
-
-    /// Takes `cost` permits of the key if they are free now; never blocks.
-    ///
-    /// # Errors
-    /// [`Error::RetryAfter`]; [`Error::ExceedsBurst`] when `cost`
-    /// exceeds the key's burst; [`Error::CostTooLarge`];
-    /// [`Error::TooManyKeys`].
-    #[inline]
-    pub fn try_take_n<Q>(&self, key: &Q, cost: u64) -> Result<(), Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.decide(key, cost, Admit::Within(0)).map(drop)
-    }
-
-    /// Takes a permit of the key and waits for it only if its slot is at
-    /// most `max_wait` away; otherwise fails at once, storing nothing.
-    ///
-    /// # Errors
-    /// [`Error::QueueFull`]; [`Error::TooManyKeys`].
-    pub fn take_timeout<Q>(&self, key: &Q, max_wait: Duration) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.take_n_timeout(key, 1, max_wait)
-    }
-
-    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
-    ///
-    /// # Errors
-    /// [`Error::QueueFull`]; [`Error::ExceedsBurst`];
-    /// [`Error::CostTooLarge`]; [`Error::TooManyKeys`].
-    pub fn take_n_timeout<Q>(
+    /// [`take_n_at`](Self::take_n_at), waiting only up to `max_wait`
+    /// ([`Take::take_n_timeout`]).
+    pub(crate) fn take_n_timeout_at<Q>(
         &self,
         key: &Q,
         cost: u64,
@@ -315,10 +239,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Ok(self.wait_for(booking.now, booking.slot))
     }
 
-    /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would pass now.
-    /// Consumes nothing and tracks no new key. (Under a full map with
-    /// [`WhenFull::Refuse`] a new key answers as if it were tracked.)
-    pub fn can_take<Q>(&self, key: &Q, cost: u64) -> bool
+    /// Whether a request of `cost` of the key would pass now
+    /// ([`Take::can_take`]). Consumes nothing and tracks no new key. (Under
+    /// a full map with [`WhenFull::Refuse`] a new key answers as if it were
+    /// tracked.)
+    pub(crate) fn can_take_now<Q>(&self, key: &Q, cost: u64) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -333,6 +258,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use paceline::{KeyedLimiter, Rate};
+    /// use paceline::Take;
     ///
     /// let limiter = KeyedLimiter::<u32>::new(Rate::per_second(10)); // slack 10
     /// assert_eq!(limiter.available(&7), 11);
@@ -379,6 +305,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use paceline::{KeyedLimiter, clock::ManualClock, Rate};
+    /// use paceline::Take;
     ///
     /// let limiter = KeyedLimiter::<&str>::builder(Rate::per_minute(1))
     ///     .slack(2)
@@ -422,6 +349,7 @@ impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
 mod tests {
     use super::shard::find;
     use super::*;
+    use crate::limiter::take::Take;
     use crate::primitive::read;
     use crate::{clock::ManualClock, Rate};
 

@@ -143,6 +143,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// ```
     /// use paceline::{KeyedLimiter, clock::ManualClock, Rate, Error};
     /// use std::time::Duration;
+    /// use paceline::Take;
     ///
     /// let clock = ManualClock::new();
     /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_hour(1))
@@ -256,6 +257,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// ```
     /// use paceline::{AtomicLimiter, KeyedLimiter, Limit, Limits, clock::ManualClock, Rate};
     /// use std::time::Duration;
+    /// use paceline::Take;
     ///
     /// let clock = ManualClock::new();
     /// let keyed = KeyedLimiter::<String>::builder(Rate::per_second(1))

@@ -58,14 +58,14 @@ where
     fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
         let at = match within {
             Within::Now => return self.try_taken(key, cost),
-            Within::Any => KeyedLimiter::take_n(self, key, cost)?,
-            Within::Max(max_wait) => KeyedLimiter::take_n_timeout(self, key, cost, max_wait)?,
+            Within::Any => self.take_n_at(key, cost)?,
+            Within::Max(max_wait) => self.take_n_timeout_at(key, cost, max_wait)?,
         };
         Ok(Taken::new(at, self.state_of(key)))
     }
 
     fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {
-        Ok(KeyedLimiter::can_take(self, key, cost))
+        Ok(self.can_take_now(key, cost))
     }
 
     fn state(&self, key: &Q) -> Result<State, Error> {

@@ -283,10 +283,15 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
     }
 }
 
-/// `Take` through a pointer: `&L`, `Box<L>`, `Arc<L>` answer as `L` does.
-macro_rules! forward {
-    ($($ptr:ty),*) => {$(
-        impl<K: ?Sized, L: Take<K> + ?Sized> Take<K> for $ptr {
+/// `Take` through a pointer: `&L` answers as `L` does, for any `L`; so do
+/// `Arc<dyn Take<K>>` and `Box<dyn Take<K>>`, a limiter of any kind held
+/// as one. (Not every `Arc<L>`: then, with `Take` imported, a direct
+/// limiter's own keyless calls on an `Arc` of it, `limiter.take()`, would
+/// find the trait's first. Share a concrete limiter by reference, or by
+/// cloning an async face, whose clones share one limit.)
+macro_rules! forward_take {
+    ($([$($generics:tt)*] $ptr:ty),*) => {$(
+        impl<$($generics)*> Take<K> for $ptr {
             fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
                 (**self).take_within(key, cost, within)
             }
@@ -300,33 +305,38 @@ macro_rules! forward {
                 (**self).limit_for(key)
             }
         }
-
-        impl<K: ?Sized + Sync, L: AsyncTake<K> + ?Sized> AsyncTake<K> for $ptr {
-            fn take_within(
-                &self,
-                key: &K,
-                cost: u64,
-                within: Within,
-            ) -> impl Future<Output = Result<Taken, Error>> + Send {
-                (**self).take_within(key, cost, within)
-            }
-            fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
-                (**self).can_take(key, cost)
-            }
-            fn state(&self, key: &K) -> impl Future<Output = Result<State, Error>> + Send {
-                (**self).state(key)
-            }
-            fn limit_for(&self, key: &K) -> Option<Limit> {
-                (**self).limit_for(key)
-            }
-            fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
-                (**self).try_take_n_now(key, cost)
-            }
-        }
     )*};
 }
 
-forward!(&L, Box<L>, Arc<L>);
+forward_take!(
+    [K: ?Sized, L: Take<K> + ?Sized] &L,
+    [K: ?Sized] Arc<dyn Take<K>>,
+    [K: ?Sized] Box<dyn Take<K>>
+);
+
+/// `AsyncTake` through a reference: `&L` answers as `L` does.
+impl<K: ?Sized + Sync, L: AsyncTake<K> + ?Sized> AsyncTake<K> for &L {
+    fn take_within(
+        &self,
+        key: &K,
+        cost: u64,
+        within: Within,
+    ) -> impl Future<Output = Result<Taken, Error>> + Send {
+        (**self).take_within(key, cost, within)
+    }
+    fn can_take(&self, key: &K, cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
+        (**self).can_take(key, cost)
+    }
+    fn state(&self, key: &K) -> impl Future<Output = Result<State, Error>> + Send {
+        (**self).state(key)
+    }
+    fn limit_for(&self, key: &K) -> Option<Limit> {
+        (**self).limit_for(key)
+    }
+    fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
+        (**self).try_take_n_now(key, cost)
+    }
+}
 
 /// One key of a keyed or remote limiter, as a direct limiter: every call
 /// takes from that key's limit (its own rate and slack, overrides

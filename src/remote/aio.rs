@@ -29,8 +29,8 @@ use crate::wait::Wait;
 /// sleeps, and asks again.
 ///
 /// # Cancel safety
-/// A [`take`](Self::take) cancelled before booking has booked nothing; one
-/// cancelled after (a [`take_timeout`](Self::take_timeout) books at once)
+/// A `take` cancelled before booking has booked nothing; one
+/// cancelled after (a `take_timeout` books at once)
 /// gives its slot back with one best-effort round trip of its own; one
 /// dropped while its request is on the wire may or may not have booked
 /// ([cancel safety](crate::guide::waiting#cancel-safety)).
@@ -83,89 +83,6 @@ impl<B: AsyncBackend> AsyncRemoteLimiter<B> {
         Ok(AsyncRemoteLimiter {
             core: self.core.with_limit(rate, slack.into())?,
         })
-    }
-
-    /// Waits until the next permit of `key`'s limit comes up; see
-    /// [`RemoteLimiter::take`].
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::take`].
-    ///
-    /// # Cancel safety
-    /// See [the type's](Self#cancel-safety).
-    pub async fn take(&self, key: &str) -> Result<Duration, Error> {
-        self.take_n(key, 1).await
-    }
-
-    /// Waits until `cost` permits of `key`'s limit are paid for.
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::take_n`].
-    ///
-    /// # Cancel safety
-    /// See [the type's](Self#cancel-safety).
-    pub async fn take_n(&self, key: &str, cost: u64) -> Result<Duration, Error> {
-        Ok(self.core.take_async(key, cost).await?.at())
-    }
-
-    /// Takes a permit if one is free now; never waits.
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::try_take`].
-    ///
-    /// # Cancel safety
-    /// Dropped while its request is on the wire, it may or may not have
-    /// taken the permit.
-    pub async fn try_take(&self, key: &str) -> Result<(), Error> {
-        self.try_take_n(key, 1).await
-    }
-
-    /// Takes `cost` permits if they are free now; never waits.
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::try_take_n`].
-    ///
-    /// # Cancel safety
-    /// As [`try_take`](Self::try_take).
-    pub async fn try_take_n(&self, key: &str, cost: u64) -> Result<(), Error> {
-        self.core.try_take_async(key, cost).await
-    }
-
-    /// Takes a permit, waiting only if its slot is at most `max_wait` away.
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::take_timeout`].
-    ///
-    /// # Cancel safety
-    /// It books at once; cancelled before its slot, it gives the slot back
-    /// (see [the type's](Self#cancel-safety)).
-    pub async fn take_timeout(&self, key: &str, max_wait: Duration) -> Result<Duration, Error> {
-        self.take_n_timeout(key, 1, max_wait).await
-    }
-
-    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::take_n_timeout`].
-    ///
-    /// # Cancel safety
-    /// As [`take_timeout`](Self::take_timeout).
-    pub async fn take_n_timeout(
-        &self,
-        key: &str,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Duration, Error> {
-        let taken = self.core.take_timeout_async(key, cost, max_wait).await?;
-        Ok(taken.at())
-    }
-
-    /// Whether [`try_take_n`](Self::try_take_n) would succeed now.
-    ///
-    /// # Errors
-    /// As [`RemoteLimiter::can_take`].
-    pub async fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        self.core.can_take_async(key, cost).await
     }
 
     /// How many permits of `key`'s limit one request could take now.

@@ -169,14 +169,12 @@ impl<B> Core<B> {
             params: p,
             admit,
             exceeds_burst,
-            brief: false,
             ask: Ask::Answer,
         })
     }
 
     /// Turns a backend's answer into the caller's: `Some` when granted a
-    /// slot, `None` when admitted with no slot to wait for (a brief grant,
-    /// or a failure admitted by [`FailPolicy::Open`]).
+    /// slot, `None` when a failure was admitted by [`FailPolicy::Open`].
     pub(crate) fn settle(
         &self,
         decision: Result<Decision, Error>,
@@ -188,10 +186,6 @@ impl<B> Core<B> {
             Ok(Decision::Granted(booking)) => {
                 meter.admitted(request.cost, booking.wait());
                 Ok(Some(booking))
-            }
-            Ok(Decision::Admitted) => {
-                meter.admitted(request.cost, 0);
-                Ok(None)
             }
             Ok(Decision::Denied(deny)) => {
                 let refusal = Error::refused(deny, request.cost, request.admit, self.slack);
@@ -285,14 +279,6 @@ impl<B: Remote> Core<B> {
             "paceline::remote::AsyncRemoteLimiter::take(..).await",
         );
         Ok(self.taken(granted))
-    }
-
-    /// Takes if the slot is now; never waits, and asks the server only for
-    /// the admission (the cheapest reply).
-    pub(crate) fn try_take(&self, key: &str, cost: u64) -> Result<(), Error> {
-        let request = self.request(cost, Admit::Within(0))?.brief();
-        let decision = self.shared.backend.step(key, &request);
-        self.settle(decision, &request).map(drop)
     }
 
     /// `key`'s state, one peek.

@@ -119,15 +119,7 @@ impl<B: AsyncRemote> Core<B> {
         Ok(keyed.taken())
     }
 
-    /// Takes if the slot is now; never waits (the brief reply).
-    pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<(), Error> {
-        let request = self.request(cost, Admit::Within(0))?.brief();
-        let decision = self.shared.backend.step(key, &request).await;
-        self.settle(decision, &request).map(drop)
-    }
-
-    /// Takes if the slot is now, and reports what it found (the full
-    /// reply, not the brief one).
+    /// Takes if the slot is now, and reports what it found.
     pub(crate) async fn try_take_full_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
         let request = self.request(cost, Admit::Within(0))?;
         let decision = self.shared.backend.step(key, &request).await;

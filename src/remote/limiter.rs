@@ -92,86 +92,10 @@ impl<B: Backend> RemoteLimiter<B> {
         })
     }
 
-    /// Blocks until the next permit of `key`'s limit comes up, and returns
-    /// when it went (see [What `take` returns](Self#what-take-returns)).
-    ///
-    /// # Errors
-    /// A failure of the server ([`Error::Unavailable`], [`Error::Timeout`],
-    /// [`Error::Script`]) unless the [`FailPolicy`] admits it (then it
-    /// returns at once).
-    pub fn take(&self, key: &str) -> Result<Duration, Error> {
-        self.take_n(key, 1)
-    }
-
-    /// Blocks until `cost` permits of `key`'s limit are paid for, as one
-    /// request ("pay first").
-    ///
-    /// # Errors
-    /// [`Error::CostTooLarge`](crate::Error::CostTooLarge);
-    /// failures as [`take`](Self::take).
-    pub fn take_n(&self, key: &str, cost: u64) -> Result<Duration, Error> {
-        Ok(self.core.take(key, cost, Admit::Always)?.at())
-    }
-
-    /// Takes a permit of `key`'s limit if one is free now; never waits for
-    /// one. A refusal stores nothing.
-    ///
-    /// # Errors
-    /// [`Error::RetryAfter`](crate::Error::RetryAfter);
-    /// failures as [`take`](Self::take).
-    pub fn try_take(&self, key: &str) -> Result<(), Error> {
-        self.try_take_n(key, 1)
-    }
-
-    /// Takes `cost` permits of `key`'s limit if they are free now. (The
-    /// server answers only the admission; [`Take::try_take_n`] also reports
-    /// what is left.)
-    ///
-    /// # Errors
-    /// As [`try_take`](Self::try_take), and
-    /// [`Error::ExceedsBurst`](crate::Error::ExceedsBurst) when
-    /// `cost > slack + 1`.
-    pub fn try_take_n(&self, key: &str, cost: u64) -> Result<(), Error> {
-        self.core.try_take(key, cost)
-    }
-
-    /// Takes a permit of `key`'s limit and waits for it only if its slot is
-    /// at most `max_wait` away; otherwise fails at once, storing nothing.
-    ///
-    /// # Errors
-    /// [`Error::QueueFull`](crate::Error::QueueFull);
-    /// failures as [`take`](Self::take).
-    pub fn take_timeout(&self, key: &str, max_wait: Duration) -> Result<Duration, Error> {
-        self.take_n_timeout(key, 1, max_wait)
-    }
-
-    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
-    ///
-    /// # Errors
-    /// As [`take_timeout`](Self::take_timeout), and
-    /// [`Error::ExceedsBurst`](crate::Error::ExceedsBurst).
-    pub fn take_n_timeout(
-        &self,
-        key: &str,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Duration, Error> {
-        Ok(self.take_bounded(key, cost, max_wait)?.at())
-    }
-
     fn take_bounded(&self, key: &str, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
         self.core
             .take(key, cost, Admit::Within(wait::nanos(max_wait)))
             .map_err(|e| e.timed_out(max_wait))
-    }
-
-    /// Whether [`try_take_n(key, cost)`](Self::try_take_n) would succeed now.
-    /// Consumes nothing.
-    ///
-    /// # Errors
-    /// Failures, unless the [`FailPolicy`] admits them (then `true`).
-    pub fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        self.core.can_take(key, cost)
     }
 
     /// How many permits of `key`'s limit one request could take now without

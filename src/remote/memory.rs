@@ -144,9 +144,6 @@ impl<C: Clock> MemoryBackend<C> {
                 if request.cost > 0 {
                     states.insert(key.to_owned(), grant.next);
                 }
-                if request.brief {
-                    return Ok(Decision::Admitted);
-                }
                 let wrote = (request.cost > 0).then_some(grant.next);
                 Ok(request.granted(now, grant.slot, prev, wrote))
             }

@@ -26,11 +26,6 @@ pub struct Request {
     /// Whether a refusal is [`Deny::ExceedsBurst`] rather than a wait (known
     /// before the round trip: it depends only on the request).
     pub(crate) exceeds_burst: bool,
-    /// Whether the caller only needs to know that it was admitted now (a
-    /// `try_take`: admitted within 0, with no slot to wait for and nothing
-    /// to give back): the backend may then answer a grant with
-    /// [`Decision::Admitted`], which costs the server less to say.
-    pub(crate) brief: bool,
     /// Why the caller asks: whether a refusal counts as one (an async
     /// take's horizon asks again). Not sent.
     pub(crate) ask: Ask,
@@ -41,16 +36,6 @@ impl Request {
     #[cfg(feature = "tokio")]
     pub(crate) fn asked(self, ask: Ask) -> Request {
         Request { ask, ..self }
-    }
-
-    /// This request, asked briefly (see [`brief`](Self::brief)): for
-    /// `Admit::Within(0)` only.
-    pub(crate) fn brief(self) -> Request {
-        debug_assert_eq!(self.admit, Admit::Within(0));
-        Request {
-            brief: true,
-            ..self
-        }
     }
 
     /// This request granted at `slot`, decided at the server's `now`: the
@@ -81,10 +66,6 @@ pub enum Decision {
     /// Admitted, and booked: may proceed at the booking's slot, decided at
     /// its `now` (both the server's time, internal ns).
     Granted(Booking),
-    /// Admitted now, and nothing more said: the answer to a
-    /// [`brief`](Request::brief) request.
-    #[cfg_attr(not(any(feature = "redis", feature = "memcached")), allow(dead_code))]
-    Admitted,
     /// Refused; nothing was stored.
     Denied(Deny),
 }

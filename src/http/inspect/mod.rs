@@ -12,6 +12,7 @@
 //! use paceline::http::Inspect;
 //! use paceline::{AtomicLimiter, KeyedLimiter, Rate};
 //! use tower_service::Service;
+//! use paceline::Take;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -335,6 +336,7 @@ mod tests {
     use super::query::Row;
     use super::select::order;
     use super::*;
+    use crate::limiter::take::Take;
     use crate::{clock::ManualClock, KeyedLimiter, Rate};
 
     /// The kept rows are the first `limit` of all the matching rows fully

@@ -35,6 +35,7 @@ use crate::store::Booking;
 /// ```no_run
 /// use paceline::memcached::{AsyncMemcachedLimiter, MemcachedLimiter};
 /// use paceline::Rate;
+/// use paceline::AsyncTake;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), paceline::Error> {

@@ -262,12 +262,8 @@ impl<'a, C: Clock> Machine<'a, C> {
             Err(deny) => return Next::Done(Ok(Done::Decision(Decision::Denied(deny)))),
             Ok(grant) => grant,
         };
-        let decision = if request.brief {
-            Decision::Admitted
-        } else {
-            let wrote = (request.cost > 0).then_some(grant.next);
-            request.granted(now, grant.slot, prev, wrote)
-        };
+        let wrote = (request.cost > 0).then_some(grant.next);
+        let decision = request.granted(now, grant.slot, prev, wrote);
         if request.cost == 0 {
             // Spans nothing: nothing to store.
             return Next::Done(Ok(Done::Decision(decision)));

@@ -25,6 +25,7 @@ use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
 ///
 /// ```no_run
 /// # use paceline::{memcached::MemcachedLimiter, Rate};
+/// # use paceline::Take;
 /// let users = MemcachedLimiter::builder("127.0.0.1:11211", Rate::per_second(10)).build()?;
 /// let partners = users.with_limit(Rate::per_second(500), 50)?;
 /// users.take("user:42")?;

@@ -11,6 +11,7 @@
 //! ```no_run
 //! use paceline::memcached::{FailPolicy, MemcachedLimiter};
 //! use paceline::Rate;
+//! use paceline::Take;
 //!
 //! let limiter = MemcachedLimiter::builder("127.0.0.1:11211", Rate::per_second(100))
 //!     .slack(10)
@@ -18,7 +19,7 @@
 //!     .build()?;
 //! limiter.take("api")?; // blocks until this process's share of 100/s comes up
 //! match limiter.try_take("user:42") {
-//!     Ok(()) => { /* go */ }
+//!     Ok(_) => { /* go */ }
 //!     Err(e) => eprintln!("{e}"), // "rate limited: retry after 9.98ms", or server trouble
 //! }
 //! # Ok::<(), paceline::memcached::Error>(())

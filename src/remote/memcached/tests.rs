@@ -2,6 +2,7 @@
 //! client's clock a [`ManualClock`] so that both decide at exactly the
 //! same instants; and what the server is left holding (states, expiries).
 
+use crate::limiter::take::Take;
 #[path = "../../../tests/support/memcached_server.rs"]
 mod server;
 
@@ -47,7 +48,6 @@ struct Op {
     admit: Admit,
     /// Clock advance before the op, in quarter intervals.
     dt: u64,
-    brief: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -59,16 +59,14 @@ fn op() -> impl Strategy<Value = Op> {
             (0..=40u64).prop_map(Some), // in quarter intervals
         ],
         prop_oneof![3 => 0..=8u64, 1 => Just(0u64), 1 => 0..=200u64],
-        any::<bool>(),
     )
-        .prop_map(|(cost, admit, dt, brief)| Op {
+        .prop_map(|(cost, admit, dt)| Op {
             cost,
             admit: match admit {
                 None => Admit::Always,
                 Some(q) => Admit::Within(q),
             },
             dt,
-            brief,
         })
 }
 
@@ -166,27 +164,18 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
                     Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
                 };
                 let rust = step(tat, now, op.cost, params, admit);
-                let brief = op.brief && admit == Admit::Within(0);
                 let backend = lim.backend();
-                let mc = lim.core.request(op.cost, admit).and_then(|request| {
-                    let request = if brief { request.brief() } else { request };
-                    backend.step(&key, &request)
-                });
+                let mc = lim
+                    .core
+                    .request(op.cost, admit)
+                    .and_then(|request| backend.step(&key, &request));
                 match (rust, mc) {
                     (Ok(g), Ok(Decision::Granted(b))) => {
-                        prop_assert!(!brief);
                         prop_assert_eq!(g.slot, b.slot, "slot");
                         prop_assert_eq!(b.now, now, "now");
                         prop_assert_eq!(b.cost, op.cost, "cost");
                         if op.cost > 0 {
                             prop_assert_eq!(b.next, g.next);
-                            tat = g.next;
-                            written_at = Some(now);
-                        }
-                    }
-                    (Ok(g), Ok(Decision::Admitted)) => {
-                        prop_assert!(brief);
-                        if op.cost > 0 {
                             tat = g.next;
                             written_at = Some(now);
                         }

@@ -17,6 +17,7 @@ use crate::store::Booking;
 /// ```no_run
 /// use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
 /// use paceline::Rate;
+/// use paceline::AsyncTake;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), paceline::Error> {

@@ -13,6 +13,7 @@
 //! ```no_run
 //! use paceline::postgres::{FailPolicy, PostgresLimiter};
 //! use paceline::Rate;
+//! use paceline::Take;
 //!
 //! let limiter = PostgresLimiter::builder("host=/run/postgresql user=app dbname=app", Rate::per_second(100))
 //!     .slack(10)

@@ -33,6 +33,7 @@ use crate::store::Booking;
 /// ```no_run
 /// use paceline::redis::{AsyncRedisLimiter, RedisLimiter};
 /// use paceline::Rate;
+/// use paceline::AsyncTake;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), paceline::Error> {

@@ -18,6 +18,7 @@ use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
 ///
 /// ```no_run
 /// # use paceline::{redis::RedisLimiter, Rate};
+/// # use paceline::Take;
 /// let users = RedisLimiter::builder("redis://127.0.0.1/", Rate::per_second(10)).build()?;
 /// let partners = users.with_limit(Rate::per_second(500), 50)?;
 /// users.take("user:42")?;

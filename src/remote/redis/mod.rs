@@ -10,6 +10,7 @@
 //! ```no_run
 //! use paceline::redis::{FailPolicy, RedisLimiter};
 //! use paceline::Rate;
+//! use paceline::Take;
 //!
 //! let limiter = RedisLimiter::builder("redis://127.0.0.1/", Rate::per_second(100))
 //!     .slack(10)

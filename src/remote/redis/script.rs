@@ -101,31 +101,15 @@ impl Wire {
     /// (internal ns; tests only, and then the key is stored without expiry).
     pub(super) fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {
         let mut cmd = self.call(key, 8, now);
-        // A brief request is the script's "try", which goes unnamed (one
-        // argument less on the busiest call) unless a test names it.
-        match (request.brief, now) {
-            (true, None) => {}
-            (true, Some(_)) => {
-                cmd.arg("try");
-            }
-            (false, _) => {
-                cmd.arg("take");
-            }
-        }
         // Spans as one decimal each: the script splits them.
-        cmd.arg(request.span).arg(request.params.tau());
-        let lead = request.lead();
-        if request.brief {
-            if lead != 0 {
-                cmd.arg(lead);
-            }
-        } else {
-            cmd.arg(lead);
-            match request.admit {
-                Admit::Always => cmd.arg(""),
-                Admit::Within(max) => cmd.arg(max),
-            };
-        }
+        cmd.arg("take")
+            .arg(request.span)
+            .arg(request.params.tau())
+            .arg(request.lead());
+        match request.admit {
+            Admit::Always => cmd.arg(""),
+            Admit::Within(max) => cmd.arg(max),
+        };
         cmd
     }
 
@@ -237,7 +221,6 @@ pub(super) fn decision(
     let parsed = ints(reply).and_then(|(ints, len)| {
         let ints = &ints[..len];
         Some(match ints {
-            [1] => (Decision::Admitted, 0),
             [1, ..] => {
                 let (slot, now) = (joined(ints, 1)?, joined(ints, 3)?);
                 let (ttl, rest) = if tested {

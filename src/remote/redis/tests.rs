@@ -1,6 +1,7 @@
 //! The Lua step against the Rust one, on a real `redis-server`, with `now`
 //! passed in so that both decide at exactly the same instants.
 
+use crate::limiter::take::Take;
 #[path = "../../../tests/support/redis_server.rs"]
 mod server;
 
@@ -48,9 +49,6 @@ struct Op {
     admit: Admit,
     /// Clock advance before the op, in intervals (fractional: ns = dt * T / 4).
     dt: u64,
-    /// Asked as a `try_take` asks (when admitted within 0): the script's
-    /// "try", whose production reply says only "admitted".
-    brief: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -62,16 +60,14 @@ fn op() -> impl Strategy<Value = Op> {
             (0..=40u64).prop_map(Some), // in quarter intervals
         ],
         prop_oneof![3 => 0..=8u64, 1 => Just(0u64), 1 => 0..=200u64],
-        any::<bool>(),
     )
-        .prop_map(|(cost, admit, dt, brief)| Op {
+        .prop_map(|(cost, admit, dt)| Op {
             cost,
             admit: match admit {
                 None => Admit::Always,
                 Some(q) => Admit::Within(q), // scaled by the interval below
             },
             dt,
-            brief,
         })
 }
 
@@ -160,13 +156,10 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                 };
                 let rust = step(tat, now, op.cost, params, admit);
                 let backend = lim.core.backend();
-                let lua = lim.core.request(op.cost, admit).and_then(|request| {
-                    let request = match admit {
-                        Admit::Within(0) if op.brief => request.brief(),
-                        _ => request,
-                    };
-                    backend.step_at(&key, &request, Some(now))
-                });
+                let lua = lim
+                    .core
+                    .request(op.cost, admit)
+                    .and_then(|request| backend.step_at(&key, &request, Some(now)));
                 match (rust, lua) {
                     (Ok(g), Ok((Decision::Granted(b), ttl_ms))) => {
                         prop_assert_eq!(g.slot, b.slot, "slot");
