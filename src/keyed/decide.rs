@@ -16,7 +16,6 @@ use crate::primitive::{read, Ordering, RwLock};
 use crate::store::Booking;
 use crate::values::error::Error;
 use crate::values::rate::Rate;
-use crate::values::slack::Slack;
 use crate::wait::{self, nanos, Ask};
 
 /// A decision on a key, with what a caller reporting the key's state needs
@@ -34,19 +33,14 @@ impl Decided {
     /// `grant` decided at `now` on an entry of `class` in `shard`.
     #[inline]
     pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
-        Decided::of(
-            (shard.generation, &shard.classes, &shard.resolved.limits),
-            class,
-            now,
-            grant,
-        )
+        Decided::of((shard.generation, &shard.classes), class, now, grant)
     }
 
     /// `grant` decided at `now` on an entry of `class`, with the shard's
     /// generation and class tables as read before the decision.
     #[inline]
     pub(super) fn of(
-        (generation, classes, limits): (u64, &[Class], &[(Rate, Slack)]),
+        (generation, classes): (u64, &[Class]),
         class: u32,
         now: u64,
         grant: Grant,
@@ -57,7 +51,7 @@ impl Decided {
             grant,
             generation,
             params: classes[class].params(),
-            rate: limits[class].0,
+            rate: classes[class].rate(),
         }
     }
 
@@ -185,7 +179,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             if let Some(entry) = find(&shard.map, hash, key) {
                 // Before the clock and the CAS: see `on_entry`.
-                let tables = (shard.generation, &*shard.classes, &*shard.resolved.limits);
+                let tables = (shard.generation, &*shard.classes);
                 // The clock is read under the lock: see the module doc's "Rest".
                 let (now, grant, class) =
                     on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;

@@ -28,6 +28,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// (from the new state word and the entry's class and limit, which the
     /// decision carries), in one lookup under one lock, as the HTTP layer's
     /// admitted path needs it.
+    #[inline]
     fn try_taken<Q>(&self, key: &Q, cost: u64) -> Result<Taken, Error>
     where
         K: Borrow<Q>,
@@ -55,6 +56,7 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     C: Clock,
 {
+    #[inline]
     fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
         let at = match within {
             Within::Now => return self.try_taken(key, cost),

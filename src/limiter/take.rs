@@ -156,6 +156,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     ///
     /// # Errors
     /// As [`take_within`](Self::take_within).
+    #[inline]
     fn take(&self, key: &K) -> Result<Taken, Error> {
         self.take_within(key, 1, Within::Any)
     }
@@ -164,6 +165,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     ///
     /// # Errors
     /// As [`take_within`](Self::take_within).
+    #[inline]
     fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
         self.take_within(key, cost, Within::Any)
     }
@@ -172,6 +174,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     ///
     /// # Errors
     /// As [`take_within`](Self::take_within).
+    #[inline]
     fn try_take(&self, key: &K) -> Result<Taken, Error> {
         self.take_within(key, 1, Within::Now)
     }
@@ -180,6 +183,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     ///
     /// # Errors
     /// As [`take_within`](Self::take_within).
+    #[inline]
     fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
         self.take_within(key, cost, Within::Now)
     }
@@ -189,6 +193,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     ///
     /// # Errors
     /// As [`take_within`](Self::take_within).
+    #[inline]
     fn take_timeout(&self, key: &K, max_wait: Duration) -> Result<Taken, Error> {
         self.take_within(key, 1, Within::Max(max_wait))
     }
@@ -197,6 +202,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     ///
     /// # Errors
     /// As [`take_within`](Self::take_within).
+    #[inline]
     fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
         self.take_within(key, cost, Within::Max(max_wait))
     }
@@ -244,26 +250,31 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
     }
 
     /// As [`Take::take`].
+    #[inline]
     fn take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
         self.take_within(key, 1, Within::Any)
     }
 
     /// As [`Take::take_n`].
+    #[inline]
     fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
         self.take_within(key, cost, Within::Any)
     }
 
     /// As [`Take::try_take`].
+    #[inline]
     fn try_take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
         self.take_within(key, 1, Within::Now)
     }
 
     /// As [`Take::try_take_n`].
+    #[inline]
     fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
         self.take_within(key, cost, Within::Now)
     }
 
     /// As [`Take::take_timeout`].
+    #[inline]
     fn take_timeout(
         &self,
         key: &K,
@@ -273,6 +284,7 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
     }
 
     /// As [`Take::take_n_timeout`].
+    #[inline]
     fn take_n_timeout(
         &self,
         key: &K,
