@@ -67,14 +67,14 @@ struct Case {
 }
 
 /// paceline's wire format for 1 permit at 1 per µs, slack 10, as
-/// `src/remote/redis/script.rs` sends it: span 1 000 ns and tau 10 000 ns
-/// (`try_take`: no operation named, no lead for a cost of 1); `take` adds
-/// the lead, 0, and "" for its longest wait (every request admitted).
+/// `src/remote/redis/script.rs` sends it: "take", span 1 000 ns, tau
+/// 10 000 ns, the lead (0 for a cost of 1) and the longest wait: "0" for
+/// `try_take`, "" for `take` (every request admitted).
 const CASES: &[Case] = &[
     Case {
         name: "paceline try_take",
         code: include_str!("../../src/remote/redis/step.lua"),
-        args: &["1000", "10000"],
+        args: &["take", "1000", "10000", "0", "0"],
     },
     Case {
         name: "paceline take",

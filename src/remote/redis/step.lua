@@ -7,13 +7,10 @@
 -- a pair of integers s, n for s * 10^9 + n, 0 <= n < 10^9 (see Arithmetic
 -- below): "tau (2)" is two arguments.
 --
---   span, tau [, lead]
---       "try" (the common call names no operation): a take admitted only
---       now, for a caller that needs nothing more than yes or no. span =
---       cost * T (0 for a cost of 0), tau = slack * T, lead = (cost - 1) *
---       T (absent: 0)
 --   "take", span, tau, lead, max
---       max = the longest wait admitted ("" admits every request)
+--       span = cost * T (0 for a cost of 0), tau = slack * T, lead =
+--       (cost - 1) * T, max = the longest wait admitted ("" admits every
+--       request; "0" only a slot that is now, a try)
 --   "peek"
 --   "give", tau (2), next, prev, prev (2)
 --       undoes one grant whose waiter was cancelled: `next` is the state it
@@ -23,15 +20,14 @@
 --       back to `prev`, with `prev`'s time to rest as its TTL; otherwise
 --       nothing changes. x/time/rate's `Reservation.Cancel`, done where the
 --       state lives.
---   "test", now (2), then one of the above with its name ("try" too)
+--   "test", now (2), then one of the above with its name
 --       tests only: decides at `now` (internal ns) instead of TIME, stores
 --       the key without expiry (expiry runs on the real clock) and replies
 --       as "take" does, with the TTL the key would have had.
 --
 -- Replies, all integers:
---   1                    "try": granted
 --   {1, slot (2), now (2) [, ttl_ms] [, prev (2)]}
---                        "take" (and "try" in tests): granted; `ttl_ms` in
+--                        "take": granted; `ttl_ms` in
 --                        tests only; `prev` is the state the grant replaced,
 --                        absent when the key was (and for a cost of 0, which
 --                        stores nothing). The state stored is slot + T,
@@ -69,8 +65,9 @@ local op, a = argv[1], 2
 local test = op == 'test'
 if test then
   op, a = argv[4], 5
-elseif op ~= 'take' and op ~= 'peek' and op ~= 'give' then
-  op, a = 'try', 1
+end
+if op ~= 'take' and op ~= 'peek' and op ~= 'give' then
+  return redis.error_reply('paceline: unknown operation ' .. tostring(op))
 end
 
 -- The clock: the test's `now`, or TIME plus ORIGIN (2^62 = 4611686018 s
@@ -123,7 +120,7 @@ if raw ~= '' or redis.call('EXISTS', key) == 1 then
   end
 end
 
-if op == 'try' or op == 'take' then
+if op == 'take' then
   -- lead, span, tau (and max): one decimal each. Up to 15 digits (below
   -- 2^53) a double holds one exactly, and `% B` splits it exactly (x / B is
   -- below 2^20, so it is never rounded up to the next integer); longer ones
@@ -141,12 +138,10 @@ if op == 'try' or op == 'take' then
   if span_s == 0 and span_n == 0 then
     if test then
       return { 1, now_s, now_n, now_s, now_n, 0 }
-    elseif op == 'try' then
-      return 1
     end
     return { 1, now_s, now_n, now_s, now_n }
   end
-  -- (A cost of 1 leads by 0: nothing to read, and "try" is not sent it.)
+  -- (A cost of 1 leads by 0: nothing to read.)
   local lead_s, lead_n = 0, 0
   x = argv[a + 2]
   if x and x ~= '0' then
@@ -202,9 +197,9 @@ if op == 'try' or op == 'take' then
     slot_s, slot_n = slot_s + 1, slot_n - B
   end
 
-  -- Admitted only if the wait, slot - now, is at most max: 0 for "try",
-  -- the last argument for "take" ("" admits every request).
-  x = op == 'take' and argv[a + 3] -- false for "try"
+  -- Admitted only if the wait, slot - now, is at most max, the last
+  -- argument ("" admits every request).
+  x = argv[a + 3]
   if x ~= '' then
     local wait_s, wait_n = slot_s - now_s, slot_n - now_n
     if wait_n < 0 then
@@ -212,15 +207,13 @@ if op == 'try' or op == 'take' then
     end
     -- (A slot in the past waits 0, which any max admits.)
     if wait_s >= 0 and (wait_s > 0 or wait_n > 0) then
-      local max_s, max_n = 0, 0 -- "try"
-      if x then
-        if #x <= 15 then
-          x = x + 0
-          max_n = x % B
-          max_s = (x - max_n) / B
-        else
-          max_s, max_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
-        end
+      local max_s, max_n
+      if #x <= 15 then
+        x = x + 0
+        max_n = x % B
+        max_s = (x - max_n) / B
+      else
+        max_s, max_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
       end
       if wait_s > max_s or (wait_s == max_s and wait_n > max_n) then
         return { 0, wait_s, wait_n }
@@ -272,9 +265,6 @@ if op == 'try' or op == 'take' then
     return { 1, slot_s, slot_n, now_s, now_n, ttl, tat_s, tat_n }
   end
   redis.call('SET', key, state, 'PX', ttl)
-  if op == 'try' then
-    return 1
-  end
   if raw == '' then
     return { 1, slot_s, slot_n, now_s, now_n }
   end
