@@ -105,7 +105,7 @@ use std::time::Duration;
 use paceline::model::schedule::{Admit, Grant};
 pub use paceline::store::Booking;
 use paceline::{
-    clock::ManualClock, AtomicLimiter, BuildError, Error, KeyedLimiter, MutexLimiter, Rate,
+    clock::ManualClock, AtomicLimiter, BuildError, Error, KeyedLimiter, MutexLimiter, Rate, Take,
 };
 
 /// Preemptions explored per execution when `LOOM_MAX_PREEMPTIONS` is unset:
@@ -247,22 +247,27 @@ impl Subject for OneKey {
     const NAME: &'static str = "KeyedLimiter";
 
     fn take(&self) -> Duration {
-        self.0.take(&ONE_KEY).expect("a tracked key's take waits")
+        let taken = self.0.take(&ONE_KEY).expect("a tracked key's take waits");
+        taken.at()
     }
     fn take_n(&self, cost: u64) -> Result<Duration, Error> {
-        self.0.take_n(&ONE_KEY, cost)
+        self.0.take_n(&ONE_KEY, cost).map(|t| t.at())
     }
     fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
-        self.0.take_n_timeout(&ONE_KEY, cost, max_wait)
+        self.0
+            .take_n_timeout(&ONE_KEY, cost, max_wait)
+            .map(|t| t.at())
     }
     fn try_take(&self) -> Result<(), Error> {
-        self.0.try_take(&ONE_KEY)
+        self.0.try_take(&ONE_KEY).map(drop)
     }
     fn try_take_n(&self, cost: u64) -> Result<(), Error> {
-        self.0.try_take_n(&ONE_KEY, cost)
+        self.0.try_take_n(&ONE_KEY, cost).map(drop)
     }
     fn can_take(&self, cost: u64) -> bool {
-        self.0.can_take(&ONE_KEY, cost)
+        self.0
+            .can_take(&ONE_KEY, cost)
+            .expect("an in-process key answers")
     }
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         self.0.set_rate(rate)

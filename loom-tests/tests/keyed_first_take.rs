@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use loom::thread;
 use loom_tests::check;
-use paceline::{clock::ManualClock, Error, KeyedLimiter, Rate};
+use paceline::{clock::ManualClock, Error, KeyedLimiter, Rate, Take};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 2;
@@ -29,7 +29,7 @@ fn try_each(limiter: &KeyedLimiter<u32, ManualClock>, costs: &[u64]) -> (u64, u6
     let (mut permits, mut calls) = (0, 0);
     for &cost in costs {
         match limiter.try_take_n(&KEY, cost) {
-            Ok(()) => {
+            Ok(_) => {
                 permits += cost;
                 calls += 1;
             }

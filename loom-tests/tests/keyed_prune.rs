@@ -26,7 +26,7 @@ use std::time::Duration;
 use loom::thread;
 use loom_tests::check;
 use paceline::keyed::PRUNE_GRACE;
-use paceline::{clock::ManualClock, keyed::WhenFull, Error, KeyedLimiter, Rate};
+use paceline::{clock::ManualClock, keyed::WhenFull, Error, KeyedLimiter, Rate, Take};
 
 const T: Duration = Duration::from_millis(1);
 const SLACK: u64 = 1;
@@ -48,7 +48,9 @@ fn limiter(clock: &ManualClock, when_full: WhenFull) -> Arc<KeyedLimiter<u32, Ma
 
 /// The taker: 2 permits of [`KEY`] if their slot is now.
 fn take_two(limiter: &KeyedLimiter<u32, ManualClock>) -> Result<Duration, Error> {
-    limiter.take_n_timeout(&KEY, 2, Duration::ZERO)
+    limiter
+        .take_n_timeout(&KEY, 2, Duration::ZERO)
+        .map(|t| t.at())
 }
 
 /// Refused at clock 0: the key's next 2 permits are a slot `2T` away.
@@ -99,7 +101,7 @@ fn evicting_a_busy_key_forgets_at_most_its_debt() {
             thread::spawn(move || take_two(&limiter))
         };
         // Another key: the map is full of one busy key, which is evicted.
-        assert_eq!(limiter.try_take(&8), Ok(()));
+        assert_eq!(limiter.try_take(&8).map(drop), Ok(()));
         let taken = taker.join().unwrap();
         // Evicted first: decided as a new key, a burst at clock 0, the debt
         // (its next permit at T) forgotten. No more than that.
