@@ -47,7 +47,7 @@ use crossbeam_utils::CachePadded;
 #[path = "cpu_time.rs"]
 mod cpu_time;
 use cpu_time::CpuTime;
-use paceline::{AtomicLimiter, MutexLimiter, Rate, Unlimited, WarmUpLimiter};
+use paceline::{AtomicLimiter, MutexLimiter, Rate, Take, Unlimited, WarmUpLimiter};
 
 /// Rate at which nothing waits: one permit a nanosecond, far above what any
 /// of these calls can reach.
@@ -181,10 +181,10 @@ fn admit(c: &mut Criterion<CpuTime>) {
         b.iter(|| black_box(warm.try_take()))
     });
     g.bench_function("paceline_unlimited_try_take", |b| {
-        b.iter(|| black_box(black_box(&Unlimited).try_take()))
+        b.iter(|| black_box(Take::try_take(black_box(&Unlimited), &())))
     });
     g.bench_function("paceline_unlimited_take", |b| {
-        b.iter(|| black_box(black_box(&Unlimited).take()))
+        b.iter(|| black_box(Take::take(black_box(&Unlimited), &())))
     });
 
     let gov = governor_fast();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use paceline::store::Store;
 use paceline::{
     clock::Clock, clock::ManualClock, limiter::Pacer, AtomicLimiter, BuildError, Error,
-    MutexLimiter, Rate, Slack, Unlimited, Wait,
+    MutexLimiter, Rate, Slack, Take, Unlimited, Wait,
 };
 
 /// The direct limiters' own calls (their inherent methods), as one object
@@ -92,19 +92,19 @@ impl<S: Store, C: Clock> Limiter for Pacer<S, C> {
 
 impl Limiter for Unlimited {
     fn take(&self) -> Duration {
-        Unlimited::take(self)
+        Take::take(self, &()).unwrap().at()
     }
     fn take_n(&self, cost: u64) -> Result<Duration, Error> {
-        Unlimited::take_n(self, cost)
+        Take::take_n(self, &(), cost).map(|t| t.at())
     }
     fn try_take_n(&self, cost: u64) -> Result<(), Error> {
-        Unlimited::try_take_n(self, cost)
+        Take::try_take_n(self, &(), cost).map(drop)
     }
     fn take_n_timeout(&self, _cost: u64, _max_wait: Duration) -> Result<Duration, Error> {
         Ok(Duration::ZERO)
     }
     fn can_take(&self, cost: u64) -> bool {
-        Unlimited::can_take(self, cost)
+        Take::can_take(self, &(), cost).unwrap()
     }
     fn set_rate(&self, _rate: Rate) -> Result<(), BuildError> {
         Err(BuildError::NoRate)
