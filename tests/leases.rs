@@ -37,6 +37,7 @@ fn lease_with(
         clock.clone(),
     )
     .unwrap()
+    .with_stats(true)
 }
 
 /// The most permits spent in any window, less what the bound allows:
@@ -111,7 +112,7 @@ proptest! {
         let excess = worst_excess(&mut spends, slack);
         prop_assert!(excess <= 0, "{excess} over the bound: {spends:?}");
         for l in &all {
-            let s = l.stats().leases.unwrap();
+            let s = l.stats().unwrap().leases.unwrap();
             prop_assert_eq!(s.leased, s.spent + s.given_back + s.expired + l.held());
         }
     }
@@ -170,18 +171,18 @@ fn nothing_is_leased_while_idle_and_batches_grow_with_demand() {
     let l = lease(&backend, &clock, 1_000, 100 * T);
     clock.advance(Duration::from_secs(1));
     assert_eq!(backend.round_trips(), 0);
-    assert_eq!(l.stats().leases.unwrap().leased, 0);
+    assert_eq!(l.stats().unwrap().leases.unwrap().leased, 0);
     // Steady demand of one permit per T: batches grow to about E / 2 of it.
     for _ in 0..2_000 {
         l.try_take(&()).unwrap();
         clock.advance(Duration::from_nanos(T));
     }
-    let s = l.stats().leases.unwrap();
+    let s = l.stats().unwrap().leases.unwrap();
     assert_eq!(s.spent, 2_000);
     assert!(s.round_trips < 200, "{s:?}");
     // Under 1 % unspent.
     l.release();
-    let s = l.stats().leases.unwrap();
+    let s = l.stats().unwrap().leases.unwrap();
     assert!(s.expired * 100 < s.leased, "{s:?}");
 }
 
@@ -198,7 +199,7 @@ fn batches_are_held_on_a_clock_that_reads_unix_time() {
         l.try_take(&()).unwrap();
         clock.advance(Duration::from_nanos(T));
     }
-    let s = l.stats().leases.unwrap();
+    let s = l.stats().unwrap().leases.unwrap();
     assert!(s.round_trips < 100, "{s:?}");
 }
 
@@ -247,7 +248,7 @@ fn unspent_permits_go_back_while_the_server_still_holds_the_batch() {
     let held = a.held();
     // Nobody took since a's batch: all of it goes back.
     a.release();
-    let s = a.stats().leases.unwrap();
+    let s = a.stats().unwrap().leases.unwrap();
     assert_eq!(s.given_back, held);
     // Again, but b takes after a's batch: a's remainder cannot go back.
     for _ in 0..100 {
@@ -257,9 +258,9 @@ fn unspent_permits_go_back_while_the_server_still_holds_the_batch() {
     let held = a.held();
     assert!(held > 0);
     b.try_take(&()).unwrap();
-    let before = a.stats().leases.unwrap();
+    let before = a.stats().unwrap().leases.unwrap();
     a.release();
-    let after = a.stats().leases.unwrap();
+    let after = a.stats().unwrap().leases.unwrap();
     assert_eq!(after.given_back, before.given_back);
     assert_eq!(after.expired, before.expired + held);
 }
@@ -279,9 +280,9 @@ fn leases_expire_at_e_after_they_were_asked_for() {
     // Past the expiry: the held permits are not spent; the take asks anew.
     clock.advance(Duration::from_nanos(100 * T));
     let trips = backend.round_trips();
-    let before = l.stats().leases.unwrap();
+    let before = l.stats().unwrap().leases.unwrap();
     l.try_take(&()).unwrap();
-    let after = l.stats().leases.unwrap();
+    let after = l.stats().unwrap().leases.unwrap();
     assert!(backend.round_trips() > trips);
     // One permit was lost to the spend that found the batch expired; the
     // rest could not go back (another lease took since).
@@ -355,7 +356,7 @@ fn the_counts_reach_the_prometheus_text_and_the_facade() {
         clock.advance(Duration::from_nanos(T / 4));
     }
     l.release();
-    let s = l.stats().leases.unwrap();
+    let s = l.stats().unwrap().leases.unwrap();
     assert!(s.given_back > 0 && s.leased > s.spent, "{s:?}");
     let text = paceline::stats::prometheus(&[("hot", &l)]);
     for (series, value) in [

@@ -108,7 +108,9 @@ fn the_window_check_counts_an_excess() {
 /// A child's half: take until `stop`, pausing 2 E with a batch in hand
 /// every 50 ms; print every spend's time, then the counts.
 fn child<L: Lender>(lender: L, run: Run, stop: u64) {
-    let leased = Leased::with_clock(lender, run.limit(), run.expiry, Wall).unwrap();
+    let leased = Leased::with_clock(lender, run.limit(), run.expiry, Wall)
+        .unwrap()
+        .with_stats(true);
     let mut times = Vec::new();
     let mut failures = 0u64;
     let mut next_pause = Wall.now() + 50_000_000;
@@ -146,7 +148,7 @@ fn child<L: Lender>(lender: L, run: Run, stop: u64) {
         }
     }
     leased.release();
-    let s = leased.stats().leases.unwrap();
+    let s = leased.stats().unwrap().leases.unwrap();
     // The test harness may have left its "test ... " on the line.
     println!();
     for t in &times {
@@ -321,7 +323,9 @@ fn four_processes_on_postgres_hold_the_bound_through_expiries_and_an_outage() {
 /// One process: its batch's unspent permits go back to the server, since
 /// nobody took after it; the key then has them again.
 fn given_back_to_the_server<L: Lender>(lender: L, run: Run) {
-    let leased = Leased::with_clock(lender, run.limit(), run.expiry, Wall).unwrap();
+    let leased = Leased::with_clock(lender, run.limit(), run.expiry, Wall)
+        .unwrap()
+        .with_stats(true);
     // Demand: the batches grow.
     while leased.held() < 10 {
         leased.try_take(&()).unwrap();
@@ -329,9 +333,9 @@ fn given_back_to_the_server<L: Lender>(lender: L, run: Run) {
     let held = leased.held();
     // A batch whose reply came back after its expiry (a cold connection on
     // a loaded machine) was given back whole already: not this release's.
-    let before = leased.stats().leases.unwrap().given_back;
+    let before = leased.stats().unwrap().leases.unwrap().given_back;
     leased.release();
-    let s = leased.stats().leases.unwrap();
+    let s = leased.stats().unwrap().leases.unwrap();
     assert_eq!(s.given_back - before, held, "{s:?}");
     assert_eq!(s.leased, s.spent + s.given_back + s.expired);
     // The server has them free again (and what accrued since).

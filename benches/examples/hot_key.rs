@@ -109,7 +109,8 @@ fn limit(a: &Args) -> Limit {
 /// the counts go to stdout.
 fn child<L: Lender>(lender: L, a: &Args, start: u64, stop: u64) {
     let leased = Leased::with_clock(lender, limit(a), Duration::from_millis(a.expiry_ms), Wall)
-        .expect("the lease");
+        .expect("the lease")
+        .with_stats(true);
     while Wall.now() < start {
         std::thread::sleep(Duration::from_micros(200));
     }
@@ -146,7 +147,7 @@ fn child<L: Lender>(lender: L, a: &Args, start: u64, stop: u64) {
         }
     }
     leased.release();
-    let s = leased.stats().leases.unwrap();
+    let s = leased.stats().unwrap().leases.unwrap();
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

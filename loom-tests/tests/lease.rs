@@ -68,7 +68,9 @@ fn spends_race_refills_and_expiry_within_the_bound() {
             .build()
             .unwrap();
         let leased = Arc::new(
-            Leased::with_clock(lender, limit, Duration::from_nanos(T_NS), clock.clone()).unwrap(),
+            Leased::with_clock(lender, limit, Duration::from_nanos(T_NS), clock.clone())
+                .unwrap()
+                .with_stats(true),
         );
         // The whole reduced burst at 0: the next batch waits for 3 T.
         let first = leased.try_take_n(&(), SLACK).unwrap().at().as_nanos() as u64;
@@ -92,7 +94,7 @@ fn spends_race_refills_and_expiry_within_the_bound() {
         a.join().unwrap();
         b.join().unwrap();
         let spends = spends.lock().unwrap().clone();
-        let s = leased.stats().leases.unwrap();
+        let s = leased.stats().unwrap().leases.unwrap();
         assert_eq!(s.spent, spends.len() as u64, "{s:?}");
         assert_eq!(
             s.leased,

@@ -17,12 +17,13 @@
 //! // in-memory backend for tests).
 //! let remote = RemoteLimiter::with_backend(MemoryBackend::new(), limit, FailPolicy::Closed)?;
 //! // Leases valid for 20 ms: the remote step runs with a slack of 100 - 20.
-//! let leased = Leased::new(OnKey::new(remote, "api"), limit, Duration::from_millis(20))?;
+//! let leased = Leased::new(OnKey::new(remote, "api"), limit, Duration::from_millis(20))?
+//!     .with_stats(true); // counting, as any limiter, only when asked
 //! assert_eq!(leased.reduced_slack(), 80);
 //! for _ in 0..10 {
 //!     leased.take(&())?; // the first asks the server; most are local
 //! }
-//! let stats = leased.stats().leases.unwrap();
+//! let stats = leased.stats().unwrap().leases.unwrap();
 //! assert_eq!(stats.spent, 10);
 //! assert!(stats.round_trips < 10);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -198,12 +199,8 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         let expiry = u64::try_from(expiry.as_nanos()).unwrap_or(u64::MAX);
         let config = reduce(limit, expiry)?;
         lender.relimit(Limit::new(limit.rate(), config.reduced))?;
-        // On, and (with `metrics`) no facade.
-        #[allow(clippy::needless_update)]
-        let counting = Counting {
-            on: true,
-            ..Counting::default()
-        };
+        // Off until asked, as every limiter's.
+        let counting = Counting::default();
         Ok(Leased {
             held: Held::new(clock.now()),
             expiry,
@@ -221,7 +218,21 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         })
     }
 
-    /// Sends the counts to the `metrics` facade too, labelled
+    /// Counts what it does, for [`stats`](Self::stats) (`true`), or not
+    /// (`false`, the default: then a spend counts nothing, as every
+    /// limiter built without `.stats(true)`).
+    pub fn with_stats(mut self, on: bool) -> Self {
+        #[allow(clippy::needless_update)]
+        let counting = Counting {
+            on,
+            ..Counting::default()
+        };
+        self.meter = Meter::new(&counting);
+        self
+    }
+
+    /// Counts what it does, and sends the counts to the `metrics` facade
+    /// too, labelled
     /// `limiter="name"`: the spends as every limiter's series
     /// (`paceline_admitted_total`, ...), the leases as
     /// `paceline_lease_*_total` (the guide's [metrics](crate::guide::metrics)).
@@ -300,9 +311,11 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     }
 
     /// What it did: spends (`admitted`, `permits`), refusals, and the
-    /// leases ([`Stats::leases`]).
-    pub fn stats(&self) -> Stats {
-        let mut stats = self.meter.read().unwrap_or_default();
+    /// leases ([`Stats::leases`]); `None` unless it was asked to count
+    /// ([`with_stats(true)`](Self::with_stats), or
+    /// [`metrics`](Self::metrics)), as every limiter's.
+    pub fn stats(&self) -> Option<Stats> {
+        let mut stats = self.meter.read()?;
         stats.leases = Some(LeaseStats {
             leased: self.counts.leased.load(Relaxed),
             spent: stats.permits,
@@ -310,7 +323,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             expired: self.counts.expired.load(Relaxed),
             round_trips: self.counts.round_trips.load(Relaxed),
         });
-        stats
+        Some(stats)
     }
 
     /// Permits held now (a look).
@@ -439,7 +452,7 @@ where
     L: Lender,
 {
     fn stats(&self) -> Option<Stats> {
-        Some(Leased::stats(self))
+        Leased::stats(self)
     }
 }
 
