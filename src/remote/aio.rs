@@ -154,7 +154,7 @@ where
     async fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
         let key = key.to_string();
         match within {
-            Within::Now => self.core.try_take_full_async(&key, cost).await,
+            Within::Now => self.core.try_take_async(&key, cost).await,
             Within::Any => self.core.take_async(&key, cost).await,
             Within::Max(max_wait) => self.core.take_timeout_async(&key, cost, max_wait).await,
         }

@@ -120,7 +120,7 @@ impl<B: AsyncRemote> Core<B> {
     }
 
     /// Takes if the slot is now, and reports what it found.
-    pub(crate) async fn try_take_full_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
+    pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
         let request = self.request(cost, Admit::Within(0))?;
         let decision = self.shared.backend.step(key, &request).await;
         let granted = self.settle(decision, &request)?;

@@ -7,13 +7,12 @@ use std::time::Duration;
 use super::core::Core;
 use super::{Backend, Error, FailPolicy};
 use crate::limiter::take::{State, Take, Taken, Within};
-use crate::model::schedule::Admit;
 use crate::observe::stats::{Counted, Counting, Stats};
 use crate::values::error::BuildError;
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
-use crate::wait::{self, Wait};
+use crate::wait::Wait;
 
 /// A limiter whose state lives in a server, so that every process using the
 /// same server and key shares one limit: [`RedisLimiter`](crate::redis::RedisLimiter),
@@ -90,12 +89,6 @@ impl<B: Backend> RemoteLimiter<B> {
         Ok(RemoteLimiter {
             core: self.core.with_limit(rate, slack.into())?,
         })
-    }
-
-    fn take_bounded(&self, key: &str, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        self.core
-            .take(key, cost, Admit::Within(wait::nanos(max_wait)))
-            .map_err(|e| e.timed_out(max_wait))
     }
 
     /// How many permits of `key`'s limit one request could take now without
@@ -175,11 +168,9 @@ impl<B: Backend> RemoteLimiter<B> {
 /// layer's `ClientKey`) names the server's key.
 impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
     fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
-        let key = key.to_string();
-        match within {
-            Within::Max(max_wait) => self.take_bounded(&key, cost, max_wait),
-            _ => self.core.take(&key, cost, within.admit()),
-        }
+        self.core
+            .take(&key.to_string(), cost, within.admit())
+            .map_err(|e| within.refusal(e))
     }
     fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
         self.core.can_take(&key.to_string(), cost)
