@@ -258,7 +258,7 @@ impl Shared {
             },
             (None, Mode::Wait(_)) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             (None, _) => match self.limiter.try_now(key, cost) {
-                Some(taken) => self.settle(taken),
+                Some(taken) => self.settle(key, taken),
                 None => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             },
         };
@@ -328,15 +328,15 @@ impl Shared {
     /// round trip, whose answer carries the fields too).
     async fn decide_later(&self, key: &ClientKey, cost: u64) -> Decision {
         let taken = self.limiter.take(key, cost, self.mode).await;
-        self.settle(taken)
+        self.settle(key, taken)
     }
 
     /// What a take's answer means for the request.
     #[inline]
-    fn settle(&self, taken: Result<Taken, Error>) -> Decision {
+    fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>) -> Decision {
         match taken {
             Ok(taken) => Ok(match self.fields {
-                Fields::Always => self.fields_for(taken.state()),
+                Fields::Always => self.fields_for(key, &taken),
                 _ => None,
             }),
             Err(e) => self.failed(e),

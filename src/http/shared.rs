@@ -22,7 +22,7 @@ use super::fields;
 use super::future::{AddedFields, BoxFuture};
 use super::json::Json;
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
-use crate::limiter::take::{AsyncTake, Error, State as Found, Taken};
+use crate::limiter::take::{AsyncTake, Error, Taken};
 use crate::tokio::AsyncKeyedLimiter;
 use crate::values::limit::Limit;
 
@@ -198,11 +198,12 @@ impl Shared {
         Box::new(response)
     }
 
-    /// `RateLimit-Policy` and `RateLimit` of an admitted request, from what
-    /// its take found: `available` free now, the bucket whole again
-    /// [`State::reset`](crate::State::reset) later. None when nothing limits.
-    pub(super) fn fields_for(&self, state: Found) -> AddedFields {
-        let limit = state.limit()?;
+    /// `RateLimit-Policy` and `RateLimit` of an admitted request, from the
+    /// limit `key` is held to and what its take found: `available` free
+    /// now, the bucket whole again [`Taken::reset`] later. None when
+    /// nothing limits.
+    pub(super) fn fields_for(&self, key: &ClientKey, taken: &Taken) -> AddedFields {
+        let limit = self.limiter.limit_for(key)?;
         Some(Box::new([
             (
                 HeaderName::from_static("ratelimit-policy"),
@@ -210,7 +211,7 @@ impl Shared {
             ),
             (
                 HeaderName::from_static("ratelimit"),
-                fields::state(&self.name, state.available(), state.reset()),
+                fields::state(&self.name, taken.available(), taken.reset()),
             ),
         ]))
     }

@@ -142,7 +142,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
         K: Hash + Eq,
     {
         let p = params(self.rate, self.slack)?;
-        let classes: Arc<[Class]> = Arc::from(vec![Class::new(p, self.rate)]);
+        let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
         let resolved = Arc::new(Resolved {
             overrides: HashMap::with_hasher(OverrideHasher::default()),
             limits: vec![(self.rate, self.slack)],

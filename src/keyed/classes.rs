@@ -15,24 +15,16 @@ use crate::values::slack::Slack;
 /// never change: a change publishes a new table.
 pub(super) struct Class {
     params: Params,
-    /// The rate as given, which a take's answer reports: beside the
-    /// parameters the step reads, so reporting it costs no other line.
-    rate: Rate,
 }
 
 impl Class {
-    pub(super) fn new(params: Params, rate: Rate) -> Class {
-        Class { params, rate }
+    pub(super) fn new(params: Params) -> Class {
+        Class { params }
     }
 
     #[inline]
     pub(super) fn params(&self) -> Params {
         self.params
-    }
-
-    #[inline]
-    pub(super) fn rate(&self) -> Rate {
-        self.rate
     }
 }
 

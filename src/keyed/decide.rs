@@ -20,13 +20,12 @@ use crate::wait::{self, nanos, Ask};
 
 /// A decision on a key, with what a caller reporting the key's state needs
 /// besides: its shard's generation at the decision, and the entry's class's
-/// parameters and rate.
+/// parameters.
 pub(super) struct Decided {
     pub(super) now: u64,
     pub(super) grant: Grant,
     pub(super) generation: u64,
     pub(super) params: Params,
-    pub(super) rate: Rate,
 }
 
 impl Decided {
@@ -51,7 +50,6 @@ impl Decided {
             grant,
             generation,
             params: classes[class].params(),
-            rate: classes[class].rate(),
         }
     }
 

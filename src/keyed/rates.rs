@@ -395,13 +395,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Publishes a new table with `default` and the overrides `entries`,
     /// then brings every shard to it. Runs under `admin`.
     fn publish(&self, default: DefaultSetting, entries: Vec<Setting<K>>) {
-        let mut classes = vec![Class::new(default.1, default.0 .0)];
+        let mut classes = vec![Class::new(default.1)];
         let mut limits = vec![default.0];
         let mut layers = vec![default.2];
         let mut overrides = HashMap::with_hasher(OverrideHasher::default());
         for e in entries {
             overrides.insert(e.key, classes.len() as u32);
-            classes.push(Class::new(e.params, e.limit.0));
+            classes.push(Class::new(e.params));
             limits.push(e.limit);
             layers.push(e.layer);
         }

@@ -3,7 +3,6 @@
 
 use std::borrow::Borrow;
 use std::hash::Hash;
-use std::time::Duration;
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
@@ -35,8 +34,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
-        let at = Duration::from_nanos(d.grant.slot.max(d.now).saturating_sub(ORIGIN));
-        Ok(Taken::reading(at, d.grant.next, d.now, d.params, d.rate))
+        let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
+        Ok(Taken::reading(at, d.grant.next, d.now, d.params))
     }
 
     /// `key`'s state now, as [`Take::state`] reports it.

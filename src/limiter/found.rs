@@ -72,102 +72,106 @@ impl State {
 }
 
 /// What a granted take found: when its permit went ([`at`](Self::at)) and
-/// the limit's [`State`] right after it, so a caller that reports the limit
-/// (the HTTP layer's `RateLimit` fields, a metrics label) never asks again.
+/// what is left right after it ([`available`](Self::available),
+/// [`next_free`](Self::next_free), [`reset`](Self::reset)), so a caller
+/// that reports the limit (the HTTP layer's `RateLimit` fields, a metrics
+/// label) never asks again. The limit itself is the limiter's own
+/// knowledge: [`Take::limit_for`](crate::Take::limit_for).
 ///
-/// For an in-process limiter the state is read just after the decision
-/// (another thread may take in between); for a remote one it is the
-/// server's answer to this very take.
+/// For an in-process limiter it is read from the take's own new state; for
+/// a remote one it is the server's answer to this very take. Forty bytes,
+/// `Copy`: what is left is computed from the state when asked for, so a
+/// take that never asks pays nothing for it.
 #[derive(Clone, Copy)]
 pub struct Taken {
-    at: Duration,
-    after: After,
-}
-
-/// The state a take left: as its limiter gave it, or the reading it is
-/// computed from when asked (an in-process keyed take's: two divisions
-/// that the HTTP layer's admitted path, without `RateLimit` fields on
-/// every response, never needs).
-#[derive(Clone, Copy)]
-#[cfg_attr(not(feature = "keyed"), allow(dead_code))]
-enum After {
-    State(State),
-    Reading {
-        tat: u64,
-        now: u64,
-        params: Params,
-        rate: Rate,
-    },
+    /// When the permit went, ns on the deciding clock (see [`at`](Self::at)).
+    at: u64,
+    /// With `interval` > 0, a reading: the state `a` at `b` under
+    /// `interval` and `tau = c`. With `interval` 0, what is left as its
+    /// limiter gave it: `a` available, the next free in `b` ns, whole again
+    /// in `c` ns.
+    a: u64,
+    b: u64,
+    interval: u64,
+    c: u64,
 }
 
 impl Taken {
     /// A permit that went `at` (see [the time a take
     /// returns](crate::limiter::take#the-time-a-take-returns)), leaving `after`.
-    pub const fn new(at: Duration, after: State) -> Taken {
+    pub fn new(at: Duration, after: State) -> Taken {
         Taken {
-            at,
-            after: After::State(after),
+            at: crate::wait::nanos(at),
+            a: after.available,
+            b: crate::wait::nanos(after.next_free),
+            interval: 0,
+            c: crate::wait::nanos(after.reset()),
         }
     }
 
-    /// A permit that went `at`, leaving the state `tat` at `now` under
-    /// `params` and `rate`, computed when asked for.
-    #[cfg_attr(not(feature = "keyed"), allow(dead_code))]
-    pub(crate) const fn reading(
-        at: Duration,
-        tat: u64,
-        now: u64,
-        params: Params,
-        rate: Rate,
-    ) -> Taken {
+    /// A permit that went `at` ns after the clock's origin, leaving the
+    /// state `tat` at `now` under `params`: read when asked for.
+    #[inline(always)]
+    pub(crate) const fn reading(at: u64, tat: u64, now: u64, params: Params) -> Taken {
         Taken {
             at,
-            after: After::Reading {
-                tat,
-                now,
-                params,
-                rate,
-            },
+            a: tat,
+            b: now,
+            interval: params.interval(),
+            c: params.tau(),
         }
     }
 
-    /// When the permit went, on the limiter's clock, since its origin.
+    /// The reading, if this is one.
+    fn params(&self) -> Option<Params> {
+        (self.interval > 0).then(|| Params::from_tau_unchecked(self.interval, self.c))
+    }
+
+    /// When the permit went, on the clock that decided it (see [the time a
+    /// take returns](crate::limiter::take#the-time-a-take-returns)).
     pub fn at(&self) -> Duration {
-        self.at
+        Duration::from_nanos(self.at)
     }
 
-    /// The limit's state right after the take.
-    pub fn state(&self) -> State {
-        match self.after {
-            After::State(state) => state,
-            After::Reading {
-                tat,
-                now,
-                params,
-                rate,
-            } => State::of_reading(tat, now, params, rate),
+    /// How many permits one request could take right after this take
+    /// without waiting ([`State::available`]).
+    pub fn available(&self) -> u64 {
+        match self.params() {
+            Some(p) => schedule::available(self.a, self.b, p),
+            None => self.a,
         }
     }
 
-    /// [`State::available`] after the take.
-    pub fn available(&self) -> u64 {
-        self.state().available
-    }
-
-    /// [`State::next_free`] after the take.
+    /// How long after the take until a permit is free ([`State::next_free`]).
     pub fn next_free(&self) -> Duration {
-        self.state().next_free
+        Duration::from_nanos(match self.params() {
+            Some(p) => schedule::next_free(self.a, self.b, p),
+            None => self.b,
+        })
     }
 
-    /// The limit the take was decided by ([`State::limit`]).
-    pub fn limit(&self) -> Option<Limit> {
-        self.state().limit
+    /// How long after the take until the bucket is whole again
+    /// ([`State::reset`]).
+    pub fn reset(&self) -> Duration {
+        Duration::from_nanos(match self.params() {
+            Some(p) => {
+                let missing = (p.slack() + 1).saturating_sub(self.available());
+                missing.saturating_mul(p.interval())
+            }
+            None => self.c,
+        })
     }
 }
 
 impl PartialEq for Taken {
     fn eq(&self, other: &Taken) -> bool {
-        self.at == other.at && self.state() == other.state()
+        (self.at, self.available(), self.next_free(), self.reset())
+            == (
+                other.at,
+                other.available(),
+                other.next_free(),
+                other.reset(),
+            )
     }
 }
 
@@ -176,8 +180,10 @@ impl Eq for Taken {}
 impl std::fmt::Debug for Taken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Taken")
-            .field("at", &self.at)
-            .field("after", &self.state())
+            .field("at", &self.at())
+            .field("available", &self.available())
+            .field("next_free", &self.next_free())
+            .field("reset", &self.reset())
             .finish()
     }
 }

@@ -99,7 +99,7 @@ impl Params {
 
     /// `T`, the interval between permits, ns.
     #[inline]
-    pub fn interval(self) -> u64 {
+    pub const fn interval(self) -> u64 {
         self.interval
     }
 
@@ -111,7 +111,7 @@ impl Params {
 
     /// `tau = S * T`, the banked window, ns (cannot overflow: checked in `new`).
     #[inline]
-    pub fn tau(self) -> u64 {
+    pub const fn tau(self) -> u64 {
         self.tau
     }
 
