@@ -45,7 +45,7 @@ fn main() {
                 thread::spawn(move || {
                     let mut permits = Vec::new();
                     while start.elapsed() < run {
-                        let slot = limiter.take();
+                        let slot = limiter.take().at();
                         let left = limiter.clock().now();
                         permits.push((left, left.saturating_sub(slot.as_nanos() as u64)));
                     }

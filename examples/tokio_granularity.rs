@@ -101,7 +101,7 @@ fn long_run_error(went: &[u64], rate: u64) -> f64 {
 async fn pace(limiter: AsyncLimiter, start: Instant, run: Duration) -> (Vec<u64>, Vec<u64>) {
     let (mut late, mut went_at) = (Vec::new(), Vec::new());
     loop {
-        let slot = limiter.take().await;
+        let slot = limiter.take().await.at();
         let went = limiter.clock().now();
         if start.elapsed() >= run {
             return (late, went_at);

@@ -29,7 +29,7 @@ fn ramp(slack: Slack, secs: f64, idle_at: (f64, Duration)) -> Result<Vec<(f64, f
     let mut last: Option<f64> = None;
     let mut idled = false;
     loop {
-        let t = limiter.take().as_secs_f64();
+        let t = limiter.take().at().as_secs_f64();
         if t > secs {
             return Ok(points);
         }

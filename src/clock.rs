@@ -280,7 +280,7 @@ impl ManualClock {
     ///     assert!(clock.wait_for_waiters(1, Duration::from_secs(10)));
     ///     assert_eq!(clock.next_deadline(), Some(Duration::from_millis(100)));
     ///     clock.advance(Duration::from_millis(100));
-    ///     assert_eq!(second.join().unwrap(), Duration::from_millis(100));
+    ///     assert_eq!(second.join().unwrap().at(), Duration::from_millis(100));
     /// });
     /// # Ok::<(), paceline::BuildError>(())
     /// ```

@@ -10,12 +10,12 @@
 //! use paceline::{AtomicLimiter, Rate};
 //!
 //! let limiter = AtomicLimiter::new(Rate::per_second(100)); // slack 10, like uber
-//! let prev = limiter.take();
+//! let mut prev = limiter.take().at(); // when the permit went
 //! for _ in 0..10 {
-//!     let now = limiter.take(); // returns every 10 ms
+//!     let now = limiter.take().at(); // returns every 10 ms
 //!     assert!(now - prev >= std::time::Duration::from_millis(10));
+//!     prev = now;
 //! }
-//! # let _ = prev;
 //! ```
 //!
 //! # Contents

@@ -92,19 +92,22 @@ fn no_reader_sees_a_half_applied_set() {
     });
 }
 
-/// A direct limiter takes a `Limit` the same way, and reports it as set.
+/// A direct limiter takes a `Limit` the same way, and reports it as every
+/// kind's `limit_for` does: its slack in permits (a time resolved).
 #[test]
 fn a_direct_limiter_applies_a_limit() {
     let limiter = AtomicLimiter::builder(per_second(10))
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    assert_eq!(limiter.limit(), Limit::from(per_second(10)));
+    assert_eq!(limiter.limit(), Limit::new(per_second(10), 10));
     let limit = Limit::new(per_second(4000), Duration::from_millis(5));
     limiter.apply(limit).unwrap();
-    assert_eq!(limiter.limit(), limit);
+    let in_permits = Limit::new(per_second(4000), 20);
+    assert_eq!(limiter.limit(), in_permits);
+    assert_eq!(Take::limit_for(&limiter, &()), Some(in_permits));
     assert_eq!(limiter.slack(), 20);
     let bad = Limit::new(Rate::per_hour(1), u64::MAX / 2);
     assert!(limiter.apply(bad).is_err());
-    assert_eq!(limiter.limit(), limit);
+    assert_eq!(limiter.limit(), in_permits);
 }

@@ -23,7 +23,7 @@ fn take_timeout_waits_within_its_bound_and_refuses_beyond_it_storing_nothing() {
         [.slack(0).clock(ManualClock::with_auto_advance())],
         |limiter| {
             // 10/s, slack 0: the first permit now, the next 100 ms later.
-            assert_eq!(limiter.take_timeout(ms(0)), Ok(ms(0)));
+            assert_eq!(limiter.take_timeout(ms(0)).map(|t| t.at()), Ok(ms(0)));
             assert_eq!(
                 limiter.take_timeout(ms(99)),
                 Err(Error::QueueFull {
@@ -34,7 +34,7 @@ fn take_timeout_waits_within_its_bound_and_refuses_beyond_it_storing_nothing() {
             // The refusal booked nothing.
             assert_eq!(limiter.next_free(), ms(100));
             // Within the bound: it waits (the clock advances to the slot).
-            assert_eq!(limiter.take_timeout(ms(100)), Ok(ms(100)));
+            assert_eq!(limiter.take_timeout(ms(100)).map(|t| t.at()), Ok(ms(100)));
             assert_eq!(limiter.next_free(), ms(100));
         }
     );
@@ -176,9 +176,9 @@ fn blocking_takes_wait_for_their_slot_with_the_builders_strategy() {
             .clock(clock.clone())
             .build()
             .unwrap();
-        assert_eq!(limiter.take(), Duration::ZERO);
+        assert_eq!(limiter.take().at(), Duration::ZERO);
         assert!(clock.take_log().is_empty(), "the first permit is free");
-        assert_eq!(limiter.take(), ms(100));
+        assert_eq!(limiter.take().at(), ms(100));
         assert_eq!(clock.take_log(), expect, "{wait:?}");
     }
 }

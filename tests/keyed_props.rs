@@ -140,7 +140,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 }
                 (
                     Outcome::Tried(k),
-                    Outcome::Tried(lone_for(key).try_take_n(cost)),
+                    Outcome::Tried(lone_for(key).try_take_n(cost).map(drop)),
                 )
             }
             Op::Timeout { key, cost, max_us } => {
@@ -149,7 +149,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 if let Err(Error::TooManyKeys { .. }) = k {
                     continue;
                 }
-                let l = lone_for(key).take_n_timeout(cost, max);
+                let l = lone_for(key).take_n_timeout(cost, max).map(|t| t.at());
                 (Outcome::Taken(k), Outcome::Taken(l))
             }
             Op::Take { key, cost } => {
@@ -159,7 +159,7 @@ fn check(ops: &[Op], max_keys: usize, when_full: WhenFull) -> Result<(), TestCas
                 }
                 (
                     Outcome::Taken(k),
-                    Outcome::Taken(lone_for(key).take_n(cost)),
+                    Outcome::Taken(lone_for(key).take_n(cost).map(|t| t.at())),
                 )
             }
             Op::Can { key, cost } => (

@@ -104,8 +104,8 @@ fn a_reset_warm_up_limiter_is_cold_again() {
         .build()
         .unwrap();
     let spacings = |limiter: &paceline::WarmUpLimiter<ManualClock>| {
-        let first = limiter.take();
-        let second = limiter.take();
+        let first = limiter.take().at();
+        let second = limiter.take().at();
         second - first
     };
     let cold = spacings(&limiter);
@@ -300,11 +300,11 @@ mod tokio_calls {
         assert!((&mut booked).now_or_never().is_none());
         limiter.reset();
         // Fresh: one at once; its next slot is 5 ms on.
-        limiter.try_take().unwrap();
+        limiter.try_take().await.unwrap();
         assert_eq!(limiter.next_free(), ms(5));
         drop(booked);
         assert_eq!(limiter.next_free(), ms(5));
-        assert!(limiter.try_take().is_err());
+        assert!(limiter.try_take().await.is_err());
     }
 
     /// The same on the last take after the reset: the state after the reset
@@ -326,7 +326,7 @@ mod tokio_calls {
         drop(first);
         // `second` still holds 5 ms.
         assert_eq!(limiter.next_free(), ms(10));
-        assert_eq!(second.await, Ok(ms(5)));
+        assert_eq!(second.await.map(|t| t.at()), Ok(ms(5)));
     }
 
     #[tokio::test(start_paused = true)]

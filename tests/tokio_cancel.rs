@@ -34,7 +34,7 @@ async fn takes_under_random_timeouts(
                     x ^= x << 17;
                     let limit = max_timeout.mul_f64((x % 1000) as f64 / 1000.0);
                     if let Ok(slot) = timeout(limit, limiter.take()).await {
-                        slots.lock().unwrap().push(slot.as_nanos() as u64);
+                        slots.lock().unwrap().push(slot.at().as_nanos() as u64);
                     }
                 }
             })

@@ -30,7 +30,7 @@ async fn run_tasks(
             let log = Arc::clone(&log);
             tokio::spawn(async move {
                 loop {
-                    let slot = limiter.take().await;
+                    let slot = limiter.take().await.at();
                     let resumed = start.elapsed();
                     log.lock().unwrap().push((slot, resumed));
                 }
@@ -109,16 +109,16 @@ async fn dropped_waiter_gives_its_slot_back_when_no_one_reserved_after() {
         .slack(0)
         .build()
         .unwrap();
-    assert_eq!(limiter.take().await, Duration::ZERO);
+    assert_eq!(limiter.take().await.at(), Duration::ZERO);
     {
         let mut a = pin!(limiter.take());
         assert_eq!(a.as_mut().now_or_never(), None); // reserved the 100 ms slot
     } // dropped at 0 ms
     let start = Instant::now();
     // The next caller gets the dropped one's slot, not the one after it.
-    assert_eq!(limiter.take().await, 100 * MS);
+    assert_eq!(limiter.take().await.at(), 100 * MS);
     assert_eq!(start.elapsed(), 100 * MS);
-    assert_eq!(limiter.take().await, 200 * MS);
+    assert_eq!(limiter.take().await.at(), 200 * MS);
 }
 
 #[tokio::test(start_paused = true)]
@@ -138,7 +138,7 @@ async fn dropped_waiter_slot_stays_spent_when_someone_reserved_after() {
     } // a dropped: b reserved after it, so its slot is spent
     let c = limiter.take();
     let (b, c) = tokio::join!(b, c);
-    assert_eq!((b.unwrap(), c), (10 * MS, 15 * MS));
+    assert_eq!((b.unwrap().at(), c.at()), (10 * MS, 15 * MS));
 }
 
 #[tokio::test(start_paused = true)]
@@ -154,7 +154,7 @@ async fn waiters_dropped_newest_first_give_all_their_slots_back() {
         assert_eq!(a.as_mut().now_or_never(), None); // 100 ms
         assert_eq!(b.as_mut().now_or_never(), None); // 200 ms
     } // locals drop in reverse order: b, then a
-    assert_eq!(limiter.take().await, 100 * MS);
+    assert_eq!(limiter.take().await.at(), 100 * MS);
 }
 
 #[tokio::test(start_paused = true)]
@@ -170,7 +170,7 @@ async fn waiter_dropped_after_its_slot_has_taken_its_permit() {
         assert_eq!(a.as_mut().now_or_never(), None); // 5 ms
         tokio::time::advance(8 * MS).await; // its slot passes unpolled
     }
-    assert_eq!(limiter.take().await, 10 * MS);
+    assert_eq!(limiter.take().await.at(), 10 * MS);
 }
 
 #[tokio::test(start_paused = true)]
@@ -182,7 +182,7 @@ async fn take_under_a_timeout_that_fires_gives_the_slot_back() {
     limiter.take().await;
     assert!(timeout(50 * MS, limiter.take()).await.is_err());
     // At 50 ms the dropped slot (100 ms) is still ahead: it is the next one.
-    assert_eq!(limiter.take().await, 100 * MS);
+    assert_eq!(limiter.take().await.at(), 100 * MS);
 }
 
 #[tokio::test(start_paused = true)]
@@ -194,7 +194,7 @@ async fn dropped_take_n_gives_its_whole_cost_back() {
     limiter.take().await;
     assert!(timeout(MS, limiter.take_n(5)).await.is_err()); // slot 500 ms
     assert_eq!(limiter.next_free(), 99 * MS);
-    assert_eq!(limiter.take().await, 100 * MS);
+    assert_eq!(limiter.take().await.at(), 100 * MS);
 }
 
 #[tokio::test(start_paused = true)]
@@ -205,7 +205,10 @@ async fn dropped_take_timeout_gives_its_slot_back() {
         .unwrap();
     limiter.take().await;
     assert!(timeout(MS, limiter.take_timeout(200 * MS)).await.is_err());
-    assert_eq!(limiter.take_timeout(200 * MS).await, Ok(100 * MS));
+    assert_eq!(
+        limiter.take_timeout(200 * MS).await.map(|t| t.at()),
+        Ok(100 * MS)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -224,7 +227,10 @@ async fn take_timeout_refuses_at_once_and_stores_nothing() {
         })
     );
     assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(limiter.take_timeout(100 * MS).await, Ok(100 * MS));
+    assert_eq!(
+        limiter.take_timeout(100 * MS).await.map(|t| t.at()),
+        Ok(100 * MS)
+    );
     assert_eq!(start.elapsed(), 100 * MS);
 }
 
@@ -237,9 +243,9 @@ async fn take_n_pays_first_and_returns_its_slot() {
         .unwrap();
     // Burst 3 is banked: a cost of 5 waits for two more intervals.
     let start = Instant::now();
-    assert_eq!(limiter.take_n(5).await, Ok(20 * MS));
+    assert_eq!(limiter.take_n(5).await.map(|t| t.at()), Ok(20 * MS));
     assert_eq!(start.elapsed(), 20 * MS);
-    assert_eq!(limiter.take_n(0).await, Ok(20 * MS));
+    assert_eq!(limiter.take_n(0).await.map(|t| t.at()), Ok(20 * MS));
     assert_eq!(
         limiter.take_n(u64::MAX).await,
         Err(Error::CostTooLarge { cost: u64::MAX })
@@ -266,21 +272,21 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
         .unwrap();
     // Fresh: one request may take the whole burst, but no credit is banked.
     assert_eq!(limiter.available(), 2);
-    assert!(limiter.try_take().is_ok());
-    assert_eq!(limiter.try_take(), Err(Error::RetryAfter(100 * MS)));
+    assert!(limiter.try_take().await.is_ok());
+    assert_eq!(limiter.try_take().await, Err(Error::RetryAfter(100 * MS)));
     assert_eq!(
-        limiter.try_take_n(3),
+        limiter.try_take_n(3).await,
         Err(Error::ExceedsBurst { cost: 3, burst: 2 })
     );
-    assert!(!limiter.can_take(1));
+    assert!(!limiter.can_take(1).await);
     assert_eq!(limiter.next_free(), 100 * MS);
     sleep(300 * MS).await;
     assert_eq!(limiter.available(), 2);
-    assert!(limiter.can_take(2));
+    assert!(limiter.can_take(2).await);
     limiter.set_rate(Rate::per_second(100)).unwrap();
     assert_eq!(limiter.rate(), Rate::per_second(100));
     assert_eq!(limiter.slack(), 1);
-    assert!(limiter.try_take_n(2).is_ok());
+    assert!(limiter.try_take_n(2).await.is_ok());
     assert_eq!(limiter.next_free(), 10 * MS);
 }
 
@@ -296,15 +302,15 @@ async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
         .full_credit(true)
         .build()
         .unwrap();
-    limiter.try_take().unwrap(); // slot 0, next 4 ms
+    limiter.try_take().await.unwrap(); // slot 0, next 4 ms
     let mut first = Box::pin(limiter.take_timeout(SECOND)); // slot 4 ms, next 8 ms
     assert!((&mut first).now_or_never().is_none());
     limiter.set_rate(Rate::per_second(500)).unwrap(); // next rebased to 6 ms
     let mut second = Box::pin(limiter.take_timeout(SECOND)); // slot 6 ms, next 8 ms
     assert!((&mut second).now_or_never().is_none());
     drop(first); // the state reads 8 ms again, but the rate changed since
-    assert_eq!(second.await.unwrap(), 6 * MS);
-    assert_eq!(limiter.try_take(), Err(Error::RetryAfter(2 * MS)));
+    assert_eq!(second.await.unwrap().at(), 6 * MS);
+    assert_eq!(limiter.try_take().await, Err(Error::RetryAfter(2 * MS)));
 }
 
 /// Issue 30, item 7: a speed-up reaches the tasks already waiting. Five

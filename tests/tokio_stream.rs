@@ -46,7 +46,7 @@ async fn paced_stream_dropped_while_waiting_gives_the_slot_back() {
     assert_eq!(paced.next().now_or_never(), None); // item 1 waits for 100 ms
     assert_eq!(paced.size_hint(), (9, Some(9)));
     drop(paced);
-    assert_eq!(limiter.take().await, 100 * MS);
+    assert_eq!(limiter.take().await.at(), 100 * MS);
 }
 
 #[tokio::test(start_paused = true)]

@@ -12,7 +12,7 @@ use paceline::{clock::Clock, clock::DefaultClock, Rate, Wait};
 /// Takes `n` permits and checks that each went no earlier than its slot.
 async fn assert_never_early<C: Clock>(limiter: &AsyncLimiter<C>, n: usize) {
     for _ in 0..n {
-        let slot = limiter.take().await;
+        let slot = limiter.take().await.at();
         let went = limiter.clock().now();
         assert!(
             went >= slot.as_nanos() as u64,
@@ -81,9 +81,9 @@ fn precise_wait_under_paused_time_falls_back_to_the_exact_timer() {
                     .build()
                     .unwrap();
                 let start = tokio::time::Instant::now();
-                let origin = limiter.take().await;
+                let origin = limiter.take().await.at();
                 for i in 1..=100u32 {
-                    let went = limiter.take().await;
+                    let went = limiter.take().await.at();
                     if rate == 100 {
                         assert_eq!(went, origin + interval * i);
                     } else {

@@ -364,7 +364,7 @@ fn both_builders_warm_up_alike() {
         .clock(ManualClock::with_auto_advance())
         .build()
         .unwrap();
-    let slots: Vec<u128> = (0..4).map(|_| none.take().as_millis()).collect();
+    let slots: Vec<u128> = (0..4).map(|_| none.take().at().as_millis()).collect();
     assert_eq!(slots, [0, 500, 1000, 1500]);
     assert_eq!(format!("{none:?}").split(' ').next(), Some("WarmUpLimiter"));
 }

@@ -8,39 +8,13 @@ use crate::clock::Clock;
 use crate::limiter::pacer::Pacer;
 use crate::limiter::take::{Error, State, Take, Taken, Within};
 use crate::limiter::unlimited::Unlimited;
-use crate::model::schedule::ORIGIN;
 use crate::store::Store;
 use crate::values::limit::Limit;
 
-impl<S: Store, C: Clock> Pacer<S, C> {
-    /// The limit in force, its slack in permits: one read of the limit's
-    /// lock (`rate()` and `slack()` would take it twice).
-    fn applied(&self) -> Limit {
-        let limit = self.limit();
-        Limit::new(limit.rate(), limit.slack().permits_at(limit.rate()))
-    }
-
-    /// The state now, as [`Take::state`] reports it.
-    pub(crate) fn state_now(&self) -> State {
-        State::new(self.available(), self.next_free(), Some(self.applied()))
-    }
-
-    /// What a take that went at `at` found.
-    fn taken(&self, at: Duration) -> Taken {
-        Taken::new(at, self.state_now())
-    }
-}
-
 impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
+    #[inline(always)]
     fn take_within(&self, _key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
-        let (now, grant) = self
-            .reserve(cost, within.admit())
-            .map_err(|e| within.refusal(e))?;
-        let at = match within {
-            Within::Now => Duration::from_nanos(now - ORIGIN),
-            _ => self.block(now, grant.slot),
-        };
-        Ok(self.taken(at))
+        self.within(cost, within)
     }
 
     fn can_take(&self, _key: &K, cost: u64) -> Result<bool, Error> {
@@ -48,11 +22,11 @@ impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
     }
 
     fn state(&self, _key: &K) -> Result<State, Error> {
-        Ok(self.state_now())
+        Ok(Pacer::state(self))
     }
 
     fn limit_for(&self, _key: &K) -> Option<Limit> {
-        Some(self.applied())
+        Some(self.limit())
     }
 }
 

@@ -230,7 +230,7 @@ impl<S: Store, C: Clock> Builder<Pacer<S, C>> {
     ///     .warm_up(Duration::from_secs(4))
     ///     .clock(clock)
     ///     .build()?;
-    /// let slots: Vec<f64> = (0..6).map(|_| limiter.take().as_secs_f64()).collect();
+    /// let slots: Vec<f64> = (0..6).map(|_| limiter.take().at().as_secs_f64()).collect();
     /// // Guava's ramp: 1.375 s, 1.125 s, 0.875 s, 0.625 s, then 0.5 s apart.
     /// assert_eq!(slots, [0.0, 1.375, 2.5, 3.375, 4.0, 4.5]);
     /// # Ok::<(), paceline::BuildError>(())

@@ -140,7 +140,7 @@ impl AtomicStore {
         admit: Admit,
         mut version: u64,
         mut word: u64,
-    ) -> Result<Grant, Deny> {
+    ) -> Result<(Grant, Params), Deny> {
         loop {
             (version, word) = self.settle(version, word);
             let Some(params) = self.params(version) else {
@@ -150,7 +150,7 @@ impl AtomicStore {
                 continue;
             };
             match self.step_and_store(word, state(word), now, cost, params, admit)? {
-                Ok(grant) => return Ok(grant),
+                Ok(grant) => return Ok((grant, params)),
                 // Someone else moved the state (or a spurious failure): decide
                 // again on the word that is there now.
                 Err(actual) => word = actual,
@@ -232,14 +232,14 @@ impl Store for AtomicStore {
     /// change wrote them in between. On x86 these compile to the same
     /// instructions as `Relaxed`.
     #[inline(always)]
-    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny> {
         // One attempt at the common case: a plain word (a state is its own
         // word), settled parameters, no one else's CAS in between.
         let (version, mut word) = self.load();
         if word <= MAX_TAT {
             if let Some(params) = self.params(version) {
                 match self.step_and_store(word, word, now, cost, params, admit)? {
-                    Ok(grant) => return Ok(grant),
+                    Ok(grant) => return Ok((grant, params)),
                     // Someone else moved the state (or a spurious failure).
                     Err(actual) => word = actual,
                 }

@@ -41,9 +41,15 @@ pub trait Store: sealed::Sealed + Send + Sync {
     fn new(tat: u64, params: Params, warm_up: u64) -> Self;
 
     /// Runs the step on the current state and stores its result atomically
-    /// with respect to every other update.
+    /// with respect to every other update; with the grant, the parameters
+    /// the step ran under (what a take's answer reads its state by).
     #[doc(hidden)]
-    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny>;
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny>;
+
+    /// Whether the state is more than [`schedule::step`]'s word (a warm-up's
+    /// coldness), so that what a take left is not a reading of the word.
+    #[doc(hidden)]
+    const WARMS: bool = false;
 
     /// Reads the state and the parameters it is paced by, consistently
     /// enough for a question that consumes nothing.

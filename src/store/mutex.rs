@@ -26,11 +26,11 @@ impl Store for MutexStore {
     }
 
     #[inline]
-    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny> {
         let mut state = lock(&self.inner);
         let grant = schedule::step(state.0, now, cost, state.1, admit)?;
         state.0 = grant.next;
-        Ok(grant)
+        Ok((grant, state.1))
     }
 
     fn peek(&self) -> (u64, Params) {

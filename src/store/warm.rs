@@ -29,6 +29,7 @@ struct Inner {
 
 impl Store for WarmStore {
     const LIMITER: &'static str = "WarmUpLimiter";
+    const WARMS: bool = true;
 
     fn new(tat: u64, params: Params, warm_up: u64) -> Self {
         WarmStore {
@@ -42,7 +43,7 @@ impl Store for WarmStore {
     }
 
     #[inline]
-    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<Grant, Deny> {
+    fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny> {
         let mut inner = lock(&self.inner);
         let (grant, next) =
             warm_up::step(inner.state, now, cost, inner.params, inner.warm_up, admit)?;
@@ -50,7 +51,7 @@ impl Store for WarmStore {
             inner.undo = Some((grant, inner.state));
             inner.state = next;
         }
-        Ok(grant)
+        Ok((grant, inner.params))
     }
 
     fn peek(&self) -> (u64, Params) {
@@ -122,9 +123,9 @@ mod tests {
     fn a_give_back_restores_tat_and_coldness() {
         let p = Params::new(1_000, 5).unwrap();
         let store = WarmStore::new(FRESH, p, 100_000);
-        let first = store.update(ORIGIN, 1, Admit::Always).unwrap();
+        let first = store.update(ORIGIN, 1, Admit::Always).unwrap().0;
         let cold_before = lock(&store.inner).state;
-        let second = store.update(ORIGIN, 2, Admit::Always).unwrap();
+        let second = store.update(ORIGIN, 2, Admit::Always).unwrap().0;
         assert_ne!(lock(&store.inner).state, cold_before);
         assert!(!store.give_back(first), "not the last grant");
         assert!(store.give_back(second));
@@ -132,17 +133,17 @@ mod tests {
         assert!(!store.give_back(second), "already given back");
         // A refusal, or a cost of 0, is not a grant and leaves the undo
         // alone.
-        let third = store.update(ORIGIN, 1, Admit::Always).unwrap();
+        let third = store.update(ORIGIN, 1, Admit::Always).unwrap().0;
         assert!(store.update(ORIGIN, 6, Admit::Within(0)).is_err());
         assert!(store.update(ORIGIN, 0, Admit::Within(0)).is_ok());
         assert!(store.give_back(third));
         assert_eq!(lock(&store.inner).state, cold_before);
         // A change of parameters ends what can be given back.
-        let fourth = store.update(ORIGIN, 1, Admit::Always).unwrap();
+        let fourth = store.update(ORIGIN, 1, Admit::Always).unwrap().0;
         store.set_params(ORIGIN, Params::new(2_000, 5).unwrap());
         assert!(!store.give_back(fourth));
         // So does a reset, which makes the store cold again.
-        let fifth = store.update(ORIGIN, 3, Admit::Always).unwrap();
+        let fifth = store.update(ORIGIN, 3, Admit::Always).unwrap().0;
         store.reset(FRESH);
         assert_eq!(lock(&store.inner).state, State::cold(FRESH, 100_000));
         assert!(!store.give_back(fifth));

@@ -16,6 +16,7 @@ use ::tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::limiter::builder::{sealed::Build, Builder};
 use crate::limiter::pacer::{AtomicLimiter, Config, Pacer};
+use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::ORIGIN;
 use crate::observe::stats::{Counted, Stats};
 use crate::values::error::{BuildError, Error};
@@ -166,9 +167,11 @@ impl<C: Clock> AsyncLimiter<C> {
         &self.inner.limiter
     }
 
-    /// Waits until the next permit's slot, and returns the clock time it was
-    /// scheduled at (since the clock's origin). A permit covered by banked
-    /// credit completes at the first poll.
+    /// Waits until the next permit's slot, and answers what the take found
+    /// ([`Taken::at`]: the clock time the slot was scheduled at, since the
+    /// clock's origin). A permit covered by banked credit completes at the
+    /// first poll. It cannot fail, so it answers a [`Taken`], not a
+    /// `Result`: `limiter.take().await;` before each unit of work.
     ///
     /// The slot is reserved when the future is first polled.
     ///
@@ -179,14 +182,17 @@ impl<C: Clock> AsyncLimiter<C> {
     /// [`take_timeout`](Self::take_timeout) to a `timeout` around `take`:
     /// it is refused at once, booking nothing, when the queue is longer
     /// than you would wait.
-    pub async fn take(&self) -> Duration {
-        match self.take_n(1).await {
-            Ok(went_at) => went_at,
+    pub async fn take(&self) -> Taken {
+        match self.within(1, Within::Any).await {
+            Ok(taken) => taken,
             // Only past the end of internal time can a cost of 1 fail: wait
             // there for good rather than admit.
             Err(_) => {
                 wait::sleep_until(self.clock(), u64::MAX).await;
-                Duration::from_nanos(u64::MAX - ORIGIN)
+                Taken::new(
+                    Duration::from_nanos(u64::MAX - ORIGIN),
+                    self.limiter().state(),
+                )
             }
         }
     }
@@ -201,15 +207,8 @@ impl<C: Clock> AsyncLimiter<C> {
     ///
     /// # Cancel safety
     /// As [`take`](Self::take), for the whole cost.
-    pub async fn take_n(&self, cost: u64) -> Result<Duration, Error> {
-        let inner = &*self.inner;
-        wait::take(
-            &inner.limiter,
-            cost,
-            Some(&inner.gate),
-            Some(&inner.changed),
-        )
-        .await
+    pub async fn take_n(&self, cost: u64) -> Result<Taken, Error> {
+        self.within(cost, Within::Any).await
     }
 
     /// Takes a permit and waits for it only if its slot is at most `max_wait`
@@ -229,8 +228,8 @@ impl<C: Clock> AsyncLimiter<C> {
     /// leaves when dropped, costing those after it nothing; then as
     /// [`take`](Self::take) ([cancel safety](crate::guide::waiting#cancel-safety)).
     /// A refused call stored nothing.
-    pub async fn take_timeout(&self, max_wait: Duration) -> Result<Duration, Error> {
-        self.take_n_timeout(1, max_wait).await
+    pub async fn take_timeout(&self, max_wait: Duration) -> Result<Taken, Error> {
+        self.within(1, Within::Max(max_wait)).await
     }
 
     /// [`take_timeout`](Self::take_timeout) for `cost` permits.
@@ -242,27 +241,16 @@ impl<C: Clock> AsyncLimiter<C> {
     ///
     /// # Cancel safety
     /// As [`take`](Self::take).
-    pub async fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
-        let inner = &*self.inner;
-        held::take_held(
-            &inner.limiter,
-            cost,
-            max_wait,
-            &inner.line,
-            0,
-            &inner.changed,
-        )
-        .await
-        .map_err(|e| e.timed_out(max_wait))
+    pub async fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        self.within(cost, Within::Max(max_wait)).await
     }
 
-    /// Takes a permit if one is free now; never waits. A refusal stores
-    /// nothing.
+    /// Takes a permit if one is free now; never waits (it completes at its
+    /// first poll). A refusal stores nothing.
     ///
     /// # Errors
     /// [`Error::RetryAfter`] with how long until it would be admitted.
-    #[inline]
-    pub fn try_take(&self) -> Result<(), Error> {
+    pub async fn try_take(&self) -> Result<Taken, Error> {
         self.limiter().try_take()
     }
 
@@ -273,15 +261,43 @@ impl<C: Clock> AsyncLimiter<C> {
     /// [`Error::RetryAfter`]; [`Error::ExceedsBurst`] when
     /// `cost > slack + 1`, which no wait makes possible;
     /// [`Error::CostTooLarge`].
-    #[inline]
-    pub fn try_take_n(&self, cost: u64) -> Result<(), Error> {
+    pub async fn try_take_n(&self, cost: u64) -> Result<Taken, Error> {
         self.limiter().try_take_n(cost)
     }
 
     /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
-    /// Consumes nothing (another task may take first).
-    pub fn can_take(&self, cost: u64) -> bool {
+    /// Consumes nothing (another task may take first); never waits.
+    pub async fn can_take(&self, cost: u64) -> bool {
         self.limiter().can_take(cost)
+    }
+
+    /// The state now; see [`Pacer::state`]. Never waits.
+    pub async fn state(&self) -> State {
+        self.limiter().state()
+    }
+
+    /// The one take every call above is: `cost` permits, waiting as
+    /// `within` allows, on Tokio's timer.
+    pub(crate) async fn within(&self, cost: u64, within: Within) -> Result<Taken, Error> {
+        let inner = &*self.inner;
+        let at = match within {
+            Within::Now => return inner.limiter.within(cost, within),
+            Within::Any => {
+                let (gate, changed) = (Some(&inner.gate), Some(&inner.changed));
+                wait::take(&inner.limiter, cost, gate, changed).await?
+            }
+            Within::Max(max_wait) => held::take_held(
+                &inner.limiter,
+                cost,
+                max_wait,
+                &inner.line,
+                0,
+                &inner.changed,
+            )
+            .await
+            .map_err(|e| within.refusal(e))?,
+        };
+        Ok(Taken::new(at, inner.limiter.state()))
     }
 
     /// Changes the rate from now on: slots already handed out (booked by
@@ -320,7 +336,7 @@ impl<C: Clock> AsyncLimiter<C> {
     ///     .slack(4)
     ///     .full_credit(true)
     ///     .build()?;
-    /// limiter.try_take_n(5)?;
+    /// limiter.try_take_n(5).await?;
     /// assert_eq!(limiter.available(), 0);
     /// limiter.reset();
     /// assert_eq!(limiter.available(), 5);
@@ -401,7 +417,7 @@ impl<C: Clock> AsyncLimiter<C> {
         self.changed(self.limiter().apply(limit))
     }
 
-    /// The limit in force, as it was set; see [`Pacer::limit`].
+    /// The limit in force, its slack in permits; see [`Pacer::limit`].
     pub fn limit(&self) -> Limit {
         self.limiter().limit()
     }

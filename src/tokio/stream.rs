@@ -1,11 +1,11 @@
 //! [`PacedStreamExt`]: paces a [`Stream`]'s items through an
 //! [`AsyncLimiter`].
 
+use crate::limiter::take::Taken;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use futures_core::{FusedStream, Stream};
 
@@ -63,7 +63,7 @@ pub struct PacedStream<S: Stream, C: Clock = TokioClock> {
     /// The item waiting for its slot...
     item: Option<S::Item>,
     /// ... and its wait, which gives the slot back if dropped early.
-    wait: Option<Pin<Box<dyn Future<Output = Duration> + Send>>>,
+    wait: Option<Pin<Box<dyn Future<Output = Taken> + Send>>>,
 }
 
 // Nothing is ever pinned in place inside: the stream and the wait are boxed,
@@ -85,11 +85,11 @@ impl<S: Stream, C: Clock + 'static> Stream for PacedStream<S, C> {
             return Poll::Ready(None);
         };
         // Covered by banked credit: no wait, no allocation.
-        if this.limiter.try_take().is_ok() {
+        if this.limiter.limiter().try_take().is_ok() {
             return Poll::Ready(Some(item));
         }
         let limiter = this.limiter.clone();
-        let mut wait: Pin<Box<dyn Future<Output = Duration> + Send>> =
+        let mut wait: Pin<Box<dyn Future<Output = Taken> + Send>> =
             Box::pin(async move { limiter.take().await });
         if wait.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(item));

@@ -34,7 +34,7 @@ use crate::values::slack::Slack;
 /// has the table of which surface says which.
 ///
 /// ```
-/// use paceline::{AtomicLimiter, Limit, Rate, Take};
+/// use paceline::{AtomicLimiter, Limit, Rate};
 ///
 /// let limit = Limit::new(Rate::per_second(10), 4);
 /// assert_eq!(limit.burst(), 5);
@@ -43,7 +43,7 @@ use crate::values::slack::Slack;
 ///     .slack(limit.slack())
 ///     .full_credit(true)
 ///     .build()?;
-/// assert_eq!(limiter.state(&())?.available(), 5);
+/// assert_eq!(limiter.state().available(), 5);
 /// # #[cfg(feature = "serde")]
 /// # {
 /// let burst: Limit = serde_json::from_str(r#"{ "rate": "10/s", "burst": 5 }"#)?;

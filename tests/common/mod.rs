@@ -44,19 +44,19 @@ pub trait Limiter: Send + Sync {
 
 impl<S: Store, C: Clock> Limiter for Pacer<S, C> {
     fn take(&self) -> Duration {
-        Pacer::take(self)
+        Pacer::take(self).at()
     }
     fn take_n(&self, cost: u64) -> Result<Duration, Error> {
-        Pacer::take_n(self, cost)
+        Pacer::take_n(self, cost).map(|t| t.at())
     }
     fn try_take(&self) -> Result<(), Error> {
-        Pacer::try_take(self)
+        Pacer::try_take(self).map(drop)
     }
     fn try_take_n(&self, cost: u64) -> Result<(), Error> {
-        Pacer::try_take_n(self, cost)
+        Pacer::try_take_n(self, cost).map(drop)
     }
     fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
-        Pacer::take_n_timeout(self, cost, max_wait)
+        Pacer::take_n_timeout(self, cost, max_wait).map(|t| t.at())
     }
     fn can_take(&self, cost: u64) -> bool {
         Pacer::can_take(self, cost)

@@ -7,7 +7,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::clock::{Clock, DefaultClock};
-use crate::model::schedule::{self, Admit, Params};
+use crate::limiter::take::{State, Taken, Within};
+use crate::model::schedule::{self, Deny, Params, ORIGIN};
 use crate::observe::stats::{Counting, Meter, Stats};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
@@ -15,7 +16,7 @@ use crate::values::error::{BuildError, Error};
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
-use crate::wait::{nanos, Ask, Wait};
+use crate::wait::{Ask, Wait};
 
 #[cfg(feature = "tokio")]
 mod async_wait;
@@ -156,23 +157,22 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         })
     }
 
-    /// Blocks until the next permit's slot, and returns the slot's clock time
-    /// (see [What `take` returns](Self#what-take-returns)), like uber's
-    /// `Take()`. A permit covered by banked credit returns at once.
+    /// Blocks until the next permit's slot, like uber's `Take()`, and
+    /// answers what the take found: [`Taken::at`] is the slot's clock time
+    /// (see [What `take` returns](Self#what-take-returns)). A permit
+    /// covered by banked credit returns at once.
     ///
-    /// Never panics. How it waits is the builder's
-    /// [`wait`](crate::Builder::wait) strategy. (Past about 438 years of
-    /// clock time nothing can be scheduled, and it waits for good.)
+    /// It cannot fail, so it answers a [`Taken`], not a `Result`:
+    /// `limiter.take();` before each unit of work. Never panics. How it
+    /// waits is the builder's [`wait`](crate::Builder::wait) strategy.
+    /// (Past about 438 years of clock time nothing can be scheduled, and it
+    /// waits for good.)
     #[inline]
-    pub fn take(&self) -> Duration {
-        let now = self.now();
-        match self.store.update(now, 1, Admit::Always) {
-            Ok(grant) => {
-                self.meter.admitted(1, grant.slot.saturating_sub(now));
-                self.block(now, grant.slot)
-            }
+    pub fn take(&self) -> Taken {
+        match self.within(1, Within::Any) {
+            Ok(taken) => taken,
             // Only past the end of internal time: never admit there.
-            Err(_) => self.block(now, u64::MAX),
+            Err(_) => Taken::new(self.block(self.now(), u64::MAX), self.state()),
         }
     }
 
@@ -186,9 +186,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`Error::CostTooLarge`] when `cost` intervals span over 146 years;
     /// nothing is stored.
-    pub fn take_n(&self, cost: u64) -> Result<Duration, Error> {
-        let (now, grant) = self.reserve(cost, Admit::Always)?;
-        Ok(self.block(now, grant.slot))
+    #[inline]
+    pub fn take_n(&self, cost: u64) -> Result<Taken, Error> {
+        self.within(cost, Within::Any)
     }
 
     /// Takes a permit if one is free now; never blocks. A refusal stores
@@ -197,17 +197,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`Error::RetryAfter`] with how long until it would be admitted.
     #[inline(always)]
-    pub fn try_take(&self) -> Result<(), Error> {
-        // Not through `reserve`: its larger result would be built and
-        // copied on the hottest path.
-        let admit = Admit::Within(0);
-        match self.store.update(self.now(), 1, admit) {
-            Ok(_) => {
-                self.meter.admitted(1, 0);
-                Ok(())
-            }
-            Err(deny) => Err(self.refused(deny, 1, admit, Ask::Answer)),
-        }
+    pub fn try_take(&self) -> Result<Taken, Error> {
+        self.within(1, Within::Now)
     }
 
     /// Takes `cost` permits if they are free now; never blocks. A refusal
@@ -218,8 +209,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// `cost > slack + 1`, which no wait makes possible;
     /// [`Error::CostTooLarge`].
     #[inline]
-    pub fn try_take_n(&self, cost: u64) -> Result<(), Error> {
-        self.reserve(cost, Admit::Within(0)).map(drop)
+    pub fn try_take_n(&self, cost: u64) -> Result<Taken, Error> {
+        self.within(cost, Within::Now)
     }
 
     /// Takes a permit and waits for it only if its slot is at most
@@ -228,8 +219,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     ///
     /// # Errors
     /// [`Error::QueueFull`] with the wait it would have needed.
-    pub fn take_timeout(&self, max_wait: Duration) -> Result<Duration, Error> {
-        self.take_n_timeout(1, max_wait)
+    #[inline]
+    pub fn take_timeout(&self, max_wait: Duration) -> Result<Taken, Error> {
+        self.within(1, Within::Max(max_wait))
     }
 
     /// [`take_timeout`](Self::take_timeout) for `cost` permits.
@@ -238,18 +230,55 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// [`Error::QueueFull`]; [`Error::ExceedsBurst`] when even a
     /// limiter at rest could not admit `cost` within `max_wait`;
     /// [`Error::CostTooLarge`].
-    pub fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
-        let (now, grant) = self
-            .reserve(cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| e.timed_out(max_wait))?;
-        Ok(self.block(now, grant.slot))
+    #[inline]
+    pub fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
+        self.within(cost, Within::Max(max_wait))
+    }
+
+    /// The one take every call above is: `cost` permits, waiting as
+    /// `within` allows. What it found is read from the state it stored.
+    #[inline(always)]
+    pub(crate) fn within(&self, cost: u64, within: Within) -> Result<Taken, Error> {
+        let now = self.now();
+        let admit = within.admit();
+        // Not through `reserve`: its larger result would be built and
+        // copied on the hottest path.
+        let (grant, params) = match self.store.update(now, cost, admit) {
+            Ok(found) => found,
+            // A try's refusal, built in place: made in the out-of-line
+            // `refused`, it is written in pieces and read back whole, and
+            // the load waits for the stores to drain (a store-forwarding
+            // stall that doubled the refusal's cost).
+            Err(Deny::Wait(wait)) if matches!(within, Within::Now) => {
+                self.meter.refused();
+                return Err(Error::RetryAfter(Duration::from_nanos(wait)));
+            }
+            Err(deny) => return Err(within.refusal(self.refused(deny, cost, admit, Ask::Answer))),
+        };
+        self.meter.admitted(cost, grant.slot.saturating_sub(now));
+        if !matches!(within, Within::Now) {
+            self.block(now, grant.slot);
+        }
+        let at = grant.slot.max(now);
+        if S::WARMS {
+            // A warm-up's state is two words: what is left is asked of it.
+            return Ok(Taken::new(Duration::from_nanos(at - ORIGIN), self.state()));
+        }
+        Ok(Taken::reading(at - ORIGIN, grant.next, at, params))
     }
 
     /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
-    /// Consumes nothing (another thread may take first).
+    /// Consumes nothing (another thread may take first). It cannot fail,
+    /// so it answers a `bool`.
     pub fn can_take(&self, cost: u64) -> bool {
         let now = self.now();
         self.store.can_take(now, cost)
+    }
+
+    /// The state now: what a request could take, when the next permit is
+    /// free, and the limit in force.
+    pub fn state(&self) -> State {
+        State::new(self.available(), self.next_free(), Some(self.limit()))
     }
 
     /// How many permits one request could take now without waiting, from 0
@@ -308,7 +337,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// let limiter = AtomicLimiter::new(Rate::per_second(10));
     /// let limit = Limit::new(Rate::per_second(1000), Duration::from_millis(5));
     /// limiter.apply(limit)?;
-    /// assert_eq!((limiter.limit(), limiter.slack()), (limit, 5));
+    /// // The limit in force, its slack of 5 ms resolved to 5 permits.
+    /// assert_eq!(limiter.limit(), Limit::new(limit.rate(), 5));
     /// # Ok::<(), paceline::BuildError>(())
     /// ```
     ///
@@ -318,11 +348,12 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         self.set_limit(limit.rate(), limit.slack())
     }
 
-    /// The limit in force, as it was set (a slack in time stays a time;
-    /// [`slack`](Self::slack) gives it in permits).
+    /// The limit in force, its slack in permits at the rate in force (a
+    /// slack set as a time is resolved), as every kind's `limit_for`
+    /// reports it: one read of the limit's lock.
     pub fn limit(&self) -> Limit {
         let (rate, slack) = *lock(&self.limit);
-        Limit::new(rate, slack)
+        Limit::new(rate, slack.permits_at(rate))
     }
 
     /// [`set_limit`](Self::set_limit) with the slack in force.

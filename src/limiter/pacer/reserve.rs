@@ -20,14 +20,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         internal_now(&self.clock)
     }
 
-    /// Reserves a slot for `cost` permits if `admit` allows, without waiting.
-    #[inline]
-    pub(crate) fn reserve(&self, cost: u64, admit: Admit) -> Result<(u64, Grant), Error> {
-        self.reserve_asked(cost, admit, Ask::Answer)
-    }
-
-    /// [`reserve`](Self::reserve), counting a refusal only if `ask` says it
-    /// is the caller's answer.
+    /// Reserves a slot for `cost` permits if `admit` allows, without
+    /// waiting, counting a refusal only if `ask` says it is the caller's
+    /// answer.
     #[inline]
     pub(crate) fn reserve_asked(
         &self,
@@ -37,7 +32,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     ) -> Result<(u64, Grant), Error> {
         let now = self.now();
         match self.store.update(now, cost, admit) {
-            Ok(grant) => {
+            Ok((grant, _)) => {
                 self.meter.admitted(cost, grant.slot.saturating_sub(now));
                 Ok((now, grant))
             }
@@ -50,7 +45,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// it.
     #[cold]
     #[inline(never)]
-    pub(super) fn refused(&self, deny: Deny, cost: u64, admit: Admit, ask: Ask) -> Error {
+    pub(crate) fn refused(&self, deny: Deny, cost: u64, admit: Admit, ask: Ask) -> Error {
         let slack = match deny {
             Deny::ExceedsBurst => self.store.burst(self.now()) - 1,
             _ => 0,
@@ -83,7 +78,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         self.meter.refused();
     }
 
-    /// [`reserve`](Self::reserve), keeping what [`undo`](Self::undo) needs
+    /// [`reserve_asked`](Self::reserve_asked), keeping what [`undo`](Self::undo) needs
     /// to undo it: the [`Booking`].
     #[inline]
     pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, Error> {
