@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::{all, stats, AtomicLimiter, KeyedLimiter, Rate};
+use paceline::all::All;
+use paceline::{stats, AtomicLimiter, KeyedLimiter, Rate, Take};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // paceline, 1 of 2: limiters that count.
@@ -52,7 +53,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             thread::spawn(move || {
                 let user = format!("user-{}", t % 2);
                 while Instant::now() < deadline {
-                    if all::try_take(&[&per_user.bucket(user.as_str()), &*global]).is_err() {
+                    if All::new([&per_user.bucket(user.as_str()), &*global])
+                        .try_take(&())
+                        .is_err()
+                    {
                         thread::sleep(Duration::from_micros(200));
                     }
                 }

@@ -2,10 +2,15 @@
 //! admits it, and then it has taken from each (a per-user limit and a
 //! global one, say).
 //!
+//! [`All`] is those limits as one limiter: it answers the take
+//! interface ([`Take`](crate::Take)), for any key, which it ignores, as a
+//! direct limiter does.
+//!
 //! ```
 //! # #[cfg(feature = "keyed")]
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use paceline::{all, AtomicLimiter, KeyedLimiter, Rate};
+//! use paceline::all::All;
+//! use paceline::{AtomicLimiter, KeyedLimiter, Rate, Take};
 //!
 //! let global = AtomicLimiter::builder(Rate::per_second(1))
 //!     .slack(2)
@@ -15,12 +20,14 @@
 //!     .slack(1) // a burst of 2 per user
 //!     .build()?;
 //!
-//! all::try_take(&[&per_user.bucket("alice"), &global])?;
-//! all::try_take(&[&per_user.bucket("alice"), &global])?;
+//! let alice = per_user.bucket("alice");
+//! let both = All::new([&alice, &global]);
+//! both.try_take(&())?;
+//! both.try_take(&())?;
 //! // alice's burst of 2 is spent: refused, and the global limit keeps its permit.
-//! assert!(all::try_take(&[&per_user.bucket("alice"), &global]).is_err());
+//! assert!(both.try_take(&()).is_err());
 //! assert_eq!(global.available(), 1);
-//! all::try_take(&[&per_user.bucket("bob"), &global])?; // the global permit left
+//! All::new([&per_user.bucket("bob"), &global]).try_take(&())?; // the global permit left
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "keyed"))]
@@ -59,7 +66,7 @@
 //! likely to have touched. A part's refusal is counted in its `stats()`
 //! as usual, and a give-back as [`Stats::cancelled`](crate::observe::stats::Stats::cancelled).
 //!
-//! Blocking [`take`] books every part first, then waits for the latest of
+//! A blocking take books every part first, then waits for the latest of
 //! the slots: a part whose slot came earlier sees its permit used late,
 //! which never breaks its bound.
 //!
@@ -69,99 +76,99 @@
 
 use std::time::Duration;
 
-use crate::model::schedule::Admit;
-use crate::values::error::Error;
-use crate::wait::nanos;
-
+use crate::limiter::take::{Error, State, Take, Taken, Within};
+use crate::model::schedule::ORIGIN;
 use crate::store::Booking;
+use crate::values::limit::Limit;
 
 pub use crate::limiter::part::Part;
 
-/// Takes a permit from every part if each has one free now; otherwise
-/// takes from none (but see [what a race costs](self#what-a-race-costs)).
-/// Never blocks.
+/// Several limits as one limiter: a take goes only if every part admits it
+/// (see [the module docs](self)). Every call of [`Take`] answers for all
+/// the parts, for any key, which it ignores:
 ///
-/// # Errors
-/// The first refusal, as that part would return it alone
-/// ([`Error::RetryAfter`], [`Error::TooManyKeys`], ...).
-pub fn try_take(parts: &[&dyn Part]) -> Result<(), Error> {
-    try_take_n(parts, 1)
+/// - a take books every part in order, gives the earlier ones back on a
+///   refusal and fails with that part's refusal, as it would alone
+///   ([`Error::RetryAfter`], [`Error::QueueFull`],
+///   [`Error::ExceedsBurst`], [`Error::TooManyKeys`], ...); a waiting
+///   take then waits for the latest of the slots, each on its part's
+///   clock, and [`Taken::at`] is that latest slot's time;
+/// - what a take found, [`state`](Take::state) and
+///   [`limit_for`](Take::limit_for) are the binding part's: the one with
+///   the fewest permits free (of equals, the one whose next is furthest);
+/// - [`can_take`](Take::can_take) is whether every part could.
+#[derive(Clone, Copy)]
+pub struct All<'a, const N: usize> {
+    parts: [&'a dyn Part; N],
 }
 
-/// [`try_take`] for `cost` permits from each part.
-///
-/// # Errors
-/// As [`try_take`]; also [`Error::ExceedsBurst`] when a part's burst
-/// is below `cost`, and [`Error::CostTooLarge`].
-pub fn try_take_n(parts: &[&dyn Part], cost: u64) -> Result<(), Error> {
-    book(parts, cost, Admit::Within(0)).map(drop)
-}
+impl<'a, const N: usize> All<'a, N> {
+    /// The limits `parts` as one, asked in this order (put the most
+    /// contended last: see [what a race costs](self#what-a-race-costs)).
+    pub fn new(parts: [&'a dyn Part; N]) -> All<'a, N> {
+        All { parts }
+    }
 
-/// Takes a permit from every part and waits for the latest of their slots,
-/// if every slot is at most `max_wait` away; otherwise fails at once and
-/// takes from none.
-///
-/// # Errors
-/// [`Error::QueueFull`] with the first refusing part's wait, and as
-/// [`try_take_n`].
-pub fn take_timeout(parts: &[&dyn Part], max_wait: Duration) -> Result<(), Error> {
-    take_n_timeout(parts, 1, max_wait)
-}
-
-/// [`take_timeout`] for `cost` permits from each part.
-///
-/// # Errors
-/// As [`take_timeout`].
-pub fn take_n_timeout(parts: &[&dyn Part], cost: u64, max_wait: Duration) -> Result<(), Error> {
-    let held =
-        book(parts, cost, Admit::Within(nanos(max_wait))).map_err(|e| e.timed_out(max_wait))?;
-    wait_all(parts, &held);
-    Ok(())
-}
-
-/// Books a permit on every part, then blocks until the latest of their
-/// slots.
-///
-/// # Errors
-/// Only what no wait helps: [`Error::TooManyKeys`] from a full keyed
-/// limiter under `WhenFull::Refuse`; the parts booked before it are given
-/// back.
-pub fn take(parts: &[&dyn Part]) -> Result<(), Error> {
-    take_n(parts, 1)
-}
-
-/// [`take`] for `cost` permits from each part.
-///
-/// # Errors
-/// As [`take`]; also [`Error::CostTooLarge`].
-pub fn take_n(parts: &[&dyn Part], cost: u64) -> Result<(), Error> {
-    let held = book(parts, cost, Admit::Always)?;
-    wait_all(parts, &held);
-    Ok(())
-}
-
-/// Books `cost` on each part in order; on a refusal, undoes the ones
-/// booked, last first, and returns the refusal.
-fn book(parts: &[&dyn Part], cost: u64, admit: Admit) -> Result<Vec<Booking>, Error> {
-    let mut booked = Vec::with_capacity(parts.len());
-    for part in parts {
-        match part.book(cost, admit) {
-            Ok(b) => booked.push(b),
-            Err(refusal) => {
-                for (part, b) in parts.iter().zip(&booked).rev() {
-                    part.undo(b);
+    /// Books `cost` on each part in order; on a refusal, undoes the ones
+    /// booked, last first, and returns the refusal.
+    fn book(&self, cost: u64, within: Within) -> Result<Vec<Booking>, Error> {
+        let mut booked = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
+            match part.book(cost, within.admit()) {
+                Ok(b) => booked.push(b),
+                Err(refusal) => {
+                    for (part, b) in self.parts.iter().zip(&booked).rev() {
+                        part.undo(b);
+                    }
+                    return Err(within.refusal(refusal));
                 }
-                return Err(refusal);
             }
         }
+        Ok(booked)
     }
-    Ok(booked)
+
+    /// The binding part's state: the fewest permits free, then the
+    /// furthest next.
+    fn binding(&self) -> State {
+        let states = self.parts.iter().map(|part| part.state());
+        states
+            .min_by_key(|s| (s.available(), std::cmp::Reverse(s.next_free())))
+            .unwrap_or(State::new(u64::MAX, Duration::ZERO, None))
+    }
 }
 
-/// Waits out every part's slot, each on its own clock: in all, until the
-/// latest.
-fn wait_all(parts: &[&dyn Part], booked: &[Booking]) {
-    for (part, b) in parts.iter().zip(booked) {
-        part.wait(b);
+impl<K: ?Sized, const N: usize> Take<K> for All<'_, N> {
+    fn take_within(&self, _key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
+        let booked = self.book(cost, within)?;
+        let mut at = ORIGIN;
+        for (part, b) in self.parts.iter().zip(&booked) {
+            // Each on its own clock: in all, until the latest.
+            part.wait(b);
+            at = at.max(b.slot.max(b.now));
+        }
+        Ok(Taken::new(
+            Duration::from_nanos(at - ORIGIN),
+            self.binding(),
+        ))
+    }
+
+    fn can_take(&self, _key: &K, cost: u64) -> Result<bool, Error> {
+        Ok(self.parts.iter().all(|part| part.can_take(cost)))
+    }
+
+    fn state(&self, _key: &K) -> Result<State, Error> {
+        Ok(self.binding())
+    }
+
+    fn limit_for(&self, _key: &K) -> Option<Limit> {
+        self.binding().limit()
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for All<'_, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("All")
+            .field("parts", &N)
+            .finish()
     }
 }

@@ -8,7 +8,8 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::Duration;
 
-use paceline::{all, clock::ManualClock, AtomicLimiter, Error, KeyedLimiter, MutexLimiter, Rate};
+use paceline::all::{self, All};
+use paceline::{clock::ManualClock, AtomicLimiter, Error, KeyedLimiter, MutexLimiter, Rate};
 
 #[test]
 fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
@@ -33,10 +34,10 @@ fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
         .unwrap();
     let alice = per_user.bucket("alice");
     let parts: [&dyn all::Part; 3] = [&alice, &other, &global];
-    all::try_take(&parts).unwrap();
-    all::try_take(&parts).unwrap();
+    All::new(parts).try_take(&()).unwrap();
+    All::new(parts).try_take(&()).unwrap();
     // The global burst of 2 is spent: the third request takes from no one.
-    let refused = all::try_take(&parts);
+    let refused = All::new(parts).try_take(&());
     assert!(matches!(refused, Err(Error::RetryAfter(_))), "{refused:?}");
     assert_eq!(per_user.available("alice"), 3);
     assert_eq!(other.available(), 8);
@@ -50,8 +51,12 @@ fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
     alone.try_take("bob").unwrap();
     clock.advance(Duration::from_secs(1));
     assert_eq!(global.available(), 1);
-    assert!(all::try_take(&[&alone.bucket("bob"), &global]).is_ok());
-    assert!(all::try_take(&[&alone.bucket("bob"), &global]).is_err());
+    assert!(All::new([&alone.bucket("bob"), &global])
+        .try_take(&())
+        .is_ok());
+    assert!(All::new([&alone.bucket("bob"), &global])
+        .try_take(&())
+        .is_err());
     assert_eq!(global.available(), 0);
     let stats = global.stats().unwrap();
     assert_eq!((stats.admitted, stats.refused), (3, 1));
@@ -72,23 +77,25 @@ fn costs_and_timeouts_apply_to_every_part() {
         .unwrap();
     // A cost above a part's burst can never go now.
     assert!(matches!(
-        all::try_take_n(&[&b.bucket(&1), &a], 2),
+        All::new([&b.bucket(&1), &a]).try_take_n(&(), 2),
         Err(Error::ExceedsBurst { .. })
     ));
     assert_eq!(b.available(&1), 4, "given back");
-    all::try_take_n(&[&b.bucket(&1), &a], 1).unwrap();
+    All::new([&b.bucket(&1), &a]).try_take_n(&(), 1).unwrap();
     // The next permit of `a` is 100 ms away: too far for 50 ms.
     assert!(matches!(
-        all::take_timeout(&[&b.bucket(&1), &a], Duration::from_millis(50)),
+        All::new([&b.bucket(&1), &a]).take_timeout(&(), Duration::from_millis(50)),
         Err(Error::QueueFull { .. })
     ));
     assert_eq!(b.available(&1), 3, "given back");
     // Within 150 ms it goes, after the later slot.
     let before = clock.elapsed();
-    all::take_timeout(&[&b.bucket(&1), &a], Duration::from_millis(150)).unwrap();
+    All::new([&b.bucket(&1), &a])
+        .take_timeout(&(), Duration::from_millis(150))
+        .unwrap();
     assert_eq!(clock.elapsed() - before, Duration::from_millis(100));
     // A blocking take waits for the latest slot of all.
-    all::take_n(&[&a, &b.bucket(&1)], 1).unwrap();
+    All::new([&a, &b.bucket(&1)]).take_n(&(), 1).unwrap();
     assert_eq!(clock.elapsed() - before, Duration::from_millis(200));
 }
 
@@ -146,7 +153,7 @@ fn race(global_first: bool) {
                             } else {
                                 [&bucket, global]
                             };
-                            if all::try_take(&parts).is_ok() {
+                            if All::new(parts).try_take(&()).is_ok() {
                                 round[key as usize] += 1;
                             }
                         }
@@ -264,7 +271,7 @@ fn give_backs_racing_real_takers_never_exceed_the_bound() {
                     for round in mine.iter_mut() {
                         start.wait();
                         for _ in 0..TRIES {
-                            if all::try_take(&parts).is_ok() {
+                            if All::new(parts).try_take(&()).is_ok() {
                                 *round += 1;
                             }
                         }
@@ -303,4 +310,36 @@ fn give_backs_racing_real_takers_never_exceed_the_bound() {
         global_slack + 1 + (times[ROUNDS - 1] - times[0]) / global_t,
         stats.cancelled
     );
+}
+
+/// `All` answers the interface as one limiter: what a take found, the
+/// state and the limit are the binding part's (the fewest permits free),
+/// a question is whether every part could.
+#[test]
+fn all_answers_the_interface_as_its_binding_part() {
+    let clock = ManualClock::new();
+    let wide = AtomicLimiter::builder(Rate::per_second(10))
+        .slack(9)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let narrow = MutexLimiter::builder(Rate::per_second(1))
+        .slack(2)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let both = All::new([&wide, &narrow]);
+    assert!(both.can_take(&(), 3).unwrap());
+    assert!(!both.can_take(&(), 4).unwrap(), "the narrow burst is 3");
+    assert_eq!(both.limit_for(&()), Some(narrow.limit()));
+    let taken = both.try_take_n("any key", 2).unwrap();
+    assert_eq!((taken.available(), taken.at()), (1, Duration::ZERO));
+    assert_eq!(both.state(&()).unwrap(), narrow.state());
+    assert_eq!((wide.available(), narrow.available()), (8, 1));
+    // Refused by the narrow part: the wide one is given its permits back.
+    let e = both.try_take_n(&(), 2).unwrap_err();
+    assert!(matches!(e, Error::RetryAfter(_)), "{e}");
+    assert_eq!(wide.available(), 8);
 }

@@ -8,6 +8,7 @@ use std::hash::Hash;
 use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::limiter::part::sealed::Part;
+use crate::limiter::take::State;
 use crate::model::schedule::Admit;
 use crate::store::Booking;
 use crate::values::error::Error;
@@ -21,7 +22,7 @@ pub struct Bucket<'a, K, Q: ?Sized, C: Clock> {
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// `key`'s bucket, to take from together with other limits through
-    /// [`all`](crate::all): `all::try_take(&[&per_user.bucket("alice"), &global])`.
+    /// [`All`](crate::all::All): `All::new([&per_user.bucket("alice"), &global])`.
     pub fn bucket<'a, Q>(&'a self, key: &'a Q) -> Bucket<'a, K, Q, C>
     where
         K: Borrow<Q>,
@@ -47,6 +48,14 @@ where
 
     fn wait(&self, booking: &Booking) {
         self.limiter.wait_for(booking.now, booking.slot);
+    }
+
+    fn can_take(&self, cost: u64) -> bool {
+        self.limiter.can_take_now(self.key, cost)
+    }
+
+    fn state(&self) -> State {
+        self.limiter.state_of(self.key)
     }
 }
 

@@ -153,6 +153,14 @@ impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
     fn wait(&self, booking: &Booking) {
         self.block(booking.now, booking.slot);
     }
+
+    fn can_take(&self, cost: u64) -> bool {
+        Pacer::can_take(self, cost)
+    }
+
+    fn state(&self) -> crate::limiter::take::State {
+        Pacer::state(self)
+    }
 }
 
 impl<S: Store, C: Clock> Counted for Pacer<S, C> {
