@@ -167,8 +167,6 @@ impl<K: ?Sized, const N: usize> Take<K> for All<'_, N> {
 
 impl<const N: usize> std::fmt::Debug for All<'_, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("All")
-            .field("parts", &N)
-            .finish()
+        f.debug_struct("All").field("parts", &N).finish()
     }
 }

@@ -297,6 +297,8 @@ impl LimitBuilder {
             ),
             None => self.source,
         };
+        // The keyed limiter made here, which the layer hands out again.
+        let mut made = None;
         let limiter: Box<dyn Limiter> = match self.limiter {
             Some(limiter) => limiter,
             None => match source {
@@ -313,20 +315,16 @@ impl LimitBuilder {
                     if let Some(max) = self.max_keys {
                         b = b.max_keys(max);
                     }
-                    Box::new(AsyncKeyedLimiter::from(b.build()?))
+                    let keyed = AsyncKeyedLimiter::from(b.build()?);
+                    made = Some(keyed.clone());
+                    Box::new(keyed)
                 }
             },
         };
-        let bare = self.fields != Fields::Always && !matches!(self.mode, Mode::Wait(_));
-        let keyed = limiter
-            .as_any()
-            .downcast_ref::<AsyncKeyedLimiter<ClientKey>>()
-            .filter(|_| bare)
-            .cloned();
         Ok(LimitLayer {
             shared: Arc::new(Shared {
                 limiter,
-                keyed,
+                made,
                 source,
                 trusted,
                 forwarding: self.forwarding,

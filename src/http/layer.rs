@@ -20,7 +20,7 @@ use super::client_ip;
 use super::future::{answered, forwarded, AddedFields, AnswerBody, ResponseFuture};
 use super::shared::{Failure, Shared};
 use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
-use crate::limiter::take::{Error, Take, Taken};
+use crate::limiter::take::{Error, Taken};
 use crate::tokio::AsyncKeyedLimiter;
 
 /// A tower [`Layer`] that limits requests per client (or per header, per
@@ -45,10 +45,12 @@ impl LimitLayer {
         }
     }
 
-    /// The in-process keyed limiter the layer takes from, if it has one:
-    /// for its overrides (`apply`), `snapshot`, `stats`.
+    /// The keyed limiter the layer's builder made, if it made one (no
+    /// [`limiter`](super::LimitBuilder::limiter) of your own was given, and
+    /// the key is not global): for its overrides (`apply`), `snapshot`,
+    /// `stats`, and the look inside ([`Inspect`](super::Inspect)).
     pub fn keyed_limiter(&self) -> Option<&AsyncKeyedLimiter<ClientKey>> {
-        self.shared.limiter.as_any().downcast_ref()
+        self.shared.made.as_ref()
     }
 }
 
@@ -250,14 +252,14 @@ impl Shared {
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
         let cost = self.cost_of(uri, head);
-        let decision = match (&self.keyed, self.mode) {
-            // The answer alone: what `try_now` answers, less the state.
-            (Some(keyed), _) => match Take::try_take_n(keyed.limiter(), key, cost) {
-                Ok(_) => Ok(None),
-                Err(e) => self.failed(e),
+        let decision = match (self.mode, self.fields) {
+            (Mode::Wait(_), _) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
+            (_, Fields::OnRefusal | Fields::Off) => match self.limiter.try_now_bare(key, cost) {
+                Some(Ok(())) => Ok(None),
+                Some(Err(e)) => self.failed(e),
+                None => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             },
-            (None, Mode::Wait(_)) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
-            (None, _) => match self.limiter.try_now(key, cost) {
+            _ => match self.limiter.try_now(key, cost) {
                 Some(taken) => self.settle(key, taken),
                 None => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             },

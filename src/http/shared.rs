@@ -8,7 +8,6 @@
 //!
 //! [`LimitLayer`]: super::LimitLayer
 
-use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -32,6 +31,11 @@ use crate::values::limit::Limit;
 pub(super) trait Limiter: Send + Sync + 'static {
     /// A try decided without awaiting, when the limiter decides in process.
     fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>>;
+    /// [`try_now`](Self::try_now) for the answer alone, when nothing
+    /// reports what the take found: the same call, inlined here so that
+    /// the state is never built, and a small answer returned through the
+    /// pointer.
+    fn try_now_bare(&self, key: &ClientKey, cost: u64) -> Option<Result<(), Error>>;
     /// Takes `cost` from `key`'s limit as `mode` says: waiting up to its
     /// bound, or a try.
     fn take<'a>(
@@ -42,13 +46,15 @@ pub(super) trait Limiter: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Taken, Error>>;
     /// The limit `key` is held to.
     fn limit_for(&self, key: &ClientKey) -> Option<Limit>;
-    /// The limiter itself, for [`LimitLayer::keyed_limiter`].
-    fn as_any(&self) -> &dyn Any;
 }
 
 impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
     fn try_now(&self, key: &ClientKey, cost: u64) -> Option<Result<Taken, Error>> {
         self.try_take_n_now(key, cost)
+    }
+
+    fn try_now_bare(&self, key: &ClientKey, cost: u64) -> Option<Result<(), Error>> {
+        self.try_take_n_now(key, cost).map(|taken| taken.map(drop))
     }
 
     fn take<'a>(
@@ -66,20 +72,14 @@ impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
     fn limit_for(&self, key: &ClientKey) -> Option<Limit> {
         AsyncTake::limit_for(self, key)
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// What every clone of a layer, and every service it makes, shares.
 pub(super) struct Shared {
     pub(super) limiter: Box<dyn Limiter>,
-    /// `limiter` itself, typed, when it is an in-process keyed limiter and
-    /// no decision needs the key's state back (no fields on every response,
-    /// no wait): each decision asks it for the bare answer, with no
-    /// [`Taken`] built and returned through a trait object.
-    pub(super) keyed: Option<AsyncKeyedLimiter<ClientKey>>,
+    /// The keyed limiter the builder made as `limiter`, if it made one
+    /// ([`LimitLayer::keyed_limiter`](super::LimitLayer::keyed_limiter)).
+    pub(super) made: Option<AsyncKeyedLimiter<ClientKey>>,
     pub(super) source: KeySource,
     pub(super) trusted: Vec<Cidr>,
     pub(super) forwarding: Forwarding,

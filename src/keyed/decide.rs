@@ -148,15 +148,22 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let decided = self.decide_uncounted(key, cost, admit, ask);
-        match &decided {
-            Ok(d) => self
-                .meter
-                .admitted(cost, d.grant.slot.saturating_sub(d.now)),
-            Err(refusal) if ask.counts(refusal) => self.meter.refused(),
-            Err(_) => {}
+        // Counted by value, each arm passing its answer on: a match on a
+        // reference to the whole answer had it written in pieces and read
+        // back whole (a store-forwarding stall on every take).
+        match self.decide_uncounted(key, cost, admit, ask) {
+            Ok(d) => {
+                self.meter
+                    .admitted(cost, d.grant.slot.saturating_sub(d.now));
+                Ok(d)
+            }
+            Err(refusal) => {
+                if ask.counts(&refusal) {
+                    self.meter.refused();
+                }
+                Err(refusal)
+            }
         }
-        decided
     }
 
     /// [`decide_asked`](Self::decide_asked), before the meter counts it.
