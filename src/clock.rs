@@ -376,3 +376,22 @@ impl Clock for ManualClock {
         self.sleep_until(deadline);
     }
 }
+
+/// The host's Unix time, in nanoseconds: the clock a remote limiter's
+/// times are on (a [`Leased`](crate::lease::Leased) over one reads it),
+/// and the one a memcached limiter decides on unless its builder sets
+/// another (every client sharing a memcached key must read the same time
+/// scale). It reads [`SystemTime`](std::time::SystemTime) (a vDSO call,
+/// ~20 ns), so it follows the host's NTP corrections, and a clock before
+/// 1970 reads 0.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnixClock;
+
+impl Clock for UnixClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+}

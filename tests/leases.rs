@@ -396,3 +396,35 @@ fn the_counts_reach_the_prometheus_text_and_the_facade() {
         assert_eq!(seen["paceline_permits_total"], s.spent);
     }
 }
+
+/// What a lease's take answers means what its lender's takes answer: by
+/// default a lease is timed on its lender's clock, so over a remote
+/// limiter `Taken::at` is Unix time (as the remote limiter's own takes),
+/// and over an in-process one its clock since its origin.
+#[test]
+fn a_lease_answers_at_on_its_lenders_time_scale() {
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    };
+    let limit = Limit::new(Rate::per_second(1_000), 100);
+    let remote =
+        MemoryLimiter::with_backend(MemoryBackend::new(), limit, FailPolicy::Closed).unwrap();
+    let leased = Leased::new(OnKey::new(remote, "k"), limit, Duration::from_millis(10)).unwrap();
+    let before = unix();
+    let at = leased.try_take(&()).unwrap().at();
+    assert!(before <= at && at <= unix(), "{before:?} {at:?}");
+
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(5));
+    let lender = paceline::AtomicLimiter::builder(Rate::per_second(1_000))
+        .slack(100)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let own = lender.try_take().unwrap().at();
+    let leased = Leased::new(lender, limit, Duration::from_millis(10)).unwrap();
+    assert_eq!(leased.try_take(&()).unwrap().at(), own);
+}

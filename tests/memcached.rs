@@ -15,7 +15,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paceline::memcached::{Error, FailPolicy, MemcachedLimiter, UnixClock};
+use paceline::clock::UnixClock;
+use paceline::memcached::{Error, FailPolicy, MemcachedLimiter};
 use paceline::{clock::Clock, Rate};
 use support::MemcachedServer;
 

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, UnixClock};
 use crate::limiter::pacer::Pacer;
 use crate::limiter::take::{OnKey, Take};
 use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter};
@@ -24,6 +24,15 @@ use crate::values::limit::Limit;
 /// still holds the batch's state) and their failures reach the lease,
 /// which applies the policy only after spending what it holds.
 pub trait Lender: Take {
+    /// The clock a lease on it is timed on ([`Leased::new`](super::Leased::new)):
+    /// the one its own takes' times are on, so that a lease's
+    /// [`Taken::at`](crate::Taken::at) means what the limiter's does.
+    type Clock: Clock;
+
+    /// A reading of [`Clock`](Lender::Clock) for a lease: an in-process
+    /// limiter's own clock; Unix time for a remote one.
+    fn lease_clock(&self) -> Self::Clock;
+
     /// Puts the limit to `limit` (the lease's reduced one) in place.
     ///
     /// # Errors
@@ -62,7 +71,13 @@ pub trait Lender: Take {
 }
 
 /// An in-process limiter (mainly for tests: a lease saves nothing here).
-impl<S: Store, C: Clock> Lender for Pacer<S, C> {
+impl<S: Store, C: Clock + Clone> Lender for Pacer<S, C> {
+    type Clock = C;
+
+    fn lease_clock(&self) -> C {
+        self.clock().clone()
+    }
+
     fn relimit(&mut self, limit: Limit) -> Result<(), BuildError> {
         self.apply(limit)
     }
@@ -70,6 +85,12 @@ impl<S: Store, C: Clock> Lender for Pacer<S, C> {
 
 /// One key of a remote limiter: the point of a lease.
 impl<B: Backend, K: fmt::Display + Send + Sync> Lender for OnKey<RemoteLimiter<B>, K> {
+    type Clock = UnixClock;
+
+    fn lease_clock(&self) -> UnixClock {
+        UnixClock
+    }
+
     fn relimit(&mut self, limit: Limit) -> Result<(), BuildError> {
         let relimited = self.limiter().with_limit(limit.rate(), limit.slack())?;
         *self.limiter_mut() = relimited;

@@ -78,7 +78,9 @@ use crate::wait::{self, Wait};
 /// ([`reduced_slack`](Self::reduced_slack)). Then in any window of `w` the
 /// permits spent by every `Leased` on the limit together are at most
 /// `S + 1 + w / T`: the plain limiter's bound. A take's [`Taken::at`] is
-/// when its permit was spent, on this lease's clock. The proof: [the
+/// when its permit was spent, on the lease's clock: by default the
+/// lender's ([`Lender::Clock`]), so it means what the lender's own takes'
+/// times mean (Unix time over a remote limiter, as its takes answer). The proof: [the
 /// guide](crate::guide::leases).
 ///
 /// # What it costs
@@ -152,16 +154,19 @@ impl Counts {
     }
 }
 
-impl<L: Lender> Leased<L> {
+impl<L: Lender> Leased<L, L::Clock> {
     /// Leases from `lender` under `limit` (the bound's `S` and `T`), each
     /// batch valid for `expiry` (`E`); sets the lender's limit to the
-    /// reduced slack `S - ceil(E / T)`. On the default clock.
+    /// reduced slack `S - ceil(E / T)`. Timed on the lender's clock
+    /// ([`Lender::Clock`]), so a take's [`Taken::at`] is on the time scale
+    /// of the lender's own takes: Unix time over a remote limiter.
     ///
     /// # Errors
     /// [`BuildError::LeaseTooLong`] when `ceil(E / T)` is over the slack
     /// (or `E` is zero); the lender's errors for the reduced limit.
     pub fn new(lender: L, limit: impl Into<Limit>, expiry: Duration) -> Result<Self, BuildError> {
-        Leased::with_clock(lender, limit, expiry, DefaultClock::new())
+        let clock = lender.lease_clock();
+        Leased::with_clock(lender, limit, expiry, clock)
     }
 }
 

@@ -21,8 +21,8 @@ use super::cas::{Done, Failure, Machine, Next, Op, Reply};
 use super::conn::{connect_error, contended, eof_or_garbled, lock, value_of, Addr, Budget, Gate};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{mismatch, Shared, PING_KEY};
-use super::UnixClock;
 use crate::clock::Clock;
+use crate::clock::UnixClock;
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
 use crate::store::Booking;
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::cas::{Done, Machine, Op};
 use super::conn::Pool;
 use super::shared::{mismatch, Shared, PING_KEY};
-use super::UnixClock;
 use crate::clock::Clock;
+use crate::clock::UnixClock;
 use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
 
 /// A limiter whose state lives in memcached, so that every process using

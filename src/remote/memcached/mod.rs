@@ -72,7 +72,7 @@
 //!
 //! # Time: the clients' clocks decide
 //!
-//! memcached lends no clock: each client decides on its own, [`UnixClock`]
+//! memcached lends no clock: each client decides on its own, [`UnixClock`](crate::clock::UnixClock)
 //! (the host's Unix time) unless the builder sets another. Every client
 //! sharing a key must read the same time scale, so clients on one host
 //! agree exactly, and clients on different hosts agree as well as their
@@ -188,8 +188,6 @@ mod shared;
 #[cfg(test)]
 mod tests;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncMemcachedBackend, AsyncMemcachedLimiter};
 pub use builder::{MemcachedBuilder, MemcachedSettings};
@@ -198,8 +196,6 @@ pub use limiter::{MemcachedBackend, MemcachedLimiter};
 
 pub use super::Cause;
 pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
-
-use crate::clock::Clock;
 
 /// The key prefix unless the builder sets another: keeps paceline's keys
 /// apart from the application's.
@@ -210,21 +206,3 @@ pub const DEFAULT_PREFIX: &str = "paceline:";
 /// thousands of calls a second on a LAN, far under memcached's default
 /// 1024 connections for a fleet of processes.
 pub const DEFAULT_POOL_SIZE: usize = 16;
-
-/// The host's Unix time, in nanoseconds: the clock a [`MemcachedLimiter`]
-/// decides on unless its builder sets another. Every client sharing a
-/// memcached key must read the same time scale; see [the module
-/// docs](self#time-the-clients-clocks-decide). It reads
-/// [`SystemTime`] (a vDSO call, ~20 ns), so it follows the host's NTP
-/// corrections, and a clock before 1970 reads 0.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UnixClock;
-
-impl Clock for UnixClock {
-    #[inline]
-    fn now(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-    }
-}
