@@ -3,7 +3,7 @@
 //! global one, say).
 //!
 //! [`All`] is those limits as one limiter: it answers the take
-//! interface ([`Take`](crate::Take)), for any key, which it ignores, as a
+//! interface ([`Take`]), for any key, which it ignores, as a
 //! direct limiter does.
 //!
 //! ```

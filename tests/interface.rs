@@ -1,7 +1,9 @@
 //! One suite for every kind, written against the take interface (`Take`,
 //! `AsyncTake`): the same cases run on the direct limiters, a keyed
-//! limiter, the in-memory remote backend, and a real Redis and PostgreSQL
-//! (started here), blocking and async. Every limit is 1/s with a slack of
+//! limiter, several limits as one (`All`), the in-memory remote backend,
+//! and a real Redis, PostgreSQL and memcached (started here), blocking and
+//! async; and the same calls spelled on the concrete types have one shape
+//! per verb. Every limit is 1/s with a slack of
 //! 2 (a burst of 3), at rest with full credit, so a real clock's drift
 //! over a case (milliseconds) changes no decision.
 #![cfg(all(feature = "tokio", feature = "keyed"))]
@@ -150,6 +152,8 @@ fn every_in_process_kind_answers_the_interface_alike() {
     suite("warm-up", &warm, "k");
     let keyed = keyed();
     suite("keyed", &keyed, "alice");
+    let (a, b) = (atomic(), atomic());
+    suite("all of two", &paceline::all::All::new([&a, &b]), "k");
     suite("keyed, another key", &keyed, "bob");
     // Behind a pointer, as a fitting holds it.
     let boxed: Box<dyn Take<str>> = Box::new(atomic());
@@ -284,12 +288,38 @@ fn a_down_server_is_admitted_only_by_the_open_policy() {
     assert_eq!(Take::<str>::state(&open, "k").unwrap().available(), BURST);
 }
 
+#[cfg(feature = "memcached")]
+#[path = "support/memcached_server.rs"]
+mod memcached_support;
 #[cfg(feature = "postgres")]
 #[path = "support/pg_server.rs"]
 mod pg_support;
 #[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
 mod redis_support;
+
+#[cfg(feature = "memcached")]
+mod memcached {
+    use super::memcached_support::MemcachedServer;
+
+    use paceline::memcached::{AsyncMemcachedLimiter, MemcachedLimiter};
+
+    #[test]
+    fn memcached_answers_the_interface_alike() {
+        let server = MemcachedServer::start();
+        let limiter = MemcachedLimiter::builder(server.addr(), super::limit().rate())
+            .slack(super::BURST - 1)
+            .build()
+            .unwrap();
+        super::suite("memcached", &limiter, "alice");
+        for key in super::hostile_keys("memcached") {
+            super::suite("memcached, a hostile key", &limiter, &key);
+        }
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let limiter = AsyncMemcachedLimiter::from(limiter);
+        runtime.block_on(super::suite_async("async memcached", &limiter, "bob"));
+    }
+}
 
 #[cfg(feature = "redis")]
 mod redis {
@@ -394,4 +424,57 @@ async fn a_remote_backed_layer_makes_one_round_trip_per_request() {
     }
     // A burst of 5, then refusals: 8 requests, 8 round trips.
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+}
+
+/// What a future answers, named at compile time (the future is never
+/// polled).
+fn answers<T, F: std::future::Future<Output = T>>(_: F) -> std::marker::PhantomData<T> {
+    std::marker::PhantomData
+}
+
+/// The same calls spelled on the concrete types have one shape per verb: a
+/// direct limiter's own calls are the interface's without the key (its
+/// `take` a `Taken`, its questions a `bool` and a `State`: it cannot
+/// fail); every other kind's are the interface's own. Checked by the
+/// compiler: a call whose shape drifts fails to build this test.
+#[test]
+fn the_calls_have_one_shape_per_verb() {
+    use paceline::{State, Taken, WarmUpLimiter};
+    type R = Result<Taken, Error>;
+    macro_rules! direct {
+        ($($l:ty),*) => {$(
+            let _: fn(&$l) -> Taken = <$l>::take;
+            let _: fn(&$l, u64) -> R = <$l>::take_n;
+            let _: fn(&$l) -> R = <$l>::try_take;
+            let _: fn(&$l, u64) -> R = <$l>::try_take_n;
+            let _: fn(&$l, Duration) -> R = <$l>::take_timeout;
+            let _: fn(&$l, u64, Duration) -> R = <$l>::take_n_timeout;
+            let _: fn(&$l, u64) -> bool = <$l>::can_take;
+            let _: fn(&$l) -> State = <$l>::state;
+            let _: fn(&$l) -> Limit = <$l>::limit;
+            // The interface's, with the key.
+            let _: fn(&$l, &()) -> R = <$l as Take>::take;
+            let _: fn(&$l, &(), u64) -> R = <$l as Take>::try_take_n;
+        )*};
+    }
+    direct!(AtomicLimiter, MutexLimiter, WarmUpLimiter);
+    let _: fn(&KeyedLimiter<String>, &str) -> R = <KeyedLimiter<String> as Take<str>>::take;
+    let _: fn(&KeyedLimiter<String>, &str, u64) -> R =
+        <KeyedLimiter<String> as Take<str>>::try_take_n;
+    let _: fn(&KeyedLimiter<String>, &str, u64) -> Result<bool, Error> =
+        <KeyedLimiter<String> as Take<str>>::can_take;
+    let _: fn(&MemoryLimiter, &str, u64) -> R = <MemoryLimiter as Take<str>>::try_take_n;
+    let _: fn(&MemoryLimiter, &str) -> Result<State, Error> = <MemoryLimiter as Take<str>>::state;
+
+    // The async face of a direct limiter: the same, as futures.
+    let direct = paceline::tokio::AsyncLimiter::new(Rate::per_second(1));
+    let _: std::marker::PhantomData<Taken> = answers(direct.take());
+    let _: std::marker::PhantomData<R> = answers(direct.take_n(1));
+    let _: std::marker::PhantomData<R> = answers(direct.try_take());
+    let _: std::marker::PhantomData<R> = answers(direct.try_take_n(1));
+    let _: std::marker::PhantomData<R> = answers(direct.take_timeout(Duration::ZERO));
+    let _: std::marker::PhantomData<R> = answers(direct.take_n_timeout(1, Duration::ZERO));
+    let _: std::marker::PhantomData<bool> = answers(direct.can_take(1));
+    let _: std::marker::PhantomData<State> = answers(direct.state());
+    let _: std::marker::PhantomData<R> = answers(AsyncTake::<()>::try_take_n(&direct, &(), 1));
 }
