@@ -70,7 +70,7 @@ async fn main() {
     };
     println!(
         "async client paced at {rate}/s (slack {})\n",
-        client.limiter.slack()
+        client.limiter.limiter().slack()
     );
 
     // 1. Workers sending in a loop, stopped (aborted) after `run`.

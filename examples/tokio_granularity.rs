@@ -102,7 +102,7 @@ async fn pace(limiter: AsyncLimiter, start: Instant, run: Duration) -> (Vec<u64>
     let (mut late, mut went_at) = (Vec::new(), Vec::new());
     loop {
         let slot = limiter.take().await.at();
-        let went = limiter.clock().now();
+        let went = limiter.limiter().clock().now();
         if start.elapsed() >= run {
             return (late, went_at);
         }

@@ -72,7 +72,11 @@ async fn takes_cancelled_by_a_timeout_keep_the_direct_limiters_capacity() {
         );
         // The load has stopped: free again within one burst window (100 ms).
         sleep(ms(100)).await;
-        assert_eq!(limiter.next_free(), Duration::ZERO, "{tasks} tasks");
+        assert_eq!(
+            limiter.limiter().next_free(),
+            Duration::ZERO,
+            "{tasks} tasks"
+        );
     }
 }
 

@@ -674,7 +674,7 @@ async fn a_shared_limit_takes_from_one_async_limiter() {
     }
     let ok = statuses.iter().filter(|s| **s == StatusCode::OK).count();
     assert_eq!(ok, 2, "{statuses:?}");
-    assert_eq!(limiter.available(), 0);
+    assert_eq!(limiter.limiter().available(), 0);
 }
 
 #[tokio::test(start_paused = true)]

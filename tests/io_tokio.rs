@@ -56,7 +56,7 @@ async fn tokio_copy_into_a_paced_tcp_writer_goes_at_1_mib_per_second() {
     // Tokio's clock, which the limiter reads, is `Instant`'s.
     assert_paced(
         "tokio::io::copy into a paced TCP writer",
-        limiter.rate().interval(),
+        limiter.limiter().rate().interval(),
         &marks,
     );
 }
@@ -108,7 +108,7 @@ async fn a_timed_out_write_keeps_its_payment_and_its_retry_pays_nothing_more() {
     // The next burst's slot is at 64 ms; the take books it at 54 ms (10 ms
     // ahead) and the timeout cancels the write at 60 ms.
     assert!(timeout(MS(60), paced.write(&[2; 64_000])).await.is_err());
-    assert_eq!(limiter.available(), 0); // the payment is still booked
+    assert_eq!(limiter.limiter().available(), 0); // the payment is still booked
     assert!(paced.get_ref().len() == 64_000 && paced.credit() == 0);
 
     // The retry goes on with that payment: its slot, not another one.
@@ -126,12 +126,12 @@ async fn a_writer_dropped_with_a_booked_payment_gives_its_slot_back() {
     let start = Instant::now();
     assert_eq!(paced.write(&[1; 64_000]).await.unwrap(), 64_000);
     assert!(timeout(MS(60), paced.write(&[2; 64_000])).await.is_err());
-    assert_eq!(limiter.available(), 0);
+    assert_eq!(limiter.limiter().available(), 0);
 
     drop(paced);
     // As if the second write had never been made: the 60 ms since the
     // first (a fresh limiter's first request banks nothing) are free again.
-    assert_eq!(limiter.available(), 60_000);
+    assert_eq!(limiter.limiter().available(), 60_000);
     limiter.take_n(64_000).await.unwrap();
     assert_eq!(start.elapsed(), MS(64));
 }
@@ -149,7 +149,7 @@ async fn a_timed_out_read_keeps_its_bytes_and_its_payment() {
     // (slot at 64 ms, booked at 54 ms) is cancelled with the read at 60 ms.
     assert!(timeout(MS(60), paced.read(&mut buf)).await.is_err());
     assert_eq!(paced.buffer(), &sent[64_000..128_000]); // held, not lost
-    assert_eq!(limiter.available(), 0);
+    assert_eq!(limiter.limiter().available(), 0);
 
     // The retry hands them out at their slot, paid once.
     let mut again = vec![0; 100_000];
@@ -170,10 +170,10 @@ async fn a_reader_dropped_with_a_booked_payment_gives_its_slot_back() {
     let mut buf = vec![0; 100_000];
     assert_eq!(paced.read(&mut buf).await.unwrap(), 64_000);
     assert!(timeout(MS(60), paced.read(&mut buf)).await.is_err());
-    assert_eq!(limiter.available(), 0);
+    assert_eq!(limiter.limiter().available(), 0);
 
     drop(paced);
-    assert_eq!(limiter.available(), 60_000);
+    assert_eq!(limiter.limiter().available(), 60_000);
 }
 
 #[tokio::test(start_paused = true)]

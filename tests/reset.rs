@@ -298,12 +298,12 @@ mod tokio_calls {
         limiter.take().await;
         let mut booked = Box::pin(limiter.take_timeout(ms(1000))); // slot 5 ms: booked at once
         assert!((&mut booked).now_or_never().is_none());
-        limiter.reset();
+        limiter.limiter().reset();
         // Fresh: one at once; its next slot is 5 ms on.
         limiter.try_take().await.unwrap();
-        assert_eq!(limiter.next_free(), ms(5));
+        assert_eq!(limiter.limiter().next_free(), ms(5));
         drop(booked);
-        assert_eq!(limiter.next_free(), ms(5));
+        assert_eq!(limiter.limiter().next_free(), ms(5));
         assert!(limiter.try_take().await.is_err());
     }
 
@@ -319,13 +319,13 @@ mod tokio_calls {
         limiter.take().await;
         let mut first = Box::pin(limiter.take_timeout(ms(1000))); // slot 5 ms: booked at once
         assert!((&mut first).now_or_never().is_none());
-        limiter.reset();
+        limiter.limiter().reset();
         limiter.take().await; // at 0 again
         let mut second = Box::pin(limiter.take_timeout(ms(1000))); // 5 ms again
         assert!((&mut second).now_or_never().is_none());
         drop(first);
         // `second` still holds 5 ms.
-        assert_eq!(limiter.next_free(), ms(10));
+        assert_eq!(limiter.limiter().next_free(), ms(10));
         assert_eq!(second.await.map(|t| t.at()), Ok(ms(5)));
     }
 

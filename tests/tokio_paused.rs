@@ -193,7 +193,7 @@ async fn dropped_take_n_gives_its_whole_cost_back() {
         .unwrap();
     limiter.take().await;
     assert!(timeout(MS, limiter.take_n(5)).await.is_err()); // slot 500 ms
-    assert_eq!(limiter.next_free(), 99 * MS);
+    assert_eq!(limiter.limiter().next_free(), 99 * MS);
     assert_eq!(limiter.take().await.at(), 100 * MS);
 }
 
@@ -271,7 +271,7 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
         .build()
         .unwrap();
     // Fresh: one request may take the whole burst, but no credit is banked.
-    assert_eq!(limiter.available(), 2);
+    assert_eq!(limiter.limiter().available(), 2);
     assert!(limiter.try_take().await.is_ok());
     assert_eq!(limiter.try_take().await, Err(Error::RetryAfter(100 * MS)));
     assert_eq!(
@@ -279,15 +279,15 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
         Err(Error::ExceedsBurst { cost: 3, burst: 2 })
     );
     assert!(!limiter.can_take(1).await);
-    assert_eq!(limiter.next_free(), 100 * MS);
+    assert_eq!(limiter.limiter().next_free(), 100 * MS);
     sleep(300 * MS).await;
-    assert_eq!(limiter.available(), 2);
+    assert_eq!(limiter.limiter().available(), 2);
     assert!(limiter.can_take(2).await);
-    limiter.set_rate(Rate::per_second(100)).unwrap();
-    assert_eq!(limiter.rate(), Rate::per_second(100));
-    assert_eq!(limiter.slack(), 1);
+    limiter.limiter().set_rate(Rate::per_second(100)).unwrap();
+    assert_eq!(limiter.limiter().rate(), Rate::per_second(100));
+    assert_eq!(limiter.limiter().slack(), 1);
     assert!(limiter.try_take_n(2).await.is_ok());
-    assert_eq!(limiter.next_free(), 10 * MS);
+    assert_eq!(limiter.limiter().next_free(), 10 * MS);
 }
 
 /// A take reserved before a rate change and dropped after it keeps its slot
@@ -305,7 +305,7 @@ async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
     limiter.try_take().await.unwrap(); // slot 0, next 4 ms
     let mut first = Box::pin(limiter.take_timeout(SECOND)); // slot 4 ms, next 8 ms
     assert!((&mut first).now_or_never().is_none());
-    limiter.set_rate(Rate::per_second(500)).unwrap(); // next rebased to 6 ms
+    limiter.limiter().set_rate(Rate::per_second(500)).unwrap(); // next rebased to 6 ms
     let mut second = Box::pin(limiter.take_timeout(SECOND)); // slot 6 ms, next 8 ms
     assert!((&mut second).now_or_never().is_none());
     drop(first); // the state reads 8 ms again, but the rate changed since
@@ -339,7 +339,7 @@ async fn a_change_of_rate_reaches_the_tasks_already_waiting() {
     limiter.take().await; // slot 0, the next at 100 ms
     let tasks = waiting(&limiter, 5);
     sleep(MS).await;
-    limiter.set_rate(Rate::per_second(1000)).unwrap();
+    limiter.limiter().set_rate(Rate::per_second(1000)).unwrap();
     let mut went = Vec::new();
     for task in tasks {
         went.push(task.await.unwrap());
@@ -358,7 +358,10 @@ async fn a_change_of_rate_reaches_the_tasks_already_waiting() {
     limiter.take().await;
     let tasks = waiting(&limiter, 2);
     sleep(MS).await;
-    limiter.set_limit(Rate::per_minute(12), 0).unwrap();
+    limiter
+        .limiter()
+        .set_limit(Rate::per_minute(12), 0)
+        .unwrap();
     let mut went = Vec::new();
     for task in tasks {
         went.push(task.await.unwrap());

@@ -32,7 +32,7 @@ async fn ended_stream_spends_no_permit() {
     let items: Vec<u8> = stream::iter([1u8]).paced(&limiter).collect().await;
     assert_eq!(items, [1]);
     // One permit (t = 0) spent; pulling `None` reserved nothing more.
-    assert_eq!(limiter.next_free(), 100 * MS);
+    assert_eq!(limiter.limiter().next_free(), 100 * MS);
 }
 
 #[tokio::test(start_paused = true)]

@@ -13,7 +13,7 @@ use paceline::{clock::Clock, clock::DefaultClock, Rate, Wait};
 async fn assert_never_early<C: Clock>(limiter: &AsyncLimiter<C>, n: usize) {
     for _ in 0..n {
         let slot = limiter.take().await.at();
-        let went = limiter.clock().now();
+        let went = limiter.limiter().clock().now();
         assert!(
             went >= slot.as_nanos() as u64,
             "went at {went} ns, slot {slot:?}"
@@ -37,7 +37,7 @@ async fn precise_waiters_never_go_before_their_slot() {
         .wait(PRECISE)
         .build()
         .unwrap();
-    assert_eq!(limiter.wait_strategy(), PRECISE);
+    assert_eq!(limiter.limiter().wait_strategy(), PRECISE);
     assert_never_early(&limiter, 40).await;
 }
 

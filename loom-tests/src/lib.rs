@@ -170,19 +170,19 @@ macro_rules! subject {
             const NAME: &'static str = stringify!($ty);
 
             fn take(&self) -> Duration {
-                $ty::take(self)
+                $ty::take(self).at()
             }
             fn take_n(&self, cost: u64) -> Result<Duration, Error> {
-                $ty::take_n(self, cost)
+                $ty::take_n(self, cost).map(|t| t.at())
             }
             fn take_n_timeout(&self, cost: u64, max_wait: Duration) -> Result<Duration, Error> {
-                $ty::take_n_timeout(self, cost, max_wait)
+                $ty::take_n_timeout(self, cost, max_wait).map(|t| t.at())
             }
             fn try_take(&self) -> Result<(), Error> {
-                $ty::try_take(self)
+                $ty::try_take(self).map(drop)
             }
             fn try_take_n(&self, cost: u64) -> Result<(), Error> {
-                $ty::try_take_n(self, cost)
+                $ty::try_take_n(self, cost).map(drop)
             }
             fn can_take(&self, cost: u64) -> bool {
                 $ty::can_take(self, cost)

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::tokio::sync::Mutex as Gate;
-use ::tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::limiter::builder::{sealed::Build, Builder};
@@ -20,12 +19,9 @@ use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::ORIGIN;
 use crate::observe::stats::{Counted, Stats};
 use crate::values::error::{BuildError, Error};
-use crate::values::limit::Limit;
 use crate::values::rate::Rate;
-use crate::values::slack::Slack;
 use crate::wait::held::{self, Line};
 use crate::wait::tokio as wait;
-use crate::wait::Wait;
 
 use super::TokioClock;
 
@@ -84,10 +80,10 @@ use super::TokioClock;
 ///
 /// # Waiting
 ///
-/// With the default [`Wait::Sleep`] a waiter sleeps on Tokio's timer, which
+/// With the default [`Wait::Sleep`](crate::Wait::Sleep) a waiter sleeps on Tokio's timer, which
 /// has 1 ms granularity: permits due within one millisecond are released
 /// together at its end (see the [module docs](super#timer-granularity)).
-/// [`Wait::Precise { spin }`](Wait::Precise) sleeps until `spin` before the
+/// [`Wait::Precise { spin }`](crate::Wait::Precise) sleeps until `spin` before the
 /// slot and then yields to the runtime in a loop until the slot
 /// (microsecond precision at the price of CPU; use a `spin` of at least
 /// 2 ms, [`PRECISE`](super::PRECISE)).
@@ -113,15 +109,13 @@ pub struct AsyncLimiter<C: Clock = TokioClock> {
     inner: Arc<Inner<C>>,
 }
 
-/// What the clones share: the limiter, the line unbounded takes wait in
-/// for their slot to come within the horizon, the cost promised to
-/// bounded takes held until then, and the signal that wakes them all when
-/// the limit changes.
+/// What the clones share: the limiter (whose changes wake the waiting
+/// takes), the line unbounded takes wait in for their slot to come within
+/// the horizon, and the cost promised to bounded takes held until then.
 struct Inner<C: Clock> {
     limiter: AtomicLimiter<C>,
     gate: Gate<()>,
     line: Line,
-    changed: Notify,
 }
 
 impl AsyncLimiter {
@@ -149,7 +143,7 @@ impl AsyncLimiter {
     /// let limiter = AsyncLimiter::builder(Rate::per_second(5_000))
     ///     .slack(25) // bank 5 ms: covers the timer's ~1 ms lateness
     ///     .build()?;
-    /// assert_eq!(limiter.slack(), 25);
+    /// assert_eq!(limiter.limiter().slack(), 25);
     /// # Ok::<(), paceline::BuildError>(())
     /// ```
     pub fn builder(rate: Rate) -> Builder<AsyncLimiter> {
@@ -162,8 +156,13 @@ impl<C: Clock> AsyncLimiter<C> {
         Ok(AsyncLimiter::from(Pacer::from_config(config)?))
     }
 
-    /// The limiter's blocking calls and questions, on the same schedule.
-    pub(super) fn limiter(&self) -> &AtomicLimiter<C> {
+    /// The limiter under this face: its settings and their changes
+    /// (`set_limit`, `set_rate`, `set_slack`, `apply`, `reset`: waiting
+    /// tasks wake and ask again once one is in force), its questions
+    /// (`rate`, `slack`, `limit`, `available`, `next_free`, `stats`) and
+    /// its clock. (Its blocking takes would block the runtime's thread:
+    /// use this type's.)
+    pub fn limiter(&self) -> &AtomicLimiter<C> {
         &self.inner.limiter
     }
 
@@ -188,7 +187,7 @@ impl<C: Clock> AsyncLimiter<C> {
             // Only past the end of internal time can a cost of 1 fail: wait
             // there for good rather than admit.
             Err(_) => {
-                wait::sleep_until(self.clock(), u64::MAX).await;
+                wait::sleep_until(self.limiter().clock(), u64::MAX).await;
                 Taken::new(
                     Duration::from_nanos(u64::MAX - ORIGIN),
                     self.limiter().state(),
@@ -283,143 +282,17 @@ impl<C: Clock> AsyncLimiter<C> {
         let at = match within {
             Within::Now => return inner.limiter.within(cost, within),
             Within::Any => {
-                let (gate, changed) = (Some(&inner.gate), Some(&inner.changed));
+                let (gate, changed) = (Some(&inner.gate), Some(&inner.limiter.changed));
                 wait::take(&inner.limiter, cost, gate, changed).await?
             }
-            Within::Max(max_wait) => held::take_held(
-                &inner.limiter,
-                cost,
-                max_wait,
-                &inner.line,
-                0,
-                &inner.changed,
-            )
-            .await
-            .map_err(|e| within.refusal(e))?,
+            Within::Max(max_wait) => {
+                let changed = &inner.limiter.changed;
+                held::take_held(&inner.limiter, cost, max_wait, &inner.line, 0, changed)
+                    .await
+                    .map_err(|e| within.refusal(e))?
+            }
         };
         Ok(Taken::new(at, inner.limiter.state()))
-    }
-
-    /// Changes the rate from now on: slots already handed out (booked by
-    /// tasks within 10 ms of them) stand, later requests are spaced by the
-    /// new interval. Tasks waiting for their slot to come within 10 ms wake
-    /// and ask again: after a speed-up they go at the new pace at once.
-    ///
-    /// # Errors
-    /// [`BuildError::SlackTooLarge`] when the slack at the new rate banks
-    /// over 146 years; the rate is then unchanged.
-    pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        self.changed(self.limiter().set_rate(rate))
-    }
-
-    /// Wakes the tasks waiting to book once a change is in force.
-    fn changed<T>(&self, change: Result<T, BuildError>) -> Result<T, BuildError> {
-        if change.is_ok() {
-            self.inner.changed.notify_waiters();
-        }
-        change
-    }
-
-    /// Puts the limiter back to how it was built (no credit, or its whole
-    /// burst if built with `full_credit`): a deliberate refill, as
-    /// [`Pacer::reset`]. Tasks waiting for slots they booked keep them;
-    /// one that booked before the reset and is then dropped gives nothing
-    /// back. Tasks still in line (not yet booked) book after the reset.
-    ///
-    /// ```
-    /// use paceline::tokio::AsyncLimiter;
-    /// use paceline::Rate;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let limiter = AsyncLimiter::builder(Rate::per_second(10))
-    ///     .slack(4)
-    ///     .full_credit(true)
-    ///     .build()?;
-    /// limiter.try_take_n(5).await?;
-    /// assert_eq!(limiter.available(), 0);
-    /// limiter.reset();
-    /// assert_eq!(limiter.available(), 5);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn reset(&self) {
-        self.limiter().reset();
-        self.inner.changed.notify_waiters();
-    }
-
-    /// The rate in force.
-    pub fn rate(&self) -> Rate {
-        self.limiter().rate()
-    }
-
-    /// The slack, in permits: the burst is `slack + 1`.
-    pub fn slack(&self) -> u64 {
-        self.limiter().slack()
-    }
-
-    /// How a waiter waits: [`Wait::Sleep`] on Tokio's timer, or
-    /// [`Wait::Precise`].
-    pub fn wait_strategy(&self) -> Wait {
-        self.limiter().wait_strategy()
-    }
-
-    /// How many permits one request could take now without waiting, from 0
-    /// to `slack + 1`.
-    pub fn available(&self) -> u64 {
-        self.limiter().available()
-    }
-
-    /// How long until a permit is free (zero: one is free now).
-    pub fn next_free(&self) -> Duration {
-        self.limiter().next_free()
-    }
-
-    /// What it decided, or `None` unless its builder asked; see
-    /// [`Pacer::stats`]. A take dropped before its slot counts in
-    /// [`Stats::cancelled`].
-    pub fn stats(&self) -> Option<Stats> {
-        self.limiter().stats()
-    }
-
-    /// The limiter's clock.
-    pub fn clock(&self) -> &C {
-        self.limiter().clock()
-    }
-}
-
-impl<C: Clock> AsyncLimiter<C> {
-    /// Changes the rate and the slack as one unit; see
-    /// [`Pacer::set_limit`]. Waiting tasks ask again, as after
-    /// [`set_rate`](Self::set_rate).
-    ///
-    /// # Errors
-    /// [`BuildError::SlackTooLarge`]; nothing changes then.
-    pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        self.changed(self.limiter().set_limit(rate, slack))
-    }
-
-    /// Changes the slack, keeping the rate; see [`Pacer::set_slack`].
-    /// Waiting tasks ask again, as after [`set_rate`](Self::set_rate).
-    ///
-    /// # Errors
-    /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
-    pub fn set_slack(&self, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        self.changed(self.limiter().set_slack(slack))
-    }
-
-    /// Puts `limit` in force; see [`Pacer::apply`]. Waiting tasks ask
-    /// again, as after [`set_rate`](Self::set_rate).
-    ///
-    /// # Errors
-    /// As [`set_limit`](Self::set_limit).
-    pub fn apply(&self, limit: Limit) -> Result<(), BuildError> {
-        self.changed(self.limiter().apply(limit))
-    }
-
-    /// The limit in force, its slack in permits; see [`Pacer::limit`].
-    pub fn limit(&self) -> Limit {
-        self.limiter().limit()
     }
 }
 
@@ -441,9 +314,9 @@ impl<C: Clock> Counted for AsyncLimiter<C> {
 impl<C: Clock> fmt::Debug for AsyncLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncLimiter")
-            .field("rate", &self.rate())
-            .field("slack", &self.slack())
-            .field("available", &self.available())
+            .field("rate", &self.limiter().rate())
+            .field("slack", &self.limiter().slack())
+            .field("available", &self.limiter().available())
             .finish()
     }
 }
@@ -465,7 +338,6 @@ impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
                 limiter,
                 gate: Gate::new(()),
                 line: Line::new(),
-                changed: Notify::new(),
             }),
         }
     }

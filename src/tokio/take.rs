@@ -22,7 +22,7 @@ impl<K: ?Sized + Sync, C: Clock> AsyncTake<K> for AsyncLimiter<C> {
     }
 
     fn limit_for(&self, _key: &K) -> Option<Limit> {
-        Some(self.limit())
+        Some(self.limiter().limit())
     }
 
     fn try_take_n_now(&self, _key: &K, cost: u64) -> Option<Result<Taken, Error>> {

@@ -131,6 +131,11 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     start: u64,
     /// What it decided, if its builder asked ([`stats`](Self::stats)).
     meter: Meter,
+    /// Wakes async takes waiting for their slot to come within the horizon
+    /// when a change or a reset is in force, so they ask again
+    /// (`src/wait/tokio.rs`). Never touched by a take.
+    #[cfg(feature = "tokio")]
+    pub(crate) changed: ::tokio::sync::Notify,
 }
 
 impl<S: Store, C: Clock> Pacer<S, C> {
@@ -154,6 +159,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             generation: AtomicU64::new(0),
             start: tat,
             meter: Meter::new(&config.counting),
+            #[cfg(feature = "tokio")]
+            changed: ::tokio::sync::Notify::new(),
         })
     }
 
@@ -384,6 +391,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         *limit = (rate, slack);
         // Counted after the rebase: see `book`.
         self.generation.fetch_add(1, Ordering::Release);
+        #[cfg(feature = "tokio")]
+        self.changed.notify_waiters();
         Ok(())
     }
 
@@ -425,6 +434,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         // Counted after the reset, as a change is after its rebase: a
         // booking that reads the new count was decided after it.
         self.generation.fetch_add(1, Ordering::Release);
+        #[cfg(feature = "tokio")]
+        self.changed.notify_waiters();
     }
 
     /// The rate in force.
