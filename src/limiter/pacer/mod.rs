@@ -253,12 +253,12 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         let (grant, params) = match self.store.update(now, cost, admit) {
             Ok(found) => found,
             // A try's refusal, built in place: made in the out-of-line
-            // `refused`, it is written in pieces and read back whole, and
-            // the load waits for the stores to drain (a store-forwarding
+            // `refused`, it was written in pieces and read back whole, and
+            // the load waited for the stores to drain (a store-forwarding
             // stall that doubled the refusal's cost).
             Err(Deny::Wait(wait)) if matches!(within, Within::Now) => {
                 self.meter.refused();
-                return Err(Error::RetryAfter(Duration::from_nanos(wait)));
+                return Err(Error::retry(wait));
             }
             Err(deny) => return Err(within.refusal(self.refused(deny, cost, admit, Ask::Answer))),
         };

@@ -139,6 +139,14 @@ impl Error {
         Error::Script(Cause::new(Arc::from(error.into())))
     }
 
+    /// A try's refusal: free again in `wait` ns. Inlined where a try is
+    /// refused, so that the error is built in place (see
+    /// [`refused`](Self::refused), which maps every other refusal).
+    #[inline(always)]
+    pub(crate) fn retry(wait: u64) -> Error {
+        Error::RetryAfter(Duration::from_nanos(wait))
+    }
+
     /// The one mapping from a refusal of [`schedule::step`] to the caller's
     /// error, for a request of `cost` under `admit` on a limiter whose slack
     /// is `slack`; every limiter kind uses it. `try_take` (`Within(0)`) is
@@ -149,7 +157,7 @@ impl Error {
     #[cold]
     pub(crate) fn refused(deny: Deny, cost: u64, admit: Admit, slack: u64) -> Error {
         match (deny, admit) {
-            (Deny::Wait(wait), Admit::Within(0)) => Error::RetryAfter(Duration::from_nanos(wait)),
+            (Deny::Wait(wait), Admit::Within(0)) => Error::retry(wait),
             (Deny::Wait(wait), Admit::Within(max)) => Error::QueueFull {
                 wait: Duration::from_nanos(wait),
                 max_wait: Duration::from_nanos(max),
