@@ -305,7 +305,8 @@ pub(crate) fn warn_if_on_runtime(async_call: &str) {
     }
 }
 
-#[cfg(all(test, debug_assertions, not(paceline_loom)))]
+#[cfg(test)]
+#[cfg(all(debug_assertions, not(paceline_loom)))]
 mod tests {
     use super::RUNTIME_WARNINGS;
     use crate::{clock::ManualClock, AtomicLimiter, Rate};

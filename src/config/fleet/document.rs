@@ -133,13 +133,6 @@ pub(crate) trait Store: Send {
     fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError>;
 }
 
-#[cfg(all(test, feature = "keyed"))]
-mod tests {
-    #[test]
-    fn a_document_holds_as_many_overrides_as_a_keyed_limiter() {
-        assert_eq!(
-            super::MAX_OVERRIDES,
-            crate::KeyedLimiter::<String>::MAX_OVERRIDES
-        );
-    }
-}
+#[cfg(test)]
+#[cfg(feature = "keyed")]
+mod tests;
