@@ -50,8 +50,8 @@
 //    pass under every feature set of `.ci/run`; use `rust,no_run` where a
 //    server is needed and `rust,ignore` only where even compiling needs
 //    what a doctest cannot have, and say why;
-// 2. add `#[doc = include_str!("<topic>.md")] pub mod <topic> {}` below, in
-//    the order of the list above, and a line to that list;
+// 2. add `<topic>` to the `chapters!` line below, in the order of the list
+//    above, and a line to that list;
 // 3. tell the topic here only: module docs link to the chapter, as
 //    `crate::guide::<topic>`, rather than repeat it; the README does not
 //    grow (at most a row of its chooser table).
@@ -59,47 +59,12 @@
 // Chapters are not gated on features: their links to feature-gated items
 // resolve in the documented build (all features, as docs.rs builds it).
 
-#[doc = include_str!("model.md")]
-pub mod model {}
+/// Each chapter: an empty module whose doc is `<chapter>.md`.
+macro_rules! chapters {
+    ($($chapter:ident)*) => {$(
+        #[doc = include_str!(concat!(stringify!($chapter), ".md"))]
+        pub mod $chapter {}
+    )*};
+}
 
-#[doc = include_str!("waiting.md")]
-pub mod waiting {}
-
-#[doc = include_str!("keyed.md")]
-pub mod keyed {}
-
-#[doc = include_str!("remote.md")]
-pub mod remote {}
-
-#[doc = include_str!("memcached.md")]
-pub mod memcached {}
-
-#[doc = include_str!("faults.md")]
-pub mod faults {}
-
-#[doc = include_str!("leases.md")]
-pub mod leases {}
-
-#[doc = include_str!("http.md")]
-pub mod http {}
-
-#[doc = include_str!("grpc.md")]
-pub mod grpc {}
-
-#[doc = include_str!("config.md")]
-pub mod config {}
-
-#[doc = include_str!("metrics.md")]
-pub mod metrics {}
-
-#[doc = include_str!("cli.md")]
-pub mod cli {}
-
-#[doc = include_str!("warm_up.md")]
-pub mod warm_up {}
-
-#[doc = include_str!("io.md")]
-pub mod io {}
-
-#[doc = include_str!("peers.md")]
-pub mod peers {}
+chapters!(model waiting keyed remote memcached faults leases http grpc config metrics cli warm_up io peers);
