@@ -23,10 +23,9 @@ impl<S: Store> Pacer<S> {
     /// If ten intervals of `rate` exceed 146 years (an interval over about
     /// 14 years); [`builder`](Self::builder) reports that as an error.
     pub fn new(rate: Rate) -> Self {
-        match Self::builder(rate).build() {
-            Ok(limiter) => limiter,
-            Err(e) => panic!("{e}"),
-        }
+        Self::builder(rate)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A builder for a limiter at `rate`, to set its slack, clock, wait
