@@ -177,11 +177,12 @@ impl Clock for StdClock {
 /// assert!(limiter.try_take().is_ok());
 /// # Ok::<(), paceline::BuildError>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct ManualClock {
     inner: Arc<Manual>,
 }
 
+#[derive(Default)]
 struct Manual {
     now: AtomicU64,
     auto_advance: bool,
@@ -197,41 +198,28 @@ impl ManualClock {
     /// A clock at 0 that moves only through [`advance`](Self::advance) and
     /// [`set`](Self::set); waiters block until it reaches their deadline.
     pub fn new() -> ManualClock {
-        ManualClock::make(false)
+        ManualClock::default()
     }
 
     /// A clock at 0 that also jumps forward to any deadline waited for, so a
     /// waiting thread returns at once with the clock at its slot.
     pub fn with_auto_advance() -> ManualClock {
-        ManualClock::make(true)
-    }
-
-    fn make(auto_advance: bool) -> ManualClock {
+        let manual = Manual {
+            auto_advance: true,
+            ..Manual::default()
+        };
         ManualClock {
-            inner: Arc::new(Manual {
-                now: AtomicU64::new(0),
-                auto_advance,
-                lock: Mutex::new(Vec::new()),
-                moved: Condvar::new(),
-            }),
+            inner: Arc::new(manual),
         }
     }
 
     /// Moves the clock forward by `d` (saturating) and wakes waiters.
     pub fn advance(&self, d: Duration) {
         let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        let mut now = self.inner.now.load(Ordering::SeqCst);
-        loop {
-            match self.inner.now.compare_exchange(
-                now,
-                now.saturating_add(d),
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => break,
-                Err(actual) => now = actual,
-            }
-        }
+        let now = &self.inner.now;
+        let add = |t: u64| Some(t.saturating_add(d));
+        // Always `Ok`: `add` never refuses.
+        let _ = now.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add);
         self.notify();
     }
 
@@ -295,10 +283,8 @@ impl ManualClock {
             let Some(left) = timeout.checked_sub(start.elapsed()) else {
                 return false;
             };
-            parked = match self.inner.moved.wait_timeout(parked, left) {
-                Ok((guard, _)) => guard,
-                Err(e) => e.into_inner().0,
-            };
+            let waited = self.inner.moved.wait_timeout(parked, left);
+            parked = waited.unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
@@ -320,12 +306,6 @@ impl ManualClock {
         // Taking the lock orders this change before any waiter's next check.
         drop(lock(&self.inner.lock));
         self.inner.moved.notify_all();
-    }
-}
-
-impl Default for ManualClock {
-    fn default() -> Self {
-        ManualClock::new()
     }
 }
 
@@ -357,13 +337,10 @@ impl Clock for ManualClock {
         }
         parked.push(deadline);
         // Someone may be waiting for this thread to park.
-        self.inner.moved.notify_all();
+        let moved = &self.inner.moved;
+        moved.notify_all();
         while self.now() < deadline {
-            parked = self
-                .inner
-                .moved
-                .wait(parked)
-                .unwrap_or_else(|e| e.into_inner());
+            parked = moved.wait(parked).unwrap_or_else(|e| e.into_inner());
         }
         if let Some(i) = parked.iter().position(|&d| d == deadline) {
             parked.swap_remove(i);
