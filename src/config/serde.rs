@@ -10,7 +10,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Unexpected, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
@@ -98,12 +98,11 @@ impl<'de> Visitor<'de> for SlackVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slack, A::Error> {
         let (mut permits, mut time) = (None, None);
-        while let Some(key) = map.next_key::<Field<SlackField>>()? {
-            match key.0 {
-                SlackField::Permits => set(&mut permits, map.next_value()?, "permits")?,
-                SlackField::Time => {
-                    set(&mut time, map.next_value::<TimeText>()?.0, "time")?;
-                }
+        while let Some(key) = map.next_key_seed(Key(&["permits", "time"]))? {
+            match key {
+                "permits" => set(&mut permits, map.next_value()?, key)?,
+                "time" => set(&mut time, map.next_value::<TimeText>()?.0, key)?,
+                _ => unreachable!("a Key is one of its names"),
             }
         }
         if permits.is_none() && time.is_none() {
@@ -183,11 +182,12 @@ impl<'de> Visitor<'de> for LimitVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Limit, A::Error> {
         let (mut rate, mut burst, mut slack) = (None, None, None::<Slack>);
-        while let Some(key) = map.next_key::<Field<LimitField>>()? {
-            match key.0 {
-                LimitField::Rate => set(&mut rate, map.next_value::<Rate>()?, "rate")?,
-                LimitField::Burst => set(&mut burst, map.next_value::<Burst>()?.0, "burst")?,
-                LimitField::Slack => set(&mut slack, map.next_value()?, "slack")?,
+        while let Some(key) = map.next_key_seed(Key(&["rate", "burst", "slack"]))? {
+            match key {
+                "rate" => set(&mut rate, map.next_value::<Rate>()?, key)?,
+                "burst" => set(&mut burst, map.next_value::<Burst>()?.0, key)?,
+                "slack" => set(&mut slack, map.next_value()?, key)?,
+                _ => unreachable!("a Key is one of its names"),
             }
         }
         let rate = rate.ok_or_else(|| de::Error::missing_field("rate"))?;
@@ -301,20 +301,15 @@ type LimitsFields = (Option<Limit>, Vec<(String, Limit)>);
 
 /// Reads a limits document's fields.
 fn limits_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<LimitsFields, A::Error> {
-    let (mut default, mut overrides) = (None::<Limit>, None);
-    while let Some(key) = map.next_key::<Field<LimitsField>>()? {
-        match key.0 {
-            LimitsField::Default => set(&mut default, map.next_value()?, "default")?,
-            LimitsField::Overrides => {
-                set(
-                    &mut overrides,
-                    map.next_value::<OverrideList>()?.0,
-                    "overrides",
-                )?;
-            }
+    let (mut default, mut overrides) = (None::<Limit>, None::<OverrideList>);
+    while let Some(key) = map.next_key_seed(Key(&["default", "overrides"]))? {
+        match key {
+            "default" => set(&mut default, map.next_value()?, key)?,
+            "overrides" => set(&mut overrides, map.next_value()?, key)?,
+            _ => unreachable!("a Key is one of its names"),
         }
     }
-    Ok((default, overrides.unwrap_or_default()))
+    Ok((default, overrides.map(|o| o.0).unwrap_or_default()))
 }
 
 #[cfg(feature = "fleet")]
@@ -385,46 +380,27 @@ fn set<T, E: de::Error>(slot: &mut Option<T>, value: T, name: &'static str) -> R
     Ok(())
 }
 
-/// The fields of a map, by name; any other name is an unknown field.
-trait Fields: Sized + Copy + 'static {
-    const ALL: &'static [(&'static str, Self)];
-    const NAMES: &'static [&'static str];
-}
+/// A map's key read as one of the given names; any other is an unknown
+/// field, refused as the key is read (so the format says where it stands).
+struct Key(&'static [&'static str]);
 
-/// A field name read as one of `F`.
-struct Field<F>(F);
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = &'static str;
 
-impl<'de, F: Fields> Deserialize<'de> for Field<F> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Field<F>, D::Error> {
-        struct V<F>(std::marker::PhantomData<F>);
-        impl<F: Fields> Visitor<'_> for V<F> {
-            type Value = Field<F>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "one of {:?}", F::NAMES)
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Field<F>, E> {
-                F::ALL
-                    .iter()
-                    .find(|(name, _)| *name == s)
-                    .map(|&(_, field)| Field(field))
-                    .ok_or_else(|| E::unknown_field(s, F::NAMES))
-            }
-        }
-        deserializer.deserialize_identifier(V(std::marker::PhantomData))
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<&'static str, D::Error> {
+        deserializer.deserialize_identifier(self)
     }
 }
 
-macro_rules! fields {
-    ($ty:ident { $($name:literal => $variant:ident),+ $(,)? }) => {
-        #[derive(Clone, Copy)]
-        enum $ty { $($variant),+ }
-        impl Fields for $ty {
-            const ALL: &'static [(&'static str, Self)] = &[$(($name, $ty::$variant)),+];
-            const NAMES: &'static [&'static str] = &[$($name),+];
-        }
-    };
-}
+impl Visitor<'_> for Key {
+    type Value = &'static str;
 
-fields!(SlackField { "permits" => Permits, "time" => Time });
-fields!(LimitField { "rate" => Rate, "burst" => Burst, "slack" => Slack });
-fields!(LimitsField { "default" => Default, "overrides" => Overrides });
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "one of {:?}", self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<&'static str, E> {
+        let name = self.0.iter().find(|name| **name == s);
+        name.copied().ok_or_else(|| E::unknown_field(s, self.0))
+    }
+}
