@@ -115,7 +115,7 @@ struct Registered {
 #[derive(Clone)]
 enum Kind {
     /// Its buckets are listed, and its totals measured.
-    Keyed(Arc<dyn tracked::Tracking>),
+    Keyed(Arc<dyn Tracked>),
     /// Its counts only.
     Counted(Arc<dyn Counted + Send + Sync>),
 }
@@ -363,12 +363,14 @@ mod tests {
         let mut all = Vec::new();
         for (index, registered) in inspect.limiters.iter().enumerate() {
             if let Kind::Keyed(limiter) = &registered.kind {
-                limiter.rows(&Query::parse(None, 1000).unwrap(), &mut |row| {
-                    all.push(Row {
-                        limiter: index,
-                        ..row.owned()
-                    })
-                });
+                limiter
+                    .tracking()
+                    .rows(&Query::parse(None, 1000).unwrap(), &mut |row| {
+                        all.push(Row {
+                            limiter: index,
+                            ..row.owned()
+                        })
+                    });
             }
         }
         assert_eq!(all.len(), 300);

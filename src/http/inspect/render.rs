@@ -102,6 +102,7 @@ fn write_json(
         write!(out, "{{\"name\":{}", Json(&registered.name))?;
         match &registered.kind {
             Kind::Keyed(limiter) => {
+                let limiter = limiter.tracking();
                 let (rate, slack) = limiter.default_limit();
                 let totals = limiter.totals();
                 write!(
@@ -118,7 +119,7 @@ fn write_json(
                     totals.pruned,
                     totals.evicted
                 )?;
-                write_limits(out, &**limiter)?;
+                write_limits(out, limiter)?;
             }
             Kind::Counted(limiter) => {
                 out.push_str(",\"kind\":\"counted\"");
@@ -281,7 +282,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         .iter()
         .map(|r| {
             let limiter: &dyn Counted = match &r.kind {
-                Kind::Keyed(l) => l.counted(),
+                Kind::Keyed(l) => l.tracking().counted(),
                 Kind::Counted(l) => &**l,
             };
             (r.name.as_str(), limiter)
@@ -292,7 +293,10 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         let keyed: Vec<(&str, crate::keyed::KeyedStats, usize)> = limiters
             .iter()
             .filter_map(|r| match &r.kind {
-                Kind::Keyed(l) => Some((r.name.as_str(), l.totals(), l.max_keys())),
+                Kind::Keyed(l) => {
+                    let l = l.tracking();
+                    Some((r.name.as_str(), l.totals(), l.max_keys()))
+                }
                 Kind::Counted(_) => None,
             })
             .collect();

@@ -30,7 +30,7 @@ pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
             continue;
         }
         if let Kind::Keyed(limiter) = &registered.kind {
-            limiter.rows(query, &mut |row| {
+            limiter.tracking().rows(query, &mut |row| {
                 select.offer(Row {
                     limiter: index,
                     ..row

@@ -13,11 +13,15 @@ use crate::{clock::Clock, Rate};
 /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
 /// [`KeyedLimiter`], `AsyncKeyedLimiter` (feature `tokio`), or an `Arc`
 /// of either, whose keys are [`Display`]. Sealed: paceline implements it.
-pub trait Tracked: Tracking {}
+pub trait Tracked: Send + Sync + 'static {
+    /// The keyed limiter it is, or holds (its `Tracking` is sealed: this
+    /// module is private).
+    #[doc(hidden)]
+    fn tracking(&self) -> &dyn Tracking;
+}
 
-/// What the service asks of a keyed limiter (sealed: this module is
-/// private).
-pub trait Tracking: Send + Sync + 'static {
+/// What the service asks of a keyed limiter.
+pub trait Tracking {
     /// Offers each tracked bucket `query` selects (`limiter` unset),
     /// borrowed: the caller copies only those it keeps.
     fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>));
@@ -91,35 +95,8 @@ where
     K: Display + Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + Send + Sync + 'static,
 {
-}
-
-impl<K, C> Tracking for AsyncKeyedLimiter<K, C>
-where
-    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + Send + Sync + 'static,
-{
-    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
-        self.limiter().rows(query, offer)
-    }
-
-    fn totals(&self) -> KeyedStats {
-        self.limiter().keyed_stats()
-    }
-
-    fn max_keys(&self) -> usize {
-        self.limiter().max_keys()
-    }
-
-    fn default_limit(&self) -> (Rate, u64) {
-        Tracking::default_limit(self.limiter())
-    }
-
-    fn counted(&self) -> &dyn Counted {
+    fn tracking(&self) -> &dyn Tracking {
         self
-    }
-
-    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
-        self.limiter().limits_shown(most)
     }
 }
 
@@ -128,32 +105,13 @@ where
     K: Display + Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + Send + Sync + 'static,
 {
-}
-
-impl<T: Tracking> Tracking for Arc<T> {
-    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
-        (**self).rows(query, offer)
-    }
-
-    fn totals(&self) -> KeyedStats {
-        (**self).totals()
-    }
-
-    fn max_keys(&self) -> usize {
-        (**self).max_keys()
-    }
-
-    fn default_limit(&self) -> (Rate, u64) {
-        (**self).default_limit()
-    }
-
-    fn counted(&self) -> &dyn Counted {
-        (**self).counted()
-    }
-
-    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
-        (**self).limits_shown(most)
+    fn tracking(&self) -> &dyn Tracking {
+        self.limiter()
     }
 }
 
-impl<T: Tracked> Tracked for Arc<T> {}
+impl<T: Tracked> Tracked for Arc<T> {
+    fn tracking(&self) -> &dyn Tracking {
+        (**self).tracking()
+    }
+}
