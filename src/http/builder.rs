@@ -12,8 +12,8 @@ use http::StatusCode;
 use super::client_ip::{Cidr, Forwarding};
 use super::fields;
 use super::layer::LimitLayer;
-use super::shared::{Limiter, Shared};
-use super::terms::{Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
+use super::shared::{Limiter, Settings, Shared};
+use super::terms::{Body, ClientKey, Fields, KeySource, MissingKey, Mode};
 use crate::keyed::{KeyedLimiter, WhenFull};
 use crate::limiter::take::AsyncTake;
 use crate::tokio::{AsyncKeyedLimiter, AsyncLimiter};
@@ -30,22 +30,11 @@ pub struct LimitBuilder {
     max_keys: Option<usize>,
     when_full: WhenFull,
     limiter: Option<Box<dyn Limiter>>,
-    source: KeySource,
+    settings: Settings,
     trusted: Vec<String>,
-    forwarding: Forwarding,
-    v4_prefix: u8,
-    v6_prefix: u8,
-    missing: MissingKey,
-    cost: Option<Box<CostFn>>,
     mode: Mode,
-    fields: Fields,
-    body: Body,
-    status: StatusCode,
-    name: String,
     header: Option<String>,
     costs: Vec<(String, u64)>,
-    #[cfg(feature = "tonic")]
-    grpc: bool,
 }
 
 impl LimitLayer {
@@ -104,22 +93,24 @@ impl LimitBuilder {
             max_keys: None,
             when_full: WhenFull::default(),
             limiter: None,
-            source,
+            settings: Settings {
+                source,
+                forwarding: Forwarding::default(),
+                v4_prefix: 32,
+                v6_prefix: 64,
+                missing: MissingKey::default(),
+                cost: None,
+                fields: Fields::default(),
+                body: Body::default(),
+                status: StatusCode::TOO_MANY_REQUESTS,
+                name: "default".to_owned(),
+                #[cfg(feature = "tonic")]
+                grpc: false,
+            },
             trusted: Vec::new(),
-            forwarding: Forwarding::default(),
-            v4_prefix: 32,
-            v6_prefix: 64,
-            missing: MissingKey::default(),
-            cost: None,
             mode: Mode::default(),
-            fields: Fields::default(),
-            body: Body::default(),
-            status: StatusCode::TOO_MANY_REQUESTS,
-            name: "default".to_owned(),
             header: None,
             costs: Vec::new(),
-            #[cfg(feature = "tonic")]
-            grpc: false,
         }
     }
 
@@ -179,35 +170,35 @@ impl LimitBuilder {
     /// Which header trusted proxies name the client in (default
     /// `X-Forwarded-For`).
     pub fn forwarding(mut self, forwarding: Forwarding) -> Self {
-        self.forwarding = forwarding;
+        self.settings.forwarding = forwarding;
         self
     }
 
     /// How many leading bits of an IPv6 client address make one client
     /// (default 64: one host or home network owns a /64).
     pub fn ipv6_prefix(mut self, bits: u8) -> Self {
-        self.v6_prefix = bits;
+        self.settings.v6_prefix = bits;
         self
     }
 
     /// How many leading bits of an IPv4 client address make one client
     /// (default 32: each address).
     pub fn ipv4_prefix(mut self, bits: u8) -> Self {
-        self.v4_prefix = bits;
+        self.settings.v4_prefix = bits;
         self
     }
 
     /// What a request without a key gets (default
     /// `MissingKey::Refuse(400)`).
     pub fn on_missing_key(mut self, outcome: MissingKey) -> Self {
-        self.missing = outcome;
+        self.settings.missing = outcome;
         self
     }
 
     /// The cost of a request, from its head (default 1): a costly route
     /// takes more (`|head| if head.uri.path() == "/export" { 10 } else { 1 }`).
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
-        self.cost = Some(Box::new(cost));
+        self.settings.cost = Some(Box::new(cost));
         self
     }
 
@@ -237,7 +228,7 @@ impl LimitBuilder {
     #[cfg(feature = "tonic")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
     pub fn grpc(mut self) -> Self {
-        self.grpc = true;
+        self.settings.grpc = true;
         self
     }
 
@@ -249,25 +240,25 @@ impl LimitBuilder {
 
     /// When the `RateLimit` fields are sent (default: on refusals).
     pub fn fields(mut self, fields: Fields) -> Self {
-        self.fields = fields;
+        self.settings.fields = fields;
         self
     }
 
     /// The body of a refusal (default: text).
     pub fn body(mut self, body: Body) -> Self {
-        self.body = body;
+        self.settings.body = body;
         self
     }
 
     /// The status of a refusal (default 429).
     pub fn status(mut self, status: StatusCode) -> Self {
-        self.status = status;
+        self.settings.status = status;
         self
     }
 
     /// The policy's name in the fields and bodies (default `"default"`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.settings.name = name.into();
         self
     }
 
@@ -277,31 +268,33 @@ impl LimitBuilder {
     /// A [`BuildError`] naming the bad value: a trusted proxy's address
     /// block ([`AddressBlock`](BuildError::AddressBlock)), the key's header
     /// name, the policy name, a prefix, or the limit.
-    pub fn build(self) -> Result<LimitLayer, BuildError> {
+    pub fn build(mut self) -> Result<LimitLayer, BuildError> {
         let trusted = self
             .trusted
             .iter()
             .map(|s| s.parse())
             .collect::<Result<Vec<Cidr>, _>>()?;
-        if !fields::valid_name(&self.name) {
-            return Err(BuildError::PolicyName { name: self.name });
+        if !fields::valid_name(&self.settings.name) {
+            return Err(BuildError::PolicyName {
+                name: self.settings.name,
+            });
         }
-        for (bits, max) in [(self.v4_prefix, 32), (self.v6_prefix, 128)] {
+        let settings = &mut self.settings;
+        for (bits, max) in [(settings.v4_prefix, 32), (settings.v6_prefix, 128)] {
             if bits > max {
                 return Err(BuildError::PrefixTooLong { prefix: bits });
             }
         }
-        let source = match self.header {
-            Some(name) => KeySource::Header(
+        if let Some(name) = self.header {
+            settings.source = KeySource::Header(
                 HeaderName::try_from(name.as_str()).map_err(|_| BuildError::HeaderName { name })?,
-            ),
-            None => self.source,
-        };
+            );
+        }
         // The keyed limiter made here, which the layer hands out again.
         let mut made = None;
         let limiter: Box<dyn Limiter> = match self.limiter {
             Some(limiter) => limiter,
-            None => match source {
+            None => match settings.source {
                 KeySource::Global => Box::new(
                     AsyncLimiter::builder(self.rate)
                         .slack(self.slack)
@@ -325,21 +318,10 @@ impl LimitBuilder {
             shared: Arc::new(Shared {
                 limiter,
                 made,
-                source,
+                settings: self.settings,
                 trusted,
-                forwarding: self.forwarding,
-                v4_prefix: self.v4_prefix,
-                v6_prefix: self.v6_prefix,
-                missing: self.missing,
-                cost: self.cost,
                 mode: self.mode,
-                fields: self.fields,
-                body: self.body,
-                status: self.status,
-                name: self.name,
                 costs: self.costs.into_iter().map(|(p, c)| (p.into(), c)).collect(),
-                #[cfg(feature = "tonic")]
-                grpc: self.grpc,
                 refused: AtomicU64::new(0),
                 would_refuse: AtomicU64::new(0),
                 missing_key: AtomicU64::new(0),

@@ -203,7 +203,7 @@ impl Shared {
     /// Whether a key or cost function needs the request's head.
     #[inline]
     fn wants_head(&self) -> bool {
-        self.cost.is_some() || matches!(self.source, KeySource::Function(_))
+        self.settings.cost.is_some() || matches!(self.settings.source, KeySource::Function(_))
     }
 
     /// The decision on a request, from its head, as far as it can be made
@@ -222,7 +222,7 @@ impl Shared {
         uri: &Uri,
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
-        let found = match &self.source {
+        let found = match &self.settings.source {
             KeySource::Global => return self.decide_on(&ClientKey::Global, headers, uri, head),
             // The client's address (see the `client_ip` module): the peer,
             // unless it is a trusted proxy; then the forwarding header's walk.
@@ -252,7 +252,7 @@ impl Shared {
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
         let cost = self.cost_of(uri, head);
-        let decision = match (self.mode, self.fields) {
+        let decision = match (self.mode, self.settings.fields) {
             (Mode::Wait(_), _) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             (_, Fields::OnRefusal | Fields::Off) => match self.limiter.try_now_bare(key, cost) {
                 Some(Ok(())) => Ok(None),
@@ -276,7 +276,7 @@ impl Shared {
                 return *cost;
             }
         }
-        match (&self.cost, head) {
+        match (&self.settings.cost, head) {
             (Some(f), Some(head)) => f(head),
             _ => 1,
         }
@@ -286,9 +286,9 @@ impl Shared {
     #[inline(always)]
     fn mask(&self, ip: IpAddr) -> IpAddr {
         let bits = if ip.is_ipv4() {
-            self.v4_prefix
+            self.settings.v4_prefix
         } else {
-            self.v6_prefix
+            self.settings.v6_prefix
         };
         client_ip::mask(ip, bits)
     }
@@ -297,13 +297,14 @@ impl Shared {
     /// one: the address it forwarded, masked. Out of line, as the walk is.
     #[inline(never)]
     fn key_behind_proxy(&self, proxy: IpAddr, headers: &HeaderMap) -> Option<ClientKey> {
-        let ip = client_ip::behind_proxies(proxy, headers, &self.trusted, self.forwarding)?;
+        let ip =
+            client_ip::behind_proxies(proxy, headers, &self.trusted, self.settings.forwarding)?;
         Some(ClientKey::Ip(self.mask(ip)))
     }
 
     /// A key of text: a header's value, a function's answer, the path.
     fn text_key(&self, headers: &HeaderMap, uri: &Uri, head: Option<&Parts>) -> Option<ClientKey> {
-        match &self.source {
+        match &self.settings.source {
             KeySource::Header(name) => headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
@@ -317,7 +318,7 @@ impl Shared {
     /// What a request without a key gets: the shared key, or a refusal.
     #[cold]
     fn keyless(&self) -> Result<ClientKey, StatusCode> {
-        match &self.missing {
+        match &self.settings.missing {
             MissingKey::Shared(key) => {
                 self.missing_key.fetch_add(1, Relaxed);
                 Ok(ClientKey::from(key.as_str()))
@@ -337,7 +338,7 @@ impl Shared {
     #[inline]
     fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>) -> Decision {
         match taken {
-            Ok(taken) => Ok(match self.fields {
+            Ok(taken) => Ok(match self.settings.fields {
                 Fields::Always => self.fields_for(key, &taken),
                 _ => None,
             }),

@@ -80,26 +80,32 @@ pub(super) struct Shared {
     /// The keyed limiter the builder made as `limiter`, if it made one
     /// ([`LimitLayer::keyed_limiter`](super::LimitLayer::keyed_limiter)).
     pub(super) made: Option<AsyncKeyedLimiter<ClientKey>>,
-    pub(super) source: KeySource,
+    pub(super) settings: Settings,
     pub(super) trusted: Vec<Cidr>,
+    pub(super) mode: Mode,
+    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
+    pub(super) costs: Box<[(Box<str>, u64)]>,
+    pub(super) refused: AtomicU64,
+    pub(super) would_refuse: AtomicU64,
+    pub(super) missing_key: AtomicU64,
+}
+
+/// What the layer is set to that [`LimitBuilder`](super::LimitBuilder)
+/// holds as given and the layer as built.
+pub(super) struct Settings {
+    pub(super) source: KeySource,
     pub(super) forwarding: Forwarding,
     pub(super) v4_prefix: u8,
     pub(super) v6_prefix: u8,
     pub(super) missing: MissingKey,
     pub(super) cost: Option<Box<CostFn>>,
-    pub(super) mode: Mode,
     pub(super) fields: Fields,
     pub(super) body: Body,
     pub(super) status: StatusCode,
     pub(super) name: String,
-    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
-    pub(super) costs: Box<[(Box<str>, u64)]>,
     /// Refusals as gRPC statuses.
     #[cfg(feature = "tonic")]
     pub(super) grpc: bool,
-    pub(super) refused: AtomicU64,
-    pub(super) would_refuse: AtomicU64,
-    pub(super) missing_key: AtomicU64,
 }
 
 impl Shared {
@@ -117,7 +123,7 @@ impl Shared {
              insert the peer's SocketAddr as an extension; behind proxies, check \
              trust_proxies)\n";
         #[cfg(feature = "tonic")]
-        let mut response = if self.grpc {
+        let mut response = if self.settings.grpc {
             super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None)
         } else {
             text(status, why)
@@ -137,15 +143,15 @@ impl Shared {
         failure: Failure,
         headers: &HeaderMap,
     ) -> Box<Response<Bytes>> {
-        let body = match self.body {
+        let body = match self.settings.body {
             Body::Accept => accept::choose(headers.get_all(http::header::ACCEPT).iter()),
             body => body,
         };
         self.refused.fetch_add(1, Relaxed);
         let (status, wait, why) = match &failure {
             Failure::Limit(e) => match e.retry_after() {
-                Some(wait) => (self.status, Some(wait), None),
-                None => (self.status, None, Some(e.to_string())),
+                Some(wait) => (self.settings.status, Some(wait), None),
+                None => (self.settings.status, None, Some(e.to_string())),
             },
             Failure::Server(e) => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -161,9 +167,9 @@ impl Shared {
             "paceline: request refused"
         );
         #[cfg(feature = "tonic")]
-        let mut response = if self.grpc {
+        let mut response = if self.settings.grpc {
             let server = matches!(failure, Failure::Server(_));
-            super::grpc::refused(server, why.as_deref(), wait, &self.name)
+            super::grpc::refused(server, why.as_deref(), wait, &self.settings.name)
         } else {
             self.refusal_body(status, wait, why.as_deref(), body)
         };
@@ -179,10 +185,10 @@ impl Shared {
         }
         // The limit is the limiter's own knowledge: never a round trip.
         let limit = self.limiter.limit_for(key);
-        if let (Some(limit), true) = (limit, self.fields != Fields::Off) {
+        if let (Some(limit), true) = (limit, self.settings.fields != Fields::Off) {
             headers.insert(
                 HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.name, limit.rate(), limit.burst()),
+                fields::policy(&self.settings.name, limit.rate(), limit.burst()),
             );
             // `t` equals Retry-After (the draft: never earlier than it).
             // A request no wait admits (a cost above the burst) has no
@@ -191,7 +197,7 @@ impl Shared {
                 let reset = Duration::from_secs(fields::seconds_up(wait).max(1));
                 headers.insert(
                     HeaderName::from_static("ratelimit"),
-                    fields::state(&self.name, 0, reset),
+                    fields::state(&self.settings.name, 0, reset),
                 );
             }
         }
@@ -207,11 +213,11 @@ impl Shared {
         Some(Box::new([
             (
                 HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.name, limit.rate(), limit.burst()),
+                fields::policy(&self.settings.name, limit.rate(), limit.burst()),
             ),
             (
                 HeaderName::from_static("ratelimit"),
-                fields::state(&self.name, taken.available(), taken.reset()),
+                fields::state(&self.settings.name, taken.available(), taken.reset()),
             ),
         ]))
     }
@@ -230,7 +236,7 @@ impl Shared {
             (Some(s), None) => format!("retry in {s} s"),
             (None, None) => String::new(),
         };
-        let name = Json(&self.name);
+        let name = Json(&self.settings.name);
         let (content_type, body) = match body {
             Body::Text | Body::Accept => (
                 "text/plain; charset=utf-8",
