@@ -19,6 +19,9 @@ use crate::observe::stats::{self, Counted};
 const SCRIPT: &str = include_str!("page.js");
 /// The page's style sheet.
 const STYLE: &str = include_str!("page.css");
+/// The page, each value it is filled with marked `{{name}}` where it goes
+/// (filled by `write_html`).
+const PAGE: &str = include_str!("page.html");
 
 /// The policy the page is served with: nothing but its own inline script
 /// and style sheet (named by their SHA-256), no connection, no frame, forms
@@ -207,72 +210,50 @@ pub(super) fn html(limiters: &[Registered], query: &Query, json: &str) -> String
 
 fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &str) -> fmt::Result {
     let bound = |b: Option<f64>| b.map(|f| f.to_string()).unwrap_or_default();
-    write!(
-        out,
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>paceline: limits</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
-         <header><h1>paceline <span>limits</span></h1>\
-         <nav><a id=\"json-link\" href=\"json\">JSON</a> <a id=\"metrics-link\" href=\"metrics\">metrics</a></nav></header>\n\
-         <form id=\"filter\" method=\"get\" action=\"\">\n\
-         <label>Key prefix <input name=\"prefix\" value=\"{}\" placeholder=\"e.g. message_send\" autocomplete=\"off\"></label>\n\
-         <label>Limiter <select name=\"limiter\"><option value=\"\">all</option>",
-        Html(&query.prefix)
-    )?;
-    for registered in limiters.iter().filter(|r| r.kind.is_keyed()) {
-        let selected = if query.limiter.as_deref() == Some(&registered.name) {
-            " selected"
-        } else {
-            ""
-        };
-        write!(
-            out,
-            "<option value=\"{0}\"{selected}>{0}</option>",
-            Html(&registered.name)
-        )?;
+    // One pass over the page: what fills a mark is never read for marks.
+    let mut rest = PAGE;
+    while let Some((text, after)) = rest.split_once("{{") {
+        out.push_str(text);
+        let (mark, after) = after.split_once("}}").unwrap_or((after, ""));
+        rest = after;
+        match mark {
+            "style" => out.push_str(STYLE),
+            "script" => out.push_str(SCRIPT),
+            "json" => out.push_str(json),
+            "prefix" => write!(out, "{}", Html(&query.prefix))?,
+            "fill_gt" => write!(out, "{}", Html(&bound(query.fill_gt)))?,
+            "fill_lt" => write!(out, "{}", Html(&bound(query.fill_lt)))?,
+            "sort" => out.push_str(query.sort.name()),
+            "order" => out.push_str(if query.descending { "desc" } else { "asc" }),
+            "limit" => write!(out, "{}", query.limit)?,
+            "limiters" => {
+                for registered in limiters.iter().filter(|r| r.kind.is_keyed()) {
+                    let selected = if query.limiter.as_deref() == Some(&registered.name) {
+                        " selected"
+                    } else {
+                        ""
+                    };
+                    let name = Html(&registered.name);
+                    write!(out, "<option value=\"{name}\"{selected}>{name}</option>")?;
+                }
+            }
+            "columns" => {
+                for (column, name) in super::Column::ALL {
+                    let label = match column {
+                        super::Column::NextFree => "next free",
+                        _ => name,
+                    };
+                    write!(
+                        out,
+                        "<th data-col=\"{name}\" tabindex=\"0\" aria-sort=\"none\">{label}</th>"
+                    )?;
+                }
+            }
+            mark => unreachable!("page.html has no mark {mark:?}"),
+        }
     }
-    write!(
-        out,
-        "</select></label>\n\
-         <label title=\"fill above: less than 1 - fill of the burst left\">Fill &gt; \
-         <input name=\"fill_gt\" value=\"{}\" placeholder=\"0.5\" inputmode=\"decimal\" size=\"5\"></label>\n\
-         <label>Fill &lt; <input name=\"fill_lt\" value=\"{}\" placeholder=\"1\" inputmode=\"decimal\" size=\"5\"></label>\n\
-         <input type=\"hidden\" name=\"sort\" value=\"{}\">\
-         <input type=\"hidden\" name=\"order\" value=\"{}\">\
-         <input type=\"hidden\" name=\"limit\" value=\"{}\">\n\
-         <button type=\"submit\">Reload</button>\n</form>\n\
-         <p id=\"status\" role=\"status\">The table needs JavaScript; the JSON link above does not.</p>\n\
-         <table id=\"buckets\"><thead><tr>",
-        Html(&bound(query.fill_gt)),
-        Html(&bound(query.fill_lt)),
-        query.sort.name(),
-        if query.descending { "desc" } else { "asc" },
-        query.limit
-    )?;
-    for (column, name) in super::Column::ALL {
-        let label = match column {
-            super::Column::NextFree => "next free",
-            _ => name,
-        };
-        write!(
-            out,
-            "<th data-col=\"{name}\" tabindex=\"0\" aria-sort=\"none\">{label}</th>"
-        )?;
-    }
-    write!(
-        out,
-        "</tr></thead>\n<tbody></tbody></table>\n\
-         <h2>Limiters</h2>\n<table id=\"limiters\"><thead><tr><th>name</th><th>kind</th>\
-         <th>default rate</th><th>burst</th><th>keys</th><th>admitted</th><th>refused</th>\
-         <th>pruned</th><th>evicted</th></tr></thead><tbody></tbody></table>\n\
-         <h2>Limits in force</h2>\n<table id=\"in-force\"><thead><tr><th>limiter</th>\
-         <th>key</th><th>rate</th><th>burst</th><th>layer</th></tr></thead><tbody></tbody>\
-         </table>\n\
-         <footer>Fill is the part of a burst in use: the budget left is 1 - fill, so \
-         \u{201c}under 50 % left\u{201d} is fill &gt; 0.5.</footer>\n\
-         <script type=\"application/json\" id=\"paceline-data\">{json}</script>\n\
-         <script>{SCRIPT}</script>\n</body>\n</html>\n"
-    )
+    out.push_str(rest);
+    Ok(())
 }
 
 /// `/metrics`: [`stats::prometheus`] over every limiter, then the keyed
