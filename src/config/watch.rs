@@ -356,6 +356,7 @@ fn poll(
 
 /// A running watcher; dropping it stops the watching thread (and waits for
 /// a reload in progress to finish).
+#[derive(Debug)]
 pub struct Watcher {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -383,11 +384,5 @@ impl Drop for Watcher {
             // report here.
             let _ = thread.join();
         }
-    }
-}
-
-impl fmt::Debug for Watcher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watcher").finish_non_exhaustive()
     }
 }
