@@ -75,6 +75,21 @@ enum ClockChoice<C> {
     Default(fn() -> C),
 }
 
+impl<C> Config<C> {
+    /// The same configuration with the clock `f` makes of this one's.
+    fn map_clock<D>(self, f: impl FnOnce(C) -> D) -> Config<D> {
+        Config {
+            rate: self.rate,
+            slack: self.slack,
+            wait: self.wait,
+            full_credit: self.full_credit,
+            warm_up: self.warm_up,
+            counting: self.counting,
+            clock: f(self.clock),
+        }
+    }
+}
+
 impl<L: sealed::Build> Builder<L> {
     /// A builder with `clock` already chosen.
     /// (`AsyncLimiter`'s: a `TokioClock` costs nothing to make.)
@@ -153,25 +168,8 @@ impl<L: sealed::Build> Builder<L> {
 
     /// The clock to read and wait on (default [`DefaultClock`](crate::clock::DefaultClock)).
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<L::With<C2>> {
-        let Config {
-            rate,
-            slack,
-            wait,
-            full_credit,
-            warm_up,
-            counting,
-            clock: _,
-        } = self.config;
         Builder {
-            config: Config {
-                rate,
-                slack,
-                wait,
-                full_credit,
-                warm_up,
-                counting,
-                clock: ClockChoice::Given(clock),
-            },
+            config: self.config.map_clock(|_| ClockChoice::Given(clock)),
         }
     }
 
@@ -180,28 +178,10 @@ impl<L: sealed::Build> Builder<L> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack * interval` is over 146 years.
     pub fn build(self) -> Result<L, BuildError> {
-        let Config {
-            rate,
-            slack,
-            wait,
-            full_credit,
-            warm_up,
-            counting,
-            clock,
-        } = self.config;
-        let clock = match clock {
+        L::build(self.config.map_clock(|clock| match clock {
             ClockChoice::Given(clock) => clock,
             ClockChoice::Default(make) => make(),
-        };
-        L::build(Config {
-            rate,
-            slack,
-            wait,
-            full_credit,
-            warm_up,
-            counting,
-            clock,
-        })
+        }))
     }
 }
 
