@@ -9,7 +9,6 @@ use hashbrown::HashTable;
 use std::collections::HashMap;
 
 use super::classes::{Class, Resolved};
-use super::counts::Counts;
 use super::shard::Shard;
 use super::{
     KeyHasher, KeyedLimiter, OverrideHasher, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD,
@@ -18,6 +17,7 @@ use super::{
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::pacer::params;
 use crate::observe::stats::{Counting, Meter};
+use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::values::error::BuildError;
 use crate::values::rate::Rate;
@@ -185,7 +185,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             wait: self.wait,
             untracked: AtomicU64::new(0),
             refused_untracked: AtomicU64::new(0),
-            counts: Counts::new(),
+            counts: Counters::new(),
             admitted_free: AtomicU64::new(0),
             parent_walks_cut: AtomicU64::new(0),
             meter: Meter::new(&self.counting),

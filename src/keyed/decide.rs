@@ -276,7 +276,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         match find(&shard.map, hash, key) {
             Some(e) => {
                 e.refuse(self.now());
-                self.counts.refused();
+                self.counts.add(super::REFUSED, 1);
             }
             None => {
                 self.refused_untracked.fetch_add(1, Ordering::Relaxed);

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use super::classes::rest_time;
 use super::decide::Decided;
 use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
-use super::{KeyedLimiter, MIN_SWEEP, PRUNE_GRACE};
+use super::{KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
 use crate::model::schedule::{self, Admit, FULL};
 use crate::primitive::{read, write, Ordering, RwLock};
@@ -167,7 +167,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             self.next_rest.fetch_min(rest, Ordering::Relaxed);
         }
         let entry = Entry::new(grant.next, class, now);
-        self.counts.admitted();
+        self.counts.add(ADMITTED, 1);
         let hasher = &self.hasher;
         shard
             .map

@@ -214,7 +214,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// which a keyed limiter answers with
     /// [`KeyedStats::requests`].)
     pub fn keyed_stats(&self) -> KeyedStats {
-        let (admitted, refused) = self.counts.read();
+        let [admitted, refused] = self.counts.read();
         let mut stats = KeyedStats {
             untracked: self.untracked.load(Ordering::Relaxed),
             parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),

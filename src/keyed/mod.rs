@@ -45,7 +45,6 @@ pub(crate) mod async_calls;
 mod bucket;
 mod builder;
 mod classes;
-mod counts;
 mod decide;
 mod insert;
 mod inspect;
@@ -66,6 +65,7 @@ use crossbeam_utils::CachePadded;
 use crate::clock::{Clock, DefaultClock};
 use crate::model::schedule::{self, Admit};
 use crate::observe::stats::Meter;
+use crate::observe::stripes::Counters;
 use crate::primitive::{write, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::values::error::Error;
 use crate::wait::Wait;
@@ -79,7 +79,6 @@ pub use inspect::{KeyState, KeyedStats};
 pub use rates::path_parent;
 
 use classes::Resolved;
-use counts::Counts;
 use shard::{forget, Shard};
 
 /// An entry is dropped only this long (ns) after it came to rest: TSC readings
@@ -92,6 +91,11 @@ pub const PRUNE_GRACE: u64 = 1_000_000;
 /// besides the shards' locks: about 1.2 KB per shard, one shard per
 /// thousand keys of the ceiling (at least 64), so 1.2 MB at this one.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// The index of calls admitted on tracked keys in `counts`.
+const ADMITTED: usize = 0;
+/// The index of calls refused on tracked keys in `counts`.
+const REFUSED: usize = 1;
 
 /// A shard aims at this many keys at most, which bounds one sweep to a few
 /// microseconds.
@@ -194,9 +198,11 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     untracked: AtomicU64,
     /// Requests refused on keys not tracked (too large, or the map full).
     refused_untracked: AtomicU64,
-    /// Calls on tracked keys, admitted and refused (striped: see
-    /// `counts.rs`).
-    counts: Counts,
+    /// Calls on tracked keys, [`ADMITTED`] and [`REFUSED`]: striped by
+    /// thread, so that the threads of one hot key, which already meet on its
+    /// state word, do not meet again on a counter. A sum is exact once the
+    /// calls it counts have returned.
+    counts: Counters<2>,
     /// Calls of cost 0 on keys not tracked: admitted, with no entry to
     /// count them.
     admitted_free: AtomicU64,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::classes::{rest_time, Class, Resolved};
-use super::counts::Counts;
+use super::{ADMITTED, REFUSED};
 use crate::model::schedule::{Admit, Grant};
+use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::store::atomic;
 use crate::values::error::Error;
@@ -21,8 +22,8 @@ use crate::wait::Ask;
 /// once per idle unit (about a millisecond) with a plain store, so that
 /// threads on one hot key meet only on `tat`, as on a lone limiter, and a
 /// key back after a millisecond costs no second locked instruction. The
-/// totals a grant counts go to the limiter's striped
-/// [`Counts`](super::counts::Counts), not to the entry.
+/// totals a grant counts go to the limiter's striped counters, not to the
+/// entry.
 pub(super) struct Entry {
     /// The state word, as in `AtomicLimiter` but unpadded.
     pub(super) tat: AtomicU64,
@@ -217,7 +218,7 @@ where
 #[inline]
 pub(super) fn on_entry<K>(
     shard: &Shard<K>,
-    counts: &Counts,
+    counts: &Counters<2>,
     entry: &Entry,
     now: impl FnOnce() -> u64,
     cost: u64,
@@ -231,7 +232,7 @@ pub(super) fn on_entry<K>(
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
             entry.touch(now, false);
-            counts.admitted();
+            counts.add(ADMITTED, 1);
             Ok((now, grant, class))
         }
         Err(deny) => {
@@ -240,7 +241,7 @@ pub(super) fn on_entry<K>(
             let counted = ask.counts(&refusal);
             entry.touch(now, counted);
             if counted {
-                counts.refused();
+                counts.add(REFUSED, 1);
             }
             Err(refusal)
         }

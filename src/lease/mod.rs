@@ -47,7 +47,6 @@ mod held;
 mod lender;
 mod refill;
 
-use std::sync::atomic::{AtomicU64 as StatU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use held::{Held, Spend};
@@ -57,7 +56,9 @@ use refill::Slow;
 
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::take::{State, Take, Taken, Within};
+use crate::observe::lease_stats::EXPIRED;
 use crate::observe::stats::{Counted, Counting, LeaseStats, Meter, Stats};
+use crate::observe::stripes::Counters;
 use crate::primitive::{lock, Mutex};
 use crate::remote::Error;
 use crate::values::error::BuildError;
@@ -106,7 +107,12 @@ pub struct Leased<L, C: Clock = DefaultClock> {
     /// The limit and its reduction, read without the refill's lock.
     config: Mutex<Config>,
     meter: Meter,
-    counts: Counts,
+    /// [`LeaseStats`]' counts by their index (`lease_stats::LEASED`, ...),
+    /// but for `SPENT`, which the meter counts.
+    counts: Counters<5>,
+    /// The `metrics` facade's counters, if asked for.
+    #[cfg(feature = "metrics")]
+    facade: Option<crate::observe::lease_stats::LeaseFacade>,
 }
 
 /// What a limit change sets.
@@ -116,42 +122,6 @@ struct Config {
     limit: Limit,
     /// `S - ceil(E / T)`, the slack the lender runs at.
     reduced: u64,
-}
-
-#[derive(Default)]
-struct Counts {
-    leased: StatU64,
-    given_back: StatU64,
-    expired: StatU64,
-    round_trips: StatU64,
-    /// The `metrics` facade's counters, if asked for.
-    #[cfg(feature = "metrics")]
-    facade: Option<crate::observe::lease_stats::LeaseFacade>,
-}
-
-/// A count of [`Counts`] (the facade's series index).
-#[derive(Clone, Copy)]
-enum Count {
-    Leased = 0,
-    GivenBack = 2,
-    Expired = 3,
-    RoundTrips = 4,
-}
-
-impl Counts {
-    fn add(&self, count: Count, n: u64) {
-        let counter = match count {
-            Count::Leased => &self.leased,
-            Count::GivenBack => &self.given_back,
-            Count::Expired => &self.expired,
-            Count::RoundTrips => &self.round_trips,
-        };
-        counter.fetch_add(n, Relaxed);
-        #[cfg(feature = "metrics")]
-        if let Some(facade) = &self.facade {
-            facade.add(count as usize, n);
-        }
-    }
 }
 
 impl<L: Lender> Leased<L, L::Clock> {
@@ -219,7 +189,9 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             }),
             config: Mutex::new(config),
             meter: Meter::new(&counting),
-            counts: Counts::default(),
+            counts: Counters::new(),
+            #[cfg(feature = "metrics")]
+            facade: None,
         })
     }
 
@@ -249,7 +221,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             facade: Some(name.to_owned()),
         };
         self.meter = Meter::new(&counting);
-        self.counts.facade = Some(crate::observe::lease_stats::LeaseFacade::register(name));
+        self.facade = Some(crate::observe::lease_stats::LeaseFacade::register(name));
         self
     }
 
@@ -321,12 +293,13 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     /// [`metrics`](Self::metrics)), as every limiter's.
     pub fn stats(&self) -> Option<Stats> {
         let mut stats = self.meter.read()?;
+        let [leased, _, given_back, expired, round_trips] = self.counts.read();
         stats.leases = Some(LeaseStats {
-            leased: self.counts.leased.load(Relaxed),
+            leased,
             spent: stats.permits,
-            given_back: self.counts.given_back.load(Relaxed),
-            expired: self.counts.expired.load(Relaxed),
-            round_trips: self.counts.round_trips.load(Relaxed),
+            given_back,
+            expired,
+            round_trips,
         });
         Some(stats)
     }
@@ -376,14 +349,24 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     fn spent(&self, cost: u64) {
         self.meter.admitted(cost, 0);
         #[cfg(feature = "metrics")]
-        if let Some(facade) = &self.counts.facade {
-            facade.add(1, cost);
+        if let Some(facade) = &self.facade {
+            facade.add(crate::observe::lease_stats::SPENT, cost);
         }
     }
 
     #[cold]
     fn lost(&self, cost: u64) {
-        self.counts.add(Count::Expired, cost);
+        self.count(EXPIRED, cost);
+    }
+
+    /// Adds `n` to the count `i` (`lease_stats::LEASED`, ...), and to its
+    /// series in the `metrics` facade.
+    fn count(&self, i: usize, n: u64) {
+        self.counts.add(i, n);
+        #[cfg(feature = "metrics")]
+        if let Some(facade) = &self.facade {
+            facade.add(i, n);
+        }
     }
 
     /// Blocks until `cost` permits are spent; `deadline` (clock ns) bounds

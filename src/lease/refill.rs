@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use super::{Count, Leased, Lender};
+use super::{Leased, Lender};
 use crate::clock::Clock;
 use crate::lease::MAX_BATCH;
 use crate::limiter::take::Taken;
+use crate::observe::lease_stats::{EXPIRED, GIVEN_BACK, LEASED, ROUND_TRIPS};
 use crate::primitive::lock;
 use crate::remote::{Error, FailPolicy};
 use crate::store::Booking;
@@ -65,12 +66,12 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         let mut late = 0;
         let (sent, lent) = loop {
             let sent = self.clock.now();
-            self.counts.add(Count::RoundTrips, 1);
+            self.count(ROUND_TRIPS, 1);
             let lent = slow.lender.lend(size);
             let Ok(lent) = lent else {
                 break (sent, lent);
             };
-            self.counts.add(Count::Leased, size);
+            self.count(LEASED, size);
             let at = self.clock.now();
             if at < sent.saturating_add(self.expiry) {
                 break (sent, Ok(lent));
@@ -171,20 +172,20 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         }
         let given = match &batch.booking {
             Some(booking) => {
-                self.counts.add(Count::RoundTrips, 1);
+                self.count(ROUND_TRIPS, 1);
                 slow.lender.give_back(booking, left)
             }
             None => Ok(false),
         };
         match given {
             Ok(true) => {
-                self.counts.add(Count::GivenBack, left);
+                self.count(GIVEN_BACK, left);
                 crate::observe::event::debug!(
                     permits = left,
                     "paceline: a lease's unspent permits given back"
                 );
             }
-            _ => self.counts.add(Count::Expired, left),
+            _ => self.count(EXPIRED, left),
         }
     }
 }

@@ -40,6 +40,15 @@ impl LeaseStats {
     }
 }
 
+/// [`LeaseStats`]' fields by index: [`LEASE_FAMILIES`]' order, which a
+/// lease's counters and [`LeaseFacade`] follow.
+pub(crate) const LEASED: usize = 0;
+#[cfg(feature = "metrics")] // the meter counts spends
+pub(crate) const SPENT: usize = 1;
+pub(crate) const GIVEN_BACK: usize = 2;
+pub(crate) const EXPIRED: usize = 3;
+pub(crate) const ROUND_TRIPS: usize = 4;
+
 /// The lease families: name, help, field.
 type LeaseFamily = (&'static str, &'static str, fn(&LeaseStats) -> u64);
 
@@ -131,8 +140,7 @@ impl LeaseFacade {
         LeaseFacade { counters }
     }
 
-    /// Adds `n` to the series of `field` (0 leased, 1 spent, 2 given back,
-    /// 3 expired, 4 round trips).
+    /// Adds `n` to the series of `field` ([`LEASED`], ...).
     pub(crate) fn add(&self, field: usize, n: u64) {
         self.counters[field].increment(n);
     }

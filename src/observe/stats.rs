@@ -43,11 +43,10 @@
 //! [`MutexLimiter`]: crate::MutexLimiter
 
 use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::observe::stripes::{self, Stripes};
+use crate::observe::stripes::Counters;
 
 pub use crate::observe::lease_stats::LeaseStats;
 
@@ -285,22 +284,20 @@ pub(crate) struct Counting {
 /// A limiter's counters: none unless counting was asked for. A clone
 /// shares them (a remote limiter's async face counts with its blocking one).
 #[derive(Clone, Default)]
-pub(crate) struct Meter(Option<Arc<Counters>>);
+pub(crate) struct Meter(Option<Arc<Counts>>);
 
-struct Counters {
-    stripes: Stripes<Stripe>,
+/// The meter's counters, by index: [`FAMILIES`]' order, then the wait.
+const ADMITTED: usize = 0;
+const PERMITS: usize = 1;
+const REFUSED: usize = 2;
+const CANCELLED: usize = 3;
+const FAILED: usize = 4;
+const WAIT_NS: usize = 5;
+
+struct Counts {
+    counters: Counters<6>,
     #[cfg(feature = "metrics")]
     facade: Option<facade::Handles>,
-}
-
-#[derive(Default)]
-struct Stripe {
-    admitted: AtomicU64,
-    permits: AtomicU64,
-    refused: AtomicU64,
-    wait_ns: AtomicU64,
-    cancelled: AtomicU64,
-    failed: AtomicU64,
 }
 
 impl Meter {
@@ -315,8 +312,8 @@ impl Meter {
         if !on {
             return Meter(None);
         }
-        Meter(Some(Arc::new(Counters {
-            stripes: Stripes::new(stripes::owned_stripes(), Stripe::default),
+        Meter(Some(Arc::new(Counts {
+            counters: Counters::new(),
             #[cfg(feature = "metrics")]
             facade,
         })))
@@ -325,24 +322,24 @@ impl Meter {
     /// Counts a request of `permits` admitted with `wait_ns` to its slot.
     #[inline(always)]
     pub(crate) fn admitted(&self, permits: u64, wait_ns: u64) {
-        if let Some(counters) = &self.0 {
-            counters.admitted(permits, wait_ns);
+        if let Some(counts) = &self.0 {
+            counts.admitted(permits, wait_ns);
         }
     }
 
     /// Counts a refused request.
     #[inline(always)]
     pub(crate) fn refused(&self) {
-        if let Some(counters) = &self.0 {
-            counters.add(Event::Refused);
+        if let Some(counts) = &self.0 {
+            counts.add(REFUSED);
         }
     }
 
     /// Counts an admitted request dropped before its slot.
     #[inline]
     pub(crate) fn cancelled(&self) {
-        if let Some(counters) = &self.0 {
-            counters.add(Event::Cancelled);
+        if let Some(counts) = &self.0 {
+            counts.add(CANCELLED);
         }
     }
 
@@ -350,67 +347,48 @@ impl Meter {
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     #[inline]
     pub(crate) fn failed(&self) {
-        if let Some(counters) = &self.0 {
-            counters.add(Event::Failed);
+        if let Some(counts) = &self.0 {
+            counts.add(FAILED);
         }
     }
 
     /// The counts so far, if counting.
     pub(crate) fn read(&self) -> Option<Stats> {
-        let counters = self.0.as_deref()?;
-        let mut stats = Stats::default();
-        let mut wait_ns = 0u64;
-        for s in counters.stripes.iter() {
-            stats.admitted = stats.admitted.wrapping_add(s.admitted.load(Relaxed));
-            stats.permits = stats.permits.wrapping_add(s.permits.load(Relaxed));
-            stats.refused = stats.refused.wrapping_add(s.refused.load(Relaxed));
-            stats.cancelled = stats.cancelled.wrapping_add(s.cancelled.load(Relaxed));
-            stats.failed = stats.failed.wrapping_add(s.failed.load(Relaxed));
-            wait_ns = wait_ns.wrapping_add(s.wait_ns.load(Relaxed));
-        }
-        stats.wait = Duration::from_nanos(wait_ns);
-        Some(stats)
+        let [admitted, permits, refused, cancelled, failed, wait_ns] =
+            self.0.as_deref()?.counters.read();
+        Some(Stats {
+            admitted,
+            permits,
+            refused,
+            wait: Duration::from_nanos(wait_ns),
+            cancelled,
+            failed,
+            leases: None,
+        })
     }
 }
 
-impl Counters {
+impl Counts {
     // Out of line: the take path keeps only the test of the pointer.
     #[inline(never)]
     fn admitted(&self, permits: u64, wait_ns: u64) {
-        let (s, owns) = self.stripes.mine();
-        stripes::add(&s.admitted, owns, 1);
-        stripes::add(&s.permits, owns, permits);
-        if wait_ns > 0 {
-            stripes::add(&s.wait_ns, owns, wait_ns);
-        }
+        self.counters
+            .add_each([(ADMITTED, 1), (PERMITS, permits), (WAIT_NS, wait_ns)]);
         #[cfg(feature = "metrics")]
         if let Some(facade) = &self.facade {
             facade.admitted(permits, wait_ns);
         }
     }
 
+    /// Adds one to counter `i`, one of [`FAMILIES`].
     #[inline(never)]
-    fn add(&self, event: Event) {
-        let (s, owns) = self.stripes.mine();
-        let counter = match event {
-            Event::Refused => &s.refused,
-            Event::Cancelled => &s.cancelled,
-            Event::Failed => &s.failed,
-        };
-        stripes::add(counter, owns, 1);
+    fn add(&self, i: usize) {
+        self.counters.add(i, 1);
         #[cfg(feature = "metrics")]
         if let Some(facade) = &self.facade {
-            facade.add(event);
+            facade.add(i);
         }
     }
-}
-
-/// A request counted by one.
-#[derive(Clone, Copy)]
-enum Event {
-    Refused,
-    Cancelled,
-    Failed,
 }
 
 #[cfg(feature = "metrics")]
@@ -418,8 +396,6 @@ mod facade {
     use metrics::{
         counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit,
     };
-
-    use super::Event;
 
     /// The facade's handles for one limiter, registered once at build.
     pub(super) struct Handles {
@@ -463,11 +439,11 @@ mod facade {
             self.wait.record(wait_ns as f64 / 1e9);
         }
 
-        pub(super) fn add(&self, event: Event) {
-            match event {
-                Event::Refused => &self.refused,
-                Event::Cancelled => &self.cancelled,
-                Event::Failed => &self.failed,
+        pub(super) fn add(&self, i: usize) {
+            match i {
+                super::REFUSED => &self.refused,
+                super::CANCELLED => &self.cancelled,
+                _ => &self.failed,
             }
             .increment(1);
         }

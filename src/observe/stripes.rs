@@ -65,7 +65,7 @@ fn slot() -> Option<usize> {
 
 /// How many owned stripes a counter gets: four per core, at most [`SLOTS`];
 /// none under loom, whose models replay one shared stripe.
-pub(crate) fn owned_stripes() -> usize {
+fn owned_stripes() -> usize {
     if cfg!(paceline_loom) {
         0
     } else {
@@ -76,46 +76,66 @@ pub(crate) fn owned_stripes() -> usize {
     }
 }
 
-/// Stripes of `T`, a cache line each: `owned` for the threads holding
-/// slots below it, then one shared by every other thread.
-pub(crate) struct Stripes<T> {
-    stripes: Box<[CachePadded<T>]>,
+/// `N` relaxed counters in stripes of a cache line each: one for each
+/// owned slot, for the thread holding it, then one shared by every other
+/// thread. Each user names its counters' indices with constants.
+pub(crate) struct Counters<const N: usize> {
+    stripes: Box<[CachePadded<[AtomicU64; N]>]>,
 }
 
-impl<T> Stripes<T> {
-    /// `owned` stripes and the shared one, each made by `make`.
-    pub(crate) fn new(owned: usize, mut make: impl FnMut() -> T) -> Stripes<T> {
-        Stripes {
+impl<const N: usize> Counters<N> {
+    /// Counters at zero, in [`owned_stripes`] stripes and the shared one.
+    pub(crate) fn new() -> Counters<N> {
+        Counters::with_owned(owned_stripes())
+    }
+
+    fn with_owned(owned: usize) -> Counters<N> {
+        Counters {
             stripes: (0..=owned.min(SLOTS))
-                .map(|_| CachePadded::new(make()))
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
         }
     }
 
-    /// The calling thread's stripe, and whether the thread owns it.
+    /// Adds `n` to counter `i`.
     #[inline]
-    pub(crate) fn mine(&self) -> (&T, bool) {
+    pub(crate) fn add(&self, i: usize, n: u64) {
+        self.add_each([(i, n)]);
+    }
+
+    /// Adds each `(i, n)`'s `n` to counter `i`, finding the calling
+    /// thread's stripe once: a plain load and store where the thread owns
+    /// it (the only writer), an atomic add where it is shared. Adds of 0
+    /// are skipped.
+    #[inline]
+    pub(crate) fn add_each<const K: usize>(&self, adds: [(usize, u64); K]) {
         let shared = self.stripes.len() - 1;
-        match slot() {
-            Some(i) if i < shared => (&self.stripes[i], true),
+        let (stripe, owns) = match slot() {
+            Some(s) if s < shared => (&self.stripes[s], true),
             _ => (&self.stripes[shared], false),
+        };
+        for (i, n) in adds {
+            let counter = &stripe[i];
+            if n == 0 {
+                continue;
+            }
+            if owns {
+                counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
+            } else {
+                counter.fetch_add(n, Relaxed);
+            }
         }
     }
 
-    /// Every stripe, to sum.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.stripes.iter().map(|s| &**s)
-    }
-}
-
-/// Adds `n` to `counter` on a stripe: a plain load and store where the
-/// thread `owns` it (the only writer), an atomic add where it is shared.
-#[inline]
-pub(crate) fn add(counter: &AtomicU64, owns: bool, n: u64) {
-    if owns {
-        counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
-    } else {
-        counter.fetch_add(n, Relaxed);
+    /// The sums of the stripes, counter by counter.
+    pub(crate) fn read(&self) -> [u64; N] {
+        let mut sums = [0u64; N];
+        for stripe in self.stripes.iter() {
+            for (sum, counter) in sums.iter_mut().zip(stripe.iter()) {
+                *sum = sum.wrapping_add(counter.load(Relaxed));
+            }
+        }
+        sums
     }
 }
 
@@ -156,18 +176,16 @@ mod tests {
     #[test]
     fn owned_and_shared_additions_lose_nothing() {
         // One stripe owned: the first claimant adds plainly, the rest share.
-        let stripes = Stripes::new(1, || AtomicU64::new(0));
+        let counters = Counters::<2>::with_owned(1);
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..10_000 {
-                        let (c, owns) = stripes.mine();
-                        add(c, owns, 1);
+                        counters.add_each([(0, 1), (1, 2)]);
                     }
                 });
             }
         });
-        let total: u64 = stripes.iter().map(|c| c.load(Relaxed)).sum();
-        assert_eq!(total, 40_000);
+        assert_eq!(counters.read(), [40_000, 80_000]);
     }
 }
