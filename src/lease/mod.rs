@@ -112,7 +112,7 @@ pub struct Leased<L, C: Clock = DefaultClock> {
     counts: Counters<5>,
     /// The `metrics` facade's counters, if asked for.
     #[cfg(feature = "metrics")]
-    facade: Option<crate::observe::lease_stats::LeaseFacade>,
+    facade: Option<[metrics::Counter; 5]>,
 }
 
 /// What a limit change sets.
@@ -221,7 +221,10 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             facade: Some(name.to_owned()),
         };
         self.meter = Meter::new(&counting);
-        self.facade = Some(crate::observe::lease_stats::LeaseFacade::register(name));
+        self.facade = Some(crate::observe::stats::facade::counters(
+            crate::observe::lease_stats::LEASE_FAMILIES,
+            name,
+        ));
         self
     }
 
@@ -350,7 +353,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         self.meter.admitted(cost, 0);
         #[cfg(feature = "metrics")]
         if let Some(facade) = &self.facade {
-            facade.add(crate::observe::lease_stats::SPENT, cost);
+            facade[crate::observe::lease_stats::SPENT].increment(cost);
         }
     }
 
@@ -365,7 +368,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         self.counts.add(i, n);
         #[cfg(feature = "metrics")]
         if let Some(facade) = &self.facade {
-            facade.add(i, n);
+            facade[i].increment(n);
         }
     }
 

@@ -1,9 +1,7 @@
 //! [`LeaseStats`]: what a leased limiter's batches came to, and their
-//! Prometheus families and `metrics` counters (`paceline_lease_*_total`),
-//! beside [`Stats`](crate::observe::stats::Stats) (`src/observe/stats.rs`), which carries
-//! them.
-
-use std::fmt::{self, Write as _};
+//! families (`paceline_lease_*_total`), which `src/observe/stats.rs` writes
+//! in Prometheus' text and registers with the `metrics` facade beside
+//! [`Stats`](crate::observe::stats::Stats)' own.
 
 /// What a [`Leased`](crate::lease::Leased) limiter's batches came to, in
 /// permits (and round trips). `leased = spent + given_back + expired +`
@@ -41,7 +39,7 @@ impl LeaseStats {
 }
 
 /// [`LeaseStats`]' fields by index: [`LEASE_FAMILIES`]' order, which a
-/// lease's counters and [`LeaseFacade`] follow.
+/// lease's counters and its `metrics` series follow.
 pub(crate) const LEASED: usize = 0;
 #[cfg(feature = "metrics")] // the meter counts spends
 pub(crate) const SPENT: usize = 1;
@@ -52,7 +50,7 @@ pub(crate) const ROUND_TRIPS: usize = 4;
 /// The lease families: name, help, field.
 type LeaseFamily = (&'static str, &'static str, fn(&LeaseStats) -> u64);
 
-const LEASE_FAMILIES: [LeaseFamily; 5] = [
+pub(crate) const LEASE_FAMILIES: [LeaseFamily; 5] = [
     (
         "paceline_lease_leased_total",
         "Permits granted to the lease in batches.",
@@ -80,22 +78,6 @@ const LEASE_FAMILIES: [LeaseFamily; 5] = [
     ),
 ];
 
-/// Appends the lease families, one sample per leased limiter (its name
-/// escaped already); nothing when none is leased.
-pub(crate) fn write_families(out: &mut String, leased: Vec<(String, LeaseStats)>) -> fmt::Result {
-    if leased.is_empty() {
-        return Ok(());
-    }
-    for (name, help, field) in LEASE_FAMILIES {
-        writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} counter")?;
-        for (limiter, leases) in &leased {
-            writeln!(out, "{name}{{limiter=\"{limiter}\"}} {}", field(leases))?;
-        }
-    }
-    Ok(())
-}
-
 /// With feature `serde`: the lease's fields of a serialized
 /// [`Stats`](crate::observe::stats::Stats), skipped for every other kind.
 #[cfg(feature = "serde")]
@@ -117,31 +99,5 @@ pub(crate) fn serialize<M: serde::ser::SerializeStruct>(
             }
             Ok(())
         }
-    }
-}
-
-/// A lease's counts as the `metrics` facade's counters (feature
-/// `metrics`): the `paceline_lease_*_total` series, labelled
-/// `limiter="name"`.
-#[cfg(feature = "metrics")]
-pub(crate) struct LeaseFacade {
-    counters: [metrics::Counter; 5],
-}
-
-#[cfg(feature = "metrics")]
-impl LeaseFacade {
-    /// Registers the series of the lease `name`.
-    pub(crate) fn register(name: &str) -> LeaseFacade {
-        let label = [("limiter", name.to_owned())];
-        let counters = LEASE_FAMILIES.map(|(series, help, _)| {
-            metrics::describe_counter!(series, help);
-            metrics::counter!(series, &label)
-        });
-        LeaseFacade { counters }
-    }
-
-    /// Adds `n` to the series of `field` ([`LEASED`], ...).
-    pub(crate) fn add(&self, field: usize, n: u64) {
-        self.counters[field].increment(n);
     }
 }

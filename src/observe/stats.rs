@@ -49,6 +49,7 @@ use std::time::Duration;
 use crate::observe::stripes::Counters;
 
 pub use crate::observe::lease_stats::LeaseStats;
+use crate::observe::lease_stats::LEASE_FAMILIES;
 
 /// What a limiter decided since it was built: counts of requests, permits
 /// and scheduled wait. A request is one call (`try_take_n(5)` is one
@@ -169,10 +170,10 @@ pub fn prometheus(limiters: &[(&str, &dyn Counted)]) -> String {
     out
 }
 
-/// One counter family: its name, help line and field.
-type Family = (&'static str, &'static str, fn(&Stats) -> u64);
+/// One counter family: its name, help line and field of `T`.
+type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
 
-const FAMILIES: [Family; 5] = [
+const FAMILIES: [Family<Stats>; 5] = [
     ("paceline_admitted_total", "Requests admitted.", |s| {
         s.admitted
     }),
@@ -195,18 +196,7 @@ const FAMILIES: [Family; 5] = [
 ];
 
 fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
-    for (name, help, field) in FAMILIES {
-        writeln!(out, "# HELP {name} {help}")?;
-        writeln!(out, "# TYPE {name} counter")?;
-        for (limiter, stats) in read {
-            writeln!(
-                out,
-                "{name}{{limiter=\"{}\"}} {}",
-                Escaped(limiter),
-                field(stats)
-            )?;
-        }
-    }
+    write_counters(out, &FAMILIES, read);
     let name = "paceline_wait_seconds";
     writeln!(
         out,
@@ -226,18 +216,29 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
             stats.admitted
         )?;
     }
-    let leased = read
+    let leased: Vec<(&str, LeaseStats)> = read
         .iter()
-        .filter_map(|(n, s)| Some((Escaped(n).to_string(), s.leases?)));
-    crate::observe::lease_stats::write_families(out, leased.collect())?;
+        .filter_map(|(n, s)| Some((*n, s.leases?)))
+        .collect();
+    // The lease families only where a limiter is leased.
+    if !leased.is_empty() {
+        write_counters(out, &LEASE_FAMILIES, &leased);
+    }
     Ok(())
+}
+
+/// Appends `families` as counters, one sample per limiter read.
+fn write_counters<T>(out: &mut String, families: &[Family<T>], read: &[(&str, T)]) {
+    for (name, help, field) in families {
+        let samples: Vec<(&str, u64)> = read.iter().map(|(l, s)| (*l, field(s))).collect();
+        write_family(out, name, "counter", help, &samples);
+    }
 }
 
 /// Appends one family of the text format, one sample per limiter: a
 /// `# HELP` line (escaped as the format asks), a `# TYPE` line of `kind`
 /// (`counter`, `gauge`), and `name{limiter="..."} value` for each sample.
 /// For the fittings that add series of their own after [`prometheus`]'s.
-#[cfg(feature = "tower")]
 pub(crate) fn write_family(
     out: &mut String,
     name: &str,
@@ -392,60 +393,57 @@ impl Counts {
 }
 
 #[cfg(feature = "metrics")]
-mod facade {
-    use metrics::{
-        counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit,
-    };
+pub(crate) mod facade {
+    use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram};
 
-    /// The facade's handles for one limiter, registered once at build.
+    use super::{Family, ADMITTED, FAMILIES, PERMITS};
+
+    /// Registers `families`' series of the limiter `name` with the recorder
+    /// installed now (as the facade does, a recorder installed later does
+    /// not see them): a counter each, in their order.
+    pub(crate) fn counters<T, const N: usize>(
+        families: [Family<T>; N],
+        name: &str,
+    ) -> [Counter; N] {
+        let label = [("limiter", name.to_owned())];
+        families.map(|(series, help, _)| {
+            describe_counter!(series, help);
+            counter!(series, &label)
+        })
+    }
+
+    /// The facade's handles for one limiter, registered once at build:
+    /// [`FAMILIES`]' counters, and the wait.
     pub(super) struct Handles {
-        admitted: Counter,
-        permits: Counter,
-        refused: Counter,
-        cancelled: Counter,
-        failed: Counter,
+        counters: [Counter; 5],
         wait: Histogram,
     }
 
     impl Handles {
-        /// Registers the series of the limiter `name` with the recorder
-        /// installed now (as the facade does, a recorder installed later
-        /// does not see them).
+        /// Registers the series of the limiter `name`.
         pub(super) fn register(name: &str) -> Handles {
-            for (series, help, _) in super::FAMILIES {
-                describe_counter!(series, help);
-            }
             describe_histogram!(
                 "paceline_wait_seconds",
-                Unit::Seconds,
+                metrics::Unit::Seconds,
                 "Wait the admitted requests were scheduled for."
             );
-            let label = [("limiter", name.to_owned())];
             Handles {
-                admitted: counter!("paceline_admitted_total", &label),
-                permits: counter!("paceline_permits_total", &label),
-                refused: counter!("paceline_refused_total", &label),
-                cancelled: counter!("paceline_cancelled_total", &label),
-                failed: counter!("paceline_failed_total", &label),
-                wait: histogram!("paceline_wait_seconds", &label),
+                counters: counters(FAMILIES, name),
+                wait: histogram!("paceline_wait_seconds", "limiter" => name.to_owned()),
             }
         }
 
         pub(super) fn admitted(&self, permits: u64, wait_ns: u64) {
-            self.admitted.increment(1);
-            self.permits.increment(permits);
+            self.counters[ADMITTED].increment(1);
+            self.counters[PERMITS].increment(permits);
             // Seconds, as the series' unit; an f64 holds any wait to the ns
             // for over 100 days.
             self.wait.record(wait_ns as f64 / 1e9);
         }
 
+        /// Adds one to the series of [`FAMILIES`]' `i`.
         pub(super) fn add(&self, i: usize) {
-            match i {
-                super::REFUSED => &self.refused,
-                super::CANCELLED => &self.cancelled,
-                _ => &self.failed,
-            }
-            .increment(1);
+            self.counters[i].increment(1);
         }
     }
 }
