@@ -1,7 +1,7 @@
 //! Events through the `tracing` facade (feature `tracing`), or nothing:
 //! `debug!`, `info!` and `warning!` expand to tracing's macros with the
-//! feature and to nothing without it (their arguments are then not
-//! evaluated). paceline never prints: what it has to say goes here, or is
+//! feature and to an empty block without it (their arguments are then not
+//! evaluated; the feature is read where they are used, in paceline). paceline never prints: what it has to say goes here, or is
 //! kept for the caller to read (`watch::Watcher::last_error`).
 //!
 //! The events, all with target `paceline::…` (the module that sends them):
@@ -18,37 +18,25 @@
 //! | a lease's unspent permits given back (how many) | debug | `lease::Leased` |
 //! | a blocking take waiting on a Tokio runtime thread (debug builds, once) | warn | the blocking wait |
 
-#[cfg(feature = "tracing")]
-#[allow(unused_macros)]
 macro_rules! debug {
-    ($($t:tt)*) => { ::tracing::debug!($($t)*) };
-}
-#[cfg(not(feature = "tracing"))]
-#[allow(unused_macros)]
-macro_rules! debug {
-    ($($t:tt)*) => {};
+    ($($t:tt)*) => {{
+        #[cfg(feature = "tracing")]
+        ::tracing::debug!($($t)*);
+    }};
 }
 
-#[cfg(feature = "tracing")]
-#[allow(unused_macros)]
 macro_rules! info {
-    ($($t:tt)*) => { ::tracing::info!($($t)*) };
-}
-#[cfg(not(feature = "tracing"))]
-#[allow(unused_macros)]
-macro_rules! info {
-    ($($t:tt)*) => {};
+    ($($t:tt)*) => {{
+        #[cfg(feature = "tracing")]
+        ::tracing::info!($($t)*);
+    }};
 }
 
-#[cfg(feature = "tracing")]
-#[allow(unused_macros)]
 macro_rules! warning {
-    ($($t:tt)*) => { ::tracing::warn!($($t)*) };
-}
-#[cfg(not(feature = "tracing"))]
-#[allow(unused_macros)]
-macro_rules! warning {
-    ($($t:tt)*) => {};
+    ($($t:tt)*) => {{
+        #[cfg(feature = "tracing")]
+        ::tracing::warn!($($t)*);
+    }};
 }
 
 #[allow(unused_imports)]
