@@ -85,19 +85,13 @@ pub(crate) fn serialize<M: serde::ser::SerializeStruct>(
     map: &mut M,
     leases: Option<&LeaseStats>,
 ) -> Result<(), M::Error> {
-    match leases {
-        Some(l) => {
-            map.serialize_field("leased", &l.leased)?;
-            map.serialize_field("spent", &l.spent)?;
-            map.serialize_field("given_back", &l.given_back)?;
-            map.serialize_field("expired", &l.expired)?;
-            map.serialize_field("round_trips", &l.round_trips)
-        }
-        None => {
-            for field in ["leased", "spent", "given_back", "expired", "round_trips"] {
-                map.skip_field(field)?;
-            }
-            Ok(())
+    let fields = ["leased", "spent", "given_back", "expired", "round_trips"];
+    // The fields in LEASE_FAMILIES' order, read by its accessors.
+    for (field, (_, _, get)) in fields.into_iter().zip(LEASE_FAMILIES) {
+        match leases {
+            Some(l) => map.serialize_field(field, &get(l))?,
+            None => map.skip_field(field)?,
         }
     }
+    Ok(())
 }
