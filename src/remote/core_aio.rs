@@ -1,7 +1,7 @@
 //! The async calls: through the crate's one async wait, with this
 //! limit's decisions as its [`Reserve`].
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::core::{went_at, Core};
@@ -9,6 +9,7 @@ use super::Error;
 use crate::clock::DefaultClock;
 use crate::limiter::take::{State, Taken};
 use crate::model::schedule::Admit;
+use crate::primitive::{lock, Mutex};
 use crate::remote::AsyncRemote;
 use crate::store::Booking;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
@@ -33,13 +34,7 @@ impl<'a, B> Keyed<'a, B> {
 
     /// The report of the take, from its last decision.
     fn taken(&self) -> Taken {
-        let found = self
-            .found
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .flatten();
-        self.core.taken(found)
+        self.core.taken(lock(&self.found).take().flatten())
     }
 }
 
@@ -62,7 +57,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
         let request = self.core.request(cost, admit)?.asked(ask);
         let decision = self.core.shared.backend.step(self.key, &request).await;
         let granted = self.core.settle(decision, &request)?;
-        *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Some(granted);
+        *lock(&self.found) = Some(granted);
         // The server's wait, counted from the reply's arrival.
         let now = self.core.local_now();
         let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));

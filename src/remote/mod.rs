@@ -54,6 +54,8 @@ mod builder;
 pub(crate) mod core;
 #[cfg(feature = "tokio")]
 mod core_aio;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
+mod health;
 #[cfg(any(
     feature = "redis",
     feature = "postgres",

@@ -12,17 +12,19 @@
 
 use std::fmt;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 
 use super::cas::{Done, Failure, Machine, Next, Op, Reply};
-use super::conn::{connect_error, contended, eof_or_garbled, lock, value_of, Addr, Budget, Gate};
+use super::conn::{connect_error, contended, eof_or_garbled, value_of, Addr, Budget};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{mismatch, Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
+use crate::primitive::{lock, Mutex};
+use crate::remote::health::Gate;
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
 use crate::store::Booking;
 
@@ -121,7 +123,7 @@ fn timed_out() -> Failure {
 /// The async pool: idle connections, at most `pool_size` in use.
 struct AsyncPool {
     idle: Mutex<Vec<AsyncConn>>,
-    gate: Mutex<Gate>,
+    gate: Gate,
     permits: Semaphore,
 }
 
@@ -139,7 +141,7 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
             shared,
             pool: AsyncPool {
                 idle: Mutex::new(Vec::new()),
-                gate: Mutex::new(Gate::new()),
+                gate: Gate::new(),
                 permits,
             },
         }
@@ -190,7 +192,7 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
     }
 
     async fn connect(&self, budget: &Budget) -> Result<AsyncConn, Failure> {
-        if let Some(last) = lock(&self.pool.gate).closed() {
+        if let Some(last) = self.pool.gate.closed() {
             return Err(Failure::Connect(last));
         }
         let within = budget.left().min(self.shared.connect_timeout);
@@ -199,16 +201,7 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
             Ok(Err(e)) => Err(connect_error(e)),
             Err(_) => Err(Error::Timeout),
         };
-        match opened {
-            Ok(conn) => {
-                lock(&self.pool.gate).opened();
-                Ok(conn)
-            }
-            Err(e) => {
-                lock(&self.pool.gate).failed(&e);
-                Err(Failure::Connect(e))
-            }
-        }
+        self.pool.gate.record(opened).map_err(Failure::Connect)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Blocking connections to memcached, and what both faces share: the
-//! address, the reconnect backoff, and the driver's budget.
+//! address and the driver's budget.
 //!
 //! A [`Pool`] keeps idle connections (one per caller that ran at the same
 //! time). A call takes one, or opens one within the connect timeout; each
@@ -8,8 +8,8 @@
 //! that is less. After an I/O error, a timeout or a garbled reply the
 //! connection is dropped, and so are the idle ones (they lead to the same
 //! server, which just failed). While the server stays unreachable,
-//! reconnects are spaced by a doubling backoff ([`BACKOFF_MIN`] to
-//! [`BACKOFF_MAX`]) and calls in between fail at once with the last error.
+//! reconnects are spaced by a doubling backoff (the remote limiters' one
+//! [`Gate`]) and calls in between fail at once with the last error.
 //! A call on a reused connection that fails before it stored anything (the
 //! server restarted since) runs once more on a fresh one.
 
@@ -17,22 +17,15 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::cas::{self, Done, Failure, Machine, Next, Reply, MAX_CONFLICTS};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use crate::clock::Clock;
+use crate::primitive::{lock, Mutex};
+use crate::remote::health::Gate;
 use crate::remote::socket::{Socket, Until};
 use crate::remote::Error;
-
-/// The first pause before reconnecting to a server that refused: short, so
-/// a restarted server is back in use almost at once.
-pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(10);
-
-/// The longest pause between reconnect attempts: how late, at worst, a
-/// limiter notices that its server is back.
-pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// memcached's port unless the address names another.
 pub const DEFAULT_PORT: u16 = 11211;
@@ -206,50 +199,6 @@ pub(crate) fn eof_or_garbled(line: &[u8]) -> Failure {
     }
 }
 
-/// Backoff between failed reconnects, shared by both faces' pools.
-pub(crate) struct Gate {
-    /// No reconnect before this instant (after a failed one).
-    closed_until: Option<Instant>,
-    /// The next pause.
-    delay: Duration,
-    /// Why the last reconnect failed, repeated to calls the gate turns away.
-    last: Option<Error>,
-}
-
-impl Gate {
-    pub(crate) fn new() -> Gate {
-        Gate {
-            closed_until: None,
-            delay: BACKOFF_MIN,
-            last: None,
-        }
-    }
-
-    /// The last error, while the backoff runs.
-    pub(crate) fn closed(&self) -> Option<Error> {
-        match (self.closed_until, &self.last) {
-            (Some(until), Some(last)) if Instant::now() < until => Some(last.clone()),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn opened(&mut self) {
-        *self = Gate::new();
-    }
-
-    pub(crate) fn failed(&mut self, e: &Error) {
-        self.closed_until = Some(Instant::now() + self.delay);
-        self.delay = (self.delay * 2).min(BACKOFF_MAX);
-        self.last = Some(e.clone());
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing here panics while holding a lock, and a connection list or a
-    // backoff timer is valid in any state anyway.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The error a caller sees for a failure to connect.
 pub(crate) fn connect_error(e: io::Error) -> Error {
     if matches!(
@@ -358,7 +307,7 @@ pub(crate) struct Pool {
     connect_timeout: Duration,
     response_timeout: Duration,
     idle: Mutex<Vec<Conn>>,
-    gate: Mutex<Gate>,
+    gate: Gate,
 }
 
 impl Pool {
@@ -368,7 +317,7 @@ impl Pool {
             connect_timeout: connect,
             response_timeout: response,
             idle: Mutex::new(Vec::new()),
-            gate: Mutex::new(Gate::new()),
+            gate: Gate::new(),
         }
     }
 
@@ -414,19 +363,12 @@ impl Pool {
 
     /// A new connection, unless the backoff after a failed one still runs.
     fn connect(&self) -> Result<Conn, Error> {
-        if let Some(last) = lock(&self.gate).closed() {
-            return Err(last);
-        }
-        match Conn::open(&self.addr, self.connect_timeout, self.response_timeout) {
-            Ok(conn) => {
-                lock(&self.gate).opened();
-                Ok(conn)
-            }
-            Err(e) => {
-                let e = connect_error(e);
-                lock(&self.gate).failed(&e);
-                Err(e)
-            }
+        match self.gate.closed() {
+            Some(last) => Err(last),
+            None => self.gate.record(
+                Conn::open(&self.addr, self.connect_timeout, self.response_timeout)
+                    .map_err(connect_error),
+            ),
         }
     }
 }

@@ -4,15 +4,17 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool, PoolError};
 use tokio::time::{timeout_at, Instant};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
 
 use super::sql::{self, decode, encode, Sql, Table};
+use crate::remote::health::{Gate, Heard};
 use crate::remote::key;
 use crate::remote::Error;
 use crate::store::Booking;
@@ -43,36 +45,16 @@ pub(crate) struct Inner {
     /// `prune_every << prune_shift` writes (at most [`PRUNE_BACKOFF`]).
     prune_shift: AtomicU32,
     /// After a failed connect: calls fail at once until the backoff ends.
-    gate: Mutex<Gate>,
-    /// What `replied` counts from.
-    epoch: std::time::Instant,
-    /// When the server last answered a statement on any connection (ns
-    /// after `epoch`): a call that times out when nothing has come back
-    /// since it was sent finds the link (or the server) dead, and so are
-    /// the idle connections.
-    replied: AtomicU64,
-}
-
-/// The backoff after a connection could not be made (the server is down):
-/// calls meanwhile fail at once with the same error instead of each trying
-/// to connect; 10 ms, doubling to 500 ms while it stays down.
-struct Gate {
-    closed_until: Option<std::time::Instant>,
-    delay: Duration,
-    last: Option<Error>,
+    gate: Gate,
+    /// When the server last answered a statement on any connection: a
+    /// call that times out when nothing has come back since it was sent
+    /// finds the link (or the server) dead, and so are the idle connections.
+    heard: Heard,
 }
 
 /// How far the prune schedule backs off while batches find the table
 /// pruned: a batch every `prune_every << PRUNE_BACKOFF` writes at most.
 pub(crate) const PRUNE_BACKOFF: u32 = 3;
-
-const BACKOFF_MIN: Duration = Duration::from_millis(10);
-const BACKOFF_MAX: Duration = Duration::from_millis(500);
-
-fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
-    // Nothing panics while holding it, and a gate is valid in any state.
-    gate.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The async PostgreSQL backend: the pool and the statements for one
 /// table, each call one autocommit statement bounded by the timeouts. A
@@ -102,19 +84,9 @@ impl Inner {
             writes: AtomicU64::new(0),
             next_prune: AtomicU64::new(prune_every),
             prune_shift: AtomicU32::new(0),
-            gate: Mutex::new(Gate {
-                closed_until: None,
-                delay: BACKOFF_MIN,
-                last: None,
-            }),
-            epoch: std::time::Instant::now(),
-            replied: AtomicU64::new(0),
+            gate: Gate::new(),
+            heard: Heard::new(),
         }
-    }
-
-    /// Now, as `replied` counts (ns after `epoch`).
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
     }
 }
 
@@ -160,13 +132,8 @@ impl AsyncPostgresBackend {
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let inner = &self.0;
-        {
-            let gate = lock(&inner.gate);
-            if let (Some(until), Some(last)) = (gate.closed_until, &gate.last) {
-                if std::time::Instant::now() < until {
-                    return Err(last.clone());
-                }
-            }
+        if let Some(last) = inner.gate.closed() {
+            return Err(last);
         }
         let conn = match timeout_at(Instant::now() + inner.connect_timeout, inner.pool.get()).await
         {
@@ -175,24 +142,16 @@ impl AsyncPostgresBackend {
                 let e = pool_error(e);
                 if matches!(e, Error::Unavailable(_)) {
                     self.drop_idle();
-                    let mut gate = lock(&inner.gate);
-                    gate.closed_until = Some(std::time::Instant::now() + gate.delay);
-                    gate.delay = (gate.delay * 2).min(BACKOFF_MAX);
-                    gate.last = Some(e.clone());
+                    inner.gate.failed(&e);
                 }
                 return Err(e);
             }
             Ok(Ok(conn)) => {
-                let mut gate = lock(&inner.gate);
-                if gate.last.is_some() {
-                    gate.closed_until = None;
-                    gate.delay = BACKOFF_MIN;
-                    gate.last = None;
-                }
+                inner.gate.opened();
                 Arc::new(conn)
             }
         };
-        let sent = inner.now();
+        let sent = std::time::Instant::now();
         let result = timeout_at(
             Instant::now() + inner.response_timeout,
             f(Arc::clone(&conn)),
@@ -200,7 +159,7 @@ impl AsyncPostgresBackend {
         .await;
         match result {
             Ok(Ok(v)) => {
-                inner.replied.fetch_max(inner.now(), Ordering::Relaxed);
+                inner.heard.answered();
                 Ok(v)
             }
             Ok(Err(e)) => {
@@ -210,13 +169,13 @@ impl AsyncPostgresBackend {
                     self.drop_idle();
                 } else {
                     // The server answered (with an error).
-                    inner.replied.fetch_max(inner.now(), Ordering::Relaxed);
+                    inner.heard.answered();
                 }
                 Err(e)
             }
             Err(_) => {
                 discard(conn);
-                if inner.replied.load(Ordering::Relaxed) <= sent {
+                if inner.heard.silent_since(sent) {
                     self.drop_idle();
                 }
                 Err(Error::Timeout)
@@ -226,6 +185,35 @@ impl AsyncPostgresBackend {
 
     fn drop_idle(&self) {
         self.0.pool.retain(|_, _| false);
+    }
+
+    /// Runs `sql` (prepared once per connection, with `types`) on `params`
+    /// through [`run`](Self::run); the rows it changed.
+    pub(crate) async fn exec(
+        &self,
+        sql: &str,
+        types: &[Type],
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        self.run(|c| async move {
+            let st = c.prepare_typed_cached(sql, types).await?;
+            c.execute(&st, params).await
+        })
+        .await
+    }
+
+    /// As [`exec`](Self::exec), for a statement that returns one row.
+    pub(crate) async fn row(
+        &self,
+        sql: &str,
+        types: &[Type],
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, Error> {
+        self.run(|c| async move {
+            let st = c.prepare_typed_cached(sql, types).await?;
+            c.query_one(&st, params).await
+        })
+        .await
     }
 
     /// Counts an admitted write, and when a batch is due prunes one in a
@@ -275,14 +263,9 @@ impl AsyncPostgresBackend {
 
     /// Deletes at most one batch of rows at rest; how many it deleted.
     pub(crate) async fn prune_batch(&self) -> Result<u64, Error> {
-        let batch = self.0.prune_batch;
-        self.run(|c| async move {
-            let st = c
-                .prepare_typed_cached(&self.0.sql.prune, &[Type::INT8])
-                .await?;
-            c.execute(&st, &[&batch]).await
-        })
-        .await
+        let sql = &self.0.sql;
+        self.exec(&sql.prune, &[Type::INT8], &[&self.0.prune_batch])
+            .await
     }
 
     /// Batches until one deletes less than a batch: every row at rest now.
@@ -303,12 +286,7 @@ impl AsyncPostgresBackend {
         let key: &str = &stored;
         let now = now.map(encode);
         let row = self
-            .run(|c| async move {
-                let st = c
-                    .prepare_typed_cached(&self.0.sql.peek, &PEEK_TYPES)
-                    .await?;
-                c.query_one(&st, &[&key, &now]).await
-            })
+            .row(&self.0.sql.peek, &PEEK_TYPES, &[&key, &now])
             .await?;
         let bad = |e: tokio_postgres::Error| Error::script(e);
         let now: i64 = row.try_get(0).map_err(bad)?;
@@ -325,25 +303,18 @@ impl AsyncPostgresBackend {
         let key: &str = &stored;
         let next = encode(undo.next);
         let (secs, rem) = sql::rest_consts(tau);
-        let n = self
-            .run(|c| async move {
-                match undo.prev {
-                    Some(prev) => {
-                        let prev = encode(prev);
-                        let st = c
-                            .prepare_typed_cached(&self.0.sql.give_back, &GIVE_TYPES)
-                            .await?;
-                        c.execute(&st, &[&key, &next, &prev, &secs, &rem]).await
-                    }
-                    None => {
-                        let st = c
-                            .prepare_typed_cached(&self.0.sql.give_back_absent, &GIVE_ABSENT_TYPES)
-                            .await?;
-                        c.execute(&st, &[&key, &next]).await
-                    }
-                }
-            })
-            .await?;
+        let sql = &self.0.sql;
+        let n = match undo.prev.map(encode) {
+            Some(prev) => {
+                let params: [&(dyn ToSql + Sync); 5] = [&key, &next, &prev, &secs, &rem];
+                self.exec(&sql.give_back, &GIVE_TYPES, &params).await?
+            }
+            None => {
+                let params: [&(dyn ToSql + Sync); 2] = [&key, &next];
+                self.exec(&sql.give_back_absent, &GIVE_ABSENT_TYPES, &params)
+                    .await?
+            }
+        };
         Ok(n > 0)
     }
 
@@ -351,24 +322,13 @@ impl AsyncPostgresBackend {
     pub(crate) async fn reset(&self, key: &str) -> Result<bool, Error> {
         let stored = key::postgres(key);
         let key: &str = &stored;
-        let n = self
-            .run(|c| async move {
-                let st = c
-                    .prepare_typed_cached(&self.0.sql.reset, &[Type::TEXT])
-                    .await?;
-                c.execute(&st, &[&key]).await
-            })
-            .await?;
+        let n = self.exec(&self.0.sql.reset, &[Type::TEXT], &[&key]).await?;
         Ok(n > 0)
     }
 
     /// One `SELECT 1` round trip.
     pub(crate) async fn ping(&self) -> Result<(), Error> {
-        self.run(|c| async move {
-            let st = c.prepare_cached("SELECT 1").await?;
-            c.query_one(&st, &[]).await.map(drop)
-        })
-        .await
+        self.row("SELECT 1", &[], &[]).await.map(drop)
     }
 
     /// Creates the table if missing, checks its columns, creates the

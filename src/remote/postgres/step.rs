@@ -54,19 +54,8 @@ impl AsyncPostgresBackend {
         let now = now.map(encode);
         let start = Instant::now();
         loop {
-            let row = self
-                .run(|c| {
-                    let (key, within) = (key, within.as_deref());
-                    async move {
-                        let st = c
-                            .prepare_typed_cached(&self.0.sql.step, &STEP_TYPES)
-                            .await?;
-                        let params: [&(dyn ToSql + Sync); 7] =
-                            [&key, &span, &tau, &within, &now, &secs, &rem];
-                        c.query_one(&st, &params).await
-                    }
-                })
-                .await?;
+            let params: [&(dyn ToSql + Sync); 7] = [&key, &span, &tau, &within, &now, &secs, &rem];
+            let row = self.row(&self.0.sql.step, &STEP_TYPES, &params).await?;
             match decision(&row, request)? {
                 Some(decision) => {
                     if matches!(decision, Decision::Granted { .. }) {

@@ -10,8 +10,7 @@
 //! Takes wait in the crate's one async wait (`src/wait/tokio.rs`).
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -20,8 +19,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, FromRedisValue, RedisResult};
 use tokio::sync::OnceCell;
 
-use super::conn::{classify, is_reply, Redirects, Target, BACKOFF_MAX, BACKOFF_MIN};
+use super::conn::{classify, is_reply, Redirects, Target};
 use super::script::{self, Wire};
+use crate::primitive::{lock, Mutex};
+use crate::remote::health::{Heard, BACKOFF_MAX, BACKOFF_MIN};
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
 use crate::store::Booking;
 
@@ -72,8 +73,6 @@ enum Conn {
         /// The connection in use; `None` until the first call, and after
         /// one was found dead.
         live: Mutex<Option<Live>>,
-        /// What [`Live`]'s times count from.
-        epoch: Instant,
     },
     Cluster {
         client: Box<ClusterClient>,
@@ -98,7 +97,6 @@ impl Conn {
                     // Reconnects run in the background; calls meanwhile fail.
                     .set_number_of_retries(1),
                 live: Mutex::new(None),
-                epoch: Instant::now(),
             },
             // The blocking pool's client, with the same timeouts.
             Target::Cluster { client, once } => Conn::Cluster {
@@ -122,44 +120,32 @@ impl Conn {
         else {
             return Ok(None);
         };
-        let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut live = lock(live);
         if let Some(live) = &*live {
             return Ok(Some(live.clone()));
         }
         let made = Live {
             manager: client.get_connection_manager_lazy(config.clone())?,
-            made: self.now(),
-            replied: Arc::new(AtomicU64::new(0)),
+            heard: Arc::new(Heard::new()),
         };
         *live = Some(made.clone());
         Ok(Some(made))
     }
 
-    /// Now, as [`Live`] counts time (ns after the epoch).
-    fn now(&self) -> u64 {
-        match self {
-            Conn::Single { epoch, .. } => epoch.elapsed().as_nanos() as u64,
-            Conn::Cluster { .. } => 0,
-        }
-    }
-
-    /// A call sent at `sent` (see [`now`](Self::now)) had no reply within
+    /// A call sent at `sent` had no reply within
     /// its time. If nothing at all came back on the connection since, the
     /// link is presumed dead (a black hole: packets vanish and no reset
     /// ever comes, so the connection manager, which reconnects only after
     /// an I/O error, would keep it for as long as TCP retransmits, about
     /// 15 minutes): it is dropped, and the next call connects anew. Calls
     /// still waiting on it keep their own handle until they end.
-    fn timed_out(&self, sent: u64) {
+    fn timed_out(&self, sent: Instant) {
         let Conn::Single { live, .. } = self else {
             // A cluster connection finds its nodes again by itself.
             return;
         };
-        let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
-        let dead = live
-            .as_ref()
-            .is_some_and(|l| l.made <= sent && l.replied.load(Ordering::Relaxed) <= sent);
-        if dead {
+        let mut live = lock(live);
+        if live.as_ref().is_some_and(|l| l.heard.silent_since(sent)) {
             *live = None;
         }
     }
@@ -187,7 +173,7 @@ impl Conn {
                 let reply = call.send(&mut live.manager.clone()).await;
                 if !matches!(&reply, Err(e) if !is_reply(e)) {
                     // An answer, even an error reply: the link works.
-                    live.replied.fetch_max(self.now(), Ordering::Relaxed);
+                    live.heard.answered();
                 }
                 reply
             }
@@ -216,10 +202,8 @@ impl Conn {
 #[derive(Clone)]
 struct Live {
     manager: ConnectionManager,
-    /// When it was made (ns after [`Conn`]'s epoch).
-    made: u64,
-    /// When a reply last came on it (likewise; 0: none yet).
-    replied: Arc<AtomicU64>,
+    /// Since it was made, when a reply last came on it.
+    heard: Arc<Heard>,
 }
 
 /// What [`Conn::query`] sends.
@@ -266,7 +250,7 @@ impl AsyncRedisBackend {
             // (The connection first, if none: it counts as made before
             // the call is sent.)
             self.conn.live().map_err(classify)?;
-            let sent = self.conn.now();
+            let sent = Instant::now();
             match tokio::time::timeout(left, self.conn.query(call, once)).await {
                 Err(_) => {
                     self.conn.timed_out(sent);

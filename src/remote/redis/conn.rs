@@ -9,7 +9,7 @@
 //! timeout the connection is dropped, and so are the idle ones (they lead to
 //! the same server, which just failed); the next call reconnects. While the
 //! server stays unreachable, reconnects are spaced by a doubling backoff
-//! ([`BACKOFF_MIN`] to [`BACKOFF_MAX`]), and calls in between fail at once
+//! (the remote limiters' one [`Gate`]), and calls in between fail at once
 //! with the last error instead of each waiting out a connect timeout.
 //!
 //! Cluster connections route each call by its one key and follow a
@@ -26,7 +26,6 @@
 //! redirection, an [`Error::Script`]: the server answered, so no fail
 //! policy admits it.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterConnection};
@@ -35,15 +34,9 @@ use redis::{
 };
 
 use super::link::Link;
+use crate::primitive::{lock, Mutex};
+use crate::remote::health::Gate;
 use crate::remote::Error;
-
-/// The first pause before reconnecting to a server that refused: short, so a
-/// restarted server is back in use almost at once.
-pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(10);
-
-/// The longest pause between reconnect attempts: how late, at worst, a
-/// limiter notices that its server is back.
-pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// The first pause before sending a redirected call again: a slot's move
 /// usually completes within milliseconds.
@@ -95,28 +88,12 @@ impl Conn {
     }
 }
 
-/// Backoff between failed reconnects.
-struct Gate {
-    /// No reconnect before this instant (after a failed one).
-    closed_until: Option<Instant>,
-    /// The next pause.
-    delay: Duration,
-    /// Why the last reconnect failed, repeated to calls the gate turns away.
-    last: Option<Error>,
-}
-
 pub(crate) struct Pool {
     target: Target,
     connect_timeout: Duration,
     response_timeout: Duration,
     idle: Mutex<Vec<Conn>>,
-    gate: Mutex<Gate>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing here panics while holding a lock, and a connection list or
-    // a backoff timer is valid in any state anyway.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    gate: Gate,
 }
 
 impl Pool {
@@ -130,11 +107,7 @@ impl Pool {
             connect_timeout,
             response_timeout,
             idle: Mutex::new(Vec::new()),
-            gate: Mutex::new(Gate {
-                closed_until: None,
-                delay: BACKOFF_MIN,
-                last: None,
-            }),
+            gate: Gate::new(),
         }
     }
 
@@ -220,30 +193,9 @@ impl Pool {
 
     /// A new connection, unless the backoff after a failed one still runs.
     fn connect(&self) -> Result<Conn, Error> {
-        {
-            let gate = lock(&self.gate);
-            if let (Some(until), Some(last)) = (gate.closed_until, &gate.last) {
-                if Instant::now() < until {
-                    return Err(last.clone());
-                }
-            }
-        }
-        match self.open() {
-            Ok(conn) => {
-                let mut gate = lock(&self.gate);
-                gate.closed_until = None;
-                gate.delay = BACKOFF_MIN;
-                gate.last = None;
-                Ok(conn)
-            }
-            Err(e) => {
-                let e = classify(e);
-                let mut gate = lock(&self.gate);
-                gate.closed_until = Some(Instant::now() + gate.delay);
-                gate.delay = (gate.delay * 2).min(BACKOFF_MAX);
-                gate.last = Some(e.clone());
-                Err(e)
-            }
+        match self.gate.closed() {
+            Some(last) => Err(last),
+            None => self.gate.record(self.open().map_err(classify)),
         }
     }
 
