@@ -7,12 +7,12 @@ use std::pin::Pin;
 use std::str::FromStr;
 use std::time::Duration;
 
-use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::document::{FleetError, Store, Versioned};
+use crate::remote::postgres::{own_config, RuntimeThread};
 
 /// The table, and the channel its writes are announced on.
 const TABLE: &str = "paceline_documents";
@@ -28,7 +28,9 @@ pub(crate) struct PgStore {
     config: tokio_postgres::Config,
     name: String,
     timeout: Duration,
-    runtime: Runtime,
+    /// A private runtime on a thread of its own (as a blocking PostgreSQL
+    /// limiter's), which also drives the connection between calls.
+    runtime: RuntimeThread,
     session: Option<Session>,
     /// Whether the session was asked to `LISTEN`: a session that has is
     /// never replaced in passing (a new one would hear nothing), the
@@ -55,23 +57,8 @@ impl PgStore {
     pub(crate) fn new(conn: &str, name: &str, timeout: Duration) -> Result<PgStore, FleetError> {
         let mut config = tokio_postgres::Config::from_str(conn)
             .map_err(|e| FleetError::Config(format!("connection string: {e}")))?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(timeout);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("paceline");
-        }
-        let ms = timeout.as_millis().max(1);
-        let ours = format!("-c statement_timeout={ms} -c lock_timeout={ms}");
-        let options = match config.get_options() {
-            Some(theirs) => format!("{theirs} {ours}"),
-            None => ours,
-        };
-        config.options(options);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| FleetError::Config(format!("cannot start a runtime: {e}")))?;
+        own_config(&mut config, timeout, timeout);
+        let runtime = RuntimeThread::start().map_err(FleetError::Config)?;
         Ok(PgStore {
             config,
             name: name.to_owned(),
@@ -83,19 +70,19 @@ impl PgStore {
     }
 
     /// A new session: a connection, and a task on the runtime that drives
-    /// it (while a call runs on the runtime) and hands on each
-    /// announcement; the task ends with the connection, and then `notes`
-    /// says so.
+    /// it and hands on each announcement; the task ends with the
+    /// connection, and then `notes` says so.
     fn connect(&self) -> Result<Session, FleetError> {
         // The timer is made on the runtime (it needs its clock).
         let connect = self.config.connect(NoTls);
         let (client, mut connection) = self
             .runtime
+            .handle
             .block_on(async { tokio::time::timeout(self.timeout, connect).await })
             .map_err(|_| timed_out("connecting"))?
             .map_err(|e| server(&e))?;
         let (tx, notes) = mpsc::unbounded_channel();
-        self.runtime.spawn(async move {
+        self.runtime.handle.spawn(async move {
             while let Some(Ok(message)) =
                 std::future::poll_fn(|cx| connection.poll_message(cx)).await
             {
@@ -125,10 +112,11 @@ impl PgStore {
         };
         let mut out = self
             .runtime
+            .handle
             .block_on(async { tokio::time::timeout(self.timeout, f(&mut session.client)).await });
         if reused && !self.listening && matches!(&out, Ok(Err(e)) if e.is_closed()) {
             session = self.connect()?;
-            out = self.runtime.block_on(async {
+            out = self.runtime.handle.block_on(async {
                 tokio::time::timeout(self.timeout, f(&mut session.client)).await
             });
         }
@@ -268,6 +256,7 @@ impl Store for PgStore {
         };
         let got = self
             .runtime
+            .handle
             .block_on(async { tokio::time::timeout(timeout, session.notes.recv()).await });
         match got {
             // Another document's news is not ours.

@@ -9,10 +9,10 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use redis::cluster::ClusterClient;
-use redis::{Client, Connection, ConnectionLike, RedisError};
+use redis::{Client, Connection};
 
 use super::document::{FleetError, Store, Versioned};
+use crate::remote::redis::{Pool, Target};
 
 /// Writes `ARGV[1]` as the next version, only over version `ARGV[2]` if it
 /// is not empty; publishes the new version. `{1, version}`, or `{0,
@@ -28,25 +28,18 @@ redis.call('PUBLISH', KEYS[1], v)
 return {1, v}
 ";
 
+/// A document on Redis: its commands through a limiter's connection pool
+/// (the same timeouts, reconnects and redirections), its subscription on
+/// a thread of its own.
 pub(crate) struct RedisStore {
-    target: Target,
+    pool: Pool,
+    /// Where to subscribe, in order: the one server, or the nodes given of
+    /// a cluster (the first that answers).
+    nodes: Vec<Client>,
     key: String,
     timeout: Duration,
     script: redis::Script,
-    conn: Option<Box<dyn ConnectionLike + Send>>,
     sub: Option<Subscription>,
-}
-
-/// Where the document is.
-enum Target {
-    /// One server.
-    One(Client),
-    /// A Redis Cluster: commands through the cluster client, the
-    /// subscription on the first of `nodes` that answers.
-    Cluster {
-        client: Box<ClusterClient>,
-        nodes: Vec<Client>,
-    },
 }
 
 /// A subscribed connection, on a thread of its own (redis' blocking
@@ -67,7 +60,7 @@ impl Drop for Subscription {
 /// How long the subscription's thread waits in one read.
 const READ_SLICE: Duration = Duration::from_millis(100);
 
-fn server(e: &RedisError) -> FleetError {
+fn server(e: impl std::fmt::Display) -> FleetError {
     FleetError::Server(e.to_string())
 }
 
@@ -77,7 +70,13 @@ fn open(url: &str) -> Result<Client, FleetError> {
 
 impl RedisStore {
     pub(crate) fn new(url: &str, key: &str, timeout: Duration) -> Result<RedisStore, FleetError> {
-        Ok(RedisStore::at(Target::One(open(url)?), key, timeout))
+        let client = open(url)?;
+        Ok(RedisStore::at(
+            Target::Single(client.clone()),
+            vec![client],
+            key,
+            timeout,
+        ))
     }
 
     /// The document `key` on the Redis Cluster that `nodes` (some or all
@@ -97,102 +96,55 @@ impl RedisStore {
             .map(|url| open(url))
             .collect::<Result<Vec<_>, _>>()?;
         let infos = nodes.iter().map(Client::get_connection_info).cloned();
-        // As the limiters' clients: a call retried once (a redirection), so
-        // that it never waits out many timeouts.
-        let client = crate::remote::redis::cluster_client(infos.collect(), timeout, timeout, 1)
+        let target = Target::cluster(infos.collect(), timeout, timeout)
             .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?;
-        let client = Box::new(client);
-        Ok(RedisStore::at(
-            Target::Cluster { client, nodes },
-            key,
-            timeout,
-        ))
+        Ok(RedisStore::at(target, nodes, key, timeout))
     }
 
-    fn at(target: Target, key: &str, timeout: Duration) -> RedisStore {
+    fn at(target: Target, nodes: Vec<Client>, key: &str, timeout: Duration) -> RedisStore {
         RedisStore {
-            target,
+            pool: Pool::new(target, timeout, timeout),
+            nodes,
             key: key.to_owned(),
             timeout,
             script: redis::Script::new(SET),
-            conn: None,
             sub: None,
         }
     }
 
-    /// A connection for commands: to the server, or through the cluster.
-    fn connect(&self) -> Result<Box<dyn ConnectionLike + Send>, FleetError> {
-        match &self.target {
-            Target::One(client) => Ok(Box::new(self.connect_to(client)?)),
-            Target::Cluster { client, .. } => {
-                Ok(Box::new(client.get_connection().map_err(|e| server(&e))?))
-            }
-        }
-    }
-
-    /// A connection to one server, every call on it bounded by the timeout.
-    fn connect_to(&self, client: &Client) -> Result<Connection, FleetError> {
-        let conn = client
-            .get_connection_with_timeout(self.timeout)
-            .map_err(|e| server(&e))?;
-        conn.set_read_timeout(Some(self.timeout))
-            .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
-            .map_err(|e| server(&e))?;
-        Ok(conn)
-    }
-
-    /// A connection to subscribe on: the server, or the first node of the
-    /// cluster that answers.
+    /// A connection to subscribe on: to the first of `nodes` that answers,
+    /// every call on it bounded by the timeout.
     fn connect_to_subscribe(&self) -> Result<Connection, FleetError> {
-        match &self.target {
-            Target::One(client) => self.connect_to(client),
-            Target::Cluster { nodes, .. } => {
-                let mut last = None;
-                for node in nodes {
-                    match self.connect_to(node) {
-                        Ok(conn) => return Ok(conn),
-                        Err(e) => last = Some(e),
-                    }
-                }
-                Err(last.expect("a cluster has at least one node"))
+        let mut last = None;
+        for node in &self.nodes {
+            let conn = node
+                .get_connection_with_timeout(self.timeout)
+                .and_then(|conn| {
+                    conn.set_read_timeout(Some(self.timeout))?;
+                    conn.set_write_timeout(Some(self.timeout))?;
+                    Ok(conn)
+                });
+            match conn {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last = Some(server(e)),
             }
         }
-    }
-
-    /// Runs `f` on the command connection, connecting first if need be. A
-    /// connection that fails is dropped; if it had served before (the
-    /// server may have restarted since), `f` runs once more on a new one.
-    fn with_conn<T>(
-        &mut self,
-        f: impl Fn(&mut dyn ConnectionLike, &redis::Script, &str) -> Result<T, RedisError>,
-    ) -> Result<T, FleetError> {
-        let reused = self.conn.is_some();
-        let mut conn = match self.conn.take() {
-            Some(conn) => conn,
-            None => self.connect()?,
-        };
-        let out = match f(&mut *conn, &self.script, &self.key) {
-            Err(e) if reused && (e.is_io_error() || e.is_connection_dropped()) => {
-                conn = self.connect()?;
-                f(&mut *conn, &self.script, &self.key)
-            }
-            out => out,
-        }
-        .map_err(|e| server(&e))?;
-        self.conn = Some(conn);
-        Ok(out)
+        Err(last.expect("a document has at least one node"))
     }
 }
 
 impl Store for RedisStore {
     fn get(&mut self) -> Result<Option<Versioned>, FleetError> {
-        let (version, body): (Option<String>, Option<String>) = self.with_conn(|c, _, key| {
-            redis::cmd("HMGET")
-                .arg(key)
-                .arg("version")
-                .arg("body")
-                .query(c)
-        })?;
+        let (version, body): (Option<String>, Option<String>) = self
+            .pool
+            .run(|c| {
+                redis::cmd("HMGET")
+                    .arg(&self.key)
+                    .arg("version")
+                    .arg("body")
+                    .query(c)
+            })
+            .map_err(server)?;
         match (version, body) {
             (None, _) => Ok(None),
             (Some(v), body) => {
@@ -208,13 +160,13 @@ impl Store for RedisStore {
     }
 
     fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError> {
-        let (written, version): (u8, u64) = self.with_conn(|c, script, key| {
-            script
-                .key(key)
-                .arg(text)
-                .arg(if_version.map(|v| v.to_string()).unwrap_or_default())
-                .invoke(c)
-        })?;
+        let (written, version): (u8, u64) = self
+            .pool
+            .run(|c| {
+                let expected = if_version.map(|v| v.to_string()).unwrap_or_default();
+                self.script.key(&self.key).arg(text).arg(expected).invoke(c)
+            })
+            .map_err(server)?;
         match written {
             1 => Ok(version),
             _ => Err(FleetError::Conflict {
@@ -239,12 +191,12 @@ impl Store for RedisStore {
                     .subscribe(&key)
                     .and_then(|()| sub.set_read_timeout(Some(READ_SLICE)));
                 let ok = subscribed.is_ok();
-                let _ = ready_tx.send(subscribed.map_err(|e| server(&e)));
+                let _ = ready_tx.send(subscribed.map_err(server));
                 while ok && !stopped.load(Ordering::Acquire) {
                     let note = match sub.get_message() {
                         Ok(_) => Ok(()),
                         Err(e) if e.is_timeout() => continue,
-                        Err(e) => Err(server(&e)),
+                        Err(e) => Err(server(e)),
                     };
                     let end = note.is_err();
                     if tx.send(note).is_err() || end {

@@ -195,22 +195,8 @@ impl PostgresBuilder {
         let pool = match source {
             Source::Pool(pool) => pool,
             Source::Config(mut config) => {
-                if config.get_connect_timeout().is_none() {
-                    config.connect_timeout(connect_timeout);
-                }
-                if config.get_application_name().is_none() {
-                    config.application_name("paceline");
-                }
-                let st = statement_timeout
-                    .unwrap_or(response_timeout)
-                    .as_millis()
-                    .max(1);
-                let ours = format!("-c statement_timeout={st} -c lock_timeout={st}");
-                let options = match config.get_options() {
-                    Some(theirs) => format!("{theirs} {ours}"),
-                    None => ours,
-                };
-                config.options(options);
+                let statement = statement_timeout.unwrap_or(response_timeout);
+                own_config(&mut config, connect_timeout, statement);
                 config.keepalives_idle(Duration::from_secs(10));
                 let manager = Manager::from_config(
                     *config,
@@ -254,4 +240,29 @@ impl PostgresBuilder {
             core: common.core(backend)?,
         })
     }
+}
+
+/// Sets what paceline's own connections run with: unless `config` sets them,
+/// the connect timeout and the application name `paceline`; and, after any
+/// options it gives, statement and lock timeouts of `statement` (at least
+/// 1 ms), so that the server too gives up on a call the client gave up on.
+/// Also the fleet's documents'.
+pub(crate) fn own_config(
+    config: &mut tokio_postgres::Config,
+    connect: Duration,
+    statement: Duration,
+) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(connect);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("paceline");
+    }
+    let ms = statement.as_millis().max(1);
+    let ours = format!("-c statement_timeout={ms} -c lock_timeout={ms}");
+    let options = match config.get_options() {
+        Some(theirs) => format!("{theirs} {ours}"),
+        None => ours,
+    };
+    config.options(options);
 }

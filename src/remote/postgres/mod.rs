@@ -60,8 +60,12 @@ mod tests;
 #[cfg(feature = "tokio")]
 pub use aio::AsyncPostgresLimiter;
 pub use backend::AsyncPostgresBackend;
+#[cfg(feature = "fleet")]
+pub(crate) use builder::own_config;
 pub use builder::{PostgresBuilder, PostgresSettings, DEFAULT_POOL_SIZE};
 pub use limiter::{PostgresBackend, PostgresLimiter};
+#[cfg(feature = "fleet")]
+pub(crate) use runtime::RuntimeThread;
 
 pub use super::Cause;
 pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};

@@ -2,9 +2,7 @@
 //! its calls fail and wait.
 
 use std::fmt;
-use std::time::Duration;
 
-use ::redis::cluster::{ClusterClient, ClusterClientBuilder};
 use ::redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisError};
 
 use super::conn::{Pool, Target};
@@ -102,13 +100,7 @@ impl RedisBuilder {
         let (connect, response) = (common.connect_timeout, common.response_timeout);
         let target = match endpoint {
             Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
-            Ok(Endpoint::Cluster(nodes)) => cluster_client(nodes.clone(), connect, response, 1)
-                .and_then(|client| {
-                    Ok(Target::Cluster {
-                        client: Box::new(client),
-                        once: Box::new(cluster_client(nodes, connect, response, 0)?),
-                    })
-                }),
+            Ok(Endpoint::Cluster(nodes)) => Target::cluster(nodes, connect, response),
             Err(e) => Err(e),
         }
         .map_err(|e| Error::Config(e.to_string()))?;
@@ -120,26 +112,6 @@ impl RedisBuilder {
             core: common.core(backend)?,
         })
     }
-}
-
-/// A cluster client with the limiter's timeouts, retrying a call up to
-/// `retries` times: 1 for calls (a redirection after a resharding or
-/// failover, and a call never waits out many timeouts), 0 for give-backs.
-/// A call redirected again is sent again by the limiter, within the call's
-/// budget (see `src/remote/redis/conn.rs`): a resharding fails no call.
-/// Also the fleet's documents' (`src/config/fleet/redis.rs`): redis-rs's own
-/// default retries a call 16 times, backing off between them.
-pub(crate) fn cluster_client(
-    nodes: Vec<ConnectionInfo>,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    retries: u32,
-) -> Result<ClusterClient, RedisError> {
-    ClusterClientBuilder::new(nodes)
-        .connection_timeout(connect_timeout)
-        .response_timeout(response_timeout)
-        .retries(retries)
-        .build()
 }
 
 /// `info` without the `CLIENT SETINFO` round trip redis-rs makes on each

@@ -53,9 +53,9 @@ mod tests;
 
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
-#[cfg(feature = "fleet")]
-pub(crate) use builder::cluster_client;
 pub use builder::{RedisBuilder, RedisSettings};
+#[cfg(feature = "fleet")]
+pub(crate) use conn::{Pool, Target};
 pub use limiter::{RedisBackend, RedisLimiter};
 
 pub use super::Cause;
