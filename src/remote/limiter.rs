@@ -1,7 +1,9 @@
-//! [`RemoteLimiter<B>`]: the blocking remote limiter, its calls written
-//! once for every backend over [`Core`].
+//! [`RemoteLimiter<B, F>`]: the remote limiter, its calls written once for
+//! every backend over [`Core`]: what both faces have here, with the
+//! blocking face's calls; the async face's are in `src/remote/aio.rs`.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::core::Core;
@@ -26,8 +28,11 @@ use crate::wait::Wait;
 /// [`AtomicLimiter`](crate::AtomicLimiter)'s, plus an [`Error`] on
 /// failure, which the [`FailPolicy`] turns into an admission only when the
 /// server could not answer. It answers the [`Take`] interface for any key
-/// that displays as text; its async face is
-/// [`AsyncRemoteLimiter::from`](super::AsyncRemoteLimiter) (feature `tokio`).
+/// that displays as text. Its async face,
+/// [`AsyncRemoteLimiter`](super::AsyncRemoteLimiter) (feature `tokio`), is
+/// this type with `F` [`Async`](super::Async), made by
+/// `AsyncRemoteLimiter::from(limiter)`: the calls below but `available`,
+/// `next_free` and `reset` are the same on both faces.
 ///
 /// It is cheap to clone (the clones share connections) and `Send + Sync`.
 ///
@@ -38,15 +43,100 @@ use crate::wait::Wait;
 /// is the Unix time of the clock the limiter decides on.) The wait the server reports is
 /// counted on the local clock from the reply's arrival, so a permit is
 /// never early by the server's clock.
-pub struct RemoteLimiter<B> {
+pub struct RemoteLimiter<B, F = Blocking> {
     pub(crate) core: Core<B>,
+    face: PhantomData<F>,
 }
 
-impl<B> Clone for RemoteLimiter<B> {
+/// The blocking face of a [`RemoteLimiter`], its default: its calls block
+/// the thread.
+#[derive(Debug)]
+pub enum Blocking {}
+
+/// The async face of a [`RemoteLimiter`]: its calls are futures (see
+/// [`AsyncRemoteLimiter`](super::AsyncRemoteLimiter)).
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub enum Async {}
+
+/// A face of a [`RemoteLimiter`]: [`Blocking`] or `Async`. Sealed (it is
+/// not reachable from outside the crate).
+pub trait Face {
+    /// The type's name on this face, for `Debug`.
+    const NAME: &'static str;
+}
+
+impl Face for Blocking {
+    const NAME: &'static str = "RemoteLimiter";
+}
+
+#[cfg(feature = "tokio")]
+impl Face for Async {
+    const NAME: &'static str = "AsyncRemoteLimiter";
+}
+
+impl<B, F> Clone for RemoteLimiter<B, F> {
     fn clone(&self) -> Self {
+        RemoteLimiter::of(self.core.clone())
+    }
+}
+
+impl<B, F> RemoteLimiter<B, F> {
+    /// The limiter over `core`, on face `F`.
+    pub(crate) fn of(core: Core<B>) -> Self {
         RemoteLimiter {
-            core: self.core.clone(),
+            core,
+            face: PhantomData,
         }
+    }
+
+    /// The same limiter (same server, connections and policy) at another
+    /// rate and slack: for keys that need their own limit. Every process
+    /// must use the same limit for a key; if two disagree, each request is
+    /// paced by the limit of the process that made it.
+    ///
+    /// # Errors
+    /// [`BuildError::SlackTooLarge`] when `slack` intervals of `rate` span
+    /// over 146 years.
+    pub fn with_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<Self, BuildError> {
+        Ok(RemoteLimiter::of(self.core.with_limit(rate, slack.into())?))
+    }
+
+    /// The rate in force.
+    pub fn rate(&self) -> Rate {
+        self.core.rate
+    }
+
+    /// The slack, in permits: the burst is `slack + 1`.
+    pub fn slack(&self) -> u64 {
+        self.core.slack
+    }
+
+    /// The limit in force, its slack in permits.
+    pub fn limit(&self) -> Limit {
+        self.core.limit()
+    }
+
+    /// What a call does when the server fails it.
+    pub fn fail_policy(&self) -> FailPolicy {
+        self.core.fail_policy()
+    }
+
+    /// How a take waits out its slot.
+    pub fn wait_strategy(&self) -> Wait {
+        self.core.wait_strategy()
+    }
+
+    /// What the limiter decided, all keys, `with_limit` siblings and the
+    /// other face together, or `None` unless its builder asked. See
+    /// [`Stats`].
+    pub fn stats(&self) -> Option<Stats> {
+        self.core.shared.meter.read()
+    }
+
+    /// The backend: what only its server has (see its own calls).
+    pub fn backend(&self) -> &B {
+        self.core.backend()
     }
 }
 
@@ -74,21 +164,7 @@ impl<B: Backend> RemoteLimiter<B> {
             Wait::default(),
             &counting,
         )?;
-        Ok(RemoteLimiter { core })
-    }
-
-    /// The same limiter (same server, connections and policy) at another
-    /// rate and slack: for keys that need their own limit. Every process
-    /// must use the same limit for a key; if two disagree, each request is
-    /// paced by the limit of the process that made it.
-    ///
-    /// # Errors
-    /// [`BuildError::SlackTooLarge`] when `slack` intervals of `rate` span
-    /// over 146 years.
-    pub fn with_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<Self, BuildError> {
-        Ok(RemoteLimiter {
-            core: self.core.with_limit(rate, slack.into())?,
-        })
+        Ok(RemoteLimiter::of(core))
     }
 
     /// How many permits of `key`'s limit one request could take now without
@@ -125,43 +201,6 @@ impl<B: Backend> RemoteLimiter<B> {
     pub fn reset(&self, key: &str) -> Result<bool, Error> {
         self.core.backend().reset(key)
     }
-
-    /// The rate in force.
-    pub fn rate(&self) -> Rate {
-        self.core.rate
-    }
-
-    /// The slack, in permits: the burst is `slack + 1`.
-    pub fn slack(&self) -> u64 {
-        self.core.slack
-    }
-
-    /// The limit in force, its slack in permits.
-    pub fn limit(&self) -> Limit {
-        self.core.limit()
-    }
-
-    /// What a call does when the server fails it.
-    pub fn fail_policy(&self) -> FailPolicy {
-        self.core.fail_policy()
-    }
-
-    /// How a take waits out its slot.
-    pub fn wait_strategy(&self) -> Wait {
-        self.core.wait_strategy()
-    }
-
-    /// What the limiter decided, all keys, `with_limit` siblings and the
-    /// async face together, or `None` unless its builder asked. See
-    /// [`Stats`].
-    pub fn stats(&self) -> Option<Stats> {
-        self.core.shared.meter.read()
-    }
-
-    /// The backend: what only its server has (see its own calls).
-    pub fn backend(&self) -> &B {
-        self.core.backend()
-    }
 }
 
 /// Any key that displays as text (`str`, `String`, a number, the HTTP
@@ -183,15 +222,15 @@ impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
     }
 }
 
-impl<B> Counted for RemoteLimiter<B> {
+impl<B, F> Counted for RemoteLimiter<B, F> {
     fn stats(&self) -> Option<Stats> {
         self.core.shared.meter.read()
     }
 }
 
-impl<B: Backend> fmt::Debug for RemoteLimiter<B> {
+impl<B, F: Face> fmt::Debug for RemoteLimiter<B, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RemoteLimiter")
+        f.debug_struct(F::NAME)
             .field("rate", &self.rate())
             .field("slack", &self.slack())
             .field("fail_policy", &self.fail_policy())

@@ -1,6 +1,7 @@
 //! Limits kept in a server: one limiter type over a backend,
-//! [`RemoteLimiter<B>`] (blocking) and [`AsyncRemoteLimiter<B>`] (futures,
-//! feature `tokio`), as [`Pacer<S>`](crate::limiter::Pacer) is over a store. The step
+//! [`RemoteLimiter<B, F>`], blocking by default and
+//! [`AsyncRemoteLimiter<B>`] on its async face (futures, feature `tokio`),
+//! as [`Pacer<S>`](crate::limiter::Pacer) is over a store. The step
 //! runs in the server, atomically, on its clock, and the client only asks
 //! and then waits; or, for memcached, which has no scripts and no clock,
 //! in the client, as a CAS loop on the server's value, on the client's
@@ -79,7 +80,9 @@ use std::time::Duration;
 pub use aio::AsyncRemoteLimiter;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
 pub use builder::RemoteBuilder;
-pub use limiter::RemoteLimiter;
+#[cfg(feature = "tokio")]
+pub use limiter::Async;
+pub use limiter::{Blocking, RemoteLimiter};
 
 pub use crate::values::error::{Cause, Error};
 #[cfg(feature = "tokio")]

@@ -133,9 +133,7 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
             shared,
             pool: Pool::new(addr, connect, response),
         };
-        Ok(RemoteLimiter {
-            core: common.core(backend)?,
-        })
+        Ok(RemoteLimiter::of(common.core(backend)?))
     }
 }
 

@@ -236,9 +236,7 @@ impl PostgresBuilder {
             own_pool,
             runtime: OnceLock::new(),
         };
-        Ok(RemoteLimiter {
-            core: common.core(backend)?,
-        })
+        Ok(RemoteLimiter::of(common.core(backend)?))
     }
 }
 

@@ -108,9 +108,7 @@ impl RedisBuilder {
             pool: Pool::new(target, connect, response),
             wire: Wire::new(prefix),
         };
-        Ok(RemoteLimiter {
-            core: common.core(backend)?,
-        })
+        Ok(RemoteLimiter::of(common.core(backend)?))
     }
 }
 
