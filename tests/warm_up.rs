@@ -442,3 +442,36 @@ fn lateness_within_the_slack_does_not_cool() {
     assert!(limiter.try_take_n(60).is_ok());
     assert_eq!(limiter.next_free(), Duration::from_millis(1));
 }
+
+/// What a warm-up's take left (its `Taken`, read from the state the take
+/// stored, coldness and all) is what the limiter's own look finds right
+/// after it, while cold, warming and warm.
+#[test]
+fn a_warm_up_take_reports_what_its_state_finds() {
+    // A wait jumps the clock to its slot.
+    let clock = ManualClock::with_auto_advance();
+    let limiter = AtomicLimiter::builder(Rate::per_second(10))
+        .slack(20)
+        .full_credit(true)
+        .warm_up(Duration::from_secs(4))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for step in 0..60u64 {
+        let taken = match step % 3 {
+            0 => limiter.take(),
+            1 => match limiter.try_take_n(2) {
+                Ok(taken) => taken,
+                Err(_) => limiter.take(),
+            },
+            _ => limiter.take_n(1).unwrap(),
+        };
+        let state = limiter.state();
+        assert_eq!(
+            (taken.available(), taken.next_free(), taken.at()),
+            (state.available(), state.next_free(), Duration::from_nanos(clock.now())),
+            "step {step}"
+        );
+        clock.advance(Duration::from_millis(37 * (step % 5)));
+    }
+}

@@ -35,7 +35,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
         let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
-        Ok(Taken::reading(at, d.grant.next, d.now, d.params))
+        Ok(Taken::reading(at, d.grant.next, d.params, 0, 0))
     }
 
     /// `key`'s state now, as [`Take::state`] reports it.

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::model::schedule::{self, Params};
+use crate::model::schedule::{self, Params, ORIGIN};
+use crate::model::warm_up::{self, WarmState};
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 
@@ -79,21 +80,22 @@ impl State {
 /// knowledge: [`Take::limit_for`](crate::Take::limit_for).
 ///
 /// For an in-process limiter it is read from the take's own new state; for
-/// a remote one it is the server's answer to this very take. Forty bytes,
-/// `Copy`: what is left is computed from the state when asked for, so a
+/// a remote one it is the server's answer to this very take. `Copy`, six
+/// words: what is left is computed from the state when asked for, so a
 /// take that never asks pays nothing for it.
 #[derive(Clone, Copy)]
 pub struct Taken {
     /// When the permit went, ns on the deciding clock (see [`at`](Self::at)).
     at: u64,
-    /// With `interval` > 0, a reading: the state `a` at `b` under
-    /// `interval` and `tau = c`. With `interval` 0, what is left as its
-    /// limiter gave it: `a` available, the next free in `b` ns, whole again
-    /// in `c` ns.
-    a: u64,
-    b: u64,
+    /// With `interval` > 0, a reading at `at`: the state `tat` under
+    /// `interval` and `tau` (with `warm_up` > 0, a warm-up's, its coldness
+    /// `cold`). With `interval` 0, what is left as its limiter gave it:
+    /// `tat` available, the next free in `cold` ns, whole again in `tau` ns.
+    tat: u64,
     interval: u64,
-    c: u64,
+    tau: u64,
+    cold: u64,
+    warm_up: u64,
 }
 
 impl Taken {
@@ -102,29 +104,42 @@ impl Taken {
     pub fn new(at: Duration, after: State) -> Taken {
         Taken {
             at: crate::wait::nanos(at),
-            a: after.available,
-            b: crate::wait::nanos(after.next_free),
+            tat: after.available,
             interval: 0,
-            c: crate::wait::nanos(after.reset()),
+            tau: crate::wait::nanos(after.reset()),
+            cold: crate::wait::nanos(after.next_free),
+            warm_up: 0,
         }
     }
 
     /// A permit that went `at` ns after the clock's origin, leaving the
-    /// state `tat` at `now` under `params`: read when asked for.
+    /// state `tat` (and a warm-up's coldness `cold`, of a warm-up period
+    /// of `warm_up` ns; both 0 for none) under `params`: read at `at` when
+    /// asked for.
     #[inline(always)]
-    pub(crate) const fn reading(at: u64, tat: u64, now: u64, params: Params) -> Taken {
+    pub(crate) const fn reading(
+        at: u64,
+        tat: u64,
+        params: Params,
+        cold: u64,
+        warm_up: u64,
+    ) -> Taken {
         Taken {
             at,
-            a: tat,
-            b: now,
+            tat,
             interval: params.interval(),
-            c: params.tau(),
+            tau: params.tau(),
+            cold,
+            warm_up,
         }
     }
 
-    /// The reading, if this is one.
-    fn params(&self) -> Option<Params> {
-        (self.interval > 0).then(|| Params::from_tau_unchecked(self.interval, self.c))
+    /// The reading's parameters and clock reading, if this is one.
+    fn reading_at(&self) -> Option<(Params, u64)> {
+        (self.interval > 0).then(|| {
+            let p = Params::from_tau_unchecked(self.interval, self.tau);
+            (p, self.at.saturating_add(ORIGIN))
+        })
     }
 
     /// When the permit went, on the clock that decided it (see [the time a
@@ -136,29 +151,36 @@ impl Taken {
     /// How many permits one request could take right after this take
     /// without waiting ([`State::available`]).
     pub fn available(&self) -> u64 {
-        match self.params() {
-            Some(p) => schedule::available(self.a, self.b, p),
-            None => self.a,
+        match self.reading_at() {
+            Some((p, now)) if self.warm_up > 0 => {
+                let state = WarmState {
+                    tat: self.tat,
+                    cold: self.cold,
+                };
+                warm_up::available(state, now, p, self.warm_up)
+            }
+            Some((p, now)) => schedule::available(self.tat, now, p),
+            None => self.tat,
         }
     }
 
     /// How long after the take until a permit is free ([`State::next_free`]).
     pub fn next_free(&self) -> Duration {
-        Duration::from_nanos(match self.params() {
-            Some(p) => schedule::next_free(self.a, self.b, p),
-            None => self.b,
+        Duration::from_nanos(match self.reading_at() {
+            Some((p, now)) => schedule::next_free(self.tat, now, p),
+            None => self.cold,
         })
     }
 
     /// How long after the take until the bucket is whole again
     /// ([`State::reset`]).
     pub fn reset(&self) -> Duration {
-        Duration::from_nanos(match self.params() {
-            Some(p) => {
+        Duration::from_nanos(match self.reading_at() {
+            Some((p, _)) => {
                 let missing = (p.slack() + 1).saturating_sub(self.available());
                 missing.saturating_mul(p.interval())
             }
-            None => self.c,
+            None => self.tau,
         })
     }
 }

@@ -47,9 +47,24 @@ pub trait Store: sealed::Sealed + Send + Sync {
     fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny>;
 
     /// Whether the state is more than [`schedule::step`]'s word (a warm-up's
-    /// coldness), so that what a take left is not a reading of the word.
+    /// coldness), so that what a take left is not a reading of the word
+    /// alone: then [`update_warm`](Self::update_warm) answers.
     #[doc(hidden)]
     const WARMS: bool = false;
+
+    /// [`update`](Self::update), with the coldness the update left and the
+    /// warm-up period, ns (both 0 but for [`WarmStore`]).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn update_warm(
+        &self,
+        now: u64,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(Grant, Params, u64, u64), Deny> {
+        let (grant, params) = self.update(now, cost, admit)?;
+        Ok((grant, params, 0, 0))
+    }
 
     /// Reads the state and the parameters it is paced by, consistently
     /// enough for a question that consumes nothing.

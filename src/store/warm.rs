@@ -44,6 +44,17 @@ impl Store for WarmStore {
 
     #[inline]
     fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny> {
+        let (grant, params, _, _) = self.update_warm(now, cost, admit)?;
+        Ok((grant, params))
+    }
+
+    #[inline]
+    fn update_warm(
+        &self,
+        now: u64,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(Grant, Params, u64, u64), Deny> {
         let mut inner = lock(&self.inner);
         let (grant, next) =
             warm_up::step(inner.state, now, cost, inner.params, inner.warm_up, admit)?;
@@ -51,7 +62,7 @@ impl Store for WarmStore {
             inner.undo = Some((grant, inner.state));
             inner.state = next;
         }
-        Ok((grant, inner.params))
+        Ok((grant, inner.params, inner.state.cold, inner.warm_up))
     }
 
     fn peek(&self) -> (u64, Params) {

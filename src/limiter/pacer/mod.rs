@@ -250,7 +250,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         let admit = within.admit();
         // Not through `reserve`: its larger result would be built and
         // copied on the hottest path.
-        let (grant, params) = match self.store.update(now, cost, admit) {
+        let (grant, params, cold, warm_up) = match self.store.update_warm(now, cost, admit) {
             Ok(found) => found,
             // A try's refusal, built in place: made in the out-of-line
             // `refused`, it was written in pieces and read back whole, and
@@ -263,15 +263,22 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             Err(deny) => return Err(within.refusal(self.refused(deny, cost, admit, Ask::Answer))),
         };
         self.meter.admitted(cost, grant.slot.saturating_sub(now));
-        if !matches!(within, Within::Now) {
-            self.block(now, grant.slot);
-        }
         let at = grant.slot.max(now);
-        if S::WARMS {
-            // A warm-up's state is two words: what is left is asked of it.
-            return Ok(Taken::new(Duration::from_nanos(at - ORIGIN), self.state()));
+        let taken = Taken::reading(at - ORIGIN, grant.next, params, cold, warm_up);
+        // Only a slot ahead waits, out of line: a permit free at once calls
+        // nothing, so nothing is spilled around a call and copied back.
+        if !matches!(within, Within::Now) && grant.slot > now {
+            return Ok(self.wait_for_slot(now, grant.slot, taken));
         }
-        Ok(Taken::reading(at - ORIGIN, grant.next, at, params))
+        Ok(taken)
+    }
+
+    /// Waits until `slot`, then answers `taken`.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_slot(&self, now: u64, slot: u64, taken: Taken) -> Taken {
+        self.block(now, slot);
+        taken
     }
 
     /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
