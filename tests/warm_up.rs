@@ -469,7 +469,11 @@ fn a_warm_up_take_reports_what_its_state_finds() {
         let state = limiter.state();
         assert_eq!(
             (taken.available(), taken.next_free(), taken.at()),
-            (state.available(), state.next_free(), Duration::from_nanos(clock.now())),
+            (
+                state.available(),
+                state.next_free(),
+                Duration::from_nanos(clock.now())
+            ),
             "step {step}"
         );
         clock.advance(Duration::from_millis(37 * (step % 5)));
