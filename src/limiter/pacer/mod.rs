@@ -273,14 +273,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         Ok(taken)
     }
 
-    /// Waits until `slot`, then answers `taken`.
-    #[cold]
-    #[inline(never)]
-    fn wait_for_slot(&self, now: u64, slot: u64, taken: Taken) -> Taken {
-        self.block(now, slot);
-        taken
-    }
-
     /// Whether [`try_take_n(cost)`](Self::try_take_n) would succeed now.
     /// Consumes nothing (another thread may take first). It cannot fail,
     /// so it answers a `bool`.

@@ -110,6 +110,19 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             .is_some_and(|grant| self.store.give_back(grant))
     }
 
+    /// Waits until `slot`, then answers `taken`: a take's wait, out of line.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn wait_for_slot(
+        &self,
+        now: u64,
+        slot: u64,
+        taken: crate::limiter::take::Taken,
+    ) -> crate::limiter::take::Taken {
+        self.block(now, slot);
+        taken
+    }
+
     /// Waits until `slot` and returns the clock time the permit went at.
     #[inline]
     pub(crate) fn block(&self, now: u64, slot: u64) -> Duration {
