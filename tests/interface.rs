@@ -291,12 +291,32 @@ fn a_down_server_is_admitted_only_by_the_open_policy() {
 #[cfg(feature = "memcached")]
 #[path = "support/memcached_server.rs"]
 mod memcached_support;
+
 #[cfg(feature = "postgres")]
 #[path = "support/pg_server.rs"]
 mod pg_support;
 #[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
 mod redis_support;
+
+/// A remote limiter through both suites: `blocking` itself, then its async
+/// face (`to_async(blocking)`), each on a plain key and on every hostile
+/// one.
+#[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
+fn both_faces<L: Take<str>, A: AsyncTake<str>>(name: &str, blocking: L, to_async: fn(L) -> A) {
+    suite(name, &blocking, "alice");
+    for key in hostile_keys(name) {
+        suite(&format!("{name}, a hostile key"), &blocking, key.as_str());
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let limiter = to_async(blocking);
+    let name = format!("async {name}");
+    runtime.block_on(suite_async(&name, &limiter, "bob"));
+    for key in hostile_keys(&name) {
+        let name = format!("{name}, a hostile key");
+        runtime.block_on(suite_async(&name, &limiter, key.as_str()));
+    }
+}
 
 #[cfg(feature = "memcached")]
 mod memcached {
@@ -311,13 +331,7 @@ mod memcached {
             .slack(super::BURST - 1)
             .build()
             .unwrap();
-        super::suite("memcached", &limiter, "alice");
-        for key in super::hostile_keys("memcached") {
-            super::suite("memcached, a hostile key", &limiter, &key);
-        }
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let limiter = AsyncMemcachedLimiter::from(limiter);
-        runtime.block_on(super::suite_async("async memcached", &limiter, "bob"));
+        super::both_faces("memcached", limiter, AsyncMemcachedLimiter::from);
     }
 }
 
@@ -334,20 +348,7 @@ mod redis {
             .slack(super::BURST - 1)
             .build()
             .unwrap();
-        super::suite("redis", &limiter, "alice");
-        for key in super::hostile_keys("redis") {
-            super::suite("redis, a hostile key", &limiter, &key);
-        }
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let limiter = AsyncRedisLimiter::from(limiter);
-        runtime.block_on(super::suite_async("async redis", &limiter, "bob"));
-        for key in super::hostile_keys("async redis") {
-            runtime.block_on(super::suite_async(
-                "async redis, a hostile key",
-                &limiter,
-                &key,
-            ));
-        }
+        super::both_faces("redis", limiter, AsyncRedisLimiter::from);
     }
 }
 
@@ -365,20 +366,7 @@ mod postgres {
             .build()
             .unwrap();
         limiter.install().unwrap();
-        super::suite("postgres", &limiter, "alice");
-        for key in super::hostile_keys("postgres") {
-            super::suite("postgres, a hostile key", &limiter, &key);
-        }
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let limiter = AsyncPostgresLimiter::from(limiter);
-        runtime.block_on(super::suite_async("async postgres", &limiter, "bob"));
-        for key in super::hostile_keys("async postgres") {
-            runtime.block_on(super::suite_async(
-                "async postgres, a hostile key",
-                &limiter,
-                &key,
-            ));
-        }
+        super::both_faces("postgres", limiter, AsyncPostgresLimiter::from);
     }
 }
 

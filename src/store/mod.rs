@@ -46,12 +46,6 @@ pub trait Store: sealed::Sealed + Send + Sync {
     #[doc(hidden)]
     fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny>;
 
-    /// Whether the state is more than [`schedule::step`]'s word (a warm-up's
-    /// coldness), so that what a take left is not a reading of the word
-    /// alone: then [`update_warm`](Self::update_warm) answers.
-    #[doc(hidden)]
-    const WARMS: bool = false;
-
     /// [`update`](Self::update), with the coldness the update left and the
     /// warm-up period, ns (both 0 but for [`WarmStore`]).
     #[doc(hidden)]

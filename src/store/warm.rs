@@ -29,7 +29,6 @@ struct Inner {
 
 impl Store for WarmStore {
     const LIMITER: &'static str = "WarmUpLimiter";
-    const WARMS: bool = true;
 
     fn new(tat: u64, params: Params, warm_up: u64) -> Self {
         WarmStore {
