@@ -16,11 +16,13 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderName, HeaderValue};
 use http::{Extensions, Response, StatusCode};
 use tonic::transport::server::TcpConnectInfo;
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
+
+use super::json::response;
 
 /// The metadata a gRPC client's retry policy reads for how long to wait
 /// (gRFC A6); a negative value means "do not retry".
@@ -34,10 +36,8 @@ pub(super) fn refusal(code: Code, message: &str, wait: Option<Duration>) -> Resp
         None => ErrorDetails::new(),
     };
     let status = tonic::Status::with_error_details(code, message, details);
-    let mut response = Response::new(Bytes::new());
-    *response.status_mut() = StatusCode::OK;
+    let mut response = response(StatusCode::OK, "application/grpc", Bytes::new());
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     if status.add_header(headers).is_err() {
         // Only a message that is not a header value fails, and the message
         // is percent-encoded first: the code alone, then.

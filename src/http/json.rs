@@ -1,8 +1,27 @@
-//! [`Json`]: a JSON string as the HTTP fittings write it, by hand (no
-//! serde in the library's HTTP path): the look inside's data and the
-//! layer's refusal bodies.
+//! What the HTTP fittings write by hand: [`Json`], a JSON string (no
+//! serde in the library's HTTP path), for the look inside's data and the
+//! layer's refusal bodies; and [`response`], a response of bytes with its
+//! content type, for the answers both write themselves.
 
 use std::fmt::{self, Write as _};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Response, StatusCode};
+
+/// A response of `status` whose body is `body`, of `content_type`.
+pub(crate) fn response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Bytes> {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
 
 /// A JSON string, quoted, with `<`, `>`, `&` and the line separators
 /// escaped too (so it is safe inside an HTML `<script>` element).

@@ -12,14 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 
 use super::accept;
 use super::client_ip::{Cidr, Forwarding};
 use super::fields;
 use super::future::{AddedFields, BoxFuture};
-use super::json::Json;
+use super::json::{response, Json};
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
 use crate::limiter::take::{AsyncTake, Error, Taken};
 use crate::tokio::AsyncKeyedLimiter;
@@ -126,10 +126,10 @@ impl Shared {
         let mut response = if self.settings.grpc {
             super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None)
         } else {
-            text(status, why)
+            response(status, "text/plain; charset=utf-8", why)
         };
         #[cfg(not(feature = "tonic"))]
-        let mut response = text(status, why);
+        let mut response = response(status, "text/plain; charset=utf-8", why);
         response.extensions_mut().insert(Answered::MissingKey);
         response
     }
@@ -261,12 +261,7 @@ impl Shared {
                 ),
             ),
         };
-        let mut response = Response::new(Bytes::from(body));
-        *response.status_mut() = status;
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-        response
+        response(status, content_type, body)
     }
 }
 
@@ -276,15 +271,4 @@ pub(super) enum Failure {
     Limit(Error),
     /// The limit's server failed, and its fail policy did not admit.
     Server(String),
-}
-
-/// A text response.
-fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }

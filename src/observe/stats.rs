@@ -170,8 +170,8 @@ pub fn prometheus(limiters: &[(&str, &dyn Counted)]) -> String {
     out
 }
 
-/// One counter family: its name, help line and field of `T`.
-type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
+/// One family: its name, help line and field of `T`.
+pub(crate) type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
 
 const FAMILIES: [Family<Stats>; 5] = [
     ("paceline_admitted_total", "Requests admitted.", |s| {
@@ -196,7 +196,7 @@ const FAMILIES: [Family<Stats>; 5] = [
 ];
 
 fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
-    write_counters(out, &FAMILIES, read);
+    write_families(out, &FAMILIES, read);
     let name = "paceline_wait_seconds";
     writeln!(
         out,
@@ -222,30 +222,31 @@ fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
         .collect();
     // The lease families only where a limiter is leased.
     if !leased.is_empty() {
-        write_counters(out, &LEASE_FAMILIES, &leased);
+        write_families(out, &LEASE_FAMILIES, &leased);
     }
     Ok(())
 }
 
-/// Appends `families` as counters, one sample per limiter read.
-fn write_counters<T>(out: &mut String, families: &[Family<T>], read: &[(&str, T)]) {
+/// Appends `families`, one sample per limiter read: each a counter if its
+/// name ends in `_total` (as the format's counters are named), else a
+/// gauge. For the fittings that add series of their own after
+/// [`prometheus`]'s too.
+pub(crate) fn write_families<T>(out: &mut String, families: &[Family<T>], read: &[(&str, T)]) {
     for (name, help, field) in families {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
         let samples: Vec<(&str, u64)> = read.iter().map(|(l, s)| (*l, field(s))).collect();
-        write_family(out, name, "counter", help, &samples);
+        write_family(out, name, kind, help, &samples);
     }
 }
 
 /// Appends one family of the text format, one sample per limiter: a
 /// `# HELP` line (escaped as the format asks), a `# TYPE` line of `kind`
 /// (`counter`, `gauge`), and `name{limiter="..."} value` for each sample.
-/// For the fittings that add series of their own after [`prometheus`]'s.
-pub(crate) fn write_family(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
-    samples: &[(&str, u64)],
-) {
+fn write_family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, u64)]) {
     let help = help.replace('\\', "\\\\").replace('\n', "\\n");
     // Writing to a String cannot fail.
     let _ = writeln!(out, "# HELP {name} {help}");

@@ -85,8 +85,9 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 
+use super::json::response;
 use crate::observe::stats::Counted;
-use query::{BadQuery, Column, Query};
+use query::Query;
 use select::collect;
 
 /// How many rows a page or `/json` lists at most, unless
@@ -118,15 +119,6 @@ enum Kind {
     Keyed(Arc<dyn Tracked>),
     /// Its counts only.
     Counted(Arc<dyn Counted + Send + Sync>),
-}
-
-impl Kind {
-    fn is_keyed(&self) -> bool {
-        match self {
-            Kind::Keyed(_) => true,
-            Kind::Counted(_) => false,
-        }
-    }
 }
 
 impl Inspect {
@@ -232,16 +224,12 @@ impl InspectService {
             return r;
         }
         let mut response = match uri.path() {
-            "" | "/" => self.listing(uri.query(), Page::Html),
-            "/json" => self.listing(uri.query(), Page::Json),
-            "/metrics" => {
-                let mut r = text(StatusCode::OK, &render::metrics(&self.inner.limiters));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                );
-                r
-            }
+            path @ ("" | "/" | "/json") => self.listing(uri.query(), path == "/json"),
+            "/metrics" => response(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                render::metrics(&self.inner.limiters),
+            ),
             _ => text(
                 StatusCode::NOT_FOUND,
                 "not found: the look inside serves its page, json and metrics\n",
@@ -263,77 +251,51 @@ impl InspectService {
         response
     }
 
-    fn listing(&self, query: Option<&str>, page: Page) -> Response<Bytes> {
+    /// The buckets `query` selects: as JSON alone (`json`), or the page.
+    fn listing(&self, query: Option<&str>, json: bool) -> Response<Bytes> {
         let inspect = &*self.inner;
         let query = match Query::parse(query, inspect.rows_cap()).and_then(|q| match &q.limiter {
-            Some(name) if !inspect.limiters.iter().any(|r| &r.name == name) => {
-                Err(BadQuery(format!(
-                    "limiter must be one of the registered names ({}); got {name:?}",
-                    inspect
-                        .limiters
-                        .iter()
-                        .map(|r| format!("{:?}", r.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            }
+            Some(name) if !inspect.limiters.iter().any(|r| &r.name == name) => Err(format!(
+                "limiter must be one of the registered names ({}); got {name:?}",
+                inspect
+                    .limiters
+                    .iter()
+                    .map(|r| format!("{:?}", r.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
             _ => Ok(q),
         }) {
             Ok(q) => q,
-            Err(bad) => return text(StatusCode::BAD_REQUEST, &format!("bad query: {bad}\n")),
+            Err(bad) => return text(StatusCode::BAD_REQUEST, format!("bad query: {bad}\n")),
         };
         let listing = collect(&inspect.limiters, &query);
-        let json = render::json(&inspect.limiters, &query, &listing);
-        match page {
-            Page::Json => {
-                let mut r = Response::new(Bytes::from(json));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                r
-            }
-            Page::Html => {
-                let mut r =
-                    Response::new(Bytes::from(render::html(&inspect.limiters, &query, &json)));
-                let headers = r.headers_mut();
-                headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/html; charset=utf-8"),
-                );
-                headers.insert(header::CONTENT_SECURITY_POLICY, render::csp());
-                headers.insert(
-                    header::REFERRER_POLICY,
-                    HeaderValue::from_static("no-referrer"),
-                );
-                r
-            }
+        let data = render::json(&inspect.limiters, &query, &listing);
+        if json {
+            return response(StatusCode::OK, "application/json", data);
         }
+        let page = render::html(&inspect.limiters, &query, &data);
+        let mut r = response(StatusCode::OK, "text/html; charset=utf-8", page);
+        let headers = r.headers_mut();
+        headers.insert(header::CONTENT_SECURITY_POLICY, render::csp());
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+        r
     }
 }
 
-#[derive(Clone, Copy)]
-enum Page {
-    Html,
-    Json,
-}
-
 /// A plain-text response.
-fn text(status: StatusCode, body: &str) -> Response<Bytes> {
-    let mut r = Response::new(Bytes::from(body.to_owned()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Bytes> {
+    response(status, "text/plain; charset=utf-8", body)
 }
 
 pub use tracked::Tracked;
 
 #[cfg(test)]
 mod tests {
-    use super::query::Row;
+    use super::query::{Column, Row};
     use super::select::order;
     use super::*;
     use crate::limiter::take::Take;

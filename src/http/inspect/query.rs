@@ -1,8 +1,7 @@
 //! The page's query string: which buckets to list and in what order. A
-//! value that does not read is a [`BadQuery`] naming it (a 400), never a
-//! guess and never a panic.
+//! value that does not read is an error naming it (a 400), never a guess
+//! and never a panic.
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::Rate;
@@ -21,7 +20,8 @@ pub enum Column {
 }
 
 impl Column {
-    /// Every column, in the page's order, with its name in the query.
+    /// Every column, in the order of the page's table (`page.html`), with
+    /// its name in the query.
     pub(crate) const ALL: [(Column, &'static str); 8] = [
         (Column::Limiter, "limiter"),
         (Column::Key, "key"),
@@ -34,10 +34,7 @@ impl Column {
     ];
 
     pub(crate) fn name(self) -> &'static str {
-        Column::ALL
-            .iter()
-            .find(|(c, _)| *c == self)
-            .map_or("key", |(_, name)| name)
+        Column::ALL[self as usize].1
     }
 
     /// Text columns sort A to Z first; numbers largest first.
@@ -96,20 +93,11 @@ impl Row<&str> {
     }
 }
 
-/// A query value that does not read, or a parameter the page does not know.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct BadQuery(pub(crate) String);
-
-impl fmt::Display for BadQuery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl Query {
     /// Reads `query` (the part after `?`, form-encoded); `max_rows` is the
-    /// most a `limit` may ask for, and the default.
-    pub(crate) fn parse(query: Option<&str>, max_rows: usize) -> Result<Query, BadQuery> {
+    /// most a `limit` may ask for, and the default. An error names the
+    /// value that does not read, or the parameter the page does not know.
+    pub(crate) fn parse(query: Option<&str>, max_rows: usize) -> Result<Query, String> {
         let mut q = Query {
             prefix: String::new(),
             limiter: None,
@@ -131,46 +119,30 @@ impl Query {
                 "fill_lt" => q.fill_lt = fill(&name, &value)?,
                 "sort" if value.is_empty() => {}
                 "sort" => {
-                    q.sort = Column::ALL
-                        .iter()
-                        .find(|(_, n)| *n == value)
-                        .map(|(c, _)| *c)
-                        .ok_or_else(|| {
-                            BadQuery(format!(
-                                "sort must be one of {}; got {value:?}",
-                                Column::ALL.map(|(_, n)| n).join(", ")
-                            ))
-                        })?;
+                    let found = Column::ALL.iter().find(|(_, n)| *n == value);
+                    let names = Column::ALL.map(|(_, n)| n).join(", ");
+                    q.sort = must(found, &name, &format!("one of {names}"), &value)?.0;
                 }
                 "order" => {
-                    order = match value.as_str() {
-                        "" => None,
-                        "asc" => Some(false),
-                        "desc" => Some(true),
-                        _ => {
-                            return Err(BadQuery(format!(
-                                "order must be asc or desc; got {value:?}"
-                            )))
-                        }
-                    }
+                    let read = match value.as_str() {
+                        "" => Some(None),
+                        "asc" => Some(Some(false)),
+                        "desc" => Some(Some(true)),
+                        _ => None,
+                    };
+                    order = must(read, &name, "asc or desc", &value)?;
                 }
                 "limit" if value.is_empty() => {}
                 "limit" => {
-                    q.limit = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=max_rows).contains(n))
-                        .ok_or_else(|| {
-                            BadQuery(format!(
-                                "limit must be a whole number from 1 to {max_rows}; got {value:?}"
-                            ))
-                        })?;
+                    let n = value.parse().ok().filter(|n| (1..=max_rows).contains(n));
+                    let whole = format!("a whole number from 1 to {max_rows}");
+                    q.limit = must(n, &name, &whole, &value)?;
                 }
                 _ => {
-                    return Err(BadQuery(format!(
+                    return Err(format!(
                         "unknown parameter {name:?}: the page reads prefix, limiter, fill_gt, \
                          fill_lt, sort, order and limit"
-                    )))
+                    ))
                 }
             }
         }
@@ -185,24 +157,25 @@ impl Query {
 }
 
 /// A fill bound: a number from 0 up (`0.5`, `1`, `1.25`); empty is none.
-fn fill(name: &str, value: &str) -> Result<Option<f64>, BadQuery> {
+fn fill(name: &str, value: &str) -> Result<Option<f64>, String> {
     if value.is_empty() {
         return Ok(None);
     }
-    value
+    let read = value
         .parse::<f64>()
         .ok()
-        .filter(|f| f.is_finite() && *f >= 0.0)
-        .map(Some)
-        .ok_or_else(|| {
-            BadQuery(format!(
-                "{name} must be a fill fraction from 0 up, such as 0.5; got {value:?}"
-            ))
-        })
+        .filter(|f| f.is_finite() && *f >= 0.0);
+    must(read, name, "a fill fraction from 0 up, such as 0.5", value).map(Some)
+}
+
+/// What the parameter `name` read as, or, when it did not (`None`), the
+/// error naming it, what it must be, and the `value` it got.
+fn must<T>(read: Option<T>, name: &str, what: &str, value: &str) -> Result<T, String> {
+    read.ok_or_else(|| format!("{name} must be {what}; got {value:?}"))
 }
 
 /// Form decoding: `+` is a space, `%XX` a byte; the bytes must be UTF-8.
-fn decode(s: &str) -> Result<String, BadQuery> {
+fn decode(s: &str) -> Result<String, String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -214,9 +187,7 @@ fn decode(s: &str) -> Result<String, BadQuery> {
                     .get(i + 1..i + 3)
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| {
-                        BadQuery(format!("bad percent escape in {s:?}: % must begin %XX"))
-                    })?;
+                    .ok_or_else(|| format!("bad percent escape in {s:?}: % must begin %XX"))?;
                 out.push(hex);
                 i += 2;
             }
@@ -224,7 +195,7 @@ fn decode(s: &str) -> Result<String, BadQuery> {
         }
         i += 1;
     }
-    String::from_utf8(out).map_err(|_| BadQuery(format!("{s:?} does not decode to UTF-8 text")))
+    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8 text"))
 }
 
 #[cfg(test)]
@@ -289,7 +260,7 @@ mod tests {
             ("prefix=%", "\"%\""),
         ] {
             let err = Query::parse(Some(query), 1000).unwrap_err();
-            assert!(err.0.contains(names), "{query}: {err}");
+            assert!(err.contains(names), "{query}: {err}");
         }
     }
 }

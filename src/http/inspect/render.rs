@@ -4,7 +4,6 @@
 
 use std::fmt::{self, Write as _};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use http::HeaderValue;
 
@@ -13,6 +12,7 @@ use super::select::Listing;
 use super::{Kind, Registered};
 use crate::http::json::Json;
 use crate::http::sha256::{base64, sha256};
+use crate::keyed::KeyedStats;
 use crate::observe::stats::{self, Counted};
 
 /// The page's script, run once it has loaded: renders the embedded rows.
@@ -152,17 +152,13 @@ fn write_json(
             Number(row.rate.per_second_f64()),
             row.burst,
             Number(row.fill),
-            Number(secs(row.next_free)),
-            Number(secs(row.idle)),
+            Number(row.next_free.as_secs_f64()),
+            Number(row.idle.as_secs_f64()),
             row.refused
         )?;
     }
     out.push_str("]}");
     Ok(())
-}
-
-fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
 }
 
 /// A JSON number: finite, or `null` (JSON has no infinity). Written in
@@ -227,7 +223,7 @@ fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &s
             "order" => out.push_str(if query.descending { "desc" } else { "asc" }),
             "limit" => write!(out, "{}", query.limit)?,
             "limiters" => {
-                for registered in limiters.iter().filter(|r| r.kind.is_keyed()) {
+                for registered in limiters.iter().filter(|r| matches!(r.kind, Kind::Keyed(_))) {
                     let selected = if query.limiter.as_deref() == Some(&registered.name) {
                         " selected"
                     } else {
@@ -235,18 +231,6 @@ fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &s
                     };
                     let name = Html(&registered.name);
                     write!(out, "<option value=\"{name}\"{selected}>{name}</option>")?;
-                }
-            }
-            "columns" => {
-                for (column, name) in super::Column::ALL {
-                    let label = match column {
-                        super::Column::NextFree => "next free",
-                        _ => name,
-                    };
-                    write!(
-                        out,
-                        "<th data-col=\"{name}\" tabindex=\"0\" aria-sort=\"none\">{label}</th>"
-                    )?;
                 }
             }
             mark => unreachable!("page.html has no mark {mark:?}"),
@@ -270,61 +254,45 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         })
         .collect();
     let mut out = stats::prometheus(&counted);
-    {
-        let keyed: Vec<(&str, crate::keyed::KeyedStats, usize)> = limiters
-            .iter()
-            .filter_map(|r| match &r.kind {
-                Kind::Keyed(l) => {
-                    let l = l.tracking();
-                    Some((r.name.as_str(), l.totals(), l.max_keys()))
-                }
-                Kind::Counted(_) => None,
-            })
-            .collect();
-        if !keyed.is_empty() {
-            type Series = (
-                &'static str,
-                &'static str,
-                &'static str,
-                fn(&(&str, crate::keyed::KeyedStats, usize)) -> u64,
-            );
-            const SERIES: [Series; 5] = [
-                ("paceline_keys", "gauge", "Keys tracked now.", |k| {
-                    k.1.keys as u64
-                }),
-                (
-                    "paceline_keys_max",
-                    "gauge",
-                    "The ceiling on tracked keys.",
-                    |k| k.2 as u64,
-                ),
-                (
-                    "paceline_keys_bytes",
-                    "gauge",
-                    "Bytes the key map holds (its slots as allocated).",
-                    |k| k.1.bytes as u64,
-                ),
-                (
-                    "paceline_pruned_total",
-                    "counter",
-                    "Keys dropped because they came to rest.",
-                    |k| k.1.pruned,
-                ),
-                (
-                    "paceline_evicted_total",
-                    "counter",
-                    "Busy keys evicted to make room for new ones.",
-                    |k| k.1.evicted,
-                ),
-            ];
-            for (name, kind, help, value) in SERIES {
-                let samples: Vec<(&str, u64)> = keyed.iter().map(|k| (k.0, value(k))).collect();
-                stats::write_family(&mut out, name, kind, help, &samples);
-            }
-        }
+    let keyed: Vec<(&str, (KeyedStats, usize))> = limiters
+        .iter()
+        .filter_map(|r| match &r.kind {
+            Kind::Keyed(l) => Some((
+                r.name.as_str(),
+                (l.tracking().totals(), l.tracking().max_keys()),
+            )),
+            Kind::Counted(_) => None,
+        })
+        .collect();
+    // The keyed limiters' families only where a limiter is keyed.
+    if !keyed.is_empty() {
+        stats::write_families(&mut out, &KEYED_FAMILIES, &keyed);
     }
     out
 }
+
+/// A keyed limiter's gauges and counters: of its totals and its ceiling.
+const KEYED_FAMILIES: [stats::Family<(KeyedStats, usize)>; 5] = [
+    ("paceline_keys", "Keys tracked now.", |k| k.0.keys as u64),
+    ("paceline_keys_max", "The ceiling on tracked keys.", |k| {
+        k.1 as u64
+    }),
+    (
+        "paceline_keys_bytes",
+        "Bytes the key map holds (its slots as allocated).",
+        |k| k.0.bytes as u64,
+    ),
+    (
+        "paceline_pruned_total",
+        "Keys dropped because they came to rest.",
+        |k| k.0.pruned,
+    ),
+    (
+        "paceline_evicted_total",
+        "Busy keys evicted to make room for new ones.",
+        |k| k.0.evicted,
+    ),
+];
 
 /// The most overrides a limiter's entry lists.
 pub(super) const LIMITS_SHOWN: usize = 100;
