@@ -14,7 +14,7 @@ use super::fields;
 use super::layer::LimitLayer;
 use super::shared::{Limiter, Settings, Shared};
 use super::terms::{Body, ClientKey, Fields, KeySource, MissingKey, Mode};
-use crate::keyed::{KeyedLimiter, WhenFull};
+use crate::keyed::{KeyedBuilder, KeyedLimiter, WhenFull};
 use crate::limiter::take::AsyncTake;
 use crate::tokio::{AsyncKeyedLimiter, AsyncLimiter};
 use crate::values::error::BuildError;
@@ -25,16 +25,12 @@ use crate::values::slack::Slack;
 /// siblings.
 #[must_use = "a builder does nothing until .build()"]
 pub struct LimitBuilder {
-    rate: Rate,
-    slack: Slack,
-    max_keys: Option<usize>,
-    when_full: WhenFull,
+    /// The keyed limiter the layer makes, unless given one or global.
+    keyed: KeyedBuilder<ClientKey>,
     limiter: Option<Box<dyn Limiter>>,
     settings: Settings,
     trusted: Vec<String>,
-    mode: Mode,
     header: Option<String>,
-    costs: Vec<(String, u64)>,
 }
 
 impl LimitLayer {
@@ -88,10 +84,7 @@ impl LimitLayer {
 impl LimitBuilder {
     fn new(rate: Rate, source: KeySource) -> LimitBuilder {
         LimitBuilder {
-            rate,
-            slack: Slack::DEFAULT,
-            max_keys: None,
-            when_full: WhenFull::default(),
+            keyed: KeyedLimiter::builder(rate),
             limiter: None,
             settings: Settings {
                 source,
@@ -104,32 +97,32 @@ impl LimitBuilder {
                 body: Body::default(),
                 status: StatusCode::TOO_MANY_REQUESTS,
                 name: "default".to_owned(),
+                mode: Mode::default(),
+                costs: Vec::new(),
                 #[cfg(feature = "tonic")]
                 grpc: false,
             },
             trusted: Vec::new(),
-            mode: Mode::default(),
             header: None,
-            costs: Vec::new(),
         }
     }
 
     /// The slack of each key's bucket (default [`Slack::DEFAULT`]).
     pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
-        self.slack = slack.into();
+        self.keyed = self.keyed.slack(slack);
         self
     }
 
     /// The most keys tracked at once (the keyed limiter's default unless
     /// set): memory stays bounded whatever clients send.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = Some(max_keys);
+        self.keyed = self.keyed.max_keys(max_keys);
         self
     }
 
     /// What a new key does when `max_keys` are busy (default: evict).
     pub fn when_full(mut self, when_full: WhenFull) -> Self {
-        self.when_full = when_full;
+        self.keyed = self.keyed.when_full(when_full);
         self
     }
 
@@ -208,9 +201,9 @@ impl LimitBuilder {
     /// (default 1). Called once per path; a later call for the same path
     /// wins.
     pub fn path_cost(mut self, path: impl Into<String>, cost: u64) -> Self {
-        let path = path.into();
-        self.costs.retain(|(p, _)| *p != path);
-        self.costs.push((path, cost));
+        let path: Box<str> = path.into().into();
+        self.settings.costs.retain(|(p, _)| *p != path);
+        self.settings.costs.push((path, cost));
         self
     }
 
@@ -234,7 +227,7 @@ impl LimitBuilder {
 
     /// What happens to a request over the limit (default: refuse).
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.settings.mode = mode;
         self
     }
 
@@ -296,19 +289,13 @@ impl LimitBuilder {
             Some(limiter) => limiter,
             None => match settings.source {
                 KeySource::Global => Box::new(
-                    AsyncLimiter::builder(self.rate)
-                        .slack(self.slack)
+                    AsyncLimiter::builder(self.keyed.rate)
+                        .slack(self.keyed.slack)
                         .full_credit(true)
                         .build()?,
                 ),
                 _ => {
-                    let mut b = KeyedLimiter::<ClientKey>::builder(self.rate)
-                        .slack(self.slack)
-                        .when_full(self.when_full);
-                    if let Some(max) = self.max_keys {
-                        b = b.max_keys(max);
-                    }
-                    let keyed = AsyncKeyedLimiter::from(b.build()?);
+                    let keyed = AsyncKeyedLimiter::from(self.keyed.build()?);
                     made = Some(keyed.clone());
                     Box::new(keyed)
                 }
@@ -320,8 +307,6 @@ impl LimitBuilder {
                 made,
                 settings: self.settings,
                 trusted,
-                mode: self.mode,
-                costs: self.costs.into_iter().map(|(p, c)| (p.into(), c)).collect(),
                 refused: AtomicU64::new(0),
                 would_refuse: AtomicU64::new(0),
                 missing_key: AtomicU64::new(0),

@@ -233,7 +233,13 @@ impl Shared {
                 Some(proxy) => self.key_behind_proxy(proxy, headers),
                 None => None,
             },
-            _ => self.text_key(headers, uri, head),
+            // A key of text.
+            KeySource::Header(name) => headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(ClientKey::text),
+            KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::text(&k)),
+            KeySource::Path => Some(ClientKey::text(uri.path())),
         };
         let key = match found.map_or_else(|| self.keyless(), Ok) {
             Ok(key) => key,
@@ -252,7 +258,7 @@ impl Shared {
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
         let cost = self.cost_of(uri, head);
-        let decision = match (self.mode, self.settings.fields) {
+        let decision = match (self.settings.mode, self.settings.fields) {
             (Mode::Wait(_), _) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             (_, Fields::OnRefusal | Fields::Off) => match self.limiter.try_now_bare(key, cost) {
                 Some(Ok(())) => Ok(None),
@@ -270,9 +276,9 @@ impl Shared {
     /// A request's cost: its path's, else its cost function's, else 1.
     #[inline]
     fn cost_of(&self, uri: &Uri, head: Option<&Parts>) -> u64 {
-        if !self.costs.is_empty() {
+        if !self.settings.costs.is_empty() {
             let path = uri.path();
-            if let Some((_, cost)) = self.costs.iter().find(|(p, _)| **p == *path) {
+            if let Some((_, cost)) = self.settings.costs.iter().find(|(p, _)| **p == *path) {
                 return *cost;
             }
         }
@@ -302,19 +308,6 @@ impl Shared {
         Some(ClientKey::Ip(self.mask(ip)))
     }
 
-    /// A key of text: a header's value, a function's answer, the path.
-    fn text_key(&self, headers: &HeaderMap, uri: &Uri, head: Option<&Parts>) -> Option<ClientKey> {
-        match &self.settings.source {
-            KeySource::Header(name) => headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(ClientKey::text),
-            KeySource::Function(f) => head.and_then(f).map(|k| ClientKey::text(&k)),
-            KeySource::Path => Some(ClientKey::text(uri.path())),
-            KeySource::Global | KeySource::Ip => None,
-        }
-    }
-
     /// What a request without a key gets: the shared key, or a refusal.
     #[cold]
     fn keyless(&self) -> Result<ClientKey, StatusCode> {
@@ -330,7 +323,7 @@ impl Shared {
     /// A decision that may wait: a bounded wait, or a remote limiter (one
     /// round trip, whose answer carries the fields too).
     async fn decide_later(&self, key: &ClientKey, cost: u64) -> Decision {
-        let taken = self.limiter.take(key, cost, self.mode).await;
+        let taken = self.limiter.take(key, cost, self.settings.mode).await;
         self.settle(key, taken)
     }
 
@@ -351,7 +344,7 @@ impl Shared {
     #[cold]
     fn failed(&self, e: Error) -> Decision {
         match e.is_refusal() {
-            true if self.mode == Mode::DryRun => {
+            true if self.settings.mode == Mode::DryRun => {
                 self.would_refuse.fetch_add(1, Relaxed);
                 Ok(None)
             }

@@ -82,9 +82,6 @@ pub(super) struct Shared {
     pub(super) made: Option<AsyncKeyedLimiter<ClientKey>>,
     pub(super) settings: Settings,
     pub(super) trusted: Vec<Cidr>,
-    pub(super) mode: Mode,
-    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
-    pub(super) costs: Box<[(Box<str>, u64)]>,
     pub(super) refused: AtomicU64,
     pub(super) would_refuse: AtomicU64,
     pub(super) missing_key: AtomicU64,
@@ -103,6 +100,9 @@ pub(super) struct Settings {
     pub(super) body: Body,
     pub(super) status: StatusCode,
     pub(super) name: String,
+    pub(super) mode: Mode,
+    /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
+    pub(super) costs: Vec<(Box<str>, u64)>,
     /// Refusals as gRPC statuses.
     #[cfg(feature = "tonic")]
     pub(super) grpc: bool,

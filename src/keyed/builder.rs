@@ -43,8 +43,9 @@ use crate::wait::Wait;
 /// ```
 #[must_use = "a builder does nothing until .build()"]
 pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
-    rate: Rate,
-    slack: Slack,
+    /// Read by the HTTP layer's builder, which holds one of these.
+    pub(crate) rate: Rate,
+    pub(crate) slack: Slack,
     wait: Wait,
     clock: C,
     max_keys: usize,
