@@ -40,11 +40,7 @@ impl Cidr {
     /// [`BuildError::AddressBlock`] when `prefix` exceeds the address'
     /// width.
     pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, BuildError> {
-        let width = match addr {
-            IpAddr::V4(_) => 32,
-            IpAddr::V6(_) => 128,
-        };
-        if prefix > width {
+        if prefix > width(addr) {
             return Err(BuildError::AddressBlock {
                 input: format!("{addr}/{prefix}"),
             });
@@ -77,15 +73,11 @@ impl FromStr for Cidr {
         let bad = || BuildError::AddressBlock {
             input: s.to_owned(),
         };
-        let (addr, prefix) = match s.split_once('/') {
-            Some((addr, prefix)) => {
-                let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-                (addr, Some(prefix))
-            }
-            None => (s, None),
-        };
+        let (addr, prefix) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
         let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-        let prefix = prefix.unwrap_or(if addr.is_ipv4() { 32 } else { 128 });
+        let prefix = prefix
+            .map_or(Ok(width(addr)), str::parse)
+            .map_err(|_| bad())?;
         Cidr::new(addr, prefix).map_err(|_| bad())
     }
 }
@@ -93,6 +85,15 @@ impl FromStr for Cidr {
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// How many bits `addr` has.
+fn width(addr: IpAddr) -> u8 {
+    if addr.is_ipv4() {
+        32
+    } else {
+        128
     }
 }
 
@@ -211,25 +212,16 @@ pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
 /// `ip` with all but its first `prefix` bits cleared.
 #[inline]
 pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
+    // The first `prefix` of an address' `width` bits: shifted by the
+    // whole width (a prefix of 0), none.
+    let kept = |width: u32| {
+        u128::MAX
+            .checked_shl(width - u32::from(prefix).min(width))
+            .unwrap_or(0)
+    };
     match ip {
-        IpAddr::V4(v4) => {
-            let bits = u32::from(v4);
-            let kept = if prefix == 0 {
-                0
-            } else {
-                bits & (u32::MAX << (32 - u32::from(prefix.min(32))))
-            };
-            IpAddr::V4(Ipv4Addr::from(kept))
-        }
-        IpAddr::V6(v6) => {
-            let bits = u128::from(v6);
-            let kept = if prefix == 0 {
-                0
-            } else {
-                bits & (u128::MAX << (128 - u32::from(prefix.min(128))))
-            };
-            IpAddr::V6(Ipv6Addr::from(kept))
-        }
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from_bits(v4.to_bits() & kept(32) as u32)),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & kept(128))),
     }
 }
 
