@@ -74,20 +74,14 @@ fn write_json(
     query: &Query,
     listing: &Listing,
 ) -> fmt::Result {
-    write!(out, "{{\"query\":{{\"prefix\":{}", Json(&query.prefix))?;
-    match &query.limiter {
-        Some(l) => write!(out, ",\"limiter\":{}", Json(l))?,
-        None => out.push_str(",\"limiter\":null"),
-    }
-    for (name, bound) in [("fill_gt", query.fill_gt), ("fill_lt", query.fill_lt)] {
-        match bound {
-            Some(f) => write!(out, ",\"{name}\":{}", Number(f))?,
-            None => write!(out, ",\"{name}\":null")?,
-        }
-    }
     write!(
         out,
-        ",\"sort\":\"{}\",\"order\":\"{}\",\"limit\":{}}}",
+        "{{\"query\":{{\"prefix\":{},\"limiter\":{},\"fill_gt\":{},\"fill_lt\":{},\
+         \"sort\":\"{}\",\"order\":\"{}\",\"limit\":{}}}",
+        Json(&query.prefix),
+        OrNull(query.limiter.as_deref().map(Json)),
+        OrNull(query.fill_gt),
+        OrNull(query.fill_lt),
         query.sort.name(),
         if query.descending { "desc" } else { "asc" },
         query.limit
@@ -99,10 +93,7 @@ fn write_json(
         listing.rows.len()
     )?;
     for (i, registered) in limiters.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        write!(out, "{{\"name\":{}", Json(&registered.name))?;
+        write!(out, "{}{{\"name\":{}", comma(i), Json(&registered.name))?;
         match &registered.kind {
             Kind::Keyed(limiter) => {
                 let limiter = limiter.tracking();
@@ -125,35 +116,31 @@ fn write_json(
                 write_limits(out, limiter)?;
             }
             Kind::Counted(limiter) => {
-                out.push_str(",\"kind\":\"counted\"");
-                match limiter.stats() {
-                    Some(s) => write!(
-                        out,
-                        ",\"admitted\":{},\"refused\":{}}}",
-                        s.admitted, s.refused
-                    )?,
-                    None => out.push_str(",\"admitted\":null,\"refused\":null}"),
-                }
+                let stats = limiter.stats();
+                write!(
+                    out,
+                    ",\"kind\":\"counted\",\"admitted\":{},\"refused\":{}}}",
+                    OrNull(stats.map(|s| s.admitted)),
+                    OrNull(stats.map(|s| s.refused))
+                )?;
             }
         }
     }
     out.push_str("],\"buckets\":[");
     for (i, row) in listing.rows.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
         write!(
             out,
-            "{{\"limiter\":{},\"key\":{},\"rate\":{},\"per_second\":{},\"burst\":{},\"fill\":{},\
+            "{}{{\"limiter\":{},\"key\":{},\"rate\":{},\"per_second\":{},\"burst\":{},\"fill\":{},\
              \"next_free\":{},\"idle\":{},\"refused\":{}}}",
+            comma(i),
             Json(&limiters[row.limiter].name),
             Json(&row.key),
             Json(&row.rate.to_string()),
-            Number(row.rate.per_second_f64()),
+            number(row.rate.per_second_f64()),
             row.burst,
-            Number(row.fill),
-            Number(row.next_free.as_secs_f64()),
-            Number(row.idle.as_secs_f64()),
+            number(row.fill),
+            number(row.next_free.as_secs_f64()),
+            number(row.idle.as_secs_f64()),
             row.refused
         )?;
     }
@@ -161,17 +148,30 @@ fn write_json(
     Ok(())
 }
 
+/// What goes before the `i`th item of a JSON array.
+fn comma(i: usize) -> &'static str {
+    if i > 0 {
+        ","
+    } else {
+        ""
+    }
+}
+
 /// A JSON number: finite, or `null` (JSON has no infinity). Written in
 /// full (the shortest text that reads back to the same `f64`), so the
 /// page's script sorts exactly the values the server sorted.
-struct Number(f64);
+fn number(x: f64) -> OrNull<f64> {
+    OrNull(x.is_finite().then_some(x))
+}
 
-impl fmt::Display for Number {
+/// A JSON value, or `null`.
+struct OrNull<T>(Option<T>);
+
+impl<T: fmt::Display> fmt::Display for OrNull<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_finite() {
-            write!(f, "{}", self.0)
-        } else {
-            f.write_str("null")
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("null"),
         }
     }
 }
@@ -302,30 +302,22 @@ fn write_limits(out: &mut String, limiter: &dyn super::tracked::Tracking) -> fmt
     let (limits, overrides) = limiter.limits_shown(LIMITS_SHOWN);
     out.push_str(",\"limits\":[");
     for (i, l) in limits.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        match &l.key {
-            Some(k) => write!(out, "{{\"key\":{}", Json(k))?,
-            None => out.push_str("{\"key\":null"),
-        }
         write!(
             out,
-            ",\"rate\":{},\"burst\":{}",
+            "{}{{\"key\":{},\"rate\":{},\"burst\":{},\"layer\":{}}}",
+            comma(i),
+            OrNull(l.key.as_deref().map(Json)),
             Json(&l.rate.to_string()),
-            l.slack.saturating_add(1)
+            l.slack.saturating_add(1),
+            OrNull(l.layer.as_deref().map(Json))
         )?;
-        match &l.layer {
-            Some(layer) => write!(out, ",\"layer\":{}}}", Json(layer))?,
-            None => out.push_str(",\"layer\":null}"),
-        }
     }
     write!(out, "],\"overrides\":{overrides}}}")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Html, Json, Number};
+    use super::{number, Html, Json};
 
     #[test]
     fn json_strings_read_back_and_never_hold_markup() {
@@ -351,11 +343,11 @@ mod tests {
     #[test]
     fn numbers_read_back_exactly_and_infinity_is_null() {
         for x in [0.0, 0.1 + 0.2, 1.0 / 3.0, 1e-9, 123456.789, 5.0] {
-            let back: f64 = serde_json::from_str(&Number(x).to_string()).unwrap();
+            let back: f64 = serde_json::from_str(&number(x).to_string()).unwrap();
             assert_eq!(back, x);
         }
-        assert_eq!(Number(f64::INFINITY).to_string(), "null");
-        assert_eq!(Number(f64::NAN).to_string(), "null");
+        assert_eq!(number(f64::INFINITY).to_string(), "null");
+        assert_eq!(number(f64::NAN).to_string(), "null");
     }
 
     #[test]

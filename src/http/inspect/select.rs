@@ -11,17 +11,28 @@ pub(super) struct Listing {
 }
 
 /// Walks the limiters the query covers and keeps the first `limit` rows in
-/// its order: only those are copied (see [`Select`]), so a request's memory
-/// is bounded by the rows it returns, not by the keys it walks.
+/// its order, and a count of all. Only those are copied, so a request's
+/// memory is bounded by the rows it returns, not by the keys it walks:
+/// rows are kept in a buffer of up to `2 * limit`; when it is full, the
+/// best `limit` are selected (linear time) and the rest dropped, and from
+/// then on the worst of those (`kept[limit - 1]`) is a bar that an offered
+/// row must beat to be copied at all. Most rows of a large map are turned
+/// away by the bar, borrowed, without an allocation.
 pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
-    let mut select = Select {
-        limiters,
-        query,
-        kept: Vec::new(),
-        cut: false,
-        matched: 0,
+    let limit = query.limit;
+    let (mut kept, mut matched, mut cut) = (Vec::new(), 0, false);
+    // Keeps only the best `limit` rows, the worst of them at `limit - 1`.
+    let keep_best = |kept: &mut Vec<Row>| {
+        if kept.len() > limit {
+            kept.select_nth_unstable_by(limit - 1, |a, b| order(limiters, query, a, b));
+            kept.truncate(limit);
+        }
+        kept.len() == limit
     };
     for (index, registered) in limiters.iter().enumerate() {
+        let Kind::Keyed(limiter) = &registered.kind else {
+            continue;
+        };
         if query
             .limiter
             .as_ref()
@@ -29,71 +40,26 @@ pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
         {
             continue;
         }
-        if let Kind::Keyed(limiter) = &registered.kind {
-            limiter.tracking().rows(query, &mut |row| {
-                select.offer(Row {
-                    limiter: index,
-                    ..row
-                })
-            });
-        }
+        limiter.tracking().rows(query, &mut |row| {
+            matched += 1;
+            let row = Row {
+                limiter: index,
+                ..row
+            };
+            if limit == 0 || (cut && order(limiters, query, &row, &kept[limit - 1]).is_ge()) {
+                return;
+            }
+            kept.push(row.owned());
+            if kept.len() >= limit.saturating_mul(2) {
+                cut = keep_best(&mut kept);
+            }
+        });
     }
-    select.finish()
-}
-
-/// The first `limit` rows of those offered, in the query's order, and a
-/// count of all. Rows are kept in a buffer of up to `2 * limit`; when it
-/// is full, the best `limit` are selected (linear time) and the rest
-/// dropped, and from then on the worst of those (`kept[limit - 1]`) is a
-/// bar that an offered row must beat to be copied at all. Most rows of a
-/// large map are turned away by the bar, borrowed, without an allocation.
-struct Select<'a> {
-    limiters: &'a [Registered],
-    query: &'a Query,
-    kept: Vec<Row>,
-    /// Whether `kept` has been cut to `limit` (then `kept[limit - 1]` is
-    /// the bar).
-    cut: bool,
-    matched: usize,
-}
-
-impl Select<'_> {
-    fn offer(&mut self, row: Row<&str>) {
-        self.matched += 1;
-        let limit = self.query.limit;
-        if limit == 0 {
-            return;
-        }
-        if self.cut && order(self.limiters, self.query, &row, &self.kept[limit - 1]).is_ge() {
-            return;
-        }
-        self.kept.push(row.owned());
-        if self.kept.len() >= limit.saturating_mul(2) {
-            self.cut();
-        }
-    }
-
-    /// Keeps only the best `limit` rows, the worst of them at `limit - 1`.
-    fn cut(&mut self) {
-        let (limiters, query) = (self.limiters, self.query);
-        let limit = query.limit;
-        if self.kept.len() > limit {
-            self.kept
-                .select_nth_unstable_by(limit - 1, |a, b| order(limiters, query, a, b));
-            self.kept.truncate(limit);
-            self.cut = true;
-        }
-    }
-
-    fn finish(mut self) -> Listing {
-        self.cut();
-        let (limiters, query) = (self.limiters, self.query);
-        self.kept
-            .sort_unstable_by(|a, b| order(limiters, query, a, b));
-        Listing {
-            rows: self.kept,
-            matched: self.matched,
-        }
+    keep_best(&mut kept);
+    kept.sort_unstable_by(|a, b| order(limiters, query, a, b));
+    Listing {
+        rows: kept,
+        matched,
     }
 }
 
