@@ -296,7 +296,7 @@ pub use tracked::Tracked;
 #[cfg(test)]
 mod tests {
     use super::query::{Column, Row};
-    use super::select::order;
+    use super::select::{order, pair};
     use super::*;
     use crate::limiter::take::Take;
     use crate::{clock::ManualClock, KeyedLimiter, Rate};
@@ -327,11 +327,14 @@ mod tests {
             if let Kind::Keyed(limiter) = &registered.kind {
                 limiter
                     .tracking()
-                    .rows(&Query::parse(None, 1000).unwrap(), &mut |row| {
-                        all.push(Row {
-                            limiter: index,
-                            ..row.owned()
-                        })
+                    .rows(&Query::parse(None, 1000).unwrap(), &mut |key, row| {
+                        all.push((
+                            key.to_owned(),
+                            Row {
+                                limiter: index,
+                                ..row
+                            },
+                        ))
                     });
             }
         }
@@ -344,10 +347,10 @@ mod tests {
                     assert_eq!(query.sort, column);
                     let listing = collect(&inspect.limiters, &query);
                     let mut expected = all.clone();
-                    expected.sort_by(|x, y| order(&inspect.limiters, &query, x, y));
+                    expected.sort_by(|x, y| order(&inspect.limiters, &query, pair(x), pair(y)));
                     expected.truncate(limit);
-                    let shown = |rows: &[Row]| -> Vec<(usize, String)> {
-                        rows.iter().map(|r| (r.limiter, r.key.clone())).collect()
+                    let shown = |rows: &[(String, Row)]| -> Vec<(usize, String)> {
+                        rows.iter().map(|(k, r)| (r.limiter, k.clone())).collect()
                     };
                     assert_eq!(shown(&listing.rows), shown(&expected), "{text}");
                     assert_eq!(listing.matched, 300, "{text}");

@@ -61,36 +61,19 @@ pub struct Query {
     pub(crate) limit: usize,
 }
 
-/// One tracked bucket, as listed: its key owned (`Row`), or borrowed
-/// (`Row<&str>`) while a limiter offers it and the page has not yet kept
-/// it. (`pub` in a private module: the sealed `Tracking` trait names it.)
-#[derive(Clone, Debug)]
-pub struct Row<S = String> {
+/// One tracked bucket, as listed, but for its key, which a limiter offers
+/// beside it borrowed, and the page copies only for the rows it keeps.
+/// (`pub` in a private module: the sealed `Tracking` trait names it.)
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
     /// Index of its limiter in the registration list.
     pub(crate) limiter: usize,
-    pub(crate) key: S,
     pub(crate) rate: Rate,
     pub(crate) burst: u64,
     pub(crate) fill: f64,
     pub(crate) next_free: Duration,
     pub(crate) idle: Duration,
     pub(crate) refused: u64,
-}
-
-impl Row<&str> {
-    /// This row, its key copied: one the page keeps.
-    pub(crate) fn owned(&self) -> Row {
-        Row {
-            limiter: self.limiter,
-            key: self.key.to_owned(),
-            rate: self.rate,
-            burst: self.burst,
-            fill: self.fill,
-            next_free: self.next_free,
-            idle: self.idle,
-            refused: self.refused,
-        }
-    }
 }
 
 impl Query {

@@ -127,14 +127,14 @@ fn write_json(
         }
     }
     out.push_str("],\"buckets\":[");
-    for (i, row) in listing.rows.iter().enumerate() {
+    for (i, (key, row)) in listing.rows.iter().enumerate() {
         write!(
             out,
             "{}{{\"limiter\":{},\"key\":{},\"rate\":{},\"per_second\":{},\"burst\":{},\"fill\":{},\
              \"next_free\":{},\"idle\":{},\"refused\":{}}}",
             comma(i),
             Json(&limiters[row.limiter].name),
-            Json(&row.key),
+            Json(key),
             Json(&row.rate.to_string()),
             number(row.rate.per_second_f64()),
             row.burst,
@@ -247,7 +247,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         .iter()
         .map(|r| {
             let limiter: &dyn Counted = match &r.kind {
-                Kind::Keyed(l) => l.tracking().counted(),
+                Kind::Keyed(l) => l.tracking(),
                 Kind::Counted(l) => &**l,
             };
             (r.name.as_str(), limiter)

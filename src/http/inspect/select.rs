@@ -6,7 +6,8 @@ use super::{Kind, Registered};
 
 /// The rows a query selects, sorted and capped, and how many matched.
 pub(super) struct Listing {
-    pub(super) rows: Vec<Row>,
+    /// Each with its key.
+    pub(super) rows: Vec<(String, Row)>,
     pub(super) matched: usize,
 }
 
@@ -20,11 +21,12 @@ pub(super) struct Listing {
 /// away by the bar, borrowed, without an allocation.
 pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
     let limit = query.limit;
-    let (mut kept, mut matched, mut cut) = (Vec::new(), 0, false);
+    let mut kept: Vec<(String, Row)> = Vec::new();
+    let (mut matched, mut cut) = (0, false);
     // Keeps only the best `limit` rows, the worst of them at `limit - 1`.
-    let keep_best = |kept: &mut Vec<Row>| {
+    let keep_best = |kept: &mut Vec<(String, Row)>| {
         if kept.len() > limit {
-            kept.select_nth_unstable_by(limit - 1, |a, b| order(limiters, query, a, b));
+            kept.select_nth_unstable_by(limit - 1, |a, b| order(limiters, query, pair(a), pair(b)));
             kept.truncate(limit);
         }
         kept.len() == limit
@@ -40,42 +42,49 @@ pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
         {
             continue;
         }
-        limiter.tracking().rows(query, &mut |row| {
+        limiter.tracking().rows(query, &mut |key, row| {
             matched += 1;
             let row = Row {
                 limiter: index,
                 ..row
             };
-            if limit == 0 || (cut && order(limiters, query, &row, &kept[limit - 1]).is_ge()) {
+            if limit == 0
+                || (cut && order(limiters, query, (key, &row), pair(&kept[limit - 1])).is_ge())
+            {
                 return;
             }
-            kept.push(row.owned());
+            kept.push((key.to_owned(), row));
             if kept.len() >= limit.saturating_mul(2) {
                 cut = keep_best(&mut kept);
             }
         });
     }
     keep_best(&mut kept);
-    kept.sort_unstable_by(|a, b| order(limiters, query, a, b));
+    kept.sort_unstable_by(|a, b| order(limiters, query, pair(a), pair(b)));
     Listing {
         rows: kept,
         matched,
     }
 }
 
-/// The query's order of two rows, owned or borrowed: its column, then
+/// A kept row as [`order`] takes it.
+pub(super) fn pair((key, row): &(String, Row)) -> (&str, &Row) {
+    (key, row)
+}
+
+/// The query's order of two rows, each with its key: its column, then
 /// (ties) the limiter's name and the key, always A to Z, as the page's
 /// script. (A key is unique in its limiter: the order is total.)
-pub(super) fn order<A: AsRef<str>, B: AsRef<str>>(
+pub(super) fn order(
     limiters: &[Registered],
     query: &Query,
-    a: &Row<A>,
-    b: &Row<B>,
+    (a_key, a): (&str, &Row),
+    (b_key, b): (&str, &Row),
 ) -> std::cmp::Ordering {
     let name = |row: usize| &limiters[row].name;
     let by = match query.sort {
         Column::Limiter => name(a.limiter).cmp(name(b.limiter)),
-        Column::Key => a.key.as_ref().cmp(b.key.as_ref()),
+        Column::Key => a_key.cmp(b_key),
         Column::Rate => a.rate.per_second_f64().total_cmp(&b.rate.per_second_f64()),
         Column::Burst => a.burst.cmp(&b.burst),
         Column::Fill => a.fill.total_cmp(&b.fill),
@@ -85,5 +94,5 @@ pub(super) fn order<A: AsRef<str>, B: AsRef<str>>(
     };
     let by = if query.descending { by.reverse() } else { by };
     by.then_with(|| name(a.limiter).cmp(name(b.limiter)))
-        .then_with(|| a.key.as_ref().cmp(b.key.as_ref()))
+        .then_with(|| a_key.cmp(b_key))
 }

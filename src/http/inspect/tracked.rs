@@ -20,19 +20,17 @@ pub trait Tracked: Send + Sync + 'static {
     fn tracking(&self) -> &dyn Tracking;
 }
 
-/// What the service asks of a keyed limiter.
-pub trait Tracking {
-    /// Offers each tracked bucket `query` selects (`limiter` unset),
-    /// borrowed: the caller copies only those it keeps.
-    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>));
+/// What the service asks of a keyed limiter, beside its counts.
+pub trait Tracking: Counted {
+    /// Offers each tracked bucket `query` selects (`limiter` unset), its
+    /// key borrowed: the caller copies only those it keeps.
+    fn rows(&self, query: &Query, offer: &mut dyn FnMut(&str, Row));
     /// Its totals.
     fn totals(&self) -> KeyedStats;
     /// Its ceiling on tracked keys.
     fn max_keys(&self) -> usize;
     /// Its default rate and slack.
     fn default_limit(&self) -> (Rate, u64);
-    /// Its counts, for `stats::prometheus`.
-    fn counted(&self) -> &dyn Counted;
     /// The limits in force: the default, then at most `most` overrides;
     /// and how many overrides there are.
     fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize);
@@ -43,7 +41,7 @@ where
     K: Display + Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + Send + Sync + 'static,
 {
-    fn rows(&self, query: &Query, offer: &mut dyn FnMut(Row<&str>)) {
+    fn rows(&self, query: &Query, offer: &mut dyn FnMut(&str, Row)) {
         // One buffer for every key's text: nothing is kept per key.
         let mut key = String::new();
         self.for_each_live(|k, state, (rate, slack)| {
@@ -56,16 +54,18 @@ where
             if !key.starts_with(&query.prefix) {
                 return;
             }
-            offer(Row {
-                limiter: 0,
-                key: &key,
-                rate,
-                burst: slack.saturating_add(1),
-                fill: state.fill,
-                next_free: state.next_free,
-                idle: state.idle,
-                refused: state.refused,
-            });
+            offer(
+                &key,
+                Row {
+                    limiter: 0,
+                    rate,
+                    burst: slack.saturating_add(1),
+                    fill: state.fill,
+                    next_free: state.next_free,
+                    idle: state.idle,
+                    refused: state.refused,
+                },
+            );
         });
     }
 
@@ -79,10 +79,6 @@ where
 
     fn default_limit(&self) -> (Rate, u64) {
         (self.rate(), self.slack())
-    }
-
-    fn counted(&self) -> &dyn Counted {
-        self
     }
 
     fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
