@@ -18,7 +18,7 @@ use tower_service::Service;
 
 use super::client_ip;
 use super::future::{answered, forwarded, AddedFields, AnswerBody, ResponseFuture};
-use super::shared::{Failure, Shared};
+use super::shared::Shared;
 use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
 use crate::limiter::take::{Error, Taken};
 use crate::tokio::AsyncKeyedLimiter;
@@ -74,8 +74,9 @@ pub struct Limited<S> {
 }
 
 /// What a decision leaves for the response: forward it, with the fields to
-/// add when asked for on every response; or why not.
-type Decision = Result<AddedFields, Failure>;
+/// add when asked for on every response; or why not (refused by the limit,
+/// or failed by its server).
+type Decision = Result<AddedFields, Error>;
 
 impl<S, B, ResB> Service<Request<B>> for Limited<S>
 where
@@ -176,7 +177,10 @@ impl<S> Limited<S> {
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
         ResponseFuture::boxed(Box::pin(async move {
-            match shared.decide_later(&key, cost).await {
+            // A bounded wait, or a remote limiter's round trip, whose answer
+            // carries the fields too.
+            let taken = shared.limiter.take(&key, cost, shared.settings.mode).await;
+            match shared.settle(&key, taken) {
                 Ok(fields) => {
                     let response = inner.call(request).await?;
                     Ok(forwarded(response, fields))
@@ -320,13 +324,6 @@ impl Shared {
         }
     }
 
-    /// A decision that may wait: a bounded wait, or a remote limiter (one
-    /// round trip, whose answer carries the fields too).
-    async fn decide_later(&self, key: &ClientKey, cost: u64) -> Decision {
-        let taken = self.limiter.take(key, cost, self.settings.mode).await;
-        self.settle(key, taken)
-    }
-
     /// What a take's answer means for the request.
     #[inline]
     fn settle(&self, key: &ClientKey, taken: Result<Taken, Error>) -> Decision {
@@ -343,14 +340,11 @@ impl Shared {
     /// a dry run), or failed by its server.
     #[cold]
     fn failed(&self, e: Error) -> Decision {
-        match e.is_refusal() {
-            true if self.settings.mode == Mode::DryRun => {
-                self.would_refuse.fetch_add(1, Relaxed);
-                Ok(None)
-            }
-            true => Err(Failure::Limit(e)),
-            false => Err(Failure::Server(e.to_string())),
+        if e.is_refusal() && self.settings.mode == Mode::DryRun {
+            self.would_refuse.fetch_add(1, Relaxed);
+            return Ok(None);
         }
+        Err(e)
     }
 }
 

@@ -135,12 +135,13 @@ impl Shared {
     }
 
     /// The answer to a request over the limit (or failed by the limiter's
-    /// server), in the body its `headers` accept when the layer asks them.
+    /// server, `failure` not a refusal), in the body its `headers` accept
+    /// when the layer asks them.
     #[cold]
     pub(super) fn refuse(
         &self,
         key: &ClientKey,
-        failure: Failure,
+        failure: Error,
         headers: &HeaderMap,
     ) -> Box<Response<Bytes>> {
         let body = match self.settings.body {
@@ -148,16 +149,20 @@ impl Shared {
             body => body,
         };
         self.refused.fetch_add(1, Relaxed);
-        let (status, wait, why) = match &failure {
-            Failure::Limit(e) => match e.retry_after() {
-                Some(wait) => (self.settings.status, Some(wait), None),
-                None => (self.settings.status, None, Some(e.to_string())),
-            },
-            Failure::Server(e) => (
+        let server = !failure.is_refusal();
+        let (status, wait) = if server {
+            (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some(Duration::from_secs(1)),
-                Some(format!("the limit's server failed: {e}")),
-            ),
+            )
+        } else {
+            (self.settings.status, failure.retry_after())
+        };
+        // A refusal says why only when no wait admits it.
+        let why = if server {
+            Some(format!("the limit's server failed: {failure}"))
+        } else {
+            wait.is_none().then(|| failure.to_string())
         };
         crate::observe::event::debug!(
             key = %key,
@@ -168,16 +173,16 @@ impl Shared {
         );
         #[cfg(feature = "tonic")]
         let mut response = if self.settings.grpc {
-            let server = matches!(failure, Failure::Server(_));
             super::grpc::refused(server, why.as_deref(), wait, &self.settings.name)
         } else {
             self.refusal_body(status, wait, why.as_deref(), body)
         };
         #[cfg(not(feature = "tonic"))]
         let mut response = self.refusal_body(status, wait, why.as_deref(), body);
-        response.extensions_mut().insert(match failure {
-            Failure::Limit(_) => Answered::Refused,
-            Failure::Server(_) => Answered::ServerFailed,
+        response.extensions_mut().insert(if server {
+            Answered::ServerFailed
+        } else {
+            Answered::Refused
         });
         let headers = response.headers_mut();
         if let Some(wait) = wait {
@@ -263,12 +268,4 @@ impl Shared {
         };
         response(status, content_type, body)
     }
-}
-
-/// Why a request was not admitted.
-pub(super) enum Failure {
-    /// The limit refused it.
-    Limit(Error),
-    /// The limit's server failed, and its fail policy did not admit.
-    Server(String),
 }
