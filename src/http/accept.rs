@@ -70,10 +70,7 @@ fn quality(v: &str) -> u16 {
     }
     match whole {
         "1" => 1000,
-        "0" => {
-            let digits = format!("{frac:0<3}");
-            digits.parse().unwrap_or(0)
-        }
+        "0" => format!("{frac:0<3}").parse().unwrap_or(0),
         _ => 0,
     }
 }

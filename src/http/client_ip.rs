@@ -55,10 +55,7 @@ impl Cidr {
     /// its IPv4 address).
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
-        matches!(
-            (self.addr, ip),
-            (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_))
-        ) && mask(ip, self.prefix) == self.addr
+        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
     }
 }
 

@@ -8,7 +8,7 @@
 //! up, never early): the guide's [HTTP](crate::guide::http#fields-and-bodies)
 //! chapter. The invariant: no field promises more than the limit.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -21,10 +21,14 @@ const SECOND: u128 = 1_000_000_000;
 /// The largest Integer a Structured Field holds (15 digits).
 const SF_MAX: u64 = 999_999_999_999_999;
 
+/// `x` as a Structured Field's Integer: at most [`SF_MAX`].
+fn sf_integer(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX).min(SF_MAX)
+}
+
 /// `d` in whole seconds, rounded up; at least 1 when `d > 0`.
 pub(crate) fn seconds_up(d: Duration) -> u64 {
-    let s = d.as_nanos().div_ceil(SECOND);
-    u64::try_from(s).unwrap_or(u64::MAX).min(SF_MAX)
+    sf_integer(d.as_nanos().div_ceil(SECOND))
 }
 
 /// `Retry-After` for a wait of `d`.
@@ -38,8 +42,7 @@ pub(crate) fn quota(rate: Rate) -> (u64, u64) {
     let period = rate.period().as_nanos();
     let w = period.div_ceil(SECOND).max(1);
     let q = u128::from(rate.count()) * w * SECOND / period;
-    let clamp = |x: u128| u64::try_from(x).unwrap_or(u64::MAX).min(SF_MAX);
-    (clamp(q), clamp(w))
+    (sf_integer(q), sf_integer(w))
 }
 
 /// Whether `name` can be a policy name: an SF String of printable ASCII.
@@ -47,9 +50,9 @@ pub(crate) fn valid_name(name: &str) -> bool {
     name.bytes().all(|b| (0x20..=0x7e).contains(&b))
 }
 
-/// `name` as an SF String.
-fn sf_string(out: &mut String, name: &str) {
-    out.push('"');
+/// A list of one item: `name` as an SF String, with `parameters`.
+fn item(name: &str, parameters: fmt::Arguments<'_>) -> HeaderValue {
+    let mut out = String::from('"');
     for c in name.chars() {
         if c == '"' || c == '\\' {
             out.push('\\');
@@ -57,24 +60,21 @@ fn sf_string(out: &mut String, name: &str) {
         out.push(c);
     }
     out.push('"');
-}
-
-/// `RateLimit-Policy` for a limit at `rate` with a burst of `burst`.
-pub(crate) fn policy(name: &str, rate: Rate, burst: u64) -> HeaderValue {
-    let (q, w) = quota(rate);
-    let mut out = String::new();
-    sf_string(&mut out, name);
-    let _ = write!(out, ";q={q};w={w};paceline-burst={}", burst.min(SF_MAX));
+    let _ = out.write_fmt(parameters);
     // Printable ASCII only (checked when the name was set).
     HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
 }
 
+/// `RateLimit-Policy` for a limit at `rate` with a burst of `burst`.
+pub(crate) fn policy(name: &str, rate: Rate, burst: u64) -> HeaderValue {
+    let ((q, w), burst) = (quota(rate), burst.min(SF_MAX));
+    item(name, format_args!(";q={q};w={w};paceline-burst={burst}"))
+}
+
 /// `RateLimit`: `remaining` may go now; whole again within `reset`.
 pub(crate) fn state(name: &str, remaining: u64, reset: Duration) -> HeaderValue {
-    let mut out = String::new();
-    sf_string(&mut out, name);
-    let _ = write!(out, ";r={};t={}", remaining.min(SF_MAX), seconds_up(reset));
-    HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
+    let (r, t) = (remaining.min(SF_MAX), seconds_up(reset));
+    item(name, format_args!(";r={r};t={t}"))
 }
 
 #[cfg(test)]

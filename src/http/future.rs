@@ -104,8 +104,13 @@ impl AnswerBody for tonic::body::Body {
 }
 
 impl<B> AnswerBody for LimitBody<B> {
+    /// The layer's own answer, `bytes`, sent in one frame.
     fn answer(bytes: Bytes) -> Self {
-        LimitBody::refusal(bytes)
+        LimitBody {
+            kind: Kind::Refusal {
+                data: (!bytes.is_empty()).then(|| Box::new(bytes)),
+            },
+        }
     }
 }
 
@@ -144,15 +149,6 @@ impl<B> LimitBody<B> {
     pub fn new(body: B) -> Self {
         LimitBody {
             kind: Kind::Inner { body },
-        }
-    }
-
-    /// The layer's own answer, `bytes`, sent in one frame.
-    fn refusal(bytes: Bytes) -> Self {
-        LimitBody {
-            kind: Kind::Refusal {
-                data: (!bytes.is_empty()).then(|| Box::new(bytes)),
-            },
         }
     }
 

@@ -7,9 +7,10 @@ use std::time::Duration;
 use crate::Rate;
 
 /// A column the buckets sort by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Column {
     Limiter,
+    #[default]
     Key,
     Rate,
     Burst,
@@ -44,8 +45,8 @@ impl Column {
 }
 
 /// What a request asks to see. (`pub` in a private module: the sealed
-/// `Tracking` trait names it.)
-#[derive(Clone, Debug, PartialEq)]
+/// `Tracking` trait names it.) By default, every bucket by key.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Query {
     /// Keys that begin with this text (empty: all).
     pub(crate) prefix: String,
@@ -82,13 +83,8 @@ impl Query {
     /// value that does not read, or the parameter the page does not know.
     pub(crate) fn parse(query: Option<&str>, max_rows: usize) -> Result<Query, String> {
         let mut q = Query {
-            prefix: String::new(),
-            limiter: None,
-            fill_gt: None,
-            fill_lt: None,
-            sort: Column::Key,
-            descending: false,
             limit: max_rows,
+            ..Query::default()
         };
         let mut order = None;
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
