@@ -37,11 +37,6 @@ impl Column {
     pub(crate) fn name(self) -> &'static str {
         Column::ALL[self as usize].1
     }
-
-    /// Text columns sort A to Z first; numbers largest first.
-    pub(crate) fn descending_by_default(self) -> bool {
-        !matches!(self, Column::Limiter | Column::Key)
-    }
 }
 
 /// What a request asks to see. (`pub` in a private module: the sealed
@@ -125,7 +120,8 @@ impl Query {
                 }
             }
         }
-        q.descending = order.unwrap_or_else(|| q.sort.descending_by_default());
+        // Unless asked, text columns sort A to Z; numbers largest first.
+        q.descending = order.unwrap_or(!matches!(q.sort, Column::Limiter | Column::Key));
         Ok(q)
     }
 
