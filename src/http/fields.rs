@@ -52,7 +52,8 @@ pub(crate) fn valid_name(name: &str) -> bool {
 
 /// A list of one item: `name` as an SF String, with `parameters`.
 fn item(name: &str, parameters: fmt::Arguments<'_>) -> HeaderValue {
-    let mut out = String::from('"');
+    let mut out = String::new();
+    out.push('"');
     for c in name.chars() {
         if c == '"' || c == '\\' {
             out.push('\\');
