@@ -23,7 +23,6 @@ pub(super) fn choose<'a>(accept: impl Iterator<Item = &'a HeaderValue>) -> Body 
     // Per offered type: the quality of the most specific range that
     // matches it (specificity 3: type/subtype, 2: type/*, 1: */*).
     let mut best = [(0u8, 0u16); 3];
-    let mut seen = false;
     for value in accept {
         let Ok(value) = value.to_str() else { continue };
         for range in value.split(',') {
@@ -32,7 +31,6 @@ pub(super) fn choose<'a>(accept: impl Iterator<Item = &'a HeaderValue>) -> Body 
             let Some((ty, sub)) = media.split_once('/') else {
                 continue;
             };
-            seen = true;
             let q = parts
                 .filter_map(|p| p.split_once('='))
                 .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
@@ -50,9 +48,7 @@ pub(super) fn choose<'a>(accept: impl Iterator<Item = &'a HeaderValue>) -> Body 
             }
         }
     }
-    if !seen {
-        return Body::Text;
-    }
+    // No range at all, or none acceptable: text.
     let mut chosen = (Body::Text, 0);
     for (i, (body, _, _)) in OFFERED.iter().enumerate() {
         if best[i].0 > 0 && best[i].1 > chosen.1 {

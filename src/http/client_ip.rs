@@ -128,7 +128,6 @@ pub(crate) fn behind_proxies(
     trusted: &[Cidr],
     forwarding: Forwarding,
 ) -> Option<IpAddr> {
-    let is_trusted = |ip: IpAddr| trusts(trusted, ip);
     let name = match forwarding {
         Forwarding::XForwardedFor => "x-forwarded-for",
         Forwarding::Forwarded => "forwarded",
@@ -149,7 +148,7 @@ pub(crate) fn behind_proxies(
             return None;
         }
         let ip = canonical(hop(entry, forwarding)?);
-        if !is_trusted(ip) {
+        if !trusts(trusted, ip) {
             return Some(ip);
         }
         client = ip;

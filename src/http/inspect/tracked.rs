@@ -86,11 +86,7 @@ where
     }
 }
 
-impl<K, C> Tracked for KeyedLimiter<K, C>
-where
-    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + Send + Sync + 'static,
-{
+impl<T: Tracking + Send + Sync + 'static> Tracked for T {
     fn tracking(&self) -> &dyn Tracking {
         self
     }
