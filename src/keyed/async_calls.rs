@@ -9,11 +9,10 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::future::{ready, Future};
 use std::hash::Hash;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::KeyedLimiter;
+use super::{Bucket, KeyOf, KeyedLimiter};
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::take::{AsyncTake, Error, State, Take, Taken, Within};
 use crate::model::schedule::{Admit, ORIGIN};
@@ -101,15 +100,6 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     pub fn limiter(&self) -> &KeyedLimiter<K, C> {
         &self.inner
     }
-
-    /// The call on one key, for the async wait.
-    fn on<'a, Q: ?Sized>(&'a self, key: &'a Q) -> OnKey<'a, K, Q, C> {
-        OnKey {
-            limiter: &self.inner,
-            key,
-            _key: PhantomData,
-        }
-    }
 }
 
 impl<K, C: Clock> Clone for AsyncKeyedLimiter<K, C> {
@@ -148,12 +138,19 @@ where
         let changed = &self.inner.changed;
         let at = match within {
             Within::Now => return Take::try_take_n(&*self.inner, key, cost),
-            Within::Any => wait::take(&self.on(key), cost, None, Some(changed)).await?,
+            Within::Any => wait::take(&self.inner.bucket(key), cost, None, Some(changed)).await?,
             Within::Max(max_wait) => {
                 let place = self.line.place(key);
-                held::take_held(&self.on(key), cost, max_wait, &self.line, place, changed)
-                    .await
-                    .map_err(|e| e.timed_out(max_wait))?
+                held::take_held(
+                    &self.inner.bucket(key),
+                    cost,
+                    max_wait,
+                    &self.line,
+                    place,
+                    changed,
+                )
+                .await
+                .map_err(|e| e.timed_out(max_wait))?
             }
         };
         Ok(Taken::new(at, self.inner.state_of(key)))
@@ -177,16 +174,10 @@ where
 }
 
 /// One key of a keyed limiter, as the async wait sees it.
-struct OnKey<'a, K, Q: ?Sized, C: Clock> {
-    limiter: &'a KeyedLimiter<K, C>,
-    key: &'a Q,
-    _key: PhantomData<fn() -> K>,
-}
-
-impl<K, Q, C> Reserve for OnKey<'_, K, Q, C>
+impl<K, Q, C> Reserve for Bucket<'_, K, Q, C>
 where
-    K: Hash + Eq + Clone + Send + Sync + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    K: Hash + Eq + Clone + Send + Sync,
+    Q: KeyOf<K> + Sync + ?Sized,
     C: Clock,
 {
     type Clock = C;
@@ -223,10 +214,10 @@ where
     }
 }
 
-impl<K, Q, C> Peek for OnKey<'_, K, Q, C>
+impl<K, Q, C> Peek for Bucket<'_, K, Q, C>
 where
-    K: Hash + Eq + Clone + Send + Sync + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    K: Hash + Eq + Clone + Send + Sync,
+    Q: KeyOf<K> + Sync + ?Sized,
     C: Clock,
 {
     fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error> {

@@ -16,8 +16,8 @@ use crate::values::error::Error;
 /// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
 /// [`Part`](crate::all::Part) of an all-or-nothing request.
 pub struct Bucket<'a, K, Q: ?Sized, C: Clock> {
-    limiter: &'a KeyedLimiter<K, C>,
-    key: &'a Q,
+    pub(super) limiter: &'a KeyedLimiter<K, C>,
+    pub(super) key: &'a Q,
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {

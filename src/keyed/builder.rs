@@ -6,16 +6,14 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
-use std::collections::HashMap;
 
-use super::classes::{Class, Resolved};
+use super::classes::{Resolved, Setting};
 use super::shard::Shard;
 use super::{
-    KeyHasher, KeyedLimiter, OverrideHasher, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD,
-    MAX_SHARDS, MIN_SHARDS, MIN_SWEEP,
+    KeyHasher, KeyedLimiter, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD, MAX_SHARDS, MIN_SHARDS,
+    MIN_SWEEP,
 };
 use crate::clock::{Clock, DefaultClock};
-use crate::limiter::pacer::params;
 use crate::observe::stats::{Counting, Meter};
 use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
@@ -142,14 +140,8 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     where
         K: Hash + Eq,
     {
-        let p = params(self.rate, self.slack)?;
-        let classes: Arc<[Class]> = Arc::from(vec![Class::new(p)]);
-        let resolved = Arc::new(Resolved {
-            overrides: HashMap::with_hasher(OverrideHasher::default()),
-            limits: vec![(self.rate, self.slack)],
-            layers: vec![None],
-            classes: Arc::clone(&classes),
-        });
+        let default = Setting::new((self.rate, self.slack), None)?;
+        let resolved = Arc::new(Resolved::new(default, Vec::new()));
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);
         let hasher = KeyHasher::default();
@@ -158,7 +150,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                 .map(|_| {
                     CachePadded::new(RwLock::new(Shard {
                         map: HashTable::new(),
-                        classes: Arc::clone(&classes),
+                        classes: Arc::clone(&resolved.classes),
                         resolved: Arc::clone(&resolved),
                         epoch: 0,
                         earliest_rest: 0,

@@ -4,43 +4,71 @@
 //! other's types.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use super::{OverrideHasher, PRUNE_GRACE};
+use crate::limiter::pacer::params;
 use crate::model::schedule::{self, Params, FULL};
+use crate::values::error::BuildError;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 
-/// The parameters of one class of keys: the default or one override. They
+/// One class of keys (the default or one override) as it was set.
+#[derive(Clone)]
+pub(super) struct Setting {
+    /// The rate and slack (a slack in time is resolved again when the rate
+    /// changes).
+    pub(super) limit: (Rate, Slack),
+    pub(super) params: Params,
+    /// The layer the limit came from (`None`: set by hand).
+    pub(super) layer: Option<Arc<str>>,
+}
+
+/// The overrides and the class table they resolve to. A class's parameters
 /// never change: a change publishes a new table.
-pub(super) struct Class {
-    params: Params,
-}
-
-impl Class {
-    pub(super) fn new(params: Params) -> Class {
-        Class { params }
-    }
-
-    #[inline]
-    pub(super) fn params(&self) -> Params {
-        self.params
-    }
-}
-
-/// The overrides and the class table they resolve to.
 pub(super) struct Resolved<K> {
     /// Override key -> class index (1..).
     pub(super) overrides: HashMap<K, u32, OverrideHasher>,
-    /// The rate and slack each class was set with (a slack in time is
-    /// resolved again when the rate changes); `[0]` the default.
-    pub(super) limits: Vec<(Rate, Slack)>,
-    /// The layer each class's limit came from (`None`: set by hand).
-    pub(super) layers: Vec<Option<Arc<str>>>,
-    pub(super) classes: Arc<[Class]>,
+    /// Each class's setting; `[0]` the default.
+    pub(super) settings: Vec<Setting>,
+    /// Each class's parameters (the settings', one pointer closer for a
+    /// shard).
+    pub(super) classes: Arc<[Params]>,
 }
 
-impl<K> Resolved<K> {
+impl Setting {
+    /// `limit` from `layer`, checked.
+    pub(super) fn new(
+        limit: (Rate, Slack),
+        layer: Option<Arc<str>>,
+    ) -> Result<Setting, BuildError> {
+        let params = params(limit.0, limit.1)?;
+        Ok(Setting {
+            limit,
+            params,
+            layer,
+        })
+    }
+}
+
+impl<K: Hash + Eq> Resolved<K> {
+    /// The table of `default` and `overrides`, classes in that order.
+    pub(super) fn new(default: Setting, overrides: Vec<(K, Setting)>) -> Resolved<K> {
+        let mut settings = vec![default];
+        let mut keys = HashMap::with_hasher(OverrideHasher::default());
+        for (key, setting) in overrides {
+            keys.insert(key, settings.len() as u32);
+            settings.push(setting);
+        }
+        let classes = settings.iter().map(|s| s.params).collect();
+        Resolved {
+            overrides: keys,
+            settings,
+            classes,
+        }
+    }
+
     /// The overrides by class, `(class, key)`, in the order they were set
     /// (the map's own order is its hashes').
     pub(super) fn in_order(&self) -> Vec<(usize, &K)> {

@@ -3,20 +3,18 @@
 //! the give-back of an async take dropped before its slot, and what a
 //! decision carries back to a caller reporting the key's state.
 
-use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use super::classes::Class;
 use super::shard::{find, on_entry, Shard};
-use super::KeyedLimiter;
+use super::{KeyOf, KeyedLimiter};
 use crate::clock::{internal_now, Clock};
 use crate::model::schedule::{Admit, Grant, Params, FULL};
 use crate::primitive::{read, Ordering, RwLock};
 use crate::store::Booking;
 use crate::values::error::Error;
 use crate::values::rate::Rate;
-use crate::wait::{self, nanos, Ask};
+use crate::wait::{self, Ask};
 
 /// A decision on a key, with what a caller reporting the key's state needs
 /// besides: its shard's generation at the decision, and the entry's class's
@@ -39,7 +37,7 @@ impl Decided {
     /// generation and class tables as read before the decision.
     #[inline]
     pub(super) fn of(
-        (generation, classes): (u64, &[Class]),
+        (generation, classes): (u64, &[Params]),
         class: u32,
         now: u64,
         grant: Grant,
@@ -49,7 +47,7 @@ impl Decided {
             now,
             grant,
             generation,
-            params: classes[class].params(),
+            params: classes[class],
         }
     }
 
@@ -64,35 +62,19 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The key's state, the clock and the key's parameters, read under its
     /// shard's read lock; a key not tracked is at rest (`FULL`) with the
     /// parameters it would be tracked with.
-    pub(super) fn peek<Q>(&self, key: &Q) -> (u64, u64, Params, Rate)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(super) fn peek<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> (u64, u64, Params, Rate) {
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
         let now = self.now();
-        match find(&shard.map, hash, key) {
-            Some(e) => {
-                let class = e.class() as usize;
-                let (params, rate) = (
-                    shard.classes[class].params(),
-                    shard.resolved.limits[class].0,
-                );
-                (e.tat.load(Ordering::Relaxed), now, params, rate)
-            }
+        let (tat, class) = match find(&shard.map, hash, key) {
+            Some(e) => (e.tat.load(Ordering::Relaxed), e.class()),
             // As the shard would resolve it now (an override change on
             // its way to this shard is not seen yet, as for its entries).
-            None => {
-                let class = self.resolve(&shard.resolved, key) as usize;
-                (
-                    FULL,
-                    now,
-                    shard.classes[class].params(),
-                    shard.resolved.limits[class].0,
-                )
-            }
-        }
+            None => (FULL, self.resolve(&shard.resolved, key)),
+        };
+        let class = class as usize;
+        let rate = shard.resolved.settings[class].limit.0;
+        (tat, now, shard.classes[class], rate)
     }
 
     /// The clock's reading in internal time.
@@ -124,11 +106,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// booking: the clock reading, the grant and the shard's generation at
     /// the decision (an undo must find it unchanged).
     #[inline]
-    pub(super) fn decide<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(super) fn decide<Q: KeyOf<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<Booking, Error> {
         self.decide_asked(key, cost, admit, Ask::Answer)
             .map(|d| d.booking(cost))
     }
@@ -137,17 +120,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// limiter's totals and the key's refusal count) only if `ask` says it
     /// is the caller's answer.
     #[inline]
-    pub(super) fn decide_asked<Q>(
+    pub(super) fn decide_asked<Q: KeyOf<K> + ?Sized>(
         &self,
         key: &Q,
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<Decided, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    ) -> Result<Decided, Error> {
         // Counted by value, each arm passing its answer on: a match on a
         // reference to the whole answer had it written in pieces and read
         // back whole (a store-forwarding stall on every take).
@@ -168,17 +147,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// [`decide_asked`](Self::decide_asked), before the meter counts it.
     #[inline]
-    pub(super) fn decide_uncounted<Q>(
+    pub(super) fn decide_uncounted<Q: KeyOf<K> + ?Sized>(
         &self,
         key: &Q,
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<Decided, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    ) -> Result<Decided, Error> {
         let (hash, lock) = self.shard(key);
         {
             let shard = read(lock);
@@ -201,11 +176,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// `next` by chance, and undoing it then would erase slots handed out
     /// since. For async takes dropped before their slot, and all-or-nothing
     /// takes another limit refused.
-    pub(crate) fn undo<Q, J>(&self, key: &Q, booking: &Booking<J>) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub(crate) fn undo<Q: KeyOf<K> + ?Sized, J>(&self, key: &Q, booking: &Booking<J>) -> bool {
         self.meter.cancelled();
         let Some(grant) = booking.grant() else {
             return false;
@@ -228,7 +199,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     #[doc(hidden)]
     pub fn __book<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<Booking, Error>
     where
-        K: Borrow<Q>,
+        K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide(key, cost, admit)
@@ -241,8 +212,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     #[doc(hidden)]
     pub fn __undo<Q>(&self, key: &Q, booking: Booking) -> bool
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.undo(key, &booking)
     }
@@ -251,11 +222,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// `admit`, storing nothing, counting nothing and tracking no key (a
     /// held async take's look).
     #[cfg(feature = "tokio")]
-    pub(super) fn wait_ahead<Q>(&self, key: &Q, cost: u64, admit: Admit) -> Result<u64, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(super) fn wait_ahead<Q: KeyOf<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<u64, Error> {
         let (tat, now, p, _) = self.peek(key);
         crate::model::schedule::step(tat, now, cost, p, admit)
             .map(|grant| grant.slot.saturating_sub(now))
@@ -265,11 +237,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Counts a refusal of `key` decided outside the step (a held async
     /// take's), in the meter and the key's totals.
     #[cfg(feature = "tokio")]
-    pub(super) fn count_refused<Q>(&self, key: &Q)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub(super) fn count_refused<Q: KeyOf<K> + ?Sized>(&self, key: &Q) {
         self.meter.refused();
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
@@ -282,21 +250,5 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 self.refused_untracked.fetch_add(1, Ordering::Relaxed);
             }
         }
-    }
-
-    /// [`decide`](Self::decide) for the `take_timeout` calls, whose refusals
-    /// are `QueueFull` whatever the wait they allowed.
-    pub(super) fn decide_timeout<Q>(
-        &self,
-        key: &Q,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Booking, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.decide(key, cost, Admit::Within(nanos(max_wait)))
-            .map_err(|e| e.timed_out(max_wait))
     }
 }

@@ -31,14 +31,13 @@
 //! takes others' only with `try_write`, so two inserts never wait on each
 //! other.
 
-use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::classes::rest_time;
 use super::decide::Decided;
 use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
-use super::{KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE};
+use super::{KeyOf, KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE};
 use crate::clock::Clock;
 use crate::model::schedule::{self, Admit, FULL};
 use crate::primitive::{read, write, Ordering, RwLock};
@@ -89,7 +88,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// A key not (yet) tracked: decide on a bucket at rest, and track the key
     /// if the decision stores something.
     #[cold]
-    pub(super) fn decide_new<Q>(
+    pub(super) fn decide_new<Q: KeyOf<K> + ?Sized>(
         &self,
         lock: &RwLock<Shard<K>>,
         hash: u64,
@@ -97,11 +96,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> Result<Decided, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    ) -> Result<Decided, Error> {
         let mut guard = write(lock);
         let now = self.now();
         let shard = &mut *guard;
@@ -122,7 +117,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             shard.epoch = epoch;
         }
         let class = self.resolve(&shard.resolved, key);
-        let p = shard.classes[class as usize].params();
+        let p = shard.classes[class as usize];
         let grant = match schedule::step(FULL, now, cost, p, admit) {
             Ok(grant) => grant,
             Err(deny) => {

@@ -166,7 +166,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let now = self.now();
             for (key, e) in shard.map.iter() {
                 let class_index = e.class() as usize;
-                let p = shard.classes[class_index].params();
+                let p = shard.classes[class_index];
                 let tat = e.tat.load(Ordering::Relaxed);
                 let used = tat.saturating_sub(now.saturating_sub(p.tau()));
                 if used == 0 {
@@ -176,7 +176,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let window = p.tau().saturating_add(p.interval());
                 // The entry's class indexes this shard's table, taken with
                 // its limits (`reresolve` moves them together).
-                let rate = shard.resolved.limits[class_index].0;
+                let rate = shard.resolved.settings[class_index].limit.0;
                 f(
                     key,
                     KeyState {

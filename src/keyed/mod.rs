@@ -55,8 +55,9 @@ mod shard;
 mod take;
 
 use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,7 +68,6 @@ use crate::model::schedule::{self, Admit};
 use crate::observe::stats::Meter;
 use crate::observe::stripes::Counters;
 use crate::primitive::{write, AtomicU64, AtomicUsize, Mutex, RwLock};
-use crate::values::error::Error;
 use crate::wait::Wait;
 
 #[cfg(feature = "tokio")]
@@ -133,6 +133,30 @@ type KeyHasher = foldhash::quality::FixedState;
 type OverrideHasher = foldhash::fast::RandomState;
 #[cfg(paceline_loom)]
 type OverrideHasher = foldhash::fast::FixedState;
+
+/// A key as the limiter's own calls take it: `K` itself, or a borrowed form
+/// of it, as a `HashMap<K, _>` is asked (`str` for `String` keys). The
+/// public calls state the bounds it stands for (`K: Borrow<Q>`, which also
+/// lets a caller's `&"10.0.0.7".parse()?` infer its type); each is one bound
+/// here.
+pub(crate) trait KeyOf<K>: Hash + Eq + ToOwned<Owned = K> {
+    /// Whether `key` is this key.
+    fn is(&self, key: &K) -> bool;
+
+    /// This key's value in `map`.
+    fn get_in<'m, V, S: BuildHasher>(&self, map: &'m HashMap<K, V, S>) -> Option<&'m V>;
+}
+
+impl<K: Borrow<Q> + Hash + Eq, Q: Hash + Eq + ToOwned<Owned = K> + ?Sized> KeyOf<K> for Q {
+    #[inline]
+    fn is(&self, key: &K) -> bool {
+        key.borrow() == self
+    }
+
+    fn get_in<'m, V, S: BuildHasher>(&self, map: &'m HashMap<K, V, S>) -> Option<&'m V> {
+        map.get(self)
+    }
+}
 
 /// A rate limiter with one bucket per key: per user, per IP, per tenant.
 ///
@@ -218,42 +242,11 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// Blocks until `cost` permits of the key are paid for, as one request,
-    /// and returns the slot's clock time ([`Take::take_n`]'s `at`).
-    pub(crate) fn take_n_at<Q>(&self, key: &Q, cost: u64) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let booking = self.decide(key, cost, Admit::Always)?;
-        Ok(self.wait_for(booking.now, booking.slot))
-    }
-
-    /// [`take_n_at`](Self::take_n_at), waiting only up to `max_wait`
-    /// ([`Take::take_n_timeout`]).
-    pub(crate) fn take_n_timeout_at<Q>(
-        &self,
-        key: &Q,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Duration, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let booking = self.decide_timeout(key, cost, max_wait)?;
-        Ok(self.wait_for(booking.now, booking.slot))
-    }
-
     /// Whether a request of `cost` of the key would pass now
     /// ([`Take::can_take`]). Consumes nothing and tracks no new key. (Under
     /// a full map with [`WhenFull::Refuse`] a new key answers as if it were
     /// tracked.)
-    pub(crate) fn can_take_now<Q>(&self, key: &Q, cost: u64) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(crate) fn can_take_now<Q: KeyOf<K> + ?Sized>(&self, key: &Q, cost: u64) -> bool {
         let (tat, now, p, _) = self.peek(key);
         schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
     }
@@ -277,8 +270,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tat, now, p, _) = self.peek(key);
-        schedule::available(tat, now, p)
+        self.state_of(key).available()
     }
 
     /// How long until a permit of the key is free (zero: one is free now).
@@ -288,8 +280,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tat, now, p, _) = self.peek(key);
-        Duration::from_nanos(schedule::next_free(tat, now, p))
+        self.state_of(key).next_free()
     }
 
     /// Forgets `key`: its bucket is dropped, and it comes back as a new key

@@ -3,16 +3,13 @@
 //! "Overrides and rate changes").
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::classes::{moved, Class, Resolved};
+use super::classes::{moved, Resolved, Setting};
 use super::shard::{Shard, MAX_CLASSES};
-use super::{KeyedLimiter, OverrideHasher, MAX_PARENT_STEPS};
+use super::{KeyOf, KeyedLimiter, MAX_PARENT_STEPS};
 use crate::clock::Clock;
-use crate::limiter::pacer::params;
-use crate::model::schedule::Params;
 use crate::primitive::{lock, read, write, Ordering};
 use crate::values::error::BuildError;
 use crate::values::limit::{Limit, Limits};
@@ -27,10 +24,6 @@ impl<K, C: Clock> KeyedLimiter<K, C> {
     pub const MAX_OVERRIDES: usize = MAX_CLASSES - 1;
 }
 
-/// The default limit as `publish` takes it: as set, its parameters, its
-/// layer.
-type DefaultSetting = ((Rate, Slack), Params, Option<Arc<str>>);
-
 /// One limit in force as the look inside shows it: its key (`None`: the
 /// default), rate, slack in permits, and layer.
 #[cfg(feature = "tower")]
@@ -39,14 +32,6 @@ pub struct ShownLimit {
     pub(crate) rate: Rate,
     pub(crate) slack: u64,
     pub(crate) layer: Option<Arc<str>>,
-}
-
-/// An override as `publish` takes it.
-struct Setting<K> {
-    key: K,
-    limit: (Rate, Slack),
-    params: Params,
-    layer: Option<Arc<str>>,
 }
 
 /// `Err` when `overrides` are more than a class table holds (the default
@@ -64,15 +49,11 @@ pub(super) fn check_overrides(overrides: usize) -> Result<(), BuildError> {
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The class of `key`: its own override, else its parents' (at most
     /// [`MAX_PARENT_STEPS`] of them), else 0.
-    pub(super) fn resolve<Q>(&self, resolved: &Resolved<K>, key: &Q) -> u32
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(super) fn resolve<Q: KeyOf<K> + ?Sized>(&self, resolved: &Resolved<K>, key: &Q) -> u32 {
         if resolved.overrides.is_empty() {
             return 0;
         }
-        if let Some(&class) = resolved.overrides.get(key) {
+        if let Some(&class) = key.get_in(&resolved.overrides) {
             return class;
         }
         let Some(parent) = self.parent else {
@@ -83,7 +64,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let Some(key) = k else {
                 return 0;
             };
-            if let Some(&class) = resolved.overrides.get::<K>(&key) {
+            if let Some(&class) = key.get_in(&resolved.overrides) {
                 return class;
             }
             k = parent(&key);
@@ -111,10 +92,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
             let old = Arc::clone(&shard.classes);
             for (key, entry) in shard.map.iter_mut() {
-                let before = old[entry.class() as usize].params();
+                let before = old[entry.class() as usize];
                 let class = self.resolve(resolved, key);
                 entry.set_class(class);
-                let after = resolved.classes[class as usize].params();
+                let after = resolved.classes[class as usize];
                 // Relaxed: the write lock orders this against every step.
                 let tat = entry.tat.load(Ordering::Relaxed);
                 entry
@@ -166,15 +147,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
-        let slack = current.limits[0].1;
-        let p = params(rate, slack)?;
-        let entries = self.overrides_except(&current, None);
-        self.publish(((rate, slack), p, None), entries);
+        let default = Setting::new((rate, current.settings[0].limit.1), None)?;
+        self.publish(default, self.overrides_except(&current, None));
         Ok(())
     }
 
     /// The overrides of `current` but `except`'s, as `publish` takes them.
-    fn overrides_except<Q>(&self, current: &Resolved<K>, except: Option<&Q>) -> Vec<Setting<K>>
+    fn overrides_except<Q>(&self, current: &Resolved<K>, except: Option<&Q>) -> Vec<(K, Setting)>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -183,22 +162,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             .in_order()
             .into_iter()
             .filter(|(_, k)| except.is_none_or(|e| (*k).borrow() != e))
-            .map(|(class, k)| Setting {
-                key: k.clone(),
-                limit: current.limits[class],
-                params: current.classes[class].params(),
-                layer: current.layers[class].clone(),
-            })
+            .map(|(class, k)| (k.clone(), current.settings[class].clone()))
             .collect()
-    }
-
-    /// The default limit and parameters of `current`.
-    fn default_of(current: &Resolved<K>) -> DefaultSetting {
-        (
-            current.limits[0],
-            current.classes[0].params(),
-            current.layers[0].clone(),
-        )
     }
 
     /// Gives `key`, and with a [`parent`](super::KeyedBuilder::parent) function every
@@ -218,19 +183,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         rate: Rate,
         slack: impl Into<Slack>,
     ) -> Result<(), BuildError> {
-        let slack = slack.into();
-        let p = params(rate, slack)?;
+        let setting = Setting::new((rate, slack.into()), None)?;
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
-        entries.push(Setting {
-            key,
-            limit: (rate, slack),
-            params: p,
-            layer: None,
-        });
+        entries.push((key, setting));
         check_overrides(entries.len())?;
-        self.publish(Self::default_of(&current), entries);
+        self.publish(current.settings[0].clone(), entries);
         Ok(())
     }
 
@@ -304,21 +263,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: for<'a> From<&'a str>,
     {
         check_overrides(limits.overrides().len())?;
-        let (rate, slack) = (*limits.default_limit()).into();
         let layers = limits.layers();
-        let default = ((rate, slack), params(rate, slack)?, layers[0].clone());
+        let default = Setting::new((*limits.default_limit()).into(), layers[0].clone())?;
         let entries = limits
             .overrides()
             .iter()
             .zip(&layers[1..])
             .map(|((key, limit), layer)| {
-                let (rate, slack) = (*limit).into();
-                Ok(Setting {
-                    key: K::from(key.as_str()),
-                    limit: (rate, slack),
-                    params: params(rate, slack)?,
-                    layer: layer.clone(),
-                })
+                let setting = Setting::new((*limit).into(), layer.clone())?;
+                Ok((K::from(key.as_str()), setting))
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
         let _admin = lock(&self.admin);
@@ -336,17 +289,15 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let current = Arc::clone(&read(&self.resolved));
         let limit = |class: usize| {
-            let (rate, slack) = current.limits[class];
-            Limit::new(rate, slack)
+            let Setting { limit, layer, .. } = &current.settings[class];
+            (Limit::new(limit.0, limit.1), layer.clone())
         };
-        let mut limits = Limits::new(limit(0));
-        limits.set_default_from(limit(0), current.layers[0].clone());
+        let mut limits = Limits::new(limit(0).0);
+        let (default, layer) = limit(0);
+        limits.set_default_from(default, layer);
         for (class, key) in current.in_order() {
-            limits.insert_from(
-                key.as_ref().to_owned(),
-                limit(class),
-                current.layers[class].clone(),
-            );
+            let (limit, layer) = limit(class);
+            limits.insert_from(key.as_ref().to_owned(), limit, layer);
         }
         limits
     }
@@ -363,9 +314,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let by_class = current.in_order();
         let shown = |key: Option<String>, class: usize| ShownLimit {
             key,
-            rate: current.limits[class].0,
-            slack: current.classes[class].params().slack(),
-            layer: current.layers[class].clone(),
+            rate: current.settings[class].limit.0,
+            slack: current.classes[class].slack(),
+            layer: current.settings[class].layer.clone(),
         };
         let mut rows = vec![shown(None, 0)];
         for &(class, key) in by_class.iter().take(most) {
@@ -388,29 +339,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             return false;
         }
         let entries = self.overrides_except(&current, Some(key));
-        self.publish(Self::default_of(&current), entries);
+        self.publish(current.settings[0].clone(), entries);
         true
     }
 
     /// Publishes a new table with `default` and the overrides `entries`,
     /// then brings every shard to it. Runs under `admin`.
-    fn publish(&self, default: DefaultSetting, entries: Vec<Setting<K>>) {
-        let mut classes = vec![Class::new(default.1)];
-        let mut limits = vec![default.0];
-        let mut layers = vec![default.2];
-        let mut overrides = HashMap::with_hasher(OverrideHasher::default());
-        for e in entries {
-            overrides.insert(e.key, classes.len() as u32);
-            classes.push(Class::new(e.params));
-            limits.push(e.limit);
-            layers.push(e.layer);
-        }
-        let next = Arc::new(Resolved {
-            overrides,
-            limits,
-            layers,
-            classes: Arc::from(classes),
-        });
+    fn publish(&self, default: Setting, overrides: Vec<(K, Setting)>) {
+        let next = Arc::new(Resolved::new(default, overrides));
         // Every shard at once, so that the change is one instant for all
         // keys: no decision after it is by the old table, none before by
         // the new (takes wait for the pass: about 10 ns per tracked key, 1 ms
@@ -444,19 +380,19 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let resolved = Arc::clone(&read(&self.resolved));
         let class = self.resolve(&resolved, key) as usize;
         (
-            resolved.limits[class].0,
-            resolved.classes[class].params().slack(),
+            resolved.settings[class].limit.0,
+            resolved.classes[class].slack(),
         )
     }
 
     /// The default rate, for keys without an override.
     pub fn rate(&self) -> Rate {
-        read(&self.resolved).limits[0].0
+        read(&self.resolved).settings[0].limit.0
     }
 
     /// The default slack, in permits: a key's burst is `slack + 1`.
     pub fn slack(&self) -> u64 {
-        read(&self.resolved).classes[0].params().slack()
+        read(&self.resolved).classes[0].slack()
     }
 }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::classes::{rest_time, Class, Resolved};
-use super::{ADMITTED, REFUSED};
-use crate::model::schedule::{Admit, Grant};
+use super::classes::{rest_time, Resolved};
+use super::{KeyOf, ADMITTED, REFUSED};
+use crate::model::schedule::{Admit, Grant, Params};
 use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::store::atomic;
@@ -173,7 +173,7 @@ pub(super) struct Shard<K> {
     pub(super) map: HashTable<(K, Entry)>,
     /// The class table the entries' `class` indices refer to
     /// (`resolved.classes`, one pointer closer).
-    pub(super) classes: Arc<[Class]>,
+    pub(super) classes: Arc<[Params]>,
     /// The overrides new entries are resolved with.
     pub(super) resolved: Arc<Resolved<K>>,
     /// The limiter's `epoch` when `resolved` was taken.
@@ -196,16 +196,12 @@ pub(super) struct Shard<K> {
 
 /// The entry of `key` (hashed to `hash`) in `map`.
 #[inline]
-pub(super) fn find<'a, K, Q>(
+pub(super) fn find<'a, K, Q: KeyOf<K> + ?Sized>(
     map: &'a HashTable<(K, Entry)>,
     hash: u64,
     key: &Q,
-) -> Option<&'a Entry>
-where
-    K: Borrow<Q>,
-    Q: Eq + ?Sized,
-{
-    map.find(hash, |(k, _)| k.borrow() == key).map(|(_, e)| e)
+) -> Option<&'a Entry> {
+    map.find(hash, |(k, _)| key.is(k)).map(|(_, e)| e)
 }
 
 /// A step on a tracked entry of `shard` at the clock reading `now()`,
@@ -227,7 +223,7 @@ pub(super) fn on_entry<K>(
 ) -> Result<(u64, Grant, u32), Error> {
     let class = entry.class();
     // The index was set under this shard's lock against this very table.
-    let params = shard.classes[class as usize].params();
+    let params = shard.classes[class as usize];
     let now = now();
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
@@ -248,26 +244,31 @@ pub(super) fn on_entry<K>(
     }
 }
 
+/// When `e` can be dropped, under the class table `classes`.
+fn rest_of(e: &Entry, classes: &[Params]) -> u64 {
+    rest_time(e.tat.load(Ordering::Relaxed), classes[e.class() as usize])
+}
+
+/// Drops the entries of `shard` at rest by `until`, notes when the next one
+/// can come to rest, and returns how many it dropped.
+fn drop_until<K>(shard: &mut Shard<K>, until: u64) -> u64 {
+    let classes = Arc::clone(&shard.classes);
+    let (len, mut earliest) = (shard.map.len(), u64::MAX);
+    shard.map.retain(|(_, e)| {
+        let rest = rest_of(e, &classes);
+        earliest = earliest.min(if rest > until { rest } else { u64::MAX });
+        rest > until
+    });
+    shard.earliest_rest = earliest;
+    (len - shard.map.len()) as u64
+}
+
 /// Drops the entries of `shard` at rest at `now`, notes when the next one
 /// can come to rest, and returns how many it dropped (the caller gives them
 /// back to the limiter's count of tracked keys).
 #[must_use = "the dropped entries leave the limiter's count"]
 pub(super) fn sweep<K>(shard: &mut Shard<K>, now: u64) -> usize {
-    let classes = Arc::clone(&shard.classes);
-    let mut earliest = u64::MAX;
-    let mut pruned = 0u64;
-    shard.map.retain(|(_, e)| {
-        let class = &classes[e.class() as usize];
-        let rest = rest_time(e.tat.load(Ordering::Relaxed), class.params());
-        if rest <= now {
-            pruned += 1;
-            false
-        } else {
-            earliest = earliest.min(rest);
-            true
-        }
-    });
-    shard.earliest_rest = earliest;
+    let pruned = drop_until(shard, now);
     shard.pruned += pruned;
     pruned as usize
 }
@@ -294,31 +295,15 @@ where
 /// entries of `shard` nearest to rest, and returns how many.
 #[must_use = "the evicted entries leave the limiter's count"]
 pub(super) fn evict<K>(shard: &mut Shard<K>, count: usize) -> usize {
-    let classes = Arc::clone(&shard.classes);
-    let rest = |e: &Entry| {
-        let class = &classes[e.class() as usize];
-        rest_time(e.tat.load(Ordering::Relaxed), class.params())
-    };
-    let mut times: Vec<u64> = shard.map.iter().map(|(_, e)| rest(e)).collect();
+    let rest = |(_, e): &(K, Entry)| rest_of(e, &shard.classes);
+    let mut times: Vec<u64> = shard.map.iter().map(rest).collect();
     if times.is_empty() {
         return 0;
     }
     let nth = count.clamp(1, times.len()) - 1;
     let (_, &mut threshold, _) = times.select_nth_unstable(nth);
-    let mut evicted = 0u64;
-    let mut earliest = u64::MAX;
-    shard.map.retain(|(_, e)| {
-        let rest = rest(e);
-        if rest <= threshold {
-            evicted += 1;
-            false
-        } else {
-            earliest = earliest.min(rest);
-            true
-        }
-    });
-    // The nearest to rest are gone: no sweep is due before the next.
-    shard.earliest_rest = earliest;
+    // The nearest to rest go: no sweep is due before the next.
+    let evicted = drop_until(shard, threshold);
     shard.evicted += evicted;
     shard.generation += 1;
     evicted as usize

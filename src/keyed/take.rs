@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use super::KeyedLimiter;
+use super::{KeyOf, KeyedLimiter};
 use crate::clock::Clock;
 use crate::limiter::take::{Error, State, Take, Taken, Within};
 use crate::model::schedule::{Admit, ORIGIN};
@@ -28,22 +28,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// decision carries), in one lookup under one lock, as the HTTP layer's
     /// admitted path needs it.
     #[inline]
-    fn try_taken<Q>(&self, key: &Q, cost: u64) -> Result<Taken, Error>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    fn try_taken<Q: KeyOf<K> + ?Sized>(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
         let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
         let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
         Ok(Taken::reading(at, d.grant.next, d.params, 0, 0))
     }
 
     /// `key`'s state now, as [`Take::state`] reports it.
-    pub(crate) fn state_of<Q>(&self, key: &Q) -> State
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+    pub(crate) fn state_of<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> State {
         let (tat, now, p, rate) = self.peek(key);
         State::of_reading(tat, now, p, rate)
     }
@@ -59,8 +51,11 @@ where
     fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
         let at = match within {
             Within::Now => return self.try_taken(key, cost),
-            Within::Any => self.take_n_at(key, cost)?,
-            Within::Max(max_wait) => self.take_n_timeout_at(key, cost, max_wait)?,
+            _ => {
+                let booking = self.decide(key, cost, within.admit());
+                let booking = booking.map_err(|e| within.refusal(e))?;
+                self.wait_for(booking.now, booking.slot)
+            }
         };
         Ok(Taken::new(at, self.state_of(key)))
     }
