@@ -63,73 +63,54 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         let size = slow.next.clamp(cost, burst.min(MAX_BATCH).max(cost));
         // A reply that comes back after its batch expired (a cold
         // connection, a stall) is asked once more: the second is warm.
-        let mut late = 0;
-        let (sent, lent) = loop {
+        let mut late = false;
+        loop {
             let sent = self.clock.now();
             self.count(ROUND_TRIPS, 1);
-            let lent = slow.lender.lend(size);
-            let Ok(lent) = lent else {
-                break (sent, lent);
+            let booking = match slow.lender.lend(size) {
+                Ok(booking) => booking,
+                Err(refusal) if refusal.is_refusal() => {
+                    if let Some(wait) = refusal.retry_after() {
+                        let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                        slow.refused_until = self.clock.now().saturating_add(wait);
+                    }
+                    // The retry-after is for this size: ask it again then.
+                    self.meter.refused();
+                    return Err(refusal);
+                }
+                Err(e) => {
+                    slow.next = cost;
+                    return self.fail(&slow, e, cost, self.clock.now());
+                }
             };
             self.count(LEASED, size);
             let at = self.clock.now();
-            if at < sent.saturating_add(self.expiry) {
-                break (sent, Ok(lent));
-            }
-            // None of it may be spent (nothing is held: `settle` took it).
-            self.settle_batch(
-                &mut slow,
-                Batch {
-                    booking: lent,
-                    size,
-                    sent,
-                },
+            let expiry = sent.saturating_add(self.expiry);
+            let batch = Batch {
+                booking,
                 size,
-            );
-            late += 1;
-            if late == 2 {
-                return self.fail(&slow, Error::Timeout, cost, at);
-            }
-        };
-        match lent {
-            Ok(lent) => {
-                let at = self.clock.now();
-                let expiry = sent.saturating_add(self.expiry);
-                let batch = Batch {
-                    booking: lent,
-                    size,
-                    sent,
-                };
-                if at >= expiry {
-                    // Expired between two readings: as above, once.
-                    self.settle_batch(&mut slow, batch, size);
+                sent,
+            };
+            if at >= expiry {
+                // None of it may be spent (nothing is held: `settle` took it).
+                self.settle_batch(&mut slow, batch, size);
+                if late {
                     return self.fail(&slow, Error::Timeout, cost, at);
                 }
-                let left = size - cost;
-                match self.held.word(expiry, left) {
-                    Some(word) => {
-                        self.held.swap(word);
-                        slow.batch = Some(batch);
-                    }
-                    // Past the word's range: nothing is held.
-                    None => self.settle_batch(&mut slow, batch, left),
+                late = true;
+                continue;
+            }
+            let left = size - cost;
+            match self.held.word(expiry, left) {
+                Some(word) => {
+                    self.held.swap(word);
+                    slow.batch = Some(batch);
                 }
-                self.spent(cost);
-                Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)))
+                // Past the word's range: nothing is held.
+                None => self.settle_batch(&mut slow, batch, left),
             }
-            Err(refusal) if refusal.is_refusal() => {
-                if let Some(wait) = refusal.retry_after() {
-                    let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-                    slow.refused_until = self.clock.now().saturating_add(wait);
-                }
-                // The retry-after is for this size: ask it again then.
-                self.meter.refused();
-                Err(refusal)
-            }
-            Err(e) => {
-                slow.next = cost;
-                self.fail(&slow, e, cost, self.clock.now())
-            }
+            self.spent(cost);
+            return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
         }
     }
 
