@@ -152,41 +152,33 @@ impl Watch {
         let fast = (settle / 10).clamp(Duration::from_millis(1), every);
         let first = load(&path, &mut reload)?;
         crate::observe::event::info!(path = %path.display(), "paceline: limits loaded");
-        let stop = Arc::new(AtomicBool::new(false));
         let last_error = Arc::new(Mutex::new(None));
-        let thread = {
-            let stop = Arc::clone(&stop);
-            let mut report = Report {
-                on_error,
-                last: Arc::clone(&last_error),
-            };
-            let watched = path.clone();
-            thread::Builder::new()
-                .name("paceline-watch".into())
-                .spawn(move || {
-                    let mut seen = Seen {
-                        last: Some(first),
-                        settling: None,
-                    };
-                    let mut wait = every;
-                    while !stop.load(Ordering::Acquire) {
-                        thread::park_timeout(wait);
-                        if stop.load(Ordering::Acquire) {
-                            break;
-                        }
-                        // Read again soon while a version settles: at its
-                        // due time, or sooner to see a change sooner.
-                        wait = match poll(&watched, &mut seen, settle, &mut reload, &mut report) {
-                            Some(due) => due.min(fast),
-                            None => every,
-                        };
-                    }
-                })
-                .map_err(|e| unreadable(&path, e))?
+        let mut report = Report {
+            on_error,
+            last: Arc::clone(&last_error),
         };
+        let watched = path.clone();
+        let worker = Worker::spawn("paceline-watch", move |stop| {
+            let mut seen = Seen {
+                last: Some(first),
+                settling: None,
+            };
+            let mut wait = every;
+            while !stop.load(Ordering::Acquire) {
+                thread::park_timeout(wait);
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                // Read again soon while a version settles: at its due
+                // time, or sooner to see a change sooner.
+                wait = match poll(&watched, &mut seen, settle, &mut reload, &mut report) {
+                    Some(due) => due.min(fast),
+                    None => every,
+                };
+            }
+        });
         Ok(Watcher {
-            stop,
-            thread: Some(thread),
+            _worker: worker.map_err(|e| unreadable(&path, e))?,
             last_error,
         })
     }
@@ -358,8 +350,7 @@ fn poll(
 /// a reload in progress to finish).
 #[derive(Debug)]
 pub struct Watcher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _worker: Worker,
     last_error: Arc<Mutex<Option<BuildError>>>,
 }
 
@@ -375,12 +366,39 @@ impl Watcher {
     }
 }
 
-impl Drop for Watcher {
+/// A thread that runs until its handle is dropped: the drop raises the
+/// stop flag the thread is given, wakes it if it is parked, and waits for
+/// it to end.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Runs `run` on a thread named `name`, with the stop flag.
+    pub(crate) fn spawn(
+        name: &str,
+        run: impl FnOnce(&AtomicBool) + Send + 'static,
+    ) -> io::Result<Worker> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = thread::Builder::new()
+            .name(name.into())
+            .spawn(move || run(&flag))?;
+        Ok(Worker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Worker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
             thread.thread().unpark();
-            // A reload that panicked ended the thread already: nothing to
+            // A run that panicked ended the thread already: nothing to
             // report here.
             let _ = thread.join();
         }

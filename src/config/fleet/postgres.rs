@@ -110,15 +110,15 @@ impl PgStore {
             Some(session) => session,
             None => self.connect()?,
         };
-        let mut out = self
-            .runtime
-            .handle
-            .block_on(async { tokio::time::timeout(self.timeout, f(&mut session.client)).await });
+        let run = |session: &mut Session| {
+            let query = f(&mut session.client);
+            (self.runtime.handle)
+                .block_on(async { tokio::time::timeout(self.timeout, query).await })
+        };
+        let mut out = run(&mut session);
         if reused && !self.listening && matches!(&out, Ok(Err(e)) if e.is_closed()) {
             session = self.connect()?;
-            out = self.runtime.handle.block_on(async {
-                tokio::time::timeout(self.timeout, f(&mut session.client)).await
-            });
+            out = run(&mut session);
         }
         match out {
             Ok(Ok(v)) => {
@@ -199,32 +199,23 @@ impl Store for PgStore {
                 if !exists {
                     tx.batch_execute(CREATE).await?;
                 }
-                let found: Option<i64> = tx
+                let stored: i64 = tx
                     .query_opt(
                         "SELECT version FROM paceline_documents WHERE name = $1 FOR UPDATE",
                         &[&name],
                     )
                     .await?
-                    .map(|row| row.get(0));
-                let stored = found.unwrap_or(0);
+                    .map_or(0, |row| row.get(0));
                 if expected.is_some_and(|e| e != stored) {
                     return Ok(Err(stored));
                 }
                 let version = stored + 1;
-                if found.is_some() {
-                    tx.execute(
-                    "UPDATE paceline_documents SET version = $2, body = $3, updated_at = now() \
-                     WHERE name = $1",
+                tx.execute(
+                    "INSERT INTO paceline_documents (name, version, body) VALUES ($1, $2, $3) \
+                     ON CONFLICT (name) DO UPDATE SET version = $2, body = $3, updated_at = now()",
                     &[&name, &version, &text],
                 )
                 .await?;
-                } else {
-                    tx.execute(
-                        "INSERT INTO paceline_documents (name, version, body) VALUES ($1, $2, $3)",
-                        &[&name, &version, &text],
-                    )
-                    .await?;
-                }
                 let payload = format!("{version}:{name}");
                 tx.execute("SELECT pg_notify($1, $2)", &[&TABLE, &payload])
                     .await?;

@@ -4,12 +4,12 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use super::document::{check, FleetError, Store, Versioned, DEFAULT_NAME};
 use super::layers::Feed;
+use crate::config::watch::Worker;
 
 /// The longest document name, in bytes.
 const MAX_NAME_BYTES: usize = 256;
@@ -188,17 +188,8 @@ impl Document {
         self,
         on: impl FnMut(Result<Versioned, FleetError>) + Send + 'static,
     ) -> std::io::Result<Watching> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = Arc::clone(&stop);
-            thread::Builder::new()
-                .name("paceline-fleet".into())
-                .spawn(move || run(self, &stop, on))?
-        };
-        Ok(Watching {
-            stop,
-            thread: Some(thread),
-        })
+        let worker = Worker::spawn("paceline-fleet", move |stop| run(self, stop, on))?;
+        Ok(Watching { _worker: worker })
     }
 
     /// [`watch`](Self::watch), each version offered to `feed`'s layer
@@ -223,17 +214,7 @@ impl Document {
 /// 100 ms, or a server's timeout while it is being reached).
 #[derive(Debug)]
 pub struct Watching {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+    _worker: Worker,
 }
 
 /// The watcher's loop: listen, read, wait for an announcement or the poll;
