@@ -343,7 +343,7 @@ mod tokio_calls {
         assert!((&mut first).now_or_never().is_none());
         // The key comes back as new and books the same two slots: its state
         // is the word `first`'s grant stored.
-        assert!(limiter.reset(&1));
+        assert!(limiter.limiter().reset(&1));
         limiter.try_take(&1).await.unwrap();
         let mut second = Box::pin(limiter.take_timeout(&1, ms(1000)));
         assert!((&mut second).now_or_never().is_none());

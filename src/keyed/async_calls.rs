@@ -82,21 +82,12 @@ impl<K, C: Clock> From<KeyedLimiter<K, C>> for AsyncKeyedLimiter<K, C> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
-    /// Forgets `key`, as [`KeyedLimiter::reset`]: it comes back as a new
-    /// key, with its whole burst. Tasks waiting for slots they booked on it
-    /// keep them; one booked before the reset and then dropped gives
-    /// nothing back.
-    pub fn reset<Q>(&self, key: &Q) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.inner.reset(key)
-    }
-
     /// The keyed limiter: its settings (rates, overrides), its questions
-    /// that consume nothing, and its look inside. (Its blocking takes would
-    /// block the runtime's thread: use this type's.)
+    /// that consume nothing, its look inside, and
+    /// [`reset`](KeyedLimiter::reset) (tasks waiting for slots they booked
+    /// on a key reset keep them; one booked before the reset and then
+    /// dropped gives nothing back). (Its blocking takes would block the
+    /// runtime's thread: use this type's.)
     pub fn limiter(&self) -> &KeyedLimiter<K, C> {
         &self.inner
     }

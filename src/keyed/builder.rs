@@ -176,11 +176,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             changed: ::tokio::sync::Notify::new(),
             clock: self.clock,
             wait: self.wait,
-            untracked: AtomicU64::new(0),
-            refused_untracked: AtomicU64::new(0),
             counts: Counters::new(),
-            admitted_free: AtomicU64::new(0),
-            parent_walks_cut: AtomicU64::new(0),
             meter: Meter::new(&self.counting),
         })
     }

@@ -30,24 +30,11 @@ impl Decided {
     /// `grant` decided at `now` on an entry of `class` in `shard`.
     #[inline]
     pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
-        Decided::of((shard.generation, &shard.classes), class, now, grant)
-    }
-
-    /// `grant` decided at `now` on an entry of `class`, with the shard's
-    /// generation and class tables as read before the decision.
-    #[inline]
-    pub(super) fn of(
-        (generation, classes): (u64, &[Params]),
-        class: u32,
-        now: u64,
-        grant: Grant,
-    ) -> Decided {
-        let class = class as usize;
         Decided {
             now,
             grant,
-            generation,
-            params: classes[class],
+            generation: shard.generation,
+            params: shard.classes[class as usize],
         }
     }
 
@@ -158,12 +145,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         {
             let shard = read(lock);
             if let Some(entry) = find(&shard.map, hash, key) {
-                // Before the clock and the CAS: see `on_entry`.
-                let tables = (shard.generation, &*shard.classes);
                 // The clock is read under the lock: see the module doc's "Rest".
-                let (now, grant, class) =
-                    on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask)?;
-                return Ok(Decided::of(tables, class, now, grant));
+                return on_entry(&shard, &self.counts, entry, || self.now(), cost, admit, ask);
             }
         }
         self.decide_new(lock, hash, key, cost, admit, ask)
@@ -241,14 +224,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         self.meter.refused();
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
-        match find(&shard.map, hash, key) {
-            Some(e) => {
-                e.refuse(self.now());
-                self.counts.add(super::REFUSED, 1);
-            }
-            None => {
-                self.refused_untracked.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(e) = find(&shard.map, hash, key) {
+            e.refuse(self.now());
         }
+        self.counts.add(super::REFUSED, 1);
     }
 }

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use super::classes::rest_time;
 use super::decide::Decided;
 use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
-use super::{KeyOf, KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE};
+use super::{KeyOf, KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE, REFUSED, UNTRACKED};
 use crate::clock::Clock;
 use crate::model::schedule::{self, Admit, FULL};
 use crate::primitive::{read, write, Ordering, RwLock};
@@ -102,9 +102,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let shard = &mut *guard;
         // Another thread may have tracked it meanwhile.
         if let Some(entry) = find(&shard.map, hash, key) {
-            let (now, grant, class) =
-                on_entry(shard, &self.counts, entry, || now, cost, admit, ask)?;
-            return Ok(Decided::on(shard, class, now, grant));
+            return on_entry(shard, &self.counts, entry, || now, cost, admit, ask);
         }
         // Acquire: pairs with `publish`'s release, so a new epoch comes
         // with the table published before it.
@@ -123,7 +121,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             Err(deny) => {
                 let refusal = Error::refused(deny, cost, admit, p.slack());
                 if ask.counts(&refusal) {
-                    self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+                    self.counts.add(REFUSED, 1);
                 }
                 return Err(refusal);
             }
@@ -131,7 +129,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if grant.next == FULL {
             // A cost of 0: nothing to remember, but a call admitted all the
             // same, as it counts on a tracked key.
-            self.admitted_free.fetch_add(1, Ordering::Relaxed);
+            self.counts.add(ADMITTED, 1);
             return Ok(Decided::on(shard, class, now, grant));
         }
         if shard.map.len() >= shard.sweep_at {
@@ -140,7 +138,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if !self.claim(lock, shard, now) {
             return match self.when_full {
                 WhenFull::Refuse => {
-                    self.refused_untracked.fetch_add(1, Ordering::Relaxed);
+                    self.counts.add(REFUSED, 1);
                     Err(Error::TooManyKeys {
                         max_keys: self.max_keys,
                     })
@@ -148,7 +146,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 // `Admit` decides as at rest; so does `Evict` in the rare
                 // case that it found nothing to evict (see `claim`).
                 WhenFull::Admit | WhenFull::Evict => {
-                    self.untracked.fetch_add(1, Ordering::Relaxed);
+                    self.counts.add_each([(ADMITTED, 1), (UNTRACKED, 1)]);
                     Ok(Decided::on(shard, class, now, grant))
                 }
             };

@@ -214,15 +214,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// which a keyed limiter answers with
     /// [`KeyedStats::requests`].)
     pub fn keyed_stats(&self) -> KeyedStats {
-        let [admitted, refused] = self.counts.read();
+        let [admitted, refused, untracked, parent_walks_cut] = self.counts.read();
         let mut stats = KeyedStats {
-            untracked: self.untracked.load(Ordering::Relaxed),
-            parent_walks_cut: self.parent_walks_cut.load(Ordering::Relaxed),
+            untracked,
+            parent_walks_cut,
             keys: self.len(),
-            admitted: admitted
-                .wrapping_add(self.untracked.load(Ordering::Relaxed))
-                .wrapping_add(self.admitted_free.load(Ordering::Relaxed)),
-            refused: refused.wrapping_add(self.refused_untracked.load(Ordering::Relaxed)),
+            admitted,
+            refused,
             requests: self.meter.read(),
             ..KeyedStats::default()
         };

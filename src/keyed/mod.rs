@@ -92,10 +92,16 @@ pub const PRUNE_GRACE: u64 = 1_000_000;
 /// thousand keys of the ceiling (at least 64), so 1.2 MB at this one.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
-/// The index of calls admitted on tracked keys in `counts`.
+/// The index of calls admitted in `counts`.
 const ADMITTED: usize = 0;
-/// The index of calls refused on tracked keys in `counts`.
+/// The index of calls refused in `counts`.
 const REFUSED: usize = 1;
+/// The index of calls admitted without a bucket ([`WhenFull::Admit`]) in
+/// `counts` (counted in [`ADMITTED`] too).
+const UNTRACKED: usize = 2;
+/// The index of override lookups cut at [`MAX_PARENT_STEPS`] parents in
+/// `counts`.
+const WALKS_CUT: usize = 3;
 
 /// A shard aims at this many keys at most, which bounds one sweep to a few
 /// microseconds.
@@ -218,20 +224,13 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     admin: Mutex<()>,
     clock: C,
     wait: Wait,
-    /// Requests admitted without a bucket ([`WhenFull::Admit`]).
-    untracked: AtomicU64,
-    /// Requests refused on keys not tracked (too large, or the map full).
-    refused_untracked: AtomicU64,
-    /// Calls on tracked keys, [`ADMITTED`] and [`REFUSED`]: striped by
-    /// thread, so that the threads of one hot key, which already meet on its
-    /// state word, do not meet again on a counter. A sum is exact once the
-    /// calls it counts have returned.
-    counts: Counters<2>,
-    /// Calls of cost 0 on keys not tracked: admitted, with no entry to
-    /// count them.
-    admitted_free: AtomicU64,
-    /// Override lookups cut at [`MAX_PARENT_STEPS`] parents.
-    parent_walks_cut: AtomicU64,
+    /// Calls admitted and refused, on tracked keys or not, calls admitted
+    /// without a bucket, and override lookups cut ([`ADMITTED`],
+    /// [`REFUSED`], [`UNTRACKED`], [`WALKS_CUT`]): striped by thread, so
+    /// that the threads of one hot key, which already meet on its state
+    /// word, do not meet again on a counter. A sum is exact once the calls
+    /// it counts have returned.
+    counts: Counters<4>,
     /// Requests, permits and wait, all keys together, if the builder asked.
     meter: Meter,
     /// Wakes async takes waiting for their slot to come within the horizon

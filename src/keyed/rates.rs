@@ -74,7 +74,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         }
         // A cycle, or a chain deeper than any hierarchy of overrides: this
         // runs under a shard's lock, so give up, on the default, visibly.
-        self.parent_walks_cut.fetch_add(1, Ordering::Relaxed);
+        self.counts.add(super::WALKS_CUT, 1);
         0
     }
 

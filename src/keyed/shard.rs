@@ -7,8 +7,9 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::classes::{rest_time, Resolved};
+use super::decide::Decided;
 use super::{KeyOf, ADMITTED, REFUSED};
-use crate::model::schedule::{Admit, Grant, Params};
+use crate::model::schedule::{Admit, Params};
 use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::store::atomic;
@@ -205,31 +206,35 @@ pub(super) fn find<'a, K, Q: KeyOf<K> + ?Sized>(
 }
 
 /// A step on a tracked entry of `shard` at the clock reading `now()`,
-/// counting the outcome in `counts` (and a refusal in the entry). Returns
-/// the reading, the grant and the entry's class index.
+/// counting the outcome in `counts` (and a refusal in the entry).
 ///
 /// The shard's fields are read before the clock: they share a cache line
 /// with its lock, which another core's read lock takes away meanwhile on a
-/// hot key (the caller reads what else it needs of the shard first too).
+/// hot key.
 #[inline]
 pub(super) fn on_entry<K>(
     shard: &Shard<K>,
-    counts: &Counters<2>,
+    counts: &Counters<4>,
     entry: &Entry,
     now: impl FnOnce() -> u64,
     cost: u64,
     admit: Admit,
     ask: Ask,
-) -> Result<(u64, Grant, u32), Error> {
-    let class = entry.class();
+) -> Result<Decided, Error> {
     // The index was set under this shard's lock against this very table.
-    let params = shard.classes[class as usize];
+    let params = shard.classes[entry.class() as usize];
+    let generation = shard.generation;
     let now = now();
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
         Ok(grant) => {
             entry.touch(now, false);
             counts.add(ADMITTED, 1);
-            Ok((now, grant, class))
+            Ok(Decided {
+                now,
+                grant,
+                generation,
+                params,
+            })
         }
         Err(deny) => {
             let refusal = Error::refused(deny, cost, admit, params.slack());
