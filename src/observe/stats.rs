@@ -298,15 +298,17 @@ const WAIT_NS: usize = 5;
 
 struct Counts {
     counters: Counters<6>,
+    /// The `metrics` facade's series, if asked for: [`FAMILIES`]' counters
+    /// and the wait, registered once at build.
     #[cfg(feature = "metrics")]
-    facade: Option<facade::Handles>,
+    facade: Option<([metrics::Counter; 5], metrics::Histogram)>,
 }
 
 impl Meter {
     /// A meter that counts as `counting` says.
     pub(crate) fn new(counting: &Counting) -> Meter {
         #[cfg(feature = "metrics")]
-        let facade = counting.facade.as_deref().map(facade::Handles::register);
+        let facade = counting.facade.as_deref().map(facade::register);
         #[cfg(feature = "metrics")]
         let on = counting.on || facade.is_some();
         #[cfg(not(feature = "metrics"))]
@@ -377,8 +379,12 @@ impl Counts {
         self.counters
             .add_each([(ADMITTED, 1), (PERMITS, permits), (WAIT_NS, wait_ns)]);
         #[cfg(feature = "metrics")]
-        if let Some(facade) = &self.facade {
-            facade.admitted(permits, wait_ns);
+        if let Some((counters, wait)) = &self.facade {
+            counters[ADMITTED].increment(1);
+            counters[PERMITS].increment(permits);
+            // Seconds, as the series' unit; an f64 holds any wait to the ns
+            // for over 100 days.
+            wait.record(wait_ns as f64 / 1e9);
         }
     }
 
@@ -387,8 +393,8 @@ impl Counts {
     fn add(&self, i: usize) {
         self.counters.add(i, 1);
         #[cfg(feature = "metrics")]
-        if let Some(facade) = &self.facade {
-            facade.add(i);
+        if let Some((counters, _)) = &self.facade {
+            counters[i].increment(1);
         }
     }
 }
@@ -397,7 +403,7 @@ impl Counts {
 pub(crate) mod facade {
     use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram};
 
-    use super::{Family, ADMITTED, FAMILIES, PERMITS};
+    use super::{Family, FAMILIES};
 
     /// Registers `families`' series of the limiter `name` with the recorder
     /// installed now (as the facade does, a recorder installed later does
@@ -413,38 +419,15 @@ pub(crate) mod facade {
         })
     }
 
-    /// The facade's handles for one limiter, registered once at build:
-    /// [`FAMILIES`]' counters, and the wait.
-    pub(super) struct Handles {
-        counters: [Counter; 5],
-        wait: Histogram,
-    }
-
-    impl Handles {
-        /// Registers the series of the limiter `name`.
-        pub(super) fn register(name: &str) -> Handles {
-            describe_histogram!(
-                "paceline_wait_seconds",
-                metrics::Unit::Seconds,
-                "Wait the admitted requests were scheduled for."
-            );
-            Handles {
-                counters: counters(FAMILIES, name),
-                wait: histogram!("paceline_wait_seconds", "limiter" => name.to_owned()),
-            }
-        }
-
-        pub(super) fn admitted(&self, permits: u64, wait_ns: u64) {
-            self.counters[ADMITTED].increment(1);
-            self.counters[PERMITS].increment(permits);
-            // Seconds, as the series' unit; an f64 holds any wait to the ns
-            // for over 100 days.
-            self.wait.record(wait_ns as f64 / 1e9);
-        }
-
-        /// Adds one to the series of [`FAMILIES`]' `i`.
-        pub(super) fn add(&self, i: usize) {
-            self.counters[i].increment(1);
-        }
+    /// Registers the series of the limiter `name`: [`FAMILIES`]' counters,
+    /// and the wait.
+    pub(super) fn register(name: &str) -> ([Counter; 5], Histogram) {
+        describe_histogram!(
+            "paceline_wait_seconds",
+            metrics::Unit::Seconds,
+            "Wait the admitted requests were scheduled for."
+        );
+        let wait = histogram!("paceline_wait_seconds", "limiter" => name.to_owned());
+        (counters(FAMILIES, name), wait)
     }
 }
