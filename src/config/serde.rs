@@ -29,23 +29,42 @@ impl Serialize for Rate {
 impl<'de> Deserialize<'de> for Rate {
     /// From a string, as [`FromStr`](std::str::FromStr) parses it.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Rate, D::Error> {
-        deserializer.deserialize_str(RateVisitor)
+        deserializer.deserialize_str(RATE)
     }
 }
 
-struct RateVisitor;
+/// A value read from a string by `.1`, `.0` saying what it should be: a
+/// visitor, and a seed of its own for a map's value.
+struct Text<T>(&'static str, fn(&str) -> Result<T, String>);
 
-impl Visitor<'_> for RateVisitor {
-    type Value = Rate;
+impl<T> Visitor<'_> for Text<T> {
+    type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a rate such as \"100/s\" or \"5/250ms\"")
+        f.write_str(self.0)
     }
 
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<Rate, E> {
-        s.parse().map_err(E::custom)
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<T, E> {
+        (self.1)(s).map_err(E::custom)
     }
 }
+
+impl<'de, T> DeserializeSeed<'de> for Text<T> {
+    type Value = T;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+const RATE: Text<Rate> = Text("a rate such as \"100/s\" or \"5/250ms\"", |s| {
+    s.parse()
+        .map_err(|e: crate::values::error::BuildError| e.to_string())
+});
+
+const TIME: Text<Duration> = Text("a time such as \"10ms\" or \"1s\"", |s| {
+    duration::parse_duration(s).map_err(|reason| format!("invalid time {s:?}: {reason}"))
+});
 
 impl Serialize for Slack {
     /// Permits alone as an integer, a time alone as a string (`"10ms"`),
@@ -101,7 +120,7 @@ impl<'de> Visitor<'de> for SlackVisitor {
         while let Some(key) = map.next_key_seed(Key(&["permits", "time"]))? {
             match key {
                 "permits" => set(&mut permits, map.next_value()?, key)?,
-                "time" => set(&mut time, map.next_value::<TimeText>()?.0, key)?,
+                "time" => set(&mut time, map.next_value_seed(TIME)?, key)?,
                 _ => unreachable!("a Key is one of its names"),
             }
         }
@@ -114,27 +133,6 @@ impl<'de> Visitor<'de> for SlackVisitor {
             permits.unwrap_or(0),
             time.unwrap_or(Duration::ZERO),
         ))
-    }
-}
-
-/// A time as text, `"10ms"`.
-struct TimeText(Duration);
-
-impl<'de> Deserialize<'de> for TimeText {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<TimeText, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = TimeText;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a time such as \"10ms\" or \"1s\"")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<TimeText, E> {
-                duration::parse_duration(s)
-                    .map(TimeText)
-                    .map_err(|reason| E::custom(format_args!("invalid time {s:?}: {reason}")))
-            }
-        }
-        deserializer.deserialize_str(V)
     }
 }
 
@@ -177,7 +175,7 @@ impl<'de> Visitor<'de> for LimitVisitor {
     }
 
     fn visit_str<E: de::Error>(self, s: &str) -> Result<Limit, E> {
-        RateVisitor.visit_str(s).map(Limit::from)
+        RATE.visit_str(s).map(Limit::from)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Limit, A::Error> {
@@ -271,65 +269,54 @@ fn limits_fields<S: Serializer>(
 impl<'de> Deserialize<'de> for Limits {
     /// `{ default, overrides }`; see [`Limits`].
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Limits, D::Error> {
-        deserializer.deserialize_map(LimitsVisitor)
+        let expecting = "limits: { default, overrides }";
+        deserializer.deserialize_map(Fields(expecting, |default, overrides| {
+            let mut limits = Limits::new(default?);
+            for (key, limit) in overrides.0 {
+                limits.insert(key, limit);
+            }
+            Some(limits)
+        }))
     }
 }
 
-struct LimitsVisitor;
+/// A limits document's fields, its default (if given) and its overrides in
+/// order, made into a value by `.1` (`None`: one that needs the default
+/// missing), `.0` saying what it should be.
+struct Fields<T>(&'static str, fn(Option<Limit>, OverrideList) -> Option<T>);
 
-impl<'de> Visitor<'de> for LimitsVisitor {
-    type Value = Limits;
+impl<'de, T> Visitor<'de> for Fields<T> {
+    type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("limits: { default, overrides }")
+        f.write_str(self.0)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Limits, A::Error> {
-        let (default, overrides) = limits_map(map)?;
-        let default = default.ok_or_else(|| de::Error::missing_field("default"))?;
-        let mut limits = Limits::new(default);
-        for (key, limit) in overrides {
-            limits.insert(key, limit);
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
+        let (mut default, mut overrides) = (None::<Limit>, None::<OverrideList>);
+        while let Some(key) = map.next_key_seed(Key(&["default", "overrides"]))? {
+            match key {
+                "default" => set(&mut default, map.next_value()?, key)?,
+                "overrides" => set(&mut overrides, map.next_value()?, key)?,
+                _ => unreachable!("a Key is one of its names"),
+            }
         }
-        Ok(limits)
+        (self.1)(default, overrides.unwrap_or_default())
+            .ok_or_else(|| de::Error::missing_field("default"))
     }
-}
-
-/// The fields of a limits document: its default, if given, and its
-/// overrides in order.
-type LimitsFields = (Option<Limit>, Vec<(String, Limit)>);
-
-/// Reads a limits document's fields.
-fn limits_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<LimitsFields, A::Error> {
-    let (mut default, mut overrides) = (None::<Limit>, None::<OverrideList>);
-    while let Some(key) = map.next_key_seed(Key(&["default", "overrides"]))? {
-        match key {
-            "default" => set(&mut default, map.next_value()?, key)?,
-            "overrides" => set(&mut overrides, map.next_value()?, key)?,
-            _ => unreachable!("a Key is one of its names"),
-        }
-    }
-    Ok((default, overrides.map(|o| o.0).unwrap_or_default()))
 }
 
 #[cfg(feature = "fleet")]
 impl<'de> Deserialize<'de> for crate::config::fleet::Layer {
     /// `{ default, overrides }` as for [`Limits`], either left out.
-    fn deserialize<D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<crate::config::fleet::Layer, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = crate::config::fleet::Layer;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a layer of limits: { default, overrides }, either left out")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let (default, overrides) = limits_map(map)?;
-                Ok(crate::config::fleet::Layer::from_parts(default, overrides))
-            }
-        }
-        deserializer.deserialize_map(V)
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let expecting = "a layer of limits: { default, overrides }, either left out";
+        deserializer.deserialize_map(Fields(expecting, |default, overrides| {
+            Some(crate::config::fleet::Layer::from_parts(
+                default,
+                overrides.0,
+            ))
+        }))
     }
 }
 
@@ -343,6 +330,7 @@ impl Serialize for crate::config::fleet::Layer {
 
 /// The overrides map, in order, a key given twice refused (serde_json and
 /// others would keep the last silently).
+#[derive(Default)]
 struct OverrideList(Vec<(String, Limit)>);
 
 impl<'de> Deserialize<'de> for OverrideList {
