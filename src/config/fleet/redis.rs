@@ -145,18 +145,14 @@ impl Store for RedisStore {
                     .query(c)
             })
             .map_err(server)?;
-        match (version, body) {
-            (None, _) => Ok(None),
-            (Some(v), body) => {
-                let version = v.parse::<u64>().map_err(|_| {
-                    FleetError::Server(format!("{:?}: version {v:?} is not a count", self.key))
-                })?;
-                Ok(Some(Versioned {
-                    version,
-                    text: body.unwrap_or_default(),
-                }))
-            }
-        }
+        let Some(v) = version else {
+            return Ok(None);
+        };
+        let version = v.parse::<u64>().map_err(|_| {
+            FleetError::Server(format!("{:?}: version {v:?} is not a count", self.key))
+        })?;
+        let text = body.unwrap_or_default();
+        Ok(Some(Versioned { version, text }))
     }
 
     fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError> {

@@ -75,9 +75,9 @@ pub(crate) fn not_on_runtime() -> Result<(), FleetError> {
 }
 
 impl Document {
-    pub(crate) fn new(store: Box<dyn Store>, describe: String) -> Document {
+    pub(crate) fn new(store: impl Store + 'static, describe: String) -> Document {
         Document {
-            store,
+            store: Box::new(store),
             every: POLL_EVERY,
             describe,
         }
@@ -94,7 +94,7 @@ impl Document {
     pub fn redis(url: &str, name: Option<&str>) -> Result<Document, FleetError> {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let store = super::redis::RedisStore::new(url, name, TIMEOUT)?;
-        Ok(Document::new(Box::new(store), format!("{name:?} in Redis")))
+        Ok(Document::new(store, format!("{name:?} in Redis")))
     }
 
     /// The document named `name` (default [`DEFAULT_NAME`]) on the Redis
@@ -116,10 +116,7 @@ impl Document {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
         let store = super::redis::RedisStore::cluster(&nodes, name, TIMEOUT)?;
-        Ok(Document::new(
-            Box::new(store),
-            format!("{name:?} in a Redis Cluster"),
-        ))
+        Ok(Document::new(store, format!("{name:?} in a Redis Cluster")))
     }
 
     /// The document named `name` (default [`DEFAULT_NAME`]) in the
@@ -135,10 +132,7 @@ impl Document {
     pub fn postgres(conn: &str, name: Option<&str>) -> Result<Document, FleetError> {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let store = super::postgres::PgStore::new(conn, name, TIMEOUT)?;
-        Ok(Document::new(
-            Box::new(store),
-            format!("{name:?} in PostgreSQL"),
-        ))
+        Ok(Document::new(store, format!("{name:?} in PostgreSQL")))
     }
 
     /// How often a watcher reads the document when no change is announced
