@@ -148,7 +148,7 @@ where
     }
 
     async fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {
-        Ok(self.inner.can_take_now(key, cost))
+        Ok(self.inner.wait_ahead(key, cost, Admit::Within(0)).is_ok())
     }
 
     async fn state(&self, key: &Q) -> Result<State, Error> {

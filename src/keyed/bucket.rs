@@ -51,7 +51,9 @@ where
     }
 
     fn can_take(&self, cost: u64) -> bool {
-        self.limiter.can_take_now(self.key, cost)
+        self.limiter
+            .wait_ahead(self.key, cost, Admit::Within(0))
+            .is_ok()
     }
 
     fn state(&self) -> State {

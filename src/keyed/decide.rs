@@ -203,8 +203,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// How long a request of `cost` on `key` would wait now (ns) under
     /// `admit`, storing nothing, counting nothing and tracking no key (a
-    /// held async take's look).
-    #[cfg(feature = "tokio")]
+    /// held async take's look; `is_ok` under `Admit::Within(0)`:
+    /// [`Take::can_take`](crate::Take::can_take)). Under a full map with
+    /// [`WhenFull::Refuse`](super::WhenFull::Refuse) a new key answers as if
+    /// it were tracked.
     pub(super) fn wait_ahead<Q: KeyOf<K> + ?Sized>(
         &self,
         key: &Q,

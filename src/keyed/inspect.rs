@@ -116,9 +116,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         for lock in self.shards.iter() {
             let mut shard = write(lock);
             let now = self.now();
-            let before = shard.map.len();
-            self.release(sweep(&mut shard, now));
-            dropped += before - shard.map.len();
+            let freed = sweep(&mut shard, now);
+            self.release(freed);
+            dropped += freed;
         }
         dropped
     }

@@ -27,9 +27,10 @@
 //! - Rates live in a table of classes (class 0 the default); an entry
 //!   stores its class, resolved when it is created. A change publishes a
 //!   new table and bumps an epoch; each shard moves to it under its write
-//!   lock, [`rebase`](schedule::rebase)ing its busy entries and setting
-//!   those at rest for the grace ([`schedule::at_rest`]) to `FULL`, so a
-//!   shard's entries are always read with the table they were resolved
+//!   lock, [`rebase`](crate::model::schedule::rebase)ing its busy entries
+//!   and setting those at rest for the grace
+//!   ([`schedule::at_rest`](crate::model::schedule::at_rest)) to `FULL`, so
+//!   a shard's entries are always read with the table they were resolved
 //!   against. No CAS on an entry overlaps its rebase (steps and give-backs
 //!   run under the read lock); a give-back needs the shard's generation it
 //!   was granted under, since a rebased `tat` may come back to the grant's
@@ -64,7 +65,6 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, DefaultClock};
-use crate::model::schedule::{self, Admit};
 use crate::observe::stats::Meter;
 use crate::observe::stripes::Counters;
 use crate::primitive::{write, AtomicU64, AtomicUsize, Mutex, RwLock};
@@ -241,15 +241,6 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// Whether a request of `cost` of the key would pass now
-    /// ([`Take::can_take`]). Consumes nothing and tracks no new key. (Under
-    /// a full map with [`WhenFull::Refuse`] a new key answers as if it were
-    /// tracked.)
-    pub(crate) fn can_take_now<Q: KeyOf<K> + ?Sized>(&self, key: &Q, cost: u64) -> bool {
-        let (tat, now, p, _) = self.peek(key);
-        schedule::step(tat, now, cost, p, Admit::Within(0)).is_ok()
-    }
-
     /// How many permits of the key one request could take now without
     /// waiting: at most `slack + 1` (a key not tracked has them all).
     /// Consumes nothing and tracks no key.

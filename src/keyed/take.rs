@@ -61,7 +61,7 @@ where
     }
 
     fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {
-        Ok(self.can_take_now(key, cost))
+        Ok(self.wait_ahead(key, cost, Admit::Within(0)).is_ok())
     }
 
     fn state(&self, key: &Q) -> Result<State, Error> {
