@@ -312,17 +312,16 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         self.held.split(self.held.load()).1
     }
 
-    fn state_after(&self, left: u64) -> State {
-        State::new(left, Duration::ZERO, Some(self.limit()))
+    /// A take whose permits went at clock reading `at`, leaving `left`.
+    fn taken(&self, at: u64, left: u64) -> Taken {
+        let after = State::new(left, Duration::ZERO, Some(self.limit()));
+        Taken::new(Duration::from_nanos(at), after)
     }
 
     /// Spends `cost` held permits, or refills.
     fn try_take(&self, cost: u64) -> Result<Taken, Error> {
         if cost == 0 {
-            return Ok(Taken::new(
-                Duration::from_nanos(self.clock.now()),
-                self.state_after(self.held()),
-            ));
+            return Ok(self.taken(self.clock.now(), self.held()));
         }
         match self.spend_held(cost) {
             Some(taken) => Ok(taken),
@@ -337,7 +336,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         match self.held.spend(cost, &self.clock) {
             Spend::Spent { at, left } => {
                 self.spent(cost);
-                Some(Taken::new(Duration::from_nanos(at), self.state_after(left)))
+                Some(self.taken(at, left))
             }
             Spend::Late => {
                 self.lost(cost);

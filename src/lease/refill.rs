@@ -110,7 +110,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                 None => self.settle_batch(&mut slow, batch, left),
             }
             self.spent(cost);
-            return Ok(Taken::new(Duration::from_nanos(at), self.state_after(left)));
+            return Ok(self.taken(at, left));
         }
     }
 
@@ -120,7 +120,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
             (Error::Unavailable(_) | Error::Timeout, FailPolicy::Open) => {
                 // Spent unpaid: counted in `spent`, leased by no one.
                 self.spent(cost);
-                Ok(Taken::new(Duration::from_nanos(now), self.state_after(0)))
+                Ok(self.taken(now, 0))
             }
             _ => {
                 self.meter.refused();
