@@ -165,8 +165,29 @@ pub fn prometheus(limiters: &[(&str, &dyn Counted)]) -> String {
         .filter_map(|(name, limiter)| Some((*name, limiter.stats()?)))
         .collect();
     let mut out = String::new();
+    write_families(&mut out, &FAMILIES, &read);
+    let name = "paceline_wait_seconds";
+    let help = "Wait the admitted requests were scheduled for.";
     // Writing to a String cannot fail.
-    let _ = write_prometheus(&mut out, &read);
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} summary");
+    for (limiter, stats) in &read {
+        let (limiter, wait) = (Escaped(limiter), stats.wait.as_secs_f64());
+        let _ = writeln!(out, "{name}_sum{{limiter=\"{limiter}\"}} {wait}");
+        let _ = writeln!(
+            out,
+            "{name}_count{{limiter=\"{limiter}\"}} {}",
+            stats.admitted
+        );
+    }
+    let leased: Vec<(&str, LeaseStats)> = read
+        .iter()
+        .filter_map(|(n, s)| Some((*n, s.leases?)))
+        .collect();
+    // The lease families only where a limiter is leased.
+    if !leased.is_empty() {
+        write_families(&mut out, &LEASE_FAMILIES, &leased);
+    }
     out
 }
 
@@ -194,38 +215,6 @@ const FAMILIES: [Family<Stats>; 5] = [
         |s| s.failed,
     ),
 ];
-
-fn write_prometheus(out: &mut String, read: &[(&str, Stats)]) -> fmt::Result {
-    write_families(out, &FAMILIES, read);
-    let name = "paceline_wait_seconds";
-    writeln!(
-        out,
-        "# HELP {name} Wait the admitted requests were scheduled for."
-    )?;
-    writeln!(out, "# TYPE {name} summary")?;
-    for (limiter, stats) in read {
-        let limiter = Escaped(limiter);
-        writeln!(
-            out,
-            "{name}_sum{{limiter=\"{limiter}\"}} {}",
-            stats.wait.as_secs_f64()
-        )?;
-        writeln!(
-            out,
-            "{name}_count{{limiter=\"{limiter}\"}} {}",
-            stats.admitted
-        )?;
-    }
-    let leased: Vec<(&str, LeaseStats)> = read
-        .iter()
-        .filter_map(|(n, s)| Some((*n, s.leases?)))
-        .collect();
-    // The lease families only where a limiter is leased.
-    if !leased.is_empty() {
-        write_families(out, &LEASE_FAMILIES, &leased);
-    }
-    Ok(())
-}
 
 /// Appends `families`, one sample per limiter read: each a counter if its
 /// name ends in `_total` (as the format's counters are named), else a
