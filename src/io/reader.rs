@@ -37,52 +37,15 @@ use super::{chunk, ByteLimiter};
 pub struct PacedReader<R, L> {
     pub(super) inner: R,
     pub(super) limiter: L,
-    /// Bytes read from `inner` and not handed out yet.
-    pub(super) held: Held,
+    /// Bytes read from `inner` and not handed out yet: those whose payment
+    /// failed or is pending, and the rest of paid ones that did not fit the
+    /// caller's buffer.
+    pub(super) held: Vec<u8>,
+    /// Whether `held` is paid for.
+    pub(super) paid: bool,
     /// The payment for `held`, while it is pending (async only).
     #[cfg(feature = "tokio")]
     pub(super) payment: Option<super::Pending>,
-}
-
-/// Bytes read from the inner reader, not handed out yet: those whose
-/// payment failed or is pending, and the rest of paid ones that did not fit
-/// the caller's buffer.
-#[derive(Default)]
-pub(super) struct Held {
-    bytes: Vec<u8>,
-    /// `bytes[start..]` are still to hand out.
-    start: usize,
-    /// Whether they are paid for.
-    pub(super) paid: bool,
-}
-
-impl Held {
-    /// Holds `bytes`, unpaid.
-    pub(super) fn hold(&mut self, bytes: &[u8]) {
-        self.bytes.clear();
-        self.bytes.extend_from_slice(bytes);
-        self.start = 0;
-        self.paid = false;
-    }
-
-    /// How many bytes are held.
-    pub(super) fn len(&self) -> usize {
-        self.bytes.len() - self.start
-    }
-
-    /// The held bytes.
-    pub(super) fn as_slice(&self) -> &[u8] {
-        &self.bytes[self.start..]
-    }
-
-    /// Marks `n` of the held bytes as handed out.
-    pub(super) fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.bytes.len() {
-            self.bytes.clear();
-            self.start = 0;
-        }
-    }
 }
 
 impl<R, L> PacedReader<R, L> {
@@ -91,7 +54,8 @@ impl<R, L> PacedReader<R, L> {
         PacedReader {
             inner,
             limiter,
-            held: Held::default(),
+            held: Vec::new(),
+            paid: false,
             #[cfg(feature = "tokio")]
             payment: None,
         }
@@ -116,7 +80,7 @@ impl<R, L> PacedReader<R, L> {
     /// failed payment, while an async payment is pending, or when a paid
     /// read did not fit the caller's buffer. At most one burst.
     pub fn buffer(&self) -> &[u8] {
-        self.held.as_slice()
+        &self.held
     }
 
     /// The inner reader. The bytes in [`buffer`](Self::buffer), if any, are
@@ -142,14 +106,14 @@ impl<R: Read, L: ByteLimiter> Read for PacedReader<R, L> {
             return self.inner.read(buf);
         }
         // Bytes from an earlier read: pay if still unpaid, then hand out.
-        if self.held.len() > 0 {
-            if !self.held.paid {
+        if !self.held.is_empty() {
+            if !self.paid {
                 self.limiter.pay(self.held.len() as u64)?;
-                self.held.paid = true;
+                self.paid = true;
             }
             let n = self.held.len().min(buf.len());
-            buf[..n].copy_from_slice(&self.held.as_slice()[..n]);
-            self.held.consume(n);
+            buf[..n].copy_from_slice(&self.held[..n]);
+            self.held.drain(..n);
             return Ok(n);
         }
         let limit = chunk(buf.len(), self.limiter.burst());
@@ -161,7 +125,9 @@ impl<R: Read, L: ByteLimiter> Read for PacedReader<R, L> {
             Ok(()) => Ok(n),
             Err(e) => {
                 // Unpaid: not handed out, but not lost either.
-                self.held.hold(&buf[..n]);
+                // (Nothing is held here: `held` keeps its room.)
+                self.held.extend_from_slice(&buf[..n]);
+                self.paid = false;
                 Err(e)
             }
         }
@@ -207,7 +173,7 @@ mod asynchronous {
                 .get_or_insert_with(|| Pending::new(limiter.pay(bytes)));
             let paid = ready!(payment.get().as_mut().poll(cx));
             self.payment = None;
-            self.held.paid = paid.is_ok();
+            self.paid = paid.is_ok();
             Poll::Ready(paid)
         }
     }
@@ -227,7 +193,7 @@ mod asynchronous {
             if buf.remaining() == 0 {
                 return Poll::Ready(Ok(()));
             }
-            if this.held.len() == 0 {
+            if this.held.is_empty() {
                 // Read up to one burst straight into `buf` (through a view
                 // of its unfilled part, initialized: no unsafe code).
                 let before = buf.filled().len();
@@ -248,17 +214,18 @@ mod asynchronous {
                 // Otherwise the bytes move out of `buf` into the reader
                 // until they are paid for: a read that returns `Pending`
                 // must leave `buf` unfilled.
-                this.held.hold(&buf.filled()[before..]);
+                this.held.extend_from_slice(&buf.filled()[before..]);
+                this.paid = false;
                 buf.set_filled(before);
             }
             // Held bytes (just read, or from an earlier call): see them paid,
             // then hand out what fits.
-            if !this.held.paid {
+            if !this.paid {
                 ready!(this.poll_pay_held(cx))?;
             }
             let n = this.held.len().min(buf.remaining());
-            buf.put_slice(&this.held.as_slice()[..n]);
-            this.held.consume(n);
+            buf.put_slice(&this.held[..n]);
+            this.held.drain(..n);
             Poll::Ready(Ok(()))
         }
     }
