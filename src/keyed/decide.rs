@@ -227,7 +227,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
         if let Some(e) = find(&shard.map, hash, key) {
-            e.refuse(self.now());
+            e.touch(self.now(), true);
         }
         self.counts.add(super::REFUSED, 1);
     }

@@ -364,12 +364,15 @@ mod tests {
     #[test]
     fn a_last_use_only_moves_forward_and_keeps_the_class() {
         let e = shard::Entry::new(0, 5, 10 << shard::IDLE_SHIFT);
-        e.refuse(3 << shard::IDLE_SHIFT); // a reading behind: no step back
+        e.touch(3 << shard::IDLE_SHIFT, true); // a reading behind: no step back
         assert_eq!((e.last(), e.class(), e.refused()), (10, 5, 1));
-        e.refuse(12 << shard::IDLE_SHIFT);
+        e.touch(12 << shard::IDLE_SHIFT, true);
         assert_eq!((e.last(), e.class(), e.refused()), (12, 5, 2));
         // Far "behind" modulo 2^32 is a key idle for weeks: a later use.
-        e.refuse(u64::from(12u32.wrapping_sub(1 << 20)) << shard::IDLE_SHIFT);
+        e.touch(
+            u64::from(12u32.wrapping_sub(1 << 20)) << shard::IDLE_SHIFT,
+            true,
+        );
         assert_eq!(e.last(), 12u32.wrapping_sub(1 << 20));
     }
 
@@ -390,7 +393,7 @@ mod tests {
         // The last class an override can have is stored whole.
         let mut e = shard::Entry::new(0, 0, 0);
         e.set_class(max as u32);
-        e.refuse(0);
+        e.touch(0, true);
         assert_eq!((e.class(), e.refused()), (max as u32, 1));
     }
 

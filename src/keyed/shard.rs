@@ -112,18 +112,12 @@ impl Entry {
         refused_of(self.meta.load(Ordering::Relaxed))
     }
 
-    /// Notes a refusal decided outside the step (a held async take's), at
-    /// `now`.
-    #[cfg(any(feature = "tokio", test))]
-    pub(super) fn refuse(&self, now: u64) {
-        self.touch(now, true);
-    }
-
-    /// Notes a use at `now`, and one more refusal if `refused`. A use within
-    /// the idle unit already stored (every call but about one a millisecond
-    /// on a busy key) writes nothing: a load, no store, on a grant.
+    /// Notes a use at `now`, and one more refusal if `refused` (the step's,
+    /// or one decided outside it: a held async take's). A use within the
+    /// idle unit already stored (every call but about one a millisecond on
+    /// a busy key) writes nothing: a load, no store, on a grant.
     #[inline]
-    fn touch(&self, now: u64, refused: bool) {
+    pub(super) fn touch(&self, now: u64, refused: bool) {
         let at = coarse(now);
         // Relaxed: bookkeeping for a look inside, ordered with nothing.
         if after(at, self.last.load(Ordering::Relaxed)) {
