@@ -96,14 +96,14 @@ impl PgStore {
         Ok(Session { client, notes })
     }
 
-    /// Runs `f` with the client, within the timeout, connecting first if
-    /// need be; a failure that is not the server's answer drops the
-    /// session (the next call connects anew). A session that had served
-    /// before and is found closed (the server restarted since) is replaced,
-    /// and `f` runs once more.
+    /// Runs `f` with the client and the document's name, within the
+    /// timeout, connecting first if need be; a failure that is not the
+    /// server's answer drops the session (the next call connects anew). A
+    /// session that had served before and is found closed (the server
+    /// restarted since) is replaced, and `f` runs once more.
     fn call<T>(
         &mut self,
-        f: impl for<'c> Fn(&'c mut Client) -> Pending<'c, T>,
+        f: impl for<'c> Fn(&'c mut Client, &'c str) -> Pending<'c, T>,
     ) -> Result<T, FleetError> {
         let reused = self.session.is_some();
         let mut session = match self.session.take() {
@@ -111,7 +111,7 @@ impl PgStore {
             None => self.connect()?,
         };
         let run = |session: &mut Session| {
-            let query = f(&mut session.client);
+            let query = f(&mut session.client, &self.name);
             (self.runtime.handle)
                 .block_on(async { tokio::time::timeout(self.timeout, query).await })
         };
@@ -146,9 +146,7 @@ type Pending<'c, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Erro
 
 impl Store for PgStore {
     fn get(&mut self) -> Result<Option<Versioned>, FleetError> {
-        let name = self.name.clone();
-        let row = self.call(|client| {
-            let name = name.clone();
+        let row = self.call(|client, name| {
             Box::pin(async move {
                 let sql = "SELECT version, body FROM paceline_documents WHERE name = $1";
                 match client.query_opt(sql, &[&name]).await {
@@ -177,9 +175,9 @@ impl Store for PgStore {
                     .map_err(|_| FleetError::Config(format!("version {v}: want at most 2^63 - 1")))
             })
             .transpose()?;
-        let (name, text) = (self.name.clone(), text.to_owned());
-        let outcome = self.call(|client| {
-            let (name, text) = (name.clone(), text.clone());
+        let text = text.to_owned();
+        let outcome = self.call(|client, name| {
+            let text = text.clone();
             Box::pin(async move {
                 let tx = client.transaction().await?;
                 // Writers take turns (writes are an operator's, and rare):
@@ -235,7 +233,7 @@ impl Store for PgStore {
 
     fn listen(&mut self) -> Result<(), FleetError> {
         (self.session, self.listening) = (None, false);
-        self.call(|client| Box::pin(client.batch_execute("LISTEN paceline_documents")))?;
+        self.call(|client, _| Box::pin(client.batch_execute("LISTEN paceline_documents")))?;
         self.listening = true;
         Ok(())
     }
