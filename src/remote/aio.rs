@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::core::{Core, Shared};
-use super::{Async, AsyncBackend, Backend, Error, RemoteLimiter};
+use super::{Async, AsyncBackend, Backend, Error, Op, RemoteLimiter};
 use crate::limiter::take::{AsyncTake, State, Taken, Within};
 use crate::values::limit::Limit;
 
@@ -79,7 +79,7 @@ impl<B: AsyncBackend> AsyncRemoteLimiter<B> {
     /// # Errors
     /// As [`RemoteLimiter::reset`].
     pub async fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.core.backend().reset(key).await
+        self.core.backend().call(key, Op::Reset).await?.flag()
     }
 }
 

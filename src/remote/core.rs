@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Decision, Error, FailPolicy, Remote, Request};
+use super::{Decision, Done, Error, FailPolicy, Op, Remote, Request};
 use crate::clock::{internal_now, DefaultClock};
 use crate::limiter::pacer;
 use crate::limiter::take::{State, Taken};
@@ -260,8 +260,8 @@ impl<B: Remote> Core<B> {
     /// Decides in the server and applies the fail policy.
     fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, admit)?;
-        let decision = self.shared.backend.step(key, &request);
-        self.settle(decision, &request)
+        let decision = self.shared.backend.call(key, Op::Step(request));
+        self.settle(decision.and_then(Done::decision), &request)
     }
 
     /// Reserves, then blocks until the slot (`take_n`, `take_n_timeout`,
@@ -283,12 +283,13 @@ impl<B: Remote> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) fn state(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.shared.backend.peek(key)?;
+        let (tat, now) = self.shared.backend.call(key, Op::Peek)?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 
     /// `can_take`: fail-open answers `true`.
     pub(crate) fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        self.can_take_from(self.shared.backend.peek(key), cost)
+        let peeked = self.shared.backend.call(key, Op::Peek);
+        self.can_take_from(peeked.and_then(Done::peeked), cost)
     }
 }

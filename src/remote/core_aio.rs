@@ -10,7 +10,7 @@ use crate::clock::DefaultClock;
 use crate::limiter::take::{State, Taken};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
-use crate::remote::AsyncRemote;
+use crate::remote::{AsyncRemote, Done, Op};
 use crate::store::Booking;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
@@ -55,8 +55,10 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
 
     async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved<()>, Error> {
         let request = self.core.request(cost, admit)?.asked(ask);
-        let decision = self.core.shared.backend.step(self.key, &request).await;
-        let granted = self.core.settle(decision, &request)?;
+        let decision = self.core.shared.backend.call(self.key, Op::Step(request));
+        let granted = self
+            .core
+            .settle(decision.await.and_then(Done::decision), &request)?;
         *lock(&self.found) = Some(granted);
         // The server's wait, counted from the reply's arrival.
         let now = self.core.local_now();
@@ -84,7 +86,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
         let key = self.key.to_owned();
         let tau = self.core.params.tau();
         runtime.spawn(async move {
-            let _ = shared.backend.undo(&key, tau, booking).await;
+            let _ = shared.backend.call(&key, Op::Undo { tau, booking }).await;
         });
     }
 }
@@ -117,20 +119,20 @@ impl<B: AsyncRemote> Core<B> {
     /// Takes if the slot is now, and reports what it found.
     pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
         let request = self.request(cost, Admit::Within(0))?;
-        let decision = self.shared.backend.step(key, &request).await;
-        let granted = self.settle(decision, &request)?;
+        let decision = self.shared.backend.call(key, Op::Step(request)).await;
+        let granted = self.settle(decision.and_then(Done::decision), &request)?;
         Ok(self.taken(granted))
     }
 
     /// `can_take`: fail-open answers `true`.
     pub(crate) async fn can_take_async(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        let peeked = self.shared.backend.peek(key).await;
-        self.can_take_from(peeked, cost)
+        let peeked = self.shared.backend.call(key, Op::Peek).await;
+        self.can_take_from(peeked.and_then(Done::peeked), cost)
     }
 
     /// `key`'s state, one peek.
     pub(crate) async fn state_async(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.shared.backend.peek(key).await?;
+        let (tat, now) = self.shared.backend.call(key, Op::Peek).await?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

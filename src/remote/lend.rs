@@ -3,7 +3,7 @@
 //! unspent part of a batch given back by the give-back rule.
 
 use super::core::Core;
-use super::{Error, Remote};
+use super::{Error, Op, Remote};
 use crate::model::schedule::Admit;
 use crate::store::Booking;
 
@@ -15,8 +15,10 @@ impl<B: Remote> Core<B> {
     /// spent what it holds); a refusal and a grant count as any take's.
     pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, Admit::Within(0))?;
-        match self.shared.backend.step(key, &request) {
-            Ok(decision) => Ok(self.settle(Ok(decision), &request)?.filter(Booking::wrote)),
+        match self.shared.backend.call(key, Op::Step(request)) {
+            Ok(done) => Ok(self
+                .settle(done.decision(), &request)?
+                .filter(Booking::wrote)),
             Err(e) => {
                 self.shared.meter.failed();
                 Err(e)
@@ -40,6 +42,11 @@ impl<B: Remote> Core<B> {
         if unspent < booking.cost {
             partial.prev = Some(booking.next.saturating_sub(back));
         }
-        self.shared.backend.undo(key, self.params.tau(), partial)
+        let tau = self.params.tau();
+        let undo = Op::Undo {
+            tau,
+            booking: partial,
+        };
+        self.shared.backend.call(key, undo)?.flag()
     }
 }

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::core::Core;
-use super::{Backend, Error, FailPolicy};
+use super::{Backend, Error, FailPolicy, Op};
 use crate::limiter::take::{State, Take, Taken, Within};
 use crate::observe::stats::{Counted, Counting, Stats};
 use crate::values::error::BuildError;
@@ -199,7 +199,7 @@ impl<B: Backend> RemoteLimiter<B> {
     /// Failures, whatever the [`FailPolicy`]: a reset admits nothing, and
     /// one that failed must not pass for done. Retrying it is safe.
     pub fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.core.backend().reset(key)
+        self.core.backend().call(key, Op::Reset)?.flag()
     }
 }
 

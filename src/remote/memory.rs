@@ -26,10 +26,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{Decision, Error, Remote, Request};
+use super::{Decision, Done, Error, Op, Remote};
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::model::schedule::{self, FULL};
-use crate::store::Booking;
 
 /// A limiter over [`MemoryBackend`].
 pub type MemoryLimiter<C = DefaultClock> = super::RemoteLimiter<MemoryBackend<C>>;
@@ -108,70 +107,11 @@ impl<C: Clock> MemoryBackend<C> {
         self.len() == 0
     }
 
-    /// Counts a round trip, or fails it when down.
-    fn call(&self) -> Result<(), Error> {
-        self.inner.round_trips.fetch_add(1, Relaxed);
-        if self.inner.down.load(Relaxed) {
-            return Err(Error::unavailable(std::io::Error::new(
-                std::io::ErrorKind::ConnectionRefused,
-                "the in-memory backend is set down",
-            )));
-        }
-        Ok(())
-    }
-
     fn states(&self) -> MutexGuard<'_, HashMap<String, u64>> {
         self.inner
             .states
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn now(&self) -> u64 {
-        internal_now(&self.inner.clock)
-    }
-
-    fn step_now(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        self.call()?;
-        let now = self.now();
-        let mut states = self.states();
-        let prev = states.get(key).copied();
-        let tat = prev.unwrap_or(FULL);
-        let p = request.params;
-        match schedule::step(tat, now, request.cost, p, request.admit) {
-            Err(deny) => Ok(Decision::Denied(deny)),
-            Ok(grant) => {
-                if request.cost > 0 {
-                    states.insert(key.to_owned(), grant.next);
-                }
-                let wrote = (request.cost > 0).then_some(grant.next);
-                Ok(request.granted(now, grant.slot, prev, wrote))
-            }
-        }
-    }
-
-    fn peek_now(&self, key: &str) -> Result<(u64, u64), Error> {
-        self.call()?;
-        let now = self.now();
-        Ok((self.states().get(key).copied().unwrap_or(FULL), now))
-    }
-
-    fn give_back_now(&self, key: &str, undo: Booking) -> Result<bool, Error> {
-        self.call()?;
-        let mut states = self.states();
-        if states.get(key) != Some(&undo.next) {
-            return Ok(false);
-        }
-        match undo.prev {
-            Some(prev) => states.insert(key.to_owned(), prev),
-            None => states.remove(key),
-        };
-        Ok(true)
-    }
-
-    fn reset_now(&self, key: &str) -> Result<bool, Error> {
-        self.call()?;
-        Ok(self.states().remove(key).is_some())
     }
 }
 
@@ -184,39 +124,49 @@ impl<C: Clock + Clone + 'static> Remote for MemoryBackend<C> {
         self.clone()
     }
 
-    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        self.step_now(key, request)
-    }
-
-    fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        self.peek_now(key)
-    }
-
-    fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.reset_now(key)
-    }
-
-    fn undo(&self, key: &str, _tau: u64, undo: Booking) -> Result<bool, Error> {
-        self.give_back_now(key, undo)
+    /// One round trip, or a failure when down.
+    fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        self.inner.round_trips.fetch_add(1, Relaxed);
+        if self.inner.down.load(Relaxed) {
+            return Err(Error::unavailable(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "the in-memory backend is set down",
+            )));
+        }
+        let now = internal_now(&self.inner.clock);
+        let mut states = self.states();
+        let prev = states.get(key).copied();
+        Ok(match op {
+            Op::Step(r) => {
+                match schedule::step(prev.unwrap_or(FULL), now, r.cost, r.params, r.admit) {
+                    Err(deny) => Done::Decision(Decision::Denied(deny)),
+                    Ok(grant) => {
+                        let wrote = (r.cost > 0).then_some(grant.next);
+                        if let Some(next) = wrote {
+                            states.insert(key.to_owned(), next);
+                        }
+                        Done::Decision(r.granted(now, grant.slot, prev, wrote))
+                    }
+                }
+            }
+            Op::Peek => Done::Peeked(prev.unwrap_or(FULL), now),
+            Op::Undo { booking, .. } if prev == Some(booking.next) => {
+                match booking.prev {
+                    Some(prev) => states.insert(key.to_owned(), prev),
+                    None => states.remove(key),
+                };
+                Done::Flag(true)
+            }
+            Op::Undo { .. } => Done::Flag(false),
+            Op::Reset => Done::Flag(states.remove(key).is_some()),
+        })
     }
 }
 
 #[cfg(feature = "tokio")]
 impl<C: Clock + Clone + 'static> super::AsyncRemote for MemoryBackend<C> {
-    async fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        self.step_now(key, request)
-    }
-
-    async fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        self.peek_now(key)
-    }
-
-    async fn undo(&self, key: &str, _tau: u64, undo: Booking) -> Result<bool, Error> {
-        self.give_back_now(key, undo)
-    }
-
-    async fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.reset_now(key)
+    async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        Remote::call(self, key, op)
     }
 }
 

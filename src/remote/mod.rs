@@ -28,9 +28,11 @@
 //! to its server and maps the reply to a `Decision` (granted at a slot,
 //! with the server's now; or a refusal of
 //! [`schedule::step`](crate::model::schedule::step)), and it
-//! peeks at a key's state and the server's now without storing anything.
-//! That is `Remote` (blocking) and `AsyncRemote` (a future). Everything
-//! else is here, once, for every backend:
+//! peeks at a key's state and the server's now without storing anything,
+//! gives a booking back, and forgets a key: four kinds of one call, an
+//! `Op` answered by a `Done`. That is `Remote` (blocking) and `AsyncRemote`
+//! (a future), one method each. Everything else is here, once, for every
+//! backend:
 //!
 //! - the checks that need no round trip
 //!   ([`schedule::span`](crate::model::schedule::span)'s `CostTooLarge`, and
@@ -87,7 +89,7 @@ pub use limiter::{Blocking, RemoteLimiter};
 pub use crate::values::error::{Cause, Error};
 #[cfg(feature = "tokio")]
 pub(crate) use seam::AsyncRemote;
-pub(crate) use seam::{Decision, Remote, Request};
+pub(crate) use seam::{Decision, Done, Op, Remote, Request};
 
 mod seam;
 #[cfg(any(feature = "redis", feature = "memcached"))]

@@ -1,6 +1,7 @@
 //! What a backend is: the sealed traits [`Remote`] (blocking) and
-//! [`AsyncRemote`] (futures), and what passes through them: the
-//! [`Request`] sent, the [`Decision`] returned, the [`Booking`] of a grant.
+//! [`AsyncRemote`] (futures), each one call, and what passes through them:
+//! the [`Op`] asked and the [`Done`] answered, the [`Request`] of a step,
+//! its [`Decision`], the [`Booking`] of a grant.
 //! (`pub` items in a private module: no user can name them.)
 
 #[cfg(feature = "tokio")]
@@ -70,6 +71,69 @@ pub enum Decision {
     Denied(Deny),
 }
 
+/// What a backend is asked for one key: one call of the seam, the same on
+/// both faces.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    /// Decides the request in the server, storing the grant.
+    Step(Request),
+    /// The key's state and the server's time (internal ns), read
+    /// atomically; stores nothing.
+    Peek,
+    /// Undoes `booking` by the one rule ([`Booking`]): puts the key back to
+    /// `booking.prev` if it still holds `booking.next` (no one has taken
+    /// since), atomically in the server; `false` if it does not. `tau` sets
+    /// how long the restored state lives. For a take cancelled while it
+    /// waited, and a lease's unspent permits (`src/lease/`). Never retried:
+    /// run twice, it could erase a booking made in between from the state
+    /// the first run restored.
+    Undo { tau: u64, booking: Booking },
+    /// Forgets the key's state; `true` when it held one.
+    Reset,
+}
+
+/// What a backend answered to an [`Op`].
+#[derive(Clone, Copy, Debug)]
+pub enum Done {
+    /// A step's decision.
+    Decision(Decision),
+    /// A peek's state and server time.
+    Peeked(u64, u64),
+    /// Whether an undo or a reset changed the key.
+    Flag(bool),
+}
+
+impl Done {
+    /// A step's answer.
+    pub(crate) fn decision(self) -> Result<Decision, Error> {
+        match self {
+            Done::Decision(d) => Ok(d),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    /// A peek's answer: `(tat, now)`.
+    pub(crate) fn peeked(self) -> Result<(u64, u64), Error> {
+        match self {
+            Done::Peeked(tat, now) => Ok((tat, now)),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    /// An undo's or a reset's answer.
+    pub(crate) fn flag(self) -> Result<bool, Error> {
+        match self {
+            Done::Flag(flag) => Ok(flag),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    /// A backend answered another kind of call than asked (cannot happen).
+    fn mismatch(self) -> Error {
+        Error::script(format!("an answer of another call: {self:?}"))
+    }
+}
+
 /// A blocking backend: runs the step in its server. (`pub` in a private
 /// module: sealed.)
 pub trait Remote: Send + Sync + 'static {
@@ -81,47 +145,13 @@ pub trait Remote: Send + Sync + 'static {
     #[cfg(feature = "tokio")]
     fn to_async(&self) -> Self::Async;
 
-    /// Decides `request` for `key` in the server, storing the grant.
-    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error>;
-
-    /// `key`'s state and the server's time (internal ns), read atomically;
-    /// stores nothing.
-    fn peek(&self, key: &str) -> Result<(u64, u64), Error>;
-
-    /// Forgets `key`'s state; `true` when it held one.
-    fn reset(&self, key: &str) -> Result<bool, Error>;
-
-    /// As [`AsyncRemote::undo`], blocking: puts `key` back to
-    /// `booking.prev` if it still holds `booking.next`, atomically in the
-    /// server. For a lease's unspent permits (`src/lease/`). Never retried.
-    fn undo(&self, key: &str, tau: u64, booking: Booking) -> Result<bool, Error>;
+    /// Runs `op` on `key` in the server.
+    fn call(&self, key: &str, op: Op) -> Result<Done, Error>;
 }
 
-/// An async backend: [`Remote`]'s calls as futures. (Sealed.)
+/// An async backend: [`Remote`]'s call as a future. (Sealed.)
 #[cfg(feature = "tokio")]
 pub trait AsyncRemote: Send + Sync + 'static {
-    /// As [`Remote::step`].
-    fn step(
-        &self,
-        key: &str,
-        request: &Request,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send;
-
-    /// As [`Remote::peek`].
-    fn peek(&self, key: &str) -> impl Future<Output = Result<(u64, u64), Error>> + Send;
-
-    /// Undoes `booking` by the one rule ([`Booking`]): puts `key` back to
-    /// `booking.prev` if it still holds `booking.next` (no one has taken
-    /// since), atomically in the server; `Ok(false)` if it does not. `tau`
-    /// sets how long the restored state lives. For a take cancelled while
-    /// it waited (only async takes can be).
-    fn undo(
-        &self,
-        key: &str,
-        tau: u64,
-        booking: Booking,
-    ) -> impl Future<Output = Result<bool, Error>> + Send;
-
-    /// As [`Remote::reset`].
-    fn reset(&self, key: &str) -> impl Future<Output = Result<bool, Error>> + Send;
+    /// As [`Remote::call`].
+    fn call(&self, key: &str, op: Op) -> impl Future<Output = Result<Done, Error>> + Send;
 }

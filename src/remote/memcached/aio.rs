@@ -17,16 +17,15 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 
-use super::cas::{Done, Failure, Machine, Next, Op, Reply};
+use super::cas::{Failure, Machine, Next, Reply};
 use super::conn::{connect_error, contended, eof_or_garbled, value_of, Addr, Budget};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
-use super::shared::{mismatch, Shared, PING_KEY};
+use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::Gate;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
-use crate::store::Booking;
+use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`MemcachedLimiter`](super::MemcachedLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncMemcachedBackend`], made by
@@ -242,32 +241,8 @@ async fn drive<C: Clock>(
 }
 
 impl<C: Clock + Clone + 'static> AsyncRemote for AsyncMemcachedBackend<C> {
-    async fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        match self.run(key, Op::Step(*request)).await? {
-            Done::Decision(d) => Ok(d),
-            other => Err(mismatch(other)),
-        }
-    }
-
-    async fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        match self.run(key, Op::Peek).await? {
-            Done::Peeked(tat, now) => Ok((tat, now)),
-            other => Err(mismatch(other)),
-        }
-    }
-
-    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
-        match self.run(key, Op::GiveBack { tau, undo }).await? {
-            Done::Flag(given) => Ok(given),
-            other => Err(mismatch(other)),
-        }
-    }
-
-    async fn reset(&self, key: &str) -> Result<bool, Error> {
-        match self.run(key, Op::Reset).await? {
-            Done::Flag(deleted) => Ok(deleted),
-            other => Err(mismatch(other)),
-        }
+    async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        self.run(key, op).await
     }
 }
 

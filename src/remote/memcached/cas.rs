@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::proto::{self, Bad, Head};
 use crate::clock::{internal_now, Clock};
 use crate::model::schedule::{self, FULL};
-use crate::remote::{Decision, Request};
+use crate::remote::{Decision, Done, Op, Request};
 use crate::store::Booking;
 
 /// The most conflicts one call retries (the call's budget usually ends it
@@ -57,28 +57,6 @@ pub(crate) const EXPIRY_GRACE_SECS: u64 = 2;
 /// host's could disagree with and still be in service. A key kept past its
 /// rest time decides as an absent one.
 pub(crate) const ABSOLUTE_MARGIN_SECS: u64 = 86_400;
-
-/// What a call asks of the server.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Op {
-    /// The step: decide and store the grant.
-    Step(Request),
-    /// The state, storing nothing.
-    Peek,
-    /// Put the key back to `undo.prev` if it holds `undo.next`.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    GiveBack { tau: u64, undo: Booking },
-    /// Delete the key.
-    Reset,
-}
-
-/// What a call found.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Done {
-    Decision(Decision),
-    Peeked(u64, u64),
-    Flag(bool),
-}
 
 /// One reply: its head and, after a `VA`, the value (`Ok` a state, `Err`
 /// the length of a value that is not one).
@@ -199,7 +177,7 @@ impl<'a, C: Clock> Machine<'a, C> {
     pub(crate) fn begin(&mut self) {
         self.phase = Phase::First;
         match self.op {
-            Op::Step(_) | Op::GiveBack { .. } => proto::get(&mut self.out, self.key),
+            Op::Step(_) | Op::Undo { .. } => proto::get(&mut self.out, self.key),
             Op::Peek => proto::peek(&mut self.out, self.key),
             Op::Reset => proto::delete(&mut self.out, self.key, None),
         }
@@ -216,8 +194,8 @@ impl<'a, C: Clock> Machine<'a, C> {
                 let tat = found.map_or(FULL, |(tat, _)| tat);
                 Done::Peeked(tat, self.now())
             })),
-            (Phase::First, Op::GiveBack { tau, undo }) => match read(reply, true) {
-                Ok(found) => self.give_back(found, tau, undo),
+            (Phase::First, Op::Undo { tau, booking }) => match read(reply, true) {
+                Ok(found) => self.give_back(found, tau, booking),
                 Err(f) => Next::Done(Err(f)),
             },
             (Phase::First, Op::Reset) => Next::Done(match reply.head {

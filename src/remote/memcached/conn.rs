@@ -19,13 +19,13 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::cas::{self, Done, Failure, Machine, Next, Reply, MAX_CONFLICTS};
+use super::cas::{self, Failure, Machine, Next, Reply, MAX_CONFLICTS};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use crate::clock::Clock;
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::Gate;
 use crate::remote::socket::{Socket, Until};
-use crate::remote::Error;
+use crate::remote::{Done, Error};
 
 /// memcached's port unless the address names another.
 pub const DEFAULT_PORT: u16 = 11211;

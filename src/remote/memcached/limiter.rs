@@ -6,12 +6,12 @@ use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::cas::{Done, Machine, Op};
+use super::cas::Machine;
 use super::conn::Pool;
-use super::shared::{mismatch, Shared, PING_KEY};
+use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
-use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
+use crate::remote::{Done, Error, Op, Remote, RemoteLimiter};
 
 /// A limiter whose state lives in memcached, so that every process using
 /// the same server and key shares one limit: [`RemoteLimiter`] over
@@ -59,35 +59,11 @@ impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
         super::aio::AsyncMemcachedBackend::new(Arc::clone(&self.shared))
     }
 
-    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        match self.run(key, Op::Step(*request))? {
-            Done::Decision(d) => Ok(d),
-            other => Err(mismatch(other)),
-        }
-    }
-
-    fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        match self.run(key, Op::Peek)? {
-            Done::Peeked(tat, now) => Ok((tat, now)),
-            other => Err(mismatch(other)),
-        }
-    }
-
-    /// A read, and a `cas` back to the state before only if the key still
-    /// holds the grant's.
-    fn undo(&self, key: &str, tau: u64, undo: crate::store::Booking) -> Result<bool, Error> {
-        match self.run(key, Op::GiveBack { tau, undo })? {
-            Done::Flag(given) => Ok(given),
-            other => Err(mismatch(other)),
-        }
-    }
-
-    /// One `md` of the key (twice is once).
-    fn reset(&self, key: &str) -> Result<bool, Error> {
-        match self.run(key, Op::Reset)? {
-            Done::Flag(deleted) => Ok(deleted),
-            other => Err(mismatch(other)),
-        }
+    /// The machine's call: a read, then for a grant a `cas` (or `add`);
+    /// for an undo a `cas` back to the state before only if the key still
+    /// holds the grant's; for a reset one `md` (twice is once).
+    fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        self.run(key, op)
     }
 }
 

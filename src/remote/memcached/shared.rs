@@ -2,15 +2,13 @@
 //! its settings and counts, the key a ping reads, and how a call's failure
 //! becomes the caller's [`Error`].
 
-use std::error::Error as StdError;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::cas::{Done, Failure};
+use super::cas::Failure;
 use super::conn::Addr;
 use crate::remote::key;
-use crate::remote::Error;
+use crate::remote::{Done, Error};
 
 /// What the blocking and async backends of one limiter share.
 pub(super) struct Shared<C> {
@@ -52,14 +50,9 @@ impl<C> Shared<C> {
 /// The key a limiter's `ping` reads (after the prefix).
 pub(super) const PING_KEY: &str = "~ping";
 
-/// A machine answered another kind of call than asked (cannot happen).
-pub(super) fn mismatch(done: Done) -> Error {
-    Error::script(Said(format!("an answer of another call: {done:?}")))
-}
-
 /// The error a caller sees for a call's failure on `stored`.
 pub(super) fn error(f: Failure, stored: &str) -> Error {
-    let said = |s: String| Error::script(Said(s));
+    let said = |s: String| Error::script(s);
     match f {
         Failure::Connect(e) => e,
         Failure::Io(e)
@@ -82,15 +75,3 @@ pub(super) fn error(f: Failure, stored: &str) -> Error {
         )),
     }
 }
-
-/// A memcached error, in words: the cause of an [`Error::Script`].
-#[derive(Debug)]
-pub(super) struct Said(pub(super) String);
-
-impl fmt::Display for Said {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl StdError for Said {}

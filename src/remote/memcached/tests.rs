@@ -15,7 +15,7 @@ use proptest::test_runner::{Config, TestRunner};
 use super::*;
 use crate::clock::ManualClock;
 use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use crate::remote::{Decision, Remote};
+use crate::remote::{self, Decision, Done, Remote};
 use crate::values::rate::Rate;
 use crate::Error;
 use server::MemcachedServer;
@@ -165,10 +165,11 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
                 };
                 let rust = step(tat, now, op.cost, params, admit);
                 let backend = lim.backend();
-                let mc = lim
-                    .core
-                    .request(op.cost, admit)
-                    .and_then(|request| backend.step(&key, &request));
+                let mc = lim.core.request(op.cost, admit).and_then(|request| {
+                    backend
+                        .call(&key, remote::Op::Step(request))
+                        .and_then(Done::decision)
+                });
                 match (rust, mc) {
                     (Ok(g), Ok(Decision::Granted(b))) => {
                         prop_assert_eq!(g.slot, b.slot, "slot");
@@ -192,7 +193,10 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
                 }
                 // The stored word is the model's, exactly (absent only if
                 // never written), with the expiry of its rest time.
-                let (peeked, n) = backend.peek(&key).unwrap();
+                let (peeked, n) = backend
+                    .call(&key, remote::Op::Peek)
+                    .and_then(Done::peeked)
+                    .unwrap();
                 prop_assert_eq!(peeked, tat, "stored state");
                 prop_assert_eq!(n, now);
                 if let Some((ttl, value)) = ttl_and_value(&server, &stored) {
@@ -336,28 +340,98 @@ async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
     let backend = lim.backend().to_async();
     let request = lim.core.request(1, Admit::Always).unwrap();
     // A booking on an absent key, given back: the key is absent again.
-    let Ok(Decision::Granted(undo)) = backend.step("k", &request).await else {
+    let Ok(Decision::Granted(undo)) = backend
+        .call("k", remote::Op::Step(request))
+        .await
+        .and_then(Done::decision)
+    else {
         panic!("not granted");
     };
     assert_eq!(undo.prev, None);
-    assert!(backend.undo("k", tau, undo).await.unwrap());
+    assert!(backend
+        .call("k", remote::Op::Undo { tau, booking: undo })
+        .await
+        .and_then(Done::flag)
+        .unwrap());
     assert!(ttl_and_value(&server, "paceline:k").is_none());
     // Two bookings; the first given back finds the second's state: no.
-    let Ok(Decision::Granted(first)) = backend.step("k", &request).await else {
+    let Ok(Decision::Granted(first)) = backend
+        .call("k", remote::Op::Step(request))
+        .await
+        .and_then(Done::decision)
+    else {
         panic!("not granted");
     };
-    let Ok(Decision::Granted(second)) = backend.step("k", &request).await else {
+    let Ok(Decision::Granted(second)) = backend
+        .call("k", remote::Op::Step(request))
+        .await
+        .and_then(Done::decision)
+    else {
         panic!("not granted");
     };
-    assert!(!backend.undo("k", tau, first).await.unwrap());
-    assert_eq!(backend.peek("k").await.unwrap().0, second.next);
+    assert!(!backend
+        .call(
+            "k",
+            remote::Op::Undo {
+                tau,
+                booking: first
+            }
+        )
+        .await
+        .and_then(Done::flag)
+        .unwrap());
+    assert_eq!(
+        backend
+            .call("k", remote::Op::Peek)
+            .await
+            .and_then(Done::peeked)
+            .unwrap()
+            .0,
+        second.next
+    );
     // The second, the last: back to the first's state, with an expiry.
-    assert!(backend.undo("k", tau, second).await.unwrap());
-    assert_eq!(backend.peek("k").await.unwrap().0, first.next);
+    assert!(backend
+        .call(
+            "k",
+            remote::Op::Undo {
+                tau,
+                booking: second
+            }
+        )
+        .await
+        .and_then(Done::flag)
+        .unwrap());
+    assert_eq!(
+        backend
+            .call("k", remote::Op::Peek)
+            .await
+            .and_then(Done::peeked)
+            .unwrap()
+            .0,
+        first.next
+    );
     let (ttl, _) = ttl_and_value(&server, "paceline:k").unwrap();
     assert!(ttl > 0, "ttl {ttl}");
     // A stale undo (states that were never stored) changes nothing.
     let stale = Booking::granted(0, 5, 1, Some(5), 6);
-    assert!(!backend.undo("k", tau, stale).await.unwrap());
-    assert_eq!(backend.peek("k").await.unwrap().0, first.next);
+    assert!(!backend
+        .call(
+            "k",
+            remote::Op::Undo {
+                tau,
+                booking: stale
+            }
+        )
+        .await
+        .and_then(Done::flag)
+        .unwrap());
+    assert_eq!(
+        backend
+            .call("k", remote::Op::Peek)
+            .await
+            .and_then(Done::peeked)
+            .unwrap()
+            .0,
+        first.next
+    );
 }

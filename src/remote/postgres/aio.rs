@@ -3,8 +3,7 @@
 //! [`AsyncPostgresBackend`], and the calls only PostgreSQL has.
 
 use super::backend::AsyncPostgresBackend;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
-use crate::store::Booking;
+use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`PostgresLimiter`](super::PostgresLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncPostgresBackend`], made by
@@ -36,20 +35,8 @@ use crate::store::Booking;
 pub type AsyncPostgresLimiter = AsyncRemoteLimiter<AsyncPostgresBackend>;
 
 impl AsyncRemote for AsyncPostgresBackend {
-    async fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        self.step_at(key, request, None).await
-    }
-
-    async fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        self.peek_at(key, None).await
-    }
-
-    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
-        AsyncPostgresBackend::undo(self, key, tau, undo).await
-    }
-
-    async fn reset(&self, key: &str) -> Result<bool, Error> {
-        AsyncPostgresBackend::reset(self, key).await
+    async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        self.call_at(key, op, None).await
     }
 }
 

@@ -16,7 +16,7 @@ use tokio_postgres::Row;
 use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::health::{Gate, Heard};
 use crate::remote::key;
-use crate::remote::Error;
+use crate::remote::{Done, Error, Op};
 use crate::store::Booking;
 
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
@@ -280,6 +280,20 @@ impl AsyncPostgresBackend {
         }
     }
 
+    /// Runs `op` on `key`: at the server's clock, or at `now` (internal ns;
+    /// tests only).
+    pub(crate) async fn call_at(&self, key: &str, op: Op, now: Option<u64>) -> Result<Done, Error> {
+        Ok(match op {
+            Op::Step(request) => Done::Decision(self.step_at(key, &request, now).await?),
+            Op::Peek => {
+                let (tat, now) = self.peek_at(key, now).await?;
+                Done::Peeked(tat, now)
+            }
+            Op::Undo { tau, booking } => Done::Flag(self.undo(key, tau, booking).await?),
+            Op::Reset => Done::Flag(self.reset(key).await?),
+        })
+    }
+
     /// `key`'s state and the server's time (or `now`, in tests).
     pub(crate) async fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
         let stored = key::postgres(key);
@@ -297,8 +311,9 @@ impl AsyncPostgresBackend {
         ))
     }
 
-    /// Puts `key` back to `undo.prev` if it still holds `undo.next`.
-    pub(crate) async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
+    /// Puts `key` back to `undo.prev` if it still holds `undo.next`: one
+    /// conditional `UPDATE` (or `DELETE`) of its row.
+    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
         let stored = key::postgres(key);
         let key: &str = &stored;
         let next = encode(undo.next);
@@ -318,8 +333,8 @@ impl AsyncPostgresBackend {
         Ok(n > 0)
     }
 
-    /// Deletes `key`'s row; whether it had one.
-    pub(crate) async fn reset(&self, key: &str) -> Result<bool, Error> {
+    /// Deletes `key`'s row (twice is once); whether it had one.
+    async fn reset(&self, key: &str) -> Result<bool, Error> {
         let stored = key::postgres(key);
         let key: &str = &stored;
         let n = self.exec(&self.0.sql.reset, &[Type::TEXT], &[&key]).await?;

@@ -12,7 +12,7 @@ use deadpool_postgres::Pool;
 use super::backend::AsyncPostgresBackend;
 use super::runtime::RuntimeThread;
 use super::sql;
-use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
+use crate::remote::{Done, Error, Op, Remote, RemoteLimiter};
 
 /// A limiter whose state lives in a PostgreSQL table, so that every process
 /// using the same database, table and key shares one limit: [`RemoteLimiter`]
@@ -47,7 +47,7 @@ impl PostgresBackend {
     }
 
     /// Runs `f(backend)` on the runtime thread and waits for its result.
-    pub(super) fn call<T, F, Fut>(&self, f: F) -> Result<T, Error>
+    pub(super) fn block_on<T, F, Fut>(&self, f: F) -> Result<T, Error>
     where
         T: Send + 'static,
         F: FnOnce(AsyncPostgresBackend) -> Fut,
@@ -73,21 +73,10 @@ impl PostgresBackend {
         }
     }
 
-    /// The step at `now` (internal ns; tests only) or the server's clock.
-    pub(super) fn step_at(
-        &self,
-        key: &str,
-        request: &Request,
-        now: Option<u64>,
-    ) -> Result<Decision, Error> {
-        let (key, request) = (key.to_owned(), *request);
-        self.call(move |b| async move { b.step_at(&key, &request, now).await })
-    }
-
-    /// `key`'s state and the server's time (or `now`, tests only).
-    pub(super) fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+    /// Runs `op` at `now` (internal ns; tests only) or the server's clock.
+    pub(super) fn call_at(&self, key: &str, op: Op, now: Option<u64>) -> Result<Done, Error> {
         let key = key.to_owned();
-        self.call(move |b| async move { b.peek_at(&key, now).await })
+        self.block_on(move |b| async move { b.call_at(&key, op, now).await })
     }
 }
 
@@ -108,24 +97,8 @@ impl Remote for PostgresBackend {
         self.backend.clone()
     }
 
-    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        self.step_at(key, request, None)
-    }
-
-    fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        self.peek_at(key, None)
-    }
-
-    /// One conditional `UPDATE` (or `DELETE`) of the key's row.
-    fn undo(&self, key: &str, tau: u64, undo: crate::store::Booking) -> Result<bool, Error> {
-        let key = key.to_owned();
-        self.call(move |b| async move { b.undo(&key, tau, undo).await })
-    }
-
-    /// One `DELETE` of the key's row (twice is once).
-    fn reset(&self, key: &str) -> Result<bool, Error> {
-        let key = key.to_owned();
-        self.call(move |b| async move { b.reset(&key).await })
+    fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        self.call_at(key, op, None)
     }
 }
 
@@ -144,7 +117,7 @@ impl PostgresLimiter {
     pub fn install(&self) -> Result<(), Error> {
         let unlogged = self.backend().backend.0.unlogged;
         self.backend()
-            .call(move |b| async move { b.install(unlogged).await })
+            .block_on(move |b| async move { b.install(unlogged).await })
     }
 
     /// The SQL [`install`](Self::install) runs, for a DBA to review or run.
@@ -161,7 +134,7 @@ impl PostgresLimiter {
     /// # Errors
     /// Server failures, whatever the policy.
     pub fn prune(&self) -> Result<u64, Error> {
-        self.backend().call(|b| async move { b.prune().await })
+        self.backend().block_on(|b| async move { b.prune().await })
     }
 
     /// One `SELECT 1` round trip on one of the pool's connections: a health
@@ -170,7 +143,7 @@ impl PostgresLimiter {
     /// # Errors
     /// Server failures, whatever the policy.
     pub fn ping(&self) -> Result<(), Error> {
-        self.backend().call(|b| async move { b.ping().await })
+        self.backend().block_on(|b| async move { b.ping().await })
     }
 
     /// The table, as the builder got it.

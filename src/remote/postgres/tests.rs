@@ -13,11 +13,26 @@ use proptest::test_runner::{Config, TestRunner};
 use super::sql::encode;
 use super::*;
 use crate::model::schedule::{step, Admit, Deny, Params, FULL, MAX_TAT, ORIGIN};
-use crate::remote::Decision;
+use crate::remote::{Decision, Op as Call, Request};
 use crate::store::Booking;
 use crate::values::rate::Rate;
 use crate::Error;
 use server::PgServer;
+
+/// The backend's calls at a test clock, one per kind of call.
+trait At {
+    fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<Decision, Error>;
+    fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error>;
+}
+
+impl At for PostgresBackend {
+    fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<Decision, Error> {
+        self.call_at(key, Call::Step(*r), now)?.decision()
+    }
+    fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+        self.call_at(key, Call::Peek, now)?.peeked()
+    }
+}
 
 fn limiter(server: &PgServer, interval: u64, slack: u64) -> PostgresLimiter {
     let lim = PostgresLimiter::builder(
@@ -45,7 +60,7 @@ fn set_state(lim: &PostgresLimiter, key: &str, tat: u64) {
     let t = lim.core.backend().backend.0.table.quoted.clone();
     lim.core
         .backend()
-        .call(move |b| async move {
+        .block_on(move |b| async move {
             b.run(|c| async move {
                 c.execute(
                     &format!("INSERT INTO {t} (key, tat, rest_at) VALUES ($1, $2, 0)"),
@@ -64,7 +79,7 @@ fn rest_at(lim: &PostgresLimiter, key: &str) -> Option<i64> {
     let t = lim.core.backend().backend.0.table.quoted.clone();
     lim.core
         .backend()
-        .call(move |b| async move {
+        .block_on(move |b| async move {
             b.run(|c| async move {
                 c.query_opt(&format!("SELECT rest_at FROM {t} WHERE key = $1"), &[&key])
                     .await
@@ -251,8 +266,8 @@ fn give_back_restores_only_the_state_it_replaced() {
     assert_eq!(u2.prev, Some(u1.next));
     let tau = lim.core.params.tau();
     let give = |u: Booking| {
-        b.call(move |b| async move { b.undo("k", tau, u).await })
-            .unwrap()
+        let undo = Call::Undo { tau, booking: u };
+        b.call_at("k", undo, None).unwrap().flag().unwrap()
     };
     assert!(!give(u1), "someone took after the first grant");
     assert!(give(u2));

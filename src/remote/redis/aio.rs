@@ -23,8 +23,7 @@ use super::conn::{classify, is_reply, Redirects, Target};
 use super::script::{self, Wire};
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::{Heard, BACKOFF_MAX, BACKOFF_MIN};
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Decision, Error, Request};
-use crate::store::Booking;
+use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`RedisLimiter`](super::RedisLimiter): [`AsyncRemoteLimiter`] over
 /// [`AsyncRedisBackend`], made by `AsyncRedisLimiter::from(limiter)`; its
@@ -155,13 +154,14 @@ impl Conn {
         matches!(self, Conn::Cluster { .. })
     }
 
-    /// Sends `call` (an `EVALSHA`, or a `PING`); a script call that meets
-    /// `NOSCRIPT` loads the script and is sent again.
+    /// Sends `cmd` (an `EVALSHA`, a `DEL` or a `PING`) through `wire`: a
+    /// script call that meets `NOSCRIPT` loads the script and is sent
+    /// again.
     ///
     /// With `once`, a call a cluster client would retry after a connection
     /// error fails instead: a give-back must not run twice. (A single
     /// server's connection never resends a call.)
-    async fn query<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> RedisResult<T> {
+    async fn query<T: FromRedisValue>(&self, wire: &Wire, cmd: &Cmd, once: bool) -> RedisResult<T> {
         match self {
             Conn::Single { .. } => {
                 let Some(live) = self.live()? else {
@@ -170,7 +170,7 @@ impl Conn {
                         "no connection",
                     )));
                 };
-                let reply = call.send(&mut live.manager.clone()).await;
+                let reply = wire.invoke_async(cmd, &mut live.manager.clone()).await;
                 if !matches!(&reply, Err(e) if !is_reply(e)) {
                     // An answer, even an error reply: the link works.
                     live.heard.answered();
@@ -191,7 +191,7 @@ impl Conn {
                 let conn = conn
                     .get_or_try_init(|| client.get_async_connection())
                     .await?;
-                call.send(&mut conn.clone()).await
+                wire.invoke_async(cmd, &mut conn.clone()).await
             }
         }
     }
@@ -206,44 +206,14 @@ struct Live {
     heard: Arc<Heard>,
 }
 
-/// What [`Conn::query`] sends.
-#[derive(Clone, Copy)]
-enum Call<'a> {
-    /// A script call and the wire that made it (which loads the script
-    /// after a `NOSCRIPT`).
-    Script(&'a Wire, &'a Cmd),
-    Cmd(&'a Cmd),
-}
-
-impl Call<'_> {
-    async fn send<T: FromRedisValue>(
-        self,
-        conn: &mut (impl redis::aio::ConnectionLike + Send),
-    ) -> RedisResult<T> {
-        match self {
-            Call::Script(wire, cmd) => wire.invoke_async(cmd, conn).await,
-            Call::Cmd(cmd) => cmd.query_async(conn).await,
-        }
-    }
-}
-
 impl AsyncRedisBackend {
-    /// Sends a call and waits for its reply within the budget.
-    async fn run<T: FromRedisValue>(&self, call: Call<'_>) -> Result<T, Error> {
-        self.run_with(call, false).await
-    }
-
-    /// [`run`](Self::run), never retried (see [`Conn::query`]).
-    async fn run_once<T: FromRedisValue>(&self, call: Call<'_>) -> Result<T, Error> {
-        self.run_with(call, true).await
-    }
-
     /// A cluster's redirection is followed as the blocking calls follow
     /// it (see `src/remote/redis/conn.rs`): sent again after a pause, while
     /// the budget leaves room for the reply; a redirection is never a
     /// timeout or an outage (no fail policy admits it). Even a give-back
-    /// follows it: a redirected call ran nowhere.
-    async fn run_with<T: FromRedisValue>(&self, call: Call<'_>, once: bool) -> Result<T, Error> {
+    /// follows it: a redirected call ran nowhere. With `once`, never
+    /// retried otherwise (see [`Conn::query`]).
+    async fn run<T: FromRedisValue>(&self, cmd: &Cmd, once: bool) -> Result<T, Error> {
         let mut redirects = Redirects::new(self.budget, self.response);
         loop {
             let left = redirects.left();
@@ -251,7 +221,7 @@ impl AsyncRedisBackend {
             // the call is sent.)
             self.conn.live().map_err(classify)?;
             let sent = Instant::now();
-            match tokio::time::timeout(left, self.conn.query(call, once)).await {
+            match tokio::time::timeout(left, self.conn.query(&self.wire, cmd, once)).await {
                 Err(_) => {
                     self.conn.timed_out(sent);
                     return Err(Error::Timeout);
@@ -274,32 +244,14 @@ impl AsyncRedisBackend {
 }
 
 impl AsyncRemote for AsyncRedisBackend {
-    async fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        let call = self.wire.step(key, request, None);
-        let reply: redis::Value = self.run(Call::Script(&self.wire, &call)).await?;
-        script::decision(&reply, request, false).map(|(decision, _ttl)| decision)
-    }
-
-    async fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        let call = self.wire.peek(key, None);
-        let reply: redis::Value = self.run(Call::Script(&self.wire, &call)).await?;
-        script::peeked(&reply)
-    }
-
-    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
-        let call = self.wire.give_back(key, tau, undo, None);
-        // Never retried: run twice, a give-back could erase a booking made
-        // in between from the state the first run restored.
-        let reply: redis::Value = self.run_once(Call::Script(&self.wire, &call)).await?;
-        script::given_back(&reply)
-    }
-
-    /// One `DEL` of the prefixed key (see [`RedisLimiter`]'s `reset`).
-    async fn reset(&self, key: &str) -> Result<bool, Error> {
-        let del = self.wire.del(key);
-        self.run::<u64>(Call::Cmd(&del))
-            .await
-            .map(|removed| removed > 0)
+    /// As the blocking backend's; a give-back is never retried (run twice,
+    /// it could erase a booking made in between from the state the first
+    /// run restored).
+    async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        let cmd = self.wire.command(key, &op, None);
+        let once = matches!(op, Op::Undo { .. });
+        let reply: redis::Value = self.run(&cmd, once).await?;
+        script::done(&reply, &op, false).map(|(done, _ttl)| done)
     }
 }
 
@@ -330,7 +282,7 @@ impl AsyncRedisLimiter {
     /// Redis failures, whatever the policy.
     pub async fn ping(&self) -> Result<(), Error> {
         self.backend()
-            .run::<String>(Call::Cmd(&redis::cmd("PING")))
+            .run::<String>(&redis::cmd("PING"), false)
             .await
             .map(drop)
     }

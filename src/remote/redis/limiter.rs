@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::conn::Pool;
 use super::script::{self, Wire};
-use crate::remote::{Decision, Error, Remote, RemoteLimiter, Request};
+use crate::remote::{Done, Error, Op, Remote, RemoteLimiter};
 
 /// A limiter whose state lives in Redis, so that every process using the
 /// same Redis and key shares one limit: [`RemoteLimiter`] over
@@ -35,38 +35,17 @@ pub struct RedisBackend {
 }
 
 impl RedisBackend {
-    /// Runs the step: at the server's `TIME`, or at `now` (internal ns;
-    /// tests only). Also answers the TTL the key was given, ms.
-    pub(super) fn step_at(
+    /// Runs `op`: at the server's `TIME`, or at `now` (internal ns; tests
+    /// only). Also answers the TTL a grant gave its key then, ms.
+    pub(super) fn call_at(
         &self,
         key: &str,
-        request: &Request,
+        op: Op,
         now: Option<u64>,
-    ) -> Result<(Decision, u64), Error> {
-        let call = self.wire.step(key, request, now);
-        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
-        script::decision(&reply, request, now.is_some())
-    }
-
-    /// Undoes a grant at `now` (`None`: the server's `TIME`; tests give
-    /// one).
-    pub(super) fn give_back_at(
-        &self,
-        key: &str,
-        tau: u64,
-        undo: crate::store::Booking,
-        now: Option<u64>,
-    ) -> Result<bool, Error> {
-        let call = self.wire.give_back(key, tau, undo, now);
-        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
-        script::given_back(&reply)
-    }
-
-    /// Reads `key`'s state and the server's time (or `now`, in tests).
-    pub(super) fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
-        let call = self.wire.peek(key, now);
-        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&call, c))?;
-        script::peeked(&reply)
+    ) -> Result<(Done, u64), Error> {
+        let cmd = self.wire.command(key, &op, now);
+        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&cmd, c))?;
+        script::done(&reply, &op, now.is_some())
     }
 }
 
@@ -85,28 +64,10 @@ impl Remote for RedisBackend {
         )
     }
 
-    /// The step script's `give` (never retried: run twice, it could erase
-    /// a booking made in between from the state the first run restored).
-    fn undo(&self, key: &str, tau: u64, undo: crate::store::Booking) -> Result<bool, Error> {
-        self.give_back_at(key, tau, undo, None)
-    }
-
-    fn step(&self, key: &str, request: &Request) -> Result<Decision, Error> {
-        self.step_at(key, request, None)
-            .map(|(decision, _ttl)| decision)
-    }
-
-    fn peek(&self, key: &str) -> Result<(u64, u64), Error> {
-        self.peek_at(key, None)
-    }
-
-    /// One `DEL` of the prefixed key, as redis_rate's `Reset` (a `DEL`
-    /// twice is one).
-    fn reset(&self, key: &str) -> Result<bool, Error> {
-        let del = self.wire.del(key);
-        self.pool
-            .run(|c| del.query::<u64>(c))
-            .map(|removed| removed > 0)
+    /// The script's `take`, `peek` or `give`, or one `DEL` of the prefixed
+    /// key.
+    fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        self.call_at(key, op, None).map(|(done, _ttl)| done)
     }
 }
 

@@ -17,7 +17,7 @@ use ::redis::{
 
 use crate::model::schedule::{Admit, Deny};
 use crate::remote::key;
-use crate::remote::{Decision, Error, Request};
+use crate::remote::{Decision, Done, Error, Op, Request};
 use crate::store::Booking;
 
 /// The step, as Redis runs it.
@@ -86,8 +86,20 @@ impl Wire {
         cmd
     }
 
-    /// `DEL <prefix><key>`: forgets the key's state (absent is at rest).
-    pub(super) fn del(&self, key: &str) -> Cmd {
+    /// The command for `op`: at the server's `TIME`, or at `now` (internal
+    /// ns; tests only, and then a grant is stored without expiry).
+    pub(super) fn command(&self, key: &str, op: &Op, now: Option<u64>) -> Cmd {
+        match *op {
+            Op::Step(request) => self.step(key, &request, now),
+            Op::Peek => self.peek(key, now),
+            Op::Undo { tau, booking } => self.give_back(key, tau, booking, now),
+            Op::Reset => self.del(key),
+        }
+    }
+
+    /// `DEL <prefix><key>`: forgets the key's state (absent is at rest),
+    /// as redis_rate's `Reset` (a `DEL` twice is one).
+    fn del(&self, key: &str) -> Cmd {
         let key = &*key::redis(key);
         let mut cmd = Cmd::with_capacity(2, 32 + self.prefix.len() + key.len());
         cmd.arg("DEL").arg(FullKey {
@@ -97,9 +109,8 @@ impl Wire {
         cmd
     }
 
-    /// The script call for a step: at the server's `TIME`, or at `now`
-    /// (internal ns; tests only, and then the key is stored without expiry).
-    pub(super) fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {
+    /// The script call for a step.
+    fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {
         let mut cmd = self.call(key, 8, now);
         // Spans as one decimal each: the script splits them.
         cmd.arg("take")
@@ -115,7 +126,7 @@ impl Wire {
 
     /// The script call that undoes a grant (see [`Booking`]): `tau` sets the
     /// restored state's TTL.
-    pub(super) fn give_back(&self, key: &str, tau: u64, undo: Booking, now: Option<u64>) -> Cmd {
+    fn give_back(&self, key: &str, tau: u64, undo: Booking, now: Option<u64>) -> Cmd {
         let mut cmd = self.call(key, 7, now);
         cmd.arg("give");
         pair(&mut cmd, tau);
@@ -133,13 +144,13 @@ impl Wire {
     }
 
     /// The script call that reads a key's state and the server's time.
-    pub(super) fn peek(&self, key: &str, now: Option<u64>) -> Cmd {
+    fn peek(&self, key: &str, now: Option<u64>) -> Cmd {
         let mut cmd = self.call(key, 1, now);
         cmd.arg("peek");
         cmd
     }
 
-    /// Sends `cmd` (made by this wire); after a `NOSCRIPT` (a server that
+    /// Sends `cmd` (made by this wire, or a `PING`); after a `NOSCRIPT` (a server that
     /// restarted, a `SCRIPT FLUSH`), loads the script and sends it again.
     pub(super) fn invoke<T: FromRedisValue>(
         &self,
@@ -211,13 +222,25 @@ fn joined(ints: &[u64], i: usize) -> Option<u64> {
     }
 }
 
+/// The reply to `op`, and for a grant made at a test clock (`tested`) the
+/// TTL the key would have had, ms (else 0).
+pub(super) fn done(reply: &Value, op: &Op, tested: bool) -> Result<(Done, u64), Error> {
+    match op {
+        Op::Step(request) => {
+            decision(reply, request, tested).map(|(d, ttl)| (Done::Decision(d), ttl))
+        }
+        Op::Peek => peeked(reply).map(|(tat, now)| (Done::Peeked(tat, now), 0)),
+        Op::Undo { .. } => given_back(reply).map(|given| (Done::Flag(given), 0)),
+        Op::Reset => match reply {
+            Value::Int(removed) => Ok((Done::Flag(*removed > 0), 0)),
+            _ => Err(bad_reply(reply)),
+        },
+    }
+}
+
 /// The script's reply to `request`: the decision, and for a grant made at
 /// a test clock (`tested`) the TTL the key would have had, ms (else 0).
-pub(super) fn decision(
-    reply: &Value,
-    request: &Request,
-    tested: bool,
-) -> Result<(Decision, u64), Error> {
+fn decision(reply: &Value, request: &Request, tested: bool) -> Result<(Decision, u64), Error> {
     let parsed = ints(reply).and_then(|(ints, len)| {
         let ints = &ints[..len];
         Some(match ints {
@@ -257,7 +280,7 @@ pub(super) fn decision(
 }
 
 /// The script's reply to a give-back: whether the grant was undone.
-pub(super) fn given_back(reply: &Value) -> Result<bool, Error> {
+fn given_back(reply: &Value) -> Result<bool, Error> {
     match ints(reply) {
         Some(([5, 1, ..], 2)) => Ok(true),
         Some(([5, 0, ..], 2)) => Ok(false),
@@ -266,7 +289,7 @@ pub(super) fn given_back(reply: &Value) -> Result<bool, Error> {
 }
 
 /// The script's reply to a peek: `(tat, now)`.
-pub(super) fn peeked(reply: &Value) -> Result<(u64, u64), Error> {
+fn peeked(reply: &Value) -> Result<(u64, u64), Error> {
     let parsed = ints(reply).and_then(|(ints, len)| match &ints[..len] {
         [3, _, _, _, _] => Some((joined(&ints, 1)?, joined(&ints, 3)?)),
         _ => None,

@@ -13,11 +13,44 @@ use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
 use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use crate::remote::Decision;
+use crate::remote::{Decision, Op as Call, Request};
 use crate::store::Booking;
 use crate::values::rate::Rate;
 use crate::Error;
 use server::RedisServer;
+
+/// The backend's calls at a test clock, one per kind of call.
+trait At {
+    fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<(Decision, u64), Error>;
+    fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error>;
+    fn give_back_at(
+        &self,
+        key: &str,
+        tau: u64,
+        b: Booking,
+        now: Option<u64>,
+    ) -> Result<bool, Error>;
+}
+
+impl At for RedisBackend {
+    fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<(Decision, u64), Error> {
+        let (done, ttl) = self.call_at(key, Call::Step(*r), now)?;
+        Ok((done.decision()?, ttl))
+    }
+    fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+        self.call_at(key, Call::Peek, now)?.0.peeked()
+    }
+    fn give_back_at(
+        &self,
+        key: &str,
+        tau: u64,
+        b: Booking,
+        now: Option<u64>,
+    ) -> Result<bool, Error> {
+        let undo = Call::Undo { tau, booking: b };
+        self.call_at(key, undo, now)?.0.flag()
+    }
+}
 
 fn limiter(server: &RedisServer, interval: u64, slack: u64) -> RedisLimiter {
     RedisLimiter::builder(
