@@ -13,18 +13,17 @@
 use std::fmt;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 
-use super::cas::{Failure, Machine, Next, Reply};
-use super::conn::{connect_error, contended, eof_or_garbled, value_of, Addr, Budget};
+use super::cas::{Failure, Machine, Reply};
+use super::conn::{connect_error, eof_or_garbled, value_of, Addr, Link, Pool};
 use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
-use crate::primitive::{lock, Mutex};
-use crate::remote::health::Gate;
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`MemcachedLimiter`](super::MemcachedLimiter):
@@ -62,24 +61,48 @@ struct AsyncConn {
     line: Vec<u8>,
 }
 
-impl AsyncConn {
-    async fn open(addr: &Addr) -> io::Result<AsyncConn> {
-        let io: Box<dyn Io> = match addr {
-            Addr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-            Addr::Tcp(hostport) => {
-                let s = tokio::net::TcpStream::connect(hostport.as_str()).await?;
-                s.set_nodelay(true)?;
-                Box::new(s)
-            }
+impl Link for AsyncConn {
+    async fn open(addr: &Addr, within: Duration, _response: Duration) -> Result<Self, Error> {
+        let open = async {
+            let io: Box<dyn Io> = match addr {
+                Addr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+                Addr::Tcp(hostport) => {
+                    let s = tokio::net::TcpStream::connect(hostport.as_str()).await?;
+                    s.set_nodelay(true)?;
+                    Box::new(s)
+                }
+            };
+            Ok(AsyncConn {
+                io: BufReader::with_capacity(512, io),
+                line: Vec::with_capacity(64),
+            })
         };
-        Ok(AsyncConn {
-            io: BufReader::with_capacity(512, io),
-            line: Vec::with_capacity(64),
-        })
+        match tokio::time::timeout(within, open).await {
+            Ok(opened) => opened.map_err(connect_error),
+            Err(_) => Err(Error::Timeout),
+        }
     }
 
+    async fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
+        match tokio::time::timeout(within, self.exchange(command)).await {
+            Ok(reply) => reply,
+            Err(_) => Err(timed_out()),
+        }
+    }
+
+    async fn pause(pause: Duration) {
+        if pause.as_millis() == 0 {
+            // (Tokio's timer would round it up to a millisecond.)
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+impl AsyncConn {
     /// Sends `command` and reads its reply (the caller bounds the time).
-    async fn call(&mut self, command: &[u8]) -> Result<Reply, Failure> {
+    async fn exchange(&mut self, command: &[u8]) -> Result<Reply, Failure> {
         self.io.get_mut().write_all(command).await?;
         self.line.clear();
         (&mut self.io)
@@ -119,124 +142,39 @@ fn timed_out() -> Failure {
     ))
 }
 
-/// The async pool: idle connections, at most `pool_size` in use.
-struct AsyncPool {
-    idle: Mutex<Vec<AsyncConn>>,
-    gate: Gate,
+/// The async memcached backend: the limiter's shared settings and a pool
+/// of at most `pool_size` tokio connections in use, made on first use in
+/// the runtime the call runs on.
+pub struct AsyncMemcachedBackend<C = UnixClock> {
+    shared: Arc<Shared<C>>,
+    pool: Pool<AsyncConn>,
     permits: Semaphore,
 }
 
-/// The async memcached backend: the limiter's shared settings and a pool
-/// of tokio connections, made on first use in the runtime the call runs on.
-pub struct AsyncMemcachedBackend<C = UnixClock> {
-    shared: Arc<Shared<C>>,
-    pool: AsyncPool,
-}
-
 impl<C: Clock> AsyncMemcachedBackend<C> {
-    pub(super) fn new(shared: Arc<Shared<C>>) -> Self {
+    /// The async twin of a blocking backend with `shared` and a pool to
+    /// where `blocking` leads, with its timeouts.
+    pub(super) fn new<L>(shared: Arc<Shared<C>>, blocking: &Pool<L>) -> Self {
         let permits = Semaphore::new(shared.pool_size);
+        let (connect, response) = (blocking.connect_timeout, blocking.response_timeout);
         AsyncMemcachedBackend {
             shared,
-            pool: AsyncPool {
-                idle: Mutex::new(Vec::new()),
-                gate: Gate::new(),
-                permits,
-            },
+            pool: Pool::new(blocking.addr.clone(), connect, response),
+            permits,
         }
     }
 
+    /// As the blocking face's `run`, on a connection in use once one is
+    /// free within the call's budget.
     async fn run(&self, key: &str, op: Op) -> Result<Done, Error> {
         let stored = self.shared.stored(key);
         let mut m = Machine::new(&stored, op, &self.shared.clock);
-        let result = self.run_machine(&mut m).await;
+        let budget = self.pool.budget();
+        let result = match tokio::time::timeout(budget.left(), self.permits.acquire()).await {
+            Ok(Ok(_permit)) => self.pool.run(&mut m, &budget).await,
+            _ => Err(timed_out()),
+        };
         self.shared.settle(&stored, m.conflicts, result)
-    }
-
-    /// As the blocking pool's `run` (see `conn.rs`).
-    async fn run_machine(&self, m: &mut Machine<'_, C>) -> Result<Done, Failure> {
-        let s = &self.shared;
-        let budget = Budget::new(s.connect_timeout, s.response_timeout);
-        let _permit = tokio::time::timeout(budget.left(), self.pool.permits.acquire())
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|_| timed_out())?;
-        let reused = lock(&self.pool.idle).pop();
-        let mut retry = reused.is_some();
-        let mut conn = match reused {
-            Some(conn) => conn,
-            None => self.connect(&budget).await?,
-        };
-        loop {
-            match drive(&mut conn, m, &budget).await {
-                Ok(done) => {
-                    lock(&self.pool.idle).push(conn);
-                    return Ok(done);
-                }
-                Err(f) if f.in_step() => {
-                    lock(&self.pool.idle).push(conn);
-                    return Err(f);
-                }
-                Err(f) => {
-                    drop(conn);
-                    lock(&self.pool.idle).clear();
-                    if !retry || m.wrote || f.is_timeout() || !matches!(f, Failure::Io(_)) {
-                        return Err(f);
-                    }
-                    retry = false;
-                    conn = self.connect(&budget).await?;
-                }
-            }
-        }
-    }
-
-    async fn connect(&self, budget: &Budget) -> Result<AsyncConn, Failure> {
-        if let Some(last) = self.pool.gate.closed() {
-            return Err(Failure::Connect(last));
-        }
-        let within = budget.left().min(self.shared.connect_timeout);
-        let opened = match tokio::time::timeout(within, AsyncConn::open(&self.shared.addr)).await {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(connect_error(e)),
-            Err(_) => Err(Error::Timeout),
-        };
-        self.pool.gate.record(opened).map_err(Failure::Connect)
-    }
-}
-
-/// Runs a machine on `conn` to its answer, as the blocking driver does.
-async fn drive<C: Clock>(
-    conn: &mut AsyncConn,
-    m: &mut Machine<'_, C>,
-    budget: &Budget,
-) -> Result<Done, Failure> {
-    m.begin();
-    loop {
-        let within = budget.reply_within();
-        let reply = match tokio::time::timeout(within, conn.call(m.out())).await {
-            Ok(reply) => reply,
-            Err(_) => Err(timed_out()),
-        }
-        .map_err(|f| contended(f, m.conflicts, within, budget.response))?;
-        match m.reply(reply) {
-            Next::Send => {}
-            Next::Done(done) => return done,
-            Next::Conflict => {
-                let Some(pause) = budget.retry(m.conflicts) else {
-                    return Err(Failure::Contended {
-                        conflicts: m.conflicts,
-                        in_step: true,
-                    });
-                };
-                if pause.as_millis() == 0 {
-                    // (Tokio's timer would round it up to a millisecond.)
-                    tokio::task::yield_now().await;
-                } else {
-                    tokio::time::sleep(pause).await;
-                }
-                m.begin();
-            }
-        }
     }
 }
 
@@ -273,7 +211,7 @@ impl<C: Clock + Clone + 'static> AsyncMemcachedLimiter<C> {
 impl<C> fmt::Debug for AsyncMemcachedBackend<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncMemcachedBackend")
-            .field("addr", &self.shared.addr)
+            .field("addr", &self.pool.addr)
             .field("prefix", &self.shared.prefix)
             .finish_non_exhaustive()
     }

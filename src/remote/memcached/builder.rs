@@ -121,11 +121,8 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
         }
         let (connect, response) = (common.connect_timeout, common.response_timeout);
         let shared = Arc::new(Shared {
-            addr: addr.clone(),
             prefix,
             clock,
-            connect_timeout: connect,
-            response_timeout: response,
             pool_size,
             conflicts: AtomicU64::new(0),
         });

@@ -1,5 +1,9 @@
-//! Blocking connections to memcached, and what both faces share: the
-//! address and the driver's budget.
+//! Connections to memcached: the address, the blocking connection, and
+//! what both faces share, the pool and the loop that drives a machine on
+//! a connection, written once as futures over a [`Link`]: tokio's on the
+//! async face, and on the blocking face the blocking connection, whose
+//! futures never pend and are polled once on the caller's thread
+//! ([`ready`]), with no runtime.
 //!
 //! A [`Pool`] keeps idle connections (one per caller that ran at the same
 //! time). A call takes one, or opens one within the connect timeout; each
@@ -13,10 +17,13 @@
 //! A call on a reused connection that fails before it stored anything (the
 //! server restarted since) runs once more on a fresh one.
 
+use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::cas::{self, Failure, Machine, Next, Reply, MAX_CONFLICTS};
@@ -125,10 +132,11 @@ pub(crate) struct Conn {
     line: Vec<u8>,
 }
 
-impl Conn {
-    fn open(addr: &Addr, connect: Duration, response: Duration) -> io::Result<Conn> {
-        let socket = open(addr, connect)?;
-        socket.set_write_timeout(response)?;
+/// The blocking connection: its futures never pend (see [`ready`]).
+impl Link for Conn {
+    async fn open(addr: &Addr, within: Duration, response: Duration) -> Result<Conn, Error> {
+        let socket = open(addr, within).map_err(connect_error)?;
+        socket.set_write_timeout(response).map_err(connect_error)?;
         Ok(Conn {
             io: BufReader::with_capacity(
                 512,
@@ -141,8 +149,7 @@ impl Conn {
         })
     }
 
-    /// Sends `command` and reads its reply within `within`.
-    fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
+    async fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
         let timed = self.io.get_mut();
         timed.deadline = Instant::now() + within;
         (&timed.socket).write_all(command)?;
@@ -161,6 +168,12 @@ impl Conn {
         Ok(Reply { head, value })
     }
 
+    async fn pause(pause: Duration) {
+        std::thread::sleep(pause);
+    }
+}
+
+impl Conn {
     /// A value of `len` bytes and its `\r\n`: a state, or the length of a
     /// value that is not one (read past, not kept).
     fn value(&mut self, len: usize) -> Result<Result<u64, usize>, Failure> {
@@ -220,13 +233,6 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub(crate) fn new(connect: Duration, response: Duration) -> Budget {
-        Budget {
-            deadline: Instant::now() + connect + response,
-            response,
-        }
-    }
-
     /// What the budget leaves now (at least 1 ms: a zero timeout is an
     /// error to the socket).
     pub(crate) fn left(&self) -> Duration {
@@ -252,66 +258,89 @@ impl Budget {
     }
 }
 
-/// A failure after lost races whose reply did not come within what the
-/// budget left is the contention's: the server answered every call before.
-pub(crate) fn contended(
-    f: Failure,
-    conflicts: u32,
-    within: Duration,
-    response: Duration,
-) -> Failure {
-    if conflicts > 0 && within < response && f.is_timeout() {
-        Failure::Contended {
-            conflicts,
-            in_step: false,
-        }
-    } else {
-        f
+/// A connection the [`Pool`] drives machines on: the blocking [`Conn`],
+/// whose futures never pend, or the async face's tokio one (`aio.rs`).
+pub(crate) trait Link: Sized {
+    /// A connection to `addr` within `within`, its writes bounded by
+    /// `response`.
+    fn open(
+        addr: &Addr,
+        within: Duration,
+        response: Duration,
+    ) -> impl Future<Output = Result<Self, Error>>;
+
+    /// Sends `command` and reads its reply within `within`.
+    fn call(
+        &mut self,
+        command: &[u8],
+        within: Duration,
+    ) -> impl Future<Output = Result<Reply, Failure>>;
+
+    /// Waits `pause` after a lost race.
+    fn pause(pause: Duration) -> impl Future<Output = ()>;
+}
+
+/// The answer of `f`, a future that never pends: the blocking face drives
+/// the pool's one loop over its blocking connection so, on the caller's
+/// thread, with no runtime (every `.await` in it is on a blocking call).
+pub(crate) fn ready<T>(f: impl Future<Output = T>) -> T {
+    let mut cx = Context::from_waker(Waker::noop());
+    match pin!(f).poll(&mut cx) {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => unreachable!("a blocking connection's call never pends"),
     }
 }
 
 /// Runs a machine on `conn` to its answer.
-fn drive<C: Clock>(
-    conn: &mut Conn,
+async fn drive<L: Link, C: Clock>(
+    conn: &mut L,
     m: &mut Machine<'_, C>,
     budget: &Budget,
 ) -> Result<Done, Failure> {
     m.begin();
     loop {
         let within = budget.reply_within();
-        let reply = conn
-            .call(m.out(), within)
-            .map_err(|f| contended(f, m.conflicts, within, budget.response))?;
+        let reply = conn.call(m.out(), within).await.map_err(|f| {
+            // A failure after lost races whose reply did not come within
+            // what the budget left is the contention's: the server
+            // answered every call before.
+            if m.conflicts > 0 && within < budget.response && f.is_timeout() {
+                Failure::Contended {
+                    conflicts: m.conflicts,
+                    in_step: false,
+                }
+            } else {
+                f
+            }
+        })?;
         match m.reply(reply) {
             Next::Send => {}
             Next::Done(done) => return done,
-            Next::Conflict => match budget.retry(m.conflicts) {
-                Some(pause) => {
-                    std::thread::sleep(pause);
-                    m.begin();
-                }
-                None => {
+            Next::Conflict => {
+                let Some(pause) = budget.retry(m.conflicts) else {
                     return Err(Failure::Contended {
                         conflicts: m.conflicts,
                         in_step: true,
-                    })
-                }
-            },
+                    });
+                };
+                L::pause(pause).await;
+                m.begin();
+            }
         }
     }
 }
 
-/// The blocking pool.
-pub(crate) struct Pool {
-    addr: Addr,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    idle: Mutex<Vec<Conn>>,
+/// A pool of connections of kind `L` to one server.
+pub(crate) struct Pool<L> {
+    pub(crate) addr: Addr,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    idle: Mutex<Vec<L>>,
     gate: Gate,
 }
 
-impl Pool {
-    pub(crate) fn new(addr: Addr, connect: Duration, response: Duration) -> Pool {
+impl<L: Link> Pool<L> {
+    pub(crate) fn new(addr: Addr, connect: Duration, response: Duration) -> Self {
         Pool {
             addr,
             connect_timeout: connect,
@@ -321,27 +350,30 @@ impl Pool {
         }
     }
 
-    /// Runs `m` on a connection to its answer (see the module docs); the
-    /// CAS races it lost are in `m.conflicts`.
-    pub(crate) fn run<C: Clock>(&self, m: &mut Machine<'_, C>) -> Result<Done, Failure> {
-        let budget = Budget::new(self.connect_timeout, self.response_timeout);
+    /// The budget of a call that starts now.
+    pub(crate) fn budget(&self) -> Budget {
+        Budget {
+            deadline: Instant::now() + self.connect_timeout + self.response_timeout,
+            response: self.response_timeout,
+        }
+    }
+
+    /// Runs `m` on a connection to its answer within `budget` (see the
+    /// module docs); the CAS races it lost are in `m.conflicts`.
+    pub(crate) async fn run<C: Clock>(
+        &self,
+        m: &mut Machine<'_, C>,
+        budget: &Budget,
+    ) -> Result<Done, Failure> {
         let reused = lock(&self.idle).pop();
         let mut retry = reused.is_some();
         let mut conn = match reused {
             Some(conn) => conn,
-            None => self.connect().map_err(Failure::Connect)?,
+            None => self.connect(budget).await?,
         };
         loop {
-            match drive(&mut conn, m, &budget) {
-                Ok(done) => {
-                    self.keep(conn);
-                    return Ok(done);
-                }
-                Err(f) if f.in_step() => {
-                    self.keep(conn);
-                    return Err(f);
-                }
-                Err(f) => {
+            match drive(&mut conn, m, budget).await {
+                Err(f) if !f.in_step() => {
                     drop(conn);
                     lock(&self.idle).clear();
                     // A connection that sat idle across a server restart
@@ -351,24 +383,24 @@ impl Pool {
                         return Err(f);
                     }
                     retry = false;
-                    conn = self.connect().map_err(Failure::Connect)?;
+                    conn = self.connect(budget).await?;
+                }
+                answer => {
+                    lock(&self.idle).push(conn);
+                    return answer;
                 }
             }
         }
     }
 
-    fn keep(&self, conn: Conn) {
-        lock(&self.idle).push(conn);
-    }
-
-    /// A new connection, unless the backoff after a failed one still runs.
-    fn connect(&self) -> Result<Conn, Error> {
-        match self.gate.closed() {
-            Some(last) => Err(last),
-            None => self.gate.record(
-                Conn::open(&self.addr, self.connect_timeout, self.response_timeout)
-                    .map_err(connect_error),
-            ),
+    /// A new connection within the connect timeout and what the budget
+    /// leaves, unless the backoff after a failed one still runs.
+    async fn connect(&self, budget: &Budget) -> Result<L, Failure> {
+        if let Some(last) = self.gate.closed() {
+            return Err(Failure::Connect(last));
         }
+        let within = budget.left().min(self.connect_timeout);
+        let opened = L::open(&self.addr, within, self.response_timeout).await;
+        self.gate.record(opened).map_err(Failure::Connect)
     }
 }

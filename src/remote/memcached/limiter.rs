@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::cas::Machine;
-use super::conn::Pool;
+use super::conn::{ready, Conn, Pool};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
@@ -38,14 +38,14 @@ pub type MemcachedLimiter<C = UnixClock> = RemoteLimiter<MemcachedBackend<C>>;
 /// async face shares.
 pub struct MemcachedBackend<C = UnixClock> {
     pub(super) shared: Arc<Shared<C>>,
-    pub(super) pool: Pool,
+    pub(super) pool: Pool<Conn>,
 }
 
 impl<C: Clock> MemcachedBackend<C> {
     fn run(&self, key: &str, op: Op) -> Result<Done, Error> {
         let stored = self.shared.stored(key);
         let mut m = Machine::new(&stored, op, &self.shared.clock);
-        let result = self.pool.run(&mut m);
+        let result = ready(self.pool.run(&mut m, &self.pool.budget()));
         self.shared.settle(&stored, m.conflicts, result)
     }
 }
@@ -56,7 +56,7 @@ impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
 
     #[cfg(feature = "tokio")]
     fn to_async(&self) -> Self::Async {
-        super::aio::AsyncMemcachedBackend::new(Arc::clone(&self.shared))
+        super::aio::AsyncMemcachedBackend::new(Arc::clone(&self.shared), &self.pool)
     }
 
     /// The machine's call: a read, then for a grant a `cas` (or `add`);
@@ -94,7 +94,7 @@ impl<C: Clock + Clone + 'static> MemcachedLimiter<C> {
 impl<C> fmt::Debug for MemcachedBackend<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemcachedBackend")
-            .field("addr", &self.shared.addr)
+            .field("addr", &self.pool.addr)
             .field("prefix", &self.shared.prefix)
             .finish_non_exhaustive()
     }

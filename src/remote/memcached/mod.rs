@@ -154,7 +154,7 @@
 //!
 //! The limiter speaks memcached's meta protocol (memcached 1.6 or later;
 //! `mg`, `ms`, `md`) over std and tokio sockets with code of its own
-//! (`proto.rs`, `conn.rs`, `aio.rs` in `src/remote/memcached/`: about 900
+//! (`proto.rs`, `conn.rs`, `aio.rs` in `src/remote/memcached/`: about 800
 //! lines with their docs), rather than through a client crate. The
 //! crates on crates.io in 2026 each missed something this needs:
 //! `memcache` (rust-memcache) is blocking only, with the meta protocol
@@ -164,8 +164,8 @@
 //! store *and* a CAS delete (a give-back must delete only the state it
 //! wrote: the text protocol's `delete` has no CAS; the meta `md C<cas>`
 //! does). The protocol part is small (three commands, six replies), and
-//! written here it shares one CAS machine between the blocking and async
-//! faces, puts every read under the call's budget, drops a connection
+//! written here it shares one CAS machine, one pool and one loop driving
+//! them between the blocking and async faces, puts every read under the call's budget, drops a connection
 //! whose reply is still on the wire, and adds no dependency (the feature
 //! pulls only `sha2`, for long keys, and tokio's `net` with `tokio`). The
 //! binary protocol is deprecated by memcached; the meta protocol is its

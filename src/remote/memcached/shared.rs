@@ -3,23 +3,15 @@
 //! becomes the caller's [`Error`].
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
 
 use super::cas::Failure;
-use super::conn::Addr;
 use crate::remote::key;
 use crate::remote::{Done, Error};
 
 /// What the blocking and async backends of one limiter share.
 pub(super) struct Shared<C> {
-    pub(super) addr: Addr,
     pub(super) prefix: String,
     pub(super) clock: C,
-    /// The async face's timeouts (the blocking pool keeps its own).
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(super) connect_timeout: Duration,
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(super) response_timeout: Duration,
     /// The async face's most connections at once.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(super) pool_size: usize,
