@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::core::{Core, Shared};
-use super::{Async, AsyncBackend, Backend, Error, Op, RemoteLimiter};
+use super::{Async, AsyncBackend, Backend, Done, Error, Op, RemoteLimiter};
 use crate::limiter::take::{AsyncTake, State, Taken, Within};
 use crate::values::limit::Limit;
 
@@ -42,7 +42,7 @@ impl<B: Backend> From<RemoteLimiter<B>> for AsyncRemoteLimiter<B::Async> {
         let core = &limiter.core;
         RemoteLimiter::of(Core {
             shared: Arc::new(Shared {
-                backend: core.backend().to_async(),
+                backend: limiter.backend().to_async(),
                 policy: core.shared.policy,
                 wait: core.shared.wait,
                 clock: core.shared.clock.clone(),
@@ -79,7 +79,7 @@ impl<B: AsyncBackend> AsyncRemoteLimiter<B> {
     /// # Errors
     /// As [`RemoteLimiter::reset`].
     pub async fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.core.backend().call(key, Op::Reset).await?.flag()
+        self.backend().call(key, Op::Reset).await?.flag()
     }
 }
 
@@ -89,15 +89,11 @@ where
     B: AsyncBackend,
 {
     async fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
-        let key = key.to_string();
-        match within {
-            Within::Now => self.core.try_take_async(&key, cost).await,
-            Within::Any => self.core.take_async(&key, cost).await,
-            Within::Max(max_wait) => self.core.take_timeout_async(&key, cost, max_wait).await,
-        }
+        self.core.take_async(&key.to_string(), cost, within).await
     }
     async fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
-        self.core.can_take_async(&key.to_string(), cost).await
+        let peeked = self.backend().call(&key.to_string(), Op::Peek).await;
+        self.core.can_take_from(peeked.and_then(Done::peeked), cost)
     }
     async fn state(&self, key: &K) -> Result<State, Error> {
         self.core.state_async(&key.to_string()).await

@@ -112,10 +112,6 @@ impl<B> Core<B> {
         })
     }
 
-    pub(crate) fn backend(&self) -> &B {
-        &self.shared.backend
-    }
-
     /// The limit, its slack in permits.
     pub(crate) fn limit(&self) -> Limit {
         Limit::new(self.rate, self.slack)
@@ -140,14 +136,6 @@ impl<B> Core<B> {
     /// The local clock's reading (internal ns).
     pub(crate) fn local_now(&self) -> u64 {
         internal_now(&self.shared.clock)
-    }
-
-    pub(crate) fn fail_policy(&self) -> FailPolicy {
-        self.shared.policy
-    }
-
-    pub(crate) fn wait_strategy(&self) -> Wait {
-        self.shared.wait
     }
 
     /// The request a backend sends for `cost` under `admit`, or the refusal
@@ -257,17 +245,13 @@ impl<B> Core<B> {
 
 /// The blocking calls.
 impl<B: Remote> Core<B> {
-    /// Decides in the server and applies the fail policy.
-    fn decide(&self, key: &str, cost: u64, admit: Admit) -> Result<Option<Booking>, Error> {
+    /// Decides in the server, applies the fail policy, then blocks until
+    /// the slot (`take_n`, `take_n_timeout`, and with `Admit::Within(0)` a
+    /// try that reports what it found).
+    pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Taken, Error> {
         let request = self.request(cost, admit)?;
         let decision = self.shared.backend.call(key, Op::Step(request));
-        self.settle(decision.and_then(Done::decision), &request)
-    }
-
-    /// Reserves, then blocks until the slot (`take_n`, `take_n_timeout`,
-    /// and with `Admit::Within(0)` a try that reports what it found).
-    pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Taken, Error> {
-        let granted = self.decide(key, cost, admit)?;
+        let granted = self.settle(decision.and_then(Done::decision), &request)?;
         // The server's wait, counted from the reply's arrival.
         let now = self.local_now();
         let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));

@@ -2,12 +2,11 @@
 //! limit's decisions as its [`Reserve`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::core::{went_at, Core};
 use super::Error;
 use crate::clock::DefaultClock;
-use crate::limiter::take::{State, Taken};
+use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
 use crate::remote::{AsyncRemote, Done, Op};
@@ -92,42 +91,27 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
 }
 
 impl<B: AsyncRemote> Core<B> {
-    /// An unbounded take: books once the slot is within the horizon.
-    pub(crate) async fn take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
-        let keyed = Keyed::new(self, key);
-        // A remote limiter's limit is fixed per limiter object
-        // (`with_limit` makes another): no change to wake for.
-        wait::take(&keyed, cost, None, None).await?;
-        Ok(keyed.taken())
-    }
-
-    /// A bounded take: books at once if within `max_wait` (with 0, a
-    /// try that reports what it found).
-    pub(crate) async fn take_timeout_async(
+    /// A take: an unbounded one books once the slot is within the
+    /// horizon; a bounded one books at once if within its bound; a try
+    /// takes if the slot is now. Each reports what it found.
+    pub(crate) async fn take_async(
         &self,
         key: &str,
         cost: u64,
-        max_wait: Duration,
+        within: Within,
     ) -> Result<Taken, Error> {
         let keyed = Keyed::new(self, key);
-        wait::take_within(&keyed, cost, max_wait)
-            .await
-            .map_err(|e| e.timed_out(max_wait))?;
+        // (Each answers when the permit went; the report says more.)
+        let _went_at = match within {
+            Within::Now => (keyed.reserve(cost, Admit::Within(0), Ask::Answer).await?).went_at,
+            // A remote limiter's limit is fixed per limiter object
+            // (`with_limit` makes another): no change to wake for.
+            Within::Any => wait::take(&keyed, cost, None, None).await?,
+            Within::Max(max_wait) => wait::take_within(&keyed, cost, max_wait)
+                .await
+                .map_err(|e| e.timed_out(max_wait))?,
+        };
         Ok(keyed.taken())
-    }
-
-    /// Takes if the slot is now, and reports what it found.
-    pub(crate) async fn try_take_async(&self, key: &str, cost: u64) -> Result<Taken, Error> {
-        let request = self.request(cost, Admit::Within(0))?;
-        let decision = self.shared.backend.call(key, Op::Step(request)).await;
-        let granted = self.settle(decision.and_then(Done::decision), &request)?;
-        Ok(self.taken(granted))
-    }
-
-    /// `can_take`: fail-open answers `true`.
-    pub(crate) async fn can_take_async(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        let peeked = self.shared.backend.call(key, Op::Peek).await;
-        self.can_take_from(peeked.and_then(Done::peeked), cost)
     }
 
     /// `key`'s state, one peek.

@@ -119,12 +119,12 @@ impl<B, F> RemoteLimiter<B, F> {
 
     /// What a call does when the server fails it.
     pub fn fail_policy(&self) -> FailPolicy {
-        self.core.fail_policy()
+        self.core.shared.policy
     }
 
     /// How a take waits out its slot.
     pub fn wait_strategy(&self) -> Wait {
-        self.core.wait_strategy()
+        self.core.shared.wait
     }
 
     /// What the limiter decided, all keys, `with_limit` siblings and the
@@ -136,7 +136,7 @@ impl<B, F> RemoteLimiter<B, F> {
 
     /// The backend: what only its server has (see its own calls).
     pub fn backend(&self) -> &B {
-        self.core.backend()
+        &self.core.shared.backend
     }
 }
 
@@ -199,7 +199,7 @@ impl<B: Backend> RemoteLimiter<B> {
     /// Failures, whatever the [`FailPolicy`]: a reset admits nothing, and
     /// one that failed must not pass for done. Retrying it is safe.
     pub fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.core.backend().call(key, Op::Reset)?.flag()
+        self.backend().call(key, Op::Reset)?.flag()
     }
 }
 

@@ -57,9 +57,8 @@ fn fresh_key() -> String {
 /// never writes).
 fn set_state(lim: &PostgresLimiter, key: &str, tat: u64) {
     let (key, col) = (key.to_owned(), encode(tat));
-    let t = lim.core.backend().backend.0.table.quoted.clone();
-    lim.core
-        .backend()
+    let t = lim.backend().backend.0.table.quoted.clone();
+    lim.backend()
         .block_on(move |b| async move {
             b.run(|c| async move {
                 c.execute(
@@ -76,9 +75,8 @@ fn set_state(lim: &PostgresLimiter, key: &str, tat: u64) {
 /// `(rest_at)` of `key`'s row.
 fn rest_at(lim: &PostgresLimiter, key: &str) -> Option<i64> {
     let key = key.to_owned();
-    let t = lim.core.backend().backend.0.table.quoted.clone();
-    lim.core
-        .backend()
+    let t = lim.backend().backend.0.table.quoted.clone();
+    lim.backend()
         .block_on(move |b| async move {
             b.run(|c| async move {
                 c.query_opt(&format!("SELECT rest_at FROM {t} WHERE key = $1"), &[&key])
@@ -198,7 +196,7 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
                     Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
                 };
                 let rust = step(tat, now, op.cost, params, admit);
-                let backend = lim.core.backend();
+                let backend = lim.backend();
                 let sql = lim
                     .core
                     .request(op.cost, admit)
@@ -251,7 +249,7 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
 fn give_back_restores_only_the_state_it_replaced() {
     let server = PgServer::start();
     let lim = limiter(&server, 1_000_000, 2);
-    let b = lim.core.backend();
+    let b = lim.backend();
     let now = ORIGIN + 1_763_700_000_000_000_000;
     let request = lim.core.request(1, Admit::Always).unwrap();
     let first = b.step_at("k", &request, Some(now)).unwrap();

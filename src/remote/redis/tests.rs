@@ -188,7 +188,7 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                     Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
                 };
                 let rust = step(tat, now, op.cost, params, admit);
-                let backend = lim.core.backend();
+                let backend = lim.backend();
                 let lua = lim
                     .core
                     .request(op.cost, admit)
@@ -347,7 +347,7 @@ fn give_back_restores_the_state_before_only_while_the_key_holds_the_grant() {
     let interval = 1_000_000; // 1 ms
     let lim = limiter(&server, interval, 2);
     let params = Params::new(interval, 2).unwrap();
-    let backend = lim.core.backend();
+    let backend = lim.backend();
     let key = fresh_key();
     let now = ORIGIN + 5_000_000_000;
     let grant = |now: u64| -> Booking {
@@ -408,7 +408,7 @@ fn a_give_back_after_a_reset_changes_nothing() {
     let interval = 1_000_000;
     let lim = limiter(&server, interval, 2);
     let params = Params::new(interval, 2).unwrap();
-    let backend = lim.core.backend();
+    let backend = lim.backend();
     let key = fresh_key();
     let exists = || server.raw(&format!("EXISTS {}{key}", lim.prefix()));
     let now = ORIGIN + 9_000_000_000;
@@ -440,7 +440,7 @@ fn an_empty_value_fails_every_operation_and_stays() {
     let interval = 1_000_000;
     let lim = limiter(&server, interval, 3);
     let params = Params::new(interval, 3).unwrap();
-    let backend = lim.core.backend();
+    let backend = lim.backend();
     let key = fresh_key();
     let stored = format!("{}{key}", lim.prefix());
     server.raw(&format!("SET {stored} \"\""));
