@@ -17,7 +17,6 @@ use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::health::{Gate, Heard};
 use crate::remote::key;
 use crate::remote::{Done, Error, Op};
-use crate::store::Booking;
 
 const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 const GIVE_TYPES: [Type; 5] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8, Type::INT8];
@@ -38,18 +37,18 @@ pub(crate) struct Inner {
     /// Rows per prune batch.
     pub(crate) prune_batch: i64,
     /// Admitted writes so far (for the prune schedule).
-    writes: AtomicU64,
+    pub(crate) writes: AtomicU64,
     /// The count of writes at which the next batch is due.
-    next_prune: AtomicU64,
+    pub(crate) next_prune: AtomicU64,
     /// How far the schedule has backed off: the next batch comes after
     /// `prune_every << prune_shift` writes (at most [`PRUNE_BACKOFF`]).
-    prune_shift: AtomicU32,
+    pub(crate) prune_shift: AtomicU32,
     /// After a failed connect: calls fail at once until the backoff ends.
-    gate: Gate,
+    pub(crate) gate: Gate,
     /// When the server last answered a statement on any connection: a
     /// call that times out when nothing has come back since it was sent
     /// finds the link (or the server) dead, and so are the idle connections.
-    heard: Heard,
+    pub(crate) heard: Heard,
 }
 
 /// How far the prune schedule backs off while batches find the table
@@ -61,34 +60,6 @@ pub(crate) const PRUNE_BACKOFF: u32 = 3;
 /// cheap handle (clones share it).
 #[derive(Clone)]
 pub struct AsyncPostgresBackend(pub(crate) Arc<Inner>);
-
-impl Inner {
-    pub(crate) fn new(
-        pool: Pool,
-        table: Table,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        prune_every: u64,
-        prune_batch: i64,
-        unlogged: bool,
-    ) -> Inner {
-        Inner {
-            unlogged,
-            pool,
-            sql: Sql::new(&table),
-            table,
-            connect_timeout,
-            response_timeout,
-            prune_every,
-            prune_batch,
-            writes: AtomicU64::new(0),
-            next_prune: AtomicU64::new(prune_every),
-            prune_shift: AtomicU32::new(0),
-            gate: Gate::new(),
-            heard: Heard::new(),
-        }
-    }
-}
 
 /// The error a caller sees for a failure of the pool.
 fn pool_error(e: PoolError) -> Error {
@@ -282,22 +253,45 @@ impl AsyncPostgresBackend {
 
     /// Runs `op` on `key`: at the server's clock, or at `now` (internal ns;
     /// tests only).
+    /// An undo is one conditional `UPDATE` of the key's row, back to the
+    /// state before (or a `DELETE`, when it was absent), only if it still
+    /// holds the grant's; a reset one `DELETE` (twice is once).
     pub(crate) async fn call_at(&self, key: &str, op: Op, now: Option<u64>) -> Result<Done, Error> {
-        Ok(match op {
-            Op::Step(request) => Done::Decision(self.step_at(key, &request, now).await?),
-            Op::Peek => {
-                let (tat, now) = self.peek_at(key, now).await?;
-                Done::Peeked(tat, now)
-            }
-            Op::Undo { tau, booking } => Done::Flag(self.undo(key, tau, booking).await?),
-            Op::Reset => Done::Flag(self.reset(key).await?),
-        })
-    }
-
-    /// `key`'s state and the server's time (or `now`, in tests).
-    pub(crate) async fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
+        // The row's key (src/remote/key.rs): as given, or its digest.
         let stored = key::postgres(key);
         let key: &str = &stored;
+        let sql = &self.0.sql;
+        let changed = match op {
+            Op::Step(request) => {
+                return Ok(Done::Decision(self.step_at(key, &request, now).await?))
+            }
+            Op::Peek => {
+                let (tat, now) = self.peek_at(key, now).await?;
+                return Ok(Done::Peeked(tat, now));
+            }
+            Op::Undo { tau, booking } => {
+                let next = encode(booking.next);
+                match booking.prev.map(encode) {
+                    Some(prev) => {
+                        let (secs, rem) = sql::rest_consts(tau);
+                        let params: [&(dyn ToSql + Sync); 5] = [&key, &next, &prev, &secs, &rem];
+                        self.exec(&sql.give_back, &GIVE_TYPES, &params).await?
+                    }
+                    None => {
+                        let params: [&(dyn ToSql + Sync); 2] = [&key, &next];
+                        self.exec(&sql.give_back_absent, &GIVE_ABSENT_TYPES, &params)
+                            .await?
+                    }
+                }
+            }
+            Op::Reset => self.exec(&sql.reset, &[Type::TEXT], &[&key]).await?,
+        };
+        Ok(Done::Flag(changed > 0))
+    }
+
+    /// The state of the row `key` (as stored) and the server's time (or
+    /// `now`, in tests).
+    pub(crate) async fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
         let now = now.map(encode);
         let row = self
             .row(&self.0.sql.peek, &PEEK_TYPES, &[&key, &now])
@@ -309,36 +303,6 @@ impl AsyncPostgresBackend {
             tat.map_or(crate::model::schedule::FULL, decode),
             decode(now),
         ))
-    }
-
-    /// Puts `key` back to `undo.prev` if it still holds `undo.next`: one
-    /// conditional `UPDATE` (or `DELETE`) of its row.
-    async fn undo(&self, key: &str, tau: u64, undo: Booking) -> Result<bool, Error> {
-        let stored = key::postgres(key);
-        let key: &str = &stored;
-        let next = encode(undo.next);
-        let (secs, rem) = sql::rest_consts(tau);
-        let sql = &self.0.sql;
-        let n = match undo.prev.map(encode) {
-            Some(prev) => {
-                let params: [&(dyn ToSql + Sync); 5] = [&key, &next, &prev, &secs, &rem];
-                self.exec(&sql.give_back, &GIVE_TYPES, &params).await?
-            }
-            None => {
-                let params: [&(dyn ToSql + Sync); 2] = [&key, &next];
-                self.exec(&sql.give_back_absent, &GIVE_ABSENT_TYPES, &params)
-                    .await?
-            }
-        };
-        Ok(n > 0)
-    }
-
-    /// Deletes `key`'s row (twice is once); whether it had one.
-    async fn reset(&self, key: &str) -> Result<bool, Error> {
-        let stored = key::postgres(key);
-        let key: &str = &stored;
-        let n = self.exec(&self.0.sql.reset, &[Type::TEXT], &[&key]).await?;
-        Ok(n > 0)
     }
 
     /// One `SELECT 1` round trip.

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -12,9 +13,10 @@ use tokio_postgres::NoTls;
 
 use super::backend::{AsyncPostgresBackend, Inner};
 use super::limiter::{PostgresBackend, PostgresLimiter};
-use super::sql::Table;
+use super::sql::{Sql, Table};
 use super::{DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_EVERY, DEFAULT_TABLE};
 use crate::remote::builder::RemoteBuilder;
+use crate::remote::health::{Gate, Heard};
 use crate::remote::{Error, RemoteLimiter};
 use crate::values::rate::Rate;
 
@@ -222,15 +224,21 @@ impl PostgresBuilder {
                     .map_err(|e| Error::Config(e.to_string()))?
             }
         };
-        let inner = Inner::new(
+        let inner = Inner {
             pool,
+            sql: Sql::new(&table),
             table,
+            unlogged,
             connect_timeout,
             response_timeout,
             prune_every,
-            batch,
-            unlogged,
-        );
+            prune_batch: batch,
+            writes: AtomicU64::new(0),
+            next_prune: AtomicU64::new(prune_every),
+            prune_shift: AtomicU32::new(0),
+            gate: Gate::new(),
+            heard: Heard::new(),
+        };
         let backend = PostgresBackend {
             backend: AsyncPostgresBackend(Arc::new(inner)),
             own_pool,

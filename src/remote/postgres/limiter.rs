@@ -39,13 +39,6 @@ pub struct PostgresBackend {
 }
 
 impl PostgresBackend {
-    /// Whether the pool is the limiter's own and its runtime thread has run
-    /// (so it may hold connections made there).
-    #[cfg(feature = "tokio")]
-    pub(super) fn owns_pool_on_its_thread(&self) -> bool {
-        self.own_pool && self.runtime.get().is_some()
-    }
-
     /// Runs `f(backend)` on the runtime thread and waits for its result.
     pub(super) fn block_on<T, F, Fut>(&self, f: F) -> Result<T, Error>
     where
@@ -91,7 +84,7 @@ impl Remote for PostgresBackend {
     /// on the runtime they run on.
     #[cfg(feature = "tokio")]
     fn to_async(&self) -> AsyncPostgresBackend {
-        if self.owns_pool_on_its_thread() {
+        if self.own_pool && self.runtime.get().is_some() {
             self.backend.0.pool.retain(|_, _| false);
         }
         self.backend.clone()

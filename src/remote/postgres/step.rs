@@ -10,7 +10,6 @@ use tokio_postgres::Row;
 use super::backend::AsyncPostgresBackend;
 use super::sql::{decode, encode, rest_consts};
 use crate::model::schedule::{Admit, Deny, FULL, MAX_TAT};
-use crate::remote::key;
 use crate::remote::{Decision, Error, Request};
 
 /// The step's parameter types: key, span, tau, how far past now a base is
@@ -27,8 +26,8 @@ const STEP_TYPES: [Type; 7] = [
 ];
 
 impl AsyncPostgresBackend {
-    /// Runs the step for `request` on `key`: at the server's clock, or at
-    /// `now` (internal ns; tests only).
+    /// Runs the step for `request` on the row `key` (as stored): at the
+    /// server's clock, or at `now` (internal ns; tests only).
     pub(crate) async fn step_at(
         &self,
         key: &str,
@@ -40,9 +39,6 @@ impl AsyncPostgresBackend {
             let (_, now) = self.peek_at(key, now).await?;
             return Ok(request.granted(now, now, None, None));
         }
-        // The row's key (src/remote/key.rs): as given, or its digest.
-        let stored = key::postgres(key);
-        let key: &str = &stored;
         let span = request.span as i64;
         let tau = request.params.tau() as i64;
         // Admitted when `base + lead - now <= max`: `base <= now + within`.
