@@ -6,7 +6,7 @@
 //! Redis link and the memcached connections are both built on it.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -81,20 +81,41 @@ pub(crate) fn left(deadline: Instant) -> io::Result<Duration> {
     Ok(left)
 }
 
-/// Reads from a socket until a deadline, whatever pace the bytes come at,
-/// and whatever signals the process takes meanwhile.
-pub(crate) struct Until<'a> {
-    pub(crate) socket: &'a Socket,
+/// A socket and the deadline of the reply being read: every read ends by
+/// it, whatever pace the bytes come at, and whatever signals the process
+/// takes meanwhile.
+pub(crate) struct Timed {
+    pub(crate) socket: Socket,
     pub(crate) deadline: Instant,
 }
 
-impl Read for Until<'_> {
+impl Read for Timed {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let socket = &self.socket;
         by_deadline(self.deadline, |left| {
-            self.socket.set_read_timeout(left)?;
-            self.socket.read(buf)
+            socket.set_read_timeout(left)?;
+            (&*socket).read(buf)
         })
     }
+}
+
+/// A TCP connection to `addr` by `deadline`, trying each address it
+/// resolves to; without Nagle's delay (one write per call: nothing to
+/// coalesce).
+pub(crate) fn tcp(addr: impl ToSocketAddrs, deadline: Instant) -> io::Result<TcpStream> {
+    let mut last = None;
+    for addr in addr.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, left(deadline)?) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, "the host resolves to no address")
+    }))
 }
 
 /// `call` with what is left until `deadline`, called again when a signal

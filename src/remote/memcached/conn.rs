@@ -19,7 +19,6 @@
 
 use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::pin::pin;
@@ -31,7 +30,7 @@ use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
 use crate::clock::Clock;
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::Gate;
-use crate::remote::socket::{Socket, Until};
+use crate::remote::socket::{tcp, Socket, Timed};
 use crate::remote::{Done, Error};
 
 /// memcached's port unless the address names another.
@@ -88,41 +87,10 @@ impl Addr {
 fn open(addr: &Addr, timeout: Duration) -> io::Result<Socket> {
     match addr {
         Addr::Unix(path) => Ok(Socket::Unix(UnixStream::connect(path)?)),
-        Addr::Tcp(hostport) => {
-            let mut last = None;
-            for sa in hostport.to_socket_addrs()? {
-                match TcpStream::connect_timeout(&sa, timeout) {
-                    Ok(s) => {
-                        s.set_nodelay(true)?;
-                        return Ok(Socket::Tcp(s));
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            Err(last.unwrap_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("{hostport} resolves to no address"),
-                )
-            }))
-        }
-    }
-}
-
-/// A socket and the deadline of the reply being read: every read ends by
-/// it ([`Until`]).
-struct Timed {
-    socket: Socket,
-    deadline: Instant,
-}
-
-impl Read for Timed {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        Until {
-            socket: &self.socket,
-            deadline: self.deadline,
-        }
-        .read(buf)
+        Addr::Tcp(hostport) => Ok(Socket::Tcp(tcp(
+            hostport.as_str(),
+            Instant::now() + timeout,
+        )?)),
     }
 }
 

@@ -15,12 +15,11 @@
 //! redis-rs's own (`src/remote/redis/conn.rs`).
 
 use std::io::{self, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use crate::remote::socket::{left, Socket, Until};
+use crate::remote::socket::{left, tcp, Socket, Timed};
 use redis::{
     cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, Parser, RedisError,
     RedisResult, Value,
@@ -29,7 +28,8 @@ use redis::{
 /// A connection whose calls each end within `response` (see the module
 /// docs).
 pub(crate) struct Link {
-    stream: Socket,
+    /// The socket, and the deadline of the reply being read.
+    stream: Timed,
     /// Keeps what was read beyond a reply for the next (nothing, with one
     /// call at a time), and a reply's state across reads.
     parser: Parser,
@@ -60,7 +60,7 @@ impl Link {
     ) -> RedisResult<Link> {
         let deadline = Instant::now() + connect;
         let stream = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => Socket::Tcp(tcp(host, *port, deadline)?),
+            ConnectionAddr::Tcp(host, port) => Socket::Tcp(tcp((host.as_str(), *port), deadline)?),
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => {
                 // A local socket: connecting does not wait on a network.
@@ -76,7 +76,10 @@ impl Link {
         let settings = info.redis_settings();
         stream.set_write_timeout(left(deadline)?)?;
         let mut link = Link {
-            stream,
+            stream: Timed {
+                socket: stream,
+                deadline,
+            },
             parser: Parser::new(),
             db: settings.db(),
             response,
@@ -106,7 +109,7 @@ impl Link {
             cmd("SELECT").arg(settings.db()).query::<()>(&mut link)?;
         }
         link.response = response;
-        link.stream.set_write_timeout(response)?;
+        link.stream.socket.set_write_timeout(response)?;
         Ok(link)
     }
 
@@ -123,7 +126,7 @@ impl Link {
         let result = self.exchange(bytes, replies, deadline);
         if result.is_err() {
             self.open = false;
-            self.stream.shutdown();
+            self.stream.socket.shutdown();
         }
         result
     }
@@ -140,9 +143,9 @@ impl Link {
         let mut first = true;
         while !bytes.is_empty() {
             if !std::mem::take(&mut first) {
-                self.stream.set_write_timeout(left(deadline)?)?;
+                self.stream.socket.set_write_timeout(left(deadline)?)?;
             }
-            match (&self.stream).write(bytes) {
+            match (&self.stream.socket).write(bytes) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -150,37 +153,15 @@ impl Link {
             }
         }
         let mut values = Vec::with_capacity(replies);
+        self.stream.deadline = deadline;
         while values.len() < replies {
-            let reader = Until {
-                socket: &self.stream,
-                deadline,
-            };
-            match self.parser.parse_value(reader)? {
+            match self.parser.parse_value(&mut self.stream)? {
                 Value::Push { .. } => {}
                 value => values.push(value),
             }
         }
         Ok(values)
     }
-}
-
-/// A TCP connection to `host:port` by `deadline`, trying each address the
-/// name resolves to.
-fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<TcpStream> {
-    let mut last = None;
-    for addr in (host, port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, left(deadline)?) {
-            Ok(s) => {
-                // One write per call: nothing to coalesce.
-                s.set_nodelay(true)?;
-                return Ok(s);
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| {
-        io::Error::new(io::ErrorKind::NotFound, "the host resolves to no address")
-    }))
 }
 
 impl ConnectionLike for Link {
@@ -214,6 +195,6 @@ impl ConnectionLike for Link {
 
 impl Drop for Link {
     fn drop(&mut self) {
-        self.stream.shutdown();
+        self.stream.socket.shutdown();
     }
 }
