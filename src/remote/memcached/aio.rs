@@ -18,9 +18,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 
-use super::cas::{Failure, Machine, Reply};
-use super::conn::{connect_error, eof_or_garbled, value_of, Addr, Link, Pool};
-use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
+use super::cas::{Machine, Reply};
+use super::conn::{eof_or_garbled, value_of, Addr, Link, Pool};
+use super::proto::{self, Failure, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
@@ -62,7 +62,7 @@ struct AsyncConn {
 }
 
 impl Link for AsyncConn {
-    async fn open(addr: &Addr, within: Duration, _response: Duration) -> Result<Self, Error> {
+    async fn open(addr: &Addr, within: Duration, _response: Duration) -> io::Result<Self> {
         let open = async {
             let io: Box<dyn Io> = match addr {
                 Addr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
@@ -77,10 +77,10 @@ impl Link for AsyncConn {
                 line: Vec::with_capacity(64),
             })
         };
-        match tokio::time::timeout(within, open).await {
-            Ok(opened) => opened.map_err(connect_error),
-            Err(_) => Err(Error::Timeout),
-        }
+        let timed_out = |_| Err(io::ErrorKind::TimedOut.into());
+        tokio::time::timeout(within, open)
+            .await
+            .unwrap_or_else(timed_out)
     }
 
     async fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {

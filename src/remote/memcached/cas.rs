@@ -14,10 +14,9 @@
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::proto::{self, Bad, Head};
+use super::proto::{self, Failure, Head};
 use crate::clock::{internal_now, Clock};
 use crate::model::schedule::{self, FULL};
 use crate::remote::{Decision, Done, Op, Request};
@@ -64,60 +63,6 @@ pub(crate) const ABSOLUTE_MARGIN_SECS: u64 = 86_400;
 pub(crate) struct Reply {
     pub(crate) head: Head,
     pub(crate) value: Option<Result<u64, usize>>,
-}
-
-/// Why a call failed, and whether its connection is still in step.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// No connection could be had (or the reconnect backoff still runs).
-    Connect(crate::remote::Error),
-    /// The connection failed or timed out: it is dropped.
-    Io(io::Error),
-    /// The server's reply is not the protocol: the connection is dropped.
-    Garbled(String),
-    /// The server answered with an error line: the connection is dropped
-    /// all the same (what follows it is not certain).
-    Server(String),
-    /// The key holds a value that is not a state (its length).
-    Foreign(usize),
-    /// The call lost `conflicts` CAS races and its budget or its retries
-    /// ran out; `in_step` is false when a reply was still on the wire.
-    Contended { conflicts: u32, in_step: bool },
-}
-
-impl Failure {
-    /// Whether the connection may serve another call.
-    pub(crate) fn in_step(&self) -> bool {
-        match self {
-            // (After a `CLIENT_ERROR` memcached may read a store's value
-            // as a command of its own, and answer it too.)
-            Failure::Connect(_) | Failure::Io(_) | Failure::Garbled(_) | Failure::Server(_) => {
-                false
-            }
-            Failure::Foreign(_) => true,
-            Failure::Contended { in_step, .. } => *in_step,
-        }
-    }
-
-    /// Whether this is a timeout of the connection.
-    pub(crate) fn is_timeout(&self) -> bool {
-        matches!(self, Failure::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
-    }
-}
-
-impl From<Bad> for Failure {
-    fn from(bad: Bad) -> Failure {
-        match bad {
-            Bad::Server(s) => Failure::Server(s),
-            Bad::Garbled(s) => Failure::Garbled(s),
-        }
-    }
-}
-
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Failure {
-        Failure::Io(e)
-    }
 }
 
 /// What the driver does next.

@@ -25,13 +25,14 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::cas::{self, Failure, Machine, Next, Reply, MAX_CONFLICTS};
-use super::proto::{self, Head, MAX_LINE, MAX_STATE_LEN};
+use super::cas::{self, Machine, Next, Reply, MAX_CONFLICTS};
+use super::proto::{self, Failure, Head, MAX_LINE, MAX_STATE_LEN};
+use super::shared::error;
 use crate::clock::Clock;
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::Gate;
 use crate::remote::socket::{tcp, Socket, Timed};
-use crate::remote::{Done, Error};
+use crate::remote::Done;
 
 /// memcached's port unless the address names another.
 pub const DEFAULT_PORT: u16 = 11211;
@@ -102,9 +103,9 @@ pub(crate) struct Conn {
 
 /// The blocking connection: its futures never pend (see [`ready`]).
 impl Link for Conn {
-    async fn open(addr: &Addr, within: Duration, response: Duration) -> Result<Conn, Error> {
-        let socket = open(addr, within).map_err(connect_error)?;
-        socket.set_write_timeout(response).map_err(connect_error)?;
+    async fn open(addr: &Addr, within: Duration, response: Duration) -> io::Result<Conn> {
+        let socket = open(addr, within)?;
+        socket.set_write_timeout(response)?;
         Ok(Conn {
             io: BufReader::with_capacity(
                 512,
@@ -180,18 +181,6 @@ pub(crate) fn eof_or_garbled(line: &[u8]) -> Failure {
     }
 }
 
-/// The error a caller sees for a failure to connect.
-pub(crate) fn connect_error(e: io::Error) -> Error {
-    if matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    ) {
-        Error::Timeout
-    } else {
-        Error::unavailable(e)
-    }
-}
-
 /// One call's budget: connect plus response timeout from its start; each
 /// reply waits at most the response timeout, or what is left.
 #[derive(Clone, Copy, Debug)]
@@ -235,7 +224,7 @@ pub(crate) trait Link: Sized {
         addr: &Addr,
         within: Duration,
         response: Duration,
-    ) -> impl Future<Output = Result<Self, Error>>;
+    ) -> impl Future<Output = io::Result<Self>>;
 
     /// Sends `command` and reads its reply within `within`.
     fn call(
@@ -369,6 +358,7 @@ impl<L: Link> Pool<L> {
         }
         let within = budget.left().min(self.connect_timeout);
         let opened = L::open(&self.addr, within, self.response_timeout).await;
+        let opened = opened.map_err(|e| error(Failure::Io(e), ""));
         self.gate.record(opened).map_err(Failure::Connect)
     }
 }

@@ -18,6 +18,7 @@
 //! commands; `ms`'s `<len>` token is the form since 1.6.10).
 
 use std::fmt::{self, Write as _};
+use std::io;
 
 /// The longest reply line read (a status, a length and a few flags fit in
 /// tens of bytes): a longer one is garbled, and is not read to its end.
@@ -71,6 +72,51 @@ fn line(out: &mut Vec<u8>, args: fmt::Arguments<'_>) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Why a call failed, and whether its connection is still in step.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// No connection could be had (or the reconnect backoff still runs).
+    Connect(crate::remote::Error),
+    /// The connection failed or timed out: it is dropped.
+    Io(io::Error),
+    /// The server's reply is not the protocol: the connection is dropped.
+    Garbled(String),
+    /// The server answered with an error line: the connection is dropped
+    /// all the same (what follows it is not certain).
+    Server(String),
+    /// The key holds a value that is not a state (its length).
+    Foreign(usize),
+    /// The call lost `conflicts` CAS races and its budget or its retries
+    /// ran out; `in_step` is false when a reply was still on the wire.
+    Contended { conflicts: u32, in_step: bool },
+}
+
+impl Failure {
+    /// Whether the connection may serve another call.
+    pub(crate) fn in_step(&self) -> bool {
+        match self {
+            // (After a `CLIENT_ERROR` memcached may read a store's value
+            // as a command of its own, and answer it too.)
+            Failure::Connect(_) | Failure::Io(_) | Failure::Garbled(_) | Failure::Server(_) => {
+                false
+            }
+            Failure::Foreign(_) => true,
+            Failure::Contended { in_step, .. } => *in_step,
+        }
+    }
+
+    /// Whether this is a timeout of the connection.
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(self, Failure::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Io(e)
+    }
+}
+
 /// A reply's first line, parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Head {
@@ -88,21 +134,14 @@ pub(crate) enum Head {
     NotFound,
 }
 
-/// What a reply line said that is not a [`Head`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Bad {
-    /// The server answered with an error line; the connection is in step.
-    Server(String),
-    /// A line that is not the protocol: the connection is out of step.
-    Garbled(String),
-}
-
-/// Parses one reply line, `\r\n` included.
-pub(crate) fn head(line: &[u8]) -> Result<Head, Bad> {
+/// Parses one reply line, `\r\n` included: a server's error line is
+/// [`Failure::Server`], a line that is not the protocol
+/// [`Failure::Garbled`].
+pub(crate) fn head(line: &[u8]) -> Result<Head, Failure> {
     let text = line
         .strip_suffix(b"\r\n")
         .and_then(|l| std::str::from_utf8(l).ok())
-        .ok_or_else(|| Bad::Garbled(format!("a reply line of {} bytes", line.len())))?;
+        .ok_or_else(|| Failure::Garbled(format!("a reply line of {} bytes", line.len())))?;
     let mut tokens = text.split(' ');
     let status = tokens.next().unwrap_or("");
     let head = match status {
@@ -110,13 +149,13 @@ pub(crate) fn head(line: &[u8]) -> Result<Head, Bad> {
             let len = tokens
                 .next()
                 .and_then(|t| t.parse::<usize>().ok())
-                .ok_or_else(|| Bad::Garbled(format!("{text:?}")))?;
+                .ok_or_else(|| Failure::Garbled(format!("{text:?}")))?;
             let mut cas = None;
             for flag in tokens {
                 if let Some(c) = flag.strip_prefix('c') {
                     cas = Some(
                         c.parse::<u64>()
-                            .map_err(|_| Bad::Garbled(format!("{text:?}")))?,
+                            .map_err(|_| Failure::Garbled(format!("{text:?}")))?,
                     );
                 }
             }
@@ -127,8 +166,8 @@ pub(crate) fn head(line: &[u8]) -> Result<Head, Bad> {
         "NS" => Head::NotStored,
         "EX" => Head::Exists,
         "NF" => Head::NotFound,
-        "ERROR" | "CLIENT_ERROR" | "SERVER_ERROR" => return Err(Bad::Server(text.to_owned())),
-        _ => return Err(Bad::Garbled(format!("{:?}", truncate(text)))),
+        "ERROR" | "CLIENT_ERROR" | "SERVER_ERROR" => return Err(Failure::Server(text.to_owned())),
+        _ => return Err(Failure::Garbled(format!("{:?}", truncate(text)))),
     };
     Ok(head)
 }
@@ -168,22 +207,25 @@ mod tests {
 
     #[test]
     fn replies_parse_and_errors_say_which() {
-        assert_eq!(
+        assert!(matches!(
             head(b"VA 19 c42\r\n"),
             Ok(Head::Value {
                 len: 19,
                 cas: Some(42)
             })
-        );
-        assert_eq!(head(b"VA 3\r\n"), Ok(Head::Value { len: 3, cas: None }));
-        assert_eq!(head(b"EN\r\n"), Ok(Head::Miss));
-        assert_eq!(head(b"EX\r\n"), Ok(Head::Exists));
+        ));
+        assert!(matches!(
+            head(b"VA 3\r\n"),
+            Ok(Head::Value { len: 3, cas: None })
+        ));
+        assert!(matches!(head(b"EN\r\n"), Ok(Head::Miss)));
+        assert!(matches!(head(b"EX\r\n"), Ok(Head::Exists)));
         assert!(matches!(
             head(b"SERVER_ERROR out of memory\r\n"),
-            Err(Bad::Server(_))
+            Err(Failure::Server(_))
         ));
-        assert!(matches!(head(b"VA x\r\n"), Err(Bad::Garbled(_))));
-        assert!(matches!(head(b"HD"), Err(Bad::Garbled(_))));
+        assert!(matches!(head(b"VA x\r\n"), Err(Failure::Garbled(_))));
+        assert!(matches!(head(b"HD"), Err(Failure::Garbled(_))));
         assert_eq!(state(b"4611686018427387904"), Some(1 << 62));
         for foreign in [&b""[..], b"-1", b"1.5", b" 1", b"184467440737095516160"] {
             assert_eq!(state(foreign), None, "{foreign:?}");

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::cas::Failure;
+use super::proto::Failure;
 use crate::remote::key;
 use crate::remote::{Done, Error};
 
@@ -42,19 +42,13 @@ impl<C> Shared<C> {
 /// The key a limiter's `ping` reads (after the prefix).
 pub(super) const PING_KEY: &str = "~ping";
 
-/// The error a caller sees for a call's failure on `stored`.
+/// The error a caller sees for a call's failure on `stored` (or for a
+/// connection's failure to open, as [`Failure::Io`]).
 pub(super) fn error(f: Failure, stored: &str) -> Error {
     let said = |s: String| Error::script(s);
     match f {
+        f if f.is_timeout() => Error::Timeout,
         Failure::Connect(e) => e,
-        Failure::Io(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Error::Timeout
-        }
         Failure::Io(e) => Error::unavailable(e),
         Failure::Garbled(s) => said(format!("memcached's reply is not the meta protocol: {s}")),
         Failure::Server(s) => said(format!("memcached answered {s:?} on key {stored:?}")),
