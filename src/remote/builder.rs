@@ -11,7 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::core::Core;
-use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
+use super::{Error, FailPolicy, RemoteLimiter, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 use crate::observe::stats::Counting;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
@@ -115,25 +115,16 @@ impl<S> RemoteBuilder<S> {
 }
 
 impl Common {
-    /// Refuses a zero timeout.
-    pub(crate) fn check_timeouts(&self) -> Result<(), Error> {
+    /// The limiter over `backend`, failing and waiting as set; a zero
+    /// timeout is refused.
+    pub(crate) fn limiter<B>(&self, backend: B) -> Result<RemoteLimiter<B>, Error> {
         if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
             return Err(Error::Config("timeouts must be longer than zero".into()));
         }
-        Ok(())
-    }
-
-    /// The limit over `backend`, failing and waiting as set.
-    pub(crate) fn core<B>(&self, backend: B) -> Result<Core<B>, Error> {
-        Core::new(
-            backend,
-            self.rate,
-            self.slack,
-            self.policy,
-            self.wait,
-            &self.counting,
-        )
-        .map_err(|e| Error::Config(e.to_string()))
+        let (rate, slack, counting) = (self.rate, self.slack, &self.counting);
+        Core::new(backend, rate, slack, self.policy, self.wait, counting)
+            .map(RemoteLimiter::of)
+            .map_err(|e| Error::Config(e.to_string()))
     }
 }
 

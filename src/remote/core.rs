@@ -84,30 +84,30 @@ impl<B> Core<B> {
         wait: Wait,
         counting: &Counting,
     ) -> Result<Core<B>, BuildError> {
-        let params = pacer::params(rate, slack)?;
-        Ok(Core {
-            params,
-            shared: Arc::new(Shared {
-                backend,
-                policy,
-                wait,
-                clock: DefaultClock::new(),
-                meter: Meter::new(counting),
-                #[cfg(feature = "tracing")]
-                lost: std::sync::atomic::AtomicBool::new(false),
-            }),
-            rate,
-            slack: params.slack(),
-        })
+        let shared = Shared {
+            backend,
+            policy,
+            wait,
+            clock: DefaultClock::new(),
+            meter: Meter::new(counting),
+            #[cfg(feature = "tracing")]
+            lost: std::sync::atomic::AtomicBool::new(false),
+        };
+        Core::on(Arc::new(shared), rate, slack)
     }
 
     /// The same backend at another rate and slack.
     pub(crate) fn with_limit(&self, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
+        Core::on(Arc::clone(&self.shared), rate, slack)
+    }
+
+    fn on(shared: Arc<Shared<B>>, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
         let params = pacer::params(rate, slack)?;
+        let slack = params.slack();
         Ok(Core {
-            shared: Arc::clone(&self.shared),
+            shared,
             rate,
-            slack: params.slack(),
+            slack,
             params,
         })
     }

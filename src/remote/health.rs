@@ -25,12 +25,11 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
 pub(crate) struct Gate(Mutex<Closed>);
 
 struct Closed {
-    /// No reconnect before this instant (after a failed one).
-    until: Option<Instant>,
+    /// No reconnect before this instant (after a failed one), and why the
+    /// last reconnect failed, repeated to calls the gate turns away.
+    until: Option<(Instant, Error)>,
     /// The next pause.
     delay: Duration,
-    /// Why the last reconnect failed, repeated to calls the gate turns away.
-    last: Option<Error>,
 }
 
 impl Gate {
@@ -38,18 +37,13 @@ impl Gate {
         Gate(Mutex::new(Closed {
             until: None,
             delay: BACKOFF_MIN,
-            last: None,
         }))
     }
 
     /// The last error, while the backoff runs.
     pub(crate) fn closed(&self) -> Option<Error> {
-        match &*lock(&self.0) {
-            Closed {
-                until: Some(until),
-                last: Some(last),
-                ..
-            } if Instant::now() < *until => Some(last.clone()),
+        match &lock(&self.0).until {
+            Some((until, last)) if Instant::now() < *until => Some(last.clone()),
             _ => None,
         }
     }
@@ -59,16 +53,14 @@ impl Gate {
         *lock(&self.0) = Closed {
             until: None,
             delay: BACKOFF_MIN,
-            last: None,
         };
     }
 
     /// A connection could not be made, for `e`.
     pub(crate) fn failed(&self, e: &Error) {
         let mut closed = lock(&self.0);
-        closed.until = Some(Instant::now() + closed.delay);
+        closed.until = Some((Instant::now() + closed.delay, e.clone()));
         closed.delay = (closed.delay * 2).min(BACKOFF_MAX);
-        closed.last = Some(e.clone());
     }
 
     /// Opens or closes the gate by how a connect ended, and hands it on.

@@ -163,10 +163,12 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
             permits,
         }
     }
+}
 
-    /// As the blocking face's `run`, on a connection in use once one is
-    /// free within the call's budget.
-    async fn run(&self, key: &str, op: Op) -> Result<Done, Error> {
+impl<C: Clock + Clone + 'static> AsyncRemote for AsyncMemcachedBackend<C> {
+    /// As the blocking face's, on a connection in use once one is free
+    /// within the call's budget.
+    async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
         let stored = self.shared.stored(key);
         let mut m = Machine::new(&stored, op, &self.shared.clock);
         let budget = self.pool.budget();
@@ -178,19 +180,13 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
     }
 }
 
-impl<C: Clock + Clone + 'static> AsyncRemote for AsyncMemcachedBackend<C> {
-    async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
-        self.run(key, op).await
-    }
-}
-
 impl<C: Clock + Clone + 'static> AsyncMemcachedLimiter<C> {
     /// One `mg` round trip, as [`MemcachedLimiter::ping`](super::MemcachedLimiter).
     ///
     /// # Errors
     /// Server failures, whatever the policy.
     pub async fn ping(&self) -> Result<(), Error> {
-        self.backend().run(PING_KEY, Op::Peek).await.map(drop)
+        self.backend().call(PING_KEY, Op::Peek).await.map(drop)
     }
 
     /// CAS races lost, its blocking twin's included (see

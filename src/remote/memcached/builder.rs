@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::clock::UnixClock;
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::key::{DIGEST_MARK, MEMCACHED_MAX_KEY};
-use crate::remote::{Error, RemoteLimiter};
+use crate::remote::Error;
 use crate::values::rate::Rate;
 
 /// Configures a [`MemcachedLimiter`]; made by [`MemcachedLimiter::builder`].
@@ -113,7 +113,6 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
                     clock,
                 },
         } = self;
-        common.check_timeouts()?;
         let addr = Addr::parse(&addr).map_err(Error::Config)?;
         check_prefix(&prefix)?;
         if pool_size == 0 {
@@ -130,7 +129,7 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
             shared,
             pool: Pool::new(addr, connect, response),
         };
-        Ok(RemoteLimiter::of(common.core(backend)?))
+        common.limiter(backend)
     }
 }
 

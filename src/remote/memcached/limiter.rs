@@ -41,15 +41,6 @@ pub struct MemcachedBackend<C = UnixClock> {
     pub(super) pool: Pool<Conn>,
 }
 
-impl<C: Clock> MemcachedBackend<C> {
-    fn run(&self, key: &str, op: Op) -> Result<Done, Error> {
-        let stored = self.shared.stored(key);
-        let mut m = Machine::new(&stored, op, &self.shared.clock);
-        let result = ready(self.pool.run(&mut m, &self.pool.budget()));
-        self.shared.settle(&stored, m.conflicts, result)
-    }
-}
-
 impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
     #[cfg(feature = "tokio")]
     type Async = super::aio::AsyncMemcachedBackend<C>;
@@ -63,7 +54,10 @@ impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
     /// for an undo a `cas` back to the state before only if the key still
     /// holds the grant's; for a reset one `md` (twice is once).
     fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
-        self.run(key, op)
+        let stored = self.shared.stored(key);
+        let mut m = Machine::new(&stored, op, &self.shared.clock);
+        let result = ready(self.pool.run(&mut m, &self.pool.budget()));
+        self.shared.settle(&stored, m.conflicts, result)
     }
 }
 
@@ -75,7 +69,7 @@ impl<C: Clock + Clone + 'static> MemcachedLimiter<C> {
     /// # Errors
     /// Server failures, whatever the policy.
     pub fn ping(&self) -> Result<(), Error> {
-        self.backend().run(PING_KEY, Op::Peek).map(drop)
+        self.backend().call(PING_KEY, Op::Peek).map(drop)
     }
 
     /// The prefix put before every key.

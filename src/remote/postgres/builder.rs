@@ -17,7 +17,7 @@ use super::sql::{Sql, Table};
 use super::{DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_EVERY, DEFAULT_TABLE};
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::health::{Gate, Heard};
-use crate::remote::{Error, RemoteLimiter};
+use crate::remote::Error;
 use crate::values::rate::Rate;
 
 /// Connections in a pool the builder makes, unless it sets another number.
@@ -166,7 +166,6 @@ impl PostgresBuilder {
             common,
             server: settings,
         } = self;
-        common.check_timeouts()?;
         let (connect_timeout, response_timeout) = (common.connect_timeout, common.response_timeout);
         let PostgresSettings {
             source,
@@ -244,7 +243,7 @@ impl PostgresBuilder {
             own_pool,
             runtime: OnceLock::new(),
         };
-        Ok(RemoteLimiter::of(common.core(backend)?))
+        common.limiter(backend)
     }
 }
 

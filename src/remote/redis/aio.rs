@@ -19,7 +19,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, FromRedisValue, RedisResult};
 use tokio::sync::OnceCell;
 
-use super::conn::{classify, is_reply, Redirects, Target};
+use super::conn::{classify, is_reply, Pool, Redirects, Target};
 use super::script::{self, Wire};
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::{Heard, BACKOFF_MAX, BACKOFF_MIN};
@@ -149,11 +149,6 @@ impl Conn {
         }
     }
 
-    /// Whether this leads to a cluster (whose redirections are followed).
-    fn is_cluster(&self) -> bool {
-        matches!(self, Conn::Cluster { .. })
-    }
-
     /// Sends `cmd` (an `EVALSHA`, a `DEL` or a `PING`) through `wire`: a
     /// script call that meets `NOSCRIPT` loads the script and is sent
     /// again.
@@ -228,7 +223,9 @@ impl AsyncRedisBackend {
                 }
                 Ok(Ok(reply)) => return Ok(reply),
                 Ok(Err(e)) => match redirects.follow(&e) {
-                    Some(pause) if self.conn.is_cluster() => tokio::time::sleep(pause).await,
+                    Some(pause) if matches!(self.conn, Conn::Cluster { .. }) => {
+                        tokio::time::sleep(pause).await
+                    }
                     _ => {
                         // (The connection's own response timeout, the
                         // same as ours, may end the call first.)
@@ -256,18 +253,15 @@ impl AsyncRemote for AsyncRedisBackend {
 }
 
 impl AsyncRedisBackend {
-    /// The async twin of a blocking backend on `target` with its prefix
-    /// and timeouts, over one multiplexed connection of its own (made by
-    /// the first call, in the runtime that call runs on). (The blocking
-    /// backend calls it: this file does not name that one.)
-    pub(super) fn twin(
-        target: &Target,
-        prefix: &str,
-        connect: Duration,
-        response: Duration,
-    ) -> AsyncRedisBackend {
+    /// The async twin of a blocking backend whose pool is `blocking`,
+    /// with its prefix: the same target and timeouts, over one multiplexed
+    /// connection of its own (made by the first call, in the runtime that
+    /// call runs on). (The blocking backend calls it: this file does not
+    /// name that one.)
+    pub(super) fn twin(blocking: &Pool, prefix: &str) -> AsyncRedisBackend {
+        let (connect, response) = (blocking.connect_timeout, blocking.response_timeout);
         AsyncRedisBackend {
-            conn: Conn::new(target, connect, response),
+            conn: Conn::new(&blocking.target, connect, response),
             wire: Wire::new(prefix.to_owned()),
             budget: connect.saturating_add(response),
             response,

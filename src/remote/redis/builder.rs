@@ -10,7 +10,7 @@ use super::limiter::RedisBackend;
 use super::script::Wire;
 use super::{RedisLimiter, DEFAULT_PREFIX};
 use crate::remote::builder::RemoteBuilder;
-use crate::remote::{Error, RemoteLimiter};
+use crate::remote::Error;
 use crate::values::rate::Rate;
 
 /// Configures a [`RedisLimiter`]; made by [`RedisLimiter::builder`] or
@@ -96,7 +96,6 @@ impl RedisBuilder {
             common,
             server: RedisSettings { endpoint, prefix },
         } = self;
-        common.check_timeouts()?;
         let (connect, response) = (common.connect_timeout, common.response_timeout);
         let target = match endpoint {
             Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
@@ -108,7 +107,7 @@ impl RedisBuilder {
             pool: Pool::new(target, connect, response),
             wire: Wire::new(prefix),
         };
-        Ok(RemoteLimiter::of(common.core(backend)?))
+        common.limiter(backend)
     }
 }
 

@@ -124,9 +124,9 @@ impl Conn {
 }
 
 pub(crate) struct Pool {
-    target: Target,
-    connect_timeout: Duration,
-    response_timeout: Duration,
+    pub(crate) target: Target,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
     idle: Mutex<Vec<Conn>>,
     gate: Gate,
 }
@@ -144,18 +144,6 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             gate: Gate::new(),
         }
-    }
-
-    /// Where the connections go.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn target(&self) -> &Target {
-        &self.target
-    }
-
-    /// The connect and response timeouts.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn timeouts(&self) -> (Duration, Duration) {
-        (self.connect_timeout, self.response_timeout)
     }
 
     /// Runs `f` on a connection. A Redis error reply leaves the connection in

@@ -55,13 +55,7 @@ impl Remote for RedisBackend {
 
     #[cfg(feature = "tokio")]
     fn to_async(&self) -> Self::Async {
-        let (connect, response) = self.pool.timeouts();
-        super::aio::AsyncRedisBackend::twin(
-            self.pool.target(),
-            self.wire.prefix(),
-            connect,
-            response,
-        )
+        super::aio::AsyncRedisBackend::twin(&self.pool, self.wire.prefix())
     }
 
     /// The script's `take`, `peek` or `give`, or one `DEL` of the prefixed

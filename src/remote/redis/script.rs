@@ -229,12 +229,19 @@ pub(super) fn done(reply: &Value, op: &Op, tested: bool) -> Result<(Done, u64), 
         Op::Step(request) => {
             decision(reply, request, tested).map(|(d, ttl)| (Done::Decision(d), ttl))
         }
-        Op::Peek => peeked(reply).map(|(tat, now)| (Done::Peeked(tat, now), 0)),
-        Op::Undo { .. } => given_back(reply).map(|given| (Done::Flag(given), 0)),
-        Op::Reset => match reply {
-            Value::Int(removed) => Ok((Done::Flag(*removed > 0), 0)),
-            _ => Err(bad_reply(reply)),
-        },
+        // A peek's `(tat, now)`; whether a give-back undid the grant; the
+        // keys a `DEL` removed.
+        _ => match (op, ints(reply)) {
+            (Op::Peek, Some((ints, 5))) if ints[0] == 3 => {
+                let (tat, now) = (joined(&ints, 1), joined(&ints, 3));
+                tat.zip(now).map(|(tat, now)| Done::Peeked(tat, now))
+            }
+            (Op::Undo { .. }, Some(([5, given @ (0 | 1), ..], 2))) => Some(Done::Flag(given == 1)),
+            (Op::Reset, Some(([removed, ..], 1))) => Some(Done::Flag(removed > 0)),
+            _ => None,
+        }
+        .map(|done| (done, 0))
+        .ok_or_else(|| bad_reply(reply)),
     }
 }
 
@@ -275,24 +282,6 @@ fn decision(reply: &Value, request: &Request, tested: bool) -> Result<(Decision,
             [4] => (Decision::Denied(Deny::Saturated), 0),
             _ => return None,
         })
-    });
-    parsed.ok_or_else(|| bad_reply(reply))
-}
-
-/// The script's reply to a give-back: whether the grant was undone.
-fn given_back(reply: &Value) -> Result<bool, Error> {
-    match ints(reply) {
-        Some(([5, 1, ..], 2)) => Ok(true),
-        Some(([5, 0, ..], 2)) => Ok(false),
-        _ => Err(bad_reply(reply)),
-    }
-}
-
-/// The script's reply to a peek: `(tat, now)`.
-fn peeked(reply: &Value) -> Result<(u64, u64), Error> {
-    let parsed = ints(reply).and_then(|(ints, len)| match &ints[..len] {
-        [3, _, _, _, _] => Some((joined(&ints, 1)?, joined(&ints, 3)?)),
-        _ => None,
     });
     parsed.ok_or_else(|| bad_reply(reply))
 }
