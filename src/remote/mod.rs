@@ -88,7 +88,10 @@ pub use limiter::{Blocking, RemoteLimiter};
 
 pub use crate::values::error::{Cause, Error};
 #[cfg(feature = "tokio")]
+pub use seam::AsyncRemote as AsyncBackend;
+#[cfg(feature = "tokio")]
 pub(crate) use seam::AsyncRemote;
+pub use seam::Remote as Backend;
 pub(crate) use seam::{Decision, Done, Op, Remote, Request};
 
 mod seam;
@@ -118,17 +121,3 @@ pub enum FailPolicy {
     /// that are a courtesy (smoothing, fairness) rather than a protection.
     Open,
 }
-
-/// A backend of [`RemoteLimiter`]: a server the step runs in, reached with
-/// blocking calls. Sealed: the backends are paceline's (see the table
-/// above).
-pub trait Backend: Remote {}
-
-impl<T: Remote> Backend for T {}
-
-/// A backend of [`AsyncRemoteLimiter`], reached with futures. Sealed.
-#[cfg(feature = "tokio")]
-pub trait AsyncBackend: AsyncRemote {}
-
-#[cfg(feature = "tokio")]
-impl<T: AsyncRemote> AsyncBackend for T {}

@@ -134,8 +134,10 @@ impl Done {
     }
 }
 
-/// A blocking backend: runs the step in its server. (`pub` in a private
-/// module: sealed.)
+/// A backend of [`RemoteLimiter`](super::RemoteLimiter): a server the
+/// step runs in, reached with blocking calls (`Remote` inside the crate).
+/// Sealed: the backends are paceline's (see [the module docs](super)); the
+/// types its call takes cannot be named outside the crate.
 pub trait Remote: Send + Sync + 'static {
     /// The backend of the async face ([`From`] a blocking limiter).
     #[cfg(feature = "tokio")]
@@ -149,9 +151,11 @@ pub trait Remote: Send + Sync + 'static {
     fn call(&self, key: &str, op: Op) -> Result<Done, Error>;
 }
 
-/// An async backend: [`Remote`]'s call as a future. (Sealed.)
+/// A backend of [`AsyncRemoteLimiter`](super::AsyncRemoteLimiter),
+/// reached with futures: [`Backend`](super::Backend)'s call as a future
+/// (`AsyncRemote` inside the crate). Sealed.
 #[cfg(feature = "tokio")]
 pub trait AsyncRemote: Send + Sync + 'static {
-    /// As [`Remote::call`].
+    /// As [`Backend::call`](super::Backend::call).
     fn call(&self, key: &str, op: Op) -> impl Future<Output = Result<Done, Error>> + Send;
 }

@@ -92,17 +92,15 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// Whether the connection may serve another call.
+    /// Whether the connection may serve another call: not after a failed
+    /// or garbled link, nor after a server's error line (after a
+    /// `CLIENT_ERROR` memcached may read a store's value as a command of
+    /// its own, and answer it too).
     pub(crate) fn in_step(&self) -> bool {
-        match self {
-            // (After a `CLIENT_ERROR` memcached may read a store's value
-            // as a command of its own, and answer it too.)
-            Failure::Connect(_) | Failure::Io(_) | Failure::Garbled(_) | Failure::Server(_) => {
-                false
-            }
-            Failure::Foreign(_) => true,
-            Failure::Contended { in_step, .. } => *in_step,
-        }
+        matches!(
+            self,
+            Failure::Foreign(_) | Failure::Contended { in_step: true, .. }
+        )
     }
 
     /// Whether this is a timeout of the connection.

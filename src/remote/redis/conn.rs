@@ -71,36 +71,30 @@ pub(crate) enum Target {
 
 impl Target {
     /// The cluster that `nodes` (some or all of its nodes) belong to, with
-    /// these timeouts. Also the fleet's documents'.
+    /// these timeouts. Also the fleet's documents'. Its clients retry a
+    /// call: once for calls (a redirection after a resharding or failover,
+    /// and a call never waits out many timeouts; redis-rs's own default
+    /// retries a call 16 times, backing off between them), never for
+    /// give-backs. A call redirected again is sent again by [`Pool::run`],
+    /// within the call's budget: a resharding fails no call.
     pub(crate) fn cluster(
         nodes: Vec<ConnectionInfo>,
         connect: Duration,
         response: Duration,
     ) -> RedisResult<Target> {
+        let client = |retries| {
+            ClusterClientBuilder::new(nodes.clone())
+                .connection_timeout(connect)
+                .response_timeout(response)
+                .retries(retries)
+                .build()
+                .map(Box::new)
+        };
         Ok(Target::Cluster {
-            client: Box::new(cluster_client(nodes.clone(), connect, response, 1)?),
-            once: Box::new(cluster_client(nodes, connect, response, 0)?),
+            client: client(1)?,
+            once: client(0)?,
         })
     }
-}
-
-/// A cluster client with the limiter's timeouts, retrying a call up to
-/// `retries` times: 1 for calls (a redirection after a resharding or
-/// failover, and a call never waits out many timeouts; redis-rs's own
-/// default retries a call 16 times, backing off between them), 0 for
-/// give-backs. A call redirected again is sent again by [`Pool::run`],
-/// within the call's budget: a resharding fails no call.
-fn cluster_client(
-    nodes: Vec<ConnectionInfo>,
-    connect: Duration,
-    response: Duration,
-    retries: u32,
-) -> RedisResult<ClusterClient> {
-    ClusterClientBuilder::new(nodes)
-        .connection_timeout(connect)
-        .response_timeout(response)
-        .retries(retries)
-        .build()
 }
 
 enum Conn {

@@ -18,7 +18,6 @@ use ::redis::{
 use crate::model::schedule::{Admit, Deny};
 use crate::remote::key;
 use crate::remote::{Decision, Done, Error, Op, Request};
-use crate::store::Booking;
 
 /// The step, as Redis runs it.
 pub(super) const STEP_LUA: &str = include_str!("step.lua");
@@ -64,89 +63,66 @@ impl Wire {
         &self.prefix
     }
 
-    /// `EVALSHA <sha> 1 <prefix><key>`, with room for `args` more, and the
-    /// script's "test" prefix when a test sets the clock (`now`).
-    fn call(&self, key: &str, args: usize, now: Option<u64>) -> Cmd {
+    /// The command for `op`: `EVALSHA <sha> 1 <prefix><key>` and the
+    /// script's arguments, after its "test" clock when a test sets one
+    /// (`now`: then a grant is stored without expiry); or for a reset
+    /// `DEL <prefix><key>`, which forgets the key's state (absent is at
+    /// rest), as redis_rate's `Reset` (a `DEL` twice is one).
+    pub(super) fn command(&self, key: &str, op: &Op, now: Option<u64>) -> Cmd {
         // The key as stored (src/remote/key.rs): as given, or its digest.
         let key = &*key::redis(key);
-        // Each argument costs its digits plus ~16 bytes of framing.
-        let size = 64 + self.prefix.len() + key.len() + args * 36;
-        let mut cmd = Cmd::with_capacity(4 + args, size);
+        // At most 8 arguments, each its digits plus ~16 bytes of framing.
+        let size = 64 + self.prefix.len() + key.len() + 8 * 36;
+        let mut cmd = Cmd::with_capacity(12, size);
+        let full = FullKey {
+            prefix: &self.prefix,
+            key,
+        };
+        if let Op::Reset = op {
+            cmd.arg("DEL").arg(full);
+            return cmd;
+        }
         cmd.arg("EVALSHA")
             .arg(self.script.get_hash())
             .arg(1)
-            .arg(FullKey {
-                prefix: &self.prefix,
-                key,
-            });
+            .arg(full);
         if let Some(now) = now {
             cmd.arg("test");
             pair(&mut cmd, now);
         }
-        cmd
-    }
-
-    /// The command for `op`: at the server's `TIME`, or at `now` (internal
-    /// ns; tests only, and then a grant is stored without expiry).
-    pub(super) fn command(&self, key: &str, op: &Op, now: Option<u64>) -> Cmd {
         match *op {
-            Op::Step(request) => self.step(key, &request, now),
-            Op::Peek => self.peek(key, now),
-            Op::Undo { tau, booking } => self.give_back(key, tau, booking, now),
-            Op::Reset => self.del(key),
-        }
-    }
-
-    /// `DEL <prefix><key>`: forgets the key's state (absent is at rest),
-    /// as redis_rate's `Reset` (a `DEL` twice is one).
-    fn del(&self, key: &str) -> Cmd {
-        let key = &*key::redis(key);
-        let mut cmd = Cmd::with_capacity(2, 32 + self.prefix.len() + key.len());
-        cmd.arg("DEL").arg(FullKey {
-            prefix: &self.prefix,
-            key,
-        });
-        cmd
-    }
-
-    /// The script call for a step.
-    fn step(&self, key: &str, request: &Request, now: Option<u64>) -> Cmd {
-        let mut cmd = self.call(key, 8, now);
-        // Spans as one decimal each: the script splits them.
-        cmd.arg("take")
-            .arg(request.span)
-            .arg(request.params.tau())
-            .arg(request.lead());
-        match request.admit {
-            Admit::Always => cmd.arg(""),
-            Admit::Within(max) => cmd.arg(max),
-        };
-        cmd
-    }
-
-    /// The script call that undoes a grant (see [`Booking`]): `tau` sets the
-    /// restored state's TTL.
-    fn give_back(&self, key: &str, tau: u64, undo: Booking, now: Option<u64>) -> Cmd {
-        let mut cmd = self.call(key, 7, now);
-        cmd.arg("give");
-        pair(&mut cmd, tau);
-        cmd.arg(undo.next);
-        match undo.prev {
-            Some(prev) => {
-                cmd.arg(prev);
-                pair(&mut cmd, prev);
+            Op::Step(request) => {
+                // Spans as one decimal each: the script splits them.
+                cmd.arg("take")
+                    .arg(request.span)
+                    .arg(request.params.tau())
+                    .arg(request.lead());
+                match request.admit {
+                    Admit::Always => cmd.arg(""),
+                    Admit::Within(max) => cmd.arg(max),
+                };
             }
-            None => {
-                cmd.arg("").arg("").arg("");
+            Op::Peek => {
+                cmd.arg("peek");
             }
+            // A grant undone (see `Booking`): `tau` sets the restored
+            // state's TTL.
+            Op::Undo { tau, booking } => {
+                cmd.arg("give");
+                pair(&mut cmd, tau);
+                cmd.arg(booking.next);
+                match booking.prev {
+                    Some(prev) => {
+                        cmd.arg(prev);
+                        pair(&mut cmd, prev);
+                    }
+                    None => {
+                        cmd.arg("").arg("").arg("");
+                    }
+                }
+            }
+            Op::Reset => {}
         }
-        cmd
-    }
-
-    /// The script call that reads a key's state and the server's time.
-    fn peek(&self, key: &str, now: Option<u64>) -> Cmd {
-        let mut cmd = self.call(key, 1, now);
-        cmd.arg("peek");
         cmd
     }
 
