@@ -270,10 +270,4 @@ impl<B: Remote> Core<B> {
         let (tat, now) = self.shared.backend.call(key, Op::Peek)?.peeked()?;
         Ok(self.state_of(tat, now))
     }
-
-    /// `can_take`: fail-open answers `true`.
-    pub(crate) fn can_take(&self, key: &str, cost: u64) -> Result<bool, Error> {
-        let peeked = self.shared.backend.call(key, Op::Peek);
-        self.can_take_from(peeked.and_then(Done::peeked), cost)
-    }
 }

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::core::Core;
-use super::{Backend, Error, FailPolicy, Op};
+use super::{Backend, Done, Error, FailPolicy, Op};
 use crate::limiter::take::{State, Take, Taken, Within};
 use crate::observe::stats::{Counted, Counting, Stats};
 use crate::values::error::BuildError;
@@ -212,7 +212,8 @@ impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
             .map_err(|e| within.refusal(e))
     }
     fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
-        self.core.can_take(&key.to_string(), cost)
+        let peeked = self.backend().call(&key.to_string(), Op::Peek);
+        self.core.can_take_from(peeked.and_then(Done::peeked), cost)
     }
     fn state(&self, key: &K) -> Result<State, Error> {
         self.core.state(&key.to_string())

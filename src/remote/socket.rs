@@ -69,6 +69,54 @@ impl Write for &Socket {
     }
 }
 
+/// One call's budget, on either face: connect plus response timeout from
+/// its start; each reply waits at most the response timeout, or what is
+/// left.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    deadline: Instant,
+    pub(crate) response: Duration,
+}
+
+impl Budget {
+    /// The budget of a call that starts now.
+    pub(crate) fn new(connect: Duration, response: Duration) -> Budget {
+        Budget {
+            deadline: Instant::now() + connect + response,
+            response,
+        }
+    }
+
+    /// What the budget leaves now (at least 1 ms: a zero timeout is an
+    /// error to a socket).
+    pub(crate) fn left(&self) -> Duration {
+        self.deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    }
+
+    /// How long the next reply may take.
+    #[cfg_attr(not(feature = "memcached"), allow(dead_code))]
+    pub(crate) fn reply_within(&self) -> Duration {
+        self.left().min(self.response)
+    }
+
+    /// Whether the budget has room for `pause` and then a reply: a quarter
+    /// of a response timeout (a call sent again after a pause).
+    pub(crate) fn fits(&self, pause: Duration) -> bool {
+        self.left() >= pause.saturating_add(self.response / 4)
+    }
+}
+
+/// The first 40 characters of a server's reply: enough for an error
+/// message about it, which stays readable whatever came.
+pub(crate) fn cut(s: &str) -> &str {
+    match s.char_indices().nth(40) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
 /// What is left until `deadline`, or the error of a call that ran out.
 pub(crate) fn left(deadline: Instant) -> io::Result<Duration> {
     let left = deadline.saturating_duration_since(Instant::now());

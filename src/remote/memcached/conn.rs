@@ -31,7 +31,7 @@ use super::shared::error;
 use crate::clock::Clock;
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::Gate;
-use crate::remote::socket::{tcp, Socket, Timed};
+use crate::remote::socket::{tcp, Budget, Socket, Timed};
 use crate::remote::Done;
 
 /// memcached's port unless the address names another.
@@ -181,40 +181,6 @@ pub(crate) fn eof_or_garbled(line: &[u8]) -> Failure {
     }
 }
 
-/// One call's budget: connect plus response timeout from its start; each
-/// reply waits at most the response timeout, or what is left.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Budget {
-    pub(crate) deadline: Instant,
-    pub(crate) response: Duration,
-}
-
-impl Budget {
-    /// What the budget leaves now (at least 1 ms: a zero timeout is an
-    /// error to the socket).
-    pub(crate) fn left(&self) -> Duration {
-        self.deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1))
-    }
-
-    /// How long the next reply may take.
-    pub(crate) fn reply_within(&self) -> Duration {
-        self.left().min(self.response)
-    }
-
-    /// The pause before a conflict's retry, or `None` when the call gives
-    /// up: after [`MAX_CONFLICTS`], or when the budget has no room for the
-    /// pause and a quarter of a response timeout.
-    pub(crate) fn retry(&self, conflicts: u32) -> Option<Duration> {
-        if conflicts >= MAX_CONFLICTS {
-            return None;
-        }
-        let pause = cas::pause(conflicts);
-        (self.left() >= pause + self.response / 4).then_some(pause)
-    }
-}
-
 /// A connection the [`Pool`] drives machines on: the blocking [`Conn`],
 /// whose futures never pend, or the async face's tokio one (`aio.rs`).
 pub(crate) trait Link: Sized {
@@ -274,12 +240,15 @@ async fn drive<L: Link, C: Clock>(
             Next::Send => {}
             Next::Done(done) => return done,
             Next::Conflict => {
-                let Some(pause) = budget.retry(m.conflicts) else {
+                // The pause before a conflict's retry, unless the call gives
+                // up: after MAX_CONFLICTS, or when the budget has no room.
+                let pause = cas::pause(m.conflicts);
+                if m.conflicts >= MAX_CONFLICTS || !budget.fits(pause) {
                     return Err(Failure::Contended {
                         conflicts: m.conflicts,
                         in_step: true,
                     });
-                };
+                }
                 L::pause(pause).await;
                 m.begin();
             }
@@ -309,10 +278,7 @@ impl<L: Link> Pool<L> {
 
     /// The budget of a call that starts now.
     pub(crate) fn budget(&self) -> Budget {
-        Budget {
-            deadline: Instant::now() + self.connect_timeout + self.response_timeout,
-            response: self.response_timeout,
-        }
+        Budget::new(self.connect_timeout, self.response_timeout)
     }
 
     /// Runs `m` on a connection to its answer within `budget` (see the

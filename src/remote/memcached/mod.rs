@@ -165,8 +165,9 @@
 //! wrote: the text protocol's `delete` has no CAS; the meta `md C<cas>`
 //! does). The protocol part is small (three commands, six replies), and
 //! written here it shares one CAS machine, one pool and one loop driving
-//! them between the blocking and async faces, puts every read under the call's budget, drops a connection
-//! whose reply is still on the wire, and adds no dependency (the feature
+//! them between the blocking and async faces, puts every read under the
+//! call's budget, drops a connection whose reply is still on the wire,
+//! and adds no dependency (the feature
 //! pulls only `sha2`, for long keys, and tokio's `net` with `tokio`). The
 //! binary protocol is deprecated by memcached; the meta protocol is its
 //! successor and is what mcrouter and memcached's own proxy speak.

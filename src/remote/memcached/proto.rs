@@ -20,6 +20,8 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
+use crate::remote::socket::cut;
+
 /// The longest reply line read (a status, a length and a few flags fit in
 /// tens of bytes): a longer one is garbled, and is not read to its end.
 pub(crate) const MAX_LINE: u64 = 512;
@@ -165,7 +167,7 @@ pub(crate) fn head(line: &[u8]) -> Result<Head, Failure> {
         "EX" => Head::Exists,
         "NF" => Head::NotFound,
         "ERROR" | "CLIENT_ERROR" | "SERVER_ERROR" => return Err(Failure::Server(text.to_owned())),
-        _ => return Err(Failure::Garbled(format!("{:?}", truncate(text)))),
+        _ => return Err(Failure::Garbled(format!("{:?}", cut(text)))),
     };
     Ok(head)
 }
@@ -177,13 +179,6 @@ pub(crate) fn state(value: &[u8]) -> Option<u64> {
         return None;
     }
     std::str::from_utf8(value).ok()?.parse().ok()
-}
-
-fn truncate(s: &str) -> &str {
-    match s.char_indices().nth(40) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }
 
 #[cfg(test)]

@@ -164,18 +164,18 @@ impl PostgresBuilder {
     pub fn build(self) -> Result<PostgresLimiter, Error> {
         let RemoteBuilder {
             common,
-            server: settings,
+            server:
+                PostgresSettings {
+                    source,
+                    table,
+                    statement_timeout,
+                    pool_size,
+                    unlogged,
+                    prune_every,
+                    prune_batch,
+                },
         } = self;
         let (connect_timeout, response_timeout) = (common.connect_timeout, common.response_timeout);
-        let PostgresSettings {
-            source,
-            table,
-            statement_timeout,
-            pool_size,
-            unlogged,
-            prune_every,
-            prune_batch,
-        } = settings;
         if statement_timeout.is_some_and(|t| t.as_millis() == 0) {
             return Err(Error::Config(
                 "statement_timeout must be at least 1 ms".into(),

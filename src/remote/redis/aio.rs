@@ -23,6 +23,7 @@ use super::conn::{classify, is_reply, Pool, Redirects, Target};
 use super::script::{self, Wire};
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::{Heard, BACKOFF_MAX, BACKOFF_MIN};
+use crate::remote::socket::Budget;
 use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`RedisLimiter`](super::RedisLimiter): [`AsyncRemoteLimiter`] over
@@ -54,9 +55,9 @@ pub type AsyncRedisLimiter = AsyncRemoteLimiter<AsyncRedisBackend>;
 pub struct AsyncRedisBackend {
     conn: Conn,
     wire: Wire,
-    /// The longest a call waits on Redis: connect plus response timeouts.
-    budget: Duration,
-    /// The response timeout.
+    /// The connect and response timeouts: a call waits on Redis at most
+    /// both ([`Budget`]).
+    connect: Duration,
     response: Duration,
 }
 
@@ -209,9 +210,9 @@ impl AsyncRedisBackend {
     /// follows it: a redirected call ran nowhere. With `once`, never
     /// retried otherwise (see [`Conn::query`]).
     async fn run<T: FromRedisValue>(&self, cmd: &Cmd, once: bool) -> Result<T, Error> {
-        let mut redirects = Redirects::new(self.budget, self.response);
+        let mut redirects = Redirects::new(Budget::new(self.connect, self.response));
         loop {
-            let left = redirects.left();
+            let left = redirects.budget.left();
             // (The connection first, if none: it counts as made before
             // the call is sent.)
             self.conn.live().map_err(classify)?;
@@ -263,7 +264,7 @@ impl AsyncRedisBackend {
         AsyncRedisBackend {
             conn: Conn::new(&blocking.target, connect, response),
             wire: Wire::new(prefix.to_owned()),
-            budget: connect.saturating_add(response),
+            connect,
             response,
         }
     }

@@ -26,7 +26,7 @@
 //! redirection, an [`Error::Script`]: the server answered, so no fail
 //! policy admits it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
 use redis::{
@@ -37,6 +37,7 @@ use redis::{
 use super::link::Link;
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::Gate;
+use crate::remote::socket::Budget;
 use crate::remote::Error;
 
 /// The first pause before sending a redirected call again: a slot's move
@@ -149,10 +150,8 @@ impl Pool {
         &self,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
     ) -> Result<T, Error> {
-        let mut redirects = Redirects::new(
-            self.connect_timeout.saturating_add(self.response_timeout),
-            self.response_timeout,
-        );
+        let budget = Budget::new(self.connect_timeout, self.response_timeout);
+        let mut redirects = Redirects::new(budget);
         let reused = lock(&self.idle).pop();
         // Whether a failure may be the connection's alone, and earns one
         // more try on a fresh one.
@@ -172,7 +171,7 @@ impl Pool {
                         if let Some(pause) = redirects.follow(&e) {
                             std::thread::sleep(pause);
                             // The resend's reply is due within the budget.
-                            if c.set_read_timeout(Some(redirects.left())).is_ok() {
+                            if c.set_read_timeout(Some(redirects.budget.left())).is_ok() {
                                 continue;
                             }
                         }
@@ -244,23 +243,17 @@ impl Pool {
 /// One call's cluster redirections: how long to pause before each resend,
 /// and when to stop (see the module docs).
 pub(crate) struct Redirects {
-    start: Instant,
-    /// The call's budget, from `start`.
-    budget: Duration,
-    /// What the budget must still hold for a resend: its reply's time.
-    reserve: Duration,
+    /// The call's budget, from its start.
+    pub(crate) budget: Budget,
     pause: Duration,
     resends: u32,
 }
 
 impl Redirects {
-    /// For a call that starts now, may take `budget` in all, and whose
-    /// replies come within `response`.
-    pub(crate) fn new(budget: Duration, response: Duration) -> Redirects {
+    /// For a call with `budget`.
+    pub(crate) fn new(budget: Budget) -> Redirects {
         Redirects {
-            start: Instant::now(),
             budget,
-            reserve: response / 4,
             pause: REDIRECT_PAUSE_MIN,
             resends: 0,
         }
@@ -268,26 +261,16 @@ impl Redirects {
 
     /// The pause before sending the call again after `e`; `None` when `e`
     /// is not a redirection, after [`MAX_RESENDS`], or when the budget has
-    /// no room for a resend.
+    /// no room for a resend (the pause and a quarter of a response timeout
+    /// for its reply).
     pub(crate) fn follow(&mut self, e: &RedisError) -> Option<Duration> {
-        if !is_redirect(e) || self.resends == MAX_RESENDS {
-            return None;
-        }
         let pause = self.pause;
-        if self.left() < pause.saturating_add(self.reserve) {
+        if !is_redirect(e) || self.resends == MAX_RESENDS || !self.budget.fits(pause) {
             return None;
         }
         self.pause = pause.saturating_mul(2).min(REDIRECT_PAUSE_MAX);
         self.resends += 1;
         Some(pause)
-    }
-
-    /// What is left of the budget (never zero: a read timeout of zero is
-    /// an error).
-    pub(crate) fn left(&self) -> Duration {
-        self.budget
-            .saturating_sub(self.start.elapsed())
-            .max(Duration::from_millis(1))
     }
 
     /// Whether any redirection was followed.

@@ -17,6 +17,7 @@ use ::redis::{
 
 use crate::model::schedule::{Admit, Deny};
 use crate::remote::key;
+use crate::remote::socket::cut;
 use crate::remote::{Decision, Done, Error, Op, Request};
 
 /// The step, as Redis runs it.
@@ -266,6 +267,7 @@ fn bad_reply(reply: &Value) -> Error {
     // At most the first few elements, each cut short: a reply is small
     // unless something is badly wrong, and an error message should stay
     // readable.
+    let short = |value: &Value| cut(&format!("{value:?}")).to_owned();
     let shown: Vec<String> = match reply {
         Value::Array(items) => items.iter().take(8).map(short).collect(),
         other => vec![short(other)],
@@ -275,12 +277,4 @@ fn bad_reply(reply: &Value) -> Error {
         "unexpected reply from paceline's step script",
         format!("{shown:?}"),
     )))
-}
-
-fn short(value: &Value) -> String {
-    let s = format!("{value:?}");
-    match s.char_indices().nth(40) {
-        Some((i, _)) => s[..i].to_owned(),
-        None => s,
-    }
 }
