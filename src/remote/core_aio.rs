@@ -22,15 +22,7 @@ struct Keyed<'a, B> {
     found: Mutex<Option<Option<Booking>>>,
 }
 
-impl<'a, B> Keyed<'a, B> {
-    fn new(core: &'a Core<B>, key: &'a str) -> Self {
-        Keyed {
-            core,
-            key,
-            found: Mutex::new(None),
-        }
-    }
-
+impl<B> Keyed<'_, B> {
     /// The report of the take, from its last decision.
     fn taken(&self) -> Taken {
         self.core.taken(lock(&self.found).take().flatten())
@@ -100,7 +92,12 @@ impl<B: AsyncRemote> Core<B> {
         cost: u64,
         within: Within,
     ) -> Result<Taken, Error> {
-        let keyed = Keyed::new(self, key);
+        let found = Mutex::new(None);
+        let keyed = Keyed {
+            core: self,
+            key,
+            found,
+        };
         // (Each answers when the permit went; the report says more.)
         let _went_at = match within {
             Within::Now => (keyed.reserve(cost, Admit::Within(0), Ask::Answer).await?).went_at,

@@ -46,8 +46,7 @@ impl AsyncPostgresLimiter {
     /// # Errors
     /// As [`PostgresLimiter::install`](super::PostgresLimiter::install).
     pub async fn install(&self) -> Result<(), Error> {
-        let backend = self.backend();
-        backend.install(backend.0.unlogged).await
+        self.backend().install().await
     }
 
     /// As [`PostgresLimiter::prune`](super::PostgresLimiter::prune).

@@ -313,8 +313,8 @@ impl AsyncPostgresBackend {
     /// Creates the table if missing, checks its columns, creates the
     /// index if missing and the step's function (or replaces it): one
     /// transaction, under an advisory lock.
-    pub(crate) async fn install(&self, unlogged: bool) -> Result<(), Error> {
-        let [table, index, function] = sql::schema(&self.0.table, unlogged);
+    pub(crate) async fn install(&self) -> Result<(), Error> {
+        let [table, index, function] = sql::schema(&self.0.table, self.0.unlogged);
         let name = self.0.table.quoted.clone();
         let want: Vec<(String, String)> = sql::COLUMNS
             .iter()

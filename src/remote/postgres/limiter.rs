@@ -108,9 +108,8 @@ impl PostgresLimiter {
     /// table exists with other columns; [`Error::Script`] when the server
     /// refuses (no `CREATE` right on the schema, say).
     pub fn install(&self) -> Result<(), Error> {
-        let unlogged = self.backend().backend.0.unlogged;
         self.backend()
-            .block_on(move |b| async move { b.install(unlogged).await })
+            .block_on(|b| async move { b.install().await })
     }
 
     /// The SQL [`install`](Self::install) runs, for a DBA to review or run.

@@ -74,13 +74,9 @@ enum Conn {
         /// one was found dead.
         live: Mutex<Option<Live>>,
     },
-    Cluster {
-        client: Box<ClusterClient>,
-        conn: OnceCell<ClusterConnection>,
-        /// For give-backs: a client that never retries, and its connection.
-        once: Box<ClusterClient>,
-        once_conn: OnceCell<ClusterConnection>,
-    },
+    /// The client calls go through, then for give-backs one that never
+    /// retries, each with its connection.
+    Cluster([(Box<ClusterClient>, OnceCell<ClusterConnection>); 2]),
 }
 
 impl Conn {
@@ -99,12 +95,10 @@ impl Conn {
                 live: Mutex::new(None),
             },
             // The blocking pool's client, with the same timeouts.
-            Target::Cluster { client, once } => Conn::Cluster {
-                client: client.clone(),
-                conn: OnceCell::new(),
-                once: once.clone(),
-                once_conn: OnceCell::new(),
-            },
+            Target::Cluster { client, once } => Conn::Cluster([
+                (client.clone(), OnceCell::new()),
+                (once.clone(), OnceCell::new()),
+            ]),
         }
     }
 
@@ -173,17 +167,8 @@ impl Conn {
                 }
                 reply
             }
-            Conn::Cluster {
-                client,
-                conn,
-                once: once_client,
-                once_conn,
-            } => {
-                let (client, conn) = if once {
-                    (once_client, once_conn)
-                } else {
-                    (client, conn)
-                };
+            Conn::Cluster(clients) => {
+                let (client, conn) = &clients[usize::from(once)];
                 let conn = conn
                     .get_or_try_init(|| client.get_async_connection())
                     .await?;
@@ -224,7 +209,7 @@ impl AsyncRedisBackend {
                 }
                 Ok(Ok(reply)) => return Ok(reply),
                 Ok(Err(e)) => match redirects.follow(&e) {
-                    Some(pause) if matches!(self.conn, Conn::Cluster { .. }) => {
+                    Some(pause) if matches!(self.conn, Conn::Cluster(_)) => {
                         tokio::time::sleep(pause).await
                     }
                     _ => {

@@ -198,7 +198,8 @@ impl Pool {
     /// Puts `conn` back among the idle ones, with its own read timeout again
     /// if a redirected call shortened it.
     fn keep(&self, conn: Conn, redirects: &Redirects) {
-        if let (Conn::Cluster(c), true) = (&conn, redirects.followed()) {
+        // (After any redirection followed.)
+        if let (Conn::Cluster(c), true) = (&conn, redirects.resends > 0) {
             if c.set_read_timeout(Some(self.response_timeout)).is_err() {
                 // (Not for a timeout above zero.) Dropped, not kept short.
                 return;
@@ -271,11 +272,6 @@ impl Redirects {
         self.pause = pause.saturating_mul(2).min(REDIRECT_PAUSE_MAX);
         self.resends += 1;
         Some(pause)
-    }
-
-    /// Whether any redirection was followed.
-    fn followed(&self) -> bool {
-        self.resends > 0
     }
 }
 
