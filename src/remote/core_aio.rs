@@ -9,7 +9,7 @@ use crate::clock::DefaultClock;
 use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
-use crate::remote::{AsyncRemote, Done, Op};
+use crate::remote::{AsyncRemote, Done, Op, Request};
 use crate::store::Booking;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
@@ -45,7 +45,11 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
     }
 
     async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved<()>, Error> {
-        let request = self.core.request(cost, admit)?.asked(ask);
+        // Asked as `ask` says (see `Ask`).
+        let request = Request {
+            ask,
+            ..self.core.request(cost, admit)?
+        };
         let decision = self.core.shared.backend.call(self.key, Op::Step(request));
         let granted = self
             .core

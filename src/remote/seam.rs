@@ -33,12 +33,6 @@ pub struct Request {
 }
 
 impl Request {
-    /// This request, asked as `ask` says (see [`Ask`]).
-    #[cfg(feature = "tokio")]
-    pub(crate) fn asked(self, ask: Ask) -> Request {
-        Request { ask, ..self }
-    }
-
     /// This request granted at `slot`, decided at the server's `now`: the
     /// key's state `prev` (`None`: it had none) replaced by `wrote`, the
     /// state stored (`None`: a cost of 0 stores nothing, and the booking
