@@ -133,11 +133,6 @@ impl<B> Core<B> {
         Taken::new(went_at(granted), state)
     }
 
-    /// The local clock's reading (internal ns).
-    pub(crate) fn local_now(&self) -> u64 {
-        internal_now(&self.shared.clock)
-    }
-
     /// The request a backend sends for `cost` under `admit`, or the refusal
     /// that needs no round trip.
     pub(crate) fn request(&self, cost: u64, admit: Admit) -> Result<Request, Error> {
@@ -253,7 +248,7 @@ impl<B: Remote> Core<B> {
         let decision = self.shared.backend.call(key, Op::Step(request));
         let granted = self.settle(decision.and_then(Done::decision), &request)?;
         // The server's wait, counted from the reply's arrival.
-        let now = self.local_now();
+        let now = internal_now(&self.shared.clock);
         let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));
         wait::block(
             self.shared.wait,

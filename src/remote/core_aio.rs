@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::core::{went_at, Core};
 use super::Error;
-use crate::clock::DefaultClock;
+use crate::clock::{internal_now, DefaultClock};
 use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
@@ -56,7 +56,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
             .settle(decision.await.and_then(Done::decision), &request)?;
         *lock(&self.found) = Some(granted);
         // The server's wait, counted from the reply's arrival.
-        let now = self.core.local_now();
+        let now = internal_now(&self.core.shared.clock);
         let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));
         Ok(Reserved {
             now,

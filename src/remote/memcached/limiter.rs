@@ -1,6 +1,5 @@
 //! [`MemcachedBackend`], the blocking backend: each call a [`Machine`] run
-//! on a pooled connection; what both faces share; and the calls only
-//! memcached has.
+//! on a pooled connection; and the calls only memcached has.
 
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;

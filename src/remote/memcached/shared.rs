@@ -5,8 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::proto::Failure;
-use crate::remote::key;
-use crate::remote::{Done, Error};
+use crate::remote::{key, Done, Error};
 
 /// What the blocking and async backends of one limiter share.
 pub(super) struct Shared<C> {

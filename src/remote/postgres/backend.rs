@@ -112,7 +112,8 @@ impl AsyncPostgresBackend {
             Ok(Err(e)) => {
                 let e = pool_error(e);
                 if matches!(e, Error::Unavailable(_)) {
-                    self.drop_idle();
+                    // The idle connections go too (kept: none).
+                    inner.pool.retain(|_, _| false);
                     inner.gate.failed(&e);
                 }
                 return Err(e);
@@ -137,7 +138,7 @@ impl AsyncPostgresBackend {
                 let e = classify(e);
                 if matches!(e, Error::Unavailable(_)) {
                     discard(conn);
-                    self.drop_idle();
+                    inner.pool.retain(|_, _| false);
                 } else {
                     // The server answered (with an error).
                     inner.heard.answered();
@@ -147,15 +148,11 @@ impl AsyncPostgresBackend {
             Err(_) => {
                 discard(conn);
                 if inner.heard.silent_since(sent) {
-                    self.drop_idle();
+                    inner.pool.retain(|_, _| false);
                 }
                 Err(Error::Timeout)
             }
         }
-    }
-
-    fn drop_idle(&self) {
-        self.0.pool.retain(|_, _| false);
     }
 
     /// Runs `sql` (prepared once per connection, with `types`) on `params`
