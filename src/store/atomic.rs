@@ -70,7 +70,7 @@ use crossbeam_utils::CachePadded;
 use crate::model::schedule::{self, Admit, Deny, Grant, Params, FRESH, FULL, MAX_TAT};
 use crate::primitive::{fence, lock, AtomicU64, Mutex, Ordering};
 
-use super::Store;
+use super::sealed::Store;
 
 /// The word while a parameter change rebases it.
 const REBASING: u64 = u64::MAX;

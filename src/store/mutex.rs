@@ -3,7 +3,7 @@
 use crate::model::schedule::{self, Admit, Deny, Grant, Params};
 use crate::primitive::{lock, Mutex};
 
-use super::Store;
+use super::sealed::Store;
 
 /// The state word and its parameters under one lock, held only for the step
 /// itself, never while a caller waits. The store of

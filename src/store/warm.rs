@@ -10,7 +10,7 @@ use crate::model::schedule::{Admit, Deny, Grant, Params};
 use crate::model::warm_up::{self, WarmState as State};
 use crate::primitive::{lock, Mutex};
 
-use super::Store;
+use super::sealed::Store;
 
 /// The store of [`WarmUpLimiter`](crate::WarmUpLimiter).
 pub struct WarmStore {
