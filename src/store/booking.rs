@@ -52,14 +52,10 @@ impl Booking {
     /// An in-process store's booking of `grant` at `now`.
     #[inline]
     pub(crate) fn of(grant: Grant, now: u64, cost: u64, generation: u64) -> Booking {
+        let booking = Booking::granted(now, grant.slot, cost, Some(grant.prev), grant.next);
         Booking {
-            key: (),
-            cost,
-            now,
-            slot: grant.slot,
-            prev: Some(grant.prev),
-            next: grant.next,
             generation,
+            ..booking
         }
     }
 

@@ -52,10 +52,18 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
 
 impl<S: Store, C: Clock> Peek for Pacer<S, C> {
     fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error> {
-        Pacer::wait_for(self, cost, admit)
+        let now = self.now();
+        let (tat, params) = self.store.peek();
+        match crate::model::schedule::step(tat, now, cost, params, admit) {
+            Ok(grant) => Ok(grant.slot.saturating_sub(now)),
+            Err(deny) => {
+                let slack = self.store.burst(now).saturating_sub(1);
+                Err(Error::refused(deny, cost, admit, slack))
+            }
+        }
     }
 
     fn count_refused(&self) {
-        Pacer::count_refused(self);
+        self.meter.refused();
     }
 }

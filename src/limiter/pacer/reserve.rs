@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Pacer;
 use crate::clock::{internal_now, Clock};
-use crate::model::schedule::{Admit, Deny, Grant};
+use crate::model::schedule::{Admit, Deny};
 use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{lock, Ordering};
 use crate::store::{Booking, Store};
@@ -18,26 +18,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         internal_now(&self.clock)
-    }
-
-    /// Reserves a slot for `cost` permits if `admit` allows, without
-    /// waiting, counting a refusal only if `ask` says it is the caller's
-    /// answer.
-    #[inline]
-    pub(crate) fn reserve_asked(
-        &self,
-        cost: u64,
-        admit: Admit,
-        ask: Ask,
-    ) -> Result<(u64, Grant), Error> {
-        let now = self.now();
-        match self.store.update(now, cost, admit) {
-            Ok((grant, _)) => {
-                self.meter.admitted(cost, grant.slot.saturating_sub(now));
-                Ok((now, grant))
-            }
-            Err(deny) => Err(self.refused(deny, cost, admit, ask)),
-        }
     }
 
     /// The error for a refusal, counted if `ask` says so: out of the take
@@ -57,29 +37,10 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         refusal
     }
 
-    /// How long a request of `cost` would wait now (ns) under `admit`,
-    /// storing nothing and counting nothing (a held async take's look).
-    #[cfg(feature = "tokio")]
-    pub(crate) fn wait_for(&self, cost: u64, admit: Admit) -> Result<u64, Error> {
-        let now = self.now();
-        let (tat, params) = self.store.peek();
-        match crate::model::schedule::step(tat, now, cost, params, admit) {
-            Ok(grant) => Ok(grant.slot.saturating_sub(now)),
-            Err(deny) => {
-                let slack = self.store.burst(now).saturating_sub(1);
-                Err(Error::refused(deny, cost, admit, slack))
-            }
-        }
-    }
-
-    /// Counts a refusal decided outside the step (a held async take's).
-    #[cfg(feature = "tokio")]
-    pub(crate) fn count_refused(&self) {
-        self.meter.refused();
-    }
-
-    /// [`reserve_asked`](Self::reserve_asked), keeping what [`undo`](Self::undo) needs
-    /// to undo it: the [`Booking`].
+    /// Reserves a slot for `cost` permits if `admit` allows, without
+    /// waiting, counting a refusal only if `ask` says it is the caller's
+    /// answer; and keeps what [`undo`](Self::undo) needs to undo it: the
+    /// [`Booking`].
     #[inline]
     pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, Error> {
         // Read before the step. `set_limit` counts a change only after its
@@ -88,8 +49,14 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         // been decided either side, and its undo is refused if the
         // generation moved (conservative: the slot stays spent).
         let generation = self.generation.load(Ordering::Acquire);
-        let (now, grant) = self.reserve_asked(cost, admit, ask)?;
-        Ok(Booking::of(grant, now, cost, generation))
+        let now = self.now();
+        match self.store.update(now, cost, admit) {
+            Ok((grant, _)) => {
+                self.meter.admitted(cost, grant.slot.saturating_sub(now));
+                Ok(Booking::of(grant, now, cost, generation))
+            }
+            Err(deny) => Err(self.refused(deny, cost, admit, ask)),
+        }
     }
 
     /// Undoes `booking` by the one rule ([`Booking`]): only while no one
