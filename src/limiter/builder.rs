@@ -42,7 +42,7 @@ impl<S: Store> Pacer<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn builder(rate: Rate) -> Builder<Self> {
-        Builder::with_default_clock(rate, DefaultClock::new)
+        Builder::new(rate, ClockChoice::Default(DefaultClock::new))
     }
 }
 
@@ -70,7 +70,7 @@ pub struct Builder<L: sealed::Build> {
 /// The clock a builder will use: one given to it, or the default, made only
 /// at `build`, so a builder whose clock is replaced never makes the default
 /// one (quanta's clock costs about 15 µs to make, 0.6 ms the first time).
-enum ClockChoice<C> {
+pub(crate) enum ClockChoice<C> {
     Given(C),
     Default(fn() -> C),
 }
@@ -91,20 +91,9 @@ impl<C> Config<C> {
 }
 
 impl<L: sealed::Build> Builder<L> {
-    /// A builder with `clock` already chosen.
-    /// (`AsyncLimiter`'s: a `TokioClock` costs nothing to make.)
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn new(rate: Rate, clock: L::Clock) -> Self {
-        Self::with_clock(rate, ClockChoice::Given(clock))
-    }
-
-    /// A builder that makes its clock with `default` at `build`, unless
+    /// A builder with `clock` chosen, or made at `build` unless
     /// [`clock`](Self::clock) replaces it first.
-    pub(crate) fn with_default_clock(rate: Rate, default: fn() -> L::Clock) -> Self {
-        Self::with_clock(rate, ClockChoice::Default(default))
-    }
-
-    fn with_clock(rate: Rate, clock: ClockChoice<L::Clock>) -> Self {
+    pub(crate) fn new(rate: Rate, clock: ClockChoice<L::Clock>) -> Self {
         Builder {
             config: Config {
                 rate,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use ::tokio::sync::Mutex as Gate;
 
 use crate::clock::Clock;
-use crate::limiter::builder::{sealed::Build, Builder};
+use crate::limiter::builder::{sealed::Build, Builder, ClockChoice};
 use crate::limiter::pacer::{AtomicLimiter, Config, Pacer};
 use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::ORIGIN;
@@ -126,10 +126,9 @@ impl AsyncLimiter {
     /// If ten intervals of `rate` exceed 146 years (an interval over about
     /// 14 years); [`builder`](Self::builder) reports that as an error.
     pub fn new(rate: Rate) -> AsyncLimiter {
-        match Self::builder(rate).build() {
-            Ok(limiter) => limiter,
-            Err(e) => panic!("{e}"),
-        }
+        Self::builder(rate)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A builder for a limiter at `rate`, to set its slack, clock, wait
@@ -147,15 +146,11 @@ impl AsyncLimiter {
     /// # Ok::<(), paceline::BuildError>(())
     /// ```
     pub fn builder(rate: Rate) -> Builder<AsyncLimiter> {
-        Builder::new(rate, TokioClock::new())
+        Builder::new(rate, ClockChoice::Given(TokioClock::new()))
     }
 }
 
 impl<C: Clock> AsyncLimiter<C> {
-    pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
-        Ok(AsyncLimiter::from(Pacer::from_config(config)?))
-    }
-
     /// The limiter under this face: its settings and their changes
     /// (`set_limit`, `set_rate`, `set_slack`, `apply`, `reset`: waiting
     /// tasks wake and ask again once one is in force), its questions
@@ -325,7 +320,7 @@ impl<C: Clock> Build for AsyncLimiter<C> {
     type Clock = C;
     type With<C2: Clock> = AsyncLimiter<C2>;
     fn build(config: Config<C>) -> Result<Self, BuildError> {
-        AsyncLimiter::from_config(config)
+        Ok(AsyncLimiter::from(Pacer::from_config(config)?))
     }
 }
 
