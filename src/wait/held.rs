@@ -211,12 +211,7 @@ pub(crate) async fn take_held<R: Peek>(
                 let reserved = limiter
                     .reserve(cost, Admit::Within(nanos(left)), Ask::Answer)
                     .await
-                    .map_err(|e| match e {
-                        Error::QueueFull { wait, .. } | Error::RetryAfter(wait) => {
-                            Error::QueueFull { wait, max_wait }
-                        }
-                        e => e,
-                    })?;
+                    .map_err(|e| e.timed_out(max_wait))?;
                 return Ok(wait_reserved(limiter, reserved).await);
             }
             e => return Err(e),

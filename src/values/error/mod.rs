@@ -175,10 +175,14 @@ impl Error {
     }
 
     /// A `take_timeout`'s refusal: `Within(0)` is also `try_take`'s, but a
-    /// timeout's refusal is the full queue's, whatever wait it allowed.
+    /// timeout's refusal is the full queue's, whatever wait it allowed, and
+    /// names the wait the caller allowed (a step's names the part of it
+    /// left, or a saturated one).
     pub(crate) fn timed_out(self, max_wait: Duration) -> Error {
         match self {
-            Error::RetryAfter(wait) => Error::QueueFull { wait, max_wait },
+            Error::RetryAfter(wait) | Error::QueueFull { wait, .. } => {
+                Error::QueueFull { wait, max_wait }
+            }
             e => e,
         }
     }
