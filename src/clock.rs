@@ -240,9 +240,7 @@ impl ManualClock {
     /// on a deadline still ahead of the clock. A thread whose deadline the
     /// clock has reached no longer counts, even before it has woken.
     pub fn waiters(&self) -> usize {
-        let parked = lock(&self.inner.lock);
-        let now = self.now();
-        parked.iter().filter(|&&d| d > now).count()
+        self.ahead(&lock(&self.inner.lock)).count()
     }
 
     /// Blocks until at least `n` threads are [`waiters`](Self::waiters), or
@@ -276,8 +274,7 @@ impl ManualClock {
         let start = std::time::Instant::now();
         let mut parked = lock(&self.inner.lock);
         loop {
-            let now = self.now();
-            if parked.iter().filter(|&&d| d > now).count() >= n {
+            if self.ahead(&parked).count() >= n {
                 return true;
             }
             let Some(left) = timeout.checked_sub(start.elapsed()) else {
@@ -292,14 +289,15 @@ impl ManualClock {
     /// [`sleep_until`](Clock::sleep_until) that is still ahead of the clock;
     /// `None` when there is none.
     pub fn next_deadline(&self) -> Option<Duration> {
-        let parked = lock(&self.inner.lock);
+        let next = self.ahead(&lock(&self.inner.lock)).min();
+        next.map(Duration::from_nanos)
+    }
+
+    /// The deadlines in `parked` still ahead of the clock (read under the
+    /// lock, after the caller took it).
+    fn ahead<'a>(&self, parked: &'a [u64]) -> impl Iterator<Item = u64> + 'a {
         let now = self.now();
-        parked
-            .iter()
-            .copied()
-            .filter(|&d| d > now)
-            .min()
-            .map(Duration::from_nanos)
+        parked.iter().copied().filter(move |&d| d > now)
     }
 
     fn notify(&self) {
