@@ -308,11 +308,7 @@ impl<C: Clock> Counted for AsyncLimiter<C> {
 
 impl<C: Clock> fmt::Debug for AsyncLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncLimiter")
-            .field("rate", &self.limiter().rate())
-            .field("slack", &self.limiter().slack())
-            .field("available", &self.limiter().available())
-            .finish()
+        f.debug_tuple("AsyncLimiter").field(self.limiter()).finish()
     }
 }
 

@@ -47,8 +47,7 @@ pub trait PacedStreamExt: Stream + Sized {
         PacedStream {
             inner: Box::pin(self),
             limiter: limiter.clone(),
-            item: None,
-            wait: None,
+            waiting: None,
         }
     }
 }
@@ -60,11 +59,13 @@ impl<S: Stream> PacedStreamExt for S {}
 pub struct PacedStream<S: Stream, C: Clock = TokioClock> {
     inner: Pin<Box<S>>,
     limiter: AsyncLimiter<C>,
-    /// The item waiting for its slot...
-    item: Option<S::Item>,
-    /// ... and its wait, which gives the slot back if dropped early.
-    wait: Option<Pin<Box<dyn Future<Output = Taken> + Send>>>,
+    /// The item waiting for its slot, and its wait, which gives the slot
+    /// back if dropped early.
+    waiting: Option<(S::Item, SlotWait)>,
 }
+
+/// An item's wait for its slot, boxed so the stream stays `Unpin`.
+type SlotWait = Pin<Box<dyn Future<Output = Taken> + Send>>;
 
 // Nothing is ever pinned in place inside: the stream and the wait are boxed,
 // and the item is only moved.
@@ -76,10 +77,9 @@ impl<S: Stream, C: Clock + 'static> Stream for PacedStream<S, C> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
         let this = self.get_mut();
         // Is an item waiting for its slot?
-        if let Some(wait) = this.wait.as_mut() {
+        if let Some((_, wait)) = this.waiting.as_mut() {
             ready!(wait.as_mut().poll(cx));
-            this.wait = None;
-            return Poll::Ready(this.item.take());
+            return Poll::Ready(this.waiting.take().map(|(item, _)| item));
         }
         let Some(item) = ready!(this.inner.as_mut().poll_next(cx)) else {
             return Poll::Ready(None);
@@ -89,18 +89,16 @@ impl<S: Stream, C: Clock + 'static> Stream for PacedStream<S, C> {
             return Poll::Ready(Some(item));
         }
         let limiter = this.limiter.clone();
-        let mut wait: Pin<Box<dyn Future<Output = Taken> + Send>> =
-            Box::pin(async move { limiter.take().await });
+        let mut wait: SlotWait = Box::pin(async move { limiter.take().await });
         if wait.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(item));
         }
-        this.item = Some(item);
-        this.wait = Some(wait);
+        this.waiting = Some((item, wait));
         Poll::Pending
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let held = usize::from(self.item.is_some());
+        let held = usize::from(self.waiting.is_some());
         let (lo, hi) = self.inner.size_hint();
         (
             lo.saturating_add(held),
@@ -111,7 +109,7 @@ impl<S: Stream, C: Clock + 'static> Stream for PacedStream<S, C> {
 
 impl<S: FusedStream, C: Clock + 'static> FusedStream for PacedStream<S, C> {
     fn is_terminated(&self) -> bool {
-        self.item.is_none() && self.inner.is_terminated()
+        self.waiting.is_none() && self.inner.is_terminated()
     }
 }
 
@@ -119,7 +117,7 @@ impl<S: Stream, C: Clock> fmt::Debug for PacedStream<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PacedStream")
             .field("limiter", &self.limiter)
-            .field("waiting", &self.item.is_some())
+            .field("waiting", &self.waiting.is_some())
             .finish_non_exhaustive()
     }
 }
