@@ -445,8 +445,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// The slack in force, in permits at the rate in force: the burst is
     /// `slack + 1`. (A [`Slack`] in time is resolved to whole permits.)
     pub fn slack(&self) -> u64 {
-        let (rate, slack) = *lock(&self.limit);
-        slack.permits_at(rate)
+        self.limit().slack().min_permits()
     }
 
     /// What it decided since it was built (a [`reset`](Self::reset) does
