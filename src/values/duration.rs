@@ -5,32 +5,26 @@
 use std::fmt;
 use std::time::Duration;
 
-/// The units a duration displays in, longest first.
-const UNITS: [(u128, &str); 6] = [
-    (3_600_000_000_000, "h"),
-    (60_000_000_000, "min"),
-    (1_000_000_000, "s"),
-    (1_000_000, "ms"),
-    (1_000, "us"),
-    (1, "ns"),
+/// The units, longest first, each with its spellings: `us` also with the
+/// micro sign or the Greek mu. A duration displays in the first spelling of
+/// a unit from the hour down.
+const UNITS: [(u128, &[&str]); 7] = [
+    (86_400_000_000_000, &["d", "day"]),
+    (3_600_000_000_000, &["h", "hr"]),
+    (60_000_000_000, &["min", "m"]),
+    (1_000_000_000, &["s", "sec"]),
+    (1_000_000, &["ms"]),
+    (1_000, &["us", "\u{b5}s", "\u{3bc}s"]),
+    (1, &["ns"]),
 ];
 
 /// The units that parse, with their spellings.
 pub(crate) const UNIT_LIST: &str = "ns, us, ms, s, min, h or d";
 
-/// A unit's length in nanoseconds: `ns`, `us` (or `µs`, with the micro sign
-/// or the Greek mu), `ms`, `s` (`sec`), `min` (`m`), `h` (`hr`), `d` (`day`).
+/// A unit's length in nanoseconds, by any of its spellings in [`UNITS`].
 pub(crate) fn unit_ns(unit: &str) -> Option<u128> {
-    Some(match unit {
-        "ns" => 1,
-        "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-        "ms" => 1_000_000,
-        "s" | "sec" => 1_000_000_000,
-        "m" | "min" => 60_000_000_000,
-        "h" | "hr" => 3_600_000_000_000,
-        "d" | "day" => 86_400_000_000_000,
-        _ => return None,
-    })
+    let found = UNITS.iter().find(|(_, names)| names.contains(&unit));
+    found.map(|&(ns, _)| ns)
 }
 
 /// `k` of the longest unit that divides `d` exactly (`None` for zero).
@@ -39,10 +33,10 @@ fn shortest(d: Duration) -> Option<(u128, &'static str)> {
     if ns == 0 {
         return None;
     }
-    UNITS
+    UNITS[1..]
         .iter()
         .find(|&&(unit, _)| ns.is_multiple_of(unit))
-        .map(|&(unit, name)| (ns / unit, name))
+        .map(|&(unit, names)| (ns / unit, names[0]))
 }
 
 /// Writes `d` as a whole number of the longest unit that divides it:
