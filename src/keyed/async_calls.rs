@@ -172,7 +172,6 @@ where
     C: Clock,
 {
     type Clock = C;
-    type Key = K;
 
     fn clock(&self) -> &C {
         &self.limiter.clock
@@ -187,7 +186,7 @@ where
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<K>, Error>> + Send {
+    ) -> impl Future<Output = Result<Reserved, Error>> + Send {
         ready(
             self.limiter
                 .decide_asked(self.key, cost, admit, ask)
@@ -195,13 +194,13 @@ where
                     now: d.now,
                     slot: d.grant.slot,
                     went_at: Duration::from_nanos(d.grant.slot.max(d.now) - ORIGIN),
-                    booking: Some(d.booking(cost).on(self.key.to_owned())),
+                    booking: Some(d.booking(cost)),
                 }),
         )
     }
 
-    fn undo(&self, booking: Booking<K>) {
-        self.limiter.undo::<K, K>(&booking.key, &booking);
+    fn undo(&self, booking: Booking) {
+        self.limiter.undo(self.key, &booking);
     }
 }
 

@@ -34,7 +34,6 @@ impl<B> Keyed<'_, B> {
 /// applies only while the key still holds the grant's state.
 impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
     type Clock = DefaultClock;
-    type Key = ();
 
     fn clock(&self) -> &DefaultClock {
         &self.core.shared.clock
@@ -44,7 +43,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
         self.core.shared.wait
     }
 
-    async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved<()>, Error> {
+    async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved, Error> {
         // Asked as `ask` says (see `Ask`).
         let request = Request {
             ask,

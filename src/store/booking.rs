@@ -2,8 +2,9 @@
 //!
 //! Every kind books the same way: a take at clock `t` for a key decides
 //! from the key's state `prev` and writes `next`, and its booking keeps
-//! `(key, cost, prev, slot, next, generation)`. Undoing it is one rule for
-//! every store, in process or in a server: put `prev` back only while the
+//! `(cost, prev, slot, next, generation)`; the key stays with whoever
+//! undoes it (the limiter, the part, the async take). Undoing it is one
+//! rule for every store, in process or in a server: put `prev` back only while the
 //! state is still `next` and the generation (bumped by a reset, a change of
 //! rate or slack, a move of the key) is the one the booking read; otherwise
 //! the slot stays spent. A future dropped before its slot, an
@@ -27,10 +28,7 @@ use crate::model::schedule::Grant;
 /// public case: [`Lender`](crate::lease::Lender)). Its fields are the
 /// limiter's own; a booking from one limiter means nothing to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Booking<K = ()> {
-    /// What finds the state again: `()` where the caller keeps the key (a
-    /// direct limiter has one state), else the key itself.
-    pub(crate) key: K,
+pub struct Booking {
     /// The permits booked.
     pub(crate) cost: u64,
     /// The deciding clock's reading at the decision (internal ns; a
@@ -65,29 +63,12 @@ impl Booking {
     /// slot implies. A server keeps no generation (see the module docs).
     pub(crate) fn granted(now: u64, slot: u64, cost: u64, prev: Option<u64>, next: u64) -> Booking {
         Booking {
-            key: (),
             cost,
             now,
             slot,
             prev,
             next,
             generation: 0,
-        }
-    }
-}
-
-impl<K> Booking<K> {
-    /// The same booking, holding `key` to find its state again.
-    #[cfg(all(feature = "tokio", feature = "keyed"))]
-    pub(crate) fn on<J>(self, key: J) -> Booking<J> {
-        Booking {
-            key,
-            cost: self.cost,
-            now: self.now,
-            slot: self.slot,
-            prev: self.prev,
-            next: self.next,
-            generation: self.generation,
         }
     }
 

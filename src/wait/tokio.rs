@@ -52,7 +52,7 @@ pub(crate) const HORIZON: u64 = 10_000_000;
 const MAX_SLEEP_NS: u64 = 86_400 * 1_000_000_000;
 
 /// A slot booked for an async waiter.
-pub(crate) struct Reserved<K> {
+pub(crate) struct Reserved {
     /// The decision's time on the limiter's clock (internal ns).
     pub(crate) now: u64,
     /// The slot on the limiter's clock (internal ns).
@@ -61,7 +61,7 @@ pub(crate) struct Reserved<K> {
     /// it (its clock's time, or a server's).
     pub(crate) went_at: Duration,
     /// What undoes it; `None` when nothing can be given back.
-    pub(crate) booking: Option<Booking<K>>,
+    pub(crate) booking: Option<Booking>,
 }
 
 /// What a limiter kind gives the async wait: a decision, and a way to undo
@@ -69,9 +69,6 @@ pub(crate) struct Reserved<K> {
 pub(crate) trait Reserve: Sync {
     /// The clock the slots are on.
     type Clock: Clock;
-    /// What a booking holds to find its state again (`()` where the
-    /// caller keeps the key).
-    type Key: Send;
 
     /// The limiter's clock.
     fn clock(&self) -> &Self::Clock;
@@ -87,10 +84,10 @@ pub(crate) trait Reserve: Sync {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<Self::Key>, Error>> + Send;
+    ) -> impl Future<Output = Result<Reserved, Error>> + Send;
 
     /// Undoes `booking` by the one rule ([`Booking`]).
-    fn undo(&self, booking: Booking<Self::Key>);
+    fn undo(&self, booking: Booking);
 }
 
 /// An unbounded take (`take`, `take_n`): books once the slot is within
@@ -165,7 +162,7 @@ pub(crate) async fn take_within<R: Reserve>(
 
 /// Waits until `reserved`'s slot on the limiter's clock; dropped before it,
 /// gives the slot back (see the module docs).
-pub(crate) async fn wait_reserved<R: Reserve>(limiter: &R, reserved: Reserved<R::Key>) -> Duration {
+pub(crate) async fn wait_reserved<R: Reserve>(limiter: &R, reserved: Reserved) -> Duration {
     let slot = reserved.slot;
     if slot > reserved.now {
         let mut guard = GiveBack {
@@ -260,7 +257,7 @@ struct GiveBack<'a, R: Reserve> {
     limiter: &'a R,
     slot: u64,
     /// `None` once the slot is reached (or nothing can be given back).
-    booking: Option<Booking<R::Key>>,
+    booking: Option<Booking>,
 }
 
 impl<R: Reserve> Drop for GiveBack<'_, R> {

@@ -18,7 +18,6 @@ use crate::wait::{Ask, Wait};
 /// and undone by [`Pacer::undo`].
 impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
     type Clock = C;
-    type Key = ();
 
     fn clock(&self) -> &C {
         Pacer::clock(self)
@@ -33,7 +32,7 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         cost: u64,
         admit: Admit,
         ask: Ask,
-    ) -> impl Future<Output = Result<Reserved<()>, Error>> + Send {
+    ) -> impl Future<Output = Result<Reserved, Error>> + Send {
         ready(self.book(cost, admit, ask).map(|booking| {
             let (now, slot) = (booking.now, booking.slot);
             Reserved {
