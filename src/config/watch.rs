@@ -81,7 +81,7 @@ const SETTLE: Duration = Duration::from_secs(1);
 fn unreadable(path: &Path, error: io::Error) -> BuildError {
     BuildError::FileUnreadable {
         path: path.to_owned(),
-        error: Cause::new(Arc::new(error)),
+        error: Cause(Arc::new(error)),
     }
 }
 
@@ -89,7 +89,7 @@ fn unreadable(path: &Path, error: io::Error) -> BuildError {
 fn not_loaded(path: &Path, error: Box<dyn StdError + Send + Sync>) -> BuildError {
     BuildError::FileNotLoaded {
         path: path.to_owned(),
-        error: Cause::new(Arc::from(error)),
+        error: Cause(Arc::from(error)),
     }
 }
 

@@ -287,14 +287,7 @@ impl Error for BuildError {
 /// error that holds it, and read through it (`Deref`). It has no equality
 /// of its own, so two are equal when they are one error: clones.
 #[derive(Debug)]
-pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(Arc<E>);
-
-impl<E: ?Sized> Cause<E> {
-    /// `error`, shared.
-    pub(crate) fn new(error: Arc<E>) -> Cause<E> {
-        Cause(error)
-    }
-}
+pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(pub(crate) Arc<E>);
 
 impl<E: ?Sized> Clone for Cause<E> {
     fn clone(&self) -> Self {
@@ -395,11 +388,11 @@ mod tests {
             },
             BuildError::FileUnreadable {
                 path: path.clone(),
-                error: Cause::new(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
+                error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
             },
             BuildError::FileNotLoaded {
                 path,
-                error: Cause::new(Arc::from(Box::<dyn Error + Send + Sync>::from("no"))),
+                error: Cause(Arc::from(Box::<dyn Error + Send + Sync>::from("no"))),
             },
         ]
     }
@@ -419,7 +412,7 @@ mod tests {
     fn a_files_error_is_equal_only_to_its_clones() {
         let read = |e| BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Cause::new(Arc::new(e)),
+            error: Cause(Arc::new(e)),
         };
         let missing = read(io::Error::from(io::ErrorKind::NotFound));
         assert_eq!(missing, missing.clone());
@@ -433,7 +426,7 @@ mod tests {
         assert_eq!(inner, Some(&BuildError::ZeroCount));
         let unread = BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Cause::new(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
+            error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
         };
         let cause = unread.source().unwrap().downcast_ref::<io::Error>();
         assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound));

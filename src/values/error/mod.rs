@@ -127,7 +127,7 @@ impl Error {
 
     /// The server could not be reached: `error` says why.
     pub(crate) fn unavailable(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
-        Error::Unavailable(Cause::new(Arc::from(error.into())))
+        Error::Unavailable(Cause(Arc::from(error.into())))
     }
 
     /// The server answered with an error: `error` says which.
@@ -136,7 +136,7 @@ impl Error {
         allow(dead_code)
     )]
     pub(crate) fn script(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
-        Error::Script(Cause::new(Arc::from(error.into())))
+        Error::Script(Cause(Arc::from(error.into())))
     }
 
     /// A try's refusal: free again in `wait` ns. Inlined where a try is
