@@ -72,11 +72,6 @@ impl Line {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The cost promised at `place`.
-    fn ahead(&self, place: u64) -> u64 {
-        self.lock().get(&place).copied().unwrap_or(0)
-    }
-
     /// Takes `cost` off `place` (a held take booked, or left).
     fn leave(&self, place: u64, cost: u64) {
         let mut held = self.lock();
@@ -123,7 +118,7 @@ pub(crate) async fn take_held<R: Peek>(
         return take_within(limiter, cost, max_wait).await;
     }
     // The common case: nobody held here, and the slot is near.
-    if line.total.load(Ordering::Acquire) == 0 || line.ahead(place) == 0 {
+    if line.total.load(Ordering::Acquire) == 0 || !line.lock().contains_key(&place) {
         match limiter
             .reserve(cost, Admit::Within(HORIZON), Ask::Horizon)
             .await
