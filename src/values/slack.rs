@@ -97,13 +97,7 @@ impl Slack {
     /// The slack in permits at `rate`: the larger of the permit count and
     /// the whole permits that fit in the time (saturating at `u64::MAX`).
     pub fn permits_at(self, rate: Rate) -> u64 {
-        self.permits_at_interval(rate.interval_ns())
-    }
-
-    /// [`permits_at`](Self::permits_at) for an interval of `interval` ns
-    /// (`>= 1`).
-    pub(crate) fn permits_at_interval(self, interval: u64) -> u64 {
-        let by_time = self.time.as_nanos() / u128::from(interval.max(1));
+        let by_time = self.time.as_nanos() / u128::from(rate.interval_ns());
         self.permits.max(u64::try_from(by_time).unwrap_or(u64::MAX))
     }
 }
@@ -223,16 +217,17 @@ mod tests {
     #[test]
     fn resolves_to_the_larger_part() {
         let ms = Duration::from_millis;
-        assert_eq!(Slack::DEFAULT.permits_at_interval(10_000_000), 10); // 100/s
-        assert_eq!(Slack::DEFAULT.permits_at_interval(1_000_000), 10); // 1k/s
-        assert_eq!(Slack::DEFAULT.permits_at_interval(100_000), 100); // 10k/s
-        assert_eq!(Slack::DEFAULT.permits_at_interval(1), 10_000_000); // 1G/s
-        assert_eq!(Slack::time(ms(10)).permits_at_interval(3_000_000), 3);
-        assert_eq!(Slack::time(ms(9)).permits_at_interval(3_000_000), 3);
-        assert_eq!(Slack::time(ms(8)).permits_at_interval(3_000_000), 2);
-        assert_eq!(Slack::permits(7).permits_at_interval(1), 7);
-        assert_eq!(Slack::time(Duration::MAX).permits_at_interval(1), u64::MAX);
-        assert_eq!(Slack::NONE.permits_at_interval(1), 0);
+        let every = |ns| Rate::every(Duration::from_nanos(ns)).unwrap();
+        assert_eq!(Slack::DEFAULT.permits_at(every(10_000_000)), 10); // 100/s
+        assert_eq!(Slack::DEFAULT.permits_at(every(1_000_000)), 10); // 1k/s
+        assert_eq!(Slack::DEFAULT.permits_at(every(100_000)), 100); // 10k/s
+        assert_eq!(Slack::DEFAULT.permits_at(every(1)), 10_000_000); // 1G/s
+        assert_eq!(Slack::time(ms(10)).permits_at(every(3_000_000)), 3);
+        assert_eq!(Slack::time(ms(9)).permits_at(every(3_000_000)), 3);
+        assert_eq!(Slack::time(ms(8)).permits_at(every(3_000_000)), 2);
+        assert_eq!(Slack::permits(7).permits_at(every(1)), 7);
+        assert_eq!(Slack::time(Duration::MAX).permits_at(every(1)), u64::MAX);
+        assert_eq!(Slack::NONE.permits_at(every(1)), 0);
         let both = Slack::at_least(3, ms(4));
         assert_eq!((both.min_permits(), both.min_time()), (3, ms(4)));
         assert_eq!(Slack::from(7).min_time(), Duration::ZERO);
