@@ -71,18 +71,6 @@ impl Line {
         // Every section below stores whole values: a poisoned map is valid.
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// Takes `cost` off `place` (a held take booked, or left).
-    fn leave(&self, place: u64, cost: u64) {
-        let mut held = self.lock();
-        if let Some(ahead) = held.get_mut(&place) {
-            *ahead = ahead.saturating_sub(cost);
-            if *ahead == 0 {
-                held.remove(&place);
-            }
-        }
-        self.total.fetch_sub(cost, Ordering::Release);
-    }
 }
 
 /// A place in a [`Line`]: leaves it when dropped (booked, refused, or
@@ -94,8 +82,16 @@ struct Promise<'a> {
 }
 
 impl Drop for Promise<'_> {
+    /// Takes its cost off its place (a held take booked, or left).
     fn drop(&mut self) {
-        self.line.leave(self.place, self.cost);
+        let mut held = self.line.lock();
+        if let Some(ahead) = held.get_mut(&self.place) {
+            *ahead = ahead.saturating_sub(self.cost);
+            if *ahead == 0 {
+                held.remove(&self.place);
+            }
+        }
+        self.line.total.fetch_sub(self.cost, Ordering::Release);
     }
 }
 
