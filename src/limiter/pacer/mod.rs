@@ -118,10 +118,10 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     store: S,
     clock: C,
     wait: Wait,
-    /// The rate as given and the slack, for introspection; the store holds
+    /// The rate and the slack as given, for introspection; the store holds
     /// their parameters. Also held by `undo`, so that no change lands
     /// between its check of `generation` and its CAS.
-    limit: Mutex<(Rate, Slack)>,
+    limit: Mutex<Limit>,
     /// The generation: how many changes of the parameters, and resets, have
     /// completed. An undo of a booking decided before a change is refused
     /// (see [`Booking`](crate::store::Booking)).
@@ -155,7 +155,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             store: S::new(tat, params, config.warm_up),
             clock: config.clock,
             wait: config.wait,
-            limit: Mutex::new((config.rate, config.slack)),
+            limit: Mutex::new(Limit::new(config.rate, config.slack)),
             generation: AtomicU64::new(0),
             start: tat,
             meter: Meter::new(&config.counting),
@@ -329,8 +329,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years; nothing changes then.
     pub fn set_limit(&self, rate: Rate, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        let slack = slack.into();
-        self.change(|_| (rate, slack))
+        self.apply(Limit::new(rate, slack))
     }
 
     /// [`set_limit`](Self::set_limit) from a [`Limit`], as a configuration
@@ -351,15 +350,15 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// As [`set_limit`](Self::set_limit).
     pub fn apply(&self, limit: Limit) -> Result<(), BuildError> {
-        self.set_limit(limit.rate(), limit.slack())
+        self.change(|_| limit)
     }
 
     /// The limit in force, its slack in permits at the rate in force (a
     /// slack set as a time is resolved), as every kind's `limit_for`
     /// reports it: one read of the limit's lock.
     pub fn limit(&self) -> Limit {
-        let (rate, slack) = *lock(&self.limit);
-        Limit::new(rate, slack.permits_at(rate))
+        let limit = *lock(&self.limit);
+        Limit::new(limit.rate(), limit.slack().permits_at(limit.rate()))
     }
 
     /// [`set_limit`](Self::set_limit) with the slack in force.
@@ -367,7 +366,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the rate is then unchanged.
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
-        self.change(|(_, slack)| (rate, slack))
+        self.change(|limit| Limit::new(rate, limit.slack()))
     }
 
     /// [`set_limit`](Self::set_limit) with the rate in force.
@@ -375,19 +374,18 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`]; the slack is then unchanged.
     pub fn set_slack(&self, slack: impl Into<Slack>) -> Result<(), BuildError> {
-        let slack = slack.into();
-        self.change(|(rate, _)| (rate, slack))
+        self.change(|limit| Limit::new(limit.rate(), slack))
     }
 
     /// Replaces the limit in force with `new(limit)`, all under the limit's
     /// lock: a `set_rate` racing a `set_slack` keeps the other's half.
-    fn change(&self, new: impl FnOnce((Rate, Slack)) -> (Rate, Slack)) -> Result<(), BuildError> {
+    fn change(&self, new: impl FnOnce(Limit) -> Limit) -> Result<(), BuildError> {
         // The lock keeps `rate()`, `slack()` and the store changing together.
         let mut limit = lock(&self.limit);
-        let (rate, slack) = new(*limit);
-        let params = params(rate, slack)?;
+        let new = new(*limit);
+        let params = params(new.rate(), new.slack())?;
         self.store.set_params(self.now(), params);
-        *limit = (rate, slack);
+        *limit = new;
         // Counted after the rebase: see `book`.
         self.generation.fetch_add(1, Ordering::Release);
         #[cfg(feature = "tokio")]
@@ -439,7 +437,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
 
     /// The rate in force.
     pub fn rate(&self) -> Rate {
-        lock(&self.limit).0
+        lock(&self.limit).rate()
     }
 
     /// The slack in force, in permits at the rate in force: the burst is
