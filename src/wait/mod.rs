@@ -156,9 +156,9 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 /// blocking is right), so this warns once per process (a `tracing` event
 /// with feature `tracing`; nothing without it), naming the async call to
 /// use instead, rather than panicking.
-#[inline]
-pub(crate) fn on_runtime_check(async_call: &'static str) {
-    #[cfg(all(feature = "tokio", debug_assertions))]
-    self::tokio::warn_if_on_runtime(async_call);
-    let _ = async_call;
-}
+#[cfg(all(feature = "tokio", debug_assertions))]
+pub(crate) use self::tokio::warn_if_on_runtime as on_runtime_check;
+
+/// Elsewhere (a release build, or no `tokio`): nothing to warn about.
+#[cfg(not(all(feature = "tokio", debug_assertions)))]
+pub(crate) fn on_runtime_check(_async_call: &'static str) {}
