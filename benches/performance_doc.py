@@ -460,6 +460,7 @@ def main():
     acc = lines(os.path.join(out_dir, "accuracy.txt")) or []
     slack = lines(os.path.join(out_dir, "accuracy-slack.txt"))
     cont = lines(os.path.join(out_dir, "contention.txt")) or []
+    fast = lines(os.path.join(out_dir, "fast_path.txt")) or []
     keyed_out = lines(os.path.join(out_dir, "keyed.txt")) or []
     acc_machine = (
         first(acc, "Machine now").replace("Machine now:", "While it ran:").replace("wakes late", "woke late")
@@ -498,6 +499,7 @@ cargo bench -p paceline-benches --bench throughput            # the cost of a ca
 cargo bench -p paceline-benches --bench keyed                 # KeyedLimiter beside governor's
 cargo bench -p paceline-benches --features redis --bench redis
 cargo bench -p paceline-benches --features postgres --bench postgres
+cargo run --release -p paceline-benches --example fast_path   # one thread, interleaved
 cargo run --release -p paceline-benches --example contention  # interleaved cross-check
 cargo run --release -p paceline-benches --example accuracy    # pacing accuracy
 cargo run --release --features tokio --example tokio_granularity
@@ -512,6 +514,19 @@ call over all of them. The floor is one TSC read plus one CAS loop on one
 word: no non-blocking take can do less.
 
 {throughput.rstrip()}
+
+### One thread, interleaved
+
+`benches/examples/fast_path.rs` times a batch of each call in turn, round
+after round, in the thread's CPU time, and takes each ratio within its
+round, so load that lands on one round slows both sides of its ratios:
+the floor (raw, and scaled to nanoseconds as a limiter's clock is),
+`AtomicLimiter::try_take` and governor's `check()`, admitted and refused,
+and the admitted calls again with only `is_ok()` read.
+
+```text
+{chr(10).join(fast)}
+```
 
 ### Contention, interleaved
 

@@ -118,6 +118,9 @@ cargo run -q --release -p paceline-benches --features http --example http_turns 
     $rounds $([ $quick = yes ] && echo 10000 || echo 100000) >"$out/http_turns.txt"
 note_load "after http"
 
+echo "== fast path, interleaved" >&2
+cargo run -q --release -p paceline-benches --example fast_path -- \
+    $([ $quick = yes ] && echo 11 || echo 101) >"$out/fast_path.txt"
 echo "== contention" >&2
 cargo run -q --release -p paceline-benches --example contention -- --rounds $rounds >"$out/contention.txt"
 echo "== accuracy" >&2
