@@ -6,44 +6,15 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use super::shard::{find, on_entry, Shard};
+use super::shard::{find, on_entry, Decided, Shard};
 use super::{KeyOf, KeyedLimiter};
 use crate::clock::{internal_now, Clock};
-use crate::model::schedule::{Admit, Grant, Params, FULL};
+use crate::model::schedule::{Admit, Params, FULL};
 use crate::primitive::{read, Ordering, RwLock};
 use crate::store::Booking;
 use crate::values::error::Error;
 use crate::values::rate::Rate;
 use crate::wait::{self, Ask};
-
-/// A decision on a key, with what a caller reporting the key's state needs
-/// besides: its shard's generation at the decision, and the entry's class's
-/// parameters.
-pub(super) struct Decided {
-    pub(super) now: u64,
-    pub(super) grant: Grant,
-    pub(super) generation: u64,
-    pub(super) params: Params,
-}
-
-impl Decided {
-    /// `grant` decided at `now` on an entry of `class` in `shard`.
-    #[inline]
-    pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
-        Decided {
-            now,
-            grant,
-            generation: shard.generation,
-            params: shard.classes[class as usize],
-        }
-    }
-
-    /// The booking of this decision, for `cost` permits.
-    #[inline]
-    pub(super) fn booking(&self, cost: u64) -> Booking {
-        Booking::of(self.grant, self.now, cost, self.generation)
-    }
-}
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// The key's state, the clock and the key's parameters, read under its

@@ -35,8 +35,7 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::classes::rest_time;
-use super::decide::Decided;
-use super::shard::{evict, find, on_entry, sweep, Entry, Shard};
+use super::shard::{evict, find, on_entry, sweep, Decided, Entry, Shard};
 use super::{KeyOf, KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE, REFUSED, UNTRACKED};
 use crate::clock::Clock;
 use crate::model::schedule::{self, Admit, FULL};

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::classes::{rest_time, Resolved};
-use super::decide::Decided;
 use super::{KeyOf, ADMITTED, REFUSED};
-use crate::model::schedule::{Admit, Params};
+use crate::model::schedule::{Admit, Grant, Params};
 use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
-use crate::store::atomic;
+use crate::store::{atomic, Booking};
 use crate::values::error::Error;
 use crate::wait::Ask;
 
@@ -187,6 +186,35 @@ pub(super) struct Shard<K> {
     /// `undo`). Sweeps need not: they drop only entries at rest, and an
     /// entry with a pending grant is not at rest before the grant's slot.
     pub(super) generation: u64,
+}
+
+/// A decision on a key, with what a caller reporting the key's state needs
+/// besides: its shard's generation at the decision, and the entry's class's
+/// parameters.
+pub(super) struct Decided {
+    pub(super) now: u64,
+    pub(super) grant: Grant,
+    pub(super) generation: u64,
+    pub(super) params: Params,
+}
+
+impl Decided {
+    /// `grant` decided at `now` on an entry of `class` in `shard`.
+    #[inline]
+    pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
+        Decided {
+            now,
+            grant,
+            generation: shard.generation,
+            params: shard.classes[class as usize],
+        }
+    }
+
+    /// The booking of this decision, for `cost` permits.
+    #[inline]
+    pub(super) fn booking(&self, cost: u64) -> Booking {
+        Booking::of(self.grant, self.now, cost, self.generation)
+    }
 }
 
 /// The entry of `key` (hashed to `hash`) in `map`.
