@@ -339,99 +339,40 @@ async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
     let tau = lim.core.params.tau();
     let backend = lim.backend().to_async();
     let request = lim.core.request(1, Admit::Always).unwrap();
-    // A booking on an absent key, given back: the key is absent again.
-    let Ok(Decision::Granted(undo)) = backend
+    // The three calls on "k", through the backend's one call.
+    let step = async || match backend
         .call("k", remote::Op::Step(request))
         .await
         .and_then(Done::decision)
-    else {
-        panic!("not granted");
+    {
+        Ok(Decision::Granted(booking)) => booking,
+        _ => panic!("not granted"),
     };
-    assert_eq!(undo.prev, None);
-    assert!(backend
-        .call("k", remote::Op::Undo { tau, booking: undo })
-        .await
-        .and_then(Done::flag)
-        .unwrap());
+    let undo = async |booking: Booking| {
+        let op = remote::Op::Undo { tau, booking };
+        backend.call("k", op).await.and_then(Done::flag).unwrap()
+    };
+    let peek = async || {
+        let peeked = backend.call("k", remote::Op::Peek).await;
+        peeked.and_then(Done::peeked).unwrap().0
+    };
+    // A booking on an absent key, given back: the key is absent again.
+    let booking = step().await;
+    assert_eq!(booking.prev, None);
+    assert!(undo(booking).await);
     assert!(ttl_and_value(&server, "paceline:k").is_none());
     // Two bookings; the first given back finds the second's state: no.
-    let Ok(Decision::Granted(first)) = backend
-        .call("k", remote::Op::Step(request))
-        .await
-        .and_then(Done::decision)
-    else {
-        panic!("not granted");
-    };
-    let Ok(Decision::Granted(second)) = backend
-        .call("k", remote::Op::Step(request))
-        .await
-        .and_then(Done::decision)
-    else {
-        panic!("not granted");
-    };
-    assert!(!backend
-        .call(
-            "k",
-            remote::Op::Undo {
-                tau,
-                booking: first
-            }
-        )
-        .await
-        .and_then(Done::flag)
-        .unwrap());
-    assert_eq!(
-        backend
-            .call("k", remote::Op::Peek)
-            .await
-            .and_then(Done::peeked)
-            .unwrap()
-            .0,
-        second.next
-    );
+    let first = step().await;
+    let second = step().await;
+    assert!(!undo(first).await);
+    assert_eq!(peek().await, second.next);
     // The second, the last: back to the first's state, with an expiry.
-    assert!(backend
-        .call(
-            "k",
-            remote::Op::Undo {
-                tau,
-                booking: second
-            }
-        )
-        .await
-        .and_then(Done::flag)
-        .unwrap());
-    assert_eq!(
-        backend
-            .call("k", remote::Op::Peek)
-            .await
-            .and_then(Done::peeked)
-            .unwrap()
-            .0,
-        first.next
-    );
+    assert!(undo(second).await);
+    assert_eq!(peek().await, first.next);
     let (ttl, _) = ttl_and_value(&server, "paceline:k").unwrap();
     assert!(ttl > 0, "ttl {ttl}");
     // A stale undo (states that were never stored) changes nothing.
     let stale = Booking::granted(0, 5, 1, Some(5), 6);
-    assert!(!backend
-        .call(
-            "k",
-            remote::Op::Undo {
-                tau,
-                booking: stale
-            }
-        )
-        .await
-        .and_then(Done::flag)
-        .unwrap());
-    assert_eq!(
-        backend
-            .call("k", remote::Op::Peek)
-            .await
-            .and_then(Done::peeked)
-            .unwrap()
-            .0,
-        first.next
-    );
+    assert!(!undo(stale).await);
+    assert_eq!(peek().await, first.next);
 }
