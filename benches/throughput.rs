@@ -47,6 +47,9 @@ use crossbeam_utils::CachePadded;
 #[path = "cpu_time.rs"]
 mod cpu_time;
 use cpu_time::CpuTime;
+#[path = "floor.rs"]
+mod floor;
+use floor::clock_cas;
 use paceline::{AtomicLimiter, MutexLimiter, Rate, Take, Unlimited, WarmUpLimiter};
 
 /// Rate at which nothing waits: one permit a nanosecond, far above what any
@@ -117,21 +120,6 @@ fn leaky_fast() -> leaky_bucket::RateLimiter {
         .max(FAST_BURST as usize)
         .initial(FAST_BURST as usize)
         .build()
-}
-
-/// The floor of an admitted take: read the clock, then a CAS loop moving a
-/// word forward (the least a limiter's state update can be).
-#[inline]
-fn clock_cas(clock: &quanta::Clock, cell: &AtomicU64) -> u64 {
-    let now = clock.raw();
-    let mut cur = cell.load(Ordering::Relaxed);
-    loop {
-        let next = cur.max(now) + 1;
-        match cell.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return next,
-            Err(actual) => cur = actual,
-        }
-    }
 }
 
 fn floors(c: &mut Criterion<CpuTime>) {

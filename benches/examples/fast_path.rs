@@ -13,7 +13,8 @@
 //!
 //! The calls:
 //! - `floor`: one raw clock read and a CAS loop moving a word forward
-//!   (`benches/throughput.rs`'s `floor/clock_cas`);
+//!   (`benches/floor.rs`, which `benches/throughput.rs`'s `floor/clock_cas`
+//!   times too);
 //! - `floor_ns`: the same with the reading scaled to nanoseconds, as any
 //!   limiter counting in time does (governor's clock, paceline's);
 //! - `atomic_ok` / `governor_ok`: `AtomicLimiter::try_take` and governor's
@@ -25,33 +26,19 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use cpu_time::ThreadTime;
 
 use crossbeam_utils::CachePadded;
+#[path = "../floor.rs"]
+mod floor;
+use floor::{cas_past, clock_cas};
 use paceline::{AtomicLimiter, Rate};
 
 /// Calls per batch: a few milliseconds each.
 const BATCH: u64 = 200_000;
-
-fn clock_cas(clock: &quanta::Clock, cell: &AtomicU64, scaled: bool) -> u64 {
-    let raw = clock.raw();
-    let now = if scaled {
-        clock.delta_as_nanos(0, raw)
-    } else {
-        raw
-    };
-    let mut cur = cell.load(Ordering::Relaxed);
-    loop {
-        let next = cur.max(now) + 1;
-        match cell.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return next,
-            Err(actual) => cur = actual,
-        }
-    }
-}
 
 /// Nanoseconds of this thread's CPU time per call of `f`, over one batch (out of line: one copy per
 /// call timed, to read in a profile).
@@ -112,10 +99,10 @@ fn main() {
     for round in 0..=rounds {
         let t = [
             time(|| {
-                black_box(clock_cas(&clock, &cell, false));
+                black_box(clock_cas(&clock, &cell));
             }),
             time(|| {
-                black_box(clock_cas(&clock, &cell, true));
+                black_box(cas_past(&cell, clock.delta_as_nanos(0, clock.raw())));
             }),
             time(|| {
                 let _ = black_box(ok.try_take());
