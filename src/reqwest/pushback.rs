@@ -3,7 +3,7 @@
 //! when it says nothing is left. Input from another server: anything this
 //! cannot read asks nothing.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use ::reqwest::header::{HeaderMap, RETRY_AFTER};
 use ::reqwest::StatusCode;
@@ -35,48 +35,15 @@ pub(super) fn pushback(
         .max()
 }
 
-/// `Retry-After`'s value: delay-seconds, or an HTTP date (IMF-fixdate,
-/// the form RFC 9110 requires senders to use) less `now`.
+/// `Retry-After`'s value: delay-seconds, or an HTTP date less `now` (any
+/// of the three forms RFC 9110 §5.6.7 has a recipient accept: IMF-fixdate,
+/// RFC 850's and asctime's).
 fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
-    let at = UNIX_EPOCH + Duration::from_secs(imf_fixdate(value)?);
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// Seconds since the Unix epoch of `Sun, 06 Nov 1994 08:49:37 GMT`.
-fn imf_fixdate(value: &str) -> Option<u64> {
-    let rest = value.split_once(", ")?.1;
-    let mut parts = rest.split(' ');
-    let day: u64 = parts.next()?.parse().ok()?;
-    let month = parts.next()?;
-    let year: u64 = parts.next()?.parse().ok()?;
-    let time = parts.next()?;
-    if parts.next()? != "GMT" || parts.next().is_some() {
-        return None;
-    }
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == month)? as u64 + 1;
-    let mut hms = time.split(':').map(|n| n.parse::<u64>().ok());
-    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if !(1..=31).contains(&day) || !(1970..=9999).contains(&year) || h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm), from 1970.
-    let (y, mo) = if month <= 2 {
-        (year - 1, month + 9)
-    } else {
-        (year, month - 3)
-    };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * mo + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe).checked_sub(719_468)?;
-    Some(days * 86_400 + h * 3600 + m * 60 + s)
 }
 
 /// A `RateLimit` field (the draft's Structured Field list,
@@ -104,6 +71,7 @@ fn exhausted_reset(field: &str) -> Option<Duration> {
 mod tests {
     use super::*;
     use ::reqwest::header::HeaderValue;
+    use std::time::UNIX_EPOCH;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -121,10 +89,18 @@ mod tests {
             retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
             Some(Duration::from_secs(7))
         );
-        assert_eq!(imf_fixdate("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        // The obsolete forms a recipient must read too (RFC 9110 §5.6.7).
+        for obsolete in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            assert_eq!(
+                retry_after(obsolete, now),
+                Some(Duration::from_secs(7)),
+                "{obsolete}"
+            );
+        }
+        let leap_day = UNIX_EPOCH + Duration::from_secs(1_835_438_400 - 5);
         assert_eq!(
-            imf_fixdate("Tue, 29 Feb 2028 12:00:00 GMT"),
-            Some(1_835_438_400)
+            retry_after("Tue, 29 Feb 2028 12:00:00 GMT", leap_day),
+            Some(Duration::from_secs(5))
         );
         // A date already past: go now.
         assert_eq!(
@@ -134,8 +110,8 @@ mod tests {
         for bad in [
             "-1",
             "soon",
-            "Sunday, 06-Nov-94 08:49:37 GMT",
             "Sun, 06 Nov 1994 25:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
             "",
         ] {
             assert_eq!(retry_after(bad, now), None, "{bad}");
