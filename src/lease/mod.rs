@@ -171,11 +171,9 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         clock: C,
     ) -> Result<Self, BuildError> {
         let limit = limit.into();
-        let expiry = u64::try_from(expiry.as_nanos()).unwrap_or(u64::MAX);
+        let expiry = wait::nanos(expiry);
         let config = reduce(limit, expiry)?;
         lender.relimit(Limit::new(limit.rate(), config.reduced))?;
-        // Off until asked, as every limiter's.
-        let counting = Counting::default();
         Ok(Leased {
             held: Held::new(clock.now()),
             expiry,
@@ -188,7 +186,8 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                 next: 1,
             }),
             config: Mutex::new(config),
-            meter: Meter::new(&counting),
+            // Off until asked, as every limiter's.
+            meter: Meter::default(),
             counts: Counters::new(),
             #[cfg(feature = "metrics")]
             facade: None,
@@ -371,20 +370,16 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         }
     }
 
-    /// Blocks until `cost` permits are spent; `deadline` (clock ns) bounds
-    /// the wait.
-    fn take_until(&self, cost: u64, deadline: Option<u64>) -> Result<Taken, Error> {
+    /// Blocks until `cost` permits are spent, waiting out refusals up to
+    /// `deadline` (clock ns); a refusal whose retry falls past it is
+    /// returned as it is.
+    fn take_until(&self, cost: u64, deadline: u64) -> Result<Taken, Error> {
         loop {
             match self.try_take(cost) {
                 Err(Error::RetryAfter(wait)) => {
-                    let now = self.clock.now();
-                    let wait_ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-                    let until = now.saturating_add(wait_ns);
-                    if let Some(deadline) = deadline {
-                        if until > deadline {
-                            let max_wait = Duration::from_nanos(deadline.saturating_sub(now));
-                            return Err(Error::QueueFull { wait, max_wait });
-                        }
+                    let until = self.clock.now().saturating_add(wait::nanos(wait));
+                    if until > deadline {
+                        return Err(Error::RetryAfter(wait));
                     }
                     // A lease has no async face: a task takes from it on a blocking thread.
                     wait::on_runtime_check("tokio::task::spawn_blocking");
@@ -399,16 +394,14 @@ impl<L: Lender, C: Clock> Leased<L, C> {
 /// The unit key: a lease is one limit.
 impl<L: Lender, C: Clock> Take for Leased<L, C> {
     fn take_within(&self, _: &(), cost: u64, within: Within) -> Result<Taken, Error> {
-        match within {
-            Within::Now => self.try_take(cost),
-            Within::Any => self.take_until(cost, None),
-            Within::Max(max_wait) => {
-                let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
-                let deadline = self.clock.now().saturating_add(max);
-                self.take_until(cost, Some(deadline))
-                    .map_err(|e| within.refusal(e))
-            }
-        }
+        let deadline = match within {
+            Within::Now => return self.try_take(cost),
+            Within::Any => u64::MAX,
+            Within::Max(max_wait) => self.clock.now().saturating_add(wait::nanos(max_wait)),
+        };
+        // A bounded take's refusal is the full queue's.
+        self.take_until(cost, deadline)
+            .map_err(|e| within.refusal(e))
     }
 
     fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {

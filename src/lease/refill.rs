@@ -71,7 +71,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
                 Ok(booking) => booking,
                 Err(refusal) if refusal.is_refusal() => {
                     if let Some(wait) = refusal.retry_after() {
-                        let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                        let wait = crate::wait::nanos(wait);
                         slow.refused_until = self.clock.now().saturating_add(wait);
                     }
                     // The retry-after is for this size: ask it again then.
