@@ -153,16 +153,16 @@ impl Watch {
         let first = load(&path, &mut reload)?;
         crate::observe::event::info!(path = %path.display(), "paceline: limits loaded");
         let last_error = Arc::new(Mutex::new(None));
-        let mut report = Report {
+        let mut watching = Watching {
+            path: path.clone(),
+            settle,
+            reload,
             on_error,
-            last: Arc::clone(&last_error),
+            last_error: Arc::clone(&last_error),
+            last: Some(first),
+            settling: None,
         };
-        let watched = path.clone();
         let worker = Worker::spawn("paceline-watch", move |stop| {
-            let mut seen = Seen {
-                last: Some(first),
-                settling: None,
-            };
             let mut wait = every;
             while !stop.load(Ordering::Acquire) {
                 thread::park_timeout(wait);
@@ -171,7 +171,7 @@ impl Watch {
                 }
                 // Read again soon while a version settles: at its due
                 // time, or sooner to see a change sooner.
-                wait = match poll(&watched, &mut seen, settle, &mut reload, &mut report) {
+                wait = match watching.poll() {
                     Some(due) => due.min(fast),
                     None => every,
                 };
@@ -260,89 +260,83 @@ fn load(path: &Path, reload: &mut impl FnMut(&str) -> ReloadResult) -> Result<Ve
     Ok(bytes)
 }
 
-/// Where the watcher's outcomes go: the caller's function, the last error
-/// kept, the events.
-struct Report {
+/// The watching thread's own: the file, what it has seen of it, and where
+/// its outcomes go (the caller's function, the last error kept, the events).
+struct Watching<F> {
+    path: PathBuf,
+    settle: Duration,
+    reload: F,
     on_error: Option<OnError>,
-    last: Arc<Mutex<Option<BuildError>>>,
-}
-
-impl Report {
-    fn failed(&mut self, path: &Path, e: BuildError) {
-        let _ = path;
-        crate::observe::event::warning!(path = %path.display(), error = %e, "paceline: limits not loaded");
-        if let Some(on_error) = &mut self.on_error {
-            on_error(&e);
-        }
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
-    }
-
-    fn applied(&mut self, path: &Path) {
-        let _ = path;
-        crate::observe::event::info!(path = %path.display(), "paceline: limits reloaded");
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
-    }
-}
-
-/// What the watcher has seen of the file.
-struct Seen {
+    last_error: Arc<Mutex<Option<BuildError>>>,
     /// The version last loaded or tried (`None`: the file could not be read).
     last: Option<Vec<u8>>,
     /// A newer version, and when it was first seen with these bytes.
     settling: Option<(Vec<u8>, Instant)>,
 }
 
-/// One look at the file: a version that differs from the last one settles
-/// (its bytes unchanged for `settle`) and is then reloaded, or reported if
-/// that fails (once: `last` then holds it, so it is not tried again until
-/// it changes). `Some(left)` while a version settles: how long until it may
-/// go in force.
-fn poll(
-    path: &Path,
-    seen: &mut Seen,
-    settle: Duration,
-    reload: &mut impl FnMut(&str) -> ReloadResult,
-    report: &mut Report,
-) -> Option<Duration> {
-    let last = &mut seen.last;
-    match read(path) {
-        Ok(bytes) if last.as_deref() == Some(&bytes[..]) => {
-            // Back to the version in force (or never left it).
-            seen.settling = None;
-            None
-        }
-        Ok(bytes) => {
-            let now = Instant::now();
-            // When these bytes were first seen: a change starts again.
-            let since = match &seen.settling {
-                Some((settling, since)) if *settling == bytes => *since,
-                _ => {
-                    seen.settling = Some((bytes.clone(), now));
-                    now
+impl<F: FnMut(&str) -> ReloadResult> Watching<F> {
+    /// One look at the file: a version that differs from the last one
+    /// settles (its bytes unchanged for `settle`) and is then reloaded, or
+    /// reported if that fails (once: `last` then holds it, so it is not
+    /// tried again until it changes). `Some(left)` while a version settles:
+    /// how long until it may go in force.
+    fn poll(&mut self) -> Option<Duration> {
+        let bytes = match read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.settling = None;
+                // Reported once until the file is back.
+                if self.last.take().is_some() {
+                    self.failed(unreadable(&self.path, e));
                 }
-            };
-            let settled = now.saturating_duration_since(since);
-            if settled < settle {
-                return Some(settle - settled);
+                return None;
             }
-            seen.settling = None;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            match reload(&text) {
-                Ok(()) => report.applied(path),
-                Err(e) => report.failed(path, not_loaded(path, e)),
-            }
-            *last = Some(bytes);
-            None
+        };
+        if self.last.as_deref() == Some(&bytes[..]) {
+            // Back to the version in force (or never left it).
+            self.settling = None;
+            return None;
         }
-        Err(e) => {
-            seen.settling = None;
-            // Reported once until the file is back.
-            if last.is_some() {
-                report.failed(path, unreadable(path, e));
-                *last = None;
+        let now = Instant::now();
+        // When these bytes were first seen: a change starts again.
+        let since = match &self.settling {
+            Some((settling, since)) if *settling == bytes => *since,
+            _ => {
+                self.settling = Some((bytes.clone(), now));
+                now
             }
-            None
+        };
+        let settled = now.saturating_duration_since(since);
+        if settled < self.settle {
+            return Some(self.settle - settled);
         }
+        self.settling = None;
+        match (self.reload)(&String::from_utf8_lossy(&bytes)) {
+            Ok(()) => {
+                crate::observe::event::info!(path = %self.path.display(), "paceline: limits reloaded");
+                self.keep(None);
+            }
+            Err(e) => self.failed(not_loaded(&self.path, e)),
+        }
+        self.last = Some(bytes);
+        None
+    }
+
+    fn failed(&mut self, e: BuildError) {
+        crate::observe::event::warning!(path = %self.path.display(), error = %e, "paceline: limits not loaded");
+        if let Some(on_error) = &mut self.on_error {
+            on_error(&e);
+        }
+        self.keep(Some(e));
+    }
+
+    /// Keeps `error` for [`Watcher::last_error`] (`None`: the file's newest
+    /// version is in force).
+    fn keep(&self, error: Option<BuildError>) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
     }
 }
 
