@@ -34,12 +34,8 @@ pub trait Clock: Send + Sync {
     /// `deadline`. May return late (that is the sleep's overshoot), never
     /// early.
     fn sleep_until(&self, deadline: u64) {
-        loop {
-            let now = self.now();
-            if now >= deadline {
-                return;
-            }
-            thread::sleep(Duration::from_nanos(deadline - now));
+        while let Some(left) = time_left(self.now(), deadline) {
+            thread::sleep(Duration::from_nanos(left));
         }
     }
 
@@ -47,18 +43,20 @@ pub trait Clock: Send + Sync {
     /// a clock read of `deadline`, at the price of a core. Yields to other
     /// threads while more than [`SPIN_YIELD_ABOVE`] away.
     fn spin_until(&self, deadline: u64) {
-        loop {
-            let now = self.now();
-            if now >= deadline {
-                return;
-            }
-            if deadline - now > SPIN_YIELD_ABOVE {
+        while let Some(left) = time_left(self.now(), deadline) {
+            if left > SPIN_YIELD_ABOVE {
                 thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }
         }
     }
+}
+
+/// How long from `now` until `deadline`; `None` once it is reached.
+#[inline]
+fn time_left(now: u64, deadline: u64) -> Option<u64> {
+    deadline.checked_sub(now).filter(|&left| left > 0)
 }
 
 /// `clock`'s reading in the model's internal time (offset by
