@@ -64,7 +64,8 @@ impl<S: Store> Pacer<S> {
 /// ```
 #[must_use = "a builder does nothing until .build()"]
 pub struct Builder<L: sealed::Build> {
-    config: Config<ClockChoice<L::Clock>>,
+    config: Config,
+    clock: ClockChoice<L::Clock>,
 }
 
 /// The clock a builder will use: one given to it, or the default, made only
@@ -73,21 +74,6 @@ pub struct Builder<L: sealed::Build> {
 pub(crate) enum ClockChoice<C> {
     Given(C),
     Default(fn() -> C),
-}
-
-impl<C> Config<C> {
-    /// The same configuration with the clock `f` makes of this one's.
-    fn map_clock<D>(self, f: impl FnOnce(C) -> D) -> Config<D> {
-        Config {
-            rate: self.rate,
-            slack: self.slack,
-            wait: self.wait,
-            full_credit: self.full_credit,
-            warm_up: self.warm_up,
-            counting: self.counting,
-            clock: f(self.clock),
-        }
-    }
 }
 
 impl<L: sealed::Build> Builder<L> {
@@ -102,8 +88,8 @@ impl<L: sealed::Build> Builder<L> {
                 full_credit: false,
                 warm_up: 0,
                 counting: Counting::default(),
-                clock,
             },
+            clock,
         }
     }
 
@@ -158,7 +144,8 @@ impl<L: sealed::Build> Builder<L> {
     /// The clock to read and wait on (default [`DefaultClock`](crate::clock::DefaultClock)).
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<L::With<C2>> {
         Builder {
-            config: self.config.map_clock(|_| ClockChoice::Given(clock)),
+            config: self.config,
+            clock: ClockChoice::Given(clock),
         }
     }
 
@@ -167,10 +154,11 @@ impl<L: sealed::Build> Builder<L> {
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack * interval` is over 146 years.
     pub fn build(self) -> Result<L, BuildError> {
-        L::build(self.config.map_clock(|clock| match clock {
+        let clock = match self.clock {
             ClockChoice::Given(clock) => clock,
             ClockChoice::Default(make) => make(),
-        }))
+        };
+        L::build(self.config, clock)
     }
 }
 
@@ -207,12 +195,13 @@ impl<S: Store, C: Clock> Builder<Pacer<S, C>> {
     /// A `period` over 146 years fails [`build`](Self::build) with
     /// [`BuildError::WarmUpTooLong`].
     pub fn warm_up(self, period: Duration) -> Builder<Pacer<WarmStore, C>> {
-        let warm_up = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        let warm_up = crate::wait::nanos(period);
         Builder {
             config: Config {
                 warm_up,
                 ..self.config
             },
+            clock: self.clock,
         }
     }
 }
@@ -240,14 +229,14 @@ pub(crate) mod sealed {
         type With<C2: Clock>: Build<Clock = C2>;
         /// Builds it.
         #[doc(hidden)]
-        fn build(config: Config<Self::Clock>) -> Result<Self, BuildError>;
+        fn build(config: Config, clock: Self::Clock) -> Result<Self, BuildError>;
     }
 
     impl<S: Store, C: Clock> Build for Pacer<S, C> {
         type Clock = C;
         type With<C2: Clock> = Pacer<S, C2>;
-        fn build(config: Config<C>) -> Result<Self, BuildError> {
-            Pacer::from_config(config)
+        fn build(config: Config, clock: C) -> Result<Self, BuildError> {
+            Pacer::from_config(config, clock)
         }
     }
 }

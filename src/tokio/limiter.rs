@@ -315,8 +315,8 @@ impl<C: Clock> fmt::Debug for AsyncLimiter<C> {
 impl<C: Clock> Build for AsyncLimiter<C> {
     type Clock = C;
     type With<C2: Clock> = AsyncLimiter<C2>;
-    fn build(config: Config<C>) -> Result<Self, BuildError> {
-        Ok(AsyncLimiter::from(Pacer::from_config(config)?))
+    fn build(config: Config, clock: C) -> Result<Self, BuildError> {
+        Ok(AsyncLimiter::from(Pacer::from_config(config, clock)?))
     }
 }
 

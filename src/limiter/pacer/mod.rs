@@ -73,7 +73,7 @@ pub type WarmUpLimiter<C = DefaultClock> = Pacer<WarmStore, C>;
 /// A limiter's configuration as a builder collects it. (`pub` only so the
 /// sealed `Build` trait may name it; it cannot be named from outside.)
 #[derive(Clone, Debug)]
-pub struct Config<C> {
+pub struct Config {
     /// The rate.
     pub rate: Rate,
     /// The slack.
@@ -87,8 +87,6 @@ pub struct Config<C> {
     pub warm_up: u64,
     /// Whether and how it counts what it decides.
     pub(crate) counting: Counting,
-    /// The clock.
-    pub clock: C,
 }
 
 /// The one in-process limiter: a [`Store`] of the state word, a [`Clock`],
@@ -139,7 +137,7 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
 }
 
 impl<S: Store, C: Clock> Pacer<S, C> {
-    pub(crate) fn from_config(config: Config<C>) -> Result<Self, BuildError> {
+    pub(crate) fn from_config(config: Config, clock: C) -> Result<Self, BuildError> {
         let params = params(config.rate, config.slack)?;
         if config.warm_up > crate::model::warm_up::MAX_WARM_UP {
             return Err(BuildError::WarmUpTooLong {
@@ -153,7 +151,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         };
         Ok(Pacer {
             store: S::new(tat, params, config.warm_up),
-            clock: config.clock,
+            clock,
             wait: config.wait,
             limit: Mutex::new(Limit::new(config.rate, config.slack)),
             generation: AtomicU64::new(0),
