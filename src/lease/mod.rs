@@ -430,10 +430,7 @@ impl<L: Lender, C: Clock> Take for Leased<L, C> {
     }
 }
 
-impl<L, C: Clock> Counted for Leased<L, C>
-where
-    L: Lender,
-{
+impl<L: Lender, C: Clock> Counted for Leased<L, C> {
     fn stats(&self) -> Option<Stats> {
         Leased::stats(self)
     }
