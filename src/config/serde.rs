@@ -312,10 +312,7 @@ impl<'de> Deserialize<'de> for crate::config::fleet::Layer {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let expecting = "a layer of limits: { default, overrides }, either left out";
         deserializer.deserialize_map(Fields(expecting, |default, overrides| {
-            Some(crate::config::fleet::Layer::from_parts(
-                default,
-                overrides.0,
-            ))
+            Some(Self::from_parts(default, overrides.0))
         }))
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Pacer;
 use crate::clock::{internal_now, Clock};
+use crate::limiter::take::{State, Taken};
 use crate::model::schedule::{Admit, Deny};
 use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{lock, Ordering};
@@ -80,12 +81,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// Waits until `slot`, then answers `taken`: a take's wait, out of line.
     #[cold]
     #[inline(never)]
-    pub(super) fn wait_for_slot(
-        &self,
-        now: u64,
-        slot: u64,
-        taken: crate::limiter::take::Taken,
-    ) -> crate::limiter::take::Taken {
+    pub(super) fn wait_for_slot(&self, now: u64, slot: u64, taken: Taken) -> Taken {
         self.block(now, slot);
         taken
     }
@@ -138,7 +134,7 @@ impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
         Pacer::can_take(self, cost)
     }
 
-    fn state(&self) -> crate::limiter::take::State {
+    fn state(&self) -> State {
         Pacer::state(self)
     }
 }
