@@ -270,11 +270,12 @@ impl InspectService {
             Err(bad) => return text(StatusCode::BAD_REQUEST, format!("bad query: {bad}\n")),
         };
         let listing = collect(&inspect.limiters, &query);
-        let data = render::json(&inspect.limiters, &query, &listing);
+        // Writing to a String cannot fail.
+        let data = render::json(&inspect.limiters, &query, &listing).unwrap_or_default();
         if json {
             return response(StatusCode::OK, "application/json", data);
         }
-        let page = render::html(&inspect.limiters, &query, &data);
+        let page = render::html(&inspect.limiters, &query, &data).unwrap_or_default();
         let mut r = response(StatusCode::OK, "text/html; charset=utf-8", page);
         let headers = r.headers_mut();
         headers.insert(header::CONTENT_SECURITY_POLICY, render::csp());

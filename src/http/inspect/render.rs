@@ -12,7 +12,7 @@ use super::select::Listing;
 use super::{Kind, Registered};
 use crate::http::json::Json;
 use crate::http::sha256::{base64, sha256};
-use crate::keyed::KeyedStats;
+use crate::keyed::{KeyedStats, ShownLimit};
 use crate::observe::stats::{self, Counted};
 
 /// The page's script, run once it has loaded: renders the embedded rows.
@@ -61,19 +61,12 @@ pub(super) fn csp() -> HeaderValue {
 ///
 /// Durations in seconds. `<`, `>` and `&` are escaped wherever they occur,
 /// so the document can sit inside a `<script>` element.
-pub(super) fn json(limiters: &[Registered], query: &Query, listing: &Listing) -> String {
-    let mut out = String::with_capacity(256 + listing.rows.len() * 200);
-    // Writing to a String cannot fail.
-    let _ = write_json(&mut out, limiters, query, listing);
-    out
-}
-
-fn write_json(
-    out: &mut String,
+pub(super) fn json(
     limiters: &[Registered],
     query: &Query,
     listing: &Listing,
-) -> fmt::Result {
+) -> Result<String, fmt::Error> {
+    let mut out = String::with_capacity(256 + listing.rows.len() * 200);
     write!(
         out,
         "{{\"query\":{{\"prefix\":{},\"limiter\":{},\"fill_gt\":{},\"fill_lt\":{},\
@@ -97,14 +90,15 @@ fn write_json(
         match &registered.kind {
             Kind::Keyed(limiter) => {
                 let limiter = limiter.tracking();
-                let (rate, slack) = limiter.default_limit();
+                // The default first, then the overrides.
+                let (limits, overrides) = limiter.limits_shown(LIMITS_SHOWN);
                 let totals = limiter.totals();
                 write!(
                     out,
                     ",\"kind\":\"keyed\",\"rate\":{},\"burst\":{},\"keys\":{},\"max_keys\":{},\
                      \"bytes\":{},\"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}",
-                    Json(&rate.to_string()),
-                    slack.saturating_add(1),
+                    Json(&limits[0].rate.to_string()),
+                    limits[0].slack.saturating_add(1),
                     totals.keys,
                     limiter.max_keys(),
                     totals.bytes,
@@ -113,7 +107,7 @@ fn write_json(
                     totals.pruned,
                     totals.evicted
                 )?;
-                write_limits(out, limiter)?;
+                write_limits(&mut out, &limits, overrides)?;
             }
             Kind::Counted(limiter) => {
                 let stats = limiter.stats();
@@ -145,7 +139,7 @@ fn write_json(
         )?;
     }
     out.push_str("]}");
-    Ok(())
+    Ok(out)
 }
 
 /// What goes before the `i`th item of a JSON array.
@@ -198,13 +192,12 @@ impl fmt::Display for Html<'_> {
 
 /// The page: the filter form with the query's values, an empty table the
 /// script fills from `json` (embedded as it is: [`json`] escapes `<`).
-pub(super) fn html(limiters: &[Registered], query: &Query, json: &str) -> String {
+pub(super) fn html(
+    limiters: &[Registered],
+    query: &Query,
+    json: &str,
+) -> Result<String, fmt::Error> {
     let mut out = String::with_capacity(json.len() + STYLE.len() + SCRIPT.len() + 4096);
-    let _ = write_html(&mut out, limiters, query, json);
-    out
-}
-
-fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &str) -> fmt::Result {
     let bound = |b: Option<f64>| b.map(|f| f.to_string()).unwrap_or_default();
     // One pass over the page: what fills a mark is never read for marks.
     let mut rest = PAGE;
@@ -237,7 +230,7 @@ fn write_html(out: &mut String, limiters: &[Registered], query: &Query, json: &s
         }
     }
     out.push_str(rest);
-    Ok(())
+    Ok(out)
 }
 
 /// `/metrics`: [`stats::prometheus`] over every limiter, then the keyed
@@ -298,8 +291,7 @@ const KEYED_FAMILIES: [stats::Family<(KeyedStats, usize)>; 5] = [
 pub(super) const LIMITS_SHOWN: usize = 100;
 
 /// `,"limits":[..],"overrides":N}`: the rest of a keyed limiter's entry.
-fn write_limits(out: &mut String, limiter: &dyn super::tracked::Tracking) -> fmt::Result {
-    let (limits, overrides) = limiter.limits_shown(LIMITS_SHOWN);
+fn write_limits(out: &mut String, limits: &[ShownLimit], overrides: usize) -> fmt::Result {
     out.push_str(",\"limits\":[");
     for (i, l) in limits.iter().enumerate() {
         write!(

@@ -6,9 +6,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::query::{Query, Row};
+use crate::clock::Clock;
 use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats, ShownLimit};
 use crate::observe::stats::Counted;
-use crate::{clock::Clock, Rate};
 
 /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
 /// [`KeyedLimiter`], `AsyncKeyedLimiter` (feature `tokio`), or an `Arc`
@@ -29,8 +29,6 @@ pub trait Tracking: Counted {
     fn totals(&self) -> KeyedStats;
     /// Its ceiling on tracked keys.
     fn max_keys(&self) -> usize;
-    /// Its default rate and slack.
-    fn default_limit(&self) -> (Rate, u64);
     /// The limits in force: the default, then at most `most` overrides;
     /// and how many overrides there are.
     fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize);
@@ -75,10 +73,6 @@ where
 
     fn max_keys(&self) -> usize {
         KeyedLimiter::max_keys(self)
-    }
-
-    fn default_limit(&self) -> (Rate, u64) {
-        (self.rate(), self.slack())
     }
 
     fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
