@@ -150,19 +150,16 @@ impl Shared {
         };
         self.refused.fetch_add(1, Relaxed);
         let server = !failure.is_refusal();
-        let (status, wait) = if server {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(Duration::from_secs(1)),
-            )
+        let (status, wait, why, answered) = if server {
+            let why = format!("the limit's server failed: {failure}");
+            let wait = Some(Duration::from_secs(1));
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            (status, wait, Some(why), Answered::ServerFailed)
         } else {
-            (self.settings.status, failure.retry_after())
-        };
-        // A refusal says why only when no wait admits it.
-        let why = if server {
-            Some(format!("the limit's server failed: {failure}"))
-        } else {
-            wait.is_none().then(|| failure.to_string())
+            // A refusal says why only when no wait admits it.
+            let wait = failure.retry_after();
+            let why = wait.is_none().then(|| failure.to_string());
+            (self.settings.status, wait, why, Answered::Refused)
         };
         crate::observe::event::debug!(
             key = %key,
@@ -179,11 +176,7 @@ impl Shared {
         };
         #[cfg(not(feature = "tonic"))]
         let mut response = self.refusal_body(status, wait, why.as_deref(), body);
-        response.extensions_mut().insert(if server {
-            Answered::ServerFailed
-        } else {
-            Answered::Refused
-        });
+        response.extensions_mut().insert(answered);
         let headers = response.headers_mut();
         if let Some(wait) = wait {
             headers.insert(RETRY_AFTER, fields::retry_after(wait));
