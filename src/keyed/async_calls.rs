@@ -156,7 +156,7 @@ where
     }
 
     fn limit_for(&self, key: &Q) -> Option<Limit> {
-        Some(KeyedLimiter::limit_for(&self.inner, key))
+        Take::limit_for(&*self.inner, key)
     }
 
     fn try_take_n_now(&self, key: &Q, cost: u64) -> Option<Result<Taken, Error>> {

@@ -214,10 +214,9 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// If ten intervals of `rate` exceed 146 years;
     /// [`builder`](Self::builder) reports that as an error.
     pub fn new(rate: Rate) -> KeyedLimiter<K> {
-        match Self::builder(rate).build() {
-            Ok(limiter) => limiter,
-            Err(e) => panic!("{e}"),
-        }
+        Self::builder(rate)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A builder for a keyed limiter giving each key `rate` by default.

@@ -12,17 +12,6 @@ use crate::values::limit::Limit;
 use crate::wait::Ask;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// The limit in force for `key` (its override's, its parent's, or the
-    /// default), its slack in permits.
-    pub fn limit_for<Q>(&self, key: &Q) -> Limit
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let (rate, slack) = self.rate_for(key);
-        Limit::new(rate, slack)
-    }
-
     /// A try through the interface: the decision and the state it left
     /// (from the new state word and the entry's class and limit, which the
     /// decision carries), in one lookup under one lock, as the HTTP layer's
@@ -49,14 +38,12 @@ where
 {
     #[inline]
     fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
-        let at = match within {
-            Within::Now => return self.try_taken(key, cost),
-            _ => {
-                let booking = self.decide(key, cost, within.admit());
-                let booking = booking.map_err(|e| within.refusal(e))?;
-                self.wait_for(booking.now, booking.slot)
-            }
-        };
+        if let Within::Now = within {
+            return self.try_taken(key, cost);
+        }
+        let booking = self.decide(key, cost, within.admit());
+        let booking = booking.map_err(|e| within.refusal(e))?;
+        let at = self.wait_for(booking.now, booking.slot);
         Ok(Taken::new(at, self.state_of(key)))
     }
 
@@ -68,7 +55,10 @@ where
         Ok(self.state_of(key))
     }
 
+    /// The limit in force for `key` (its override's, its parent's, or the
+    /// default): [`rate_for`](KeyedLimiter::rate_for)'s.
     fn limit_for(&self, key: &Q) -> Option<Limit> {
-        Some(KeyedLimiter::limit_for(self, key))
+        let (rate, slack) = self.rate_for(key);
+        Some(Limit::new(rate, slack))
     }
 }
