@@ -2,8 +2,7 @@
 //! value that does not read is an error naming it (a 400), never a guess
 //! and never a panic.
 
-use std::time::Duration;
-
+use crate::keyed::KeyState;
 use crate::Rate;
 
 /// A column the buckets sort by.
@@ -60,16 +59,14 @@ pub struct Query {
 /// One tracked bucket, as listed, but for its key, which a limiter offers
 /// beside it borrowed, and the page copies only for the rows it keeps.
 /// (`pub` in a private module: the sealed `Tracking` trait names it.)
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Row {
     /// Index of its limiter in the registration list.
     pub(crate) limiter: usize,
     pub(crate) rate: Rate,
     pub(crate) burst: u64,
-    pub(crate) fill: f64,
-    pub(crate) next_free: Duration,
-    pub(crate) idle: Duration,
-    pub(crate) refused: u64,
+    /// What the limiter's walk found: fill, next free, idle, refusals.
+    pub(crate) state: KeyState<()>,
 }
 
 impl Query {

@@ -132,10 +132,10 @@ pub(super) fn json(
             Json(&row.rate.to_string()),
             number(row.rate.per_second_f64()),
             row.burst,
-            number(row.fill),
-            number(row.next_free.as_secs_f64()),
-            number(row.idle.as_secs_f64()),
-            row.refused
+            number(row.state.fill),
+            number(row.state.next_free.as_secs_f64()),
+            number(row.state.idle.as_secs_f64()),
+            row.state.refused
         )?;
     }
     out.push_str("]}");

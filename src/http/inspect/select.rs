@@ -87,10 +87,10 @@ pub(super) fn order(
         Column::Key => a_key.cmp(b_key),
         Column::Rate => a.rate.per_second_f64().total_cmp(&b.rate.per_second_f64()),
         Column::Burst => a.burst.cmp(&b.burst),
-        Column::Fill => a.fill.total_cmp(&b.fill),
-        Column::NextFree => a.next_free.cmp(&b.next_free),
-        Column::Idle => a.idle.cmp(&b.idle),
-        Column::Refused => a.refused.cmp(&b.refused),
+        Column::Fill => a.state.fill.total_cmp(&b.state.fill),
+        Column::NextFree => a.state.next_free.cmp(&b.state.next_free),
+        Column::Idle => a.state.idle.cmp(&b.state.idle),
+        Column::Refused => a.state.refused.cmp(&b.state.refused),
     };
     let by = if query.descending { by.reverse() } else { by };
     by.then_with(|| name(a.limiter).cmp(name(b.limiter)))

@@ -58,10 +58,7 @@ where
                     limiter: 0,
                     rate,
                     burst: slack.saturating_add(1),
-                    fill: state.fill,
-                    next_free: state.next_free,
-                    idle: state.idle,
-                    refused: state.refused,
+                    state,
                 },
             );
         });
