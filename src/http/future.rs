@@ -3,7 +3,6 @@
 //! paths that wait or add fields to every response; and [`AnswerBody`],
 //! the response bodies the layer can write its own answers in.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -75,17 +74,13 @@ impl AnswerBody for String {
 
 impl<E> AnswerBody for BoxBody<Bytes, E> {
     fn answer(bytes: Bytes) -> Self {
-        Full::new(bytes)
-            .map_err(|never: Infallible| match never {})
-            .boxed()
+        BoxBody::new(Full::new(bytes).map_err(|never| match never {}))
     }
 }
 
 impl<E> AnswerBody for UnsyncBoxBody<Bytes, E> {
     fn answer(bytes: Bytes) -> Self {
-        Full::new(bytes)
-            .map_err(|never: Infallible| match never {})
-            .boxed_unsync()
+        UnsyncBoxBody::new(Full::new(bytes).map_err(|never| match never {}))
     }
 }
 
@@ -305,6 +300,7 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
     use std::task::Waker;
 
     use super::*;
