@@ -211,17 +211,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     fn claim(&self, lock: &RwLock<Shard<K>>, shard: &mut Shard<K>, now: u64) -> bool {
         // Relaxed: the count only has to be exact, and every change to it is
         // one RMW; the entries it counts are published by the shard locks.
-        let mut count = self.tracked.load(Ordering::Relaxed);
-        while count < self.max_keys {
-            match self.tracked.compare_exchange_weak(
-                count,
-                count + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => count = actual,
-            }
+        let below = |count| (count < self.max_keys).then_some(count + 1);
+        let claimed = self
+            .tracked
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, below);
+        if claimed.is_ok() {
+            return true;
         }
         // Full. Keys at rest go first, this shard's...
         if now >= shard.earliest_rest && self.hand_over(sweep(shard, now)) {

@@ -130,17 +130,13 @@ impl Entry {
     /// One more refusal, saturating: a CAS loop that keeps the class.
     #[cold]
     fn count_refusal(&self) {
-        let mut meta = self.meta.load(Ordering::Relaxed);
-        while refused_of(meta) < REFUSED_MAX {
-            let next = pack(class_of(meta), refused_of(meta) + 1);
-            match self
-                .meta
-                .compare_exchange_weak(meta, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(actual) => meta = actual,
-            }
-        }
+        let more = |meta| {
+            let refused = refused_of(meta);
+            (refused < REFUSED_MAX).then(|| pack(class_of(meta), refused + 1))
+        };
+        let _ = self
+            .meta
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, more);
     }
 }
 
