@@ -114,24 +114,6 @@ where
     }
 }
 
-/// What [`Limited`]'s `Service` impl asks of the inner service, for its
-/// helpers.
-trait InnerService<B, ResB>:
-    Service<Request<B>, Response = Response<ResB>, Future: Send + 'static, Error: Send + 'static>
-    + Clone
-    + Send
-    + 'static
-{
-}
-
-impl<S, B, ResB> InnerService<B, ResB> for S
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-}
-
 impl<S> Limited<S> {
     /// [`call`](Service::call) for a key or cost function, which needs the
     /// request's head: split off, and put back after the decision.
@@ -141,7 +123,9 @@ impl<S> Limited<S> {
         request: Request<B>,
     ) -> ResponseFuture<S::Future, ResB, S::Error>
     where
-        S: InnerService<B, ResB>,
+        S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
         B: Send + 'static,
         ResB: AnswerBody + Send + 'static,
     {
@@ -168,7 +152,9 @@ impl<S> Limited<S> {
         request: Request<B>,
     ) -> ResponseFuture<S::Future, ResB, S::Error>
     where
-        S: InnerService<B, ResB>,
+        S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
         B: Send + 'static,
         ResB: AnswerBody + Send + 'static,
     {
