@@ -132,13 +132,6 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<B> From<B> for LimitBody<B> {
-    /// `body`, as it is: [`LimitBody::new`].
-    fn from(body: B) -> Self {
-        LimitBody::new(body)
-    }
-}
-
 impl<B> LimitBody<B> {
     /// `body`, as it is.
     pub fn new(body: B) -> Self {
