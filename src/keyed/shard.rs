@@ -142,8 +142,7 @@ impl Entry {
 
 #[inline]
 fn pack(class: u32, refused: u64) -> u32 {
-    let class = class & (MAX_CLASSES as u32 - 1);
-    class | ((refused.min(REFUSED_MAX) as u32) << CLASS_BITS)
+    class_of(class) | ((refused.min(REFUSED_MAX) as u32) << CLASS_BITS)
 }
 
 #[inline]
