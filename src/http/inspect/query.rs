@@ -148,24 +148,21 @@ fn must<T>(read: Option<T>, name: &str, what: &str, value: &str) -> Result<T, St
 
 /// Form decoding: `+` is a space, `%XX` a byte; the bytes must be UTF-8.
 fn decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
+    let mut bytes = s.bytes();
+    let mut out = Vec::with_capacity(s.len());
+    while let Some(byte) = bytes.next() {
+        out.push(match byte {
+            b'+' => b' ',
             b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad percent escape in {s:?}: % must begin %XX"))?;
-                out.push(hex);
-                i += 2;
+                // Two hex digits, no more and no less (no sign).
+                let mut digit = || bytes.next().and_then(|d| char::from(d).to_digit(16));
+                let (Some(high), Some(low)) = (digit(), digit()) else {
+                    return Err(format!("bad percent escape in {s:?}: % must begin %XX"));
+                };
+                (high * 16 + low) as u8
             }
-            b => out.push(b),
-        }
-        i += 1;
+            byte => byte,
+        });
     }
     String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8 text"))
 }
@@ -230,6 +227,7 @@ mod tests {
             ("prefix=%zz", "%zz"),
             ("prefix=%e2%82", "%e2%82"),
             ("prefix=%", "\"%\""),
+            ("prefix=%+1", "%+1"),
         ] {
             let err = Query::parse(Some(query), 1000).unwrap_err();
             assert!(err.contains(names), "{query}: {err}");
