@@ -92,7 +92,7 @@ pub(super) fn json(
                 let limiter = limiter.tracking();
                 // The default first, then the overrides.
                 let (limits, overrides) = limiter.limits_shown(LIMITS_SHOWN);
-                let totals = limiter.totals();
+                let (totals, max_keys) = limiter.totals();
                 write!(
                     out,
                     ",\"kind\":\"keyed\",\"rate\":{},\"burst\":{},\"keys\":{},\"max_keys\":{},\
@@ -100,7 +100,7 @@ pub(super) fn json(
                     Json(&limits[0].rate.to_string()),
                     limits[0].slack.saturating_add(1),
                     totals.keys,
-                    limiter.max_keys(),
+                    max_keys,
                     totals.bytes,
                     totals.admitted,
                     totals.refused,
@@ -250,10 +250,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
     let keyed: Vec<(&str, (KeyedStats, usize))> = limiters
         .iter()
         .filter_map(|r| match &r.kind {
-            Kind::Keyed(l) => Some((
-                r.name.as_str(),
-                (l.tracking().totals(), l.tracking().max_keys()),
-            )),
+            Kind::Keyed(l) => Some((r.name.as_str(), l.tracking().totals())),
             Kind::Counted(_) => None,
         })
         .collect();

@@ -25,10 +25,8 @@ pub trait Tracking: Counted {
     /// Offers each tracked bucket `query` selects (`limiter` unset), its
     /// key borrowed: the caller copies only those it keeps.
     fn rows(&self, query: &Query, offer: &mut dyn FnMut(&str, Row));
-    /// Its totals.
-    fn totals(&self) -> KeyedStats;
-    /// Its ceiling on tracked keys.
-    fn max_keys(&self) -> usize;
+    /// Its totals, and its ceiling on tracked keys.
+    fn totals(&self) -> (KeyedStats, usize);
     /// The limits in force: the default, then at most `most` overrides;
     /// and how many overrides there are.
     fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize);
@@ -64,12 +62,8 @@ where
         });
     }
 
-    fn totals(&self) -> KeyedStats {
-        self.keyed_stats()
-    }
-
-    fn max_keys(&self) -> usize {
-        KeyedLimiter::max_keys(self)
+    fn totals(&self) -> (KeyedStats, usize) {
+        (self.keyed_stats(), self.max_keys())
     }
 
     fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
