@@ -126,22 +126,15 @@ where
     C: Clock,
 {
     async fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
-        let changed = &self.inner.changed;
+        let (bucket, changed) = (self.inner.bucket(key), &self.inner.changed);
         let at = match within {
             Within::Now => return Take::try_take_n(&*self.inner, key, cost),
-            Within::Any => wait::take(&self.inner.bucket(key), cost, None, Some(changed)).await?,
+            Within::Any => wait::take(&bucket, cost, None, Some(changed)).await?,
             Within::Max(max_wait) => {
                 let place = self.line.place(key);
-                held::take_held(
-                    &self.inner.bucket(key),
-                    cost,
-                    max_wait,
-                    &self.line,
-                    place,
-                    changed,
-                )
-                .await
-                .map_err(|e| e.timed_out(max_wait))?
+                held::take_held(&bucket, cost, max_wait, &self.line, place, changed)
+                    .await
+                    .map_err(|e| e.timed_out(max_wait))?
             }
         };
         Ok(Taken::new(at, self.inner.state_of(key)))
