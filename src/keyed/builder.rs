@@ -18,6 +18,7 @@ use crate::observe::stats::{Counting, Meter};
 use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::values::error::BuildError;
+use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 use crate::wait::Wait;
@@ -140,7 +141,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     where
         K: Hash + Eq,
     {
-        let default = Setting::new((self.rate, self.slack), None)?;
+        let default = Setting::new(Limit::new(self.rate, self.slack), None)?;
         let resolved = Arc::new(Resolved::new(default, Vec::new()));
         let max_keys = self.max_keys;
         let shards = shard_count(max_keys);

@@ -11,15 +11,14 @@ use super::{OverrideHasher, PRUNE_GRACE};
 use crate::limiter::pacer::params;
 use crate::model::schedule::{self, Params, FULL};
 use crate::values::error::BuildError;
-use crate::values::rate::Rate;
-use crate::values::slack::Slack;
+use crate::values::limit::Limit;
 
 /// One class of keys (the default or one override) as it was set.
 #[derive(Clone)]
 pub(super) struct Setting {
     /// The rate and slack (a slack in time is resolved again when the rate
     /// changes).
-    pub(super) limit: (Rate, Slack),
+    pub(super) limit: Limit,
     pub(super) params: Params,
     /// The layer the limit came from (`None`: set by hand).
     pub(super) layer: Option<Arc<str>>,
@@ -39,11 +38,8 @@ pub(super) struct Resolved<K> {
 
 impl Setting {
     /// `limit` from `layer`, checked.
-    pub(super) fn new(
-        limit: (Rate, Slack),
-        layer: Option<Arc<str>>,
-    ) -> Result<Setting, BuildError> {
-        let params = params(limit.0, limit.1)?;
+    pub(super) fn new(limit: Limit, layer: Option<Arc<str>>) -> Result<Setting, BuildError> {
+        let params = params(limit.rate(), limit.slack())?;
         Ok(Setting {
             limit,
             params,

@@ -31,7 +31,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             None => (FULL, self.resolve(&shard.resolved, key)),
         };
         let class = class as usize;
-        let rate = shard.resolved.settings[class].limit.0;
+        let rate = shard.resolved.settings[class].limit.rate();
         (tat, now, shard.classes[class], rate)
     }
 

@@ -176,7 +176,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let window = p.tau().saturating_add(p.interval());
                 // The entry's class indexes this shard's table, taken with
                 // its limits (`reresolve` moves them together).
-                let rate = shard.resolved.settings[class_index].limit.0;
+                let rate = shard.resolved.settings[class_index].limit.rate();
                 f(
                     key,
                     KeyState {

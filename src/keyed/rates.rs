@@ -147,7 +147,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
-        let default = Setting::new((rate, current.settings[0].limit.1), None)?;
+        let default = Setting::new(Limit::new(rate, current.settings[0].limit.slack()), None)?;
         self.publish(default, self.overrides_except(&current, None));
         Ok(())
     }
@@ -183,7 +183,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         rate: Rate,
         slack: impl Into<Slack>,
     ) -> Result<(), BuildError> {
-        let setting = Setting::new((rate, slack.into()), None)?;
+        let setting = Setting::new(Limit::new(rate, slack), None)?;
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         let mut entries = self.overrides_except(&current, Some(&key));
@@ -264,13 +264,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         check_overrides(limits.overrides().len())?;
         let layers = limits.layers();
-        let default = Setting::new((*limits.default_limit()).into(), layers[0].clone())?;
+        let default = Setting::new(*limits.default_limit(), layers[0].clone())?;
         let entries = limits
             .overrides()
             .iter()
             .zip(&layers[1..])
             .map(|((key, limit), layer)| {
-                let setting = Setting::new((*limit).into(), layer.clone())?;
+                let setting = Setting::new(*limit, layer.clone())?;
                 Ok((K::from(key.as_str()), setting))
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
@@ -288,16 +288,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: AsRef<str>,
     {
         let current = Arc::clone(&read(&self.resolved));
-        let limit = |class: usize| {
-            let Setting { limit, layer, .. } = &current.settings[class];
-            (Limit::new(limit.0, limit.1), layer.clone())
-        };
-        let mut limits = Limits::new(limit(0).0);
-        let (default, layer) = limit(0);
-        limits.set_default_from(default, layer);
+        let default = &current.settings[0];
+        let mut limits = Limits::new(default.limit);
+        limits.set_default_from(default.limit, default.layer.clone());
         for (class, key) in current.in_order() {
-            let (limit, layer) = limit(class);
-            limits.insert_from(key.as_ref().to_owned(), limit, layer);
+            let Setting { limit, layer, .. } = &current.settings[class];
+            limits.insert_from(key.as_ref().to_owned(), *limit, layer.clone());
         }
         limits
     }
@@ -314,7 +310,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let by_class = current.in_order();
         let shown = |key: Option<String>, class: usize| ShownLimit {
             key,
-            rate: current.settings[class].limit.0,
+            rate: current.settings[class].limit.rate(),
             slack: current.classes[class].slack(),
             layer: current.settings[class].layer.clone(),
         };
@@ -380,14 +376,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let resolved = Arc::clone(&read(&self.resolved));
         let class = self.resolve(&resolved, key) as usize;
         (
-            resolved.settings[class].limit.0,
+            resolved.settings[class].limit.rate(),
             resolved.classes[class].slack(),
         )
     }
 
     /// The default rate, for keys without an override.
     pub fn rate(&self) -> Rate {
-        read(&self.resolved).settings[0].limit.0
+        read(&self.resolved).settings[0].limit.rate()
     }
 
     /// The default slack, in permits: a key's burst is `slack + 1`.
