@@ -12,17 +12,6 @@ use crate::values::limit::Limit;
 use crate::wait::Ask;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// A try through the interface: the decision and the state it left
-    /// (from the new state word and the entry's class and limit, which the
-    /// decision carries), in one lookup under one lock, as the HTTP layer's
-    /// admitted path needs it.
-    #[inline]
-    fn try_taken<Q: KeyOf<K> + ?Sized>(&self, key: &Q, cost: u64) -> Result<Taken, Error> {
-        let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
-        let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
-        Ok(Taken::reading(at, d.grant.next, d.params, 0, 0))
-    }
-
     /// `key`'s state now, as [`Take::state`] reports it.
     pub(crate) fn state_of<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> State {
         let (tat, now, p, rate) = self.peek(key);
@@ -39,7 +28,13 @@ where
     #[inline]
     fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
         if let Within::Now = within {
-            return self.try_taken(key, cost);
+            // The decision and the state it left (from the new state word
+            // and the entry's class and limit, which the decision carries),
+            // in one lookup under one lock, as the HTTP layer's admitted
+            // path needs it.
+            let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
+            let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
+            return Ok(Taken::reading(at, d.grant.next, d.params, 0, 0));
         }
         let booking = self.decide(key, cost, within.admit());
         let booking = booking.map_err(|e| within.refusal(e))?;
