@@ -2,8 +2,6 @@
 //! [`Versioned`] versions, and [`FleetError`].
 
 use std::fmt;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-use std::time::Duration;
 
 use super::layer::Layer;
 use crate::values::limit::Limit;
@@ -118,6 +116,11 @@ pub fn check(text: &str) -> Result<Layer, FleetError> {
     Ok(layer)
 }
 
+/// What a subscription hands on: `Ok` for each announcement that may be
+/// the document's, then the error that ended it, if it knows one.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) type Notes = std::sync::mpsc::Receiver<Result<(), FleetError>>;
+
 /// A server that keeps documents: each backend runs these, and
 /// [`Document`] does the rest once.
 #[cfg(any(feature = "redis", feature = "postgres"))]
@@ -127,10 +130,9 @@ pub(crate) trait Store: Send {
     /// Stores `text` as the next version, only over `if_version` if given
     /// (0: only if there is none), and announces it.
     fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError>;
-    /// Subscribes to announcements (again, after a failure).
-    fn listen(&mut self) -> Result<(), FleetError>;
-    /// Waits up to `timeout` for an announcement: `true` if one came.
-    fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError>;
+    /// Subscribes to announcements (again, after a failure, ending the
+    /// subscription before): they come on the channel returned.
+    fn listen(&mut self) -> Result<Notes, FleetError>;
 }
 
 #[cfg(test)]

@@ -5,13 +5,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::mpsc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-use super::document::{FleetError, Store, Versioned};
+use super::document::{FleetError, Notes, Store, Versioned};
 use crate::remote::postgres::{own_config, RuntimeThread};
 
 /// The table, and the channel its writes are announced on.
@@ -38,11 +38,11 @@ pub(crate) struct PgStore {
     listening: bool,
 }
 
-/// One connection: its client, and the announcements its connection task
-/// hands on (their payloads).
+/// One connection: its client, and the announcements of the document its
+/// connection task hands on, until `listen` takes them.
 struct Session {
     client: Client,
-    notes: mpsc::UnboundedReceiver<String>,
+    notes: Option<Notes>,
 }
 
 fn server(e: &tokio_postgres::Error) -> FleetError {
@@ -81,19 +81,28 @@ impl PgStore {
             .block_on(async { tokio::time::timeout(self.timeout, connect).await })
             .map_err(|_| timed_out("connecting"))?
             .map_err(|e| server(&e))?;
-        let (tx, notes) = mpsc::unbounded_channel();
+        let (tx, notes) = mpsc::channel();
+        let name = self.name.clone();
         self.runtime.handle.spawn(async move {
             while let Some(Ok(message)) =
                 std::future::poll_fn(|cx| connection.poll_message(cx)).await
             {
                 if let AsyncMessage::Notification(n) = message {
-                    if tx.send(n.payload().to_owned()).is_err() {
+                    // Another document's news is not ours.
+                    let ours = n
+                        .payload()
+                        .split_once(':')
+                        .is_some_and(|(_, of)| of == name);
+                    if ours && tx.send(Ok(())).is_err() {
                         break;
                     }
                 }
             }
         });
-        Ok(Session { client, notes })
+        Ok(Session {
+            client,
+            notes: Some(notes),
+        })
     }
 
     /// Runs `f` with the client and the document's name, within the
@@ -231,30 +240,12 @@ impl Store for PgStore {
         }
     }
 
-    fn listen(&mut self) -> Result<(), FleetError> {
+    fn listen(&mut self) -> Result<Notes, FleetError> {
         (self.session, self.listening) = (None, false);
         self.call(|client, _| Box::pin(client.batch_execute("LISTEN paceline_documents")))?;
         self.listening = true;
-        Ok(())
-    }
-
-    fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError> {
-        let name = self.name.clone();
-        let Some(session) = &mut self.session else {
-            return Err(FleetError::Server("not listening".into()));
-        };
-        let got = self
-            .runtime
-            .handle
-            .block_on(async { tokio::time::timeout(timeout, session.notes.recv()).await });
-        match got {
-            // Another document's news is not ours.
-            Ok(Some(payload)) => Ok(payload.split_once(':').is_some_and(|(_, of)| of == name)),
-            Ok(None) => {
-                (self.session, self.listening) = (None, false);
-                Err(FleetError::Server("connection lost".into()))
-            }
-            Err(_) => Ok(false),
-        }
+        // (The session that answered is kept.)
+        let notes = self.session.as_mut().and_then(|s| s.notes.take());
+        notes.ok_or_else(|| FleetError::Server("not listening".into()))
     }
 }

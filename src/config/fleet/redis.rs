@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection};
 
-use super::document::{FleetError, Store, Versioned};
+use super::document::{FleetError, Notes, Store, Versioned};
 use crate::remote::redis::{Pool, Target};
 
 /// Writes `ARGV[1]` as the next version, only over version `ARGV[2]` if it
@@ -39,21 +39,18 @@ pub(crate) struct RedisStore {
     key: String,
     timeout: Duration,
     script: redis::Script,
-    sub: Option<Subscription>,
+    /// Stops the subscription's thread when dropped.
+    sub: Option<Stop>,
 }
 
-/// A subscribed connection, on a thread of its own (redis' blocking
-/// `PubSub` borrows its connection, and reads with a timeout there skip no
-/// message); it hands on each message, or the error that ended it.
-struct Subscription {
-    notes: mpsc::Receiver<Result<(), FleetError>>,
-    stop: Arc<AtomicBool>,
-}
+/// The flag of a subscription's thread (redis' blocking `PubSub` borrows
+/// its connection, and reads with a timeout there skip no message), set
+/// when dropped: the thread sees it within one read, and unsubscribes.
+struct Stop(Arc<AtomicBool>);
 
-impl Drop for Subscription {
+impl Drop for Stop {
     fn drop(&mut self) {
-        // The thread sees it within one read timeout, and unsubscribes.
-        self.stop.store(true, Ordering::Release);
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -172,22 +169,24 @@ impl Store for RedisStore {
         }
     }
 
-    fn listen(&mut self) -> Result<(), FleetError> {
+    fn listen(&mut self) -> Result<Notes, FleetError> {
         self.sub = None;
         let mut conn = self.connect_to_subscribe()?;
         let (tx, notes) = mpsc::channel();
-        let (ready_tx, ready) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (key, stopped) = (self.key.clone(), Arc::clone(&stop));
+        // (Set on every way out but success: a thread that subscribes late
+        // stops too.)
+        let stop = Stop(Arc::new(AtomicBool::new(false)));
+        let (key, stopped) = (self.key.clone(), Arc::clone(&stop.0));
         thread::Builder::new()
             .name("paceline-fleet-redis".into())
             .spawn(move || {
                 let mut sub = conn.as_pubsub();
+                // The first note says whether it subscribed.
                 let subscribed = sub
                     .subscribe(&key)
                     .and_then(|()| sub.set_read_timeout(Some(READ_SLICE)));
                 let ok = subscribed.is_ok();
-                let _ = ready_tx.send(subscribed.map_err(server));
+                let _ = tx.send(subscribed.map_err(server));
                 while ok && !stopped.load(Ordering::Acquire) {
                     let note = match sub.get_message() {
                         Ok(_) => Ok(()),
@@ -201,32 +200,12 @@ impl Store for RedisStore {
                 }
             })
             .map_err(|e| FleetError::Server(format!("cannot start a thread: {e}")))?;
-        match ready.recv_timeout(self.timeout + READ_SLICE) {
+        match notes.recv_timeout(self.timeout + READ_SLICE) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(FleetError::Server("subscribing timed out".into())),
         }
-        self.sub = Some(Subscription { notes, stop });
-        Ok(())
-    }
-
-    fn wait(&mut self, timeout: Duration) -> Result<bool, FleetError> {
-        let Some(sub) = &self.sub else {
-            return Err(FleetError::Server("not subscribed".into()));
-        };
-        match sub.notes.recv_timeout(timeout) {
-            // Any message on the channel is news: the watcher reads the
-            // document, whatever the message says.
-            Ok(Ok(())) => Ok(true),
-            Err(mpsc::RecvTimeoutError::Timeout) => Ok(false),
-            Ok(Err(e)) => {
-                self.sub = None;
-                Err(e)
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                self.sub = None;
-                Err(FleetError::Server("the subscription ended".into()))
-            }
-        }
+        self.sub = Some(stop);
+        Ok(notes)
     }
 }

@@ -4,10 +4,11 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::document::{check, FleetError, Store, Versioned, DEFAULT_NAME};
+use super::document::{check, FleetError, Notes, Store, Versioned, DEFAULT_NAME};
 use super::layers::Feed;
 use crate::config::watch::Worker;
 
@@ -215,15 +216,16 @@ pub struct Watching {
 /// on a failure report it (once per outage), back off, start again.
 fn run(mut doc: Document, stop: &AtomicBool, mut on: impl FnMut(Result<Versioned, FleetError>)) {
     let mut last: Option<u64> = None;
-    let mut listening = false;
+    // The subscription, kept from one round to the next while they go well.
+    let mut notes: Option<Notes> = None;
     let mut down = false;
     let mut backoff = Duration::from_millis(50);
     while !stop.load(Ordering::Acquire) {
-        let round = (|| -> Result<(), FleetError> {
-            if !listening {
-                doc.store.listen()?;
-                listening = true;
-            }
+        let round = (|| -> Result<Notes, FleetError> {
+            let news = match notes.take() {
+                Some(news) => news,
+                None => doc.store.listen()?,
+            };
             // Read after subscribing: a write before is read now, one after
             // is announced.
             if let Some(v) = doc.store.get()? {
@@ -235,14 +237,25 @@ fn run(mut doc: Document, stop: &AtomicBool, mut on: impl FnMut(Result<Versioned
             let until = Instant::now() + doc.every;
             while !stop.load(Ordering::Acquire) {
                 let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() || doc.store.wait(left.min(SLICE))? {
+                if left.is_zero() {
                     break;
                 }
+                match news.recv_timeout(left.min(SLICE)) {
+                    // Any announcement is news: the document is read again,
+                    // whatever it says.
+                    Ok(Ok(())) => break,
+                    Ok(Err(e)) => return Err(e),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(FleetError::Server("the subscription ended".into()))
+                    }
+                }
             }
-            Ok(())
+            Ok(news)
         })();
         match round {
-            Ok(()) => {
+            Ok(news) => {
+                notes = Some(news);
                 if down {
                     crate::observe::event::info!(document = %doc.describe, "paceline: limits server back");
                 }
@@ -250,7 +263,6 @@ fn run(mut doc: Document, stop: &AtomicBool, mut on: impl FnMut(Result<Versioned
                 backoff = Duration::from_millis(50);
             }
             Err(e) => {
-                listening = false;
                 if !down {
                     crate::observe::event::warning!(document = %doc.describe, error = %e, "paceline: limits server lost");
                     on(Err(e));
