@@ -169,25 +169,16 @@ fn pair(cmd: &mut Cmd, ns: u64) {
     cmd.arg(ns / B).arg(ns % B);
 }
 
-/// The integers of a reply (at most 8, as the script never sends more),
-/// or `None` for any other shape.
-fn ints(reply: &Value) -> Option<([u64; 8], usize)> {
-    let mut out = [0; 8];
-    match reply {
-        Value::Int(n) => {
-            out[0] = u64::try_from(*n).ok()?;
-            Some((out, 1))
-        }
-        Value::Array(items) if items.len() <= out.len() => {
-            for (slot, item) in out.iter_mut().zip(items) {
-                match item {
-                    Value::Int(n) => *slot = u64::try_from(*n).ok()?,
-                    _ => return None,
-                }
-            }
-            Some((out, items.len()))
-        }
+/// The integers of a reply (one, or an array of them), or `None` for any
+/// other shape.
+fn ints(reply: &Value) -> Option<Vec<u64>> {
+    let int = |value: &Value| match value {
+        Value::Int(n) => u64::try_from(*n).ok(),
         _ => None,
+    };
+    match reply {
+        Value::Array(items) => items.iter().map(int).collect(),
+        one => Some(vec![int(one)?]),
     }
 }
 
@@ -208,13 +199,13 @@ pub(super) fn done(reply: &Value, op: &Op, tested: bool) -> Result<(Done, u64), 
         }
         // A peek's `(tat, now)`; whether a give-back undid the grant; the
         // keys a `DEL` removed.
-        _ => match (op, ints(reply)) {
-            (Op::Peek, Some((ints, 5))) if ints[0] == 3 => {
-                let (tat, now) = (joined(&ints, 1), joined(&ints, 3));
+        _ => match (op, ints(reply).as_deref()) {
+            (Op::Peek, Some(ints @ [3, _, _, _, _])) => {
+                let (tat, now) = (joined(ints, 1), joined(ints, 3));
                 tat.zip(now).map(|(tat, now)| Done::Peeked(tat, now))
             }
-            (Op::Undo { .. }, Some(([5, given @ (0 | 1), ..], 2))) => Some(Done::Flag(given == 1)),
-            (Op::Reset, Some(([removed, ..], 1))) => Some(Done::Flag(removed > 0)),
+            (Op::Undo { .. }, Some(&[5, given @ (0 | 1)])) => Some(Done::Flag(given == 1)),
+            (Op::Reset, Some(&[removed])) => Some(Done::Flag(removed > 0)),
             _ => None,
         }
         .map(|done| (done, 0))
@@ -225,8 +216,7 @@ pub(super) fn done(reply: &Value, op: &Op, tested: bool) -> Result<(Done, u64), 
 /// The script's reply to `request`: the decision, and for a grant made at
 /// a test clock (`tested`) the TTL the key would have had, ms (else 0).
 fn decision(reply: &Value, request: &Request, tested: bool) -> Result<(Decision, u64), Error> {
-    let parsed = ints(reply).and_then(|(ints, len)| {
-        let ints = &ints[..len];
+    let parsed = ints(reply).as_deref().and_then(|ints| {
         Some(match ints {
             [1, ..] => {
                 let (slot, now) = (joined(ints, 1)?, joined(ints, 3)?);
@@ -248,7 +238,7 @@ fn decision(reply: &Value, request: &Request, tested: bool) -> Result<(Decision,
                 };
                 (request.granted(now, slot, prev, wrote), ttl)
             }
-            [0, ..] if ints.len() == 3 => {
+            [0, _, _] => {
                 let deny = if request.exceeds_burst {
                     Deny::ExceedsBurst
                 } else {
