@@ -313,10 +313,6 @@ impl AsyncPostgresBackend {
     pub(crate) async fn install(&self) -> Result<(), Error> {
         let [table, index, function] = sql::schema(&self.0.table, self.0.unlogged);
         let name = self.0.table.quoted.clone();
-        let want: Vec<(String, String)> = sql::COLUMNS
-            .iter()
-            .map(|(n, t)| (n.to_string(), t.to_string()))
-            .collect();
         let found: Option<Vec<(String, String)>> = self
             .run(|c| async move {
                 let steps = async {
@@ -335,7 +331,8 @@ impl AsyncPostgresBackend {
                         .await?;
                     let found: Vec<(String, String)> =
                         rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-                    if found != want {
+                    let columns = found.iter().map(|(n, t)| (n.as_str(), t.as_str()));
+                    if columns.ne(sql::COLUMNS) {
                         c.batch_execute("ROLLBACK").await?;
                         return Ok(Some(found));
                     }
