@@ -111,10 +111,7 @@ impl Budget {
 /// The first 40 characters of a server's reply: enough for an error
 /// message about it, which stays readable whatever came.
 pub(crate) fn cut(s: &str) -> &str {
-    match s.char_indices().nth(40) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
+    s.char_indices().nth(40).map_or(s, |(i, _)| &s[..i])
 }
 
 /// What is left until `deadline`, or the error of a call that ran out.

@@ -84,10 +84,8 @@ impl Link for AsyncConn {
     }
 
     async fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
-        match tokio::time::timeout(within, self.exchange(command)).await {
-            Ok(reply) => reply,
-            Err(_) => Err(timed_out()),
-        }
+        let reply = tokio::time::timeout(within, self.exchange(command)).await;
+        reply.unwrap_or_else(|_| Err(timed_out()))
     }
 
     async fn pause(pause: Duration) {

@@ -174,10 +174,7 @@ impl<'a, C: Clock> Machine<'a, C> {
         // The decision's time: the state read holds until the store, or
         // the store fails.
         let now = self.now();
-        let (prev, cas) = match found {
-            Some((tat, cas)) => (Some(tat), Some(cas)),
-            None => (None, None),
-        };
+        let (prev, cas) = found.unzip();
         let p = request.params;
         let grant = match schedule::step(prev.unwrap_or(FULL), now, request.cost, p, request.admit)
         {
@@ -261,10 +258,7 @@ pub(crate) fn exptime(state: u64, tau: u64, now: u64, wall: impl FnOnce() -> u64
     let at = wall()
         .saturating_add(secs)
         .saturating_add(ABSOLUTE_MARGIN_SECS);
-    match i32::try_from(at) {
-        Ok(at) => at as u32,
-        Err(_) => 0,
-    }
+    i32::try_from(at).map_or(0, |at| at as u32)
 }
 
 thread_local! {

@@ -60,10 +60,7 @@ impl PostgresBackend {
         // guards against a runtime thread that died.
         let inner = &self.backend.0;
         let bound = (inner.connect_timeout + inner.response_timeout) * 2 + Duration::from_secs(1);
-        match rx.recv_timeout(bound) {
-            Ok(result) => result,
-            Err(_) => Err(Error::Timeout),
-        }
+        rx.recv_timeout(bound).unwrap_or(Err(Error::Timeout))
     }
 
     /// Runs `op` at `now` (internal ns; tests only) or the server's clock.
