@@ -67,23 +67,26 @@ pub struct AsyncRedisBackend {
 // One per limiter, behind its `Arc`: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 enum Conn {
-    Single {
-        client: Client,
-        config: ConnectionManagerConfig,
-        /// The connection in use; `None` until the first call, and after
-        /// one was found dead.
-        live: Mutex<Option<Live>>,
-    },
+    Single(Single),
     /// The client calls go through, then for give-backs one that never
     /// retries, each with its connection.
     Cluster([(Box<ClusterClient>, OnceCell<ClusterConnection>); 2]),
+}
+
+/// A single server's client, and the connection in use.
+struct Single {
+    client: Client,
+    config: ConnectionManagerConfig,
+    /// The connection in use; `None` until the first call, and after one
+    /// was found dead.
+    live: Mutex<Option<Live>>,
 }
 
 impl Conn {
     /// A lazy connection to where `target` leads.
     fn new(target: &Target, connect: Duration, response: Duration) -> Conn {
         match target {
-            Target::Single(client) => Conn::Single {
+            Target::Single(client) => Conn::Single(Single {
                 client: client.clone(),
                 config: ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(connect))
@@ -93,37 +96,13 @@ impl Conn {
                     // Reconnects run in the background; calls meanwhile fail.
                     .set_number_of_retries(1),
                 live: Mutex::new(None),
-            },
+            }),
             // The blocking pool's client, with the same timeouts.
             Target::Cluster { client, once } => Conn::Cluster([
                 (client.clone(), OnceCell::new()),
                 (once.clone(), OnceCell::new()),
             ]),
         }
-    }
-
-    /// The single server's connection in use, made (lazily: it connects
-    /// on first use) if there is none; `None` for a cluster.
-    fn live(&self) -> RedisResult<Option<Live>> {
-        let Conn::Single {
-            client,
-            config,
-            live,
-            ..
-        } = self
-        else {
-            return Ok(None);
-        };
-        let mut live = lock(live);
-        if let Some(live) = &*live {
-            return Ok(Some(live.clone()));
-        }
-        let made = Live {
-            manager: client.get_connection_manager_lazy(config.clone())?,
-            heard: Arc::new(Heard::new()),
-        };
-        *live = Some(made.clone());
-        Ok(Some(made))
     }
 
     /// A call sent at `sent` had no reply within
@@ -134,7 +113,7 @@ impl Conn {
     /// 15 minutes): it is dropped, and the next call connects anew. Calls
     /// still waiting on it keep their own handle until they end.
     fn timed_out(&self, sent: Instant) {
-        let Conn::Single { live, .. } = self else {
+        let Conn::Single(Single { live, .. }) = self else {
             // A cluster connection finds its nodes again by itself.
             return;
         };
@@ -153,13 +132,8 @@ impl Conn {
     /// server's connection never resends a call.)
     async fn query<T: FromRedisValue>(&self, wire: &Wire, cmd: &Cmd, once: bool) -> RedisResult<T> {
         match self {
-            Conn::Single { .. } => {
-                let Some(live) = self.live()? else {
-                    return Err(redis::RedisError::from((
-                        redis::ErrorKind::Client,
-                        "no connection",
-                    )));
-                };
+            Conn::Single(single) => {
+                let live = single.live()?;
                 let reply = wire.invoke_async(cmd, &mut live.manager.clone()).await;
                 if !matches!(&reply, Err(e) if !is_reply(e)) {
                     // An answer, even an error reply: the link works.
@@ -175,6 +149,25 @@ impl Conn {
                 wire.invoke_async(cmd, &mut conn.clone()).await
             }
         }
+    }
+}
+
+impl Single {
+    /// The connection in use, made (lazily: it connects on first use) if
+    /// there is none.
+    fn live(&self) -> RedisResult<Live> {
+        let mut live = lock(&self.live);
+        if let Some(live) = &*live {
+            return Ok(live.clone());
+        }
+        let made = Live {
+            manager: self
+                .client
+                .get_connection_manager_lazy(self.config.clone())?,
+            heard: Arc::new(Heard::new()),
+        };
+        *live = Some(made.clone());
+        Ok(made)
     }
 }
 
@@ -198,9 +191,11 @@ impl AsyncRedisBackend {
         let mut redirects = Redirects::new(Budget::new(self.connect, self.response));
         loop {
             let left = redirects.budget.left();
-            // (The connection first, if none: it counts as made before
-            // the call is sent.)
-            self.conn.live().map_err(classify)?;
+            // (A single server's connection first, if none: it counts as
+            // made before the call is sent.)
+            if let Conn::Single(single) = &self.conn {
+                single.live().map_err(classify)?;
+            }
             let sent = Instant::now();
             match tokio::time::timeout(left, self.conn.query(&self.wire, cmd, once)).await {
                 Err(_) => {
