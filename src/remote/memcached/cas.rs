@@ -11,7 +11,6 @@
 //! again, a bounded number of times within the call's budget, then fails
 //! with the contention, an error no fail policy admits.
 
-use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -261,26 +260,15 @@ pub(crate) fn exptime(state: u64, tau: u64, now: u64, wall: impl FnOnce() -> u64
     i32::try_from(at).map_or(0, |at| at as u32)
 }
 
-thread_local! {
-    static RNG: Cell<u64> = Cell::new(RandomState::new().hash_one(0u64) | 1);
-}
-
 /// The pause after a call's `conflicts`-th lost race: drawn uniformly from
 /// zero to [`PAUSE_STEP`] times `conflicts`, at most [`PAUSE_MAX`], so that
 /// clients that lost to the same write do not all come back together.
 pub(crate) fn pause(conflicts: u32) -> Duration {
     let bound = PAUSE_STEP.saturating_mul(conflicts.max(1)).min(PAUSE_MAX);
-    // xorshift64: a few bits of noise, not security.
-    let r = RNG.with(|rng| {
-        let mut x = rng.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        rng.set(x);
-        x
-    });
-    let bound_ns = bound.as_nanos() as u64;
-    Duration::from_nanos(r % bound_ns.max(1))
+    // A few bits of noise, not security: every `RandomState` has random
+    // keys of its own.
+    let r = RandomState::new().hash_one(conflicts);
+    Duration::from_nanos(r % (bound.as_nanos() as u64).max(1))
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@
 //! connection stays in step. Requires memcached 1.6 or later (the meta
 //! commands; `ms`'s `<len>` token is the form since 1.6.10).
 
-use std::fmt::{self, Write as _};
-use std::io;
+use std::fmt;
+use std::io::{self, Write as _};
 
 use crate::remote::socket::cut;
 
@@ -53,8 +53,7 @@ pub(crate) fn store(out: &mut Vec<u8>, key: &str, state: u64, cas: Option<u64>, 
         ),
         None => line(out, format_args!("ms {key} {} T{exptime} ME", value.len())),
     }
-    out.extend_from_slice(value.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    let _ = write!(out, "{value}\r\n");
 }
 
 /// `md <key>`, over `cas` if given.
@@ -67,11 +66,8 @@ pub(crate) fn delete(out: &mut Vec<u8>, key: &str, cas: Option<u64>) {
 
 fn line(out: &mut Vec<u8>, args: fmt::Arguments<'_>) {
     out.clear();
-    let mut s = String::with_capacity(64);
-    // Writing into a String cannot fail.
-    let _ = s.write_fmt(args);
-    out.extend_from_slice(s.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{args}\r\n");
 }
 
 /// Why a call failed, and whether its connection is still in step.
