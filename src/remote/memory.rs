@@ -24,11 +24,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use super::{Decision, Done, Error, Op, Remote};
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::model::schedule::{self, FULL};
+use crate::primitive::{lock, Mutex};
 
 /// A limiter over [`MemoryBackend`].
 pub type MemoryLimiter<C = DefaultClock> = super::RemoteLimiter<MemoryBackend<C>>;
@@ -99,19 +100,12 @@ impl<C: Clock> MemoryBackend<C> {
 
     /// How many keys hold a state.
     pub fn len(&self) -> usize {
-        self.states().len()
+        lock(&self.inner.states).len()
     }
 
     /// Whether no key holds a state.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    fn states(&self) -> MutexGuard<'_, HashMap<String, u64>> {
-        self.inner
-            .states
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -134,7 +128,7 @@ impl<C: Clock + Clone + 'static> Remote for MemoryBackend<C> {
             )));
         }
         let now = internal_now(&self.inner.clock);
-        let mut states = self.states();
+        let mut states = lock(&self.inner.states);
         let prev = states.get(key).copied();
         Ok(match op {
             Op::Step(r) => {
