@@ -22,24 +22,19 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(500);
 /// calls meanwhile fail at once with the same error instead of each waiting
 /// out a connect timeout; [`BACKOFF_MIN`], doubling to [`BACKOFF_MAX`] while
 /// the server stays down.
+#[derive(Default)]
 pub(crate) struct Gate(Mutex<Closed>);
 
+#[derive(Default)]
 struct Closed {
     /// No reconnect before this instant (after a failed one), and why the
     /// last reconnect failed, repeated to calls the gate turns away.
     until: Option<(Instant, Error)>,
-    /// The next pause.
+    /// The last pause (zero: none since a connection was made).
     delay: Duration,
 }
 
 impl Gate {
-    pub(crate) fn new() -> Gate {
-        Gate(Mutex::new(Closed {
-            until: None,
-            delay: BACKOFF_MIN,
-        }))
-    }
-
     /// The last error, while the backoff runs.
     pub(crate) fn closed(&self) -> Option<Error> {
         match &lock(&self.0).until {
@@ -50,17 +45,14 @@ impl Gate {
 
     /// A connection was made: the next failure pauses [`BACKOFF_MIN`].
     pub(crate) fn opened(&self) {
-        *lock(&self.0) = Closed {
-            until: None,
-            delay: BACKOFF_MIN,
-        };
+        *lock(&self.0) = Closed::default();
     }
 
     /// A connection could not be made, for `e`.
     pub(crate) fn failed(&self, e: &Error) {
         let mut closed = lock(&self.0);
+        closed.delay = (closed.delay * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
         closed.until = Some((Instant::now() + closed.delay, e.clone()));
-        closed.delay = (closed.delay * 2).min(BACKOFF_MAX);
     }
 
     /// Opens or closes the gate by how a connect ended, and hands it on.

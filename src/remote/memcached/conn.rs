@@ -272,7 +272,7 @@ impl<L: Link> Pool<L> {
             connect_timeout: connect,
             response_timeout: response,
             idle: Mutex::new(Vec::new()),
-            gate: Gate::new(),
+            gate: Gate::default(),
         }
     }
 

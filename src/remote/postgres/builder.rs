@@ -235,7 +235,7 @@ impl PostgresBuilder {
             writes: AtomicU64::new(0),
             next_prune: AtomicU64::new(prune_every),
             prune_shift: AtomicU32::new(0),
-            gate: Gate::new(),
+            gate: Gate::default(),
             heard: Heard::new(),
         };
         let backend = PostgresBackend {

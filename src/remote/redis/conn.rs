@@ -137,7 +137,7 @@ impl Pool {
             connect_timeout,
             response_timeout,
             idle: Mutex::new(Vec::new()),
-            gate: Gate::new(),
+            gate: Gate::default(),
         }
     }
 
