@@ -195,8 +195,7 @@ pub use builder::{MemcachedBuilder, MemcachedSettings};
 pub use conn::DEFAULT_PORT;
 pub use limiter::{MemcachedBackend, MemcachedLimiter};
 
-pub use super::Cause;
-pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
+pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 
 /// The key prefix unless the builder sets another: keeps paceline's keys
 /// apart from the application's.

@@ -67,8 +67,7 @@ pub use limiter::{PostgresBackend, PostgresLimiter};
 #[cfg(feature = "fleet")]
 pub(crate) use runtime::RuntimeThread;
 
-pub use super::Cause;
-pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
+pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 
 /// The client crates the limiter runs on, re-exported so that a pool handed
 /// to [`PostgresLimiter::from_pool`] is of the same version.

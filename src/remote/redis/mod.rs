@@ -58,8 +58,7 @@ pub use builder::{RedisBuilder, RedisSettings};
 pub(crate) use conn::{Pool, Target};
 pub use limiter::{RedisBackend, RedisLimiter};
 
-pub use super::Cause;
-pub use super::{Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
+pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 
 /// The key prefix unless the builder sets another: keeps paceline's keys
 /// apart from the application's.
