@@ -84,17 +84,6 @@ impl Addr {
     }
 }
 
-/// A connection to `addr`, TCP within `timeout`.
-fn open(addr: &Addr, timeout: Duration) -> io::Result<Socket> {
-    match addr {
-        Addr::Unix(path) => Ok(Socket::Unix(UnixStream::connect(path)?)),
-        Addr::Tcp(hostport) => Ok(Socket::Tcp(tcp(
-            hostport.as_str(),
-            Instant::now() + timeout,
-        )?)),
-    }
-}
-
 /// One connection: a buffered reader over the socket.
 pub(crate) struct Conn {
     io: BufReader<Timed>,
@@ -104,7 +93,10 @@ pub(crate) struct Conn {
 /// The blocking connection: its futures never pend (see [`ready`]).
 impl Link for Conn {
     async fn open(addr: &Addr, within: Duration, response: Duration) -> io::Result<Conn> {
-        let socket = open(addr, within)?;
+        let socket = match addr {
+            Addr::Unix(path) => Socket::Unix(UnixStream::connect(path)?),
+            Addr::Tcp(hostport) => Socket::Tcp(tcp(hostport.as_str(), Instant::now() + within)?),
+        };
         socket.set_write_timeout(response)?;
         Ok(Conn {
             io: BufReader::with_capacity(
