@@ -66,47 +66,38 @@ fn open(url: &str) -> Result<Client, FleetError> {
 }
 
 impl RedisStore {
-    pub(crate) fn new(url: &str, key: &str, timeout: Duration) -> Result<RedisStore, FleetError> {
-        let client = open(url)?;
-        Ok(RedisStore::at(
-            Target::Single(client.clone()),
-            vec![client],
-            key,
-            timeout,
-        ))
-    }
-
-    /// The document `key` on the Redis Cluster that `nodes` (some or all
-    /// of its nodes) belong to.
-    pub(crate) fn cluster(
-        nodes: &[String],
+    /// The document `key` on the Redis at `urls`: one server, or
+    /// (`cluster`) the Redis Cluster they (some or all of its nodes)
+    /// belong to.
+    pub(crate) fn new(
+        urls: &[String],
+        cluster: bool,
         key: &str,
         timeout: Duration,
     ) -> Result<RedisStore, FleetError> {
-        if nodes.is_empty() {
-            return Err(FleetError::Config(
-                "a Redis Cluster needs at least one node's URL".into(),
-            ));
-        }
-        let nodes = nodes
-            .iter()
-            .map(|url| open(url))
-            .collect::<Result<Vec<_>, _>>()?;
-        let infos = nodes.iter().map(Client::get_connection_info).cloned();
-        let target = Target::cluster(infos.collect(), timeout, timeout)
-            .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?;
-        Ok(RedisStore::at(target, nodes, key, timeout))
-    }
-
-    fn at(target: Target, nodes: Vec<Client>, key: &str, timeout: Duration) -> RedisStore {
-        RedisStore {
+        let nodes = urls.iter().map(|url| open(url));
+        let nodes = nodes.collect::<Result<Vec<_>, _>>()?;
+        let target = match nodes.first() {
+            None => {
+                return Err(FleetError::Config(
+                    "a Redis Cluster needs at least one node's URL".into(),
+                ))
+            }
+            Some(client) if !cluster => Target::Single(client.clone()),
+            Some(_) => {
+                let infos = nodes.iter().map(Client::get_connection_info).cloned();
+                Target::cluster(infos.collect(), timeout, timeout)
+                    .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?
+            }
+        };
+        Ok(RedisStore {
             pool: Pool::new(target, timeout, timeout),
             nodes,
             key: key.to_owned(),
             timeout,
             script: redis::Script::new(SET),
             sub: None,
-        }
+        })
     }
 
     /// A connection to subscribe on: to the first of `nodes` that answers,

@@ -94,7 +94,7 @@ impl Document {
     #[cfg(feature = "redis")]
     pub fn redis(url: &str, name: Option<&str>) -> Result<Document, FleetError> {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
-        let store = super::redis::RedisStore::new(url, name, TIMEOUT)?;
+        let store = super::redis::RedisStore::new(&[url.to_owned()], false, name, TIMEOUT)?;
         Ok(Document::new(store, format!("{name:?} in Redis")))
     }
 
@@ -116,7 +116,7 @@ impl Document {
     {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
-        let store = super::redis::RedisStore::cluster(&nodes, name, TIMEOUT)?;
+        let store = super::redis::RedisStore::new(&nodes, true, name, TIMEOUT)?;
         Ok(Document::new(store, format!("{name:?} in a Redis Cluster")))
     }
 
