@@ -31,11 +31,10 @@ pub(crate) struct PgStore {
     /// A private runtime on a thread of its own (as a blocking PostgreSQL
     /// limiter's), which also drives the connection between calls.
     runtime: RuntimeThread,
+    /// The connection in use. One that listens may be replaced in passing
+    /// (see `call`): its announcements then end, and the watcher listens
+    /// again.
     session: Option<Session>,
-    /// Whether the session was asked to `LISTEN`: a session that has is
-    /// never replaced in passing (a new one would hear nothing), the
-    /// watcher listens again.
-    listening: bool,
 }
 
 /// One connection: its client, and the announcements of the document its
@@ -65,7 +64,6 @@ impl PgStore {
             timeout,
             runtime,
             session: None,
-            listening: false,
         })
     }
 
@@ -125,7 +123,7 @@ impl PgStore {
                 .block_on(async { tokio::time::timeout(self.timeout, query).await })
         };
         let mut out = run(&mut session);
-        if reused && !self.listening && matches!(&out, Ok(Err(e)) if e.is_closed()) {
+        if reused && matches!(&out, Ok(Err(e)) if e.is_closed()) {
             session = self.connect()?;
             out = run(&mut session);
         }
@@ -137,15 +135,10 @@ impl PgStore {
             Ok(Err(e)) => {
                 if !e.is_closed() && e.as_db_error().is_some() {
                     self.session = Some(session);
-                } else {
-                    self.listening = false;
                 }
                 Err(server(&e))
             }
-            Err(_) => {
-                self.listening = false;
-                Err(timed_out("a query"))
-            }
+            Err(_) => Err(timed_out("a query")),
         }
     }
 }
@@ -241,9 +234,8 @@ impl Store for PgStore {
     }
 
     fn listen(&mut self) -> Result<Notes, FleetError> {
-        (self.session, self.listening) = (None, false);
+        self.session = None;
         self.call(|client, _| Box::pin(client.batch_execute("LISTEN paceline_documents")))?;
-        self.listening = true;
         // (The session that answered is kept.)
         let notes = self.session.as_mut().and_then(|s| s.notes.take());
         notes.ok_or_else(|| FleetError::Server("not listening".into()))
