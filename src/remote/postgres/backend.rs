@@ -5,10 +5,10 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool, PoolError};
-use tokio::time::{timeout_at, Instant};
+use tokio::time::timeout;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -106,8 +106,7 @@ impl AsyncPostgresBackend {
         if let Some(last) = inner.gate.closed() {
             return Err(last);
         }
-        let conn = match timeout_at(Instant::now() + inner.connect_timeout, inner.pool.get()).await
-        {
+        let conn = match timeout(inner.connect_timeout, inner.pool.get()).await {
             Err(_) => return Err(Error::Timeout),
             Ok(Err(e)) => {
                 let e = pool_error(e);
@@ -123,36 +122,23 @@ impl AsyncPostgresBackend {
                 Arc::new(conn)
             }
         };
-        let sent = std::time::Instant::now();
-        let result = timeout_at(
-            Instant::now() + inner.response_timeout,
-            f(Arc::clone(&conn)),
-        )
-        .await;
-        match result {
-            Ok(Ok(v)) => {
-                inner.heard.answered();
-                Ok(v)
+        let sent = Instant::now();
+        let Ok(result) = timeout(inner.response_timeout, f(Arc::clone(&conn))).await else {
+            discard(conn);
+            if inner.heard.silent_since(sent) {
+                inner.pool.retain(|_, _| false);
             }
-            Ok(Err(e)) => {
-                let e = classify(e);
-                if matches!(e, Error::Unavailable(_)) {
-                    discard(conn);
-                    inner.pool.retain(|_, _| false);
-                } else {
-                    // The server answered (with an error).
-                    inner.heard.answered();
-                }
-                Err(e)
-            }
-            Err(_) => {
-                discard(conn);
-                if inner.heard.silent_since(sent) {
-                    inner.pool.retain(|_, _| false);
-                }
-                Err(Error::Timeout)
-            }
+            return Err(Error::Timeout);
+        };
+        let result = result.map_err(classify);
+        if matches!(result, Err(Error::Unavailable(_))) {
+            discard(conn);
+            inner.pool.retain(|_, _| false);
+        } else {
+            // The server answered (if with an error).
+            inner.heard.answered();
         }
+        result
     }
 
     /// Runs `sql` (prepared once per connection, with `types`) on `params`
