@@ -103,26 +103,17 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
     /// memcached cannot hold, a pool of no connections, a slack whose
     /// intervals span over 146 years, or a zero timeout.
     pub fn build(self) -> Result<MemcachedLimiter<C>, Error> {
-        let RemoteBuilder {
-            common,
-            server:
-                MemcachedSettings {
-                    addr,
-                    prefix,
-                    pool_size,
-                    clock,
-                },
-        } = self;
-        let addr = Addr::parse(&addr).map_err(Error::Config)?;
-        check_prefix(&prefix)?;
-        if pool_size == 0 {
+        let RemoteBuilder { common, server } = self;
+        let addr = Addr::parse(&server.addr).map_err(Error::Config)?;
+        check_prefix(&server.prefix)?;
+        if server.pool_size == 0 {
             return Err(Error::Config("pool_size must be at least 1".into()));
         }
         let (connect, response) = (common.connect_timeout, common.response_timeout);
         let shared = Arc::new(Shared {
-            prefix,
-            clock,
-            pool_size,
+            prefix: server.prefix,
+            clock: server.clock,
+            pool_size: server.pool_size,
             conflicts: AtomicU64::new(0),
         });
         let backend = MemcachedBackend {

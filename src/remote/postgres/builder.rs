@@ -162,41 +162,32 @@ impl PostgresBuilder {
     /// table name, a slack whose intervals span over 146 years, a zero
     /// timeout, pool size or prune batch.
     pub fn build(self) -> Result<PostgresLimiter, Error> {
-        let RemoteBuilder {
-            common,
-            server:
-                PostgresSettings {
-                    source,
-                    table,
-                    statement_timeout,
-                    pool_size,
-                    unlogged,
-                    prune_every,
-                    prune_batch,
-                },
-        } = self;
+        let RemoteBuilder { common, server } = self;
         let (connect_timeout, response_timeout) = (common.connect_timeout, common.response_timeout);
-        if statement_timeout.is_some_and(|t| t.as_millis() == 0) {
+        if server.statement_timeout.is_some_and(|t| t.as_millis() == 0) {
             return Err(Error::Config(
                 "statement_timeout must be at least 1 ms".into(),
             ));
         }
-        if pool_size == 0 {
+        if server.pool_size == 0 {
             return Err(Error::Config("pool_size must be at least 1".into()));
         }
-        let batch = i64::try_from(prune_batch)
+        let batch = i64::try_from(server.prune_batch)
             .ok()
             .filter(|&b| b > 0)
             .ok_or_else(|| {
-                Error::Config(format!("prune batch {}: want 1 to 2^63 - 1", prune_batch))
+                Error::Config(format!(
+                    "prune batch {}: want 1 to 2^63 - 1",
+                    server.prune_batch
+                ))
             })?;
-        let table = Table::new(&table)?;
-        let source = source?;
+        let table = Table::new(&server.table)?;
+        let source = server.source?;
         let own_pool = matches!(source, Source::Config(_));
         let pool = match source {
             Source::Pool(pool) => pool,
             Source::Config(mut config) => {
-                let statement = statement_timeout.unwrap_or(response_timeout);
+                let statement = server.statement_timeout.unwrap_or(response_timeout);
                 own_config(&mut config, connect_timeout, statement);
                 config.keepalives_idle(Duration::from_secs(10));
                 let manager = Manager::from_config(
@@ -207,7 +198,7 @@ impl PostgresBuilder {
                     },
                 );
                 Pool::builder(manager)
-                    .max_size(pool_size)
+                    .max_size(server.pool_size)
                     // The most recently used connection first: a caller
                     // taking one call after another keeps one server
                     // backend busy and warm. First in, first out made the
@@ -227,13 +218,13 @@ impl PostgresBuilder {
             pool,
             sql: Sql::new(&table),
             table,
-            unlogged,
+            unlogged: server.unlogged,
             connect_timeout,
             response_timeout,
-            prune_every,
+            prune_every: server.prune_every,
             prune_batch: batch,
             writes: AtomicU64::new(0),
-            next_prune: AtomicU64::new(prune_every),
+            next_prune: AtomicU64::new(server.prune_every),
             prune_shift: AtomicU32::new(0),
             gate: Gate::default(),
             heard: Heard::new(),

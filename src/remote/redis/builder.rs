@@ -92,12 +92,9 @@ impl RedisBuilder {
     /// [`Error::Config`] for a URL that does not parse, a slack whose
     /// intervals span over 146 years, or a zero timeout.
     pub fn build(self) -> Result<RedisLimiter, Error> {
-        let RemoteBuilder {
-            common,
-            server: RedisSettings { endpoint, prefix },
-        } = self;
+        let RemoteBuilder { common, server } = self;
         let (connect, response) = (common.connect_timeout, common.response_timeout);
-        let target = match endpoint {
+        let target = match server.endpoint {
             Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
             Ok(Endpoint::Cluster(nodes)) => Target::cluster(nodes, connect, response),
             Err(e) => Err(e),
@@ -105,7 +102,7 @@ impl RedisBuilder {
         .map_err(|e| Error::Config(e.to_string()))?;
         let backend = RedisBackend {
             pool: Pool::new(target, connect, response),
-            wire: Wire::new(prefix),
+            wire: Wire::new(server.prefix),
         };
         common.limiter(backend)
     }
