@@ -142,20 +142,15 @@ pub(crate) fn head(line: &[u8]) -> Result<Head, Failure> {
     let status = tokens.next().unwrap_or("");
     let head = match status {
         "VA" => {
-            let len = tokens
-                .next()
-                .and_then(|t| t.parse::<usize>().ok())
-                .ok_or_else(|| Failure::Garbled(format!("{text:?}")))?;
-            let mut cas = None;
-            for flag in tokens {
-                if let Some(c) = flag.strip_prefix('c') {
-                    cas = Some(
-                        c.parse::<u64>()
-                            .map_err(|_| Failure::Garbled(format!("{text:?}")))?,
-                    );
-                }
+            let garbled = || Failure::Garbled(format!("{text:?}"));
+            let len = tokens.next().and_then(|t| t.parse().ok());
+            // The last `c` flag's token; every one must parse.
+            let mut cas = tokens.filter_map(|flag| flag.strip_prefix('c'));
+            let cas = cas.try_fold(None, |_, c| c.parse().map(Some));
+            Head::Value {
+                len: len.ok_or_else(garbled)?,
+                cas: cas.map_err(|_| garbled())?,
             }
-            Head::Value { len, cas }
         }
         "HD" => Head::Done,
         "EN" => Head::Miss,
