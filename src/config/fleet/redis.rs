@@ -4,14 +4,14 @@
 //! key's node, and the subscription to any node that answers: a `PUBLISH`
 //! reaches every node's subscribers.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use redis::{Client, Connection};
 
 use super::document::{FleetError, Notes, Store, Versioned};
+use crate::config::watch::Worker;
 use crate::remote::redis::{Pool, Target};
 
 /// Writes `ARGV[1]` as the next version, only over version `ARGV[2]` if it
@@ -39,19 +39,10 @@ pub(crate) struct RedisStore {
     key: String,
     timeout: Duration,
     script: redis::Script,
-    /// Stops the subscription's thread when dropped.
-    sub: Option<Stop>,
-}
-
-/// The flag of a subscription's thread (redis' blocking `PubSub` borrows
-/// its connection, and reads with a timeout there skip no message), set
-/// when dropped: the thread sees it within one read, and unsubscribes.
-struct Stop(Arc<AtomicBool>);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
+    /// The subscription's thread (redis' blocking `PubSub` borrows its
+    /// connection, and reads with a timeout there skip no message),
+    /// stopped when dropped: it sees it within one read, and unsubscribes.
+    sub: Option<Worker>,
 }
 
 /// How long the subscription's thread waits in one read.
@@ -164,39 +155,36 @@ impl Store for RedisStore {
         self.sub = None;
         let mut conn = self.connect_to_subscribe()?;
         let (tx, notes) = mpsc::channel();
-        // (Set on every way out but success: a thread that subscribes late
-        // stops too.)
-        let stop = Stop(Arc::new(AtomicBool::new(false)));
-        let (key, stopped) = (self.key.clone(), Arc::clone(&stop.0));
-        thread::Builder::new()
-            .name("paceline-fleet-redis".into())
-            .spawn(move || {
-                let mut sub = conn.as_pubsub();
-                // The first note says whether it subscribed.
-                let subscribed = sub
-                    .subscribe(&key)
-                    .and_then(|()| sub.set_read_timeout(Some(READ_SLICE)));
-                let ok = subscribed.is_ok();
-                let _ = tx.send(subscribed.map_err(server));
-                while ok && !stopped.load(Ordering::Acquire) {
-                    let note = match sub.get_message() {
-                        Ok(_) => Ok(()),
-                        Err(e) if e.is_timeout() => continue,
-                        Err(e) => Err(server(e)),
-                    };
-                    let end = note.is_err();
-                    if tx.send(note).is_err() || end {
-                        break;
-                    }
+        let key = self.key.clone();
+        // (Stopped on every way out but success: a thread that subscribes
+        // late stops too.)
+        let worker = Worker::spawn("paceline-fleet-redis", move |stopped| {
+            let mut sub = conn.as_pubsub();
+            // The first note says whether it subscribed.
+            let subscribed = sub
+                .subscribe(&key)
+                .and_then(|()| sub.set_read_timeout(Some(READ_SLICE)));
+            let ok = subscribed.is_ok();
+            let _ = tx.send(subscribed.map_err(server));
+            while ok && !stopped.load(Ordering::Acquire) {
+                let note = match sub.get_message() {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.is_timeout() => continue,
+                    Err(e) => Err(server(e)),
+                };
+                let end = note.is_err();
+                if tx.send(note).is_err() || end {
+                    break;
                 }
-            })
-            .map_err(|e| FleetError::Server(format!("cannot start a thread: {e}")))?;
+            }
+        })
+        .map_err(|e| FleetError::Server(format!("cannot start a thread: {e}")))?;
         match notes.recv_timeout(self.timeout + READ_SLICE) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(FleetError::Server("subscribing timed out".into())),
         }
-        self.sub = Some(stop);
+        self.sub = Some(worker);
         Ok(notes)
     }
 }

@@ -205,8 +205,9 @@ impl Document {
     }
 }
 
-/// A document being watched; dropping it stops the watcher (within about
-/// 100 ms, or a server's timeout while it is being reached).
+/// A document being watched; dropping it stops the watcher and its
+/// subscription's thread, if any (each within about 100 ms, or a server's
+/// timeout while it is being reached), and waits for them.
 #[derive(Debug)]
 pub struct Watching {
     _worker: Worker,
