@@ -279,9 +279,8 @@ impl AsyncPostgresBackend {
         let row = self
             .row(&self.0.sql.peek, &PEEK_TYPES, &[&key, &now])
             .await?;
-        let bad = |e: tokio_postgres::Error| Error::script(e);
-        let now: i64 = row.try_get(0).map_err(bad)?;
-        let tat: Option<i64> = row.try_get(1).map_err(bad)?;
+        let now: i64 = row.try_get(0).map_err(Error::script)?;
+        let tat: Option<i64> = row.try_get(1).map_err(Error::script)?;
         Ok((
             tat.map_or(crate::model::schedule::FULL, decode),
             decode(now),
