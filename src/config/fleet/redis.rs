@@ -66,8 +66,7 @@ impl RedisStore {
         key: &str,
         timeout: Duration,
     ) -> Result<RedisStore, FleetError> {
-        let nodes = urls.iter().map(|url| open(url));
-        let nodes = nodes.collect::<Result<Vec<_>, _>>()?;
+        let nodes: Vec<Client> = urls.iter().map(|url| open(url)).collect::<Result<_, _>>()?;
         let target = match nodes.first() {
             None => {
                 return Err(FleetError::Config(
