@@ -223,14 +223,12 @@ impl Store for PgStore {
                 Ok(Ok(version))
             })
         });
-        match outcome {
-            Ok(Ok(version)) => Ok(version.unsigned_abs()),
-            Ok(Err(found)) => Err(FleetError::Conflict {
+        outcome?
+            .map(i64::unsigned_abs)
+            .map_err(|found| FleetError::Conflict {
                 expected: if_version.unwrap_or(0),
                 found: found.unsigned_abs(),
-            }),
-            Err(e) => Err(e),
-        }
+            })
     }
 
     fn listen(&mut self) -> Result<Notes, FleetError> {
