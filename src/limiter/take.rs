@@ -88,6 +88,71 @@ impl Within {
     }
 }
 
+/// The six takes [`Take`] and [`AsyncTake`] provide alike, each the one
+/// call a kind implements with its [`Within`]: `$out` is what a take
+/// answers (a `Result`, or a future of one).
+macro_rules! takes {
+    ($out:ty) => {
+        /// Takes a permit of `key`'s limit, waiting until its slot (a
+        /// blocking take blocks, an async one waits as a task), and returns
+        /// what it found: [`take_within(key, 1, Within::Any)`](Self::take_within).
+        ///
+        /// # Errors
+        /// As [`take_within`](Self::take_within).
+        #[inline]
+        fn take(&self, key: &K) -> $out {
+            self.take_within(key, 1, Within::Any)
+        }
+
+        /// Takes `cost` permits, as one request, waiting until they are
+        /// paid for.
+        ///
+        /// # Errors
+        /// As [`take_within`](Self::take_within).
+        #[inline]
+        fn take_n(&self, key: &K, cost: u64) -> $out {
+            self.take_within(key, cost, Within::Any)
+        }
+
+        /// Takes a permit if one is free now; never waits.
+        ///
+        /// # Errors
+        /// As [`take_within`](Self::take_within).
+        #[inline]
+        fn try_take(&self, key: &K) -> $out {
+            self.take_within(key, 1, Within::Now)
+        }
+
+        /// Takes `cost` permits if they are free now; never waits.
+        ///
+        /// # Errors
+        /// As [`take_within`](Self::take_within).
+        #[inline]
+        fn try_take_n(&self, key: &K, cost: u64) -> $out {
+            self.take_within(key, cost, Within::Now)
+        }
+
+        /// Takes a permit, waiting for it only if its slot is at most
+        /// `max_wait` away; otherwise fails at once, storing nothing.
+        ///
+        /// # Errors
+        /// As [`take_within`](Self::take_within).
+        #[inline]
+        fn take_timeout(&self, key: &K, max_wait: Duration) -> $out {
+            self.take_within(key, 1, Within::Max(max_wait))
+        }
+
+        /// [`take_timeout`](Self::take_timeout) for `cost` permits.
+        ///
+        /// # Errors
+        /// As [`take_within`](Self::take_within).
+        #[inline]
+        fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> $out {
+            self.take_within(key, cost, Within::Max(max_wait))
+        }
+    };
+}
+
 /// The blocking calls every limiter answers, for a key (see [the module
 /// docs](crate::limiter::take)). Object safe: `Box<dyn Take>` holds any direct
 /// limiter, `Arc<dyn Take<str>>` any limiter keyed by text.
@@ -151,61 +216,7 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     /// in permits; never a round trip. `None` when nothing limits.
     fn limit_for(&self, key: &K) -> Option<Limit>;
 
-    /// Blocks until a permit of `key`'s limit is its, and returns what it
-    /// found: [`take_within(key, 1, Within::Any)`](Self::take_within).
-    ///
-    /// # Errors
-    /// As [`take_within`](Self::take_within).
-    #[inline]
-    fn take(&self, key: &K) -> Result<Taken, Error> {
-        self.take_within(key, 1, Within::Any)
-    }
-
-    /// Blocks until `cost` permits are paid for, as one request.
-    ///
-    /// # Errors
-    /// As [`take_within`](Self::take_within).
-    #[inline]
-    fn take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        self.take_within(key, cost, Within::Any)
-    }
-
-    /// Takes a permit if one is free now; never waits.
-    ///
-    /// # Errors
-    /// As [`take_within`](Self::take_within).
-    #[inline]
-    fn try_take(&self, key: &K) -> Result<Taken, Error> {
-        self.take_within(key, 1, Within::Now)
-    }
-
-    /// Takes `cost` permits if they are free now; never waits.
-    ///
-    /// # Errors
-    /// As [`take_within`](Self::take_within).
-    #[inline]
-    fn try_take_n(&self, key: &K, cost: u64) -> Result<Taken, Error> {
-        self.take_within(key, cost, Within::Now)
-    }
-
-    /// Takes a permit, waiting for it only if its slot is at most
-    /// `max_wait` away; otherwise fails at once, storing nothing.
-    ///
-    /// # Errors
-    /// As [`take_within`](Self::take_within).
-    #[inline]
-    fn take_timeout(&self, key: &K, max_wait: Duration) -> Result<Taken, Error> {
-        self.take_within(key, 1, Within::Max(max_wait))
-    }
-
-    /// [`take_timeout`](Self::take_timeout) for `cost` permits.
-    ///
-    /// # Errors
-    /// As [`take_within`](Self::take_within).
-    #[inline]
-    fn take_n_timeout(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Taken, Error> {
-        self.take_within(key, cost, Within::Max(max_wait))
-    }
+    takes!(Result<Taken, Error>);
 }
 
 /// The calls every async face answers, as futures (see [the module
@@ -249,50 +260,7 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
         None
     }
 
-    /// As [`Take::take`].
-    #[inline]
-    fn take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_within(key, 1, Within::Any)
-    }
-
-    /// As [`Take::take_n`].
-    #[inline]
-    fn take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_within(key, cost, Within::Any)
-    }
-
-    /// As [`Take::try_take`].
-    #[inline]
-    fn try_take(&self, key: &K) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_within(key, 1, Within::Now)
-    }
-
-    /// As [`Take::try_take_n`].
-    #[inline]
-    fn try_take_n(&self, key: &K, cost: u64) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_within(key, cost, Within::Now)
-    }
-
-    /// As [`Take::take_timeout`].
-    #[inline]
-    fn take_timeout(
-        &self,
-        key: &K,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_within(key, 1, Within::Max(max_wait))
-    }
-
-    /// As [`Take::take_n_timeout`].
-    #[inline]
-    fn take_n_timeout(
-        &self,
-        key: &K,
-        cost: u64,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.take_within(key, cost, Within::Max(max_wait))
-    }
+    takes!(impl Future<Output = Result<Taken, Error>> + Send);
 }
 
 /// `Take` through a pointer: `&L` answers as `L` does, for any `L`; so do
