@@ -142,28 +142,22 @@ impl Watch {
         self,
         mut reload: impl FnMut(&str) -> ReloadResult + Send + 'static,
     ) -> Result<Watcher, BuildError> {
-        let Watch {
-            path,
-            every,
-            settle,
-            on_error,
-        } = self;
         // How often the file is read while a new version settles.
-        let fast = (settle / 10).clamp(Duration::from_millis(1), every);
-        let first = load(&path, &mut reload)?;
-        crate::observe::event::info!(path = %path.display(), "paceline: limits loaded");
+        let fast = (self.settle / 10).clamp(Duration::from_millis(1), self.every);
+        let first = load(&self.path, &mut reload)?;
+        crate::observe::event::info!(path = %self.path.display(), "paceline: limits loaded");
         let last_error = Arc::new(Mutex::new(None));
         let mut watching = Watching {
-            path: path.clone(),
-            settle,
+            path: self.path.clone(),
+            settle: self.settle,
             reload,
-            on_error,
+            on_error: self.on_error,
             last_error: Arc::clone(&last_error),
             last: Some(first),
             settling: None,
         };
         let worker = Worker::spawn("paceline-watch", move |stop| {
-            let mut wait = every;
+            let mut wait = self.every;
             while !stop.load(Ordering::Acquire) {
                 thread::park_timeout(wait);
                 if stop.load(Ordering::Acquire) {
@@ -173,12 +167,12 @@ impl Watch {
                 // time, or sooner to see a change sooner.
                 wait = match watching.poll() {
                     Some(due) => due.min(fast),
-                    None => every,
+                    None => self.every,
                 };
             }
         });
         Ok(Watcher {
-            _worker: worker.map_err(|e| unreadable(&path, e))?,
+            _worker: worker.map_err(|e| unreadable(&self.path, e))?,
             last_error,
         })
     }
