@@ -187,13 +187,8 @@ impl Taken {
 
 impl PartialEq for Taken {
     fn eq(&self, other: &Taken) -> bool {
-        (self.at, self.available(), self.next_free(), self.reset())
-            == (
-                other.at,
-                other.available(),
-                other.next_free(),
-                other.reset(),
-            )
+        let seen = |t: &Taken| (t.at, t.available(), t.next_free(), t.reset());
+        seen(self) == seen(other)
     }
 }
 
