@@ -76,7 +76,7 @@ impl<K, C: Clock> From<KeyedLimiter<K, C>> for AsyncKeyedLimiter<K, C> {
     fn from(limiter: KeyedLimiter<K, C>) -> Self {
         AsyncKeyedLimiter {
             inner: Arc::new(limiter),
-            line: Arc::new(Line::new()),
+            line: Arc::default(),
         }
     }
 }

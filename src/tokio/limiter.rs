@@ -328,7 +328,7 @@ impl<C: Clock> From<AtomicLimiter<C>> for AsyncLimiter<C> {
             inner: Arc::new(Inner {
                 limiter,
                 gate: Gate::new(()),
-                line: Line::new(),
+                line: Line::default(),
             }),
         }
     }

@@ -38,6 +38,7 @@ pub(crate) trait Peek: Reserve {
 /// horizon and have not booked it yet. Only takes that wait past the
 /// horizon touch it; one whose slot is near books as before, without a
 /// lock while nobody is held.
+#[derive(Default)]
 pub(crate) struct Line {
     /// Cost promised on every limit together: zero, read without the lock,
     /// means that no one is held.
@@ -52,15 +53,6 @@ pub(crate) struct Line {
 }
 
 impl Line {
-    pub(crate) fn new() -> Line {
-        Line {
-            total: AtomicU64::new(0),
-            held: Mutex::new(HashMap::new()),
-            #[cfg(feature = "keyed")]
-            hasher: RandomState::new(),
-        }
-    }
-
     /// The place of `key`'s limit (a direct limiter has one: 0).
     #[cfg(feature = "keyed")]
     pub(crate) fn place<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
