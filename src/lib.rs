@@ -127,6 +127,8 @@
     )),
     allow(rustdoc::broken_intra_doc_links)
 )]
+// On docs.rs, rustdoc's `doc_cfg` marks each item behind a feature with it,
+// read from the item's own `#[cfg]`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod all;
@@ -134,11 +136,9 @@ pub mod clock;
 pub mod config;
 pub mod guide;
 #[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod http;
 pub mod io;
 #[cfg(feature = "keyed")]
-#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub mod keyed;
 pub mod lease;
 pub mod limiter;
@@ -148,11 +148,9 @@ pub mod paced;
 mod primitive;
 pub mod remote;
 #[cfg(feature = "reqwest")]
-#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 pub mod store;
 #[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 mod values;
 mod wait;
@@ -167,13 +165,10 @@ pub use limiter::unlimited::Unlimited;
 pub use observe::stats;
 pub use paced::PacedExt;
 #[cfg(feature = "memcached")]
-#[cfg_attr(docsrs, doc(cfg(feature = "memcached")))]
 pub use remote::memcached;
 #[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use remote::postgres;
 #[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use remote::redis;
 pub use values::error::BuildError;
 pub use values::limit::{Limit, Limits};

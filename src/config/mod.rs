@@ -4,7 +4,6 @@
 //! merged key by key, documents kept on the servers the fleet runs).
 
 #[cfg(feature = "fleet")]
-#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 pub mod fleet;
 #[cfg(feature = "serde")]
 mod serde;

@@ -129,7 +129,6 @@ impl<L: sealed::Build> Builder<L> {
     /// installed when the limiter is built. The series are those of
     /// [`stats::prometheus`](crate::observe::stats::prometheus).
     #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, name: impl Into<String>) -> Self {
         self.config.counting.facade = Some(name.into());
         self
