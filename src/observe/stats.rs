@@ -216,10 +216,11 @@ const FAMILIES: [Family<Stats>; 5] = [
     ),
 ];
 
-/// Appends `families`, one sample per limiter read: each a counter if its
-/// name ends in `_total` (as the format's counters are named), else a
-/// gauge. For the fittings that add series of their own after
-/// [`prometheus`]'s too.
+/// Appends `families`, one sample per limiter read, each family a
+/// `# HELP` line (escaped as the format asks), a `# TYPE` line, and
+/// `name{limiter="..."} value` per limiter: a counter if its name ends in
+/// `_total` (as the format's counters are named), else a gauge. For the
+/// fittings that add series of their own after [`prometheus`]'s too.
 pub(crate) fn write_families<T>(out: &mut String, families: &[Family<T>], read: &[(&str, T)]) {
     for (name, help, field) in families {
         let kind = if name.ends_with("_total") {
@@ -227,21 +228,14 @@ pub(crate) fn write_families<T>(out: &mut String, families: &[Family<T>], read: 
         } else {
             "gauge"
         };
-        let samples: Vec<(&str, u64)> = read.iter().map(|(l, s)| (*l, field(s))).collect();
-        write_family(out, name, kind, help, &samples);
-    }
-}
-
-/// Appends one family of the text format, one sample per limiter: a
-/// `# HELP` line (escaped as the format asks), a `# TYPE` line of `kind`
-/// (`counter`, `gauge`), and `name{limiter="..."} value` for each sample.
-fn write_family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, u64)]) {
-    let help = help.replace('\\', "\\\\").replace('\n', "\\n");
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (limiter, value) in samples {
-        let _ = writeln!(out, "{name}{{limiter=\"{}\"}} {value}", Escaped(limiter));
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (limiter, stats) in read {
+            let (limiter, value) = (Escaped(limiter), field(stats));
+            let _ = writeln!(out, "{name}{{limiter=\"{limiter}\"}} {value}");
+        }
     }
 }
 
