@@ -140,8 +140,9 @@ impl<L: Lender> Leased<L, L::Clock> {
     }
 }
 
-/// The reduction for `limit` and a lease of `expiry` ns.
-fn reduce(limit: Limit, expiry: u64) -> Result<Config, BuildError> {
+/// The reduction for `limit` and a lease of `expiry` ns, handed to `lender`
+/// as its limit.
+fn reduce(lender: &mut impl Lender, limit: Limit, expiry: u64) -> Result<Config, BuildError> {
     let rate = limit.rate();
     let interval = rate.interval_ns();
     let slack = limit.slack().permits_at(rate);
@@ -153,10 +154,9 @@ fn reduce(limit: Limit, expiry: u64) -> Result<Config, BuildError> {
             interval: rate.interval(),
         });
     }
-    Ok(Config {
-        limit,
-        reduced: slack - lost,
-    })
+    let reduced = slack - lost;
+    lender.relimit(Limit::new(rate, reduced))?;
+    Ok(Config { limit, reduced })
 }
 
 impl<L: Lender, C: Clock> Leased<L, C> {
@@ -170,10 +170,8 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         expiry: Duration,
         clock: C,
     ) -> Result<Self, BuildError> {
-        let limit = limit.into();
         let expiry = wait::nanos(expiry);
-        let config = reduce(limit, expiry)?;
-        lender.relimit(Limit::new(limit.rate(), config.reduced))?;
+        let config = reduce(&mut lender, limit.into(), expiry)?;
         Ok(Leased {
             held: Held::new(clock.now()),
             expiry,
@@ -262,11 +260,8 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     /// [`BuildError::LeaseTooLong`] for a limit whose slack is under
     /// `ceil(E / T)`; the lender's errors. Either changes nothing.
     pub fn apply(&self, limit: impl Into<Limit>) -> Result<(), BuildError> {
-        let limit = limit.into();
-        let config = reduce(limit, self.expiry)?;
         let mut slow = lock(&self.slow);
-        slow.lender
-            .relimit(Limit::new(limit.rate(), config.reduced))?;
+        let config = reduce(&mut slow.lender, limit.into(), self.expiry)?;
         slow.refused_until = 0;
         *lock(&self.config) = config;
         Ok(())
