@@ -107,13 +107,13 @@ impl Limiter for Unlimited {
         Take::can_take(self, &(), cost).unwrap()
     }
     fn set_rate(&self, _rate: Rate) -> Result<(), BuildError> {
-        Err(BuildError::NoRate)
+        unreachable!("an unlimited limiter has no rate to set")
     }
     fn set_slack(&self, _slack: Slack) -> Result<(), BuildError> {
-        Err(BuildError::NoRate)
+        unreachable!("an unlimited limiter has no rate to set")
     }
     fn set_limit(&self, _rate: Rate, _slack: Slack) -> Result<(), BuildError> {
-        Err(BuildError::NoRate)
+        unreachable!("an unlimited limiter has no rate to set")
     }
     fn reset(&self) {}
     fn rate(&self) -> Option<Rate> {

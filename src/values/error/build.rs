@@ -87,8 +87,6 @@ pub enum BuildError {
         /// The interval between permits.
         interval: Duration,
     },
-    /// The limiter has no rate to change ([`Unlimited`](crate::Unlimited)).
-    NoRate,
     /// A warm-up period over 2^62 ns (about 146 years).
     WarmUpTooLong {
         /// The requested period (saturated at `u64::MAX` ns).
@@ -210,7 +208,6 @@ impl fmt::Display for BuildError {
                 f,
                 "slack of {slack} permits at one per {interval:?} banks more than 146 years"
             ),
-            BuildError::NoRate => f.write_str("an unlimited limiter has no rate to change"),
             BuildError::WarmUpTooLong { warm_up } => {
                 write!(f, "a warm-up of {warm_up:?} is over 146 years")
             }
@@ -362,7 +359,6 @@ mod tests {
                 slack: u64::MAX,
                 interval: second,
             },
-            BuildError::NoRate,
             BuildError::WarmUpTooLong {
                 warm_up: Duration::MAX,
             },
