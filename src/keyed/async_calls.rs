@@ -10,12 +10,11 @@ use std::fmt;
 use std::future::{ready, Future};
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Bucket, KeyOf, KeyedLimiter};
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::take::{AsyncTake, Error, State, Take, Taken, Within};
-use crate::model::schedule::{Admit, ORIGIN};
+use crate::model::schedule::Admit;
 use crate::observe::stats::{Counted, Stats};
 use crate::store::Booking;
 use crate::values::limit::Limit;
@@ -183,12 +182,7 @@ where
         ready(
             self.limiter
                 .decide_asked(self.key, cost, admit, ask)
-                .map(|d| Reserved {
-                    now: d.now,
-                    slot: d.grant.slot,
-                    went_at: Duration::from_nanos(d.grant.slot.max(d.now) - ORIGIN),
-                    booking: Some(d.booking(cost)),
-                }),
+                .map(|d| Reserved::booked(d.booking(cost))),
         )
     }
 

@@ -36,7 +36,7 @@ use ::tokio::time::Instant;
 
 use super::{nanos, Ask, Wait};
 use crate::clock::{internal_now, Clock};
-use crate::model::schedule::Admit;
+use crate::model::schedule::{Admit, ORIGIN};
 use crate::store::Booking;
 use crate::values::error::Error;
 
@@ -62,6 +62,20 @@ pub(crate) struct Reserved {
     pub(crate) went_at: Duration,
     /// What undoes it; `None` when nothing can be given back.
     pub(crate) booking: Option<Booking>,
+}
+
+impl Reserved {
+    /// An in-process limiter's `booking`, on its own clock: the permit
+    /// goes at its slot, or at the decision when credit was banked.
+    pub(crate) fn booked(booking: Booking) -> Reserved {
+        let (now, slot) = (booking.now, booking.slot);
+        Reserved {
+            now,
+            slot,
+            went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
+            booking: Some(booking),
+        }
+    }
 }
 
 /// What a limiter kind gives the async wait: a decision, and a way to undo

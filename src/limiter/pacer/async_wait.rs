@@ -3,11 +3,10 @@
 //! [`Pacer::undo`].
 
 use std::future::{ready, Future};
-use std::time::Duration;
 
 use super::Pacer;
 use crate::clock::Clock;
-use crate::model::schedule::{Admit, ORIGIN};
+use crate::model::schedule::Admit;
 use crate::store::{Booking, Store};
 use crate::values::error::Error;
 use crate::wait::held::Peek;
@@ -33,15 +32,7 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         admit: Admit,
         ask: Ask,
     ) -> impl Future<Output = Result<Reserved, Error>> + Send {
-        ready(self.book(cost, admit, ask).map(|booking| {
-            let (now, slot) = (booking.now, booking.slot);
-            Reserved {
-                now,
-                slot,
-                went_at: Duration::from_nanos(slot.max(now) - ORIGIN),
-                booking: Some(booking),
-            }
-        }))
+        ready(self.book(cost, admit, ask).map(Reserved::booked))
     }
 
     fn undo(&self, booking: Booking) {
