@@ -50,8 +50,6 @@ mod decide;
 mod insert;
 mod inspect;
 mod rates;
-#[cfg(feature = "tower")]
-pub(crate) use rates::ShownLimit;
 mod shard;
 mod take;
 

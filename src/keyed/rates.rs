@@ -24,16 +24,6 @@ impl<K, C: Clock> KeyedLimiter<K, C> {
     pub const MAX_OVERRIDES: usize = MAX_CLASSES - 1;
 }
 
-/// One limit in force as the look inside shows it: its key (`None`: the
-/// default), rate, slack in permits, and layer.
-#[cfg(feature = "tower")]
-pub struct ShownLimit {
-    pub(crate) key: Option<String>,
-    pub(crate) rate: Rate,
-    pub(crate) slack: u64,
-    pub(crate) layer: Option<Arc<str>>,
-}
-
 /// `Err` when `overrides` are more than a class table holds (the default
 /// takes class 0).
 pub(super) fn check_overrides(overrides: usize) -> Result<(), BuildError> {
@@ -287,38 +277,25 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     where
         K: AsRef<str>,
     {
+        self.limits_upto(usize::MAX, |key| key.as_ref().to_owned())
+            .0
+    }
+
+    /// [`limits`](Self::limits) with at most `most` overrides (the first
+    /// in their order), each key as `text` writes it; and how many
+    /// overrides there are. For the look inside, which shows a page of
+    /// them.
+    pub(crate) fn limits_upto(&self, most: usize, text: impl Fn(&K) -> String) -> (Limits, usize) {
         let current = Arc::clone(&read(&self.resolved));
         let default = &current.settings[0];
         let mut limits = Limits::new(default.limit);
         limits.set_default_from(default.limit, default.layer.clone());
-        for (class, key) in current.in_order() {
-            let Setting { limit, layer, .. } = &current.settings[class];
-            limits.insert_from(key.as_ref().to_owned(), *limit, layer.clone());
-        }
-        limits
-    }
-
-    /// The default's limit and layer, then at most `most` overrides' (in
-    /// their order), each `(key, rate, slack, layer)`; and how many
-    /// overrides there are. For the look inside.
-    #[cfg(feature = "tower")]
-    pub(crate) fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize)
-    where
-        K: std::fmt::Display,
-    {
-        let current = Arc::clone(&read(&self.resolved));
         let by_class = current.in_order();
-        let shown = |key: Option<String>, class: usize| ShownLimit {
-            key,
-            rate: current.settings[class].limit.rate(),
-            slack: current.classes[class].slack(),
-            layer: current.settings[class].layer.clone(),
-        };
-        let mut rows = vec![shown(None, 0)];
         for &(class, key) in by_class.iter().take(most) {
-            rows.push(shown(Some(key.to_string()), class));
+            let Setting { limit, layer, .. } = &current.settings[class];
+            limits.insert_from(text(key), *limit, layer.clone());
         }
-        (rows, by_class.len())
+        (limits, by_class.len())
     }
 
     /// Removes `key`'s override; its keys fall back to their parent's rate or

@@ -12,8 +12,9 @@ use super::select::Listing;
 use super::{Kind, Registered};
 use crate::http::json::Json;
 use crate::http::sha256::{base64, sha256};
-use crate::keyed::{KeyedStats, ShownLimit};
+use crate::keyed::KeyedStats;
 use crate::observe::stats::{self, Counted};
+use crate::values::limit::Limits;
 
 /// The page's script, run once it has loaded: renders the embedded rows.
 const SCRIPT: &str = include_str!("page.js");
@@ -97,8 +98,8 @@ pub(super) fn json(
                     out,
                     ",\"kind\":\"keyed\",\"rate\":{},\"burst\":{},\"keys\":{},\"max_keys\":{},\
                      \"bytes\":{},\"admitted\":{},\"refused\":{},\"pruned\":{},\"evicted\":{}",
-                    Json(&limits[0].rate.to_string()),
-                    limits[0].slack.saturating_add(1),
+                    Json(&limits.default_limit().rate().to_string()),
+                    limits.default_limit().burst(),
                     totals.keys,
                     max_keys,
                     totals.bytes,
@@ -288,17 +289,22 @@ const KEYED_FAMILIES: [stats::Family<(KeyedStats, usize)>; 5] = [
 pub(super) const LIMITS_SHOWN: usize = 100;
 
 /// `,"limits":[..],"overrides":N}`: the rest of a keyed limiter's entry.
-fn write_limits(out: &mut String, limits: &[ShownLimit], overrides: usize) -> fmt::Result {
+fn write_limits(out: &mut String, limits: &Limits, overrides: usize) -> fmt::Result {
     out.push_str(",\"limits\":[");
-    for (i, l) in limits.iter().enumerate() {
+    let keyed = limits
+        .overrides()
+        .iter()
+        .map(|(key, l)| (Some(key.as_str()), l));
+    let all = std::iter::once((None, limits.default_limit())).chain(keyed);
+    for (i, ((key, l), layer)) in all.zip(limits.layers()).enumerate() {
         write!(
             out,
             "{}{{\"key\":{},\"rate\":{},\"burst\":{},\"layer\":{}}}",
             comma(i),
-            OrNull(l.key.as_deref().map(Json)),
-            Json(&l.rate.to_string()),
-            l.slack.saturating_add(1),
-            OrNull(l.layer.as_deref().map(Json))
+            OrNull(key.map(Json)),
+            Json(&l.rate().to_string()),
+            l.burst(),
+            OrNull(layer.as_deref().map(Json))
         )?;
     }
     write!(out, "],\"overrides\":{overrides}}}")

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::query::{Query, Row};
 use crate::clock::Clock;
-use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats, ShownLimit};
+use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats};
 use crate::observe::stats::Counted;
+use crate::values::limit::Limits;
 
 /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
 /// [`KeyedLimiter`], `AsyncKeyedLimiter` (feature `tokio`), or an `Arc`
@@ -29,7 +30,7 @@ pub trait Tracking: Counted {
     fn totals(&self) -> (KeyedStats, usize);
     /// The limits in force: the default, then at most `most` overrides;
     /// and how many overrides there are.
-    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize);
+    fn limits_shown(&self, most: usize) -> (Limits, usize);
 }
 
 impl<K, C> Tracking for KeyedLimiter<K, C>
@@ -66,8 +67,8 @@ where
         (self.keyed_stats(), self.max_keys())
     }
 
-    fn limits_shown(&self, most: usize) -> (Vec<ShownLimit>, usize) {
-        KeyedLimiter::limits_shown(self, most)
+    fn limits_shown(&self, most: usize) -> (Limits, usize) {
+        self.limits_upto(most, K::to_string)
     }
 }
 
