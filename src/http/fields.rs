@@ -11,9 +11,15 @@
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
+use crate::values::limit::Limit;
 use crate::values::rate::Rate;
+
+/// The `RateLimit-Policy` field's name.
+pub(crate) const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// The `RateLimit` field's name.
+pub(crate) const STATE: HeaderName = HeaderName::from_static("ratelimit");
 
 /// One second, ns.
 const SECOND: u128 = 1_000_000_000;
@@ -66,9 +72,9 @@ fn item(name: &str, parameters: fmt::Arguments<'_>) -> HeaderValue {
     HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
 }
 
-/// `RateLimit-Policy` for a limit at `rate` with a burst of `burst`.
-pub(crate) fn policy(name: &str, rate: Rate, burst: u64) -> HeaderValue {
-    let ((q, w), burst) = (quota(rate), burst.min(SF_MAX));
+/// `RateLimit-Policy` for `limit`: its rate, and its burst.
+pub(crate) fn policy(name: &str, limit: Limit) -> HeaderValue {
+    let ((q, w), burst) = (quota(limit.rate()), limit.burst().min(SF_MAX));
     item(name, format_args!(";q={q};w={w};paceline-burst={burst}"))
 }
 
@@ -116,7 +122,7 @@ mod tests {
     fn fields_are_structured_field_lists() {
         let rate: Rate = "100/min".parse().unwrap();
         assert_eq!(
-            policy("api", rate, 11),
+            policy("api", Limit::new(rate, 10)),
             "\"api\";q=100;w=60;paceline-burst=11"
         );
         assert_eq!(

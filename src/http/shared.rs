@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, RETRY_AFTER};
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::accept;
@@ -184,19 +184,14 @@ impl Shared {
         // The limit is the limiter's own knowledge: never a round trip.
         let limit = self.limiter.limit_for(key);
         if let (Some(limit), true) = (limit, self.settings.fields != Fields::Off) {
-            headers.insert(
-                HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.settings.name, limit.rate(), limit.burst()),
-            );
+            let name = &self.settings.name;
+            headers.insert(fields::POLICY, fields::policy(name, limit));
             // `t` equals Retry-After (the draft: never earlier than it).
             // A request no wait admits (a cost above the burst) has no
             // window to announce: the policy alone.
             if let Some(wait) = wait {
                 let reset = Duration::from_secs(fields::seconds_up(wait).max(1));
-                headers.insert(
-                    HeaderName::from_static("ratelimit"),
-                    fields::state(&self.settings.name, 0, reset),
-                );
+                headers.insert(fields::STATE, fields::state(name, 0, reset));
             }
         }
         Box::new(response)
@@ -207,15 +202,12 @@ impl Shared {
     /// now, the bucket whole again [`Taken::reset`] later. None when
     /// nothing limits.
     pub(super) fn fields_for(&self, key: &ClientKey, taken: &Taken) -> AddedFields {
-        let limit = self.limiter.limit_for(key)?;
+        let (name, limit) = (&self.settings.name, self.limiter.limit_for(key)?);
         Some(Box::new([
+            (fields::POLICY, fields::policy(name, limit)),
             (
-                HeaderName::from_static("ratelimit-policy"),
-                fields::policy(&self.settings.name, limit.rate(), limit.burst()),
-            ),
-            (
-                HeaderName::from_static("ratelimit"),
-                fields::state(&self.settings.name, taken.available(), taken.reset()),
+                fields::STATE,
+                fields::state(name, taken.available(), taken.reset()),
             ),
         ]))
     }
