@@ -56,7 +56,6 @@ pub mod inspect;
 mod json;
 mod layer;
 mod pace;
-mod sha256;
 mod shared;
 mod terms;
 

@@ -6,12 +6,12 @@ use std::fmt::{self, Write as _};
 use std::sync::OnceLock;
 
 use http::HeaderValue;
+use sha2::{Digest, Sha256};
 
 use super::query::Query;
 use super::select::Listing;
 use super::{Kind, Registered};
 use crate::http::json::Json;
-use crate::http::sha256::{base64, sha256};
 use crate::keyed::KeyedStats;
 use crate::observe::stats::{self, Counted};
 use crate::values::limit::Limits;
@@ -25,21 +25,41 @@ const STYLE: &str = include_str!("page.css");
 const PAGE: &str = include_str!("page.html");
 
 /// The policy the page is served with: nothing but its own inline script
-/// and style sheet (named by their SHA-256), no connection, no frame, forms
-/// only to itself.
+/// and style sheet (named by their SHA-256, the `sha2` crate's, which the
+/// layer's long keys and the remote limiters' keys digest with too), no
+/// connection, no frame, forms only to itself.
 pub(super) fn csp() -> HeaderValue {
     static CSP: OnceLock<HeaderValue> = OnceLock::new();
     CSP.get_or_init(|| {
         let policy = format!(
             "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
              form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-            base64(&sha256(SCRIPT.as_bytes())),
-            base64(&sha256(STYLE.as_bytes())),
+            base64(&Sha256::digest(SCRIPT)),
+            base64(&Sha256::digest(STYLE)),
         );
         // Base64 and ASCII only: always a valid header value.
         HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("default-src 'none'"))
     })
     .clone()
+}
+
+/// `bytes` in standard base64, padded (RFC 4648, 4), as CSP hash sources are.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The `/json` document:
@@ -312,7 +332,50 @@ fn write_limits(out: &mut String, limits: &Limits, overrides: usize) -> fmt::Res
 
 #[cfg(test)]
 mod tests {
-    use super::{number, Html, Json};
+    use super::{base64, number, Digest, Html, Json, Sha256};
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn sha256_matches_the_standard_vectors() {
+        // FIPS 180-4's examples (one block, two blocks) and the empty text.
+        assert_eq!(
+            hex(&Sha256::digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            hex(&Sha256::digest(
+                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
+            )),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        );
+        assert_eq!(
+            hex(&Sha256::digest(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        // A million 'a's: many blocks.
+        assert_eq!(
+            hex(&Sha256::digest(vec![b'a'; 1_000_000])),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+        );
+    }
+
+    #[test]
+    fn base64_pads_as_rfc_4648() {
+        for (input, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), want, "{input:?}");
+        }
+    }
 
     #[test]
     fn json_strings_read_back_and_never_hold_markup() {
