@@ -166,16 +166,10 @@ impl<S> Limited<S> {
             // A bounded wait, or a remote limiter's round trip, whose answer
             // carries the fields too.
             let taken = shared.limiter.take(&key, cost, shared.settings.mode).await;
-            match shared.settle(&key, taken) {
-                Ok(fields) => {
-                    let response = inner.call(request).await?;
-                    Ok(forwarded(response, fields))
-                }
-                Err(failure) => {
-                    let answer = shared.refuse(&key, failure, request.headers());
-                    Ok(answered(*answer))
-                }
-            }
+            Ok(match shared.settle(&key, taken) {
+                Ok(fields) => forwarded(inner.call(request).await?, fields),
+                Err(failure) => answered(*shared.refuse(&key, failure, request.headers())),
+            })
         }))
     }
 }
