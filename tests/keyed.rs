@@ -710,3 +710,16 @@ fn stats_keep_the_counts_of_evicted_keys() {
     assert_eq!((stats.keys, stats.evicted), (1, 2));
     assert_eq!((stats.admitted, stats.refused), (3, 1));
 }
+
+#[test]
+fn an_override_set_again_keeps_its_place_in_the_limits() {
+    let clock = ManualClock::new();
+    let l = limiter::<String>(&clock);
+    for key in ["a", "b", "a"] {
+        l.set_override(key.to_owned(), Rate::per_second(7), 1)
+            .unwrap();
+    }
+    let limits = l.limits();
+    let keys: Vec<&str> = limits.overrides().iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["a", "b"]);
+}

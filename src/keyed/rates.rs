@@ -176,8 +176,12 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let setting = Setting::new(Limit::new(rate, slack), None)?;
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
-        let mut entries = self.overrides_except(&current, Some(&key));
-        entries.push((key, setting));
+        // An override set again keeps its place (see `limits`).
+        let mut entries = self.overrides_except(&current, None::<&K>);
+        match entries.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = setting,
+            None => entries.push((key, setting)),
+        }
         check_overrides(entries.len())?;
         self.publish(current.settings[0].clone(), entries);
         Ok(())
