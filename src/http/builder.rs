@@ -219,7 +219,6 @@ impl LimitBuilder {
     /// [`body`](Self::body) are unused. The peer is read from tonic's
     /// `TcpConnectInfo`. The guide's [gRPC](crate::guide::grpc) chapter.
     #[cfg(feature = "tonic")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
     pub fn grpc(mut self) -> Self {
         self.settings.grpc = true;
         self

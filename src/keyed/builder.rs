@@ -82,7 +82,6 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     /// `metrics` facade too, labelled `limiter = name` (see
     /// [`Builder::metrics`](crate::Builder::metrics)).
     #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, name: impl Into<String>) -> Self {
         self.counting.facade = Some(name.into());
         self
