@@ -7,7 +7,6 @@
 //! ([`RedisBuilder`](crate::redis::RedisBuilder),
 //! [`PostgresBuilder`](crate::postgres::PostgresBuilder)).
 
-use std::fmt;
 use std::time::Duration;
 
 use super::core::Core;
@@ -20,12 +19,14 @@ use crate::wait::Wait;
 /// Configures a remote limiter over the backend whose settings `S` are:
 /// see the backend's alias for how to make one and what it builds.
 #[must_use = "a builder does nothing until .build()"]
+#[derive(Debug)]
 pub struct RemoteBuilder<S> {
     pub(crate) common: Common,
     pub(crate) server: S,
 }
 
 /// The settings every backend shares, as a backend's `build` takes them.
+#[derive(Debug)]
 pub(crate) struct Common {
     rate: Rate,
     slack: Slack,
@@ -125,19 +126,5 @@ impl Common {
         Core::new(backend, rate, slack, self.policy, self.wait, counting)
             .map(RemoteLimiter::of)
             .map_err(|e| Error::Config(e.to_string()))
-    }
-}
-
-impl<S: fmt::Debug> fmt::Debug for RemoteBuilder<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.common;
-        f.debug_struct("RemoteBuilder")
-            .field("rate", &c.rate)
-            .field("slack", &c.slack)
-            .field("server", &self.server)
-            .field("fail_policy", &c.policy)
-            .field("connect_timeout", &c.connect_timeout)
-            .field("response_timeout", &c.response_timeout)
-            .finish_non_exhaustive()
     }
 }
