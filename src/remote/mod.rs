@@ -71,6 +71,8 @@ mod limiter;
 #[cfg(feature = "memcached")]
 pub mod memcached;
 pub mod memory;
+#[cfg(any(feature = "redis", feature = "memcached"))]
+mod pool;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]

@@ -145,19 +145,19 @@ fn timed_out() -> Failure {
 /// the runtime the call runs on.
 pub struct AsyncMemcachedBackend<C = UnixClock> {
     shared: Arc<Shared<C>>,
-    pool: Pool<AsyncConn>,
+    pool: Pool<Addr, AsyncConn>,
     permits: Semaphore,
 }
 
 impl<C: Clock> AsyncMemcachedBackend<C> {
     /// The async twin of a blocking backend with `shared` and a pool to
     /// where `blocking` leads, with its timeouts.
-    pub(super) fn new<L>(shared: Arc<Shared<C>>, blocking: &Pool<L>) -> Self {
+    pub(super) fn new<L>(shared: Arc<Shared<C>>, blocking: &Pool<Addr, L>) -> Self {
         let permits = Semaphore::new(shared.pool_size);
         let (connect, response) = (blocking.connect_timeout, blocking.response_timeout);
         AsyncMemcachedBackend {
             shared,
-            pool: Pool::new(blocking.addr.clone(), connect, response),
+            pool: Pool::new(blocking.target.clone(), connect, response),
             permits,
         }
     }
@@ -205,7 +205,7 @@ impl<C: Clock + Clone + 'static> AsyncMemcachedLimiter<C> {
 impl<C> fmt::Debug for AsyncMemcachedBackend<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncMemcachedBackend")
-            .field("addr", &self.pool.addr)
+            .field("addr", &self.pool.target)
             .field("prefix", &self.shared.prefix)
             .finish_non_exhaustive()
     }

@@ -29,8 +29,8 @@ use super::cas::{self, Machine, Next, Reply, MAX_CONFLICTS};
 use super::proto::{self, Failure, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::error;
 use crate::clock::Clock;
-use crate::primitive::{lock, Mutex};
-use crate::remote::health::Gate;
+use crate::primitive::lock;
+pub(crate) use crate::remote::pool::Pool;
 use crate::remote::socket::{tcp, Budget, Socket, Timed};
 use crate::remote::Done;
 
@@ -248,31 +248,8 @@ async fn drive<L: Link, C: Clock>(
     }
 }
 
-/// A pool of connections of kind `L` to one server.
-pub(crate) struct Pool<L> {
-    pub(crate) addr: Addr,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-    idle: Mutex<Vec<L>>,
-    gate: Gate,
-}
-
-impl<L: Link> Pool<L> {
-    pub(crate) fn new(addr: Addr, connect: Duration, response: Duration) -> Self {
-        Pool {
-            addr,
-            connect_timeout: connect,
-            response_timeout: response,
-            idle: Mutex::new(Vec::new()),
-            gate: Gate::default(),
-        }
-    }
-
-    /// The budget of a call that starts now.
-    pub(crate) fn budget(&self) -> Budget {
-        Budget::new(self.connect_timeout, self.response_timeout)
-    }
-
+/// The connections of kind `L` to where an address leads.
+impl<L: Link> Pool<Addr, L> {
     /// Runs `m` on a connection to its answer within `budget` (see the
     /// module docs); the CAS races it lost are in `m.conflicts`.
     pub(crate) async fn run<C: Clock>(
@@ -315,7 +292,7 @@ impl<L: Link> Pool<L> {
             return Err(Failure::Connect(last));
         }
         let within = budget.left().min(self.connect_timeout);
-        let opened = L::open(&self.addr, within, self.response_timeout).await;
+        let opened = L::open(&self.target, within, self.response_timeout).await;
         let opened = opened.map_err(|e| error(Failure::Io(e), ""));
         self.gate.record(opened).map_err(Failure::Connect)
     }

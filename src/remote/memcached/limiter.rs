@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::cas::Machine;
-use super::conn::{ready, Conn, Pool};
+use super::conn::{ready, Addr, Conn, Pool};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
@@ -37,7 +37,7 @@ pub type MemcachedLimiter<C = UnixClock> = RemoteLimiter<MemcachedBackend<C>>;
 /// async face shares.
 pub struct MemcachedBackend<C = UnixClock> {
     pub(super) shared: Arc<Shared<C>>,
-    pub(super) pool: Pool<Conn>,
+    pub(super) pool: Pool<Addr, Conn>,
 }
 
 impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
@@ -87,7 +87,7 @@ impl<C: Clock + Clone + 'static> MemcachedLimiter<C> {
 impl<C> fmt::Debug for MemcachedBackend<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemcachedBackend")
-            .field("addr", &self.pool.addr)
+            .field("addr", &self.pool.target)
             .field("prefix", &self.shared.prefix)
             .finish_non_exhaustive()
     }

@@ -35,8 +35,7 @@ use redis::{
 };
 
 use super::link::Link;
-use crate::primitive::{lock, Mutex};
-use crate::remote::health::Gate;
+use crate::primitive::lock;
 use crate::remote::socket::Budget;
 use crate::remote::Error;
 
@@ -98,7 +97,7 @@ impl Target {
     }
 }
 
-enum Conn {
+pub(crate) enum Conn {
     /// A single server over TCP or a unix socket: calls end by a deadline.
     Link(Link),
     /// A single server over what `Link` does not do (TLS, RESP3): redis-rs's
@@ -118,29 +117,10 @@ impl Conn {
     }
 }
 
-pub(crate) struct Pool {
-    pub(crate) target: Target,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-    idle: Mutex<Vec<Conn>>,
-    gate: Gate,
-}
+/// The blocking connections to where a target leads.
+pub(crate) type Pool = crate::remote::pool::Pool<Target, Conn>;
 
 impl Pool {
-    pub(crate) fn new(
-        target: Target,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-    ) -> Pool {
-        Pool {
-            target,
-            connect_timeout,
-            response_timeout,
-            idle: Mutex::new(Vec::new()),
-            gate: Gate::default(),
-        }
-    }
-
     /// Runs `f` on a connection. A Redis error reply leaves the connection in
     /// use; any other failure drops it and the idle ones. A call on a reused
     /// connection that finds it dropped (the server restarted since) runs
@@ -150,8 +130,7 @@ impl Pool {
         &self,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
     ) -> Result<T, Error> {
-        let budget = Budget::new(self.connect_timeout, self.response_timeout);
-        let mut redirects = Redirects::new(budget);
+        let mut redirects = Redirects::new(self.budget());
         let reused = lock(&self.idle).pop();
         // Whether a failure may be the connection's alone, and earns one
         // more try on a fresh one.
