@@ -67,19 +67,10 @@ impl RedisStore {
         timeout: Duration,
     ) -> Result<RedisStore, FleetError> {
         let nodes: Vec<Client> = urls.iter().map(|url| open(url)).collect::<Result<_, _>>()?;
-        let target = match nodes.first() {
-            None => {
-                return Err(FleetError::Config(
-                    "a Redis Cluster needs at least one node's URL".into(),
-                ))
-            }
-            Some(client) if !cluster => Target::Single(client.clone()),
-            Some(_) => {
-                let infos = nodes.iter().map(Client::get_connection_info).cloned();
-                Target::cluster(infos.collect(), timeout, timeout)
-                    .map_err(|e| FleetError::Config(format!("Redis Cluster: {e}")))?
-            }
-        };
+        // (No node: a cluster's client refuses to be built.)
+        let infos = nodes.iter().map(Client::get_connection_info).cloned();
+        let target = Target::new(infos.collect(), cluster, timeout, timeout)
+            .map_err(|e| FleetError::Config(format!("Redis: {e}")))?;
         Ok(RedisStore {
             pool: Pool::new(target, timeout, timeout),
             nodes,

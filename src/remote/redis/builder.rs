@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use ::redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisError};
+use ::redis::{ConnectionInfo, IntoConnectionInfo, RedisError};
 
 use super::conn::{Pool, Target};
 use super::limiter::RedisBackend;
@@ -23,7 +23,9 @@ pub type RedisBuilder = RemoteBuilder<RedisSettings>;
 /// What only a Redis limiter's builder sets: where it connects and the
 /// prefix of its keys (see [`RedisBuilder`]).
 pub struct RedisSettings {
-    endpoint: Result<Endpoint, RedisError>,
+    /// The server, or (`cluster`) some or all nodes of a Redis Cluster.
+    nodes: Result<Vec<ConnectionInfo>, RedisError>,
+    cluster: bool,
     prefix: String,
 }
 
@@ -35,22 +37,13 @@ impl fmt::Debug for RedisSettings {
     }
 }
 
-/// Where a builder's limiter connects to.
-enum Endpoint {
-    /// One server (or a proxy).
-    Single(Client),
-    /// Some or all nodes of a Redis Cluster.
-    Cluster(Vec<ConnectionInfo>),
-}
-
 impl RedisLimiter {
     /// A builder for a limiter at `rate` on the Redis at `url`
     /// (`"redis://host:port/db"`, `"unix:///path/to/redis.sock"`, or a
     /// [`redis::ConnectionInfo`]). Nothing connects
     /// until the first call, so a limiter can be built while Redis is down.
     pub fn builder<I: IntoConnectionInfo>(url: I, rate: Rate) -> RedisBuilder {
-        let client = url.into_connection_info().map(lean).and_then(Client::open);
-        RedisBuilder::redis(client.map(Endpoint::Single), rate)
+        RedisBuilder::redis([url], false, rate)
     }
 
     /// A builder for a limiter at `rate` on the Redis Cluster that `nodes`
@@ -59,20 +52,24 @@ impl RedisLimiter {
         nodes: impl IntoIterator<Item = I>,
         rate: Rate,
     ) -> RedisBuilder {
-        let nodes: Result<Vec<_>, _> = nodes
-            .into_iter()
-            .map(|node| node.into_connection_info().map(lean))
-            .collect();
-        RedisBuilder::redis(nodes.map(Endpoint::Cluster), rate)
+        RedisBuilder::redis(nodes, true, rate)
     }
 }
 
 impl RedisBuilder {
-    fn redis(endpoint: Result<Endpoint, RedisError>, rate: Rate) -> RedisBuilder {
+    fn redis<I: IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = I>,
+        cluster: bool,
+        rate: Rate,
+    ) -> RedisBuilder {
+        let nodes = nodes
+            .into_iter()
+            .map(|node| node.into_connection_info().map(lean));
         RemoteBuilder::new(
             rate,
             RedisSettings {
-                endpoint,
+                nodes: nodes.collect(),
+                cluster,
                 prefix: DEFAULT_PREFIX.to_owned(),
             },
         )
@@ -94,12 +91,9 @@ impl RedisBuilder {
     pub fn build(self) -> Result<RedisLimiter, Error> {
         let RemoteBuilder { common, server } = self;
         let (connect, response) = (common.connect_timeout, common.response_timeout);
-        let target = match server.endpoint {
-            Ok(Endpoint::Single(client)) => Ok(Target::Single(client)),
-            Ok(Endpoint::Cluster(nodes)) => Target::cluster(nodes, connect, response),
-            Err(e) => Err(e),
-        }
-        .map_err(|e| Error::Config(e.to_string()))?;
+        let target = (server.nodes)
+            .and_then(|nodes| Target::new(nodes, server.cluster, connect, response))
+            .map_err(|e| Error::Config(e.to_string()))?;
         let backend = RedisBackend {
             pool: Pool::new(target, connect, response),
             wire: Wire::new(server.prefix),

@@ -70,18 +70,23 @@ pub(crate) enum Target {
 }
 
 impl Target {
-    /// The cluster that `nodes` (some or all of its nodes) belong to, with
-    /// these timeouts. Also the fleet's documents'. Its clients retry a
+    /// Where `nodes` lead: the one server they name, or (`cluster`) the
+    /// Redis Cluster they (some or all of its nodes) belong to, with these
+    /// timeouts. Also the fleet's documents'. A cluster's clients retry a
     /// call: once for calls (a redirection after a resharding or failover,
     /// and a call never waits out many timeouts; redis-rs's own default
     /// retries a call 16 times, backing off between them), never for
     /// give-backs. A call redirected again is sent again by [`Pool::run`],
     /// within the call's budget: a resharding fails no call.
-    pub(crate) fn cluster(
+    pub(crate) fn new(
         nodes: Vec<ConnectionInfo>,
+        cluster: bool,
         connect: Duration,
         response: Duration,
     ) -> RedisResult<Target> {
+        if let (false, Some(node)) = (cluster, nodes.first()) {
+            return Client::open(node.clone()).map(Target::Single);
+        }
         let client = |retries| {
             ClusterClientBuilder::new(nodes.clone())
                 .connection_timeout(connect)
