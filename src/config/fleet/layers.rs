@@ -3,11 +3,12 @@
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use super::document;
 use super::layer::{merge, Layer};
 use crate::config::watch::ReloadResult;
+use crate::primitive::{lock, Mutex, MutexGuard};
 use crate::values::error::BuildError;
 use crate::values::limit::Limits;
 
@@ -161,11 +162,8 @@ impl Layers {
         self.lock().in_force.clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.shared.state)
     }
 
     fn offer(&self, index: usize, version: u64, layer: Layer) -> Result<Offered, BuildError> {
