@@ -11,61 +11,41 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-/// A TCP or unix-socket stream.
-pub(crate) enum Socket {
-    Tcp(TcpStream),
-    #[cfg(unix)]
-    Unix(UnixStream),
-}
+/// A TCP or unix-socket stream, as the connections use it.
+pub(crate) type Socket = Box<dyn Stream>;
 
-impl Socket {
-    pub(crate) fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_read_timeout(Some(t)),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.set_read_timeout(Some(t)),
-        }
-    }
-
-    pub(crate) fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_write_timeout(Some(t)),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.set_write_timeout(Some(t)),
-        }
-    }
-
+/// What a connection asks of its stream beyond reads and writes: std's
+/// calls of the same names on [`TcpStream`] and [`UnixStream`].
+pub(crate) trait Stream: Read + Write + Send {
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()>;
+    fn set_write_timeout(&self, t: Duration) -> io::Result<()>;
+    /// Shuts both ways (an error: it is shut already).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn shutdown(&self) {
-        let _ = match self {
-            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.shutdown(Shutdown::Both),
-        };
+    fn shutdown(&self);
+}
+
+impl Stream for TcpStream {
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, Some(t))
+    }
+    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
+        TcpStream::set_write_timeout(self, Some(t))
+    }
+    fn shutdown(&self) {
+        let _ = TcpStream::shutdown(self, Shutdown::Both);
     }
 }
 
-impl Read for &Socket {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => (&*s).read(buf),
-            #[cfg(unix)]
-            Socket::Unix(s) => (&*s).read(buf),
-        }
+#[cfg(unix)]
+impl Stream for UnixStream {
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, Some(t))
     }
-}
-
-impl Write for &Socket {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => (&*s).write(buf),
-            #[cfg(unix)]
-            Socket::Unix(s) => (&*s).write(buf),
-        }
+    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
+        UnixStream::set_write_timeout(self, Some(t))
     }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    fn shutdown(&self) {
+        let _ = UnixStream::shutdown(self, Shutdown::Both);
     }
 }
 
@@ -136,10 +116,10 @@ pub(crate) struct Timed {
 
 impl Read for Timed {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let socket = &self.socket;
+        let socket = &mut self.socket;
         by_deadline(self.deadline, |left| {
             socket.set_read_timeout(left)?;
-            (&*socket).read(buf)
+            socket.read(buf)
         })
     }
 }

@@ -93,9 +93,9 @@ pub(crate) struct Conn {
 /// The blocking connection: its futures never pend (see [`ready`]).
 impl Link for Conn {
     async fn open(addr: &Addr, within: Duration, response: Duration) -> io::Result<Conn> {
-        let socket = match addr {
-            Addr::Unix(path) => Socket::Unix(UnixStream::connect(path)?),
-            Addr::Tcp(hostport) => Socket::Tcp(tcp(hostport.as_str(), Instant::now() + within)?),
+        let socket: Socket = match addr {
+            Addr::Unix(path) => Box::new(UnixStream::connect(path)?),
+            Addr::Tcp(hostport) => Box::new(tcp(hostport.as_str(), Instant::now() + within)?),
         };
         socket.set_write_timeout(response)?;
         Ok(Conn {
@@ -113,7 +113,7 @@ impl Link for Conn {
     async fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {
         let timed = self.io.get_mut();
         timed.deadline = Instant::now() + within;
-        (&timed.socket).write_all(command)?;
+        timed.socket.write_all(command)?;
         self.line.clear();
         (&mut self.io)
             .take(MAX_LINE)

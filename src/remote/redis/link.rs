@@ -59,12 +59,12 @@ impl Link {
         response: Duration,
     ) -> RedisResult<Link> {
         let deadline = Instant::now() + connect;
-        let stream = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => Socket::Tcp(tcp((host.as_str(), *port), deadline)?),
+        let stream: Socket = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => Box::new(tcp((host.as_str(), *port), deadline)?),
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => {
                 // A local socket: connecting does not wait on a network.
-                Socket::Unix(UnixStream::connect(path)?)
+                Box::new(UnixStream::connect(path)?)
             }
             _ => {
                 return Err(RedisError::from((
@@ -145,7 +145,7 @@ impl Link {
             if !std::mem::take(&mut first) {
                 self.stream.socket.set_write_timeout(left(deadline)?)?;
             }
-            match (&self.stream.socket).write(bytes) {
+            match self.stream.socket.write(bytes) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
