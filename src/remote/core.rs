@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Decision, Done, Error, FailPolicy, Op, Remote, Request};
+use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request};
 use crate::clock::{internal_now, DefaultClock};
 use crate::limiter::pacer;
 use crate::limiter::take::{State, Taken};
@@ -239,7 +239,7 @@ impl<B> Core<B> {
 }
 
 /// The blocking calls.
-impl<B: Remote> Core<B> {
+impl<B: Backend> Core<B> {
     /// Decides in the server, applies the fail policy, then blocks until
     /// the slot (`take_n`, `take_n_timeout`, and with `Admit::Within(0)` a
     /// try that reports what it found).

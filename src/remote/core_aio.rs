@@ -9,7 +9,7 @@ use crate::clock::{internal_now, DefaultClock};
 use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
-use crate::remote::{AsyncRemote, Done, Op, Request};
+use crate::remote::{AsyncBackend, Done, Op, Request};
 use crate::store::Booking;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
@@ -32,7 +32,7 @@ impl<B> Keyed<'_, B> {
 /// A remote limit's decisions for the async wait. The undo is by the
 /// grant's [`Booking`] (the states before and after it), which the server
 /// applies only while the key still holds the grant's state.
-impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
+impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
     type Clock = DefaultClock;
 
     fn clock(&self) -> &DefaultClock {
@@ -85,7 +85,7 @@ impl<B: AsyncRemote> Reserve for Keyed<'_, B> {
     }
 }
 
-impl<B: AsyncRemote> Core<B> {
+impl<B: AsyncBackend> Core<B> {
     /// A take: an unbounded one books once the slot is within the
     /// horizon; a bounded one books at once if within its bound; a try
     /// takes if the slot is now. Each reports what it found.

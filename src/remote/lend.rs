@@ -3,12 +3,12 @@
 //! unspent part of a batch given back by the give-back rule.
 
 use super::core::Core;
-use super::{Error, Op, Remote};
+use super::{Backend, Error, Op};
 use crate::model::schedule::Admit;
 use crate::store::Booking;
 
 /// The blocking calls a lease makes.
-impl<B: Remote> Core<B> {
+impl<B: Backend> Core<B> {
     /// A lease's batch: `cost` permits if free now, decided by the step in
     /// the server, with what undoes the grant. A failure is returned as it
     /// is, whatever the fail policy (the lease applies its own, once it has

@@ -26,7 +26,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use super::{Decision, Done, Error, Op, Remote};
+use super::{Backend, Decision, Done, Error, Op};
 use crate::clock::{internal_now, Clock, DefaultClock};
 use crate::model::schedule::{self, FULL};
 use crate::primitive::{lock, Mutex};
@@ -109,7 +109,7 @@ impl<C: Clock> MemoryBackend<C> {
     }
 }
 
-impl<C: Clock + Clone + 'static> Remote for MemoryBackend<C> {
+impl<C: Clock + Clone + 'static> Backend for MemoryBackend<C> {
     #[cfg(feature = "tokio")]
     type Async = MemoryBackend<C>;
 
@@ -158,9 +158,9 @@ impl<C: Clock + Clone + 'static> Remote for MemoryBackend<C> {
 }
 
 #[cfg(feature = "tokio")]
-impl<C: Clock + Clone + 'static> super::AsyncRemote for MemoryBackend<C> {
+impl<C: Clock + Clone + 'static> super::AsyncBackend for MemoryBackend<C> {
     async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
-        Remote::call(self, key, op)
+        Backend::call(self, key, op)
     }
 }
 

@@ -30,7 +30,7 @@
 //! [`schedule::step`](crate::model::schedule::step)), and it
 //! peeks at a key's state and the server's now without storing anything,
 //! gives a booking back, and forgets a key: four kinds of one call, an
-//! `Op` answered by a `Done`. That is `Remote` (blocking) and `AsyncRemote`
+//! `Op` answered by a `Done`. That is `Backend` (blocking) and `AsyncBackend`
 //! (a future), one method each. Everything else is here, once, for every
 //! backend:
 //!
@@ -90,11 +90,9 @@ pub use limiter::{Blocking, RemoteLimiter};
 
 pub use crate::values::error::{Cause, Error};
 #[cfg(feature = "tokio")]
-pub use seam::AsyncRemote as AsyncBackend;
-#[cfg(feature = "tokio")]
-pub(crate) use seam::AsyncRemote;
-pub use seam::Remote as Backend;
-pub(crate) use seam::{Decision, Done, Op, Remote, Request};
+pub use seam::AsyncBackend;
+pub use seam::Backend;
+pub(crate) use seam::{Decision, Done, Op, Request};
 
 mod seam;
 #[cfg(any(feature = "redis", feature = "memcached"))]

@@ -1,5 +1,5 @@
-//! What a backend is: the sealed traits [`Remote`] (blocking) and
-//! [`AsyncRemote`] (futures), each one call, and what passes through them:
+//! What a backend is: the sealed traits [`Backend`] (blocking) and
+//! [`AsyncBackend`] (futures), each one call, and what passes through them:
 //! the [`Op`] asked and the [`Done`] answered, the [`Request`] of a step,
 //! its [`Decision`], the [`Booking`] of a grant.
 //! (`pub` items in a private module: no user can name them.)
@@ -129,13 +129,12 @@ impl Done {
 }
 
 /// A backend of [`RemoteLimiter`](super::RemoteLimiter): a server the
-/// step runs in, reached with blocking calls (`Remote` inside the crate).
-/// Sealed: the backends are paceline's (see [the module docs](super)); the
+/// step runs in, reached with blocking calls. Sealed: the backends are paceline's (see [the module docs](super)); the
 /// types its call takes cannot be named outside the crate.
-pub trait Remote: Send + Sync + 'static {
+pub trait Backend: Send + Sync + 'static {
     /// The backend of the async face ([`From`] a blocking limiter).
     #[cfg(feature = "tokio")]
-    type Async: AsyncRemote;
+    type Async: AsyncBackend;
 
     /// The async face's backend: the same server, limit and settings.
     #[cfg(feature = "tokio")]
@@ -146,10 +145,9 @@ pub trait Remote: Send + Sync + 'static {
 }
 
 /// A backend of [`AsyncRemoteLimiter`](super::AsyncRemoteLimiter),
-/// reached with futures: [`Backend`](super::Backend)'s call as a future
-/// (`AsyncRemote` inside the crate). Sealed.
+/// reached with futures: [`Backend`]'s call as a future. Sealed.
 #[cfg(feature = "tokio")]
-pub trait AsyncRemote: Send + Sync + 'static {
-    /// As [`Backend::call`](super::Backend::call).
+pub trait AsyncBackend: Send + Sync + 'static {
+    /// As [`Backend::call`].
     fn call(&self, key: &str, op: Op) -> impl Future<Output = Result<Done, Error>> + Send;
 }

@@ -24,7 +24,7 @@ use super::proto::{self, Failure, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
+use crate::remote::{AsyncBackend, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`MemcachedLimiter`](super::MemcachedLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncMemcachedBackend`], made by
@@ -163,7 +163,7 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
     }
 }
 
-impl<C: Clock + Clone + 'static> AsyncRemote for AsyncMemcachedBackend<C> {
+impl<C: Clock + Clone + 'static> AsyncBackend for AsyncMemcachedBackend<C> {
     /// As the blocking face's, on a connection in use once one is free
     /// within the call's budget.
     async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {

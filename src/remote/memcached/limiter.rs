@@ -10,7 +10,7 @@ use super::conn::{ready, Addr, Conn, Pool};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
-use crate::remote::{Done, Error, Op, Remote, RemoteLimiter};
+use crate::remote::{Backend, Done, Error, Op, RemoteLimiter};
 
 /// A limiter whose state lives in memcached, so that every process using
 /// the same server and key shares one limit: [`RemoteLimiter`] over
@@ -40,7 +40,7 @@ pub struct MemcachedBackend<C = UnixClock> {
     pub(super) pool: Pool<Addr, Conn>,
 }
 
-impl<C: Clock + Clone + 'static> Remote for MemcachedBackend<C> {
+impl<C: Clock + Clone + 'static> Backend for MemcachedBackend<C> {
     #[cfg(feature = "tokio")]
     type Async = super::aio::AsyncMemcachedBackend<C>;
 

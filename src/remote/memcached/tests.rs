@@ -15,7 +15,7 @@ use proptest::test_runner::{Config, TestRunner};
 use super::*;
 use crate::clock::ManualClock;
 use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
-use crate::remote::{self, Decision, Done, Remote};
+use crate::remote::{self, Backend, Decision, Done};
 use crate::values::rate::Rate;
 use crate::Error;
 use server::MemcachedServer;
@@ -330,7 +330,7 @@ fn a_key_holding_something_else_fails_alone_and_is_left_as_it_was() {
 #[cfg(feature = "tokio")]
 #[tokio::test]
 async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
-    use crate::remote::AsyncRemote;
+    use crate::remote::AsyncBackend;
     use crate::store::Booking;
     let server = MemcachedServer::start();
     let clock = ManualClock::new();

@@ -3,7 +3,7 @@
 //! [`AsyncPostgresBackend`], and the calls only PostgreSQL has.
 
 use super::backend::AsyncPostgresBackend;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
+use crate::remote::{AsyncBackend, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`PostgresLimiter`](super::PostgresLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncPostgresBackend`], made by
@@ -34,7 +34,7 @@ use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
 /// changes nothing if anyone took since.
 pub type AsyncPostgresLimiter = AsyncRemoteLimiter<AsyncPostgresBackend>;
 
-impl AsyncRemote for AsyncPostgresBackend {
+impl AsyncBackend for AsyncPostgresBackend {
     async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
         self.call_at(key, op, None).await
     }

@@ -12,7 +12,7 @@ use deadpool_postgres::Pool;
 use super::backend::AsyncPostgresBackend;
 use super::runtime::RuntimeThread;
 use super::sql;
-use crate::remote::{Done, Error, Op, Remote, RemoteLimiter};
+use crate::remote::{Backend, Done, Error, Op, RemoteLimiter};
 
 /// A limiter whose state lives in a PostgreSQL table, so that every process
 /// using the same database, table and key shares one limit: [`RemoteLimiter`]
@@ -70,7 +70,7 @@ impl PostgresBackend {
     }
 }
 
-impl Remote for PostgresBackend {
+impl Backend for PostgresBackend {
     #[cfg(feature = "tokio")]
     type Async = AsyncPostgresBackend;
 

@@ -24,7 +24,7 @@ use super::script::{self, Wire};
 use crate::primitive::{lock, Mutex};
 use crate::remote::health::{Heard, BACKOFF_MAX, BACKOFF_MIN};
 use crate::remote::socket::Budget;
-use crate::remote::{AsyncRemote, AsyncRemoteLimiter, Done, Error, Op};
+use crate::remote::{AsyncBackend, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`RedisLimiter`](super::RedisLimiter): [`AsyncRemoteLimiter`] over
 /// [`AsyncRedisBackend`], made by `AsyncRedisLimiter::from(limiter)`; its
@@ -221,7 +221,7 @@ impl AsyncRedisBackend {
     }
 }
 
-impl AsyncRemote for AsyncRedisBackend {
+impl AsyncBackend for AsyncRedisBackend {
     /// As the blocking backend's; a give-back is never retried (run twice,
     /// it could erase a booking made in between from the state the first
     /// run restored).

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::conn::Pool;
 use super::script::{self, Wire};
-use crate::remote::{Done, Error, Op, Remote, RemoteLimiter};
+use crate::remote::{Backend, Done, Error, Op, RemoteLimiter};
 
 /// A limiter whose state lives in Redis, so that every process using the
 /// same Redis and key shares one limit: [`RemoteLimiter`] over
@@ -49,7 +49,7 @@ impl RedisBackend {
     }
 }
 
-impl Remote for RedisBackend {
+impl Backend for RedisBackend {
     #[cfg(feature = "tokio")]
     type Async = super::aio::AsyncRedisBackend;
 
