@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::{Core, Shared};
+use super::core::Core;
 use super::{Async, AsyncBackend, Backend, Done, Error, Op, RemoteLimiter};
 use crate::limiter::take::{AsyncTake, State, Taken, Within};
 use crate::values::limit::Limit;
@@ -39,17 +39,10 @@ impl<B: Backend> From<RemoteLimiter<B>> for AsyncRemoteLimiter<B::Async> {
     /// on). Limiters made from it by [`with_limit`](Self::with_limit) share
     /// it.
     fn from(limiter: RemoteLimiter<B>) -> Self {
-        let core = &limiter.core;
+        let core = limiter.core;
         RemoteLimiter::of(Core {
-            shared: Arc::new(Shared {
-                backend: limiter.backend().to_async(),
-                policy: core.shared.policy,
-                wait: core.shared.wait,
-                clock: core.shared.clock.clone(),
-                meter: core.shared.meter.clone(),
-                #[cfg(feature = "tracing")]
-                lost: Default::default(),
-            }),
+            backend: Arc::new(core.backend.to_async()),
+            shared: core.shared,
             rate: core.rate,
             slack: core.slack,
             params: core.params,

@@ -25,10 +25,10 @@ use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 use crate::wait::{self, Ask, Wait};
 
-/// What every limit of one limiter (and of its [`with_limit`](Core::with_limit)
-/// siblings) shares: the backend and how calls fail and wait.
-pub(crate) struct Shared<B> {
-    pub(crate) backend: B,
+/// What every limit of one limiter (its [`with_limit`](Core::with_limit)
+/// siblings and its other face too) shares besides the backend: how calls
+/// fail and wait, and what they decided.
+pub(crate) struct Shared {
     pub(crate) policy: FailPolicy,
     pub(crate) wait: Wait,
     /// The local clock waits are measured on.
@@ -43,7 +43,8 @@ pub(crate) struct Shared<B> {
 
 /// One limit (rate and slack) over a backend.
 pub(crate) struct Core<B> {
-    pub(crate) shared: Arc<Shared<B>>,
+    pub(crate) backend: Arc<B>,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) rate: Rate,
     /// The slack in permits at `rate`.
     pub(crate) slack: u64,
@@ -53,6 +54,7 @@ pub(crate) struct Core<B> {
 impl<B> Clone for Core<B> {
     fn clone(&self) -> Self {
         Core {
+            backend: Arc::clone(&self.backend),
             shared: Arc::clone(&self.shared),
             rate: self.rate,
             slack: self.slack,
@@ -85,7 +87,6 @@ impl<B> Core<B> {
         counting: &Counting,
     ) -> Result<Core<B>, BuildError> {
         let shared = Shared {
-            backend,
             policy,
             wait,
             clock: DefaultClock::new(),
@@ -93,22 +94,24 @@ impl<B> Core<B> {
             #[cfg(feature = "tracing")]
             lost: std::sync::atomic::AtomicBool::new(false),
         };
-        Core::on(Arc::new(shared), rate, slack)
+        let params = pacer::params(rate, slack)?;
+        Ok(Core {
+            backend: Arc::new(backend),
+            shared: Arc::new(shared),
+            rate,
+            slack: params.slack(),
+            params,
+        })
     }
 
     /// The same backend at another rate and slack.
     pub(crate) fn with_limit(&self, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
-        Core::on(Arc::clone(&self.shared), rate, slack)
-    }
-
-    fn on(shared: Arc<Shared<B>>, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
         let params = pacer::params(rate, slack)?;
-        let slack = params.slack();
         Ok(Core {
-            shared,
             rate,
-            slack,
+            slack: params.slack(),
             params,
+            ..self.clone()
         })
     }
 
@@ -245,7 +248,7 @@ impl<B: Backend> Core<B> {
     /// try that reports what it found).
     pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Taken, Error> {
         let request = self.request(cost, admit)?;
-        let decision = self.shared.backend.call(key, Op::Step(request));
+        let decision = self.backend.call(key, Op::Step(request));
         let granted = self.settle(decision.and_then(Done::decision), &request)?;
         // The server's wait, counted from the reply's arrival.
         let now = internal_now(&self.shared.clock);
@@ -262,7 +265,7 @@ impl<B: Backend> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) fn state(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.shared.backend.call(key, Op::Peek)?.peeked()?;
+        let (tat, now) = self.backend.call(key, Op::Peek)?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

@@ -49,7 +49,7 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
             ask,
             ..self.core.request(cost, admit)?
         };
-        let decision = self.core.shared.backend.call(self.key, Op::Step(request));
+        let decision = self.core.backend.call(self.key, Op::Step(request));
         let granted = self
             .core
             .settle(decision.await.and_then(Done::decision), &request)?;
@@ -76,11 +76,11 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let shared = Arc::clone(&self.core.shared);
+        let backend = Arc::clone(&self.core.backend);
         let key = self.key.to_owned();
         let tau = self.core.params.tau();
         runtime.spawn(async move {
-            let _ = shared.backend.call(&key, Op::Undo { tau, booking }).await;
+            let _ = backend.call(&key, Op::Undo { tau, booking }).await;
         });
     }
 }
@@ -116,7 +116,7 @@ impl<B: AsyncBackend> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) async fn state_async(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.shared.backend.call(key, Op::Peek).await?.peeked()?;
+        let (tat, now) = self.backend.call(key, Op::Peek).await?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

@@ -15,7 +15,7 @@ impl<B: Backend> Core<B> {
     /// spent what it holds); a refusal and a grant count as any take's.
     pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, Admit::Within(0))?;
-        match self.shared.backend.call(key, Op::Step(request)) {
+        match self.backend.call(key, Op::Step(request)) {
             Ok(done) => Ok(self
                 .settle(done.decision(), &request)?
                 .filter(Booking::wrote)),
@@ -47,6 +47,6 @@ impl<B: Backend> Core<B> {
             tau,
             booking: partial,
         };
-        self.shared.backend.call(key, undo)?.flag()
+        self.backend.call(key, undo)?.flag()
     }
 }

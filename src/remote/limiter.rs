@@ -136,7 +136,7 @@ impl<B, F> RemoteLimiter<B, F> {
 
     /// The backend: what only its server has (see its own calls).
     pub fn backend(&self) -> &B {
-        &self.core.shared.backend
+        &self.core.backend
     }
 }
 
