@@ -113,10 +113,7 @@ impl PgStore {
         f: impl for<'c> Fn(&'c mut Client, &'c str) -> Pending<'c, T>,
     ) -> Result<T, FleetError> {
         let reused = self.session.is_some();
-        let mut session = match self.session.take() {
-            Some(session) => session,
-            None => self.connect()?,
-        };
+        let mut session = self.session.take().map_or_else(|| self.connect(), Ok)?;
         let run = |session: &mut Session| {
             let query = f(&mut session.client, &self.name);
             (self.runtime.handle)

@@ -223,10 +223,7 @@ fn run(mut doc: Document, stop: &AtomicBool, mut on: impl FnMut(Result<Versioned
     let mut backoff = Duration::from_millis(50);
     while !stop.load(Ordering::Acquire) {
         let round = (|| -> Result<Notes, FleetError> {
-            let news = match notes.take() {
-                Some(news) => news,
-                None => doc.store.listen()?,
-            };
+            let news = notes.take().map_or_else(|| doc.store.listen(), Ok)?;
             // Read after subscribing: a write before is read now, one after
             // is announced.
             if let Some(v) = doc.store.get()? {

@@ -140,10 +140,7 @@ impl Pool {
         // Whether a failure may be the connection's alone, and earns one
         // more try on a fresh one.
         let mut retry = reused.is_some();
-        let mut conn = match reused {
-            Some(conn) => conn,
-            None => self.connect()?,
-        };
+        let mut conn = reused.map_or_else(|| self.connect(), Ok)?;
         loop {
             match f(conn.as_dyn()) {
                 Ok(v) => {
