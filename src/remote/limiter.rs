@@ -59,22 +59,6 @@ pub enum Blocking {}
 #[derive(Debug)]
 pub enum Async {}
 
-/// A face of a [`RemoteLimiter`]: [`Blocking`] or `Async`. Sealed (it is
-/// not reachable from outside the crate).
-pub trait Face {
-    /// The type's name on this face, for `Debug`.
-    const NAME: &'static str;
-}
-
-impl Face for Blocking {
-    const NAME: &'static str = "RemoteLimiter";
-}
-
-#[cfg(feature = "tokio")]
-impl Face for Async {
-    const NAME: &'static str = "AsyncRemoteLimiter";
-}
-
 impl<B, F> Clone for RemoteLimiter<B, F> {
     fn clone(&self) -> Self {
         RemoteLimiter::of(self.core.clone())
@@ -229,9 +213,12 @@ impl<B, F> Counted for RemoteLimiter<B, F> {
     }
 }
 
-impl<B, F: Face> fmt::Debug for RemoteLimiter<B, F> {
+/// Its backend (whose name says the face: `RedisBackend`,
+/// `AsyncRedisBackend`), limit and fail policy.
+impl<B: fmt::Debug, F> fmt::Debug for RemoteLimiter<B, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(F::NAME)
+        f.debug_struct("RemoteLimiter")
+            .field("backend", self.backend())
             .field("rate", &self.rate())
             .field("slack", &self.slack())
             .field("fail_policy", &self.fail_policy())
