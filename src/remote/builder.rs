@@ -70,7 +70,6 @@ impl<S> RemoteBuilder<S> {
     /// `metrics` facade too, labelled `limiter = name` (see
     /// [`Builder::metrics`](crate::Builder::metrics)).
     #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, name: impl Into<String>) -> Self {
         self.common.counting.facade = Some(name.into());
         self
