@@ -46,10 +46,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::primitive::{lock, Mutex};
 use crate::values::error::BuildError;
 
 pub use crate::values::error::Cause;
@@ -327,10 +328,7 @@ impl<F: FnMut(&str) -> ReloadResult> Watching<F> {
     /// Keeps `error` for [`Watcher::last_error`] (`None`: the file's newest
     /// version is in force).
     fn keep(&self, error: Option<BuildError>) {
-        *self
-            .last_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = error;
+        *lock(&self.last_error) = error;
     }
 }
 
@@ -347,10 +345,7 @@ impl Watcher {
     /// last version (or read) that failed, until a version loads again.
     /// `None` while the limits in force are the file's.
     pub fn last_error(&self) -> Option<BuildError> {
-        self.last_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.last_error).clone()
     }
 }
 

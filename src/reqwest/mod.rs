@@ -31,7 +31,7 @@
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
@@ -42,6 +42,7 @@ use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
 use crate::limiter::take::AsyncTake;
+use crate::primitive::{lock, Mutex};
 use crate::tokio::AsyncLimiter;
 use crate::values::error::Error;
 
@@ -188,7 +189,7 @@ impl<L: AsyncTake + 'static> Pace<L> {
     /// How long from now requests are held back by what the far side said
     /// (zero: not held).
     pub fn held_for(&self) -> Duration {
-        let until = self.inner.lock().until;
+        let until = lock(&self.inner.pushed).until;
         until.map_or(Duration::ZERO, |until| {
             until.saturating_duration_since(Instant::now())
         })
@@ -196,11 +197,6 @@ impl<L: AsyncTake + 'static> Pace<L> {
 }
 
 impl<L> Inner<L> {
-    fn lock(&self) -> MutexGuard<'_, Pushed> {
-        // Every section stores whole values: a poisoned state is valid.
-        self.pushed.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Waits until what the far side asked is over: its time has come and
     /// no push is still taking slots. A push's failure, met before then, is
     /// this request's answer (one request's: the others go on to their
@@ -212,7 +208,7 @@ impl<L> Inner<L> {
             // Told of an end from here on, before the look below.
             ended.as_mut().enable();
             let until = {
-                let mut pushed = self.lock();
+                let mut pushed = lock(&self.pushed);
                 let until = match pushed.until {
                     Some(until) if until > Instant::now() => Some(until),
                     _ if pushed.running > 0 => None,
@@ -256,7 +252,7 @@ impl<L: AsyncTake + 'static> Inner<L> {
         let now = Instant::now();
         let until = now + wait;
         let reach = {
-            let mut pushed = inner.lock();
+            let mut pushed = lock(&inner.pushed);
             let reach = match pushed.until {
                 // Pushed that far already (concurrent answers saying the
                 // same do not add up).
@@ -281,7 +277,7 @@ impl<L: AsyncTake + 'static> Inner<L> {
         Some(Box::pin(async move {
             let running = Running(&inner);
             if let Err(e) = inner.push(reach, until).await {
-                inner.lock().failed = Some(e);
+                lock(&inner.pushed).failed = Some(e);
             }
             drop(running);
         }))
@@ -342,7 +338,7 @@ struct Running<'a, L>(&'a Inner<L>);
 
 impl<L> Drop for Running<'_, L> {
     fn drop(&mut self) {
-        self.0.lock().running -= 1;
+        lock(&self.0.pushed).running -= 1;
         self.0.ended.notify_waiters();
     }
 }
