@@ -182,12 +182,9 @@ impl<B> Core<B> {
             }
             Err(e) => {
                 meter.failed();
-                let settled = self.fail(e, None);
-                match settled {
-                    Ok(_) => meter.admitted(request.cost, 0),
-                    Err(_) => meter.refused(),
-                }
-                settled
+                self.fail(e, None)
+                    .inspect(|_| meter.admitted(request.cost, 0))
+                    .inspect_err(|_| meter.refused())
             }
         }
     }

@@ -22,13 +22,6 @@ struct Keyed<'a, B> {
     found: Mutex<Option<Option<Booking>>>,
 }
 
-impl<B> Keyed<'_, B> {
-    /// The report of the take, from its last decision.
-    fn taken(&self) -> Taken {
-        self.core.taken(lock(&self.found).take().flatten())
-    }
-}
-
 /// A remote limit's decisions for the async wait. The undo is by the
 /// grant's [`Booking`] (the states before and after it), which the server
 /// applies only while the key still holds the grant's state.
@@ -95,11 +88,10 @@ impl<B: AsyncBackend> Core<B> {
         cost: u64,
         within: Within,
     ) -> Result<Taken, Error> {
-        let found = Mutex::new(None);
         let keyed = Keyed {
             core: self,
             key,
-            found,
+            found: Mutex::new(None),
         };
         // (Each answers when the permit went; the report says more.)
         let _went_at = match within {
@@ -111,7 +103,9 @@ impl<B: AsyncBackend> Core<B> {
                 .await
                 .map_err(|e| e.timed_out(max_wait))?,
         };
-        Ok(keyed.taken())
+        // The report of the take, from its last decision.
+        let found = lock(&keyed.found).take().flatten();
+        Ok(self.taken(found))
     }
 
     /// `key`'s state, one peek.

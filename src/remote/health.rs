@@ -58,11 +58,9 @@ impl Gate {
     /// Opens or closes the gate by how a connect ended, and hands it on.
     #[cfg(any(feature = "redis", feature = "memcached"))]
     pub(crate) fn record<T>(&self, connected: Result<T, Error>) -> Result<T, Error> {
-        match &connected {
-            Ok(_) => self.opened(),
-            Err(e) => self.failed(e),
-        }
         connected
+            .inspect(|_| self.opened())
+            .inspect_err(|e| self.failed(e))
     }
 }
 

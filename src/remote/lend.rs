@@ -15,15 +15,13 @@ impl<B: Backend> Core<B> {
     /// spent what it holds); a refusal and a grant count as any take's.
     pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, Admit::Within(0))?;
-        match self.backend.call(key, Op::Step(request)) {
-            Ok(done) => Ok(self
-                .settle(done.decision(), &request)?
-                .filter(Booking::wrote)),
-            Err(e) => {
-                self.shared.meter.failed();
-                Err(e)
-            }
-        }
+        let done = self
+            .backend
+            .call(key, Op::Step(request))
+            .inspect_err(|_| self.shared.meter.failed())?;
+        Ok(self
+            .settle(done.decision(), &request)?
+            .filter(Booking::wrote))
     }
 
     /// Gives back `unspent` permits of a batch `lend` booked: the one rule
@@ -42,9 +40,8 @@ impl<B: Backend> Core<B> {
         if unspent < booking.cost {
             partial.prev = Some(booking.next.saturating_sub(back));
         }
-        let tau = self.params.tau();
         let undo = Op::Undo {
-            tau,
+            tau: self.params.tau(),
             booking: partial,
         };
         self.backend.call(key, undo)?.flag()
