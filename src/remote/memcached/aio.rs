@@ -12,6 +12,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use super::proto::{self, Failure, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
-use crate::remote::{AsyncBackend, AsyncRemoteLimiter, Done, Error, Op};
+use crate::remote::{key, AsyncBackend, AsyncRemoteLimiter, Done, Error, Op};
 
 /// The async face of a [`MemcachedLimiter`](super::MemcachedLimiter):
 /// [`AsyncRemoteLimiter`] over [`AsyncMemcachedBackend`], made by
@@ -153,12 +154,11 @@ impl<C: Clock> AsyncMemcachedBackend<C> {
     /// The async twin of a blocking backend with `shared` and a pool to
     /// where `blocking` leads, with its timeouts.
     pub(super) fn new<L>(shared: Arc<Shared<C>>, blocking: &Pool<Addr, L>) -> Self {
-        let permits = Semaphore::new(shared.pool_size);
         let (connect, response) = (blocking.connect_timeout, blocking.response_timeout);
         AsyncMemcachedBackend {
+            permits: Semaphore::new(shared.pool_size),
             shared,
             pool: Pool::new(blocking.target.clone(), connect, response),
-            permits,
         }
     }
 }
@@ -167,7 +167,7 @@ impl<C: Clock + Clone + 'static> AsyncBackend for AsyncMemcachedBackend<C> {
     /// As the blocking face's, on a connection in use once one is free
     /// within the call's budget.
     async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
-        let stored = self.shared.stored(key);
+        let stored = key::memcached(&self.shared.prefix, key);
         let mut m = Machine::new(&stored, op, &self.shared.clock);
         let budget = self.pool.budget();
         let result = match tokio::time::timeout(budget.left(), self.permits.acquire()).await {
@@ -190,10 +190,7 @@ impl<C: Clock + Clone + 'static> AsyncMemcachedLimiter<C> {
     /// CAS races lost, its blocking twin's included (see
     /// [`MemcachedLimiter::cas_conflicts`](super::MemcachedLimiter)).
     pub fn cas_conflicts(&self) -> u64 {
-        self.backend()
-            .shared
-            .conflicts
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.backend().shared.conflicts.load(Relaxed)
     }
 
     /// The prefix put before every key.

@@ -10,7 +10,7 @@ use super::conn::{ready, Addr, Conn, Pool};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
-use crate::remote::{Backend, Done, Error, Op, RemoteLimiter};
+use crate::remote::{key, Backend, Done, Error, Op, RemoteLimiter};
 
 /// A limiter whose state lives in memcached, so that every process using
 /// the same server and key shares one limit: [`RemoteLimiter`] over
@@ -53,7 +53,7 @@ impl<C: Clock + Clone + 'static> Backend for MemcachedBackend<C> {
     /// for an undo a `cas` back to the state before only if the key still
     /// holds the grant's; for a reset one `md` (twice is once).
     fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
-        let stored = self.shared.stored(key);
+        let stored = key::memcached(&self.shared.prefix, key);
         let mut m = Machine::new(&stored, op, &self.shared.clock);
         let result = ready(self.pool.run(&mut m, &self.pool.budget()));
         self.shared.settle(&stored, m.conflicts, result)

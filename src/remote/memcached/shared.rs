@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::proto::Failure;
-use crate::remote::{key, Done, Error};
+use crate::remote::{Done, Error};
 
 /// What the blocking and async backends of one limiter share.
 pub(super) struct Shared<C> {
@@ -19,11 +19,6 @@ pub(super) struct Shared<C> {
 }
 
 impl<C> Shared<C> {
-    /// The key memcached stores `key` under.
-    pub(super) fn stored(&self, key: &str) -> String {
-        key::memcached(&self.prefix, key)
-    }
-
     /// Counts a call's lost races, and maps its failure to the error.
     pub(super) fn settle(
         &self,
