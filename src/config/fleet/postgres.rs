@@ -124,19 +124,13 @@ impl PgStore {
             session = self.connect()?;
             out = run(&mut session);
         }
-        match out {
-            Ok(Ok(v)) => {
-                self.session = Some(session);
-                Ok(v)
-            }
-            Ok(Err(e)) => {
-                if !e.is_closed() && e.as_db_error().is_some() {
-                    self.session = Some(session);
-                }
-                Err(server(&e))
-            }
-            Err(_) => Err(timed_out("a query")),
+        let out = out.map_err(|_| timed_out("a query"))?;
+        // Kept unless it closed or failed below the server's answer.
+        let broke = |e: &tokio_postgres::Error| e.is_closed() || e.as_db_error().is_none();
+        if !out.as_ref().is_err_and(broke) {
+            self.session = Some(session);
         }
+        out.map_err(|e| server(&e))
     }
 }
 

@@ -169,11 +169,8 @@ impl Store for RedisStore {
             }
         })
         .map_err(|e| FleetError::Server(format!("cannot start a thread: {e}")))?;
-        match notes.recv_timeout(self.timeout + READ_SLICE) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(FleetError::Server("subscribing timed out".into())),
-        }
+        (notes.recv_timeout(self.timeout + READ_SLICE))
+            .map_err(|_| FleetError::Server("subscribing timed out".into()))??;
         self.sub = Some(worker);
         Ok(notes)
     }
