@@ -37,14 +37,13 @@ impl Layer {
     /// A layer from its parts; a key given twice keeps its last limit, in
     /// its first place.
     pub fn from_parts(default: Option<Limit>, overrides: Vec<(String, Limit)>) -> Layer {
-        let mut layer = Layer {
+        let layer = Layer {
             default,
             overrides: Vec::with_capacity(overrides.len()),
         };
-        for (key, limit) in overrides {
-            layer.insert(key, limit);
-        }
-        layer
+        overrides
+            .into_iter()
+            .fold(layer, |layer, (key, limit)| layer.with_override(key, limit))
     }
 
     /// This layer with `limit` as the default.
@@ -57,15 +56,12 @@ impl Layer {
     /// This layer with `key`'s override.
     #[must_use]
     pub fn with_override(mut self, key: impl Into<String>, limit: impl Into<Limit>) -> Layer {
-        self.insert(key.into(), limit.into());
-        self
-    }
-
-    fn insert(&mut self, key: String, limit: Limit) {
+        let (key, limit) = (key.into(), limit.into());
         match self.overrides.iter_mut().find(|(k, _)| *k == key) {
             Some((_, old)) => *old = limit,
             None => self.overrides.push((key, limit)),
         }
+        self
     }
 
     /// The default this layer sets, if it sets one.
