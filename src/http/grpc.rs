@@ -31,10 +31,7 @@ const PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 /// A refused call: `code`, `message`, and the wait until it may go (`None`:
 /// no wait admits it, and the pushback says not to retry).
 pub(super) fn refusal(code: Code, message: &str, wait: Option<Duration>) -> Response<Bytes> {
-    let details = match wait {
-        Some(wait) => ErrorDetails::with_retry_info(Some(wait)),
-        None => ErrorDetails::new(),
-    };
+    let details = wait.map_or_else(ErrorDetails::new, |_| ErrorDetails::with_retry_info(wait));
     let status = tonic::Status::with_error_details(code, message, details);
     let mut response = response(StatusCode::OK, "application/grpc", Bytes::new());
     let headers = response.headers_mut();
@@ -43,13 +40,10 @@ pub(super) fn refusal(code: Code, message: &str, wait: Option<Duration>) -> Resp
         // is percent-encoded first: the code alone, then.
         headers.insert("grpc-status", HeaderValue::from(code as i32));
     }
-    let pushback = match wait {
-        // Rounded up: a client never retries before the slot.
-        Some(wait) => HeaderValue::from(
-            u64::try_from(wait.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
-        ),
-        None => HeaderValue::from_static("-1"),
-    };
+    // Rounded up: a client never retries before the slot.
+    let pushback = wait.map_or(HeaderValue::from_static("-1"), |wait| {
+        HeaderValue::from(u64::try_from(wait.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
+    });
     headers.insert(PUSHBACK, pushback);
     response
 }
