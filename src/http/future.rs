@@ -194,12 +194,6 @@ pub(super) fn forwarded<B>(mut response: Response<B>, fields: AddedFields) -> Re
     response
 }
 
-/// The layer's own answer as a limited service's response.
-#[inline]
-pub(super) fn answered<B: AnswerBody>(response: Response<Bytes>) -> Response<B> {
-    response.map(B::answer)
-}
-
 /// A boxed response future, for the paths that wait (a bounded wait, a
 /// remote limiter).
 pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -281,11 +275,10 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
             StateProj::Inner { future } => future.poll(cx),
-            StateProj::Answer { response } => Poll::Ready(Ok(answered(
-                *response
-                    .take()
-                    .expect("a ResponseFuture polled after it completed"),
-            ))),
+            StateProj::Answer { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("a ResponseFuture polled after it completed")
+                .map(B::answer))),
             StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
     }

@@ -17,7 +17,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::client_ip;
-use super::future::{answered, forwarded, AddedFields, AnswerBody, ResponseFuture};
+use super::future::{forwarded, AddedFields, AnswerBody, ResponseFuture};
 use super::shared::Shared;
 use super::terms::{ClientKey, Fields, KeySource, LayerStats, MissingKey, Mode};
 use crate::limiter::take::{Error, Taken};
@@ -168,7 +168,9 @@ impl<S> Limited<S> {
             let taken = shared.limiter.take(&key, cost, shared.settings.mode).await;
             Ok(match shared.settle(&key, taken) {
                 Ok(fields) => forwarded(inner.call(request).await?, fields),
-                Err(failure) => answered(*shared.refuse(&key, failure, request.headers())),
+                Err(failure) => shared
+                    .refuse(&key, failure, request.headers())
+                    .map(ResB::answer),
             })
         }))
     }
