@@ -128,9 +128,10 @@ pub(crate) fn behind_proxies(
     trusted: &[Cidr],
     forwarding: Forwarding,
 ) -> Option<IpAddr> {
-    let name = match forwarding {
-        Forwarding::XForwardedFor => "x-forwarded-for",
-        Forwarding::Forwarded => "forwarded",
+    // The header, and how one of its entries names an address.
+    let (name, hop): (_, fn(&str) -> Option<IpAddr>) = match forwarding {
+        Forwarding::XForwardedFor => ("x-forwarded-for", |entry| node(entry.trim())),
+        Forwarding::Forwarded => ("forwarded", forwarded_for),
     };
     // Right to left: the last field line first (the lines are one list, in
     // order), each line's entries from its end. Bytes, not text: a line is
@@ -147,23 +148,14 @@ pub(crate) fn behind_proxies(
         if read == MAX_HOPS {
             return None;
         }
-        let ip = canonical(hop(entry, forwarding)?);
+        // An entry that is not text, or not an address, ends the walk.
+        let ip = canonical(hop(std::str::from_utf8(entry).ok()?)?);
         if !trusts(trusted, ip) {
             return Some(ip);
         }
         client = ip;
     }
     Some(client)
-}
-
-/// One entry of a forwarding header as an address; `None` when it is not
-/// text or not an address.
-fn hop(entry: &[u8], forwarding: Forwarding) -> Option<IpAddr> {
-    let entry = std::str::from_utf8(entry).ok()?;
-    match forwarding {
-        Forwarding::XForwardedFor => node(entry.trim()),
-        Forwarding::Forwarded => forwarded_for(entry),
-    }
 }
 
 /// The `for=` node of one `Forwarded` element, as an address.
