@@ -255,10 +255,7 @@ pub(crate) fn own_config(
         config.application_name("paceline");
     }
     let ms = statement.as_millis().max(1);
-    let ours = format!("-c statement_timeout={ms} -c lock_timeout={ms}");
-    let options = match config.get_options() {
-        Some(theirs) => format!("{theirs} {ours}"),
-        None => ours,
-    };
-    config.options(options);
+    let theirs = config.get_options().unwrap_or_default();
+    let options = format!("{theirs} -c statement_timeout={ms} -c lock_timeout={ms}");
+    config.options(options.trim_start());
 }
