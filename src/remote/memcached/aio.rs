@@ -78,10 +78,8 @@ impl Link for AsyncConn {
                 line: Vec::with_capacity(64),
             })
         };
-        let timed_out = |_| Err(io::ErrorKind::TimedOut.into());
-        tokio::time::timeout(within, open)
-            .await
-            .unwrap_or_else(timed_out)
+        let opened = tokio::time::timeout(within, open).await;
+        opened.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
     }
 
     async fn call(&mut self, command: &[u8], within: Duration) -> Result<Reply, Failure> {

@@ -46,12 +46,10 @@ pub(crate) fn peek(out: &mut Vec<u8>, key: &str) {
 /// absent (`None`, mode `E`: memcached's `add`).
 pub(crate) fn store(out: &mut Vec<u8>, key: &str, state: u64, cas: Option<u64>, exptime: u32) {
     let value = state.to_string();
+    let len = value.len();
     match cas {
-        Some(cas) => line(
-            out,
-            format_args!("ms {key} {} C{cas} T{exptime}", value.len()),
-        ),
-        None => line(out, format_args!("ms {key} {} T{exptime} ME", value.len())),
+        Some(cas) => line(out, format_args!("ms {key} {len} C{cas} T{exptime}")),
+        None => line(out, format_args!("ms {key} {len} T{exptime} ME")),
     }
     let _ = write!(out, "{value}\r\n");
 }
