@@ -160,14 +160,9 @@ impl Single {
         if let Some(live) = &*live {
             return Ok(live.clone());
         }
-        let made = Live {
-            manager: self
-                .client
-                .get_connection_manager_lazy(self.config.clone())?,
-            heard: Arc::new(Heard::new()),
-        };
-        *live = Some(made.clone());
-        Ok(made)
+        let manager = (self.client).get_connection_manager_lazy(self.config.clone())?;
+        let heard = Arc::new(Heard::new());
+        Ok(live.insert(Live { manager, heard }).clone())
     }
 }
 
