@@ -142,9 +142,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     {
         let default = Setting::new(Limit::new(self.rate, self.slack), None)?;
         let resolved = Arc::new(Resolved::new(default, Vec::new()));
-        let max_keys = self.max_keys;
-        let shards = shard_count(max_keys);
-        let hasher = KeyHasher::default();
+        let shards = shard_count(self.max_keys);
         Ok(KeyedLimiter {
             shards: (0..shards)
                 .map(|_| {
@@ -162,9 +160,9 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
                     }))
                 })
                 .collect(),
-            hasher,
+            hasher: KeyHasher::default(),
             mask: shards - 1,
-            max_keys,
+            max_keys: self.max_keys,
             tracked: CachePadded::new(AtomicUsize::new(0)),
             next_rest: AtomicU64::new(u64::MAX),
             when_full: self.when_full,
