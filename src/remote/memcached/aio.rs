@@ -66,7 +66,10 @@ impl Link for AsyncConn {
     async fn open(addr: &Addr, within: Duration, _response: Duration) -> io::Result<Self> {
         let open = async {
             let io: Box<dyn Io> = match addr {
+                #[cfg(unix)]
                 Addr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+                #[cfg(not(unix))]
+                Addr::Unix(_) => return Err(super::conn::no_unix_sockets()),
                 Addr::Tcp(hostport) => {
                     let s = tokio::net::TcpStream::connect(hostport.as_str()).await?;
                     s.set_nodelay(true)?;

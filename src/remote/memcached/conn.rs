@@ -19,6 +19,7 @@
 
 use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
+#[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::pin::pin;
@@ -84,6 +85,15 @@ impl Addr {
     }
 }
 
+/// The error a unix socket's address meets where there are none.
+#[cfg(not(unix))]
+pub(crate) fn no_unix_sockets() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "memcached over a unix socket needs a unix system",
+    )
+}
+
 /// One connection: a buffered reader over the socket.
 pub(crate) struct Conn {
     io: BufReader<Timed>,
@@ -94,7 +104,10 @@ pub(crate) struct Conn {
 impl Link for Conn {
     async fn open(addr: &Addr, within: Duration, response: Duration) -> io::Result<Conn> {
         let socket: Socket = match addr {
+            #[cfg(unix)]
             Addr::Unix(path) => Box::new(UnixStream::connect(path)?),
+            #[cfg(not(unix))]
+            Addr::Unix(_) => return Err(no_unix_sockets()),
             Addr::Tcp(hostport) => Box::new(tcp(hostport.as_str(), Instant::now() + within)?),
         };
         socket.set_write_timeout(response)?;
