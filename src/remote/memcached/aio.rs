@@ -68,8 +68,6 @@ impl Link for AsyncConn {
             let io: Box<dyn Io> = match addr {
                 #[cfg(unix)]
                 Addr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-                #[cfg(not(unix))]
-                Addr::Unix(_) => return Err(super::conn::no_unix_sockets()),
                 Addr::Tcp(hostport) => {
                     let s = tokio::net::TcpStream::connect(hostport.as_str()).await?;
                     s.set_nodelay(true)?;

@@ -21,6 +21,7 @@ use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
+#[cfg(unix)]
 use std::path::PathBuf;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -43,7 +44,8 @@ pub const DEFAULT_PORT: u16 = 11211;
 pub(crate) enum Addr {
     /// `host:port` (or `host`, on [`DEFAULT_PORT`]).
     Tcp(String),
-    /// `unix:/path` or `/path`.
+    /// `unix:/path` or `/path` (on unix systems).
+    #[cfg(unix)]
     Unix(PathBuf),
 }
 
@@ -58,6 +60,11 @@ impl Addr {
             if path.is_empty() {
                 return Err(format!("memcached address {addr:?}: no socket path"));
             }
+            #[cfg(not(unix))]
+            return Err(format!(
+                "memcached address {addr:?}: a unix socket needs a unix system"
+            ));
+            #[cfg(unix)]
             return Ok(Addr::Unix(PathBuf::from(path)));
         }
         if addr.is_empty() || addr.contains(char::is_whitespace) || addr.contains('/') {
@@ -85,15 +92,6 @@ impl Addr {
     }
 }
 
-/// The error a unix socket's address meets where there are none.
-#[cfg(not(unix))]
-pub(crate) fn no_unix_sockets() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "memcached over a unix socket needs a unix system",
-    )
-}
-
 /// One connection: a buffered reader over the socket.
 pub(crate) struct Conn {
     io: BufReader<Timed>,
@@ -106,8 +104,6 @@ impl Link for Conn {
         let socket: Socket = match addr {
             #[cfg(unix)]
             Addr::Unix(path) => Box::new(UnixStream::connect(path)?),
-            #[cfg(not(unix))]
-            Addr::Unix(_) => return Err(no_unix_sockets()),
             Addr::Tcp(hostport) => Box::new(tcp(hostport.as_str(), Instant::now() + within)?),
         };
         socket.set_write_timeout(response)?;
