@@ -17,7 +17,7 @@ use crate::clock::Clock;
 /// task waits and the runtime jumps to the next timer, or on
 /// `tokio::time::advance`. That makes an async limiter's pacing
 /// deterministic in tests, with no real waiting; see the
-/// [module docs](super#testing-with-paused-time).
+/// guide on [testing with paused time](crate::guide::waiting#testing-with-paused-time).
 ///
 /// It is meant for async waiting. A *blocking* limiter on it works in real
 /// time, but under paused time a blocking wait would never end (nothing

@@ -82,7 +82,7 @@ use super::TokioClock;
 ///
 /// With the default [`Wait::Sleep`](crate::Wait::Sleep) a waiter sleeps on Tokio's timer, which
 /// has 1 ms granularity: permits due within one millisecond are released
-/// together at its end (see the [module docs](super#timer-granularity)).
+/// together at its end (see the guide on [Tokio's timer granularity](crate::guide::waiting#tokios-timer-granularity)).
 /// [`Wait::Precise { spin }`](crate::Wait::Precise) sleeps until `spin` before the
 /// slot and then yields to the runtime in a loop until the slot
 /// (microsecond precision at the price of CPU; use a `spin` of at least
