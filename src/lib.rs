@@ -18,6 +18,30 @@
 //! }
 //! ```
 //!
+//! # Which type do I want
+//!
+//! | you have | use | feature |
+//! |---|---|---|
+//! | threads, one limit | [`AtomicLimiter`] (lock-free; [`MutexLimiter`] decides alike) | (none) |
+//! | a slow start after idle (Guava's warm-up) | [`.warm_up(period)`](Builder::warm_up) on either: a [`WarmUpLimiter`] | (none) |
+//! | tasks, one limit | [`tokio::AsyncLimiter`] | `tokio` |
+//! | a limit per user / IP / tenant | [`KeyedLimiter`] (tasks: [`tokio::AsyncKeyedLimiter`]) | `keyed` (default; tasks: + `tokio`) |
+//! | many processes or hosts, one limit | [`redis::RedisLimiter`] (tasks: [`redis::AsyncRedisLimiter`]) | `redis` (tasks: + `tokio`) |
+//! | the same, with PostgreSQL and no Redis | [`postgres::PostgresLimiter`] (tasks: [`postgres::AsyncPostgresLimiter`]) | `postgres` (tasks: + `tokio`) |
+//! | the same, with memcached (the clients' clocks decide) | [`memcached::MemcachedLimiter`] (tasks: [`memcached::AsyncMemcachedLimiter`]) | `memcached` (tasks: + `tokio`) |
+//! | one hot key past one server core (a million a second) | [`lease::Leased`] over one key of any of the three | that store's |
+//! | one set of limits for a whole fleet, layered and live | [`config::fleet::Layers`] + [`config::fleet::Document`] | `fleet`, with `redis` or `postgres` |
+//! | several limits at once, all or nothing | [`all`] | (none) |
+//! | an HTTP service: 429 per client; a paced HTTP client | [`http::LimitLayer`]; [`http::PaceLayer`] | `tower` (in an axum app: `axum`) |
+//! | a tonic server, a reqwest client, `tracing` events | [`http::LimitBuilder::grpc`], [`reqwest::Pace`], events: the [gRPC chapter](guide::grpc) | `tonic`, `reqwest`, `tracing` |
+//! | bytes of a stream, not requests (`Read`/`Write`, `AsyncRead`/`AsyncWrite`) | [`io::PacedReader`], [`io::PacedWriter`] over any limiter | (none; async: `tokio`) |
+//! | a shell pipeline: lines, a command per line, bytes | the `paceline` command ([`guide::cli`]) | `cargo install --path cli` |
+//! | pacing switched off | [`Unlimited`], or any of them behind `Arc<dyn Take>` | (none) |
+//! | your own store | [`model::schedule::step`], the pure decision every store runs | (none) |
+//!
+//! Each snippet in the README and the [`guide`] gives the `Cargo.toml`
+//! line its features need.
+//!
 //! # Contents
 //!
 //! - [`AtomicLimiter`]: lock-free, one padded `AtomicU64` and a CAS loop.
