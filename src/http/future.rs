@@ -37,7 +37,8 @@ use http_body_util::{BodyExt, Full};
 /// no empty data frame), which a gRPC refusal (headers only) relies on.
 #[diagnostic::on_unimplemented(
     message = "the limit layer cannot write its answers in a `{Self}` body",
-    note = "map the inner responses into `paceline::http::LimitBody` (`response.map(LimitBody::new)`) below the limit, or put the limit inside the layers that wrap the body"
+    note = "an axum app: turn on paceline's `axum` feature (`features = [\"axum\"]`), which answers in `axum::body::Body`; a tonic server: the `tonic` feature",
+    note = "any other body: map the inner responses into `paceline::http::LimitBody` (`response.map(LimitBody::new)`) below the limit, or put the limit inside the layers that wrap the body"
 )]
 pub trait AnswerBody: Sized {
     /// A body sending `bytes` in one frame and ending; for empty `bytes`,
