@@ -232,7 +232,7 @@ fn json_lists_the_buckets_a_query_selects_in_its_order() {
     assert!(next_free > 300.0 && next_free <= 360.0, "{dave}");
     assert!(dave["idle"].as_f64().unwrap() < 60.0, "{dave}");
     assert_eq!(dave["refused"].as_u64(), Some(1));
-    // Admitted calls are counted per limiter only (issue 30, item 5).
+    // Admitted calls are counted per limiter only.
     assert!(dave.get("admitted").is_none(), "{dave}");
     // The raw key, in JSON, with `<` escaped.
     assert!(reply

@@ -237,8 +237,8 @@ fn hostile_keys(tag: &str) -> Vec<String> {
     ]
 }
 
-/// Every key a limiter accepts is limited, whatever its length or bytes
-/// (issue 30, item 1): the same suite on hostile keys, here on the
+/// Every key a limiter accepts is limited, whatever its length or
+/// bytes: the same suite on hostile keys, here on the
 /// in-memory backend, and below on Redis and PostgreSQL.
 #[test]
 fn every_remote_backend_limits_a_key_whatever_its_length_or_bytes() {

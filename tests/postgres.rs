@@ -733,7 +733,7 @@ fn admitted_of_100(lim: &PostgresLimiter, key: &str, name: &str) -> usize {
 }
 
 /// A key is the client's to choose, so every key a limiter accepts is
-/// limited, whatever its length or bytes (issue 30, item 1): one of ~3 KB
+/// limited, whatever its length or bytes: one of ~3 KB
 /// of random text (over the index's limit) or with a NUL byte (which
 /// `text` cannot hold) used to fail every call with `Error::Script` (and,
 /// before fail-open was narrowed, 100 of 100 calls were admitted under

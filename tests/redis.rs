@@ -715,7 +715,7 @@ fn call_until(
     seen
 }
 
-/// A resharding fails no call and lifts no limit (issue 30, item 3): while
+/// A resharding fails no call and lifts no limit: while
 /// a slot moves in the order that makes its two nodes redirect each call
 /// to each other for 100 ms, calls on its keys used to fail with `MOVED`
 /// (an error under `Closed`, a failure under `Open`, counted in `failed`;
@@ -947,8 +947,8 @@ fn admitted_of(limiter: &RedisLimiter, key: &str, n: usize, name: &str) -> usize
     admitted
 }
 
-/// Every key a limiter accepts is limited, whatever its length or bytes
-/// (issue 30, item 1), and a key costs Redis at most 512 bytes however
+/// Every key a limiter accepts is limited, whatever its length or
+/// bytes, and a key costs Redis at most 512 bytes however
 /// long it is: a 1 MB key used to be stored whole (a megabyte of server
 /// memory per key while it lives, and in every error naming it); it is
 /// stored under its digest, and still limited: 3 of 100 calls at 1/min

@@ -15,7 +15,7 @@
 //!   pipelines of 64 `EVALSHA`s back to back (the same way for every script).
 //!
 //! The scripts: paceline's step as it is (`src/remote/redis/step.lua`), as
-//! it was before issue 15 (`benches/lua/step_before.lua`), go-redis/
+//! it was before its rewrite of 2026-11-23 (`benches/lua/step_before.lua`), go-redis/
 //! redis_rate's GCRA (`benches/lua/redis_rate.lua`), and a minimal
 //! TIME + GET + SET GCRA (`benches/lua/minimal_gcra.lua`). Each call is
 //! admitted (1 permit per µs, far faster than the calls come) and writes its

@@ -397,7 +397,7 @@ mod tests {
 
     /// A tracked `u64` key's slot in the map (key and entry) is 24 bytes:
     /// what brings a million `u64` keys under 64 bytes each of RSS
-    /// (`benches/keyed.rs`, issue 30, item 5).
+    /// (`benches/keyed.rs`).
     #[test]
     fn a_u64_keys_slot_is_24_bytes() {
         assert_eq!(std::mem::size_of::<shard::Entry>(), 16);
