@@ -5,7 +5,8 @@
 # The `redis`, `postgres` and `memcached` features' tests start their own
 # redis-server, PostgreSQL (initdb + postgres in a temporary directory) and
 # memcached, and the `tower`
-# feature's page tests their own headless chromium; all fail loudly without
+# feature's page tests their own headless chromium and check its /metrics
+# with promtool (Debian's prometheus); all fail loudly without
 # them, so this installs what is missing first, when we may.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
     missing+=(postgresql)
 fi
@@ -23,7 +25,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         echo "${missing[*]} not on PATH and cannot be installed here:" >&2
         echo "install (e.g. sudo apt-get install ${missing[*]}); the redis feature's tests need" >&2
         echo "redis-server, the postgres feature's PostgreSQL, the memcached feature's memcached," >&2
-        echo "the tower feature's page Debian's chromium." >&2
+        echo "the tower feature's page Debian's chromium and promtool (prometheus)." >&2
         exit 1
     fi
 fi

@@ -326,10 +326,14 @@ fn metrics_are_prometheus_text_without_per_key_labels() {
     );
     let text = &reply.body;
     for line in [
-        // stats::prometheus: the limiters that count ("per_ip" does not).
+        // stats::prometheus: the limiters that count.
         "paceline_admitted_total{limiter=\"actions\"} 6\n",
         "paceline_refused_total{limiter=\"actions\"} 1\n",
         "paceline_permits_total{limiter=\"global\"} 3\n",
+        // A keyed limiter counts its calls admitted and refused whether or
+        // not it meters the rest, and /json shows them: so does /metrics.
+        "paceline_admitted_total{limiter=\"per_ip\"} 2\n",
+        "paceline_refused_total{limiter=\"per_ip\"} 0\n",
         // The keyed limiters' own series, every keyed limiter.
         "# TYPE paceline_keys gauge\n",
         "paceline_keys{limiter=\"actions\"} 6\n",
@@ -346,7 +350,24 @@ fn metrics_are_prometheus_text_without_per_key_labels() {
     assert!(bytes >= 6 * 24, "{bytes} bytes for 6 keys");
     let line = format!("paceline_keys_bytes{{limiter=\"actions\"}} {bytes}\n");
     assert!(text.contains(&line), "missing {line:?} in\n{text}");
-    assert!(!text.contains("paceline_admitted_total{limiter=\"per_ip\"}"));
+    // Only those two: what it does not meter is not written as zero.
+    for family in ["permits_total", "cancelled_total", "wait_seconds_count"] {
+        assert!(!text.contains(&format!("paceline_{family}{{limiter=\"per_ip\"}}")));
+    }
+    promtool_checks(text);
+    // Every limiter's counts as /json shows them.
+    for limiter in server.get("/limits/json").json()["limiters"]
+        .as_array()
+        .unwrap()
+    {
+        for count in ["admitted", "refused"] {
+            let line = format!(
+                "paceline_{count}_total{{limiter={}}} {}\n",
+                limiter["name"], limiter[count]
+            );
+            assert!(text.contains(&line), "missing {line:?} in\n{text}");
+        }
+    }
     assert!(!text.contains("message_send") && !text.contains("10.0.0.7"));
     // The format's rules: every sample's family was announced just before
     // its samples (HELP, then TYPE), and samples of a family are together.
@@ -368,6 +389,35 @@ fn metrics_are_prometheus_text_without_per_key_labels() {
             );
         }
     }
+}
+
+/// `promtool check metrics` (Debian's `prometheus`: a missing one fails
+/// the test, `scripts/test.sh` installs it) finds nothing wrong in `text`.
+fn promtool_checks(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start `promtool` ({e}): apt-get install prometheus, or bash scripts/test.sh")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {}{}\nin\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

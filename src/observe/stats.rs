@@ -164,21 +164,27 @@ pub fn prometheus(limiters: &[(&str, &dyn Counted)]) -> String {
         .iter()
         .filter_map(|(name, limiter)| Some((*name, limiter.stats()?)))
         .collect();
+    prometheus_read(&read, &[])
+}
+
+/// [`prometheus`] of the limiters `read`, and of those `tallied`, which
+/// count only what they admitted and refused (a keyed limiter always
+/// does): these appear in those two families alone.
+pub(crate) fn prometheus_read(read: &[(&str, Stats)], tallied: &[(&str, Stats)]) -> String {
     let mut out = String::new();
-    write_families(&mut out, &FAMILIES, &read);
+    for (i, family) in FAMILIES.iter().enumerate() {
+        let both = tallied.iter().filter(|_| i == ADMITTED || i == REFUSED);
+        let rows: Vec<_> = read.iter().chain(both).copied().collect();
+        write_families(&mut out, std::slice::from_ref(family), &rows);
+    }
     let name = "paceline_wait_seconds";
     let help = "Wait the admitted requests were scheduled for.";
     // Writing to a String cannot fail.
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} summary");
-    for (limiter, stats) in &read {
-        let (limiter, wait) = (Escaped(limiter), stats.wait.as_secs_f64());
-        let _ = writeln!(out, "{name}_sum{{limiter=\"{limiter}\"}} {wait}");
-        let _ = writeln!(
-            out,
-            "{name}_count{{limiter=\"{limiter}\"}} {}",
-            stats.admitted
-        );
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+    for (limiter, stats) in read {
+        let label = format!("{{limiter=\"{}\"}}", Escaped(limiter));
+        let (wait, count) = (stats.wait.as_secs_f64(), stats.admitted);
+        let _ = writeln!(out, "{name}_sum{label} {wait}\n{name}_count{label} {count}");
     }
     let leased: Vec<(&str, LeaseStats)> = read
         .iter()

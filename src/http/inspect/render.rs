@@ -13,7 +13,7 @@ use super::select::Listing;
 use super::{Kind, Registered};
 use crate::http::json::Json;
 use crate::keyed::KeyedStats;
-use crate::observe::stats::{self, Counted};
+use crate::observe::stats::{self, Stats};
 use crate::values::limit::Limits;
 
 /// The page's script, run once it has loaded: renders the embedded rows.
@@ -254,32 +254,41 @@ pub(super) fn html(
     Ok(out)
 }
 
-/// `/metrics`: [`stats::prometheus`] over every limiter, then the keyed
+/// `/metrics`: [`stats::prometheus`] over every limiter, a keyed one that
+/// does not count requests in its admitted and refused families all the
+/// same (it always counts those, as `/json` shows), then the keyed
 /// limiters' gauges and counters.
 pub(super) fn metrics(limiters: &[Registered]) -> String {
-    let counted: Vec<(&str, &dyn Counted)> = limiters
-        .iter()
-        .map(|r| {
-            let limiter: &dyn Counted = match &r.kind {
-                Kind::Keyed(l) => l.tracking(),
-                Kind::Counted(l) => &**l,
-            };
-            (r.name.as_str(), limiter)
-        })
-        .collect();
-    let mut out = stats::prometheus(&counted);
-    let keyed: Vec<(&str, (KeyedStats, usize))> = limiters
-        .iter()
-        .filter_map(|r| match &r.kind {
-            Kind::Keyed(l) => Some((r.name.as_str(), l.tracking().totals())),
-            Kind::Counted(_) => None,
-        })
-        .collect();
+    let (mut read, mut tallied, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
+    for r in limiters {
+        let name = r.name.as_str();
+        match &r.kind {
+            Kind::Keyed(l) => {
+                let totals = l.tracking().totals();
+                match l.tracking().stats() {
+                    Some(stats) => read.push((name, stats)),
+                    None => tallied.push((name, tally(&totals.0))),
+                }
+                keyed.push((name, totals));
+            }
+            Kind::Counted(l) => read.extend(l.stats().map(|stats| (name, stats))),
+        }
+    }
+    let mut out = stats::prometheus_read(&read, &tallied);
     // The keyed limiters' families only where a limiter is keyed.
     if !keyed.is_empty() {
         stats::write_families(&mut out, &KEYED_FAMILIES, &keyed);
     }
     out
+}
+
+/// A keyed limiter's own counts of calls admitted and refused, as stats.
+fn tally(totals: &KeyedStats) -> Stats {
+    Stats {
+        admitted: totals.admitted,
+        refused: totals.refused,
+        ..Stats::default()
+    }
 }
 
 /// A keyed limiter's gauges and counters: of its totals and its ceiling.
