@@ -493,6 +493,32 @@ fn rendered_rows(dom: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The text of each cell of the DOM's table `id`, row by row.
+fn table_cells(dom: &str, id: &str) -> Vec<Vec<String>> {
+    let table = dom
+        .split(&format!("<table id=\"{id}\">"))
+        .nth(1)
+        .and_then(|t| t.split("<tbody>").nth(1))
+        .and_then(|t| t.split("</tbody>").next())
+        .unwrap_or_else(|| panic!("no table {id} in the DOM"));
+    let text = |cell: &str| cell[cell.find('>').unwrap() + 1..].to_owned();
+    table
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("</td>")
+                .filter_map(|c| c.split_once("<td"))
+                .map(|(_, c)| text(c))
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows of the page's "Limits in force" table.
+fn in_force(dom: &str) -> Vec<Vec<String>> {
+    table_cells(dom, "in-force")
+}
+
 #[test]
 fn browser_renders_the_filtered_sorted_rows() {
     let (inspect, _actions) = fixture();
@@ -517,6 +543,17 @@ fn browser_renders_the_filtered_sorted_rows() {
     );
     assert!(!dom.contains("<b>carol"));
     assert!(dom.contains("3 buckets shown."), "{dom}");
+    // The limits in force: the default as built, the override set by a
+    // call, neither from a layer, and neither said to be set by hand.
+    assert_eq!(
+        in_force(&dom),
+        [
+            ["actions", "(default)", "10/h", "10", "(no layer)"],
+            ["actions", "upload", "20/h", "20", "(no layer)"],
+            ["per_ip", "(default)", "10/h", "10", "(no layer)"],
+        ],
+        "{dom}"
+    );
     // The sorted column is marked.
     assert!(
         dom.contains("data-col=\"fill\" tabindex=\"0\" aria-sort=\"descending\""),

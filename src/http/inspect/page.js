@@ -210,7 +210,8 @@
       cell(tr, f.key === null ? "(default)" : f.key, "key");
       cell(tr, f.rate, "");
       cell(tr, String(f.burst), "");
-      cell(tr, f.layer === null ? "(set by hand)" : f.layer, "");
+      // No layer: the limit as built, or as a call set it.
+      cell(tr, f.layer === null ? "(no layer)" : f.layer, "");
       ftbody.appendChild(tr);
     });
     if (l.overrides > (l.limits || []).length - 1) {

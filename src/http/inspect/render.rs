@@ -76,7 +76,7 @@ fn base64(bytes: &[u8]) -> String {
 ///
 /// A keyed limiter's entry also lists the limits in force, the default
 /// first (`"key": null`), then at most [`LIMITS_SHOWN`] overrides, each
-/// with the layer it came from (`null`: set by hand), and `"overrides"`,
+/// with the layer it came from (`null`: none, as built or set by a call), and `"overrides"`,
 /// how many there are: `"limits": [{"key": null, "rate": "5/s", "burst":
 /// 11, "layer": "global"}, ..], "overrides": N`.
 ///
