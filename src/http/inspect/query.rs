@@ -71,9 +71,14 @@ pub struct Row {
 
 impl Query {
     /// Reads `query` (the part after `?`, form-encoded); `max_rows` is the
-    /// most a `limit` may ask for, and the default. An error names the
-    /// value that does not read, or the parameter the page does not know.
-    pub(crate) fn parse(query: Option<&str>, max_rows: usize) -> Result<Query, String> {
+    /// most a `limit` may ask for, and the default; `limiters`, the names a
+    /// `limiter` may be. An error names the value that does not read, or
+    /// the parameter the page does not know.
+    pub(crate) fn parse(
+        query: Option<&str>,
+        max_rows: usize,
+        limiters: &[&str],
+    ) -> Result<Query, String> {
         let mut q = Query {
             limit: max_rows,
             ..Query::default()
@@ -85,25 +90,16 @@ impl Query {
             let value = decode(value)?;
             match name.as_str() {
                 "prefix" => q.prefix = value,
-                "limiter" => q.limiter = Some(value).filter(|v| !v.is_empty()),
-                "fill_gt" => q.fill_gt = fill(&name, &value)?,
-                "fill_lt" => q.fill_lt = fill(&name, &value)?,
-                "sort" if value.is_empty() => {}
-                "sort" => {
-                    let found = Column::ALL.iter().find(|(_, n)| *n == value);
-                    let names = Column::ALL.map(|(_, n)| n).join(", ");
-                    q.sort = must(found, &name, &format!("one of {names}"), &value)?.0;
+                // An empty value is unset (a form's empty field).
+                "limiter" | "fill_gt" | "fill_lt" | "sort" | "order" | "limit"
+                    if value.is_empty() => {}
+                "limiter" => {
+                    q.limiter = Some(limiters[one_of(&name, &value, limiters)?].to_owned())
                 }
-                "order" => {
-                    let read = match value.as_str() {
-                        "" => Some(None),
-                        "asc" => Some(Some(false)),
-                        "desc" => Some(Some(true)),
-                        _ => None,
-                    };
-                    order = must(read, &name, "asc or desc", &value)?;
-                }
-                "limit" if value.is_empty() => {}
+                "fill_gt" => q.fill_gt = Some(fill(&name, &value)?),
+                "fill_lt" => q.fill_lt = Some(fill(&name, &value)?),
+                "sort" => q.sort = Column::ALL[one_of(&name, &value, &Column::ALL.map(|c| c.1))?].0,
+                "order" => order = Some(one_of(&name, &value, &["asc", "desc"])? == 1),
                 "limit" => {
                     let n = value.parse().ok().filter(|n| (1..=max_rows).contains(n));
                     let whole = format!("a whole number from 1 to {max_rows}");
@@ -128,16 +124,21 @@ impl Query {
     }
 }
 
-/// A fill bound: a number from 0 up (`0.5`, `1`, `1.25`); empty is none.
-fn fill(name: &str, value: &str) -> Result<Option<f64>, String> {
-    if value.is_empty() {
-        return Ok(None);
-    }
+/// A fill bound: a number from 0 up (`0.5`, `1`, `1.25`).
+fn fill(name: &str, value: &str) -> Result<f64, String> {
     let read = value
         .parse::<f64>()
         .ok()
         .filter(|f| f.is_finite() && *f >= 0.0);
-    must(read, name, "a fill fraction from 0 up, such as 0.5", value).map(Some)
+    must(read, name, "a fill fraction from 0 up, such as 0.5", value)
+}
+
+/// Which of `options` the parameter `name` reads as (its index), or the
+/// error naming its `value` and them.
+fn one_of(name: &str, value: &str, options: &[&str]) -> Result<usize, String> {
+    let quoted: Vec<_> = options.iter().map(|o| format!("{o:?}")).collect();
+    let what = format!("one of {}", quoted.join(", "));
+    must(options.iter().position(|o| *o == value), name, &what, value)
 }
 
 /// What the parameter `name` read as, or, when it did not (`None`), the
@@ -173,11 +174,11 @@ mod tests {
 
     #[test]
     fn defaults_list_every_bucket_by_key() {
-        let q = Query::parse(None, 1000).unwrap();
+        let q = Query::parse(None, 1000, &["per_ip"]).unwrap();
         assert_eq!(q.sort, Column::Key);
         assert!(!q.descending);
         assert_eq!((q.prefix.as_str(), q.limit), ("", 1000));
-        assert_eq!(q, Query::parse(Some(""), 1000).unwrap());
+        assert_eq!(q, Query::parse(Some(""), 1000, &["per_ip"]).unwrap());
     }
 
     #[test]
@@ -185,6 +186,7 @@ mod tests {
         let q = Query::parse(
             Some("prefix=message_send%2Fa+b&limiter=per_ip&fill_gt=0.5&fill_lt=1.5&sort=fill&order=asc&limit=7"),
             1000,
+            &["other", "per_ip"],
         )
         .unwrap();
         assert_eq!(q.prefix, "message_send/a b");
@@ -196,9 +198,9 @@ mod tests {
 
     #[test]
     fn numbers_sort_largest_first_unless_asked() {
-        let q = Query::parse(Some("sort=refused"), 10).unwrap();
+        let q = Query::parse(Some("sort=refused"), 10, &["per_ip"]).unwrap();
         assert!(q.descending);
-        let q = Query::parse(Some("sort=limiter"), 10).unwrap();
+        let q = Query::parse(Some("sort=limiter"), 10, &["per_ip"]).unwrap();
         assert!(!q.descending);
     }
 
@@ -207,9 +209,10 @@ mod tests {
         let q = Query::parse(
             Some("prefix=&limiter=&fill_gt=&fill_lt=&sort=&order=&limit="),
             10,
+            &[],
         )
         .unwrap();
-        assert_eq!(q, Query::parse(None, 10).unwrap());
+        assert_eq!(q, Query::parse(None, 10, &["per_ip"]).unwrap());
     }
 
     #[test]
@@ -221,6 +224,7 @@ mod tests {
             ("fill_gt=inf", "\"inf\""),
             ("sort=colour", "\"colour\""),
             ("order=up", "\"up\""),
+            ("limiter=nobody", "one of \"per_ip\"; got \"nobody\""),
             ("limit=0", "\"0\""),
             ("limit=1001", "\"1001\""),
             ("fill>0.5", "\"fill>0.5\""),
@@ -229,7 +233,7 @@ mod tests {
             ("prefix=%", "\"%\""),
             ("prefix=%+1", "%+1"),
         ] {
-            let err = Query::parse(Some(query), 1000).unwrap_err();
+            let err = Query::parse(Some(query), 1000, &["per_ip"]).unwrap_err();
             assert!(err.contains(names), "{query}: {err}");
         }
     }
