@@ -731,3 +731,61 @@ fn json_lists_the_limits_in_force_with_their_layers() {
     assert_eq!(limiter.limits().layer("by-hand"), None);
     assert_eq!(limiter.limits().layer("k149"), Some("global"));
 }
+
+/// Buckets at rest (fill 0, tracked until a sweep) are counted where they
+/// are not listed, and listed when the query asks: in the JSON, and on the
+/// page, whose "0 buckets shown" beside "4 keys" said nothing of them.
+#[test]
+fn buckets_at_rest_are_counted_and_listed_when_asked() {
+    let clock = ManualClock::new();
+    let limiter = Arc::new(
+        KeyedLimiter::<String>::builder(Rate::per_hour(10))
+            .slack(9)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    for key in ["a", "b", "c", "d"] {
+        limiter.try_take(key).unwrap();
+    }
+    // Two hours on, all four are at rest; then "d" takes half its burst
+    // (a key already tracked: no insert, so no sweep).
+    clock.advance(Duration::from_secs(7200));
+    limiter.try_take_n("d", 5).unwrap();
+    let server = Server::start(Inspect::new().keyed("api", Arc::clone(&limiter)));
+    let json = server.get("/limits/json").json();
+    assert_eq!(keys(&json), ["d"]);
+    let counts = |j: &serde_json::Value| {
+        (
+            j["matched"].clone(),
+            j["shown"].clone(),
+            j["at_rest"].clone(),
+        )
+    };
+    assert_eq!(counts(&json), (1.into(), 1.into(), 3.into()));
+    assert_eq!(json["limiters"][0]["keys"], 4);
+    let json = server.get("/limits/json?at_rest=1").json();
+    assert_eq!(keys(&json), ["a", "b", "c", "d"]);
+    assert_eq!(counts(&json), (4.into(), 4.into(), 3.into()));
+    assert_eq!(json["buckets"][0]["fill"], 0.0);
+    assert_eq!(json["buckets"][0]["next_free"], 0.0);
+    // The filters apply to the count: a bucket at rest has fill 0.
+    let json = server.get("/limits/json?fill_gt=0.1").json();
+    assert_eq!(counts(&json), (1.into(), 1.into(), 0.into()));
+    let json = server.get("/limits/json?prefix=a&fill_lt=0.5").json();
+    assert_eq!(counts(&json), (0.into(), 0.into(), 1.into()));
+    // What a take sees is the same: at rest, a whole burst.
+    assert_eq!(limiter.snapshot().len(), 1);
+
+    let dom = chromium::dump_dom(&server.url("/limits"));
+    assert!(
+        dom.contains("1 bucket shown; 3 more at rest, not listed"),
+        "{dom}"
+    );
+    assert_eq!(rendered_rows(&dom), [("api".to_owned(), "d".to_owned())]);
+    let dom = chromium::dump_dom(&server.url("/limits?at_rest=1"));
+    assert!(dom.contains("4 buckets shown."), "{dom}");
+    assert!(dom.contains("value=\"1\" checked=\"\""), "{dom}");
+    let shown: Vec<_> = rendered_rows(&dom).into_iter().map(|(_, k)| k).collect();
+    assert_eq!(shown, ["a", "b", "c", "d"]);
+}

@@ -142,25 +142,28 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// ```
     pub fn snapshot(&self) -> Vec<KeyState<K>> {
         let mut out = Vec::new();
-        self.for_each_live(|key, state, _| {
-            out.push(KeyState {
-                key: key.clone(),
-                fill: state.fill,
-                next_free: state.next_free,
-                idle: state.idle,
-                refused: state.refused,
-            })
+        self.for_each_key(|key, state, _| {
+            // Fill 0 is at rest: as good as absent, only not swept yet.
+            if state.fill > 0.0 {
+                out.push(KeyState {
+                    key: key.clone(),
+                    fill: state.fill,
+                    next_free: state.next_free,
+                    idle: state.idle,
+                    refused: state.refused,
+                });
+            }
         });
         out
     }
 
     /// [`snapshot`](Self::snapshot)'s walk without its copies: `f` sees
-    /// each key not at rest, borrowed, with its state (`key: ()`) and the
-    /// rate and slack it is limited by, under its shard's read lock, so it
-    /// must not take from, reset or change this limiter. For the look
-    /// inside, which keeps only the rows a page shows: memory bounded by
-    /// those, not by the keys.
-    pub(crate) fn for_each_live(&self, mut f: impl FnMut(&K, KeyState<()>, (Rate, u64))) {
+    /// each tracked key, those at rest (fill 0, not swept yet) too,
+    /// borrowed, with its state (`key: ()`) and the rate and slack it is
+    /// limited by, under its shard's read lock, so it must not take from,
+    /// reset or change this limiter. For the look inside, which keeps only
+    /// the rows a page shows: memory bounded by those, not by the keys.
+    pub(crate) fn for_each_key(&self, mut f: impl FnMut(&K, KeyState<()>, (Rate, u64))) {
         for lock in self.shards.iter() {
             let shard = read(lock);
             let now = self.now();
@@ -168,11 +171,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 let class_index = e.class() as usize;
                 let p = shard.classes[class_index];
                 let tat = e.tat.load(Ordering::Relaxed);
+                // None used (fill 0): at rest.
                 let used = tat.saturating_sub(now.saturating_sub(p.tau()));
-                if used == 0 {
-                    // At rest: as good as absent, only not swept yet.
-                    continue;
-                }
                 let window = p.tau().saturating_add(p.interval());
                 // The entry's class indexes this shard's table, taken with
                 // its limits (`reresolve` moves them together).

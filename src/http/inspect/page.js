@@ -35,6 +35,7 @@
       limiter: field("limiter").value || null,
       fill_gt: bound("fill_gt"),
       fill_lt: bound("fill_lt"),
+      at_rest: field("at_rest").checked,
       sort: VALUE[sort] ? sort : "key",
       order: field("order").value || (TEXT[sort] ? "asc" : "desc"),
       limit: Number(field("limit").value) || data.query.limit
@@ -45,19 +46,34 @@
   // except for characters beyond U+FFFF against U+E000..U+FFFF.
   function cmp(a, b) { return a < b ? -1 : a > b ? 1 : 0; }
 
+  // Whether bucket r passes the filters of s, but for the one on rest.
+  function keeps(s, r) {
+    return r.key.indexOf(s.prefix) === 0 &&
+      (s.limiter === null || r.limiter === s.limiter) &&
+      (s.fill_gt === null || r.fill > s.fill_gt) &&
+      (s.fill_lt === null || r.fill < s.fill_lt);
+  }
+
   function select(s) {
-    var rows = data.buckets.filter(function (r) {
-      return r.key.indexOf(s.prefix) === 0 &&
-        (s.limiter === null || r.limiter === s.limiter) &&
-        (s.fill_gt === null || r.fill > s.fill_gt) &&
-        (s.fill_lt === null || r.fill < s.fill_lt);
-    });
+    var rows = data.buckets.filter(function (r) { return keeps(s, r) && (s.at_rest || r.fill > 0); });
     var value = VALUE[s.sort];
     var sign = s.order === "desc" ? -1 : 1;
     rows.sort(function (a, b) {
       return sign * cmp(value(a), value(b)) || cmp(a.limiter, b.limiter) || cmp(a.key, b.key);
     });
     return rows.slice(0, s.limit);
+  }
+
+  // How many buckets at rest the view leaves out: the server's count for
+  // the filters it ran, counted here when the rows loaded hold them all;
+  // null when neither is known.
+  function resting(s) {
+    var q = data.query;
+    if (s.at_rest) return 0;
+    if (s.prefix === q.prefix && s.limiter === q.limiter && s.fill_gt === q.fill_gt &&
+        s.fill_lt === q.fill_lt) return data.at_rest;
+    if (!q.at_rest || data.matched > data.shown) return null;
+    return data.buckets.filter(function (r) { return r.fill === 0 && keeps(s, r); }).length;
   }
 
   function duration(secs) {
@@ -102,6 +118,7 @@
       (q.limiter === null || s.limiter === q.limiter) &&
       (q.fill_gt === null || (s.fill_gt !== null && s.fill_gt >= q.fill_gt)) &&
       (q.fill_lt === null || (s.fill_lt !== null && s.fill_lt <= q.fill_lt)) &&
+      (q.at_rest || !s.at_rest) &&
       (data.matched === data.shown || (s.sort === q.sort && s.order === q.order));
   }
 
@@ -111,6 +128,7 @@
     if (s.limiter) p.set("limiter", s.limiter);
     if (field("fill_gt").value.trim()) p.set("fill_gt", field("fill_gt").value.trim());
     if (field("fill_lt").value.trim()) p.set("fill_lt", field("fill_lt").value.trim());
+    if (s.at_rest) p.set("at_rest", "1");
     p.set("sort", s.sort);
     p.set("order", s.order);
     if (s.limit !== data.query.limit || field("limit").defaultValue !== String(s.limit)) p.set("limit", s.limit);
@@ -158,6 +176,8 @@
     if (data.matched > data.shown) {
       text += "; the server matched " + data.matched + " and sent the first " + data.shown;
     }
+    var rest = resting(s);
+    if (rest) text += "; " + rest + " more at rest, not listed (tick “At rest too” to list them)";
     if (!covered(s)) {
       text += ". The filter goes beyond the rows loaded: press Enter (or Reload) to ask the server.";
       status.className = "warn";

@@ -54,6 +54,8 @@ pub struct Query {
     pub(crate) descending: bool,
     /// At most this many rows.
     pub(crate) limit: usize,
+    /// Buckets at rest (fill 0) listed too; else only counted.
+    pub(crate) at_rest: bool,
 }
 
 /// One tracked bucket, as listed, but for its key, which a limiter offers
@@ -91,7 +93,7 @@ impl Query {
             match name.as_str() {
                 "prefix" => q.prefix = value,
                 // An empty value is unset (a form's empty field).
-                "limiter" | "fill_gt" | "fill_lt" | "sort" | "order" | "limit"
+                "limiter" | "fill_gt" | "fill_lt" | "at_rest" | "sort" | "order" | "limit"
                     if value.is_empty() => {}
                 "limiter" => {
                     q.limiter = Some(limiters[one_of(&name, &value, limiters)?].to_owned())
@@ -100,6 +102,7 @@ impl Query {
                 "fill_lt" => q.fill_lt = Some(fill(&name, &value)?),
                 "sort" => q.sort = Column::ALL[one_of(&name, &value, &Column::ALL.map(|c| c.1))?].0,
                 "order" => order = Some(one_of(&name, &value, &["asc", "desc"])? == 1),
+                "at_rest" => q.at_rest = one_of(&name, &value, &["0", "1"])? == 1,
                 "limit" => {
                     let n = value.parse().ok().filter(|n| (1..=max_rows).contains(n));
                     let whole = format!("a whole number from 1 to {max_rows}");
@@ -108,7 +111,7 @@ impl Query {
                 _ => {
                     return Err(format!(
                         "unknown parameter {name:?}: the page reads prefix, limiter, fill_gt, \
-                         fill_lt, sort, order and limit"
+                         fill_lt, at_rest, sort, order and limit"
                     ))
                 }
             }
@@ -184,7 +187,7 @@ mod tests {
     #[test]
     fn reads_every_parameter() {
         let q = Query::parse(
-            Some("prefix=message_send%2Fa+b&limiter=per_ip&fill_gt=0.5&fill_lt=1.5&sort=fill&order=asc&limit=7"),
+            Some("prefix=message_send%2Fa+b&limiter=per_ip&fill_gt=0.5&fill_lt=1.5&at_rest=1&sort=fill&order=asc&limit=7"),
             1000,
             &["other", "per_ip"],
         )
@@ -193,6 +196,8 @@ mod tests {
         assert_eq!(q.limiter.as_deref(), Some("per_ip"));
         assert_eq!((q.fill_gt, q.fill_lt), (Some(0.5), Some(1.5)));
         assert_eq!((q.sort, q.descending, q.limit), (Column::Fill, false, 7));
+        assert!(q.at_rest);
+        assert!(!Query::parse(Some("at_rest=0"), 9, &[]).unwrap().at_rest);
         assert!(q.keeps_fill(0.75) && !q.keeps_fill(0.5) && !q.keeps_fill(1.5));
     }
 
@@ -207,7 +212,7 @@ mod tests {
     #[test]
     fn empty_values_are_unset() {
         let q = Query::parse(
-            Some("prefix=&limiter=&fill_gt=&fill_lt=&sort=&order=&limit="),
+            Some("prefix=&limiter=&fill_gt=&fill_lt=&at_rest=&sort=&order=&limit="),
             10,
             &[],
         )
@@ -224,6 +229,7 @@ mod tests {
             ("fill_gt=inf", "\"inf\""),
             ("sort=colour", "\"colour\""),
             ("order=up", "\"up\""),
+            ("at_rest=yes", "\"yes\""),
             ("limiter=nobody", "one of \"per_ip\"; got \"nobody\""),
             ("limit=0", "\"0\""),
             ("limit=1001", "\"1001\""),

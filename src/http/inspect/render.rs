@@ -65,8 +65,8 @@ fn base64(bytes: &[u8]) -> String {
 /// The `/json` document:
 ///
 /// ```text
-/// {"query": {"prefix": .., "limiter": .., "fill_gt": .., "fill_lt": .., "sort": .., "order": .., "limit": ..},
-///  "matched": N, "shown": n,
+/// {"query": {"prefix": .., "limiter": .., "fill_gt": .., "fill_lt": .., "at_rest": false, "sort": .., "order": .., "limit": ..},
+///  "matched": N, "shown": n, "at_rest": R,
 ///  "limiters": [{"name": .., "kind": "keyed", "rate": "5/s", "burst": 11, "keys": .., "max_keys": .., "bytes": ..,
 ///                "admitted": .., "refused": .., "pruned": .., "evicted": ..},
 ///               {"name": .., "kind": "counted", "admitted": .. | null, "refused": .. | null}],
@@ -80,6 +80,9 @@ fn base64(bytes: &[u8]) -> String {
 /// how many there are: `"limits": [{"key": null, "rate": "5/s", "burst":
 /// 11, "layer": "global"}, ..], "overrides": N`.
 ///
+/// `matched` counts the buckets the query selects, `shown` those listed
+/// (at most its `limit`), and `at_rest` those its filters select at rest
+/// (fill 0), which only `"at_rest": true` lists (and counts in `matched`).
 /// Durations in seconds. `<`, `>` and `&` are escaped wherever they occur,
 /// so the document can sit inside a `<script>` element.
 pub(super) fn json(
@@ -91,20 +94,22 @@ pub(super) fn json(
     write!(
         out,
         "{{\"query\":{{\"prefix\":{},\"limiter\":{},\"fill_gt\":{},\"fill_lt\":{},\
-         \"sort\":\"{}\",\"order\":\"{}\",\"limit\":{}}}",
+         \"at_rest\":{},\"sort\":\"{}\",\"order\":\"{}\",\"limit\":{}}}",
         Json(&query.prefix),
         OrNull(query.limiter.as_deref().map(Json)),
         OrNull(query.fill_gt),
         OrNull(query.fill_lt),
+        query.at_rest,
         query.sort.name(),
         if query.descending { "desc" } else { "asc" },
         query.limit
     )?;
     write!(
         out,
-        ",\"matched\":{},\"shown\":{},\"limiters\":[",
+        ",\"matched\":{},\"shown\":{},\"at_rest\":{},\"limiters\":[",
         listing.matched,
-        listing.rows.len()
+        listing.rows.len(),
+        listing.at_rest
     )?;
     for (i, registered) in limiters.iter().enumerate() {
         write!(out, "{}{{\"name\":{}", comma(i), Json(&registered.name))?;
@@ -236,6 +241,8 @@ pub(super) fn html(
             "sort" => out.push_str(query.sort.name()),
             "order" => out.push_str(if query.descending { "desc" } else { "asc" }),
             "limit" => write!(out, "{}", query.limit)?,
+            "at_rest" if query.at_rest => out.push_str(" checked"),
+            "at_rest" => {}
             "limiters" => {
                 for registered in limiters.iter().filter(|r| matches!(r.kind, Kind::Keyed(_))) {
                     let selected = if query.limiter.as_deref() == Some(&registered.name) {

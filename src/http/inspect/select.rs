@@ -9,6 +9,9 @@ pub(super) struct Listing {
     /// Each with its key.
     pub(super) rows: Vec<(String, Row)>,
     pub(super) matched: usize,
+    /// Of the buckets the query's filters select, those at rest (fill 0),
+    /// listed (and matched) only if it asks.
+    pub(super) at_rest: usize,
 }
 
 /// Walks the limiters the query covers and keeps the first `limit` rows in
@@ -22,7 +25,7 @@ pub(super) struct Listing {
 pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
     let limit = query.limit;
     let mut kept: Vec<(String, Row)> = Vec::new();
-    let (mut matched, mut cut) = (0, false);
+    let (mut matched, mut at_rest, mut cut) = (0, 0, false);
     // Keeps only the best `limit` rows, the worst of them at `limit - 1`.
     let keep_best = |kept: &mut Vec<(String, Row)>| {
         if kept.len() > limit {
@@ -43,6 +46,12 @@ pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
             continue;
         }
         limiter.tracking().rows(query, &mut |key, row| {
+            // A bucket with none of its burst in use is at rest.
+            let rest = row.state.fill == 0.0;
+            at_rest += usize::from(rest);
+            if rest && !query.at_rest {
+                return;
+            }
             matched += 1;
             let row = Row {
                 limiter: index,
@@ -64,6 +73,7 @@ pub(super) fn collect(limiters: &[Registered], query: &Query) -> Listing {
     Listing {
         rows: kept,
         matched,
+        at_rest,
     }
 }
 

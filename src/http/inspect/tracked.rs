@@ -41,7 +41,7 @@ where
     fn rows(&self, query: &Query, offer: &mut dyn FnMut(&str, Row)) {
         // One buffer for every key's text: nothing is kept per key.
         let mut key = String::new();
-        self.for_each_live(|k, state, (rate, slack)| {
+        self.for_each_key(|k, state, (rate, slack)| {
             if !query.keeps_fill(state.fill) {
                 return;
             }
