@@ -789,3 +789,52 @@ fn buckets_at_rest_are_counted_and_listed_when_asked() {
     let shown: Vec<_> = rendered_rows(&dom).into_iter().map(|(_, k)| k).collect();
     assert_eq!(shown, ["a", "b", "c", "d"]);
 }
+
+/// Keys that are IP addresses sort as addresses (IPv4 by number, then
+/// IPv6 by number), before other keys, which sort as text; the server
+/// (JSON) and the page's script agree, ties included.
+#[test]
+fn addresses_sort_as_addresses_on_the_server_and_the_page() {
+    let limiter = Arc::new(
+        KeyedLimiter::<String>::builder(Rate::per_hour(10))
+            .slack(9)
+            .build()
+            .unwrap(),
+    );
+    let ascending = [
+        "9.9.9.9",
+        "10.0.0.1",
+        "127.0.0.2",
+        "127.0.0.10",
+        "::",
+        "0::1", // one address in two texts: by text
+        "::1",
+        "::ffff:1.2.3.4",
+        "2001:db8::9",
+        "2001:DB8::a",
+        "2001:db8::10",
+        "fe80::1",
+        "1.2.3.04", // no address (a leading zero): text
+        "256.0.0.1",
+        "Bob",
+        "alice",
+    ];
+    for key in ascending.iter().rev() {
+        fill(&limiter, key, 1);
+    }
+    let server = Server::start(Inspect::new().keyed("ip", Arc::clone(&limiter)));
+    let json = server.get("/limits/json?sort=key&order=asc").json();
+    assert_eq!(keys(&json), ascending);
+    let descending: Vec<_> = ascending.iter().rev().copied().collect();
+    assert_eq!(
+        keys(&server.get("/limits/json?sort=key&order=desc").json()),
+        descending
+    );
+    let page = |query: &str| -> Vec<String> {
+        let dom = chromium::dump_dom(&server.url(&format!("/limits?{query}")));
+        rendered_rows(&dom).into_iter().map(|(_, k)| k).collect()
+    };
+    assert_eq!(page("sort=key&order=desc"), descending);
+    // Equal counts: ties go by key, A to Z, in the same order.
+    assert_eq!(page("sort=refused&order=desc"), ascending);
+}

@@ -62,9 +62,9 @@
 //!
 //! The query (`prefix`, `limiter`, `fill_gt`, `fill_lt`, `at_rest`, `sort`,
 //! `order`, `limit`; a value that does not read is a 400 naming it), what a
-//! bucket's fill means, buckets at rest, the page (offline, keys rendered
-//! as text, a CSP by hash), its cost and row cap, and the `/metrics`
-//! series: the guide's
+//! bucket's fill means, buckets at rest, how keys sort, the page (offline,
+//! keys rendered as text, a CSP by hash), its cost and row cap, and the
+//! `/metrics` series: the guide's
 //! [HTTP](crate::guide::http#the-look-inside) chapter. The invariants: a
 //! request decides nothing; it walks the keys one shard's read lock at a
 //! time and copies at most twice its row `limit`, so its memory is bounded

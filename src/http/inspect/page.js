@@ -9,7 +9,7 @@
   var TEXT = { limiter: true, key: true };
   var VALUE = {
     limiter: function (r) { return r.limiter; },
-    key: function (r) { return r.key; },
+    key: function (r) { return r.order; },
     rate: function (r) { return r.per_second; },
     burst: function (r) { return r.burst; },
     fill: function (r) { return r.fill; },
@@ -46,6 +46,41 @@
   // except for characters beyond U+FFFF against U+E000..U+FFFF.
   function cmp(a, b) { return a < b ? -1 : a > b ? 1 : 0; }
 
+  // A key's place as the server sorts keys: IP addresses first, IPv4 then
+  // IPv6, each by number (fixed-width hex here), then other keys by text.
+  // The addresses read are exactly those Rust's IpAddr parses.
+  function v4(text) {
+    var m = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/.exec(text);
+    if (!m || m.slice(1).some(function (d) { return d > 255; })) return null;
+    return m.slice(1).map(function (d) { return (256 + Number(d)).toString(16).slice(1); }).join("");
+  }
+  function v6(text) {
+    var halves = text.split("::");
+    if (halves.length > 2) return null;
+    var parts = halves.map(function (half, i) {
+      var out = "";
+      var groups = half === "" ? [] : half.split(":");
+      for (var g = 0; g < groups.length; g++) {
+        // Four bytes of IPv4 may end the address, in the place of two groups.
+        var quad = i === halves.length - 1 && g === groups.length - 1 ? v4(groups[g]) : null;
+        if (quad === null && !/^[0-9a-fA-F]{1,4}$/.test(groups[g])) return null;
+        out += quad === null ? ("000" + groups[g].toLowerCase()).slice(-4) : quad;
+      }
+      return out;
+    });
+    if (parts.indexOf(null) >= 0) return null;
+    var zeros = 32 - parts.join("").length;
+    if (halves.length === 1 ? zeros !== 0 : zeros < 4) return null;
+    return parts[0] + new Array(zeros + 1).join("0") + (parts[1] || "");
+  }
+  function keyOrder(key) {
+    var a = v4(key);
+    if (a !== null) return "04" + a + " " + key;
+    a = v6(key);
+    return a !== null ? "06" + a + " " + key : "1" + key;
+  }
+  data.buckets.forEach(function (r) { r.order = keyOrder(r.key); });
+
   // Whether bucket r passes the filters of s, but for the one on rest.
   function keeps(s, r) {
     return r.key.indexOf(s.prefix) === 0 &&
@@ -59,7 +94,7 @@
     var value = VALUE[s.sort];
     var sign = s.order === "desc" ? -1 : 1;
     rows.sort(function (a, b) {
-      return sign * cmp(value(a), value(b)) || cmp(a.limiter, b.limiter) || cmp(a.key, b.key);
+      return sign * cmp(value(a), value(b)) || cmp(a.limiter, b.limiter) || cmp(a.order, b.order);
     });
     return rows.slice(0, s.limit);
   }

@@ -1,6 +1,8 @@
 //! The rows a query selects: walked once, only the first `limit` in the
 //! query's order copied, then sorted.
 
+use std::net::IpAddr;
+
 use super::query::{Column, Query, Row};
 use super::{Kind, Registered};
 
@@ -83,8 +85,8 @@ pub(super) fn pair((key, row): &(String, Row)) -> (&str, &Row) {
 }
 
 /// The query's order of two rows, each with its key: its column, then
-/// (ties) the limiter's name and the key, always A to Z, as the page's
-/// script. (A key is unique in its limiter: the order is total.)
+/// (ties) the limiter's name and the key ([`by_key`]), always A to Z, as
+/// the page's script. (A key is unique in its limiter: the order is total.)
 pub(super) fn order(
     limiters: &[Registered],
     query: &Query,
@@ -94,7 +96,7 @@ pub(super) fn order(
     let name = |row: usize| &limiters[row].name;
     let by = match query.sort {
         Column::Limiter => name(a.limiter).cmp(name(b.limiter)),
-        Column::Key => a_key.cmp(b_key),
+        Column::Key => by_key(a_key).cmp(&by_key(b_key)),
         Column::Rate => a.rate.per_second_f64().total_cmp(&b.rate.per_second_f64()),
         Column::Burst => a.burst.cmp(&b.burst),
         Column::Fill => a.state.fill.total_cmp(&b.state.fill),
@@ -104,5 +106,14 @@ pub(super) fn order(
     };
     let by = if query.descending { by.reverse() } else { by };
     by.then_with(|| name(a.limiter).cmp(name(b.limiter)))
-        .then_with(|| a_key.cmp(b_key))
+        .then_with(|| by_key(a_key).cmp(&by_key(b_key)))
+}
+
+/// How keys sort: IP addresses first, as addresses (IPv4 before IPv6, each
+/// by number: `127.0.0.2` before `127.0.0.10`), then every other key by
+/// its text (bytes). The text last makes the order total where two texts
+/// are one address (`::1`, `0::1`).
+fn by_key(key: &str) -> (bool, Option<IpAddr>, &str) {
+    let ip = key.parse().ok();
+    (ip.is_none(), ip, key)
 }
