@@ -236,8 +236,7 @@ pub(crate) fn write_families<T>(out: &mut String, families: &[Family<T>], read: 
         };
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
         // Writing to a String cannot fail.
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (limiter, stats) in read {
             let (limiter, value) = (Escaped(limiter), field(stats));
             let _ = writeln!(out, "{name}{{limiter=\"{limiter}\"}} {value}");

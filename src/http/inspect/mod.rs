@@ -236,17 +236,16 @@ impl InspectService {
                 "not found: the look inside serves its page, json and metrics\n",
             ),
         };
+        let length = HeaderValue::from(response.body().len());
         let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        headers.insert(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        );
+        for (name, value) in [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
         if head {
-            let length = response.body().len();
-            response
-                .headers_mut()
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            headers.insert(header::CONTENT_LENGTH, length);
             *response.body_mut() = Bytes::new();
         }
         response

@@ -48,15 +48,11 @@ fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
+        // The chunk's bytes, big-endian, in the top 24 bits (zeros after).
+        let n = chunk.iter().fold(0, |n, b| n << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
         for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
+            let sextet = char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]);
+            out.push(if i <= chunk.len() { sextet } else { '=' });
         }
     }
     out
