@@ -41,18 +41,23 @@ impl Server {
     }
 
     fn start_service(service: paceline::http::InspectService) -> Server {
+        Server::start_app(axum::Router::new().nest_service("/limits", service))
+    }
+
+    /// `app`, served with each connection's peer address (for a layer).
+    fn start_app(app: axum::Router) -> Server {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let app = axum::Router::new().nest_service("/limits", service);
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         runtime.spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
                     let _ = stopped.await;
@@ -837,4 +842,49 @@ fn addresses_sort_as_addresses_on_the_server_and_the_page() {
     assert_eq!(page("sort=key&order=desc"), descending);
     // Equal counts: ties go by key, A to Z, in the same order.
     assert_eq!(page("sort=refused&order=desc"), ascending);
+}
+
+/// An HTTP layer's own limiter is one call from the page,
+/// `Inspect::layer`, which then shows what the layer decided: its keys,
+/// and its counts in the JSON and the metrics alike.
+#[cfg(feature = "axum")] // the layer answers in axum's body
+#[test]
+fn a_layers_own_limiter_is_one_call_from_the_page() {
+    use paceline::http::LimitLayer;
+    let per_ip = LimitLayer::per_ip(Rate::per_hour(10))
+        .slack(2)
+        .build()
+        .unwrap();
+    let inspect = Inspect::new().layer("per_ip", &per_ip);
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "hello" }))
+        .layer(per_ip)
+        .nest_service("/limits", inspect.service());
+    let server = Server::start_app(app);
+    let statuses: Vec<u16> = (0..5).map(|_| server.get("/").status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    let json = server.get("/limits/json").json();
+    assert_eq!(keys(&json), ["127.0.0.1"]);
+    let limiter = &json["limiters"][0];
+    assert_eq!(
+        (&limiter["name"], &limiter["kind"]),
+        (&"per_ip".into(), &"keyed".into())
+    );
+    assert_eq!(
+        (&limiter["admitted"], &limiter["refused"]),
+        (&3.into(), &2.into())
+    );
+    let metrics = server.get("/limits/metrics").body;
+    for line in [
+        "paceline_admitted_total{limiter=\"per_ip\"} 3\n",
+        "paceline_refused_total{limiter=\"per_ip\"} 2\n",
+        "paceline_keys{limiter=\"per_ip\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "missing {line:?} in\n{metrics}");
+    }
+    promtool_checks(&metrics);
+    // A layer with no keyed limiter of its own adds nothing.
+    let global = LimitLayer::global(Rate::per_hour(10)).build().unwrap();
+    let inspect = format!("{:?}", Inspect::new().layer("global", &global));
+    assert!(inspect.contains("limiters: []"), "{inspect}");
 }

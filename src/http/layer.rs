@@ -48,7 +48,7 @@ impl LimitLayer {
     /// The keyed limiter the layer's builder made, if it made one (no
     /// [`limiter`](super::LimitBuilder::limiter) of your own was given, and
     /// the key is not global): for its overrides (`apply`), `snapshot`,
-    /// `stats`, and the look inside ([`Inspect`](super::Inspect)).
+    /// `stats`, and the look inside ([`Inspect::layer`](super::Inspect::layer)).
     pub fn keyed_limiter(&self) -> Option<&AsyncKeyedLimiter<ClientKey>> {
         self.shared.made.as_ref()
     }

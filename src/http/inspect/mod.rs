@@ -60,6 +60,8 @@
 //! # }
 //! ```
 //!
+//! For a [`LimitLayer`]'s own limiter, one call: [`Inspect::layer`].
+//!
 //! The query (`prefix`, `limiter`, `fill_gt`, `fill_lt`, `at_rest`, `sort`,
 //! `order`, `limit`; a value that does not read is a 400 naming it), what a
 //! bucket's fill means, buckets at rest, how keys sort, the page (offline,
@@ -87,6 +89,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 
 use super::json::response;
+use super::LimitLayer;
 use crate::observe::stats::Counted;
 use query::Query;
 use select::collect;
@@ -145,6 +148,36 @@ impl Inspect {
         limiter: impl Counted + Send + Sync + 'static,
     ) -> Inspect {
         self.register(name.into(), Kind::Counted(Arc::new(limiter)))
+    }
+
+    /// Lists the buckets of `layer`'s own keyed limiter under `name`, and
+    /// counts it in the metrics: the one call that puts an HTTP layer on
+    /// the page. A layer with no keyed limiter of its own (a global key,
+    /// or a [`limiter`](super::LimitBuilder::limiter) you gave it) adds
+    /// nothing: register that limiter with [`keyed`](Self::keyed) or
+    /// [`counted`](Self::counted) instead.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "axum")]
+    /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    /// use paceline::http::{Inspect, LimitLayer};
+    ///
+    /// let per_ip = LimitLayer::per_ip("5/s".parse()?).build()?;
+    /// let inspect = Inspect::new().layer("per_ip", &per_ip);
+    /// let app = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .layer(per_ip)
+    ///     .nest_service("/limits", inspect.service()); // outside the layer
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+    /// axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn layer(self, name: impl Into<String>, layer: &LimitLayer) -> Inspect {
+        match layer.keyed_limiter() {
+            Some(limiter) => self.keyed(name, limiter.clone()),
+            None => self,
+        }
     }
 
     /// Lists at most `rows` buckets per request (at least 1; default
