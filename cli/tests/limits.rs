@@ -178,3 +178,17 @@ fn limits_check_needs_no_server_and_names_the_bad_value() {
     assert!(text(&out.stderr)
         .contains("give --redis URL, --redis-cluster URL[,URL...] or --postgres CONN"));
 }
+
+/// A server that is not there: the failure names where it was looked for
+/// (the address, never the password the URL or connection string holds).
+#[test]
+fn limits_get_from_a_dead_server_names_its_address_and_not_its_password() {
+    let port = support::free_port();
+    let redis = format!("redis://:s3cret@127.0.0.1:{port}/");
+    let postgres = format!("host=127.0.0.1 port={port} user=paceline password=s3cret");
+    for (flag, at) in [("--redis", &redis), ("--postgres", &postgres)] {
+        let (_, err) = limits(flag, at, &["get"], None, 1);
+        assert!(err.contains(&format!("127.0.0.1:{port}")), "{flag}: {err}");
+        assert!(!err.contains("s3cret"), "{flag}: {err}");
+    }
+}

@@ -12,9 +12,9 @@
 //! | a request without a key | debug | the HTTP and gRPC layer |
 //! | a far side's 429 / 503 pushing the limiter's next slot out | debug | `reqwest::Pace` |
 //! | a new version of a watched file applied / refused | info / warn | `watch::Watch` |
-//! | a remote limiter's server lost / back | warn / info | every remote limiter |
+//! | a remote limiter's server lost / back (its address and the limiter's name) | warn / info | every remote limiter |
 //! | a fleet layer's version applied / not applied (layer, version, why) | info / warn | `fleet::Layers` |
-//! | a limits document's server lost / back | warn / info | `fleet::Document`'s watcher |
+//! | a limits document's server lost / back (the document and its server's address) | warn / info | `fleet::Document`'s watcher |
 //! | a lease's unspent permits given back (how many) | debug | `lease::Leased` |
 //! | a blocking take waiting on a Tokio runtime thread (debug builds, once) | warn | the blocking wait |
 

@@ -72,7 +72,7 @@ impl<B: AsyncBackend> AsyncRemoteLimiter<B> {
     /// # Errors
     /// As [`RemoteLimiter::reset`].
     pub async fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.backend().call(key, Op::Reset).await?.flag()
+        self.core.call_async(key, Op::Reset).await?.flag()
     }
 }
 
@@ -85,7 +85,7 @@ where
         self.core.take_async(&key.to_string(), cost, within).await
     }
     async fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
-        let peeked = self.backend().call(&key.to_string(), Op::Peek).await;
+        let peeked = self.core.call_async(&key.to_string(), Op::Peek).await;
         self.core.can_take_from(peeked.and_then(Done::peeked), cost)
     }
     async fn state(&self, key: &K) -> Result<State, Error> {

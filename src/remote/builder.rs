@@ -115,14 +115,14 @@ impl<S> RemoteBuilder<S> {
 }
 
 impl Common {
-    /// The limiter over `backend`, failing and waiting as set; a zero
-    /// timeout is refused.
-    pub(crate) fn limiter<B>(&self, backend: B) -> Result<RemoteLimiter<B>, Error> {
+    /// The limiter over `backend`, whose server is at `server` (never with
+    /// a password), failing and waiting as set; a zero timeout is refused.
+    pub(crate) fn limiter<B>(&self, backend: B, server: &str) -> Result<RemoteLimiter<B>, Error> {
         if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
             return Err(Error::Config("timeouts must be longer than zero".into()));
         }
-        let (rate, slack, counting) = (self.rate, self.slack, &self.counting);
-        Core::new(backend, rate, slack, self.policy, self.wait, counting)
+        let (rate, slack, policy, wait) = (self.rate, self.slack, self.policy, self.wait);
+        Core::new((backend, server), rate, slack, policy, wait, &self.counting)
             .map(RemoteLimiter::of)
             .map_err(|e| Error::Config(e.to_string()))
     }

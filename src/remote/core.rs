@@ -35,6 +35,9 @@ pub(crate) struct Shared {
     pub(crate) clock: DefaultClock,
     /// What the limiter decided, if its builder asked.
     pub(crate) meter: Meter,
+    /// Where its server is, for its failures and events: the address
+    /// (never a password), and the limiter's name where it has one.
+    pub(crate) server: Arc<str>,
     /// Whether the last call found the server unable to answer: the
     /// `tracing` events say when it is lost and when it is back, once each.
     #[cfg(feature = "tracing")]
@@ -77,20 +80,25 @@ pub(crate) fn went_at(granted: Option<Booking>) -> Duration {
 }
 
 impl<B> Core<B> {
-    /// A limit at `rate` with `slack` over `backend`.
+    /// A limit at `rate` with `slack` over `backend`, whose server is at
+    /// `server` (an address without its password).
     pub(crate) fn new(
-        backend: B,
+        (backend, server): (B, &str),
         rate: Rate,
         slack: Slack,
         policy: FailPolicy,
         wait: Wait,
         counting: &Counting,
     ) -> Result<Core<B>, BuildError> {
+        #[cfg(feature = "metrics")]
+        let server = &(counting.facade.as_ref())
+            .map_or(server.into(), |n| format!("{server} (limiter {n:?})"));
         let shared = Shared {
             policy,
             wait,
             clock: DefaultClock::new(),
             meter: Meter::new(counting),
+            server: Arc::from(server.as_ref()),
             #[cfg(feature = "tracing")]
             lost: std::sync::atomic::AtomicBool::new(false),
         };
@@ -207,15 +215,16 @@ impl<B> Core<B> {
     fn link<T>(&self, answer: &Result<T, Error>) {
         #[cfg(feature = "tracing")]
         {
+            use crate::observe::event::{info, warning};
             use std::sync::atomic::Ordering::Relaxed;
             let down = matches!(answer, Err(Error::Unavailable(_) | Error::Timeout));
-            let lost = &self.shared.lost;
+            let (lost, server) = (&self.shared.lost, &*self.shared.server);
             if lost.load(Relaxed) != down && lost.swap(down, Relaxed) != down {
                 match answer {
                     Err(e) if down => {
-                        crate::observe::event::warning!(error = %e, "paceline: the limit's server is lost")
+                        warning!(server, error = %e, "paceline: the limit's server is lost")
                     }
-                    _ => crate::observe::event::info!("paceline: the limit's server is back"),
+                    _ => info!(server, "paceline: the limit's server is back"),
                 }
             }
         }
@@ -240,12 +249,17 @@ impl<B> Core<B> {
 
 /// The blocking calls.
 impl<B: Backend> Core<B> {
+    /// Runs `op` on `key` in the server; a failure names the server.
+    pub(crate) fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        (self.backend.call(key, op)).map_err(|e| e.at(&self.shared.server))
+    }
+
     /// Decides in the server, applies the fail policy, then blocks until
     /// the slot (`take_n`, `take_n_timeout`, and with `Admit::Within(0)` a
     /// try that reports what it found).
     pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Taken, Error> {
         let request = self.request(cost, admit)?;
-        let decision = self.backend.call(key, Op::Step(request));
+        let decision = self.call(key, Op::Step(request));
         let granted = self.settle(decision.and_then(Done::decision), &request)?;
         // The server's wait, counted from the reply's arrival.
         let now = internal_now(&self.shared.clock);
@@ -262,7 +276,7 @@ impl<B: Backend> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) fn state(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.backend.call(key, Op::Peek)?.peeked()?;
+        let (tat, now) = self.call(key, Op::Peek)?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

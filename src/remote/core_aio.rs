@@ -42,7 +42,7 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
             ask,
             ..self.core.request(cost, admit)?
         };
-        let decision = self.core.backend.call(self.key, Op::Step(request));
+        let decision = self.core.call_async(self.key, Op::Step(request));
         let granted = self
             .core
             .settle(decision.await.and_then(Done::decision), &request)?;
@@ -79,6 +79,11 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
 }
 
 impl<B: AsyncBackend> Core<B> {
+    /// Runs `op` on `key` in the server; a failure names the server.
+    pub(crate) async fn call_async(&self, key: &str, op: Op) -> Result<Done, Error> {
+        (self.backend.call(key, op).await).map_err(|e| e.at(&self.shared.server))
+    }
+
     /// A take: an unbounded one books once the slot is within the
     /// horizon; a bounded one books at once if within its bound; a try
     /// takes if the slot is now. Each reports what it found.
@@ -110,7 +115,7 @@ impl<B: AsyncBackend> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) async fn state_async(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.backend.call(key, Op::Peek).await?.peeked()?;
+        let (tat, now) = self.call_async(key, Op::Peek).await?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

@@ -16,7 +16,6 @@ impl<B: Backend> Core<B> {
     pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Booking>, Error> {
         let request = self.request(cost, Admit::Within(0))?;
         let done = self
-            .backend
             .call(key, Op::Step(request))
             .inspect_err(|_| self.shared.meter.failed())?;
         Ok(self
@@ -44,6 +43,6 @@ impl<B: Backend> Core<B> {
             tau: self.params.tau(),
             booking: partial,
         };
-        self.backend.call(key, undo)?.flag()
+        self.call(key, undo)?.flag()
     }
 }

@@ -141,7 +141,7 @@ impl<B: Backend> RemoteLimiter<B> {
             ..Counting::default()
         };
         let core = Core::new(
-            backend,
+            (backend, "memory"),
             limit.rate(),
             limit.slack(),
             policy,
@@ -183,7 +183,7 @@ impl<B: Backend> RemoteLimiter<B> {
     /// Failures, whatever the [`FailPolicy`]: a reset admits nothing, and
     /// one that failed must not pass for done. Retrying it is safe.
     pub fn reset(&self, key: &str) -> Result<bool, Error> {
-        self.backend().call(key, Op::Reset)?.flag()
+        self.core.call(key, Op::Reset)?.flag()
     }
 }
 
@@ -196,7 +196,7 @@ impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
             .map_err(|e| within.refusal(e))
     }
     fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
-        let peeked = self.backend().call(&key.to_string(), Op::Peek);
+        let peeked = self.core.call(&key.to_string(), Op::Peek);
         self.core.can_take_from(peeked.and_then(Done::peeked), cost)
     }
     fn state(&self, key: &K) -> Result<State, Error> {

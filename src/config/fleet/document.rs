@@ -34,7 +34,9 @@ pub enum FleetError {
         /// The version stored now.
         found: u64,
     },
-    /// The server could not be reached in time, or answered with an error.
+    /// The server could not be reached in time, or answered with an error;
+    /// the message names the document and its server's address (never a
+    /// password).
     Server(String),
     /// A connection string, URL or name that cannot be used.
     Config(String),

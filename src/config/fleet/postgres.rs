@@ -12,7 +12,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::document::{FleetError, Notes, Store, Versioned};
-use crate::remote::postgres::{own_config, RuntimeThread};
+use crate::remote::postgres::{address, own_config, RuntimeThread};
 
 /// The table, and the channel its writes are announced on.
 const TABLE: &str = "paceline_documents";
@@ -25,6 +25,8 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS paceline_documents (
 )";
 
 pub(crate) struct PgStore {
+    /// Where the server is, without a password.
+    pub(crate) at: String,
     config: tokio_postgres::Config,
     name: String,
     timeout: Duration,
@@ -59,6 +61,7 @@ impl PgStore {
         own_config(&mut config, timeout, timeout);
         let runtime = RuntimeThread::start().map_err(FleetError::Config)?;
         Ok(PgStore {
+            at: address(&config),
             config,
             name: name.to_owned(),
             timeout,

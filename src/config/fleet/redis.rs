@@ -12,7 +12,7 @@ use redis::{Client, Connection};
 
 use super::document::{FleetError, Notes, Store, Versioned};
 use crate::config::watch::Worker;
-use crate::remote::redis::{Pool, Target};
+use crate::remote::redis::{address, Pool, Target};
 
 /// Writes `ARGV[1]` as the next version, only over version `ARGV[2]` if it
 /// is not empty; publishes the new version. `{1, version}`, or `{0,
@@ -32,6 +32,8 @@ return {1, v}
 /// (the same timeouts, reconnects and redirections), its subscription on
 /// a thread of its own.
 pub(crate) struct RedisStore {
+    /// Where the server (or the nodes given) is, without a password.
+    pub(crate) at: String,
     pool: Pool,
     /// Where to subscribe, in order: the one server, or the nodes given of
     /// a cluster (the first that answers).
@@ -68,10 +70,15 @@ impl RedisStore {
     ) -> Result<RedisStore, FleetError> {
         let nodes: Vec<Client> = urls.iter().map(|url| open(url)).collect::<Result<_, _>>()?;
         // (No node: a cluster's client refuses to be built.)
-        let infos = nodes.iter().map(Client::get_connection_info).cloned();
-        let target = Target::new(infos.collect(), cluster, timeout, timeout)
+        let infos: Vec<_> = nodes
+            .iter()
+            .map(|n| n.get_connection_info().clone())
+            .collect();
+        let at = address(&infos);
+        let target = Target::new(infos, cluster, timeout, timeout)
             .map_err(|e| FleetError::Config(format!("Redis: {e}")))?;
         Ok(RedisStore {
+            at,
             pool: Pool::new(target, timeout, timeout),
             nodes,
             key: key.to_owned(),

@@ -76,7 +76,7 @@ pub(crate) fn not_on_runtime() -> Result<(), FleetError> {
 }
 
 impl Document {
-    pub(crate) fn new(store: impl Store + 'static, describe: String) -> Document {
+    pub(crate) fn new(describe: String, store: impl Store + 'static) -> Document {
         Document {
             store: Box::new(store),
             every: POLL_EVERY,
@@ -95,7 +95,8 @@ impl Document {
     pub fn redis(url: &str, name: Option<&str>) -> Result<Document, FleetError> {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let store = super::redis::RedisStore::new(&[url.to_owned()], false, name, TIMEOUT)?;
-        Ok(Document::new(store, format!("{name:?} in Redis")))
+        let describe = format!("{name:?} in Redis at {}", store.at);
+        Ok(Document::new(describe, store))
     }
 
     /// The document named `name` (default [`DEFAULT_NAME`]) on the Redis
@@ -117,7 +118,8 @@ impl Document {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
         let store = super::redis::RedisStore::new(&nodes, true, name, TIMEOUT)?;
-        Ok(Document::new(store, format!("{name:?} in a Redis Cluster")))
+        let describe = format!("{name:?} in a Redis Cluster at {}", store.at);
+        Ok(Document::new(describe, store))
     }
 
     /// The document named `name` (default [`DEFAULT_NAME`]) in the
@@ -133,7 +135,8 @@ impl Document {
     pub fn postgres(conn: &str, name: Option<&str>) -> Result<Document, FleetError> {
         let name = checked_name(name.unwrap_or(DEFAULT_NAME))?;
         let store = super::postgres::PgStore::new(conn, name, TIMEOUT)?;
-        Ok(Document::new(store, format!("{name:?} in PostgreSQL")))
+        let describe = format!("{name:?} in PostgreSQL at {}", store.at);
+        Ok(Document::new(describe, store))
     }
 
     /// How often a watcher reads the document when no change is announced
@@ -151,7 +154,7 @@ impl Document {
     /// [`FleetError::Server`] when the server cannot be reached in time.
     pub fn get(&mut self) -> Result<Option<Versioned>, FleetError> {
         not_on_runtime()?;
-        self.store.get()
+        self.store.get().map_err(|e| self.named(e))
     }
 
     /// Stores `text` as the next version, after checking it whole
@@ -168,7 +171,15 @@ impl Document {
     pub fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError> {
         check(text)?;
         not_on_runtime()?;
-        self.store.set(text, if_version)
+        self.store.set(text, if_version).map_err(|e| self.named(e))
+    }
+
+    /// A server's failure, naming the document and where its server is.
+    fn named(&self, e: FleetError) -> FleetError {
+        match e {
+            FleetError::Server(why) => FleetError::Server(format!("{}: {why}", self.describe)),
+            e => e,
+        }
     }
 
     /// Watches the document on a thread of its own until the returned
@@ -262,6 +273,7 @@ fn run(mut doc: Document, stop: &AtomicBool, mut on: impl FnMut(Result<Versioned
             }
             Err(e) => {
                 if !down {
+                    let e = doc.named(e);
                     crate::observe::event::warning!(document = %doc.describe, error = %e, "paceline: limits server lost");
                     on(Err(e));
                     down = true;

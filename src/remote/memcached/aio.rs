@@ -183,7 +183,7 @@ impl<C: Clock + Clone + 'static> AsyncMemcachedLimiter<C> {
     /// # Errors
     /// Server failures, whatever the policy.
     pub async fn ping(&self) -> Result<(), Error> {
-        self.backend().call(PING_KEY, Op::Peek).await.map(drop)
+        self.core.call_async(PING_KEY, Op::Peek).await.map(drop)
     }
 
     /// CAS races lost, its blocking twin's included (see

@@ -120,7 +120,7 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
             shared,
             pool: Pool::new(addr, connect, response),
         };
-        common.limiter(backend)
+        common.limiter(backend, server.addr.trim())
     }
 }
 

@@ -68,7 +68,7 @@ impl<C: Clock + Clone + 'static> MemcachedLimiter<C> {
     /// # Errors
     /// Server failures, whatever the policy.
     pub fn ping(&self) -> Result<(), Error> {
-        self.backend().call(PING_KEY, Op::Peek).map(drop)
+        self.core.call(PING_KEY, Op::Peek).map(drop)
     }
 
     /// The prefix put before every key.

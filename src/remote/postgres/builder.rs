@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::Host;
 use tokio_postgres::NoTls;
 
 use super::backend::{AsyncPostgresBackend, Inner};
@@ -184,9 +185,11 @@ impl PostgresBuilder {
         let table = Table::new(&server.table)?;
         let source = server.source?;
         let own_pool = matches!(source, Source::Config(_));
+        let mut server_at = "the application's pool".to_owned();
         let pool = match source {
             Source::Pool(pool) => pool,
             Source::Config(mut config) => {
+                server_at = address(&config);
                 let statement = server.statement_timeout.unwrap_or(response_timeout);
                 own_config(&mut config, connect_timeout, statement);
                 config.keepalives_idle(Duration::from_secs(10));
@@ -234,8 +237,22 @@ impl PostgresBuilder {
             own_pool,
             runtime: OnceLock::new(),
         };
-        common.limiter(backend)
+        common.limiter(backend, &server_at)
     }
+}
+
+/// Where `config` connects, never with its password: each host and port
+/// (a unix socket as its file). Also the fleet's documents'.
+pub(crate) fn address(config: &tokio_postgres::Config) -> String {
+    let ports = config.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let hosts = config.get_hosts().iter().enumerate();
+    let at = hosts.map(|(i, host)| match host {
+        Host::Tcp(name) => format!("{name}:{}", port(i)),
+        #[cfg(unix)]
+        Host::Unix(dir) => format!("{}/.s.PGSQL.{}", dir.display(), port(i)),
+    });
+    at.collect::<Vec<_>>().join(", ")
 }
 
 /// Sets what paceline's own connections run with: unless `config` sets them,

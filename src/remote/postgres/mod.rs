@@ -61,7 +61,7 @@ mod tests;
 pub use aio::AsyncPostgresLimiter;
 pub use backend::AsyncPostgresBackend;
 #[cfg(feature = "fleet")]
-pub(crate) use builder::own_config;
+pub(crate) use builder::{address, own_config};
 pub use builder::{PostgresBuilder, PostgresSettings, DEFAULT_POOL_SIZE};
 pub use limiter::{PostgresBackend, PostgresLimiter};
 #[cfg(feature = "fleet")]

@@ -91,15 +91,23 @@ impl RedisBuilder {
     pub fn build(self) -> Result<RedisLimiter, Error> {
         let RemoteBuilder { common, server } = self;
         let (connect, response) = (common.connect_timeout, common.response_timeout);
-        let target = (server.nodes)
-            .and_then(|nodes| Target::new(nodes, server.cluster, connect, response))
+        let nodes = server.nodes.map_err(|e| Error::Config(e.to_string()))?;
+        let at = address(&nodes);
+        let target = Target::new(nodes, server.cluster, connect, response)
             .map_err(|e| Error::Config(e.to_string()))?;
         let backend = RedisBackend {
             pool: Pool::new(target, connect, response),
             wire: Wire::new(server.prefix),
         };
-        common.limiter(backend)
+        common.limiter(backend, &at)
     }
+}
+
+/// Where `nodes` are, never with a password: each `host:port` (or socket
+/// path). Also the fleet's documents'.
+pub(crate) fn address(nodes: &[ConnectionInfo]) -> String {
+    let at = nodes.iter().map(|node| node.addr().to_string());
+    at.collect::<Vec<_>>().join(", ")
 }
 
 /// `info` without the `CLIENT SETINFO` round trip redis-rs makes on each

@@ -53,6 +53,8 @@ mod tests;
 
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
+#[cfg(feature = "fleet")]
+pub(crate) use builder::address;
 pub use builder::{RedisBuilder, RedisSettings};
 #[cfg(feature = "fleet")]
 pub(crate) use conn::{Pool, Target};

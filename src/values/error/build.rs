@@ -282,13 +282,26 @@ impl Error for BuildError {
 /// which `downcast_ref` finds), a watched file's `io::Error` or a reload
 /// function's error (in a [`BuildError`]). Shared by the clones of the
 /// error that holds it, and read through it (`Deref`). It has no equality
-/// of its own, so two are equal when they are one error: clones.
+/// of its own, so two are equal when they are one error: clones. A
+/// server's error knows which server it came from (see [`server`](Self::server)).
 #[derive(Debug)]
-pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(pub(crate) Arc<E>);
+pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(
+    pub(crate) Arc<E>,
+    pub(crate) Option<Arc<str>>,
+);
 
 impl<E: ?Sized> Clone for Cause<E> {
     fn clone(&self) -> Self {
-        Cause(Arc::clone(&self.0))
+        Cause(Arc::clone(&self.0), self.1.clone())
+    }
+}
+
+impl<E: ?Sized> Cause<E> {
+    /// The server a remote limiter's failure came from: its address (never
+    /// its password), and the limiter's name where it has one
+    /// (`127.0.0.1:6379 (limiter "api")`); `None` for a file's error.
+    pub fn server(&self) -> Option<&str> {
+        self.1.as_deref()
     }
 }
 
@@ -384,11 +397,11 @@ mod tests {
             },
             BuildError::FileUnreadable {
                 path: path.clone(),
-                error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
+                error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound)), None),
             },
             BuildError::FileNotLoaded {
                 path,
-                error: Cause(Arc::from(Box::<dyn Error + Send + Sync>::from("no"))),
+                error: Cause(Arc::from(Box::<dyn Error + Send + Sync>::from("no")), None),
             },
         ]
     }
@@ -408,7 +421,7 @@ mod tests {
     fn a_files_error_is_equal_only_to_its_clones() {
         let read = |e| BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Cause(Arc::new(e)),
+            error: Cause(Arc::new(e), None),
         };
         let missing = read(io::Error::from(io::ErrorKind::NotFound));
         assert_eq!(missing, missing.clone());
@@ -422,7 +435,7 @@ mod tests {
         assert_eq!(inner, Some(&BuildError::ZeroCount));
         let unread = BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound))),
+            error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound)), None),
         };
         let cause = unread.source().unwrap().downcast_ref::<io::Error>();
         assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound));

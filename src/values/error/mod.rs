@@ -127,7 +127,7 @@ impl Error {
 
     /// The server could not be reached: `error` says why.
     pub(crate) fn unavailable(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
-        Error::Unavailable(Cause(Arc::from(error.into())))
+        Error::Unavailable(Cause(Arc::from(error.into()), None))
     }
 
     /// The server answered with an error: `error` says which.
@@ -136,7 +136,16 @@ impl Error {
         allow(dead_code)
     )]
     pub(crate) fn script(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
-        Error::Script(Cause(Arc::from(error.into())))
+        Error::Script(Cause(Arc::from(error.into()), None))
+    }
+
+    /// This failure, naming `server` (see [`Cause::server`]) if it carries
+    /// a server's error.
+    pub(crate) fn at(mut self, server: &Arc<str>) -> Error {
+        if let Error::Unavailable(c) | Error::Script(c) = &mut self {
+            c.1 = Some(Arc::clone(server));
+        }
+        self
     }
 
     /// A try's refusal: free again in `wait` ns. Inlined where a try is
@@ -190,6 +199,8 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The server a cause names, after a space.
+        let at = |c: &Cause| c.server().map(|s| format!(" {s}")).unwrap_or_default();
         match self {
             Error::RetryAfter(d) => write!(f, "rate limited: retry after {d:?}"),
             Error::QueueFull { wait, max_wait } => write!(
@@ -212,11 +223,14 @@ impl fmt::Display for Error {
                 "no permit can be scheduled: the slot is past the end of the limiter's \
                  time range (about 438 years of clock time)",
             ),
-            Error::Unavailable(e) => write!(f, "limit server unavailable: {}", Why(&**e)),
+            Error::Unavailable(e) => {
+                write!(f, "limit server{} unavailable: {}", at(e), Why(&**e))
+            }
             Error::Timeout => f.write_str("the limit server did not answer within the timeout"),
             Error::Script(e) => write!(
                 f,
-                "the limit server rejected paceline's step: {}",
+                "the limit server{} rejected paceline's step: {}",
+                at(e),
                 Why(&**e)
             ),
             Error::Config(e) => write!(f, "invalid remote limiter configuration: {e}"),
