@@ -112,8 +112,11 @@ proptest! {
         let excess = worst_excess(&mut spends, slack);
         prop_assert!(excess <= 0, "{excess} over the bound: {spends:?}");
         for l in &all {
+            // Settled: what was held is given back or counted expired.
+            l.release();
+            prop_assert_eq!(l.held(), 0);
             let s = l.stats().unwrap().leases.unwrap();
-            prop_assert_eq!(s.leased, s.spent + s.given_back + s.expired + l.held());
+            prop_assert_eq!(s.leased, s.spent + s.given_back + s.expired);
         }
     }
 }
@@ -289,6 +292,28 @@ fn leases_expire_at_e_after_they_were_asked_for() {
     assert_eq!(after.expired, before.expired + held);
 }
 
+/// `held` counts what can still be spent: a batch past its expiry holds
+/// nothing, so spending while something is held asks the server nothing.
+#[test]
+fn held_counts_nothing_of_an_expired_batch() {
+    let clock = ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let l = lease(&backend, &clock, 1_000, 100 * T);
+    for _ in 0..50 {
+        l.try_take(&()).unwrap();
+        clock.advance(Duration::from_nanos(T / 2));
+    }
+    assert!(l.held() > 1);
+    clock.advance(Duration::from_nanos(100 * T));
+    assert_eq!(l.held(), 0);
+    let trips = backend.round_trips();
+    while l.held() > 0 {
+        l.try_take(&()).unwrap();
+    }
+    assert_eq!(backend.round_trips(), trips, "a fresh batch was asked for");
+    assert_eq!(l.state(&()).unwrap().available(), 1_000 - 100 + 1);
+}
+
 /// Another lease takes, so that the first's batch is no longer the key's
 /// last state.
 fn b_taken(backend: &MemoryBackend<ManualClock>, clock: &ManualClock) {
@@ -336,6 +361,39 @@ fn a_lease_longer_than_the_slack_is_refused_by_name() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("11µs"), "{err}");
+}
+
+/// A lease sets its lender's limit (to the reduced slack): a lender built
+/// with another limit is refused, naming both, rather than changed
+/// silently; the same limit, its slack given as time, is the same.
+#[test]
+fn a_lender_built_with_another_limit_is_refused_by_name() {
+    let clock = ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let built = Limit::new(Rate::per_second(1_000_000), 100);
+    let remote = MemoryLimiter::with_backend(backend, built, FailPolicy::Closed).unwrap();
+    let lease = |limit: Limit| {
+        let lender = OnKey::new(remote.clone(), "hot");
+        Leased::with_clock(lender, limit, Duration::from_nanos(10 * T), clock.clone())
+    };
+    for other in [
+        Limit::new(Rate::per_second(500_000), 100),
+        Limit::new(Rate::per_second(1_000_000), 50),
+    ] {
+        let err = lease(other).unwrap_err();
+        assert!(
+            matches!(err, paceline::BuildError::LeaseLimitMismatch { stated, lender }
+                if stated == other && lender == built),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&other.to_string()) && text.contains(&built.to_string()),
+            "{text}"
+        );
+    }
+    let same = Limit::new(built.rate(), Duration::from_micros(100));
+    assert_eq!(lease(same).unwrap().reduced_slack(), 90);
 }
 
 /// The counts reach the Prometheus text (and, with feature `metrics`, the

@@ -127,13 +127,17 @@ struct Config {
 impl<L: Lender> Leased<L, L::Clock> {
     /// Leases from `lender` under `limit` (the bound's `S` and `T`), each
     /// batch valid for `expiry` (`E`); sets the lender's limit to the
-    /// reduced slack `S - ceil(E / T)`. Timed on the lender's clock
+    /// reduced slack `S - ceil(E / T)`, so the lender must be built with
+    /// `limit` itself (any other is refused: the lease would replace it
+    /// silently). Timed on the lender's clock
     /// ([`Lender::Clock`]), so a take's [`Taken::at`] is on the time scale
     /// of the lender's own takes: Unix time over a remote limiter.
     ///
     /// # Errors
     /// [`BuildError::LeaseTooLong`] when `ceil(E / T)` is over the slack
-    /// (or `E` is zero); the lender's errors for the reduced limit.
+    /// (or `E` is zero); [`BuildError::LeaseLimitMismatch`] when the
+    /// lender's limit is not `limit`; the lender's errors for the reduced
+    /// limit.
     pub fn new(lender: L, limit: impl Into<Limit>, expiry: Duration) -> Result<Self, BuildError> {
         let clock = lender.lease_clock();
         Leased::with_clock(lender, limit, expiry, clock)
@@ -170,8 +174,14 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         expiry: Duration,
         clock: C,
     ) -> Result<Self, BuildError> {
-        let expiry = wait::nanos(expiry);
-        let config = reduce(&mut lender, limit.into(), expiry)?;
+        let (limit, expiry) = (limit.into(), wait::nanos(expiry));
+        let permits = |l: Limit| (l.rate(), l.slack().permits_at(l.rate()));
+        let built = lender.limit_for(&()).unwrap_or(limit);
+        if permits(built) != permits(limit) {
+            let (stated, lender) = (limit, built);
+            return Err(BuildError::LeaseLimitMismatch { stated, lender });
+        }
+        let config = reduce(&mut lender, limit, expiry)?;
         Ok(Leased {
             held: Held::new(clock.now()),
             expiry,
@@ -301,9 +311,14 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         Some(stats)
     }
 
-    /// Permits held now (a look).
+    /// Permits held now that can still be spent (a look): none once the
+    /// batch held has expired, though it is settled (given back, or
+    /// counted expired) only by the next refill or a release.
     pub fn held(&self) -> u64 {
-        self.held.split(self.held.load()).1
+        let (expiry, left) = self.held.split(self.held.load());
+        Some(left)
+            .filter(|_| self.clock.now() < expiry)
+            .unwrap_or(0)
     }
 
     /// A take whose permits went at clock reading `at`, leaving `left`.
@@ -400,8 +415,7 @@ impl<L: Lender, C: Clock> Take for Leased<L, C> {
     }
 
     fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
-        let (expiry, left) = self.held.split(self.held.load());
-        if left >= cost && self.clock.now() < expiry {
+        if self.held() >= cost {
             return Ok(true);
         }
         let slow = lock(&self.slow);
@@ -431,14 +445,14 @@ impl<L: Lender, C: Clock> Counted for Leased<L, C> {
     }
 }
 
-impl<L, C: Clock> std::fmt::Debug for Leased<L, C> {
+impl<L: Lender, C: Clock> std::fmt::Debug for Leased<L, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let config = *lock(&self.config);
         f.debug_struct("Leased")
             .field("limit", &config.limit)
             .field("reduced_slack", &config.reduced)
             .field("expiry", &Duration::from_nanos(self.expiry))
-            .field("held", &self.held.split(self.held.load()).1)
+            .field("held", &self.held())
             .finish_non_exhaustive()
     }
 }

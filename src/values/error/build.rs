@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::values::limit::Limit;
+
 /// Why something could not be built or configured: a [`Rate`](crate::Rate)
 /// (made or parsed), a [`Slack`](crate::Slack) parsed, a limiter built or
 /// its rate changed, an HTTP layer built, a fleet layer's version or a
@@ -111,6 +113,16 @@ pub enum BuildError {
         slack: u64,
         /// The interval between permits.
         interval: Duration,
+    },
+    /// A lease was given another limit than its lender's
+    /// ([`Leased`](crate::lease::Leased)): the lease sets its lender's
+    /// limit (to the reduced slack), which would silently replace the one
+    /// the lender was built with.
+    LeaseLimitMismatch {
+        /// The limit the lease was given.
+        stated: Limit,
+        /// The lender's own.
+        lender: Limit,
     },
     /// An address block (`http::Cidr`, a trusted proxy of the HTTP layer)
     /// that does not parse, or whose prefix is longer than the address.
@@ -223,6 +235,11 @@ impl fmt::Display for BuildError {
                 f,
                 "a lease expiring after {expiry:?} needs a nonzero expiry of at most the slack \
                  ({slack} permits at one per {interval:?})"
+            ),
+            BuildError::LeaseLimitMismatch { stated, lender } => write!(
+                f,
+                "a lease of {stated} on a lender built with {lender}: the lease would replace \
+                 the lender's limit; build it with the lease's"
             ),
             BuildError::AddressBlock { input } => write!(
                 f,
@@ -383,6 +400,10 @@ mod tests {
                 expiry: second,
                 slack: 0,
                 interval: second,
+            },
+            BuildError::LeaseLimitMismatch {
+                stated: Limit::new(crate::Rate::per_second(2), 1),
+                lender: Limit::new(crate::Rate::per_second(1), 1),
             },
             BuildError::AddressBlock {
                 input: "10.0.0.0/33".into(),
