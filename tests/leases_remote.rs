@@ -366,3 +366,76 @@ fn unspent_permits_go_back_to_postgres() {
     lender.limiter().install().unwrap();
     given_back_to_the_server(lender, POSTGRES);
 }
+
+/// A process that takes the key without a lease, beside one that leases,
+/// at the reduced slack (the guide's rule): the spends of both hold
+/// `S + 1 + w / T`. The history is the one the stated slack breaks: the
+/// lease holds a batch to spend late, the key comes to rest at the reduced
+/// slack and the server forgets it, and the plain taker bursts just before
+/// the late spends.
+#[cfg(feature = "redis")]
+#[test]
+fn a_plain_taker_at_the_reduced_slack_beside_a_lease_holds_the_bound() {
+    if as_child(REDIS) {
+        return;
+    }
+    let server = redis_support::RedisServer::start();
+    // T = 100 ms, S = 10, E = 800 ms: the server runs at S' = 2.
+    let run = Run {
+        name: "redis",
+        rate: 10,
+        slack: 10,
+        expiry: Duration::from_millis(800),
+    };
+    let t = Duration::from_nanos(run.interval());
+    let leased = Leased::with_clock(
+        redis_lender(&server.url(), run),
+        run.limit(),
+        run.expiry,
+        Wall,
+    )
+    .unwrap();
+    let plain = paceline::redis::RedisLimiter::builder(server.url(), Rate::per_second(run.rate))
+        .slack(leased.reduced_slack())
+        .build()
+        .unwrap();
+    let mut times = Vec::new();
+    let mut spend = |taken: Result<paceline::Taken, paceline::Error>| {
+        taken
+            .map(|taken| times.push(taken.at().as_nanos() as u64))
+            .is_ok()
+    };
+    // Demand: the next batch is the reduced burst, S' + 1, free a T later;
+    // one of it spent, two held.
+    assert!(spend(leased.try_take(&())));
+    for _ in 0..20 {
+        if leased.held() > 0 {
+            break;
+        }
+        std::thread::sleep(t / 4);
+        spend(leased.try_take(&()));
+    }
+    let held = leased.held();
+    assert!(held > 0, "no batch held");
+    // Past the key's rest time at S' (3 T after the batch), before the
+    // batch's expiry (8 T): the plain taker's burst, then the late spends.
+    std::thread::sleep(t * 6);
+    let mut burst = 0;
+    while burst < run.slack + 1 && spend(plain.try_take(KEY)) {
+        burst += 1;
+    }
+    let mut late = 0;
+    while leased.held() > 0 && spend(leased.try_take(&())) {
+        late += 1;
+    }
+    assert!(
+        burst > 0 && late > 0,
+        "burst {burst}, late {late}: no history"
+    );
+    times.sort_unstable();
+    assert_eq!(
+        over_bound(&times, run.interval(), run.slack),
+        0,
+        "{times:?}"
+    );
+}
