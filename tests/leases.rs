@@ -382,8 +382,8 @@ fn a_lender_built_with_another_limit_is_refused_by_name() {
     ] {
         let err = lease(other).unwrap_err();
         assert!(
-            matches!(err, paceline::BuildError::LeaseLimitMismatch { stated, lender }
-                if stated == other && lender == built),
+            matches!(&err, paceline::BuildError::LeaseLimitMismatch { stated, lender }
+                if *stated == other.to_string() && *lender == built.to_string()),
             "{err:?}"
         );
         let text = err.to_string();

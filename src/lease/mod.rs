@@ -178,7 +178,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         let permits = |l: Limit| (l.rate(), l.slack().permits_at(l.rate()));
         let built = lender.limit_for(&()).unwrap_or(limit);
         if permits(built) != permits(limit) {
-            let (stated, lender) = (limit, built);
+            let (stated, lender) = (limit.to_string(), built.to_string());
             return Err(BuildError::LeaseLimitMismatch { stated, lender });
         }
         let config = reduce(&mut lender, limit, expiry)?;

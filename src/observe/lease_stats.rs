@@ -5,8 +5,10 @@
 
 /// What a [`Leased`](crate::lease::Leased) limiter's batches came to, in
 /// permits (and round trips). `leased = spent + given_back + expired +`
-/// what is held now, but for spends that the lease admitted unpaid under
-/// a fail-open policy (counted in `spent` only).
+/// what the lease still holds (what can be spent, and what expired and is
+/// not settled yet: the next refill or a release settles it), but for
+/// spends that the lease admitted unpaid under a fail-open policy
+/// (counted in `spent` only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct LeaseStats {

@@ -44,7 +44,6 @@ impl<B: Backend> From<RemoteLimiter<B>> for AsyncRemoteLimiter<B::Async> {
             backend: Arc::new(core.backend.to_async()),
             shared: core.shared,
             rate: core.rate,
-            slack: core.slack,
             params: core.params,
         })
     }

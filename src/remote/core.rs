@@ -49,8 +49,6 @@ pub(crate) struct Core<B> {
     pub(crate) backend: Arc<B>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) rate: Rate,
-    /// The slack in permits at `rate`.
-    pub(crate) slack: u64,
     pub(crate) params: Params,
 }
 
@@ -60,7 +58,6 @@ impl<B> Clone for Core<B> {
             backend: Arc::clone(&self.backend),
             shared: Arc::clone(&self.shared),
             rate: self.rate,
-            slack: self.slack,
             params: self.params,
         }
     }
@@ -91,14 +88,14 @@ impl<B> Core<B> {
         counting: &Counting,
     ) -> Result<Core<B>, BuildError> {
         #[cfg(feature = "metrics")]
-        let server = &(counting.facade.as_ref())
+        let server: &str = &(counting.facade.as_ref())
             .map_or(server.into(), |n| format!("{server} (limiter {n:?})"));
         let shared = Shared {
             policy,
             wait,
             clock: DefaultClock::new(),
             meter: Meter::new(counting),
-            server: Arc::from(server.as_ref()),
+            server: server.into(),
             #[cfg(feature = "tracing")]
             lost: std::sync::atomic::AtomicBool::new(false),
         };
@@ -107,7 +104,6 @@ impl<B> Core<B> {
             backend: Arc::new(backend),
             shared: Arc::new(shared),
             rate,
-            slack: params.slack(),
             params,
         })
     }
@@ -117,7 +113,6 @@ impl<B> Core<B> {
         let params = pacer::params(rate, slack)?;
         Ok(Core {
             rate,
-            slack: params.slack(),
             params,
             ..self.clone()
         })
@@ -125,7 +120,7 @@ impl<B> Core<B> {
 
     /// The limit, its slack in permits.
     pub(crate) fn limit(&self) -> Limit {
-        Limit::new(self.rate, self.slack)
+        Limit::new(self.rate, self.params.slack())
     }
 
     /// The state a peek found: `tat` at the server's `now`.
@@ -150,7 +145,7 @@ impl<B> Core<B> {
         let p = self.params;
         let span = schedule::span(cost, p).map_err(|deny| {
             self.shared.meter.refused();
-            Error::refused(deny, cost, admit, self.slack)
+            Error::refused(deny, cost, admit, self.params.slack())
         })?;
         let exceeds_burst = match admit {
             Admit::Always => false,
@@ -182,7 +177,8 @@ impl<B> Core<B> {
                 Ok(Some(booking))
             }
             Ok(Decision::Denied(deny)) => {
-                let refusal = Error::refused(deny, request.cost, request.admit, self.slack);
+                let refusal =
+                    Error::refused(deny, request.cost, request.admit, self.params.slack());
                 if request.ask.counts(&refusal) {
                     meter.refused();
                 }

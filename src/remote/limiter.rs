@@ -93,7 +93,7 @@ impl<B, F> RemoteLimiter<B, F> {
 
     /// The slack, in permits: the burst is `slack + 1`.
     pub fn slack(&self) -> u64 {
-        self.core.slack
+        self.core.params.slack()
     }
 
     /// The limit in force, its slack in permits.

@@ -8,8 +8,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::values::limit::Limit;
-
 /// Why something could not be built or configured: a [`Rate`](crate::Rate)
 /// (made or parsed), a [`Slack`](crate::Slack) parsed, a limiter built or
 /// its rate changed, an HTTP layer built, a fleet layer's version or a
@@ -119,10 +117,10 @@ pub enum BuildError {
     /// limit (to the reduced slack), which would silently replace the one
     /// the lender was built with.
     LeaseLimitMismatch {
-        /// The limit the lease was given.
-        stated: Limit,
+        /// The limit the lease was given (`"100/s, slack 10 permits"`).
+        stated: String,
         /// The lender's own.
-        lender: Limit,
+        lender: String,
     },
     /// An address block (`http::Cidr`, a trusted proxy of the HTTP layer)
     /// that does not parse, or whose prefix is longer than the address.
@@ -300,7 +298,8 @@ impl Error for BuildError {
 /// function's error (in a [`BuildError`]). Shared by the clones of the
 /// error that holds it, and read through it (`Deref`). It has no equality
 /// of its own, so two are equal when they are one error: clones. A
-/// server's error knows which server it came from (see [`server`](Self::server)).
+/// server's error also keeps which server it came from, for the message
+/// of the error that holds it.
 #[derive(Debug)]
 pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(
     pub(crate) Arc<E>,
@@ -310,15 +309,6 @@ pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(
 impl<E: ?Sized> Clone for Cause<E> {
     fn clone(&self) -> Self {
         Cause(Arc::clone(&self.0), self.1.clone())
-    }
-}
-
-impl<E: ?Sized> Cause<E> {
-    /// The server a remote limiter's failure came from: its address (never
-    /// its password), and the limiter's name where it has one
-    /// (`127.0.0.1:6379 (limiter "api")`); `None` for a file's error.
-    pub fn server(&self) -> Option<&str> {
-        self.1.as_deref()
     }
 }
 
@@ -402,8 +392,8 @@ mod tests {
                 interval: second,
             },
             BuildError::LeaseLimitMismatch {
-                stated: Limit::new(crate::Rate::per_second(2), 1),
-                lender: Limit::new(crate::Rate::per_second(1), 1),
+                stated: "2/s, slack 1 permit".into(),
+                lender: "1/s, slack 1 permit".into(),
             },
             BuildError::AddressBlock {
                 input: "10.0.0.0/33".into(),

@@ -139,8 +139,8 @@ impl Error {
         Error::Script(Cause(Arc::from(error.into()), None))
     }
 
-    /// This failure, naming `server` (see [`Cause::server`]) if it carries
-    /// a server's error.
+    /// This failure, naming `server` (its address, never a password, and
+    /// the limiter's name where it has one) if it carries a server's error.
     pub(crate) fn at(mut self, server: &Arc<str>) -> Error {
         if let Error::Unavailable(c) | Error::Script(c) = &mut self {
             c.1 = Some(Arc::clone(server));
@@ -200,7 +200,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The server a cause names, after a space.
-        let at = |c: &Cause| c.server().map(|s| format!(" {s}")).unwrap_or_default();
+        let at = |c: &Cause| c.1.as_ref().map(|s| format!(" {s}")).unwrap_or_default();
         match self {
             Error::RetryAfter(d) => write!(f, "rate limited: retry after {d:?}"),
             Error::QueueFull { wait, max_wait } => write!(
