@@ -48,8 +48,9 @@ pub struct Tally {
     killed: u64,
     /// Lines that could not become an argument.
     skipped: u64,
-    /// The command could not be started: (xargs status, message).
-    cannot_run: Option<(i32, String)>,
+    /// The command could not be started: xargs's status (said at once,
+    /// before the summary).
+    cannot_run: Option<i32>,
 }
 
 impl Tally {
@@ -64,8 +65,8 @@ impl Tally {
 
     /// xargs's exit status for this tally.
     pub fn status(&self) -> i32 {
-        if let Some((code, _)) = &self.cannot_run {
-            *code
+        if let Some(code) = self.cannot_run {
+            code
         } else if self.killed > 0 {
             125
         } else if self.failed.contains_key(&255) {
@@ -94,9 +95,6 @@ impl Tally {
         }
         if self.skipped > 0 {
             s += &format!(", {} skipped (not an argument)", self.skipped);
-        }
-        if let Some((_, why)) = &self.cannot_run {
-            s += &format!("; {why}");
         }
         s
     }
@@ -253,7 +251,9 @@ pub fn run(
                     Ok(true)
                 }
                 Err(NotStarted::Command(code, why)) => {
-                    tally.cannot_run = Some((code, why));
+                    // The run's end: said first, not after the tally.
+                    eprintln!("paceline: {why}");
+                    tally.cannot_run = Some(code);
                     Ok(false)
                 }
             },
@@ -347,7 +347,7 @@ mod tests {
         assert_eq!(t.status(), 124);
         t.record(ExitStatus::from_raw(9)); // killed by SIGKILL
         assert_eq!(t.status(), 125);
-        t.cannot_run = Some((127, "x".into()));
+        t.cannot_run = Some(127);
         assert_eq!(t.status(), 127);
         assert!(t
             .describe()

@@ -275,6 +275,30 @@ fn a_first_burst_goes_at_once_then_the_rate() {
     }
 }
 
+/// A command that cannot be started stops the run, and is the first thing
+/// said, on a line of its own, before the summary's tally.
+#[test]
+fn a_command_that_does_not_exist_is_said_first() {
+    let done = run(
+        &["1000/s", "-e", "no-such-command-paceline"],
+        b"1\n2\n".to_vec(),
+    );
+    assert_eq!(done.code(), Some(127), "{}", done.stderr);
+    let said: Vec<&str> = done.stderr.lines().collect();
+    assert_eq!(
+        said[0], "paceline: cannot run \"no-such-command-paceline\": not found",
+        "{}",
+        done.stderr
+    );
+    assert!(
+        said.len() == 2
+            && said[1].starts_with("paceline: 0 commands in ")
+            && !said[1].contains("cannot run"),
+        "{}",
+        done.stderr
+    );
+}
+
 #[test]
 fn exec_runs_a_command_per_line_and_sums_up_the_statuses() {
     let done = run(
