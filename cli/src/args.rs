@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
+use paceline::clock::StdClock;
 use paceline::{AtomicLimiter, Rate, Slack};
 
 use crate::units::{self, ByteRate};
@@ -160,6 +161,7 @@ impl Limit {
         // not when the run builds its limiter (status 1).
         if AtomicLimiter::builder(given.rate())
             .slack(slack)
+            .clock(StdClock::new())
             .build()
             .is_err()
         {

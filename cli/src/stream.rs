@@ -4,7 +4,11 @@
 //! a last line without one is written as it came). A line is held for its
 //! newline only while it is short: once [`LONG_LINE`] of it is in hand, it
 //! is paid for (or dropped) and the rest streams through as it comes, so a
-//! line of any length costs one permit and bounded memory. Flush policy: stdout is
+//! line of any length costs one permit and bounded memory. The lines the
+//! limit has room for go in one write; when it has none, the lines in hand
+//! due within [`BATCH`](crate::pace::BATCH) wait together for the last
+//! one's slot (one request of that cost: none goes before its own slot),
+//! a wake-up and a write for them all. Flush policy: stdout is
 //! flushed before every wait for a permit and before every wait for input,
 //! so a line never sits in paceline's buffer while paceline idles, yet an
 //! unthrottled stream is written in 64 KiB blocks rather than a `write(2)`
@@ -56,16 +60,18 @@ fn write_failed(e: &io::Error) -> End {
     }
 }
 
-/// One line, paid for first (waiting, after a flush) or dropped:
-/// `Ok(true)` passed, `Ok(false)` dropped.
+/// `lines` lines (one, or a batch that waits together), paid for first
+/// (waiting, after a flush) or dropped: `Ok(true)` passed, `Ok(false)`
+/// dropped.
 fn one(
-    line: &[u8],
+    lines: &[u8],
+    cost: u64,
     pace: &Pace,
     drop: bool,
     out: &mut BufWriter<File>,
     flush_error: &mut Option<io::Error>,
 ) -> Result<bool, End> {
-    let admitted = pace.admit(1, drop, &mut || {
+    let admitted = pace.admit(cost, drop, &mut || {
         if let Err(e) = out.flush() {
             flush_error.get_or_insert(e);
         }
@@ -74,7 +80,7 @@ fn one(
         return Err(write_failed(&e));
     }
     match admitted {
-        Ok(Admit::Go) => match out.write_all(line) {
+        Ok(Admit::Go) => match out.write_all(lines) {
             Ok(()) => Ok(true),
             Err(e) => Err(write_failed(&e)),
         },
@@ -144,7 +150,7 @@ pub fn lines(
                     if flags.stopping() {
                         break 'run End::Stopped;
                     }
-                    match one(&pending, pace, drop, &mut out, &mut flush_error) {
+                    match one(&pending, 1, pace, drop, &mut out, &mut flush_error) {
                         Ok(pass) => {
                             open = Some(pass);
                             if pass {
@@ -166,7 +172,7 @@ pub fn lines(
             if flags.stopping() {
                 break 'run End::Stopped;
             }
-            match one(&pending, pace, drop, &mut out, &mut flush_error) {
+            match one(&pending, 1, pace, drop, &mut out, &mut flush_error) {
                 Ok(true) => passed += 1,
                 Ok(false) => dropped += 1,
                 Err(end) => break 'run end,
@@ -174,7 +180,9 @@ pub fn lines(
             pending.clear();
         }
         // The complete lines of this chunk, passed in runs: as many as
-        // the limit has room for now go in one write.
+        // the limit has room for now go in one write; when it has none, a
+        // batch waits for the last one's slot and goes with it (one line
+        // with --drop, dropped or not).
         let mut lines = memchr_iter(b'\n', rest).count() as u64;
         while lines > 0 {
             if flags.stopping() {
@@ -184,26 +192,29 @@ pub fn lines(
                 Ok(n) => n,
                 Err(Failure(e)) => break 'run End::Failed(e),
             };
-            // The end of the n-th line (or of the first, if none may go now).
+            let k = match (n, drop) {
+                (0, false) => pace.batch(lines),
+                (0, true) => 1,
+                (n, _) => n,
+            };
+            // The end of the k-th line.
             let end = memchr_iter(b'\n', rest)
-                .nth(n.max(1) as usize - 1)
+                .nth(k as usize - 1)
                 .map_or(rest.len(), |i| i + 1);
             let (run, tail) = rest.split_at(end);
             rest = tail;
+            lines -= k;
             if n > 0 {
                 if let Err(e) = out.write_all(run) {
                     break 'run write_failed(&e);
                 }
                 passed += n;
-                lines -= n;
             } else {
-                // No room now: this one line waits (or is dropped).
-                match one(run, pace, drop, &mut out, &mut flush_error) {
-                    Ok(true) => passed += 1,
+                match one(run, k, pace, drop, &mut out, &mut flush_error) {
+                    Ok(true) => passed += k,
                     Ok(false) => dropped += 1,
                     Err(end) => break 'run end,
                 }
-                lines -= 1;
             }
             // Published per run: relaxed stores, for the display.
             stats.done.store(passed, Ordering::Relaxed);
@@ -216,7 +227,7 @@ pub fn lines(
     // A last line without a newline (one that streamed is counted already).
     let end = match end {
         End::Done if !pending.is_empty() && !flags.stopping() => {
-            match one(&pending, pace, drop, &mut out, &mut flush_error) {
+            match one(&pending, 1, pace, drop, &mut out, &mut flush_error) {
                 Ok(true) => {
                     passed += 1;
                     End::Done

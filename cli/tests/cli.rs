@@ -275,6 +275,37 @@ fn a_first_burst_goes_at_once_then_the_rate() {
     }
 }
 
+/// At a high rate the lines due within a few milliseconds go together, a
+/// wake-up and a write for many (as many as the burst allows), yet none
+/// early: the k-th line arrives no sooner than `(k - burst) * T` after the
+/// start, the window bound `S + 1 + w / T` from a start at rest, and the
+/// rate holds.
+#[test]
+fn batches_at_a_high_rate_keep_the_window_bound() {
+    const RATE: u32 = 20_000; // T = 50 us
+    const BURST: usize = 200; // 10 ms of the rate
+    const N: usize = 10_000; // half a second
+    let t = Duration::from_secs(1) / RATE;
+    let done = run(
+        &[&format!("{RATE}/s"), "-b", &BURST.to_string(), "-q"],
+        seq(N),
+    );
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert!(done.stdout() == seq(N), "the lines differ");
+    for (i, (at, _)) in done.lines.iter().enumerate() {
+        let earliest = t * (i + 1).saturating_sub(BURST) as u32;
+        assert!(
+            *at + CLOCKS >= done.start + earliest,
+            "line {} arrived {:?} after the start, before {earliest:?}: over the bound",
+            i + 1,
+            at.duration_since(done.start)
+        );
+    }
+    // The rate, loosely: the 9800 intervals take 0.49 s, and not 3x that.
+    let spent = done.lines[N - 1].0.duration_since(done.start);
+    assert!(spent < t * N as u32 * 3, "{spent:?}");
+}
+
 /// A command that cannot be started stops the run, and is the first thing
 /// said, on a line of its own, before the summary's tally.
 #[test]
