@@ -20,7 +20,6 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
@@ -243,7 +242,7 @@ pub fn run(
                 Ok(child) => {
                     running.push(child);
                     started += 1;
-                    stats.done.store(started, Ordering::Relaxed);
+                    stats.publish(started, dropped);
                     Ok(true)
                 }
                 Err(NotStarted::Line(why)) => {
@@ -259,7 +258,7 @@ pub fn run(
             },
             Ok(Admit::Dropped) => {
                 dropped += 1;
-                stats.dropped.store(dropped, Ordering::Relaxed);
+                stats.publish(started, dropped);
                 Ok(true)
             }
             Ok(Admit::Stopped) => Ok(false),

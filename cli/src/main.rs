@@ -73,16 +73,8 @@ fn raw(fd: std::os::fd::BorrowedFd<'_>) -> Result<File, String> {
 fn run(args: Args) -> Result<u8, String> {
     let flags = signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let bytes = args.mode == Mode::Bytes;
-    let pace = Pace::new(
-        args.limit,
-        args.shared.clone(),
-        flags.clone(),
-        args.rate_file.clone(),
-        args.burst,
-        bytes,
-        args.quiet,
-    )
-    .map_err(|f| f.0)?;
+    let stats = std::sync::Arc::new(Stats::new());
+    let pace = Pace::new(&args, flags.clone(), stats.clone()).map_err(|f| f.0)?;
     let stdin = raw(io::stdin().as_fd())?;
     let stdout = raw(io::stdout().as_fd())?;
     // A regular file on stdin gives --bytes its total.
@@ -100,7 +92,6 @@ fn run(args: Args) -> Result<u8, String> {
         Mode::Bytes => Noun::Bytes,
         Mode::Exec { .. } => Noun::Commands,
     };
-    let stats = std::sync::Arc::new(Stats::new());
     let limit = args.limit.map(|l| l.given.per_second());
     let progress = Progress::start(!args.quiet, stats.clone(), noun, total, limit);
 

@@ -39,8 +39,8 @@ use paceline::redis::RedisLimiter;
 use paceline::remote::{Backend, RemoteLimiter};
 use paceline::{AtomicLimiter, Error, Rate, Slack, Take};
 
-use crate::args::Server;
-use crate::args::{parse_rate_file, Limit};
+use crate::args::{parse_rate_file, Args, Limit, Server};
+use crate::report::Stats;
 use crate::signals::Flags;
 
 /// How long a waiting request may hold its slot before the slot comes: the
@@ -117,6 +117,8 @@ pub struct Pace {
     /// Bytes paid for and not yet used (bytes are paid in whole units).
     credit: Cell<u64>,
     flags: Arc<Flags>,
+    /// Told when the limit first holds a request back.
+    stats: Arc<Stats>,
     /// `--rate-file` and `--burst`, for SIGHUP.
     rate_file: Option<std::path::PathBuf>,
     burst: Option<u64>,
@@ -130,18 +132,11 @@ pub struct Pace {
 pub struct Failure(pub String);
 
 impl Pace {
-    /// The limiter for `limit` (`None`: unlimited), in process or in a
-    /// server.
-    pub fn new(
-        limit: Option<Limit>,
-        shared: Option<(Server, String)>,
-        flags: Arc<Flags>,
-        rate_file: Option<std::path::PathBuf>,
-        burst: Option<u64>,
-        bytes: bool,
-        quiet: bool,
-    ) -> Result<Pace, Failure> {
-        let engine = match (limit, shared) {
+    /// The limiter for `args.limit` (`None`: unlimited), in process or in
+    /// a server.
+    pub fn new(args: &Args, flags: Arc<Flags>, stats: Arc<Stats>) -> Result<Pace, Failure> {
+        let limit = args.limit;
+        let engine = match (limit, args.shared.clone()) {
             (None, _) => Engine::Unlimited,
             (Some(l), None) => Engine::Limited {
                 limiter: Box::new(
@@ -199,10 +194,11 @@ impl Pace {
             limit: Cell::new(limit),
             credit: Cell::new(0),
             flags,
-            rate_file,
-            burst,
-            bytes,
-            quiet,
+            stats,
+            rate_file: args.rate_file.clone(),
+            burst: args.burst,
+            bytes: args.mode == crate::args::Mode::Bytes,
+            quiet: args.quiet,
         })
     }
 
@@ -334,6 +330,7 @@ impl Pace {
             }
             if !tried {
                 tried = true;
+                self.stats.held_back();
                 before_wait();
                 // A short wait is stretched to the coalescing window: the
                 // lines due meanwhile then go together, one wake-up and one

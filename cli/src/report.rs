@@ -5,7 +5,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,11 @@ use crate::units::human_bytes;
 
 /// How often progress is redrawn.
 const REDRAW: Duration = Duration::from_millis(200);
+
+/// What passed before the limit first held a request back is called a
+/// burst when the limit did so within this time of the start (what the
+/// summary shows as 0.00 s): it went at once.
+const AT_ONCE: Duration = Duration::from_millis(10);
 
 /// What is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +40,11 @@ pub struct Stats {
     pub dropped: AtomicU64,
     /// When the run started.
     pub start: Instant,
+    /// When `done` was last published, in nanoseconds from `start`.
+    last: AtomicU64,
+    /// When the limit first held a request back, and what had passed by
+    /// then: the summary tells that first burst from the rate after it.
+    held: OnceLock<(Duration, u64)>,
 }
 
 impl Stats {
@@ -44,7 +54,25 @@ impl Stats {
             done: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             start: Instant::now(),
+            last: AtomicU64::new(0),
+            held: OnceLock::new(),
         }
+    }
+
+    /// Publishes the counts; a new `done` is stamped with the time.
+    pub fn publish(&self, done: u64, dropped: u64) {
+        self.dropped.store(dropped, Ordering::Relaxed);
+        if self.done.swap(done, Ordering::Relaxed) != done {
+            let now = self.start.elapsed().as_nanos();
+            self.last
+                .store(u64::try_from(now).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
+    }
+
+    /// Notes that the limit holds a request back (the first time counts).
+    pub fn held_back(&self) {
+        self.held
+            .get_or_init(|| (self.start.elapsed(), self.done.load(Ordering::Relaxed)));
     }
 }
 
@@ -61,6 +89,27 @@ fn count(noun: Noun, n: u64) -> String {
         Noun::Lines => format!("{n} lines"),
         Noun::Bytes => format!("{n} bytes ({})", human_bytes(n as f64)),
         Noun::Commands => format!("{n} commands"),
+    }
+}
+
+/// How fast it went: one rate, or, once the limit held a request back, the
+/// burst before and the rate from then on (`a burst of 11, then 100.00/s`),
+/// since the two as one figure read as if the limit were exceeded.
+fn pace(stats: &Stats, noun: Noun, done: u64, secs: f64) -> String {
+    let Some(&(at, before)) = stats.held.get().filter(|(_, before)| done > *before) else {
+        return rate(noun, done as f64 / secs.max(1e-9));
+    };
+    let last = Duration::from_nanos(stats.last.load(Ordering::Relaxed));
+    let span = last.saturating_sub(at).as_secs_f64().max(1e-9);
+    let then = rate(noun, (done - before) as f64 / span);
+    let first = match noun {
+        Noun::Bytes => human_bytes(before as f64),
+        _ => before.to_string(),
+    };
+    match before {
+        0 => then,
+        _ if at < AT_ONCE => format!("a burst of {first}, then {then}"),
+        _ => format!("{first} in {:.2} s, then {then}", at.as_secs_f64()),
     }
 }
 
@@ -148,7 +197,7 @@ pub fn summary(stats: &Stats, noun: Noun, extra: &str, stopped_by: Option<&str>)
     let mut line = format!(
         "{} in {secs:.2} s ({})",
         count(noun, done),
-        rate(noun, done as f64 / secs.max(1e-9))
+        pace(stats, noun, done, secs)
     );
     line += extra;
     if noun != Noun::Bytes {
@@ -173,6 +222,21 @@ mod tests {
         // 50 left at no more than 10/s: at least 5 s.
         let l = progress_line(&s, Noun::Lines, Some(100), Some(10.0));
         assert!(l.contains("50%, ETA 0:05"), "{l}");
+    }
+
+    #[test]
+    fn the_summary_says_a_burst_apart_from_the_rate_after_it() {
+        let s = Stats::new();
+        s.publish(200, 0);
+        assert!(!summary(&s, Noun::Lines, "", None).contains("burst"));
+        // 11 went at once, 189 in the 1.89 s after.
+        s.held.set((Duration::from_micros(50), 11)).unwrap();
+        s.last.store(1_890_050_000, Ordering::Relaxed);
+        let said = summary(&s, Noun::Lines, "", None);
+        assert!(
+            said.ends_with(" s (a burst of 11, then 100.00/s), 0 dropped"),
+            "{said}"
+        );
     }
 
     #[test]

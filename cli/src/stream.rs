@@ -21,7 +21,6 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::sync::atomic::Ordering;
 
 use memchr::{memchr, memchr_iter};
 use paceline::io::PacedWriter;
@@ -162,8 +161,7 @@ pub fn lines(
                         Err(end) => break 'run end,
                     }
                     pending.clear();
-                    stats.done.store(passed, Ordering::Relaxed);
-                    stats.dropped.store(dropped, Ordering::Relaxed);
+                    stats.publish(passed, dropped);
                 }
                 continue;
             };
@@ -178,6 +176,7 @@ pub fn lines(
                 Err(end) => break 'run end,
             }
             pending.clear();
+            stats.publish(passed, dropped);
         }
         // The complete lines of this chunk, passed in runs: as many as
         // the limit has room for now go in one write; when it has none, a
@@ -216,9 +215,8 @@ pub fn lines(
                     Err(end) => break 'run end,
                 }
             }
-            // Published per run: relaxed stores, for the display.
-            stats.done.store(passed, Ordering::Relaxed);
-            stats.dropped.store(dropped, Ordering::Relaxed);
+            // Published per run, for the display and the summary.
+            stats.publish(passed, dropped);
         }
         // The start of the next line, held for its newline (a chunk is far
         // shorter than LONG_LINE: the check comes with the next chunk).
@@ -242,8 +240,7 @@ pub fn lines(
         End::Done if flags.stopping() => End::Stopped,
         other => other,
     };
-    stats.done.store(passed, Ordering::Relaxed);
-    stats.dropped.store(dropped, Ordering::Relaxed);
+    stats.publish(passed, dropped);
     match (end, out.flush()) {
         (End::Done | End::Stopped, Err(e)) => write_failed(&e),
         (end, _) => end,
@@ -271,7 +268,7 @@ pub fn bytes(input: &Input, out: File, pace: &Pace, flags: &Flags, stats: &Stats
                 Ok(n) => {
                     rest = &rest[n..];
                     passed += n as u64;
-                    stats.done.store(passed, Ordering::Relaxed);
+                    stats.publish(passed, 0);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {

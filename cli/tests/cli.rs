@@ -275,6 +275,35 @@ fn a_first_burst_goes_at_once_then_the_rate() {
     }
 }
 
+/// The summary tells the first burst from the steady rate: 60 lines at
+/// 100/s with the default burst of 11 take about 0.49 s, which as one
+/// figure (about 122/s) reads as if the limit were exceeded.
+#[test]
+fn the_summary_says_the_burst_and_the_rate_apart() {
+    let done = run(&["100/s"], seq(60));
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    let said = done.stderr.trim_end();
+    let rate: f64 = said
+        .strip_prefix("paceline: 60 lines in ")
+        .and_then(|s| s.split_once(" s (a burst of 11, then "))
+        .and_then(|(_, s)| s.strip_suffix("/s), 0 dropped"))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    // The 49 lines after the burst are never early: at most the rate (the
+    // clocks' disagreement aside), and loosely not far under it.
+    assert!((50.0..=101.0).contains(&rate), "{said}");
+
+    // A run the limit never held back has one rate to say.
+    let done = run(&["1000000/s"], seq(5));
+    assert!(
+        done.stderr.starts_with("paceline: 5 lines in ")
+            && !done.stderr.contains("burst")
+            && done.stderr.ends_with("/s), 0 dropped\n"),
+        "{}",
+        done.stderr
+    );
+}
+
 /// At a high rate the lines due within a few milliseconds go together, a
 /// wake-up and a write for many (as many as the burst allows), yet none
 /// early: the k-th line arrives no sooner than `(k - burst) * T` after the
