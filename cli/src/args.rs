@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use paceline::clock::StdClock;
+use paceline::config::fleet::DEFAULT_NAME;
 use paceline::{AtomicLimiter, Rate, Slack};
 
 use crate::units::{self, ByteRate};
@@ -22,6 +23,8 @@ paceline: pace lines, commands or bytes at a steady rate with a bounded burst
 
 usage: paceline [OPTIONS] RATE                 stdin lines to stdout, each on time
        paceline [OPTIONS] RATE --exec CMD [ARG...]   run CMD per line ({} = the line)
+       paceline [OPTIONS] --redis URL --key KEY      KEY's limit in the fleet's
+                                               limits document (also --postgres)
        paceline [OPTIONS] --bytes RATE         a byte stream, not split at lines
        paceline [OPTIONS] --unlimited          count only (no pacing)
        paceline limits get|set|watch|check ...  a fleet's limits document
@@ -54,7 +57,11 @@ options:
                        ADDR host:port or unix:/path); the clients' clocks
                        decide, so keep them in sync (NTP)
       --key KEY        the shared limit's name in Redis, PostgreSQL or
-                       memcached
+                       memcached; without RATE (Redis, PostgreSQL), the rate
+                       and burst are KEY's in the limits document there
+                       (its override, else its default), followed as it
+                       changes
+      --limits NAME    that document's name [default: paceline:limits]
       --rate-file PATH read the rate (and optionally a burst: \"10/s 20\") from
                        PATH, and again on SIGHUP; RATE may then be omitted
   -s, --size N         the total (lines, or bytes with --bytes) for the ETA;
@@ -197,6 +204,9 @@ pub struct Args {
     pub shared: Option<(Server, String)>,
     /// `--rate-file PATH`.
     pub rate_file: Option<PathBuf>,
+    /// The limits document to read the limit from (no RATE, a shared
+    /// limit in Redis or PostgreSQL): its name.
+    pub limits: Option<String>,
     /// `--size N`.
     pub size: Option<u64>,
     /// `-q`.
@@ -318,6 +328,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
     let mut postgres: Option<String> = None;
     let mut memcached: Option<String> = None;
     let mut key: Option<String> = None;
+    let mut limits: Option<String> = None;
     let mut rate_file: Option<PathBuf> = None;
     let mut size: Option<String> = None;
     let mut unlimited = false;
@@ -347,6 +358,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
             Long("postgres") => postgres = Some(p.value()?.string()?),
             Long("memcached") => memcached = Some(p.value()?.string()?),
             Long("key") => key = Some(p.value()?.string()?),
+            Long("limits") => limits = Some(p.value()?.string()?),
             Long("rate-file") => rate_file = Some(p.value()?.into()),
             Short('s') | Long("size") => size = Some(p.value()?.string()?),
             Long("unlimited") => unlimited = true,
@@ -457,6 +469,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         (None, None) => None,
     };
     let redis = &shared;
+    if let Some(name) = limits
+        .as_ref()
+        .filter(|_| rate.is_some() || rate_file.is_some())
+    {
+        return Err(Usage(format!(
+            "--limits {name:?} reads the rate from a limits document: give no RATE or --rate-file"
+        )));
+    }
 
     let limit = if unlimited {
         if let Some(r) = &rate {
@@ -490,12 +510,41 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
                         .map_err(|e| Usage(format!("--rate-file {}: {e}", path.display())))?,
                 )
             }
-            (None, None) => {
-                return Err(Usage(
-                    "missing RATE, such as 5/s (or --rate-file PATH, or --unlimited)".into(),
-                ))
-            }
+            // The rate is the limits document's, read when the run starts.
+            (None, None) => match (redis, burst) {
+                (Some((Server::Memcached(_), _)), _) => {
+                    return Err(Usage(
+                        "missing RATE, such as 5/s: memcached holds no limits document to \
+                         read one from"
+                            .into(),
+                    ))
+                }
+                (Some(_), Some(_)) => {
+                    return Err(Usage(
+                        "--burst without RATE: the limits document's limit for the key sets \
+                         the burst (or give RATE too)"
+                            .into(),
+                    ))
+                }
+                (Some(_), None) => None,
+                (None, _) => {
+                    return Err(Usage(
+                        "missing RATE, such as 5/s (or --rate-file PATH, --unlimited, or \
+                         --redis URL --key KEY for the limits document's)"
+                            .into(),
+                    ))
+                }
+            },
         }
+    };
+    let limits = match (&limit, redis) {
+        (None, Some(_)) if !unlimited => Some(limits.unwrap_or_else(|| DEFAULT_NAME.to_owned())),
+        _ if limits.is_some() => {
+            return Err(Usage(
+                "--limits NAME needs --redis URL or --postgres CONN, and --key KEY".into(),
+            ))
+        }
+        _ => None,
     };
 
     Ok(Parsed::Run(Box::new(Args {
@@ -505,6 +554,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, Usage> 
         drop,
         shared,
         rate_file,
+        limits,
         size,
         quiet,
     })))

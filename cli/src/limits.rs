@@ -11,10 +11,100 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use lexopt::prelude::*;
-use paceline::config::fleet::{check, Document, FleetError, MAX_DOCUMENT_BYTES};
+use paceline::config::fleet::{check, Document, FleetError, Watching, MAX_DOCUMENT_BYTES};
 
-use crate::args::Usage;
+use crate::args::{Given, Limit, Server, Usage};
 use crate::signals;
+
+/// A key's limit in a document, and what to say about it.
+type Found = Result<(Limit, String), String>;
+
+/// A run's limit read from the limits document (no RATE with `--redis
+/// URL --key K` or `--postgres CONN --key K`): the key's override, else the
+/// document's default, read at the start and followed from then on.
+pub struct Follow {
+    /// The limit the document gave at the start.
+    pub limit: Limit,
+    news: mpsc::Receiver<Found>,
+    _watching: Watching,
+}
+
+impl Follow {
+    /// Reads the document `name` on `server`, says which limit applies to
+    /// `key` (unless `quiet`), and watches for new versions.
+    ///
+    /// # Errors
+    /// No document, none that limits `key`, or the server not answering:
+    /// the message names it (the run ends with status 1).
+    pub fn start(server: &Server, key: &str, name: &str, quiet: bool) -> Result<Follow, String> {
+        let at = |e: &dyn std::fmt::Display| format!("{} {}: {e}", server.flag(), server.address());
+        let open = || match server {
+            Server::Postgres(conn) => Document::postgres(conn, Some(name)),
+            _ => Document::redis(server.address(), Some(name)),
+        };
+        let first = open()
+            .and_then(|mut doc| doc.get())
+            .map_err(|e| at(&e))?
+            .ok_or_else(|| {
+                at(&format!(
+                    "no limits document {name:?} there (store one with `paceline limits set`)"
+                ))
+            })?;
+        let (limit, said) = limit_for(&first.text, key, name, first.version).map_err(|e| at(&e))?;
+        if !quiet {
+            eprintln!("paceline: {said}");
+        }
+        let (tx, news) = mpsc::channel();
+        let key = key.to_owned();
+        let name = name.to_owned();
+        let watching = open()
+            .map_err(|e| at(&e))?
+            .watch(move |read| {
+                let _ = match read {
+                    Ok(v) if v.version <= first.version => Ok(()),
+                    Ok(v) => tx.send(limit_for(&v.text, &key, &name, v.version)),
+                    Err(e) => tx.send(Err(format!("limits document {name:?}: {e}"))),
+                };
+            })
+            .map_err(|e| format!("cannot watch the limits document: {e}"))?;
+        Ok(Follow {
+            limit,
+            news,
+            _watching: watching,
+        })
+    }
+
+    /// A new version's limit (or why it cannot be used), if one came.
+    pub fn news(&self) -> Option<Found> {
+        self.news.try_recv().ok()
+    }
+}
+
+/// `key`'s limit in the document `text` (version `version` of `name`): its
+/// override, else the default.
+fn limit_for(text: &str, key: &str, name: &str, version: u64) -> Found {
+    let layer = check(text).map_err(|e| e.to_string())?;
+    let (limit, whose) = match layer.overrides().iter().find(|(k, _)| k == key) {
+        Some((_, limit)) => (limit, format!("{key:?}")),
+        None => (
+            layer.default_limit().ok_or_else(|| {
+                format!(
+                    "the limits document {name:?} (version {version}) has no limit for {key:?}: \
+                     no override for it and no [default]"
+                )
+            })?,
+            "the default".to_owned(),
+        ),
+    };
+    let (rate, burst) = (limit.rate(), limit.burst());
+    let said = format!(
+        "rate {rate}, burst {burst}: {whose} in the limits document {name:?} (version {version})"
+    );
+    Ok((
+        Limit::new(Given::Lines(rate), Some(burst)).map_err(|u| u.0)?,
+        said,
+    ))
+}
 
 /// `paceline limits --help`.
 pub const HELP: &str = "\

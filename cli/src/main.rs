@@ -11,7 +11,8 @@
 //! - [`stream`]: lines mode and bytes mode; [`exec`]: `--exec`.
 //! - [`report`]: progress on a terminal and the summary line.
 //! - [`signals`]: SIGINT / SIGTERM / SIGHUP as flags.
-//! - [`limits`]: `paceline limits`, a fleet's limits document.
+//! - [`limits`]: `paceline limits`, a fleet's limits document, and a run's
+//!   limit read from it.
 
 #![forbid(unsafe_code)]
 
@@ -73,8 +74,15 @@ fn raw(fd: std::os::fd::BorrowedFd<'_>) -> Result<File, String> {
 fn run(args: Args) -> Result<u8, String> {
     let flags = signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let bytes = args.mode == Mode::Bytes;
+    let follow = match (&args.limits, &args.shared) {
+        (Some(name), Some((server, key))) => {
+            Some(limits::Follow::start(server, key, name, args.quiet)?)
+        }
+        _ => None,
+    };
+    let limit = follow.as_ref().map_or(args.limit, |f| Some(f.limit));
     let stats = std::sync::Arc::new(Stats::new());
-    let pace = Pace::new(&args, flags.clone(), stats.clone()).map_err(|f| f.0)?;
+    let pace = Pace::new(&args, follow, flags.clone(), stats.clone()).map_err(|f| f.0)?;
     let stdin = raw(io::stdin().as_fd())?;
     let stdout = raw(io::stdout().as_fd())?;
     // A regular file on stdin gives --bytes its total.
@@ -92,7 +100,7 @@ fn run(args: Args) -> Result<u8, String> {
         Mode::Bytes => Noun::Bytes,
         Mode::Exec { .. } => Noun::Commands,
     };
-    let limit = args.limit.map(|l| l.given.per_second());
+    let limit = limit.map(|l| l.given.per_second());
     let progress = Progress::start(!args.quiet, stats.clone(), noun, total, limit);
 
     let (end, tally) = match &args.mode {

@@ -40,6 +40,7 @@ use paceline::remote::{Backend, RemoteLimiter};
 use paceline::{AtomicLimiter, Error, Rate, Slack, Take};
 
 use crate::args::{parse_rate_file, Args, Limit, Server};
+use crate::limits::Follow;
 use crate::report::Stats;
 use crate::signals::Flags;
 
@@ -119,6 +120,8 @@ pub struct Pace {
     flags: Arc<Flags>,
     /// Told when the limit first holds a request back.
     stats: Arc<Stats>,
+    /// The limits document the limit is read from, followed.
+    follow: Option<Follow>,
     /// `--rate-file` and `--burst`, for SIGHUP.
     rate_file: Option<std::path::PathBuf>,
     burst: Option<u64>,
@@ -132,10 +135,15 @@ pub struct Pace {
 pub struct Failure(pub String);
 
 impl Pace {
-    /// The limiter for `args.limit` (`None`: unlimited), in process or in
-    /// a server.
-    pub fn new(args: &Args, flags: Arc<Flags>, stats: Arc<Stats>) -> Result<Pace, Failure> {
-        let limit = args.limit;
+    /// The limiter for `limit` (`None`: unlimited; `args.limit`, or the
+    /// one `follow` read), in process or in a server.
+    pub fn new(
+        args: &Args,
+        follow: Option<Follow>,
+        flags: Arc<Flags>,
+        stats: Arc<Stats>,
+    ) -> Result<Pace, Failure> {
+        let limit = follow.as_ref().map_or(args.limit, |f| Some(f.limit));
         let engine = match (limit, args.shared.clone()) {
             (None, _) => Engine::Unlimited,
             (Some(l), None) => Engine::Limited {
@@ -195,6 +203,7 @@ impl Pace {
             credit: Cell::new(0),
             flags,
             stats,
+            follow,
             rate_file: args.rate_file.clone(),
             burst: args.burst,
             bytes: args.mode == crate::args::Mode::Bytes,
@@ -353,8 +362,16 @@ impl Pace {
         }
     }
 
-    /// Applies a `--rate-file` re-read if SIGHUP asked for one.
+    /// Applies a new version of the limits document, if one came, and a
+    /// `--rate-file` re-read if SIGHUP asked for one.
     pub fn reload_if_asked(&self) {
+        if let Some(news) = self.follow.as_ref().and_then(Follow::news) {
+            match news.and_then(|(limit, said)| self.apply(limit).map(|()| said)) {
+                Ok(said) if !self.quiet => eprintln!("paceline: {said}"),
+                Ok(_) => {}
+                Err(e) => eprintln!("paceline: {e}; the limit stays as it is"),
+            }
+        }
         if !self.flags.take_reload() {
             return;
         }

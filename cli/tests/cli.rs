@@ -614,6 +614,26 @@ fn bad_input_exits_2_naming_the_bad_value() {
         (&["5/s", "--nope"][..], "--nope"),
         (&["5/s", "--burst"][..], "--burst"),
         (&[][..], "missing RATE"),
+        (
+            &["--memcached", "127.0.0.1", "--key", "k"][..],
+            "memcached holds no limits document",
+        ),
+        (
+            &[
+                "5/s",
+                "--redis",
+                "redis://x/",
+                "--key",
+                "k",
+                "--limits",
+                "l",
+            ][..],
+            "--limits",
+        ),
+        (
+            &["--redis", "redis://x/", "--key", "k", "--burst", "3"][..],
+            "--burst",
+        ),
         (&["5/s", "--redis", "redis://127.0.0.1/"][..], "--key"),
         (
             &["5/s", "--postgres", "host=/tmp"][..],

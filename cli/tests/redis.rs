@@ -16,8 +16,11 @@ mod pg;
 #[path = "../../tests/support/memcached_server.rs"]
 mod memcached;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+#[path = "../../tests/support/lines.rs"]
+mod lines;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -117,4 +120,178 @@ fn two_processes_share_one_limit(flag: &str, address: &str) {
     // least the bound's (200 - 5) * 10 ms, and not 3x that.
     let spent = arrivals.last().unwrap().duration_since(start);
     assert!(spent < t * (2 * LINES as u32) * 3, "{spent:?}");
+}
+
+/// `paceline ARGS` over `input`, to its end (a minute at most).
+fn paceline(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_paceline"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the paceline binary");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    // A run refused at the start reads nothing: the pipe may break.
+    thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "paceline {args:?} did not end");
+        thread::sleep(Duration::from_millis(5));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Lines `1..=n`.
+fn seq(n: usize) -> String {
+    (1..=n).map(|i| format!("{i}\n")).collect()
+}
+
+/// The fleet's limits: 1000/s for any key, 40/s with a burst of 2 for
+/// `jobs`.
+const LIMITS: &str =
+    "[default]\nrate = \"1000/s\"\n\n[overrides]\njobs = { rate = \"40/s\", burst = 2 }\n";
+
+/// No RATE with `--redis URL --key K`: the rate and burst are K's in the
+/// fleet's limits document (its override, else the default), said on
+/// stderr and paced by; no document, or none that limits K, is a runtime
+/// failure naming it.
+#[test]
+fn without_a_rate_the_limits_document_gives_the_keys_limit() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let run = |key: &str, input: &str| paceline(&["--redis", &url, "--key", key], input);
+
+    let out = run("jobs", "1\n");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("no limits document \"paceline:limits\""),
+        "{said}"
+    );
+    assert!(out.stdout.is_empty());
+
+    let set = paceline(&["limits", "set", "--redis", &url], LIMITS);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+
+    // `jobs` at 40/s, burst 2: line k (from 1) is not out before
+    // (k - 2) * 25 ms, where the default's 1000/s would pass all twelve
+    // within about 10 ms.
+    let t = Duration::from_millis(25);
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_paceline"))
+        .args(["--redis", &url, "--key", "jobs"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(seq(12).as_bytes())
+        .unwrap();
+    let arrivals: Vec<Instant> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| l.map(|_| Instant::now()).unwrap())
+        .collect();
+    let mut said = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut said)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{said}");
+    assert_eq!(arrivals.len(), 12, "{said}");
+    for (i, at) in arrivals.iter().enumerate() {
+        let earliest = t * (i as u32 + 1).saturating_sub(2);
+        assert!(
+            *at + CLOCKS >= start + earliest,
+            "line {} early: {said}",
+            i + 1
+        );
+    }
+    assert!(
+        said.starts_with("paceline: rate 40/s, burst 2: \"jobs\" in the limits document \"paceline:limits\" (version 1)"),
+        "{said}"
+    );
+
+    // Another key has the default.
+    let out = run("other", &seq(3));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.starts_with("paceline: rate 1000/s, burst 11: the default"),
+        "{said}"
+    );
+
+    // A document that limits some keys only: another key is named.
+    let set = paceline(
+        &["limits", "set", "--redis", &url],
+        "[overrides]\njobs = \"40/s\"\n",
+    );
+    assert!(set.status.success());
+    let out = run("other", "1\n");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("no limit for \"other\""), "{said}");
+}
+
+/// A run paced by the document follows it: a new version's limit for the
+/// key is put in force while the run goes, as SIGHUP puts a rate file's.
+#[test]
+fn a_run_paced_by_the_limits_document_follows_a_new_version() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let slow = "[default]\nrate = \"20/s\"\nburst = 1\n";
+    let set = paceline(&["limits", "set", "--redis", &url], slow);
+    assert!(set.status.success());
+
+    // 100 lines at 20/s take at least 99 * 50 ms = 4.95 s.
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_paceline"))
+        .args(["--redis", &url, "--key", "jobs"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(seq(100).as_bytes())
+        .unwrap();
+    let out = lines::lines(child.stdout.take().unwrap());
+    let said = lines::lines(child.stderr.take().unwrap());
+    for _ in 0..3 {
+        out.recv_timeout(Duration::from_secs(10)).expect("a line");
+    }
+    let set = paceline(
+        &["limits", "set", "--redis", &url],
+        &slow.replace("20/s", "10000/s"),
+    );
+    assert!(set.status.success());
+    let passed = out.iter().count() + 3;
+    let status = child.wait().unwrap();
+    let said: Vec<String> = said.iter().collect();
+    assert!(status.success(), "{said:?}");
+    assert_eq!(passed, 100, "{said:?}");
+    assert!(
+        said.iter().any(
+            |l| l.starts_with("paceline: rate 10000/s, burst 1: the default")
+                && l.contains("(version 2)")
+        ),
+        "{said:?}"
+    );
+    // Under the first version's rate the run could not have ended yet.
+    let spent = start.elapsed();
+    assert!(spent < Duration::from_millis(4950), "{spent:?}: {said:?}");
 }
