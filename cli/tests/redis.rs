@@ -223,6 +223,15 @@ fn without_a_rate_the_limits_document_gives_the_keys_limit() {
         "{said}"
     );
 
+    // --limits names another document, which is not there.
+    let out = paceline(
+        &["--redis", &url, "--key", "jobs", "--limits", "other:doc"],
+        "1\n",
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("no limits document \"other:doc\""), "{said}");
+
     // Another key has the default.
     let out = run("other", &seq(3));
     let said = String::from_utf8_lossy(&out.stderr);
@@ -245,7 +254,8 @@ fn without_a_rate_the_limits_document_gives_the_keys_limit() {
 }
 
 /// A run paced by the document follows it: a new version's limit for the
-/// key is put in force while the run goes, as SIGHUP puts a rate file's.
+/// key is put in force while the run goes, as SIGHUP puts a rate file's; a
+/// version without a limit for the key is named and changes nothing.
 #[test]
 fn a_run_paced_by_the_limits_document_follows_a_new_version() {
     let server = RedisServer::start();
@@ -274,6 +284,20 @@ fn a_run_paced_by_the_limits_document_follows_a_new_version() {
     for _ in 0..3 {
         out.recv_timeout(Duration::from_secs(10)).expect("a line");
     }
+    // A version that sets no limit for the key is named, and changes
+    // nothing; the next one is put in force.
+    let none = "[overrides]\nother = \"1/s\"\n";
+    let set = paceline(&["limits", "set", "--redis", &url], none);
+    assert!(set.status.success());
+    // Its word first: a watcher reads the document as it is when told of
+    // a write, and would skip version 2 were version 3 there already.
+    let mut told: Vec<String> = Vec::new();
+    while !told.iter().any(|l| l.contains("(version 2)")) {
+        told.push(
+            said.recv_timeout(Duration::from_secs(10))
+                .expect("version 2 named"),
+        );
+    }
     let set = paceline(
         &["limits", "set", "--redis", &url],
         &slow.replace("20/s", "10000/s"),
@@ -281,13 +305,20 @@ fn a_run_paced_by_the_limits_document_follows_a_new_version() {
     assert!(set.status.success());
     let passed = out.iter().count() + 3;
     let status = child.wait().unwrap();
-    let said: Vec<String> = said.iter().collect();
+    told.extend(said.iter());
+    let said = told;
     assert!(status.success(), "{said:?}");
     assert_eq!(passed, 100, "{said:?}");
     assert!(
+        said.iter()
+            .any(|l| l.contains("(version 2) has no limit for \"jobs\"")
+                && l.ends_with("the limit stays as it is")),
+        "{said:?}"
+    );
+    assert!(
         said.iter().any(
             |l| l.starts_with("paceline: rate 10000/s, burst 1: the default")
-                && l.contains("(version 2)")
+                && l.contains("(version 3)")
         ),
         "{said:?}"
     );
