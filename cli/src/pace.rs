@@ -213,11 +213,14 @@ impl Pace {
 
     /// The most permits one request may cost: `slack + 1`.
     fn burst_permits(&self) -> u64 {
+        self.in_force().map_or(u64::MAX, |l| l.burst())
+    }
+
+    /// The limit in force, as the limiter states it (`None`: unlimited).
+    fn in_force(&self) -> Option<paceline::Limit> {
         match &*self.engine.borrow() {
-            Engine::Unlimited => u64::MAX,
-            Engine::Limited { limiter, key, .. } => {
-                limiter.limit_for(key).map_or(u64::MAX, |l| l.burst())
-            }
+            Engine::Unlimited => None,
+            Engine::Limited { limiter, key, .. } => limiter.limit_for(key),
         }
     }
 
@@ -225,33 +228,22 @@ impl Pace {
     /// half the banked window (`slack * T / 2`), which the sleep's lateness
     /// must fit in for the rate to hold; zero without slack.
     fn coalesce(&self) -> Duration {
-        let limit = match &*self.engine.borrow() {
-            Engine::Unlimited => return Duration::ZERO,
-            Engine::Limited { limiter, key, .. } => limiter.limit_for(key),
-        };
-        let Some(limit) = limit else {
-            return Duration::ZERO;
-        };
-        let (rate, slack) = (limit.rate(), limit.burst() - 1);
-        let banked = rate
-            .interval()
-            .checked_mul(u32::try_from(slack).unwrap_or(u32::MAX))
-            .unwrap_or(Duration::MAX);
-        COALESCE.min(banked / 2)
+        self.in_force().map_or(Duration::ZERO, |l| {
+            let slack = u32::try_from(l.burst() - 1).unwrap_or(u32::MAX);
+            let banked = l.rate().interval().checked_mul(slack);
+            COALESCE.min(banked.unwrap_or(Duration::MAX) / 2)
+        })
     }
 
     /// How many of `max` lines in hand to ask for together when the limit
     /// has no room now: those due within [`BATCH`] of the first, at most
     /// the burst (one request cannot cost more), at least one.
     pub fn batch(&self, max: u64) -> u64 {
-        let limit = match &*self.engine.borrow() {
-            Engine::Unlimited => return max,
-            Engine::Limited { limiter, key, .. } => limiter.limit_for(key),
-        };
-        let Some(limit) = limit else { return 1 };
-        let interval = limit.rate().interval().as_nanos().max(1);
-        let due = u64::try_from(BATCH.as_nanos() / interval).map_or(1, |n| n + 1);
-        due.min(limit.burst()).min(max).max(1)
+        self.in_force().map_or(max, |l| {
+            let interval = l.rate().interval().as_nanos().max(1);
+            let due = u64::try_from(BATCH.as_nanos() / interval).map_or(1, |n| n + 1);
+            due.min(l.burst()).min(max).max(1)
+        })
     }
 
     fn unit(&self) -> u64 {
@@ -339,7 +331,13 @@ impl Pace {
             }
             if !tried {
                 tried = true;
-                self.stats.held_back();
+                // The steady schedule begins an interval before this
+                // request's first slot: the summary's rate is from there.
+                let interval = self
+                    .in_force()
+                    .map_or(Duration::ZERO, |l| l.rate().interval());
+                let cost_32 = u32::try_from(cost).unwrap_or(u32::MAX);
+                self.stats.held_back(wait, interval.saturating_mul(cost_32));
                 before_wait();
                 // A short wait is stretched to the coalescing window: the
                 // lines due meanwhile then go together, one wake-up and one

@@ -15,8 +15,8 @@ use crate::units::human_bytes;
 const REDRAW: Duration = Duration::from_millis(200);
 
 /// What passed before the limit first held a request back is called a
-/// burst when the limit did so within this time of the start (what the
-/// summary shows as 0.00 s): it went at once.
+/// burst when the limit did so within this time of the start (the
+/// summary's hundredth of a second): it went at once.
 const AT_ONCE: Duration = Duration::from_millis(10);
 
 /// What is counted.
@@ -42,9 +42,10 @@ pub struct Stats {
     pub start: Instant,
     /// When `done` was last published, in nanoseconds from `start`.
     last: AtomicU64,
-    /// When the limit first held a request back, and what had passed by
-    /// then: the summary tells that first burst from the rate after it.
-    held: OnceLock<(Duration, u64)>,
+    /// When the limit first held a request back, when the steady schedule
+    /// after it began, and what had passed by then: the summary tells that
+    /// first burst from the rate after it.
+    held: OnceLock<(Duration, Duration, u64)>,
 }
 
 impl Stats {
@@ -69,10 +70,14 @@ impl Stats {
         }
     }
 
-    /// Notes that the limit holds a request back (the first time counts).
-    pub fn held_back(&self) {
-        self.held
-            .get_or_init(|| (self.start.elapsed(), self.done.load(Ordering::Relaxed)));
+    /// Notes that the limit holds a request back (the first time counts):
+    /// its last slot `due` from now, its first `paced - T` before that.
+    pub fn held_back(&self, due: Duration, paced: Duration) {
+        self.held.get_or_init(|| {
+            let now = self.start.elapsed();
+            let from = (now + due).saturating_sub(paced);
+            (now, from, self.done.load(Ordering::Relaxed))
+        });
     }
 }
 
@@ -96,11 +101,12 @@ fn count(noun: Noun, n: u64) -> String {
 /// burst before and the rate from then on (`a burst of 11, then 100.00/s`),
 /// since the two as one figure read as if the limit were exceeded.
 fn pace(stats: &Stats, noun: Noun, done: u64, secs: f64) -> String {
-    let Some(&(at, before)) = stats.held.get().filter(|(_, before)| done > *before) else {
+    let after = stats.held.get().filter(|(.., before)| done > *before);
+    let Some(&(at, from, before)) = after else {
         return rate(noun, done as f64 / secs.max(1e-9));
     };
     let last = Duration::from_nanos(stats.last.load(Ordering::Relaxed));
-    let span = last.saturating_sub(at).as_secs_f64().max(1e-9);
+    let span = last.saturating_sub(from).as_secs_f64().max(1e-9);
     let then = rate(noun, (done - before) as f64 / span);
     let first = match noun {
         Noun::Bytes => human_bytes(before as f64),
@@ -230,7 +236,8 @@ mod tests {
         s.publish(200, 0);
         assert!(!summary(&s, Noun::Lines, "", None).contains("burst"));
         // 11 went at once, 189 in the 1.89 s after.
-        s.held.set((Duration::from_micros(50), 11)).unwrap();
+        let at = Duration::from_micros(50);
+        s.held.set((at, at, 11)).unwrap();
         s.last.store(1_890_050_000, Ordering::Relaxed);
         let said = summary(&s, Noun::Lines, "", None);
         assert!(
