@@ -298,9 +298,13 @@ impl Pace {
         // First a try, which never waits; only once it is refused does
         // `before_wait` run (the lines loop flushes there), and then the
         // bounded takes, which may wait up to WAKE inside the limiter.
-        let mut tried = false;
+        let (mut tried, mut left) = (false, cost);
         loop {
             self.reload_if_asked();
+            // A batch priced under one limit may meet a smaller burst after
+            // a reload: it is then paid in parts of at most the burst, all
+            // before any of it goes.
+            let part = left.min(self.burst_permits());
             let may_wait = tried && !drop;
             let (answer, shared) = {
                 let engine = self.engine.borrow();
@@ -313,12 +317,16 @@ impl Pace {
                     return Ok(Admit::Go);
                 };
                 let answer = match may_wait {
-                    false => limiter.try_take_n(key, cost),
-                    true => limiter.take_n_timeout(key, cost, WAKE),
+                    false => limiter.try_take_n(key, part),
+                    true => limiter.take_n_timeout(key, part, WAKE),
                 };
                 (answer, *shared)
             };
             let wait = match answer {
+                Ok(_) if part < left => {
+                    left -= part;
+                    continue;
+                }
                 Ok(_) => return Ok(Admit::Go),
                 Err(e) => match e.retry_after() {
                     Some(_) if drop => return Ok(Admit::Dropped),
@@ -336,7 +344,7 @@ impl Pace {
                 let interval = self
                     .in_force()
                     .map_or(Duration::ZERO, |l| l.rate().interval());
-                let cost_32 = u32::try_from(cost).unwrap_or(u32::MAX);
+                let cost_32 = u32::try_from(part).unwrap_or(u32::MAX);
                 self.stats.held_back(wait, interval.saturating_mul(cost_32));
                 before_wait();
                 // A short wait is stretched to the coalescing window: the
