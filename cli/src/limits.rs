@@ -3,6 +3,9 @@
 //! stored (checked whole first), printed, watched, or only checked. Every
 //! mistake in the arguments or the document is a [`Usage`] error (exit
 //! status 2); a server's failure or a conflicting write, status 1.
+//!
+//! [`Follow`]: a run without a rate (`--redis URL --key K`) paced by `K`'s
+//! limit in the document, read at the start and followed as it changes.
 
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
@@ -38,9 +41,10 @@ impl Follow {
     /// the message names it (the run ends with status 1).
     pub fn start(server: &Server, key: &str, name: &str, quiet: bool) -> Result<Follow, String> {
         let at = |e: &dyn std::fmt::Display| format!("{} {}: {e}", server.flag(), server.address());
+        // memcached keeps no document: the arguments refused it.
         let open = || match server {
             Server::Postgres(conn) => Document::postgres(conn, Some(name)),
-            _ => Document::redis(server.address(), Some(name)),
+            Server::Redis(url) | Server::Memcached(url) => Document::redis(url, Some(name)),
         };
         let first = open()
             .and_then(|mut doc| doc.get())

@@ -5,7 +5,8 @@
 //! `tests/support/redis_server.rs`, `pg_server.rs` and
 //! `memcached_server.rs`), stopped when the test ends. Together they never pass
 //! more than the limit's window bound, `S + 1 + w / T` lines in any window
-//! `w` from the start.
+//! `w` from the start. And a run without a rate, paced by its key's limit
+//! in the fleet's limits document on the server, and following it.
 
 #[path = "../../tests/support/redis_server.rs"]
 mod support;
@@ -251,6 +252,28 @@ fn without_a_rate_the_limits_document_gives_the_keys_limit() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("no limit for \"other\""), "{said}");
+}
+
+/// The same through PostgreSQL: the document `paceline limits` stored
+/// there gives the key's limit.
+#[test]
+fn without_a_rate_the_postgres_limits_document_gives_the_keys_limit() {
+    let server = pg::PgServer::start();
+    let conn = server.conn();
+    let set = paceline(&["limits", "set", "--postgres", &conn], LIMITS);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let out = paceline(&["--postgres", &conn, "--key", "jobs"], &seq(3));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(out.stdout, seq(3).into_bytes());
+    assert!(
+        said.starts_with("paceline: rate 40/s, burst 2: \"jobs\" in the limits document"),
+        "{said}"
+    );
 }
 
 /// A run paced by the document follows it: a new version's limit for the
