@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::clock::{Clock, UnixClock};
-use crate::limiter::pacer::Pacer;
+use crate::limiter::pacer::{self, Pacer};
 use crate::limiter::take::{OnKey, Take};
 use crate::remote::{Backend, Error, FailPolicy, RemoteLimiter};
 use crate::store::{Booking, Store};
@@ -33,11 +33,14 @@ pub trait Lender: Take {
     /// limiter's own clock; Unix time for a remote one.
     fn lease_clock(&self) -> Self::Clock;
 
-    /// Puts the limit to `limit` (the lease's reduced one) in place.
+    /// Puts the limit to `reduced` (the lease's) in place. A state it
+    /// writes must last until at rest at `stated` (the limit the bound is
+    /// stated for, at which a taker without a lease may take the key), for
+    /// a store that forgets a key at rest (a remote one).
     ///
     /// # Errors
     /// As the limiter's own change of limit.
-    fn relimit(&mut self, limit: Limit) -> Result<(), BuildError>;
+    fn relimit(&mut self, reduced: Limit, stated: Limit) -> Result<(), BuildError>;
 
     /// Takes a batch of `cost` permits if they are free now, through the
     /// limit's one step at cost `cost`; a refusal stores nothing. Returns
@@ -78,8 +81,9 @@ impl<S: Store, C: Clock + Clone> Lender for Pacer<S, C> {
         self.clock().clone()
     }
 
-    fn relimit(&mut self, limit: Limit) -> Result<(), BuildError> {
-        self.apply(limit)
+    /// (It forgets no state: `stated` changes nothing.)
+    fn relimit(&mut self, reduced: Limit, _: Limit) -> Result<(), BuildError> {
+        self.apply(reduced)
     }
 }
 
@@ -91,8 +95,12 @@ impl<B: Backend, K: fmt::Display + Send + Sync> Lender for OnKey<RemoteLimiter<B
         UnixClock
     }
 
-    fn relimit(&mut self, limit: Limit) -> Result<(), BuildError> {
-        let relimited = self.limiter().with_limit(limit.rate(), limit.slack())?;
+    /// The key's states live until at rest at `stated` (and at `reduced`):
+    /// a taker at the stated limit finds them, never a key forgotten early.
+    fn relimit(&mut self, reduced: Limit, stated: Limit) -> Result<(), BuildError> {
+        let mut relimited = self.limiter().with_limit(reduced.rate(), reduced.slack())?;
+        let stated = pacer::params(stated.rate(), stated.slack())?.tau();
+        relimited.core.keep = relimited.core.keep.max(stated);
         *self.limiter_mut() = relimited;
         Ok(())
     }

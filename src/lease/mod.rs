@@ -78,11 +78,13 @@ use crate::wait::{self, Wait};
 /// underneath runs at the slack `S - ceil(E / T)`
 /// ([`reduced_slack`](Self::reduced_slack)). Then in any window of `w` the
 /// permits spent by every `Leased` on the limit together are at most
-/// `S + 1 + w / T`: the plain limiter's bound. A take's [`Taken::at`] is
-/// when its permit was spent, on the lease's clock: by default the
-/// lender's ([`Lender::Clock`]), so it means what the lender's own takes'
-/// times mean (Unix time over a remote limiter, as its takes answer). The proof: [the
-/// guide](crate::guide::leases).
+/// `S + 1 + w / T`: the plain limiter's bound. A process may take the key
+/// without a lease beside them at `S` and `T` (the lender keeps the key's
+/// states in the server until they are at rest at `S`). A take's
+/// [`Taken::at`] is when its permit was spent, on the lease's clock: by
+/// default the lender's ([`Lender::Clock`]), so it means what the lender's
+/// own takes' times mean (Unix time over a remote limiter, as its takes
+/// answer). The proof: [the guide](crate::guide::leases).
 ///
 /// # What it costs
 /// Permits leased and not spent before their expiry: given back when the
@@ -159,7 +161,7 @@ fn reduce(lender: &mut impl Lender, limit: Limit, expiry: u64) -> Result<Config,
         });
     }
     let reduced = slack - lost;
-    lender.relimit(Limit::new(rate, reduced))?;
+    lender.relimit(Limit::new(rate, reduced), limit)?;
     Ok(Config { limit, reduced })
 }
 

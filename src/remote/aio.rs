@@ -1,12 +1,11 @@
 //! [`AsyncRemoteLimiter<B>`]: the remote limiter's async face, its calls
 //! as futures (feature `tokio`), written once for every backend over
-//! [`Core`].
+//! [`Core`](super::core::Core).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::Core;
 use super::{Async, AsyncBackend, Backend, Done, Error, Op, RemoteLimiter};
 use crate::limiter::take::{AsyncTake, State, Taken, Within};
 use crate::values::limit::Limit;
@@ -40,12 +39,7 @@ impl<B: Backend> From<RemoteLimiter<B>> for AsyncRemoteLimiter<B::Async> {
     /// it.
     fn from(limiter: RemoteLimiter<B>) -> Self {
         let core = limiter.core;
-        RemoteLimiter::of(Core {
-            backend: Arc::new(core.backend.to_async()),
-            shared: core.shared,
-            rate: core.rate,
-            params: core.params,
-        })
+        RemoteLimiter::of(core.over(Arc::new(core.backend.to_async())))
     }
 }
 

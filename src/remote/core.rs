@@ -50,16 +50,15 @@ pub(crate) struct Core<B> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) rate: Rate,
     pub(crate) params: Params,
+    /// How long past its state a key this limit writes lives, ns: until it
+    /// is at rest at this `tau`, the limit's own, or (a lease's lender at
+    /// a reduced slack) the stated limit's, at which others may take.
+    pub(crate) keep: u64,
 }
 
 impl<B> Clone for Core<B> {
     fn clone(&self) -> Self {
-        Core {
-            backend: Arc::clone(&self.backend),
-            shared: Arc::clone(&self.shared),
-            rate: self.rate,
-            params: self.params,
-        }
+        self.over(Arc::clone(&self.backend))
     }
 }
 
@@ -105,7 +104,19 @@ impl<B> Core<B> {
             shared: Arc::new(shared),
             rate,
             params,
+            keep: params.tau(),
         })
+    }
+
+    /// This limit over `backend` (its other face's), sharing the rest.
+    pub(crate) fn over<C>(&self, backend: Arc<C>) -> Core<C> {
+        Core {
+            backend,
+            shared: Arc::clone(&self.shared),
+            rate: self.rate,
+            params: self.params,
+            keep: self.keep,
+        }
     }
 
     /// The same backend at another rate and slack.
@@ -114,6 +125,7 @@ impl<B> Core<B> {
         Ok(Core {
             rate,
             params,
+            keep: params.tau(),
             ..self.clone()
         })
     }
@@ -156,6 +168,7 @@ impl<B> Core<B> {
             cost,
             span,
             params: p,
+            keep: self.keep,
             admit,
             exceeds_burst,
             ask: Ask::Answer,

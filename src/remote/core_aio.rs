@@ -71,7 +71,7 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
         };
         let backend = Arc::clone(&self.core.backend);
         let key = self.key.to_owned();
-        let tau = self.core.params.tau();
+        let tau = self.core.keep;
         runtime.spawn(async move {
             let _ = backend.call(&key, Op::Undo { tau, booking }).await;
         });

@@ -40,7 +40,7 @@ impl<B: Backend> Core<B> {
             partial.prev = Some(booking.next.saturating_sub(back));
         }
         let undo = Op::Undo {
-            tau: self.params.tau(),
+            tau: self.keep,
             booking: partial,
         };
         self.call(key, undo)?.flag()

@@ -22,6 +22,9 @@ pub struct Request {
     pub(crate) span: u64,
     /// The limit's parameters.
     pub(crate) params: Params,
+    /// How long past the state it writes the key lives, ns: until at rest
+    /// at this `tau` (at least the limit's).
+    pub(crate) keep: u64,
     /// Which requests are admitted.
     pub(crate) admit: Admit,
     /// Whether a refusal is [`Deny::ExceedsBurst`] rather than a wait (known
@@ -77,10 +80,10 @@ pub enum Op {
     /// Undoes `booking` by the one rule ([`Booking`]): puts the key back to
     /// `booking.prev` if it still holds `booking.next` (no one has taken
     /// since), atomically in the server; `false` if it does not. `tau` sets
-    /// how long the restored state lives. For a take cancelled while it
-    /// waited, and a lease's unspent permits (`src/lease/`). Never retried:
-    /// run twice, it could erase a booking made in between from the state
-    /// the first run restored.
+    /// how long the restored state lives (the limit's `keep`). For a take
+    /// cancelled while it waited, and a lease's unspent permits
+    /// (`src/lease/`). Never retried: run twice, it could erase a booking
+    /// made in between from the state the first run restored.
     Undo { tau: u64, booking: Booking },
     /// Forgets the key's state; `true` when it held one.
     Reset,

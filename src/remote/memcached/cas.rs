@@ -187,7 +187,7 @@ impl<'a, C: Clock> Machine<'a, C> {
             // Spans nothing: nothing to store.
             return Next::Done(Ok(Done::Decision(decision)));
         }
-        let exptime = exptime(grant.next, p.tau(), now, wall_secs);
+        let exptime = exptime(grant.next, request.keep, now, wall_secs);
         proto::store(&mut self.out, self.key, grant.next, cas, exptime);
         self.phase = Phase::Store(decision);
         self.wrote = true;

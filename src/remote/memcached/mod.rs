@@ -57,7 +57,8 @@
 //! runs in the server, one round trip, no race).
 //!
 //! Every store sets the key's expiry to its rest time (`tat + tau`, when
-//! the key would decide as an absent one), from now, rounded up to whole
+//! the key would decide as an absent one; a lease's lender keeps it until
+//! at rest at the stated slack, the limit's `keep`), from now, rounded up to whole
 //! seconds, plus two: memcached's clock ticks once a second, so an item
 //! may expire up to a second early. Idle keys leave by themselves. memcached
 //! reads an expiry over 30 days (2,592,000 s) as a Unix time, so a slow

@@ -132,17 +132,24 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
     let strategy = (
         interval(),
         0..=20u64,
+        prop_oneof![Just(0u64), 1..=1_000u64],
         start(),
         initial(),
         proptest::collection::vec(op(), 1..24),
     );
     runner
-        .run(&strategy, |(interval, slack, start, initial, ops)| {
+        .run(&strategy, |(interval, slack, more, start, initial, ops)| {
             let Some(params) = Params::new(interval, slack) else {
                 return Ok(()); // rejected by the builder too
             };
+            // A lease's lender keeps its states until at rest at a larger
+            // (stated) slack than it decides at: `more` permits larger.
+            let Some(kept) = Params::new(interval, slack + more) else {
+                return Ok(());
+            };
             let clock = ManualClock::new();
-            let lim = limiter(&server, interval, slack, &clock);
+            let mut lim = limiter(&server, interval, slack, &clock);
+            lim.core.keep = kept.tau();
             let key = fresh_key();
             let stored = format!("{}{key}", lim.prefix());
             let mut tat = match initial {
@@ -208,7 +215,7 @@ fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
                                 .unwrap()
                                 .as_secs()
                         };
-                        let want = cas::exptime(tat, params.tau(), at, wall);
+                        let want = cas::exptime(tat, kept.tau(), at, wall);
                         if want == 0 {
                             prop_assert_eq!(ttl, -1, "never expires");
                         } else if u64::from(want) <= cas::MAX_RELATIVE_EXPTIME {

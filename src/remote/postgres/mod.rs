@@ -41,7 +41,8 @@
 //! - `tat` is stored as `tat - 2^63` (every `u64` state in a `bigint`, in
 //!   order); `rest_at` is rounded up to whole seconds, in `bigint`
 //!   arithmetic only, so most updates are HOT. A row is deleted only once
-//!   at rest for a second, and an absent row decides as one at rest.
+//!   at rest for a second (a lease's lender's: at rest at the stated
+//!   slack, the limit's `keep`), and an absent row decides as one at rest.
 //! - The blocking face runs the async calls on a private runtime thread and
 //!   waits on a channel, so it works on any thread; every call runs on the
 //!   limiter's own pool connection, autocommit.

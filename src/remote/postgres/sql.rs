@@ -117,7 +117,7 @@ impl Sql {
         // (> 0); $3 tau; $4 how far past now a base may be and still be
         // admitted, `max - lead`, as text (a `u64` minus a `u64`: it may not
         // fit a `bigint`; NULL: admit always); $5 now, encoded (NULL: the
-        // server's clock); $6, $7 `rest_consts(tau)`.
+        // server's clock); $6, $7 `rest_consts(keep)` (see `Core::keep`).
         let step = format!(
             "SELECT {f}($1, $2, $3, $4::numeric, $5, $6, $7)",
             f = t.step_fn
@@ -128,7 +128,7 @@ impl Sql {
              LEFT JOIN {t} b ON b.key = $1"
         );
         // $1 key; $2 the grant's state; $3 the state before it; $4, $5
-        // `rest_consts(tau)`.
+        // `rest_consts(keep)`.
         let give_back = format!(
             "UPDATE {t} SET tat = $3, prev_tat = NULL, rest_at = {} WHERE key = $1 AND tat = $2",
             rest_at("$3", "$4", "$5")
@@ -186,11 +186,11 @@ pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 3] {
 /// Arguments: the key; `span` = cost * T (> 0); `tau`; `within`, how far
 /// past now a base may be and still be admitted (`max - lead`, NULL: admit
 /// always); `now_`, encoded (NULL: the server's clock); `secs`, `rem`, the
-/// [`rest_consts`] of `tau`. `floor_` is `max(now - tau, FULL)`, so a base
-/// is `GREATEST(tat, floor_)` (every stored state is at least FULL, and an
-/// absent row decides as FULL); `lim` is the largest base admitted (not
-/// saturated: `base <= MAX_TAT - span`; within the longest wait: `base +
-/// lead - now <= max`).
+/// [`rest_consts`] of how long the state lives (`tau`, or longer). `floor_`
+/// is `max(now - tau, FULL)`, so a base is `GREATEST(tat, floor_)` (every
+/// stored state is at least FULL, and an absent row decides as FULL); `lim`
+/// is the largest base admitted (not saturated: `base <= MAX_TAT - span`;
+/// within the longest wait: `base + lead - now <= max`).
 ///
 /// The update comes first: a grant on a tracked key is one index lookup
 /// and one (mostly HOT) update. Its condition is checked on the newest row

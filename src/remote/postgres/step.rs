@@ -46,7 +46,7 @@ impl AsyncPostgresBackend {
             Admit::Always => None,
             Admit::Within(max) => Some((i128::from(max) - i128::from(request.lead())).to_string()),
         };
-        let (secs, rem) = rest_consts(request.params.tau());
+        let (secs, rem) = rest_consts(request.keep);
         let now = now.map(encode);
         let start = Instant::now();
         loop {

@@ -165,6 +165,7 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
     let strategy = (
         interval(),
         0..=20u64,
+        prop_oneof![Just(0u64), 1..=1_000u64],
         start(),
         initial(),
         proptest::collection::vec(op(), 1..24),
@@ -172,13 +173,20 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
     // One pool for every case: each case's limit shares it.
     let base = limiter(&server, 1_000_000, 0);
     runner
-        .run(&strategy, |(interval, slack, start, initial, ops)| {
+        .run(&strategy, |(interval, slack, more, start, initial, ops)| {
             let Some(params) = Params::new(interval, slack) else {
                 return Ok(());
             };
-            let lim = &base
+            // A lease's lender keeps its states until at rest at a larger
+            // (stated) slack than it decides at: `more` permits larger.
+            let Some(kept) = Params::new(interval, slack + more) else {
+                return Ok(());
+            };
+            let mut lim = base
                 .with_limit(Rate::every(Duration::from_nanos(interval)).unwrap(), slack)
                 .unwrap();
+            lim.core.keep = kept.tau();
+            let lim = &lim;
             let key = fresh_key();
             let mut tat = match initial {
                 None => FULL,
@@ -212,7 +220,7 @@ fn sql_step_agrees_with_rust_step_decision_for_decision() {
                             prop_assert_eq!(b.prev, present.then_some(tat), "booking.prev");
                             present = true;
                             // rest_at: at rest from then on, plus a second.
-                            let at_rest = i128::from(g.next) + i128::from(params.tau())
+                            let at_rest = i128::from(g.next) + i128::from(kept.tau())
                                 - i128::from(ORIGIN)
                                 + 1_000_000_000;
                             let rest = i128::from(rest_at(lim, &key).unwrap());

@@ -29,7 +29,9 @@
 //!   [`schedule::step`](crate::model::schedule::step), decision for decision (a
 //!   property test runs both), loaded once and called by its SHA.
 //! - Every write sets the TTL to the time until the bucket is back at rest
-//!   (`tat - now + tau`, rounded up, plus 2 ms); an absent key decides as a
+//!   (`tat - now + tau`, rounded up, plus 2 ms; a lease's lender, deciding
+//!   at a reduced slack, keeps it until at rest at the stated one, the
+//!   limit's `keep`); an absent key decides as a
 //!   bucket at rest, an empty or foreign value fails with
 //!   [`Error::Script`] (the script reads at most its first 21 bytes).
 //! - Lua numbers are doubles, exact only to 2^53, while internal times

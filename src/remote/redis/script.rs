@@ -102,6 +102,7 @@ impl Wire {
                     Admit::Always => cmd.arg(""),
                     Admit::Within(max) => cmd.arg(max),
                 };
+                cmd.arg(request.keep);
             }
             Op::Peek => {
                 cmd.arg("peek");

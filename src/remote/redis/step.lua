@@ -7,10 +7,12 @@
 -- a pair of integers s, n for s * 10^9 + n, 0 <= n < 10^9 (see Arithmetic
 -- below): "tau (2)" is two arguments.
 --
---   "take", span, tau, lead, max
+--   "take", span, tau, lead, max, keep
 --       span = cost * T (0 for a cost of 0), tau = slack * T, lead =
 --       (cost - 1) * T, max = the longest wait admitted ("" admits every
---       request; "0" only a slot that is now, a try)
+--       request; "0" only a slot that is now, a try), keep = the tau the
+--       state stored lives for (at least tau: a lease's lender decides at a
+--       reduced slack, and keeps its states until at rest at the stated one)
 --   "peek"
 --   "give", tau (2), next, prev, prev (2)
 --       undoes one grant whose waiter was cancelled: `next` is the state it
@@ -221,11 +223,23 @@ if op == 'take' then
     end
   end
 
-  -- The TTL, ms: until the bucket is back at rest, min(next + tau, 2^64 - 1)
-  -- - now (after which an absent key decides alike), rounded up, plus 2 ms:
-  -- Redis expires keys on a millisecond clock sampled when the script
-  -- starts, up to 1 ms behind TIME. A key that lives a little longer still
-  -- decides exactly; one that vanished early would not.
+  -- The TTL, ms: until the bucket is back at rest at keep, min(next + keep,
+  -- 2^64 - 1) - now (after which an absent key decides alike, at any slack
+  -- up to keep's), rounded up, plus 2 ms: Redis expires keys on a
+  -- millisecond clock sampled when the script starts, up to 1 ms behind
+  -- TIME. A key that lives a little longer still decides exactly; one that
+  -- vanished early would not. (keep is most often tau's own decimal, read
+  -- above: only another is split.)
+  x = argv[a + 4]
+  if x ~= argv[a + 1] then
+    if #x <= 15 then
+      x = x + 0
+      tau_n = x % B
+      tau_s = (x - tau_n) / B
+    else
+      tau_s, tau_n = string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+    end
+  end
   local rest_s, rest_n = next_s + tau_s, next_n + tau_n
   if rest_n >= B then
     rest_s, rest_n = rest_s + 1, rest_n - B

@@ -162,16 +162,23 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
     let strategy = (
         interval(),
         0..=20u64,
+        prop_oneof![Just(0u64), 1..=1_000u64],
         start(),
         initial(),
         proptest::collection::vec(op(), 1..24),
     );
     runner
-        .run(&strategy, |(interval, slack, start, initial, ops)| {
+        .run(&strategy, |(interval, slack, more, start, initial, ops)| {
             let Some(params) = Params::new(interval, slack) else {
                 return Ok(()); // rejected by the builder too
             };
-            let lim = limiter(&server, interval, slack);
+            // A lease's lender keeps its states until at rest at a larger
+            // (stated) slack than it decides at: `more` permits larger.
+            let Some(kept) = Params::new(interval, slack + more) else {
+                return Ok(());
+            };
+            let mut lim = limiter(&server, interval, slack);
+            lim.core.keep = kept.tau();
             let key = fresh_key();
             let mut tat = match initial {
                 None => FULL, // absent decides as at rest
@@ -201,7 +208,7 @@ fn lua_step_agrees_with_rust_step_decision_for_decision() {
                         if op.cost > 0 {
                             prop_assert_eq!(
                                 ttl_ms,
-                                expected_ttl_ms(g.next, params.tau(), now),
+                                expected_ttl_ms(g.next, kept.tau(), now),
                                 "ttl"
                             );
                         }
