@@ -222,19 +222,11 @@ impl<L> Inner<L> {
                 }
                 until
             };
-            let mut sleep = pin!(::tokio::time::sleep_until(
-                until.unwrap_or_else(Instant::now)
-            ));
-            poll_fn(|cx| {
-                if ended.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(());
-                }
-                match until {
-                    Some(_) => sleep.as_mut().poll(cx),
-                    None => Poll::Pending,
-                }
-            })
-            .await;
+            // Until a push ends, or (timed out) the far side's time comes.
+            match until {
+                Some(until) => ::tokio::time::timeout_at(until, ended).await.unwrap_or(()),
+                None => ended.await,
+            }
         }
     }
 }

@@ -18,21 +18,17 @@ pub(super) fn pushback(
 ) -> Option<Duration> {
     let refused =
         status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
-    if refused {
-        if let Some(wait) = headers
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| retry_after(v.trim(), now))
-        {
-            return Some(wait);
-        }
-    }
-    headers
-        .get_all("ratelimit")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(exhausted_reset)
-        .max()
+    let asked = headers.get(RETRY_AFTER).filter(|_| refused);
+    asked
+        .and_then(|v| retry_after(v.to_str().ok()?.trim(), now))
+        .or_else(|| {
+            headers
+                .get_all("ratelimit")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .filter_map(exhausted_reset)
+                .max()
+        })
 }
 
 /// `Retry-After`'s value: delay-seconds, or an HTTP date less `now` (any
