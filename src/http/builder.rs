@@ -99,7 +99,6 @@ impl LimitBuilder {
                 name: "default".to_owned(),
                 mode: Mode::default(),
                 costs: Vec::new(),
-                #[cfg(feature = "tonic")]
                 grpc: false,
             },
             trusted: Vec::new(),

@@ -103,8 +103,7 @@ pub(super) struct Settings {
     pub(super) mode: Mode,
     /// Costs by path ([`path_cost`](super::LimitBuilder::path_cost)).
     pub(super) costs: Vec<(Box<str>, u64)>,
-    /// Refusals as gRPC statuses.
-    #[cfg(feature = "tonic")]
+    /// Refusals as gRPC statuses (only with feature `tonic`).
     pub(super) grpc: bool,
 }
 
@@ -122,14 +121,11 @@ impl Shared {
              serve with into_make_service_with_connect_info::<SocketAddr>(), or \
              insert the peer's SocketAddr as an extension; behind proxies, check \
              trust_proxies)\n";
-        #[cfg(feature = "tonic")]
-        let mut response = if self.settings.grpc {
-            super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None)
-        } else {
-            response(status, "text/plain; charset=utf-8", why)
+        let mut response = match self.settings.grpc {
+            #[cfg(feature = "tonic")]
+            true => super::grpc::refusal(super::grpc::code_for(status), why.trim_end(), None),
+            _ => response(status, "text/plain; charset=utf-8", why),
         };
-        #[cfg(not(feature = "tonic"))]
-        let mut response = response(status, "text/plain; charset=utf-8", why);
         response.extensions_mut().insert(Answered::MissingKey);
         response
     }
@@ -168,14 +164,11 @@ impl Shared {
             why = why.as_deref(),
             "paceline: request refused"
         );
-        #[cfg(feature = "tonic")]
-        let mut response = if self.settings.grpc {
-            super::grpc::refused(server, why.as_deref(), wait, &self.settings.name)
-        } else {
-            self.refusal_body(status, wait, why.as_deref(), body)
+        let mut response = match self.settings.grpc {
+            #[cfg(feature = "tonic")]
+            true => super::grpc::refused(server, why.as_deref(), wait, &self.settings.name),
+            _ => self.refusal_body(status, wait, why.as_deref(), body),
         };
-        #[cfg(not(feature = "tonic"))]
-        let mut response = self.refusal_body(status, wait, why.as_deref(), body);
         response.extensions_mut().insert(answered);
         let headers = response.headers_mut();
         if let Some(wait) = wait {
