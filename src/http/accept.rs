@@ -48,14 +48,12 @@ pub(super) fn choose<'a>(accept: impl Iterator<Item = &'a HeaderValue>) -> Body 
             }
         }
     }
-    // No range at all, or none acceptable: text.
-    let mut chosen = (Body::Text, 0);
-    for (i, (body, _, _)) in OFFERED.iter().enumerate() {
-        if best[i].0 > 0 && best[i].1 > chosen.1 {
-            chosen = (*body, best[i].1);
-        }
-    }
-    chosen.0
+    // The highest q (set only where a range matched), the first of equals
+    // (`max_by_key` keeps the last); none above 0, or no range: text.
+    let first_best = (0..OFFERED.len()).rev().max_by_key(|&i| best[i].1);
+    first_best
+        .filter(|&i| best[i].1 > 0)
+        .map_or(Body::Text, |i| OFFERED[i].0)
 }
 
 /// A `qvalue` in thousandths (`0.5` is 500); what is not one counts as 0.
