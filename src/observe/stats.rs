@@ -266,8 +266,8 @@ impl fmt::Display for Escaped<'_> {
 pub(crate) struct Counting {
     /// Count into the limiter's own counters ([`Stats`]).
     pub(crate) on: bool,
-    /// Also to the `metrics` facade, under this `limiter` label.
-    #[cfg(feature = "metrics")]
+    /// Also to the `metrics` facade, under this `limiter` label (feature
+    /// `metrics`; never set without it).
     pub(crate) facade: Option<String>,
 }
 
@@ -295,19 +295,13 @@ struct Counts {
 impl Meter {
     /// A meter that counts as `counting` says.
     pub(crate) fn new(counting: &Counting) -> Meter {
-        #[cfg(feature = "metrics")]
-        let facade = counting.facade.as_deref().map(facade::register);
-        #[cfg(feature = "metrics")]
-        let on = counting.on || facade.is_some();
-        #[cfg(not(feature = "metrics"))]
-        let on = counting.on;
-        if !on {
+        if !counting.on && counting.facade.is_none() {
             return Meter(None);
         }
         Meter(Some(Arc::new(Counts {
             counters: Counters::new(),
             #[cfg(feature = "metrics")]
-            facade,
+            facade: counting.facade.as_deref().map(facade::register),
         })))
     }
 
