@@ -42,19 +42,11 @@ thread_local! {
 
 /// Claims the lowest free slot, if one is free.
 fn claim() -> Option<usize> {
-    let mut claimed = CLAIMED.load(Relaxed);
-    loop {
-        let free = !claimed;
-        if free == 0 {
-            return None;
-        }
-        let i = free.trailing_zeros() as usize;
-        // Acquire: the slot's previous owner's additions before ours.
-        match CLAIMED.compare_exchange_weak(claimed, claimed | (1 << i), Acquire, Relaxed) {
-            Ok(_) => return Some(i),
-            Err(now) => claimed = now,
-        }
-    }
+    // The lowest free slot's bit set too; none while every slot is held.
+    let lowest = |held: u64| (held != u64::MAX).then(|| held | (1 << (!held).trailing_zeros()));
+    // Acquire: the slot's previous owner's additions before ours.
+    let before = CLAIMED.fetch_update(Acquire, Relaxed, lowest).ok()?;
+    Some((!before).trailing_zeros() as usize)
 }
 
 /// The calling thread's slot, if it holds one.
