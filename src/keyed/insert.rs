@@ -286,11 +286,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Gives `freed` dropped keys back to the count but one, which the caller
     /// takes; `false` (giving nothing back) if `freed` is 0.
     fn hand_over(&self, freed: usize) -> bool {
-        if freed == 0 {
-            return false;
-        }
-        self.release(freed - 1);
-        true
+        self.release(freed.saturating_sub(1));
+        freed > 0
     }
 
     /// Gives `freed` dropped keys back to the count of tracked keys.

@@ -115,8 +115,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let mut dropped = 0;
         for lock in self.shards.iter() {
             let mut shard = write(lock);
-            let now = self.now();
-            let freed = sweep(&mut shard, now);
+            let freed = sweep(&mut shard, self.now());
             self.release(freed);
             dropped += freed;
         }
