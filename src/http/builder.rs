@@ -21,6 +21,18 @@ use crate::values::error::BuildError;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 
+/// Setters that store their argument in the layer's settings as given,
+/// each `setter(argument: Type) => field;` under its doc.
+macro_rules! settings {
+    ($($(#[$doc:meta])* $setter:ident($arg:ident: $type:ty) => $field:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $setter(mut self, $arg: $type) -> Self {
+            self.settings.$field = $arg;
+            self
+        }
+    )*};
+}
+
 /// Configures a [`LimitLayer`]; made by [`LimitLayer::per_ip`] and its
 /// siblings.
 #[must_use = "a builder does nothing until .build()"]
@@ -159,32 +171,27 @@ impl LimitBuilder {
         self
     }
 
-    /// Which header trusted proxies name the client in (default
-    /// `X-Forwarded-For`).
-    pub fn forwarding(mut self, forwarding: Forwarding) -> Self {
-        self.settings.forwarding = forwarding;
-        self
-    }
-
-    /// How many leading bits of an IPv6 client address make one client
-    /// (default 64: one host or home network owns a /64).
-    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
-        self.settings.v6_prefix = bits;
-        self
-    }
-
-    /// How many leading bits of an IPv4 client address make one client
-    /// (default 32: each address).
-    pub fn ipv4_prefix(mut self, bits: u8) -> Self {
-        self.settings.v4_prefix = bits;
-        self
-    }
-
-    /// What a request without a key gets (default
-    /// `MissingKey::Refuse(400)`).
-    pub fn on_missing_key(mut self, outcome: MissingKey) -> Self {
-        self.settings.missing = outcome;
-        self
+    settings! {
+        /// Which header trusted proxies name the client in (default
+        /// `X-Forwarded-For`).
+        forwarding(forwarding: Forwarding) => forwarding;
+        /// How many leading bits of an IPv6 client address make one client
+        /// (default 64: one host or home network owns a /64).
+        ipv6_prefix(bits: u8) => v6_prefix;
+        /// How many leading bits of an IPv4 client address make one client
+        /// (default 32: each address).
+        ipv4_prefix(bits: u8) => v4_prefix;
+        /// What a request without a key gets (default
+        /// `MissingKey::Refuse(400)`).
+        on_missing_key(outcome: MissingKey) => missing;
+        /// What happens to a request over the limit (default: refuse).
+        mode(mode: Mode) => mode;
+        /// When the `RateLimit` fields are sent (default: on refusals).
+        fields(fields: Fields) => fields;
+        /// The body of a refusal (default: text).
+        body(body: Body) => body;
+        /// The status of a refusal (default 429).
+        status(status: StatusCode) => status;
     }
 
     /// The cost of a request, from its head (default 1): a costly route
@@ -220,30 +227,6 @@ impl LimitBuilder {
     #[cfg(feature = "tonic")]
     pub fn grpc(mut self) -> Self {
         self.settings.grpc = true;
-        self
-    }
-
-    /// What happens to a request over the limit (default: refuse).
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.settings.mode = mode;
-        self
-    }
-
-    /// When the `RateLimit` fields are sent (default: on refusals).
-    pub fn fields(mut self, fields: Fields) -> Self {
-        self.settings.fields = fields;
-        self
-    }
-
-    /// The body of a refusal (default: text).
-    pub fn body(mut self, body: Body) -> Self {
-        self.settings.body = body;
-        self
-    }
-
-    /// The status of a refusal (default 429).
-    pub fn status(mut self, status: StatusCode) -> Self {
-        self.settings.status = status;
         self
     }
 
