@@ -268,7 +268,7 @@ pub(super) fn metrics(limiters: &[Registered]) -> String {
         match &r.kind {
             Kind::Keyed(l) => {
                 let totals = l.tracking().totals();
-                match l.tracking().stats() {
+                match totals.0.requests {
                     Some(stats) => read.push((name, stats)),
                     None => tallied.push((name, tally(&totals.0))),
                 }

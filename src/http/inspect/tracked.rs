@@ -8,7 +8,6 @@ use std::sync::Arc;
 use super::query::{Query, Row};
 use crate::clock::Clock;
 use crate::keyed::{AsyncKeyedLimiter, KeyedLimiter, KeyedStats};
-use crate::observe::stats::Counted;
 use crate::values::limit::Limits;
 
 /// A keyed limiter [`Inspect::keyed`](super::Inspect::keyed) lists:
@@ -21,12 +20,13 @@ pub trait Tracked: Send + Sync + 'static {
     fn tracking(&self) -> &dyn Tracking;
 }
 
-/// What the service asks of a keyed limiter, beside its counts.
-pub trait Tracking: Counted {
+/// What the service asks of a keyed limiter.
+pub trait Tracking {
     /// Offers each tracked bucket `query` selects (`limiter` unset), its
     /// key borrowed: the caller copies only those it keeps.
     fn rows(&self, query: &Query, offer: &mut dyn FnMut(&str, Row));
-    /// Its totals, and its ceiling on tracked keys.
+    /// Its totals (with its request counts, if it counts them), and its
+    /// ceiling on tracked keys.
     fn totals(&self) -> (KeyedStats, usize);
     /// The limits in force: the default, then at most `most` overrides;
     /// and how many overrides there are.
