@@ -49,22 +49,20 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let Some(parent) = self.parent else {
             return 0;
         };
-        let mut k = parent(&key.to_owned());
-        for _ in 0..MAX_PARENT_STEPS {
-            let Some(key) = k else {
+        let (mut k, mut steps) = (parent(&key.to_owned()), 0);
+        while let Some(key) = k {
+            if steps == MAX_PARENT_STEPS {
+                // A cycle, or a chain deeper than any hierarchy of overrides:
+                // this runs under a shard's lock, so give up, on the default,
+                // visibly.
+                self.counts.add(super::WALKS_CUT, 1);
                 return 0;
-            };
+            }
             if let Some(&class) = key.get_in(&resolved.overrides) {
                 return class;
             }
-            k = parent(&key);
+            (k, steps) = (parent(&key), steps + 1);
         }
-        if k.is_none() {
-            return 0;
-        }
-        // A cycle, or a chain deeper than any hierarchy of overrides: this
-        // runs under a shard's lock, so give up, on the default, visibly.
-        self.counts.add(super::WALKS_CUT, 1);
         0
     }
 
