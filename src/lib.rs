@@ -10,12 +10,15 @@
 //! use paceline::{AtomicLimiter, Rate};
 //!
 //! let limiter = AtomicLimiter::new(Rate::per_second(100)); // slack 10, like uber
-//! let mut prev = limiter.take().at(); // when the permit went
+//! let first = limiter.take().at(); // when the permit went: at once
+//! let mut last = first;
 //! for _ in 0..10 {
-//!     let now = limiter.take().at(); // returns every 10 ms
-//!     assert!(now - prev >= std::time::Duration::from_millis(10));
-//!     prev = now;
+//!     last = limiter.take().at(); // each in the slot 10 ms after the one before
 //! }
+//! // Ten slots later, however this thread was scheduled: a thread held up
+//! // for a while may then take its banked slots at once (the slack), but
+//! // never one before its slot.
+//! assert!(last - first >= std::time::Duration::from_millis(100));
 //! ```
 //!
 //! # Which type do I want
