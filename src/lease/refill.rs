@@ -2,8 +2,6 @@
 //! what is left, or count it expired), size the next from the demand the
 //! last one met, ask the lender, and apply its refusal or failure.
 
-use std::time::Duration;
-
 use super::{Leased, Lender};
 use crate::clock::Clock;
 use crate::lease::MAX_BATCH;
@@ -49,9 +47,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         // A refusal the server answered stands until its retry-after.
         if slow.refused_until > now {
             self.meter.refused();
-            return Err(Error::RetryAfter(Duration::from_nanos(
-                slow.refused_until - now,
-            )));
+            return Err(Error::retry(slow.refused_until - now));
         }
         self.settle(&mut slow, now);
         let burst = config.reduced.saturating_add(1);
