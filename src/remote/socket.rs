@@ -115,12 +115,21 @@ pub(crate) struct Timed {
 }
 
 impl Read for Timed {
+    /// A read with what is left until the deadline, made again when a
+    /// signal interrupted it, until it answers or the deadline passes. A
+    /// read on a socket with a timeout is never restarted by the kernel,
+    /// whatever flags the signal's handler was installed with (signal(7)):
+    /// in a process with any handler (tokio's for child processes, a
+    /// server's for SIGHUP), a call would otherwise fail as if the server
+    /// were gone.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let socket = &mut self.socket;
-        by_deadline(self.deadline, |left| {
-            socket.set_read_timeout(left)?;
-            socket.read(buf)
-        })
+        loop {
+            self.socket.set_read_timeout(left(self.deadline)?)?;
+            match self.socket.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                answer => return answer,
+            }
+        }
     }
 }
 
@@ -143,65 +152,99 @@ pub(crate) fn tcp(addr: impl ToSocketAddrs, deadline: Instant) -> io::Result<Tcp
     }))
 }
 
-/// `call` with what is left until `deadline`, called again when a signal
-/// interrupted it, until it answers or the deadline passes. A read on a
-/// socket with a timeout is never restarted by the kernel, whatever flags
-/// the signal's handler was installed with (signal(7)): in a process with
-/// any handler (tokio's for child processes, a server's for SIGHUP), a
-/// call would otherwise fail as if the server were gone.
-fn by_deadline<T>(
-    deadline: Instant,
-    mut call: impl FnMut(Duration) -> io::Result<T>,
-) -> io::Result<T> {
-    loop {
-        match call(left(deadline)?) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            answer => return answer,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
-    #[test]
-    fn an_interrupted_call_is_made_again_until_it_answers() {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut calls = 0;
-        let answer = by_deadline(deadline, |left| {
-            assert!(left > Duration::ZERO && left <= Duration::from_secs(60));
-            calls += 1;
-            if calls < 4 {
-                Err(io::Error::from(io::ErrorKind::Interrupted))
+    /// A socket whose first `fails` reads fail with `fail` and whose later
+    /// ones answer the count of reads so far, counting them in `reads`;
+    /// each read's timeout must be above zero and at most `max`.
+    struct Scripted {
+        fail: io::ErrorKind,
+        fails: usize,
+        reads: Arc<AtomicUsize>,
+        max: Duration,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            let n = self.reads.fetch_add(1, Ordering::Relaxed) + 1;
+            if n <= self.fails {
+                Err(io::Error::from(self.fail))
             } else {
-                Ok(calls)
+                Ok(n)
             }
-        });
-        assert_eq!(answer.unwrap(), 4);
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Stream for Scripted {
+        fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+            assert!(
+                t > Duration::ZERO && t <= self.max,
+                "a read timeout of {t:?}"
+            );
+            Ok(())
+        }
+        fn set_write_timeout(&self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+        fn shutdown(&self) {}
+    }
+
+    /// A read by `within` from now on a [`Scripted`] socket: its answer,
+    /// how many reads it made, and its deadline.
+    fn read(
+        fail: io::ErrorKind,
+        fails: usize,
+        within: Duration,
+    ) -> (io::Result<usize>, usize, Instant) {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let socket = Scripted {
+            fail,
+            fails,
+            reads: Arc::clone(&reads),
+            max: within,
+        };
+        let deadline = Instant::now() + within;
+        let mut timed = Timed {
+            socket: Box::new(socket),
+            deadline,
+        };
+        let answer = timed.read(&mut [0; 8]);
+        (answer, reads.load(Ordering::Relaxed), deadline)
     }
 
     #[test]
-    fn interruptions_never_hold_a_call_past_its_deadline() {
-        let deadline = Instant::now() + Duration::from_millis(20);
-        let mut calls = 0u64;
-        let answer: io::Result<()> = by_deadline(deadline, |_| {
-            calls += 1;
-            Err(io::Error::from(io::ErrorKind::Interrupted))
-        });
+    fn an_interrupted_read_is_made_again_until_it_answers() {
+        let (answer, reads, _) = read(io::ErrorKind::Interrupted, 3, Duration::from_secs(60));
+        assert_eq!(answer.unwrap(), 4);
+        assert_eq!(reads, 4);
+    }
+
+    #[test]
+    fn interruptions_never_hold_a_read_past_its_deadline() {
+        let within = Duration::from_millis(20);
+        let (answer, reads, deadline) = read(io::ErrorKind::Interrupted, usize::MAX, within);
         assert_eq!(answer.unwrap_err().kind(), io::ErrorKind::TimedOut);
-        assert!(calls > 0 && Instant::now() >= deadline);
+        assert!(reads > 0 && Instant::now() >= deadline);
     }
 
     #[test]
     fn other_errors_are_answered_at_once() {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut calls = 0;
-        let answer: io::Result<()> = by_deadline(deadline, |_| {
-            calls += 1;
-            Err(io::Error::from(io::ErrorKind::ConnectionReset))
-        });
+        let within = Duration::from_secs(60);
+        let (answer, reads, _) = read(io::ErrorKind::ConnectionReset, usize::MAX, within);
         assert_eq!(answer.unwrap_err().kind(), io::ErrorKind::ConnectionReset);
-        assert_eq!(calls, 1);
+        assert_eq!(reads, 1);
     }
 }
