@@ -176,6 +176,21 @@ struct Live {
 }
 
 impl AsyncRedisBackend {
+    /// The async twin of a blocking backend whose pool is `blocking`,
+    /// with its prefix: the same target and timeouts, over one multiplexed
+    /// connection of its own (made by the first call, in the runtime that
+    /// call runs on). (The blocking backend calls it: this file does not
+    /// name that one.)
+    pub(super) fn twin(blocking: &Pool, prefix: &str) -> AsyncRedisBackend {
+        let (connect, response) = (blocking.connect_timeout, blocking.response_timeout);
+        AsyncRedisBackend {
+            conn: Conn::new(&blocking.target, connect, response),
+            wire: Wire::new(prefix.to_owned()),
+            connect,
+            response,
+        }
+    }
+
     /// A cluster's redirection is followed as the blocking calls follow
     /// it (see `src/remote/redis/conn.rs`): sent again after a pause, while
     /// the budget leaves room for the reply; a redirection is never a
@@ -225,23 +240,6 @@ impl AsyncBackend for AsyncRedisBackend {
         let once = matches!(op, Op::Undo { .. });
         let reply: redis::Value = self.run(&cmd, once).await?;
         script::done(&reply, &op, false).map(|(done, _ttl)| done)
-    }
-}
-
-impl AsyncRedisBackend {
-    /// The async twin of a blocking backend whose pool is `blocking`,
-    /// with its prefix: the same target and timeouts, over one multiplexed
-    /// connection of its own (made by the first call, in the runtime that
-    /// call runs on). (The blocking backend calls it: this file does not
-    /// name that one.)
-    pub(super) fn twin(blocking: &Pool, prefix: &str) -> AsyncRedisBackend {
-        let (connect, response) = (blocking.connect_timeout, blocking.response_timeout);
-        AsyncRedisBackend {
-            conn: Conn::new(&blocking.target, connect, response),
-            wire: Wire::new(prefix.to_owned()),
-            connect,
-            response,
-        }
     }
 }
 
