@@ -166,10 +166,7 @@ impl Watch {
                 }
                 // Read again soon while a version settles: at its due
                 // time, or sooner to see a change sooner.
-                wait = match watching.poll() {
-                    Some(due) => due.min(fast),
-                    None => self.every,
-                };
+                wait = watching.poll().map_or(self.every, |due| due.min(fast));
             }
         });
         Ok(Watcher {
