@@ -173,23 +173,16 @@ impl PostgresBuilder {
         if server.pool_size == 0 {
             return Err(Error::Config("pool_size must be at least 1".into()));
         }
-        let batch = i64::try_from(server.prune_batch)
+        let batch = server.prune_batch;
+        let batch = i64::try_from(batch)
             .ok()
             .filter(|&b| b > 0)
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "prune batch {}: want 1 to 2^63 - 1",
-                    server.prune_batch
-                ))
-            })?;
+            .ok_or_else(|| Error::Config(format!("prune batch {batch}: want 1 to 2^63 - 1")))?;
         let table = Table::new(&server.table)?;
-        let source = server.source?;
-        let own_pool = matches!(source, Source::Config(_));
-        let mut server_at = "the application's pool".to_owned();
-        let pool = match source {
-            Source::Pool(pool) => pool,
+        let (pool, own_pool, server_at) = match server.source? {
+            Source::Pool(pool) => (pool, false, "the application's pool".to_owned()),
             Source::Config(mut config) => {
-                server_at = address(&config);
+                let at = address(&config);
                 let statement = server.statement_timeout.unwrap_or(response_timeout);
                 own_config(&mut config, connect_timeout, statement);
                 config.keepalives_idle(Duration::from_secs(10));
@@ -200,7 +193,7 @@ impl PostgresBuilder {
                         recycling_method: RecyclingMethod::Fast,
                     },
                 );
-                Pool::builder(manager)
+                let pool = Pool::builder(manager)
                     .max_size(server.pool_size)
                     // The most recently used connection first: a caller
                     // taking one call after another keeps one server
@@ -214,7 +207,8 @@ impl PostgresBuilder {
                     .create_timeout(Some(connect_timeout))
                     .recycle_timeout(Some(connect_timeout))
                     .build()
-                    .map_err(|e| Error::Config(e.to_string()))?
+                    .map_err(|e| Error::Config(e.to_string()))?;
+                (pool, true, at)
             }
         };
         let inner = Inner {
