@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-use super::document::{FleetError, Notes, Store, Versioned};
+use super::document::{server, FleetError, Notes, Store, Versioned};
 use crate::remote::postgres::{address, own_config, RuntimeThread};
 
 /// The table, and the channel its writes are announced on.
@@ -46,10 +46,6 @@ struct Session {
     notes: Option<Notes>,
 }
 
-fn server(e: &tokio_postgres::Error) -> FleetError {
-    FleetError::Server(e.to_string())
-}
-
 fn timed_out(what: &str) -> FleetError {
     FleetError::Server(format!("{what} timed out"))
 }
@@ -81,7 +77,7 @@ impl PgStore {
             .handle
             .block_on(async { tokio::time::timeout(self.timeout, connect).await })
             .map_err(|_| timed_out("connecting"))?
-            .map_err(|e| server(&e))?;
+            .map_err(server)?;
         let (tx, notes) = mpsc::channel();
         let name = self.name.clone();
         self.runtime.handle.spawn(async move {
@@ -133,7 +129,7 @@ impl PgStore {
         if !out.as_ref().is_err_and(broke) {
             self.session = Some(session);
         }
-        out.map_err(|e| server(&e))
+        out.map_err(server)
     }
 }
 
@@ -153,12 +149,12 @@ impl Store for PgStore {
             })
         })?;
         row.map(|row| {
-            let version: i64 = row.try_get(0).map_err(|e| server(&e))?;
+            let version: i64 = row.try_get(0).map_err(server)?;
             Ok(Versioned {
                 version: u64::try_from(version).map_err(|_| {
                     FleetError::Server(format!("{:?}: version {version} is negative", self.name))
                 })?,
-                text: row.try_get(1).map_err(|e| server(&e))?,
+                text: row.try_get(1).map_err(server)?,
             })
         })
         .transpose()

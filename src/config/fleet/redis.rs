@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection};
 
-use super::document::{FleetError, Notes, Store, Versioned};
+use super::document::{server, FleetError, Notes, Store, Versioned};
 use crate::config::watch::Worker;
 use crate::remote::redis::{address, Pool, Target};
 
@@ -49,10 +49,6 @@ pub(crate) struct RedisStore {
 
 /// How long the subscription's thread waits in one read.
 const READ_SLICE: Duration = Duration::from_millis(100);
-
-fn server(e: impl std::fmt::Display) -> FleetError {
-    FleetError::Server(e.to_string())
-}
 
 fn open(url: &str) -> Result<Client, FleetError> {
     Client::open(url).map_err(|e| FleetError::Config(format!("Redis URL {url:?}: {e}")))
