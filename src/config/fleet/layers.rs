@@ -174,13 +174,7 @@ impl Layers {
         }
         slot.seen = Some(version);
         let old = slot.good.replace((version, layer));
-        let merged = merge(
-            state
-                .slots
-                .iter()
-                .filter_map(|s| s.good.as_ref().map(|(_, l)| (Arc::clone(&s.name), l))),
-        );
-        let Some(merged) = merged else {
+        let Some(merged) = merge(state.slots.iter().filter_map(Slot::layer)) else {
             state.slots[index].error = None;
             return Ok(Offered::NoDefault);
         };
@@ -202,6 +196,11 @@ impl Layers {
 }
 
 impl Slot {
+    /// Its last good version's layer, named, as [`merge`] takes it.
+    fn layer(&self) -> Option<(Arc<str>, &Layer)> {
+        self.good.as_ref().map(|(_, l)| (Arc::clone(&self.name), l))
+    }
+
     /// Whether `version` is at or below the newest this layer has seen.
     fn is_stale(&self, version: u64) -> bool {
         self.seen.is_some_and(|seen| version <= seen)
@@ -261,7 +260,7 @@ impl Feed {
     /// A broken document, naming the bad value; or as for `offer`. A
     /// broken version counts as seen: it is reported once.
     pub fn offer_text(&self, version: u64, text: &str) -> Result<Offered, BuildError> {
-        if self.is_stale(version) {
+        if self.layers.lock().slots[self.index].is_stale(version) {
             return Ok(Offered::Stale);
         }
         match document::check(text) {
@@ -314,9 +313,5 @@ impl Feed {
     /// The layer's name.
     pub fn name(&self) -> Arc<str> {
         Arc::clone(&self.layers.lock().slots[self.index].name)
-    }
-
-    fn is_stale(&self, version: u64) -> bool {
-        self.layers.lock().slots[self.index].is_stale(version)
     }
 }
