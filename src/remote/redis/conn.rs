@@ -200,11 +200,8 @@ impl Pool {
     fn open(&self) -> RedisResult<Conn> {
         match &self.target {
             Target::Single(client) if Link::serves(client.get_connection_info()) => {
-                Ok(Conn::Link(Link::open(
-                    client.get_connection_info(),
-                    self.connect_timeout,
-                    self.response_timeout,
-                )?))
+                let info = client.get_connection_info();
+                Link::open(info, self.connect_timeout, self.response_timeout).map(Conn::Link)
             }
             Target::Single(client) => {
                 let conn = client.get_connection_with_timeout(self.connect_timeout)?;
