@@ -131,6 +131,21 @@ fn a_redis_failure_names_the_server_and_not_the_password() {
 
 #[cfg(feature = "redis")]
 #[test]
+fn a_redis_builders_debug_names_its_server_and_not_the_password() {
+    let url = |at: &str| format!("redis://paceline:{SECRET}@{at}/");
+    let rate = Rate::per_second(1000);
+    let one = paceline::redis::RedisLimiter::builder(url("127.0.0.1:6390"), rate);
+    let nodes = [url("127.0.0.1:7001"), url("127.0.0.1:7002")];
+    let cluster = paceline::redis::RedisLimiter::cluster_builder(nodes, rate);
+    for (builder, at) in [(one, "127.0.0.1"), (cluster, "7002")] {
+        let text = format!("{builder:?}");
+        assert!(text.contains(at) && text.contains("paceline:"), "{text}");
+        assert!(!text.contains(SECRET), "the password in {text}");
+    }
+}
+
+#[cfg(feature = "redis")]
+#[test]
 fn a_redis_cluster_failure_names_its_nodes() {
     let mut cluster = redis_support::RedisCluster::start();
     let limiter =

@@ -1,8 +1,6 @@
 //! [`RedisBuilder`]: where a [`RedisLimiter`] connects, its limit, and how
 //! its calls fail and wait.
 
-use std::fmt;
-
 use ::redis::{ConnectionInfo, IntoConnectionInfo, RedisError};
 
 use super::conn::{Pool, Target};
@@ -21,20 +19,14 @@ use crate::values::rate::Rate;
 pub type RedisBuilder = RemoteBuilder<RedisSettings>;
 
 /// What only a Redis limiter's builder sets: where it connects and the
-/// prefix of its keys (see [`RedisBuilder`]).
+/// prefix of its keys (see [`RedisBuilder`]). Its `Debug` shows a URL's
+/// password as redis-rs shows it: `<redacted>`.
+#[derive(Debug)]
 pub struct RedisSettings {
     /// The server, or (`cluster`) some or all nodes of a Redis Cluster.
     nodes: Result<Vec<ConnectionInfo>, RedisError>,
     cluster: bool,
     prefix: String,
-}
-
-impl fmt::Debug for RedisSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisSettings")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
 }
 
 impl RedisLimiter {
