@@ -107,14 +107,9 @@ impl Link for Conn {
             Addr::Tcp(hostport) => Box::new(tcp(hostport.as_str(), Instant::now() + within)?),
         };
         socket.set_write_timeout(response)?;
+        let deadline = Instant::now() + response;
         Ok(Conn {
-            io: BufReader::with_capacity(
-                512,
-                Timed {
-                    socket,
-                    deadline: Instant::now() + response,
-                },
-            ),
+            io: BufReader::with_capacity(512, Timed { socket, deadline }),
             line: Vec::with_capacity(64),
         })
     }

@@ -59,7 +59,7 @@ impl Link {
         response: Duration,
     ) -> RedisResult<Link> {
         let deadline = Instant::now() + connect;
-        let stream: Socket = match info.addr() {
+        let socket: Socket = match info.addr() {
             ConnectionAddr::Tcp(host, port) => Box::new(tcp((host.as_str(), *port), deadline)?),
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => {
@@ -74,12 +74,9 @@ impl Link {
             }
         };
         let settings = info.redis_settings();
-        stream.set_write_timeout(left(deadline)?)?;
+        socket.set_write_timeout(left(deadline)?)?;
         let mut link = Link {
-            stream: Timed {
-                socket: stream,
-                deadline,
-            },
+            stream: Timed { socket, deadline },
             parser: Parser::new(),
             db: settings.db(),
             response,
