@@ -82,7 +82,7 @@ const SETTLE: Duration = Duration::from_secs(1);
 fn unreadable(path: &Path, error: io::Error) -> BuildError {
     BuildError::FileUnreadable {
         path: path.to_owned(),
-        error: Cause(Arc::new(error), None),
+        error: Cause::new(error, None),
     }
 }
 
@@ -90,7 +90,7 @@ fn unreadable(path: &Path, error: io::Error) -> BuildError {
 fn not_loaded(path: &Path, error: Box<dyn StdError + Send + Sync>) -> BuildError {
     BuildError::FileNotLoaded {
         path: path.to_owned(),
-        error: Cause(Arc::from(error), None),
+        error: Cause::new(error, None),
     }
 }
 

@@ -301,20 +301,35 @@ impl Error for BuildError {
 /// server's error also keeps which server it came from, for the message
 /// of the error that holds it.
 #[derive(Debug)]
-pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(
-    pub(crate) Arc<E>,
-    pub(crate) Option<Arc<str>>,
-);
+pub struct Cause<E: ?Sized = dyn Error + Send + Sync>(pub(crate) Arc<Sourced<E>>);
+
+/// A cause's error, and the server it came from, if any, behind one thin
+/// pointer: an [`Error`](crate::Error) holding a cause drops one `Arc`, so
+/// its drop stays small enough to inline, and dropping a refusal (which
+/// owns nothing) costs a compare, not a call.
+#[derive(Debug)]
+pub(crate) struct Sourced<E: ?Sized> {
+    pub(crate) server: Option<Arc<str>>,
+    pub(crate) error: Arc<E>,
+}
+
+impl<E: ?Sized> Cause<E> {
+    /// `error`, from `server` if it names one.
+    pub(crate) fn new(error: impl Into<Arc<E>>, server: Option<Arc<str>>) -> Cause<E> {
+        let error = error.into();
+        Cause(Arc::new(Sourced { server, error }))
+    }
+}
 
 impl<E: ?Sized> Clone for Cause<E> {
     fn clone(&self) -> Self {
-        Cause(Arc::clone(&self.0), self.1.clone())
+        Cause(Arc::clone(&self.0))
     }
 }
 
 impl<E: ?Sized> PartialEq for Cause<E> {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.0.error, &other.0.error)
     }
 }
 
@@ -324,13 +339,13 @@ impl<E: ?Sized> std::ops::Deref for Cause<E> {
     type Target = E;
 
     fn deref(&self) -> &E {
-        &self.0
+        &self.0.error
     }
 }
 
 impl<E: fmt::Display + ?Sized> fmt::Display for Cause<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        self.0.error.fmt(f)
     }
 }
 
@@ -408,11 +423,11 @@ mod tests {
             },
             BuildError::FileUnreadable {
                 path: path.clone(),
-                error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound)), None),
+                error: Cause::new(io::Error::from(io::ErrorKind::NotFound), None),
             },
             BuildError::FileNotLoaded {
                 path,
-                error: Cause(Arc::from(Box::<dyn Error + Send + Sync>::from("no")), None),
+                error: Cause::new(Box::<dyn Error + Send + Sync>::from("no"), None),
             },
         ]
     }
@@ -432,7 +447,7 @@ mod tests {
     fn a_files_error_is_equal_only_to_its_clones() {
         let read = |e| BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Cause(Arc::new(e), None),
+            error: Cause::new(e, None),
         };
         let missing = read(io::Error::from(io::ErrorKind::NotFound));
         assert_eq!(missing, missing.clone());
@@ -446,7 +461,7 @@ mod tests {
         assert_eq!(inner, Some(&BuildError::ZeroCount));
         let unread = BuildError::FileUnreadable {
             path: PathBuf::from("limits.toml"),
-            error: Cause(Arc::new(io::Error::from(io::ErrorKind::NotFound)), None),
+            error: Cause::new(io::Error::from(io::ErrorKind::NotFound), None),
         };
         let cause = unread.source().unwrap().downcast_ref::<io::Error>();
         assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound));

@@ -67,10 +67,12 @@ pub enum Error {
     /// readings past about 438 years, or a schedule booked that far ahead):
     /// nothing can be scheduled there, so nothing is admitted.
     Saturated,
-    /// The server could not be reached, or the connection broke.
-    Unavailable(Cause),
+    // The variants that own something (a cause, a message) come last and
+    // together, so that a drop tells a refusal from them with one compare.
     /// The server did not answer within the response (or connect) timeout.
     Timeout,
+    /// The server could not be reached, or the connection broke.
+    Unavailable(Cause),
     /// The server answered with an error: the key holds something that is
     /// not a paceline state, the step failed (for PostgreSQL: the table is
     /// missing, or the role may not write it), or the reply was not
@@ -127,7 +129,7 @@ impl Error {
 
     /// The server could not be reached: `error` says why.
     pub(crate) fn unavailable(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
-        Error::Unavailable(Cause(Arc::from(error.into()), None))
+        Error::Unavailable(Cause::new(error.into(), None))
     }
 
     /// The server answered with an error: `error` says which.
@@ -136,14 +138,14 @@ impl Error {
         allow(dead_code)
     )]
     pub(crate) fn script(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
-        Error::Script(Cause(Arc::from(error.into()), None))
+        Error::Script(Cause::new(error.into(), None))
     }
 
     /// This failure, naming `server` (its address, never a password, and
     /// the limiter's name where it has one) if it carries a server's error.
     pub(crate) fn at(mut self, server: &Arc<str>) -> Error {
         if let Error::Unavailable(c) | Error::Script(c) = &mut self {
-            c.1 = Some(Arc::clone(server));
+            *c = Cause::new(Arc::clone(&c.0.error), Some(Arc::clone(server)));
         }
         self
     }
@@ -200,7 +202,12 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The server a cause names, after a space.
-        let at = |c: &Cause| c.1.as_ref().map(|s| format!(" {s}")).unwrap_or_default();
+        let at = |c: &Cause| {
+            c.0.server
+                .as_ref()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default()
+        };
         match self {
             Error::RetryAfter(d) => write!(f, "rate limited: retry after {d:?}"),
             Error::QueueFull { wait, max_wait } => write!(
