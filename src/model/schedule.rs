@@ -243,6 +243,68 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     })
 }
 
+/// The step that settles a booking after its call: the state after a take
+/// that booked `booked` permits, whose permit went at internal time `went`
+/// (the later of the take's clock reading and its slot), turns out at `now`
+/// to have cost `actual`.
+///
+/// - **As booked** (`actual == booked`): `tat`, unchanged.
+/// - **More** (`actual > booked`): the excess is charged now, as a take of
+///   `actual - booked` permits at `now` admitted whatever its wait ([`step`]
+///   under [`Admit::Always`]): from the step's own base, later takes wait
+///   behind it. Never a refusal: an excess whose span is over [`MAX_SPAN`],
+///   or that would end past the end of internal time, saturates the state
+///   at [`MAX_TAT`], where nothing more is admitted.
+/// - **Less**: `tat` moves back by the difference, `(booked - actual) * T`,
+///   at most by `min(booked, slack + 1) * T - (now - went)` (the part of
+///   the booking that may still count against the burst, wherever refunds
+///   before it have moved it: never more than was booked), and never below
+///   `now - tau` (at rest with a full burst: no banking past it). Only once
+///   the permit has gone (`went <= now`) and every permit booked so far has
+///   gone too (`tat <= now + T`): while a take waits for a slot ahead, a
+///   refund would pull the takes after it towards it, so the estimate
+///   stands. [`FRESH`] and [`FULL`] are left as they are (full already;
+///   banking nothing).
+///
+/// Exact integer arithmetic; it panics at no input.
+///
+/// # The promise
+/// Count each permit at its settled cost, at the time it went, and an
+/// excess as booked at the settle: in any window `w` of one rate, permits
+/// take at most `S + 1 + w / T` (or the window's largest booked cost or
+/// excess, where that is more), plus the excesses of the window's permits
+/// charged after its end. A refund never lets through more than the bound
+/// allows with the actual costs, and a caller settling each permit right
+/// after its call keeps the long-run rate exact. The argument is in the
+/// [guide](crate::guide::model#settling-a-cost-after-the-call).
+pub fn settle(tat: u64, now: u64, went: u64, booked: u64, actual: u64, p: Params) -> u64 {
+    if actual > booked {
+        return step(tat, now, actual - booked, p, Admit::Always).map_or(MAX_TAT, |g| g.next);
+    }
+    if actual == booked || tat == FRESH || tat == FULL || went > now {
+        return tat;
+    }
+    if tat > now.saturating_add(p.interval) {
+        // Takes wait behind the schedule: the estimate stands.
+        return tat;
+    }
+    // What may still count of the booking: its span, at most a burst's (a
+    // larger cost paid for the rest more than `tau` before it went), less
+    // the time since its permit went. No overflow: `booked <= slack` bounds
+    // the product by `tau`.
+    let reach = if booked > p.slack() {
+        p.tau + p.interval
+    } else {
+        booked * p.interval
+    };
+    let back = (booked - actual)
+        .saturating_mul(p.interval)
+        .min(reach.saturating_sub(now - went));
+    // Never below `now - tau` (nor onto a sentinel), never above `tat`.
+    let floor = tat.min(now.saturating_sub(p.tau)).max(FULL + 1);
+    tat.saturating_sub(back).max(floor)
+}
+
 /// The state after the parameters change from `old` to `new` at `now`:
 ///
 /// - **In debt** (`tat > now`, slots booked ahead): the slots already handed
@@ -546,6 +608,87 @@ mod tests {
             available(FULL, rest - grace - 1, p)
         );
         assert!(!at_rest(FRESH, u64::MAX, p, 0));
+    }
+
+    #[test]
+    fn a_settle_as_booked_changes_nothing() {
+        let now = ORIGIN + 1_000;
+        for tat in [FRESH, FULL, now - 3 * T, now + 40 * T, MAX_TAT] {
+            assert_eq!(settle(tat, now, now, 4, 4, p(10)), tat);
+        }
+    }
+
+    #[test]
+    fn an_excess_is_a_take_at_the_settle_admitted_whatever_its_wait() {
+        let now = ORIGIN + 1_000;
+        for tat in [FRESH, FULL, now - 30 * T, now - 3 * T, now + 40 * T] {
+            let take = step(tat, now, 3, p(10), Admit::Always).unwrap();
+            assert_eq!(settle(tat, now, now - T, 2, 5, p(10)), take.next);
+        }
+        // At rest it is charged against the burst, not against a state
+        // long forgotten.
+        assert_eq!(settle(ORIGIN, now, ORIGIN, 1, 4, p(2)), now - 2 * T + 3 * T);
+        // Never refused: past the end of internal time it saturates.
+        assert_eq!(settle(now, now, now, 1, u64::MAX, p(10)), MAX_TAT);
+        assert_eq!(settle(MAX_TAT - T, now, now, 1, 3, p(10)), MAX_TAT);
+        assert_eq!(settle(FULL, u64::MAX, 0, 0, 1, p(0)), MAX_TAT);
+    }
+
+    #[test]
+    fn a_refund_right_after_the_call_gives_the_difference_back() {
+        let now = ORIGIN + 1_000_000;
+        let g = step(FULL, now, 5, p(10), Admit::Within(0)).unwrap();
+        assert_eq!(available(g.next, now, p(10)), 6);
+        let tat = settle(g.next, now, now, 5, 2, p(10));
+        assert_eq!(tat, g.next - 3 * T);
+        assert_eq!(available(tat, now, p(10)), 9, "the burst less the 2 spent");
+        // A blocking take far ahead of a full bucket, settled when it went.
+        let g = step(FULL, now, 25, p(10), Admit::Always).unwrap();
+        let went = g.slot;
+        assert_eq!(settle(g.next, went, went, 25, 1, p(10)), went + T - 11 * T);
+    }
+
+    #[test]
+    fn a_refund_shrinks_with_the_time_since_the_permit_went() {
+        let now = ORIGIN + 1_000_000;
+        let tat = now - 2 * T;
+        // Booked 5, went 3 intervals ago: 2 intervals of it may still count.
+        assert_eq!(settle(tat, now, now - 3 * T, 5, 0, p(10)), tat - 2 * T);
+        assert_eq!(settle(tat, now, now - 3 * T, 5, 4, p(10)), tat - T);
+        // Gone longer than its span: nothing comes back.
+        assert_eq!(settle(tat, now, now - 5 * T, 5, 0, p(10)), tat);
+        // A cost above the burst counts at most a burst's worth.
+        let tat = now + T;
+        assert_eq!(settle(tat, now, now - T, 40, 0, p(2)), tat - 2 * T);
+        assert_eq!(settle(tat, now, now - 3 * T, 40, 0, p(2)), tat);
+    }
+
+    #[test]
+    fn a_refund_never_banks_past_the_burst() {
+        let now = ORIGIN + 1_000_000;
+        // Five permits back on a state 8 intervals behind the clock, with a
+        // slack of 10: 2 of them would bank past the burst.
+        let tat = settle(now - 8 * T, now, now, 5, 0, p(10));
+        assert_eq!(tat, now - 10 * T, "at rest with a full burst, not below");
+        assert_eq!(available(tat, now, p(10)), 11);
+        // A state at rest already is left alone, never moved forward.
+        assert_eq!(settle(now - 19 * T, now, now, 3, 0, p(10)), now - 19 * T);
+        // Nor onto a sentinel, however early the clock.
+        assert_eq!(settle(5, 3, 2, 3, 0, p(2)), FULL + 1);
+    }
+
+    #[test]
+    fn a_refund_waits_for_the_permit_and_for_takes_waiting_behind_the_schedule() {
+        let now = ORIGIN + 1_000_000;
+        // The permit has not gone yet.
+        assert_eq!(settle(now + T, now, now + 1, 3, 0, p(10)), now + T);
+        // A take waits for a slot ahead: the estimate stands.
+        assert_eq!(settle(now + 2 * T, now, now, 3, 0, p(10)), now + 2 * T);
+        assert_eq!(settle(now + T, now, now, 3, 0, p(10)), now - 2 * T);
+        // The sentinels are full already, or bank nothing.
+        for tat in [FRESH, FULL] {
+            assert_eq!(settle(tat, now, now, 3, 0, p(10)), tat);
+        }
     }
 
     #[test]
