@@ -142,7 +142,7 @@ impl AtomicStore {
         mut word: u64,
     ) -> Result<(Grant, Params), Deny> {
         loop {
-            (version, word) = self.settle(version, word);
+            (version, word) = self.wait_out(version, word);
             let Some(params) = self.params(version) else {
                 // A change began since the version was read: the word may be
                 // from before its rebase. Wait it out and read both again.
@@ -190,7 +190,7 @@ impl AtomicStore {
     /// on, the word standing for a state.
     #[cold]
     #[inline(never)]
-    fn settle(&self, mut version: u64, mut word: u64) -> (u64, u64) {
+    fn wait_out(&self, mut version: u64, mut word: u64) -> (u64, u64) {
         while word == REBASING || version & 1 == 1 {
             // Acquiring the lock orders this after the stores the change
             // made before releasing it, so the loads see them or later ones
@@ -254,7 +254,7 @@ impl Store for AtomicStore {
     fn peek(&self) -> (u64, Params) {
         let (mut version, mut word) = self.load();
         loop {
-            (version, word) = self.settle(version, word);
+            (version, word) = self.wait_out(version, word);
             if let Some(params) = self.params(version) {
                 return (state(word), params);
             }
@@ -310,6 +310,42 @@ impl Store for AtomicStore {
             .tat
             .compare_exchange(grant.next, grant.prev, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
+    }
+
+    /// The CAS loop of [`update`](Store::update) with the settle step, by
+    /// the same protocol: decided on a word and the parameters in force for
+    /// it (a change in progress waited out), stored by a CAS over that
+    /// word, decided again on the word that beat it. So it replaces exactly
+    /// the word it read, and no update replaces it unseen: nothing lost,
+    /// its effect once. A settle racing a change lands wholly before it
+    /// (its CAS beat the swap to `REBASING`, and the change rebases what it
+    /// stored) or wholly after, on the rebased word in the new parameters
+    /// (and the limiter sends no refund there: see the trait). A settle
+    /// that changes nothing stores nothing.
+    fn settle(&self, now: impl Fn() -> u64, went: u64, booked: u64, actual: u64) -> (u64, u64) {
+        let (mut version, mut word) = self.load();
+        loop {
+            (version, word) = self.wait_out(version, word);
+            let Some(params) = self.params(version) else {
+                // A change began since the version was read.
+                word = REBASING;
+                continue;
+            };
+            let found = state(word);
+            let next = schedule::settle(found, now(), went, booked, actual, params);
+            if next == found {
+                return (found, found);
+            }
+            match self.cell.tat.compare_exchange_weak(
+                word,
+                next,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return (found, next),
+                Err(actual) => word = actual,
+            }
+        }
     }
 }
 

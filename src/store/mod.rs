@@ -25,6 +25,10 @@ pub use booking::Booking;
 pub use mutex::MutexStore;
 pub use warm::WarmStore;
 
+#[cfg(test)]
+#[cfg(not(paceline_loom))]
+mod tests;
+
 /// A store of one limiter's state word and its parameters. Sealed:
 /// paceline's three stores are the only ones (a store of your own can run
 /// [`schedule::step`](crate::model::schedule::step) directly), and its
@@ -102,5 +106,19 @@ pub(crate) mod sealed {
         /// Puts `grant` back (state `grant.next` → `grant.prev`) if no one
         /// has updated the state since; `true` when it did.
         fn give_back(&self, grant: Grant) -> bool;
+
+        /// Settles a booking of `booked` permits whose permit went at
+        /// `went` with its `actual` cost ([`schedule::settle`]), on the
+        /// state it finds and in the parameters in force, atomically with
+        /// respect to every other update; the state it found and the state
+        /// it left. The clock is read by `now` after the state (again on a
+        /// retry): a refund reckons with the time since its permit went, so
+        /// a reading older than the state would give back too much. A refund of a
+        /// booking made before a reset or a change of parameters must not
+        /// come here: the limiter drops it by its generation, under the
+        /// lock its changes take, as it drops an undo
+        /// ([`Booking`](super::Booking)); an excess may (a take at the
+        /// settle is sound in any parameters).
+        fn settle(&self, now: impl Fn() -> u64, went: u64, booked: u64, actual: u64) -> (u64, u64);
     }
 }

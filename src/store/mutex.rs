@@ -56,4 +56,11 @@ impl Store for MutexStore {
             false
         }
     }
+
+    fn settle(&self, now: impl Fn() -> u64, went: u64, booked: u64, actual: u64) -> (u64, u64) {
+        let mut state = lock(&self.inner);
+        let found = state.0;
+        state.0 = schedule::settle(found, now(), went, booked, actual, state.1);
+        (found, state.0)
+    }
 }

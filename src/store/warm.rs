@@ -6,7 +6,7 @@
 //! does, and holds the lock only to decide. What that costs against the
 //! one-word atomic store is measured in `docs/PERFORMANCE.md`.
 
-use crate::model::schedule::{Admit, Deny, Grant, Params};
+use crate::model::schedule::{self, Admit, Deny, Grant, Params};
 use crate::model::warm_up::{self, WarmState as State};
 use crate::primitive::{lock, Mutex};
 
@@ -119,6 +119,24 @@ impl Store for WarmStore {
             }
             _ => false,
         }
+    }
+
+    /// Settles `tat` as a plain store does and leaves the coldness as it
+    /// is: an excess is charged at the plain rate and a refund gives back
+    /// plain time. Both are sound here, since a warming limiter admits no
+    /// more than a plain one (spending coldness costs extra: a booking
+    /// holds at least the plain span a refund reckons with), and the
+    /// coldness a settle leaves is what the limiter's idle time made it.
+    fn settle(&self, now: impl Fn() -> u64, went: u64, booked: u64, actual: u64) -> (u64, u64) {
+        let mut inner = lock(&self.inner);
+        let found = inner.state.tat;
+        let next = schedule::settle(found, now(), went, booked, actual, inner.params);
+        if next != found {
+            inner.state.tat = next;
+            // The last grant's state is no longer the state.
+            inner.undo = None;
+        }
+        (found, next)
     }
 }
 
