@@ -147,6 +147,46 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         })
     }
 
+    /// Settles `booking` on `key` with its `actual` cost
+    /// ([`schedule::settle`](crate::model::schedule::settle)), on the key's
+    /// entry under its shard's read lock, by the CAS of a take. A refund
+    /// only while the shard's generation is the booking's (changes, resets
+    /// and evictions take the write lock) and the key is tracked (one that
+    /// came to rest has nothing to give back); otherwise the estimate
+    /// stands. An excess is charged all the same, in the key's limit in
+    /// force; on a key no longer tracked, by a take of the excess, as a
+    /// first take would. The state found and left; `None` when nothing was
+    /// settled. (No public call settles yet: compiled for the unit tests
+    /// and the loom models.)
+    #[cfg(any(test, paceline_loom))]
+    pub(crate) fn settle<Q: KeyOf<K> + ?Sized>(
+        &self,
+        key: &Q,
+        booking: &Booking,
+        actual: u64,
+    ) -> Option<(u64, u64)> {
+        let (hash, lock) = self.shard(key);
+        let excess = actual.saturating_sub(booking.cost());
+        {
+            let shard = read(lock);
+            if actual >= booking.cost() || shard.generation == booking.generation {
+                if let Some(entry) = find(&shard.map, hash, key) {
+                    let params = shard.classes[entry.class() as usize];
+                    let settled = (booking.went(), booking.cost(), actual);
+                    let now = || self.now();
+                    return Some(crate::store::atomic::settle_fixed(
+                        &entry.tat, params, now, settled,
+                    ));
+                }
+            }
+        }
+        let taken =
+            (excess > 0).then(|| self.decide_uncounted(key, excess, Admit::Always, Ask::Answer));
+        taken
+            .and_then(Result::ok)
+            .map(|d| (d.grant.prev, d.grant.next))
+    }
+
     /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: books
     /// `cost` permits on `key` without waiting, as an async take does.
     #[cfg(paceline_loom)]
@@ -170,6 +210,18 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.undo(key, &booking)
+    }
+
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+    /// [`settle`](Self::settle).
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __settle<Q>(&self, key: &Q, booking: Booking, actual: u64) -> Option<(u64, u64)>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.settle(key, &booking, actual)
     }
 
     /// How long a request of `cost` on `key` would wait now (ns) under

@@ -395,6 +395,34 @@ mod tests {
         assert_eq!((e.class(), e.refused()), (max as u32, 1));
     }
 
+    /// A key settles on its entry as the pure step does. A refund across a
+    /// change of rate (the shard's generation moved) or on a key no longer
+    /// tracked is dropped; an excess on a key no longer tracked is a take
+    /// of the excess.
+    #[test]
+    fn a_key_settles_on_its_entry_as_the_pure_step() {
+        use crate::model::schedule::{self, Admit, Params, FULL};
+        let l = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+            .slack(4)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let p = Params::new(100_000_000, 4).unwrap();
+        let b = l.decide(&7, 5, Admit::Within(0)).unwrap();
+        let want = schedule::settle(b.next, l.now(), b.went(), 5, 2, p);
+        assert_eq!(l.settle(&7, &b, 2), Some((b.next, want)));
+        assert_eq!(l.available(&7), 3, "the burst less the 2 spent");
+
+        let b = l.decide(&7, 3, Admit::Within(0)).unwrap();
+        l.set_rate(Rate::per_second(20)).unwrap();
+        assert_eq!(l.settle(&7, &b, 0), None, "a refund across a change");
+        l.reset(&7);
+        assert_eq!(l.settle(&7, &b, 3), None, "nothing to settle on no entry");
+        let p = Params::new(50_000_000, 4).unwrap();
+        let take = schedule::step(FULL, l.now(), 2, p, Admit::Always).unwrap();
+        assert_eq!(l.settle(&7, &b, 5), Some((FULL, take.next)));
+    }
+
     /// A tracked `u64` key's slot in the map (key and entry) is 24 bytes:
     /// what brings a million `u64` keys under 64 bytes each of RSS
     /// (`benches/keyed.rs`).

@@ -376,6 +376,29 @@ pub(crate) fn update_fixed(
     }
 }
 
+/// [`AtomicStore::settle`]'s loop for a keyed entry's word, whose
+/// parameters cannot change while it runs (as for [`update_fixed`]); the
+/// state it found and the state it left.
+#[cfg(all(feature = "keyed", any(test, paceline_loom)))]
+pub(crate) fn settle_fixed(
+    cell: &AtomicU64,
+    params: Params,
+    now: impl Fn() -> u64,
+    (went, booked, actual): (u64, u64, u64),
+) -> (u64, u64) {
+    let mut found = cell.load(Ordering::Relaxed);
+    loop {
+        let next = schedule::settle(found, now(), went, booked, actual, params);
+        if next == found {
+            return (found, found);
+        }
+        match cell.compare_exchange_weak(found, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return (found, next),
+            Err(actual) => found = actual,
+        }
+    }
+}
+
 /// The state a word stands for: itself, or a sentinel's generation's.
 #[inline]
 fn state(word: u64) -> u64 {

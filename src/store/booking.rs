@@ -104,4 +104,11 @@ impl Booking {
     pub(crate) fn wait(&self) -> u64 {
         self.slot.saturating_sub(self.now)
     }
+
+    /// When the permit went: its slot, or the decision if that was later
+    /// (banked credit). What a settle reckons its time limit from.
+    #[cfg(any(test, paceline_loom))]
+    pub(crate) fn went(&self) -> u64 {
+        self.slot.max(self.now)
+    }
 }

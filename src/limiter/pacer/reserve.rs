@@ -78,6 +78,28 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             .is_some_and(|grant| self.store.give_back(grant))
     }
 
+    /// Settles `booking` with its `actual` cost
+    /// ([`schedule::settle`](crate::model::schedule::settle)): an excess
+    /// is charged at once, in the limit in force; a refund only while the
+    /// generation is the booking's, checked under the limit's lock as an
+    /// undo is, so no change or reset lands between the check and the
+    /// store's CAS (across one, the estimate stands). The state found and
+    /// left; `None` when a refund was dropped. (No public call settles
+    /// yet: compiled for the unit tests and the loom models.)
+    #[cfg(any(test, paceline_loom))]
+    pub(crate) fn settle(&self, booking: &Booking, actual: u64) -> Option<(u64, u64)> {
+        let settle = || {
+            let now = || self.now();
+            self.store
+                .settle(now, booking.went(), booking.cost(), actual)
+        };
+        if actual >= booking.cost() {
+            return Some(settle());
+        }
+        let _limit = lock(&self.limit);
+        (self.generation.load(Ordering::Relaxed) == booking.generation).then(settle)
+    }
+
     /// Waits until `slot`, then answers `taken`: a take's wait, out of line.
     #[cold]
     #[inline(never)]
@@ -114,6 +136,15 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     pub fn __undo(&self, booking: Booking) -> bool {
         self.undo(&booking)
     }
+
+    /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
+    /// [`settle`](Self::settle); the state found and left, `None` when a
+    /// refund was dropped.
+    #[cfg(paceline_loom)]
+    #[doc(hidden)]
+    pub fn __settle(&self, booking: Booking, actual: u64) -> Option<(u64, u64)> {
+        self.settle(&booking, actual)
+    }
 }
 
 /// A direct limiter as a part of an all-or-nothing request.
@@ -142,5 +173,55 @@ impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
 impl<S: Store, C: Clock> Counted for Pacer<S, C> {
     fn stats(&self) -> Option<Stats> {
         self.meter.read()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::limiter::builder::Builder;
+    use crate::{AtomicLimiter, MutexLimiter, Rate};
+
+    /// A refund applies while no change or reset came between the booking
+    /// and the settle; across one the estimate stands. An excess is
+    /// charged all the same, in the limit in force.
+    fn refunds_stop_at_a_change_or_a_reset<S: Store>(builder: Builder<Pacer<S>>) {
+        let clock = ManualClock::new();
+        let l = builder
+            .slack(4)
+            .full_credit(true)
+            .clock(clock)
+            .build()
+            .unwrap();
+        let (within, ask) = (Admit::Within(0), Ask::Answer);
+        let b = l.book(5, within, ask).unwrap();
+        assert_eq!(l.available(), 0);
+        assert!(l.settle(&b, 2).is_some());
+        assert_eq!(l.available(), 3, "the burst less the 2 spent");
+
+        let b = l.book(3, within, ask).unwrap();
+        l.set_slack(5).unwrap();
+        let (tat, _) = l.store.peek();
+        assert_eq!(l.settle(&b, 0), None, "a refund across a change");
+        assert_eq!(l.settle(&b, 3), Some((tat, tat)));
+        let (found, left) = l.settle(&b, 5).unwrap();
+        assert_eq!((found, left), (tat, tat + 2 * 100_000_000));
+
+        let b = l.book(1, Admit::Always, ask).unwrap();
+        l.reset();
+        let (tat, _) = l.store.peek();
+        assert_eq!(l.settle(&b, 0), None, "a refund across a reset");
+        assert!(l.settle(&b, 2).unwrap().1 > tat);
+    }
+
+    #[test]
+    fn atomic_limiter_refunds_stop_at_a_change_or_a_reset() {
+        refunds_stop_at_a_change_or_a_reset(AtomicLimiter::builder(Rate::per_second(10)));
+    }
+
+    #[test]
+    fn mutex_limiter_refunds_stop_at_a_change_or_a_reset() {
+        refunds_stop_at_a_change_or_a_reset(MutexLimiter::builder(Rate::per_second(10)));
     }
 }
