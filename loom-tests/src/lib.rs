@@ -75,9 +75,16 @@
 //! | `take`, `try_take`, `set_rate`, `give_back`, `manual_clock` (`KeyedLimiter`) | the step on a tracked key stores with load + store, not CAS | a gap or overlap between grants (`take`); admitted and left not adding up to the budget (`try_take`); grants paced by neither rate (`set_rate`); a broken invariant listed, and a final state where the grants do not end (`give_back`); permits missing from the state (`manual_clock`) |
 //! | `give_back` (`KeyedLimiter`) | the keyed give-back stores `prev` unconditionally | the final state; surviving grants that do not chain |
 //! | `set_rate`, `set_rate_flips` (`KeyedLimiter`) | a rate change moves a key to its new class without rebasing its state | a grant after the rebase at the old rate; a slot not one interval in force after the one before |
+//! | `settle` | `AtomicStore::settle` stores with load + store, not CAS (so does the keyed entry's `settle_fixed`; `MutexStore`'s decides under one lock section and stores under another) | updates that do not chain from the booking's state to the final one (one lost) |
+//! | `settle` (with `set_rate`) | the limiter's refund skips its generation check, or checks it outside the limit's lock (a keyed key's: ignores the shard's generation) | a refund settled after the change, not the old rate's step on the state it found |
 //! | `lease` | a spend reads the clock before its CAS, not after | a spend reported before its batch was decided (more spent by a time than the lender granted by then) |
 //! | `lease` | a spend stores the count less its cost (load + store), not CAS | the same (its store publishes nothing), or a permit spent twice |
 //! | `lease` | the spend's CAS `Relaxed`, the refill's swap `Relaxed` (the first version) | a spend's reading of a `ManualClock` older than the refill's: reported before its batch was decided |
+//!
+//! A settle (`settle.rs`) goes through the cfg-gated `__settle` hooks: the
+//! limiter's own settle (its generation checked for a refund, under the
+//! limit's lock; a keyed key's under its shard's read lock), then the
+//! real `Store::settle` or the keyed entry's CAS.
 //!
 //! The keyed models (`keyed_*.rs`, and the models above through [`OneKey`],
 //! a keyed limiter seen through one key) run `KeyedLimiter` itself: its
@@ -162,6 +169,13 @@ pub trait Subject: Send + Sync + Sized + 'static {
     /// Gives a booking back, as a dropped async take does (the cfg-gated
     /// `__undo` hook: the real `Pacer::undo`); `true` when undone.
     fn give_back(&self, booking: Booking) -> bool;
+
+    /// Settles a booking with its actual cost (the cfg-gated `__settle`
+    /// hook: the limiter's generation check, then the real
+    /// `Store::settle`, or the keyed entry's CAS); the state it found and
+    /// the state it left, `None` when nothing was settled (a refund across
+    /// a change).
+    fn settle(&self, booking: Booking, actual: u64) -> Option<(u64, u64)>;
 }
 
 macro_rules! subject {
@@ -225,6 +239,10 @@ macro_rules! subject {
 
             fn give_back(&self, booking: Booking) -> bool {
                 self.__undo(booking)
+            }
+
+            fn settle(&self, booking: Booking, actual: u64) -> Option<(u64, u64)> {
+                self.__settle(booking, actual)
             }
         }
     };
@@ -313,6 +331,10 @@ impl Subject for OneKey {
 
     fn give_back(&self, booking: Booking) -> bool {
         self.0.__undo(&ONE_KEY, booking)
+    }
+
+    fn settle(&self, booking: Booking, actual: u64) -> Option<(u64, u64)> {
+        self.0.__settle(&ONE_KEY, booking, actual)
     }
 }
 
