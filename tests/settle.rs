@@ -323,6 +323,47 @@ fn a_refund_never_banks_past_the_burst() {
         .unwrap();
 }
 
+proptest! {
+    #![proptest_config(Config::with_cases(common::cases(1024)))]
+
+    /// At the edges of `u64`, in every argument: no panic, a refund never
+    /// moves the state forward, an excess never back, and nothing lands
+    /// above `MAX_TAT` that was not there.
+    #[test]
+    fn settle_never_panics_at_u64_extremes(
+        tat in edge(),
+        now in edge(),
+        went in edge(),
+        booked in edge(),
+        actual in edge(),
+        interval in prop_oneof![Just(1u64), Just(1 << 62), 1u64..=1 << 62],
+        slack in prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()],
+    ) {
+        let p = Params::new(interval, slack)
+            .or_else(|| Params::new(interval, (1 << 62) / interval))
+            .unwrap();
+        let next = schedule::settle(tat, now, went, booked, actual, p);
+        if actual > booked {
+            prop_assert!(next >= tat.min(schedule::MAX_TAT));
+            prop_assert!(next <= schedule::MAX_TAT.max(tat));
+        } else {
+            prop_assert!(next <= tat);
+        }
+    }
+}
+
+fn edge() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(2),
+        Just(u64::MAX),
+        Just(schedule::MAX_TAT),
+        Just(ORIGIN),
+        any::<u64>()
+    ]
+}
+
 /// A refund as `schedule::settle` gives it, with its time limit, its wait
 /// for the schedule or its floor left out; an excess as `settle` charges it.
 fn refund_without(
