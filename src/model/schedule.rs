@@ -259,13 +259,18 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
 ///   at most by `min(booked, slack + 1) * T - (now - went)` (the part of
 ///   the booking that may still count against the burst, wherever refunds
 ///   before it have moved it: never more than was booked), and never below
-///   `now - tau` (at rest with a full burst: no banking past it). Only once
-///   the permit has gone (`went <= now`) and every permit booked so far has
-///   gone too (`tat <= now + T`): while a take waits for a slot ahead, a
-///   refund would pull the takes after it towards it, so the estimate
-///   stands. [`FRESH`] and [`FULL`] are left as they are (full already;
-///   banking nothing).
+///   `now - tau` (at rest with a full burst: no banking past it; on a
+///   history of this schedule the time limit keeps it there already, the
+///   floor guards any other input). Only once the permit has gone (`went <=
+///   now`) and every permit booked so far has gone too (`tat <= now + T`):
+///   while a permit still waits for its slot, takes after a refund could
+///   land nearer to it than its booking allowed, so the estimate stands.
+///   [`FRESH`] and [`FULL`] are left as they are (full already; banking
+///   nothing).
 ///
+/// A store runs it on the state it holds, in the parameters in force; a
+/// refund of a booking made before a change of the parameters or a reset
+/// is the caller's to drop (its booking describes another schedule).
 /// Exact integer arithmetic; it panics at no input.
 ///
 /// # The promise
@@ -275,7 +280,8 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
 /// excess, where that is more), plus the excesses of the window's permits
 /// charged after its end. A refund never lets through more than the bound
 /// allows with the actual costs, and a caller settling each permit right
-/// after its call keeps the long-run rate exact. The argument is in the
+/// after its call, its estimates within the burst, keeps the long-run rate
+/// exact. The argument is in the
 /// [guide](crate::guide::model#settling-a-cost-after-the-call).
 pub fn settle(tat: u64, now: u64, went: u64, booked: u64, actual: u64, p: Params) -> u64 {
     if actual > booked {
