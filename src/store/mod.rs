@@ -25,10 +25,6 @@ pub use booking::Booking;
 pub use mutex::MutexStore;
 pub use warm::WarmStore;
 
-#[cfg(test)]
-#[cfg(not(paceline_loom))]
-mod tests;
-
 /// A store of one limiter's state word and its parameters. Sealed:
 /// paceline's three stores are the only ones (a store of your own can run
 /// [`schedule::step`](crate::model::schedule::step) directly), and its
@@ -122,3 +118,7 @@ pub(crate) mod sealed {
         fn settle(&self, now: impl Fn() -> u64, went: u64, booked: u64, actual: u64) -> (u64, u64);
     }
 }
+
+#[cfg(test)]
+#[cfg(not(paceline_loom))]
+mod tests;

@@ -187,9 +187,6 @@ mod conn;
 mod limiter;
 mod proto;
 mod shared;
-#[cfg(test)]
-mod tests;
-
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncMemcachedBackend, AsyncMemcachedLimiter};
 pub use builder::{MemcachedBuilder, MemcachedSettings};
@@ -207,3 +204,6 @@ pub const DEFAULT_PREFIX: &str = "paceline:";
 /// thousands of calls a second on a LAN, far under memcached's default
 /// 1024 connections for a fleet of processes.
 pub const DEFAULT_POOL_SIZE: usize = 16;
+
+#[cfg(test)]
+mod tests;

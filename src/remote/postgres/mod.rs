@@ -55,9 +55,6 @@ mod limiter;
 mod runtime;
 mod sql;
 mod step;
-#[cfg(test)]
-mod tests;
-
 #[cfg(feature = "tokio")]
 pub use aio::AsyncPostgresLimiter;
 pub use backend::AsyncPostgresBackend;
@@ -86,3 +83,6 @@ pub const DEFAULT_PRUNE_EVERY: u64 = 32;
 /// Rows one prune batch deletes at most, unless the builder sets another:
 /// four times [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
 pub const DEFAULT_PRUNE_BATCH: u64 = 128;
+
+#[cfg(test)]
+mod tests;

@@ -50,9 +50,6 @@ mod conn;
 mod limiter;
 mod link;
 mod script;
-#[cfg(test)]
-mod tests;
-
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
 #[cfg(feature = "fleet")]
@@ -67,3 +64,6 @@ pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPO
 /// The key prefix unless the builder sets another: keeps paceline's keys
 /// apart from the application's.
 pub const DEFAULT_PREFIX: &str = "paceline:";
+
+#[cfg(test)]
+mod tests;
