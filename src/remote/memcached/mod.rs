@@ -189,21 +189,11 @@ mod proto;
 mod shared;
 #[cfg(feature = "tokio")]
 pub use aio::{AsyncMemcachedBackend, AsyncMemcachedLimiter};
-pub use builder::{MemcachedBuilder, MemcachedSettings};
+pub use builder::{MemcachedBuilder, MemcachedSettings, DEFAULT_POOL_SIZE, DEFAULT_PREFIX};
 pub use conn::DEFAULT_PORT;
 pub use limiter::{MemcachedBackend, MemcachedLimiter};
 
 pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
-
-/// The key prefix unless the builder sets another: keeps paceline's keys
-/// apart from the application's.
-pub const DEFAULT_PREFIX: &str = "paceline:";
-
-/// The async face's most connections at once, unless the builder sets
-/// another: a call holds one for two round trips, so 16 serve tens of
-/// thousands of calls a second on a LAN, far under memcached's default
-/// 1024 connections for a fleet of processes.
-pub const DEFAULT_POOL_SIZE: usize = 16;
 
 #[cfg(test)]
 mod tests;

@@ -15,11 +15,22 @@ use tokio_postgres::NoTls;
 use super::backend::{AsyncPostgresBackend, Inner};
 use super::limiter::{PostgresBackend, PostgresLimiter};
 use super::sql::{Sql, Table};
-use super::{DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_EVERY, DEFAULT_TABLE};
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::health::{Gate, Heard};
 use crate::remote::Error;
 use crate::values::rate::Rate;
+
+/// The table unless the builder names another.
+pub const DEFAULT_TABLE: &str = "paceline_limits";
+
+/// Admitted writes between two prune batches while they come back full,
+/// unless the builder sets another; after a batch that was not (nothing
+/// more at rest), twice as many each time, up to eight times as many.
+pub const DEFAULT_PRUNE_EVERY: u64 = 32;
+
+/// Rows one prune batch deletes at most, unless the builder sets another:
+/// four times [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
+pub const DEFAULT_PRUNE_BATCH: u64 = 128;
 
 /// Connections in a pool the builder makes, unless it sets another number.
 pub const DEFAULT_POOL_SIZE: usize = 8;

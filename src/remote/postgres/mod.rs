@@ -60,7 +60,10 @@ pub use aio::AsyncPostgresLimiter;
 pub use backend::AsyncPostgresBackend;
 #[cfg(feature = "fleet")]
 pub(crate) use builder::{address, own_config};
-pub use builder::{PostgresBuilder, PostgresSettings, DEFAULT_POOL_SIZE};
+pub use builder::{
+    PostgresBuilder, PostgresSettings, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_EVERY,
+    DEFAULT_TABLE,
+};
 pub use limiter::{PostgresBackend, PostgresLimiter};
 #[cfg(feature = "fleet")]
 pub(crate) use runtime::RuntimeThread;
@@ -71,18 +74,6 @@ pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPO
 /// to [`PostgresLimiter::from_pool`] is of the same version.
 pub use deadpool_postgres;
 pub use tokio_postgres;
-
-/// The table unless the builder names another.
-pub const DEFAULT_TABLE: &str = "paceline_limits";
-
-/// Admitted writes between two prune batches while they come back full,
-/// unless the builder sets another; after a batch that was not (nothing
-/// more at rest), twice as many each time, up to eight times as many.
-pub const DEFAULT_PRUNE_EVERY: u64 = 32;
-
-/// Rows one prune batch deletes at most, unless the builder sets another:
-/// four times [`DEFAULT_PRUNE_EVERY`], so pruning outpaces new keys.
-pub const DEFAULT_PRUNE_BATCH: u64 = 128;
 
 #[cfg(test)]
 mod tests;

@@ -4,12 +4,15 @@
 use ::redis::{ConnectionInfo, IntoConnectionInfo, RedisError};
 
 use super::conn::{Pool, Target};
-use super::limiter::RedisBackend;
+use super::limiter::{RedisBackend, RedisLimiter};
 use super::script::Wire;
-use super::{RedisLimiter, DEFAULT_PREFIX};
 use crate::remote::builder::RemoteBuilder;
 use crate::remote::Error;
 use crate::values::rate::Rate;
+
+/// The key prefix unless the builder sets another: keeps paceline's keys
+/// apart from the application's.
+pub const DEFAULT_PREFIX: &str = "paceline:";
 
 /// Configures a [`RedisLimiter`]; made by [`RedisLimiter::builder`] or
 /// [`RedisLimiter::cluster_builder`]. The settings every remote limiter

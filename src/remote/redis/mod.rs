@@ -54,16 +54,12 @@ mod script;
 pub use aio::{AsyncRedisBackend, AsyncRedisLimiter};
 #[cfg(feature = "fleet")]
 pub(crate) use builder::address;
-pub use builder::{RedisBuilder, RedisSettings};
+pub use builder::{RedisBuilder, RedisSettings, DEFAULT_PREFIX};
 #[cfg(feature = "fleet")]
 pub(crate) use conn::{Pool, Target};
 pub use limiter::{RedisBackend, RedisLimiter};
 
 pub use super::{Cause, Error, FailPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
-
-/// The key prefix unless the builder sets another: keeps paceline's keys
-/// apart from the application's.
-pub const DEFAULT_PREFIX: &str = "paceline:";
 
 #[cfg(test)]
 mod tests;
