@@ -346,8 +346,7 @@ impl<'de> Deserialize<'de> for OverrideList {
                             "duplicate override key {key:?}"
                         )));
                     }
-                    let limit = map.next_value()?;
-                    list.push((key, limit));
+                    list.push((key, map.next_value()?));
                 }
                 Ok(OverrideList(list))
             }
