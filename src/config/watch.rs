@@ -111,16 +111,15 @@ impl Watch {
         self
     }
 
-    /// How long a new version of the file must stay unchanged before it is
-    /// loaded (default 1 s): a file saved in place is not applied while it
-    /// is half-written, so long as its writer pauses for less than this.
-    /// While a version settles, the file is read every tenth of this (at
-    /// most every [`every`](Self::every), at least every millisecond).
-    /// `Duration::ZERO` loads a new version as soon as it is seen: safe only
-    /// when every save is a rename over the file (see the module's docs).
-    pub fn settle(mut self, time: Duration) -> Watch {
-        self.settle = time;
-        self
+    crate::values::setters! {
+        /// How long a new version of the file must stay unchanged before it is
+        /// loaded (default 1 s): a file saved in place is not applied while it
+        /// is half-written, so long as its writer pauses for less than this.
+        /// While a version settles, the file is read every tenth of this (at
+        /// most every [`every`](Self::every), at least every millisecond).
+        /// `Duration::ZERO` loads a new version as soon as it is seen: safe only
+        /// when every save is a rename over the file (see the module's docs).
+        settle(time: Duration) => settle;
     }
 
     /// Where a version that could not be loaded is reported

@@ -21,18 +21,6 @@ use crate::values::error::BuildError;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 
-/// Setters that store their argument in the layer's settings as given,
-/// each `setter(argument: Type) => field;` under its doc.
-macro_rules! settings {
-    ($($(#[$doc:meta])* $setter:ident($arg:ident: $type:ty) => $field:ident;)*) => {$(
-        $(#[$doc])*
-        pub fn $setter(mut self, $arg: $type) -> Self {
-            self.settings.$field = $arg;
-            self
-        }
-    )*};
-}
-
 /// Configures a [`LimitLayer`]; made by [`LimitLayer::per_ip`] and its
 /// siblings.
 #[must_use = "a builder does nothing until .build()"]
@@ -171,27 +159,27 @@ impl LimitBuilder {
         self
     }
 
-    settings! {
+    crate::values::setters! {
         /// Which header trusted proxies name the client in (default
         /// `X-Forwarded-For`).
-        forwarding(forwarding: Forwarding) => forwarding;
+        forwarding(forwarding: Forwarding) => settings.forwarding;
         /// How many leading bits of an IPv6 client address make one client
         /// (default 64: one host or home network owns a /64).
-        ipv6_prefix(bits: u8) => v6_prefix;
+        ipv6_prefix(bits: u8) => settings.v6_prefix;
         /// How many leading bits of an IPv4 client address make one client
         /// (default 32: each address).
-        ipv4_prefix(bits: u8) => v4_prefix;
+        ipv4_prefix(bits: u8) => settings.v4_prefix;
         /// What a request without a key gets (default
         /// `MissingKey::Refuse(400)`).
-        on_missing_key(outcome: MissingKey) => missing;
+        on_missing_key(outcome: MissingKey) => settings.missing;
         /// What happens to a request over the limit (default: refuse).
-        mode(mode: Mode) => mode;
+        mode(mode: Mode) => settings.mode;
         /// When the `RateLimit` fields are sent (default: on refusals).
-        fields(fields: Fields) => fields;
+        fields(fields: Fields) => settings.fields;
         /// The body of a refusal (default: text).
-        body(body: Body) => body;
+        body(body: Body) => settings.body;
         /// The status of a refusal (default 429).
-        status(status: StatusCode) => status;
+        status(status: StatusCode) => settings.status;
     }
 
     /// The cost of a request, from its head (default 1): a costly route

@@ -237,11 +237,10 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         self
     }
 
-    /// How a blocking take waits for a refused batch's retry: as every
-    /// limiter waits ([`Wait`]); [`Wait::Sleep`] unless set.
-    pub fn wait(mut self, wait: Wait) -> Self {
-        self.wait = wait;
-        self
+    crate::values::setters! {
+        /// How a blocking take waits for a refused batch's retry: as every
+        /// limiter waits ([`Wait`]); [`Wait::Sleep`] unless set.
+        wait(wait: Wait) => wait;
     }
 
     /// The limit stated (the bound's `S`).

@@ -83,34 +83,21 @@ impl<S> RemoteBuilder<S> {
         self
     }
 
-    /// What a call does when the server fails it (default
-    /// [`FailPolicy::Closed`]): `Open` admits only when the server could
-    /// not answer.
-    pub fn on_error(mut self, policy: FailPolicy) -> Self {
-        self.common.policy = policy;
-        self
-    }
-
-    /// How a take waits out its slot (default [`Wait::Sleep`]): blocking
-    /// takes, and the async face's takes too (`paceline::tokio::PRECISE`, a
-    /// 2 ms spin, suits those).
-    pub fn wait(mut self, wait: Wait) -> Self {
-        self.common.wait = wait;
-        self
-    }
-
-    /// The longest wait for a connection, a new one included (default
-    /// [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.common.connect_timeout = timeout;
-        self
-    }
-
-    /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
-    /// the client gives up then, whatever the server does.
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.common.response_timeout = timeout;
-        self
+    crate::values::setters! {
+        /// What a call does when the server fails it (default
+        /// [`FailPolicy::Closed`]): `Open` admits only when the server could
+        /// not answer.
+        on_error(policy: FailPolicy) => common.policy;
+        /// How a take waits out its slot (default [`Wait::Sleep`]): blocking
+        /// takes, and the async face's takes too (`paceline::tokio::PRECISE`, a
+        /// 2 ms spin, suits those).
+        wait(wait: Wait) => common.wait;
+        /// The longest wait for a connection, a new one included (default
+        /// [`DEFAULT_CONNECT_TIMEOUT`]).
+        connect_timeout(timeout: Duration) => common.connect_timeout;
+        /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
+        /// the client gives up then, whatever the server does.
+        response_timeout(timeout: Duration) => common.response_timeout;
     }
 }
 

@@ -8,3 +8,16 @@ pub(crate) mod error;
 pub(crate) mod limit;
 pub(crate) mod rate;
 pub(crate) mod slack;
+
+/// Setters that store their argument in a builder's field as given, each
+/// `setter(argument: Type) => field.path;` under its doc.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $setter:ident($arg:ident: $type:ty) => $($field:ident).+;)*) => {$(
+        $(#[$doc])*
+        pub fn $setter(mut self, $arg: $type) -> Self {
+            self.$($field).+ = $arg;
+            self
+        }
+    )*};
+}
+pub(crate) use setters;

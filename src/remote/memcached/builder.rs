@@ -79,12 +79,11 @@ impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
         self
     }
 
-    /// The most connections the async face opens at once (default
-    /// [`DEFAULT_POOL_SIZE`]); a call waits, within its budget, for one to
-    /// be free. The blocking face keeps one per thread calling at once.
-    pub fn pool_size(mut self, connections: usize) -> Self {
-        self.server.pool_size = connections;
-        self
+    crate::values::setters! {
+        /// The most connections the async face opens at once (default
+        /// [`DEFAULT_POOL_SIZE`]); a call waits, within its budget, for one to
+        /// be free. The blocking face keeps one per thread calling at once.
+        pool_size(connections: usize) => server.pool_size;
     }
 
     /// The clock the limiter decides on, which must read Unix time in

@@ -139,20 +139,15 @@ impl PostgresBuilder {
         self
     }
 
-    /// Connections in the limiter's own pool (default
-    /// [`DEFAULT_POOL_SIZE`]). Not for [`from_pool`](PostgresLimiter::from_pool).
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.server.pool_size = size;
-        self
-    }
-
-    /// Whether [`install`](PostgresLimiter::install) creates the table
-    /// `UNLOGGED` (default `false`): no WAL, so faster commits, but a crash
-    /// of the server empties it and standbys do not have it (see the
-    /// module's "What a crash forgets").
-    pub fn unlogged(mut self, unlogged: bool) -> Self {
-        self.server.unlogged = unlogged;
-        self
+    crate::values::setters! {
+        /// Connections in the limiter's own pool (default
+        /// [`DEFAULT_POOL_SIZE`]). Not for [`from_pool`](PostgresLimiter::from_pool).
+        pool_size(size: usize) => server.pool_size;
+        /// Whether [`install`](PostgresLimiter::install) creates the table
+        /// `UNLOGGED` (default `false`): no WAL, so faster commits, but a crash
+        /// of the server empties it and standbys do not have it (see the
+        /// module's "What a crash forgets").
+        unlogged(unlogged: bool) => server.unlogged;
     }
 
     /// Pruning: after every `every` admitted writes, a task deletes at most
