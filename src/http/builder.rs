@@ -160,6 +160,8 @@ impl LimitBuilder {
     }
 
     crate::values::setters! {
+        /// The policy's name in the fields and bodies (default `"default"`).
+        name(name: impl Into<String>) => settings.name;
         /// Which header trusted proxies name the client in (default
         /// `X-Forwarded-For`).
         forwarding(forwarding: Forwarding) => settings.forwarding;
@@ -215,12 +217,6 @@ impl LimitBuilder {
     #[cfg(feature = "tonic")]
     pub fn grpc(mut self) -> Self {
         self.settings.grpc = true;
-        self
-    }
-
-    /// The policy's name in the fields and bodies (default `"default"`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.settings.name = name.into();
         self
     }
 

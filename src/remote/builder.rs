@@ -55,35 +55,18 @@ impl<S> RemoteBuilder<S> {
         }
     }
 
-    /// Whether the limiter counts what it decides, all keys (and
-    /// `with_limit` siblings) together: `stats()` on the limiter, and
-    /// [`Counted`](crate::observe::stats::Counted) for
-    /// [`stats::prometheus`](crate::observe::stats::prometheus). Default `false`.
-    /// A server's failure counts in [`Stats::failed`](crate::observe::stats::Stats::failed),
-    /// and then as admitted or refused as the fail policy decides.
-    pub fn stats(mut self, on: bool) -> Self {
-        self.common.counting.on = on;
-        self
-    }
-
-    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
-    /// `metrics` facade too, labelled `limiter = name` (see
-    /// [`Builder::metrics`](crate::Builder::metrics)).
-    #[cfg(feature = "metrics")]
-    pub fn metrics(mut self, name: impl Into<String>) -> Self {
-        self.common.counting.facade = Some(name.into());
-        self
-    }
-
-    /// How much unused time a key may bank for a later burst: a permit
-    /// count, a `Duration` or a [`Slack`] (default [`Slack::DEFAULT`], as
-    /// in-process: 10 permits, or 10 ms of permits if that is more).
-    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
-        self.common.slack = slack.into();
-        self
-    }
-
     crate::values::setters! {
+        /// Whether the limiter counts what it decides, all keys (and
+        /// `with_limit` siblings) together: `stats()` on the limiter, and
+        /// [`Counted`](crate::observe::stats::Counted) for
+        /// [`stats::prometheus`](crate::observe::stats::prometheus). Default `false`.
+        /// A server's failure counts in [`Stats::failed`](crate::observe::stats::Stats::failed),
+        /// and then as admitted or refused as the fail policy decides.
+        stats(on: bool) => common.counting.on;
+        /// How much unused time a key may bank for a later burst: a permit
+        /// count, a `Duration` or a [`Slack`] (default [`Slack::DEFAULT`], as
+        /// in-process: 10 permits, or 10 ms of permits if that is more).
+        slack(slack: impl Into<Slack>) => common.slack;
         /// What a call does when the server fails it (default
         /// [`FailPolicy::Closed`]): `Open` admits only when the server could
         /// not answer.
@@ -98,6 +81,15 @@ impl<S> RemoteBuilder<S> {
         /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
         /// the client gives up then, whatever the server does.
         response_timeout(timeout: Duration) => common.response_timeout;
+    }
+
+    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
+    /// `metrics` facade too, labelled `limiter = name` (see
+    /// [`Builder::metrics`](crate::Builder::metrics)).
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, name: impl Into<String>) -> Self {
+        self.common.counting.facade = Some(name.into());
+        self
     }
 }
 

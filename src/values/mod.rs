@@ -9,13 +9,15 @@ pub(crate) mod limit;
 pub(crate) mod rate;
 pub(crate) mod slack;
 
-/// Setters that store their argument in a builder's field as given, each
-/// `setter(argument: Type) => field.path;` under its doc.
+/// Setters that store their argument in a builder's field, through `Into`
+/// (a field's own type as given), each `setter(argument: Type) =>
+/// field.path;` under its doc.
 macro_rules! setters {
     ($($(#[$doc:meta])* $setter:ident($arg:ident: $type:ty) => $($field:ident).+;)*) => {$(
         $(#[$doc])*
+        #[allow(clippy::useless_conversion)]
         pub fn $setter(mut self, $arg: $type) -> Self {
-            self.$($field).+ = $arg;
+            self.$($field).+ = $arg.into();
             self
         }
     )*};

@@ -71,15 +71,11 @@ impl MemcachedLimiter {
 }
 
 impl<C: Clock + Clone + 'static> MemcachedBuilder<C> {
-    /// The prefix put before every key (default [`DEFAULT_PREFIX`]):
-    /// printable ASCII without spaces, at most 178 bytes (so that a
-    /// digested key still fits memcached's 250).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.server.prefix = prefix.into();
-        self
-    }
-
     crate::values::setters! {
+        /// The prefix put before every key (default [`DEFAULT_PREFIX`]):
+        /// printable ASCII without spaces, at most 178 bytes (so that a
+        /// digested key still fits memcached's 250).
+        prefix(prefix: impl Into<String>) => server.prefix;
         /// The most connections the async face opens at once (default
         /// [`DEFAULT_POOL_SIZE`]); a call waits, within its budget, for one to
         /// be free. The blocking face keeps one per thread calling at once.

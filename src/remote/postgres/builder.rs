@@ -123,23 +123,15 @@ impl PostgresBuilder {
         )
     }
 
-    /// The table the limits live in (default [`DEFAULT_TABLE`]): `name` or
-    /// `schema.name`, each part used as given (quoted, so case is kept).
-    pub fn table(mut self, table: impl Into<String>) -> Self {
-        self.server.table = table.into();
-        self
-    }
-
-    /// The server's `statement_timeout` (and `lock_timeout`) on the
-    /// limiter's own connections (default: the response timeout): a step
-    /// stuck behind a lock is cancelled by the server, and the connection
-    /// stays in use. Not for [`from_pool`](PostgresLimiter::from_pool).
-    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.server.statement_timeout = Some(timeout);
-        self
-    }
-
     crate::values::setters! {
+        /// The table the limits live in (default [`DEFAULT_TABLE`]): `name` or
+        /// `schema.name`, each part used as given (quoted, so case is kept).
+        table(table: impl Into<String>) => server.table;
+        /// The server's `statement_timeout` (and `lock_timeout`) on the
+        /// limiter's own connections (default: the response timeout): a step
+        /// stuck behind a lock is cancelled by the server, and the connection
+        /// stays in use. Not for [`from_pool`](PostgresLimiter::from_pool).
+        statement_timeout(timeout: Duration) => server.statement_timeout;
         /// Connections in the limiter's own pool (default
         /// [`DEFAULT_POOL_SIZE`]). Not for [`from_pool`](PostgresLimiter::from_pool).
         pool_size(size: usize) => server.pool_size;

@@ -70,12 +70,11 @@ impl RedisBuilder {
         )
     }
 
-    /// The prefix put before every key (default [`DEFAULT_PREFIX`]). On
-    /// Redis Cluster a prefix with a hash tag (`"{paceline}:"`) puts every
-    /// key in one slot, on one primary; without one, keys spread out.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.server.prefix = prefix.into();
-        self
+    crate::values::setters! {
+        /// The prefix put before every key (default [`DEFAULT_PREFIX`]). On
+        /// Redis Cluster a prefix with a hash tag (`"{paceline}:"`) puts every
+        /// key in one slot, on one primary; without one, keys spread out.
+        prefix(prefix: impl Into<String>) => server.prefix;
     }
 
     /// The limiter. It does not connect yet: the first call does.
