@@ -18,9 +18,9 @@ use crate::remote::health::{Gate, Heard};
 use crate::remote::key;
 use crate::remote::{Done, Error, Op};
 
-const PEEK_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
+/// A key and a word: a peek's, and a give-back's to an absent key.
+const KEY_WORD_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 const GIVE_TYPES: [Type; 5] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8, Type::INT8];
-const GIVE_ABSENT_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 
 /// Everything a limiter's calls need, behind one `Arc`.
 pub(crate) struct Inner {
@@ -261,8 +261,7 @@ impl AsyncPostgresBackend {
                         self.exec(&sql.give_back, &GIVE_TYPES, &params).await?
                     }
                     None => {
-                        let params: [&(dyn ToSql + Sync); 2] = [&key, &next];
-                        self.exec(&sql.give_back_absent, &GIVE_ABSENT_TYPES, &params)
+                        self.exec(&sql.give_back_absent, &KEY_WORD_TYPES, &[&key, &next])
                             .await?
                     }
                 }
@@ -277,7 +276,7 @@ impl AsyncPostgresBackend {
     pub(crate) async fn peek_at(&self, key: &str, now: Option<u64>) -> Result<(u64, u64), Error> {
         let now = now.map(encode);
         let row = self
-            .row(&self.0.sql.peek, &PEEK_TYPES, &[&key, &now])
+            .row(&self.0.sql.peek, &KEY_WORD_TYPES, &[&key, &now])
             .await?;
         let now: i64 = row.try_get(0).map_err(Error::script)?;
         let tat: Option<i64> = row.try_get(1).map_err(Error::script)?;
