@@ -10,10 +10,10 @@
 //! need not agree.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request};
-use crate::clock::{internal_now, DefaultClock};
+use crate::clock::{internal_now, Clock, DefaultClock, UnixClock};
 use crate::limiter::pacer;
 use crate::limiter::take::{State, Taken};
 use crate::model::schedule::{self, Admit, Params, ORIGIN};
@@ -69,9 +69,7 @@ impl<B> Clone for Core<B> {
 pub(crate) fn went_at(granted: Option<Booking>) -> Duration {
     match granted {
         Some(g) => Duration::from_nanos(g.slot.max(g.now).saturating_sub(ORIGIN)),
-        None => SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default(),
+        None => Duration::from_nanos(UnixClock.now()),
     }
 }
 

@@ -13,10 +13,10 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::proto::{self, Failure, Head};
-use crate::clock::{internal_now, Clock};
+use crate::clock::{internal_now, Clock, UnixClock};
 use crate::model::schedule::{self, FULL};
 use crate::remote::{Decision, Done, Op, Request};
 use crate::store::Booking;
@@ -236,9 +236,7 @@ fn unexpected(head: Head) -> Failure {
 /// The host's wall clock, Unix seconds: what an absolute exptime is
 /// counted on (the server's wall clock, which this host's approximates).
 fn wall_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    UnixClock.now() / 1_000_000_000
 }
 
 /// The exptime to store `state` with: its rest time (`state + tau`) seen
