@@ -76,6 +76,12 @@ pub(crate) fn internal_now<C: Clock + ?Sized>(clock: &C) -> u64 {
 /// 1.4–2.2 ms late at p50 where spinning kept it on time.
 pub const SPIN_YIELD_ABOVE: u64 = 150_000;
 
+/// A `Duration` in nanoseconds, saturating at `u64::MAX` (584 years).
+#[inline]
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The default clock: quanta's, which reads the CPU's time-stamp counter
 /// where it is invariant (about 10 ns a read) and falls back to the OS's
 /// monotonic clock elsewhere. Its origin is its creation.
@@ -141,7 +147,7 @@ impl Default for StdClock {
 impl Clock for StdClock {
     #[inline]
     fn now(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        nanos(self.origin.elapsed())
     }
 }
 
@@ -213,7 +219,7 @@ impl ManualClock {
 
     /// Moves the clock forward by `d` (saturating) and wakes waiters.
     pub fn advance(&self, d: Duration) {
-        let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let d = nanos(d);
         let now = &self.inner.now;
         let add = |t: u64| Some(t.saturating_add(d));
         // Always `Ok`: `add` never refuses.
@@ -224,8 +230,7 @@ impl ManualClock {
     /// Sets the clock to `t` since its origin, backwards too (to test a clock
     /// that steps back), and wakes waiters.
     pub fn set(&self, t: Duration) {
-        let t = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
-        self.inner.now.store(t, Ordering::SeqCst);
+        self.inner.now.store(nanos(t), Ordering::SeqCst);
         self.notify();
     }
 
@@ -365,6 +370,6 @@ impl Clock for UnixClock {
     fn now(&self) -> u64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .map_or(0, nanos)
     }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use ::tokio::time::Instant;
 
-use crate::clock::Clock;
+use crate::clock::{nanos, Clock};
 
 /// A clock on [`tokio::time::Instant`](::tokio::time::Instant), the default
 /// clock of an [`AsyncLimiter`](super::AsyncLimiter). Its origin is its
@@ -55,7 +55,6 @@ impl Clock for TokioClock {
     #[inline]
     fn now(&self) -> u64 {
         // Saturates at 0 before the origin and at 584 years after it.
-        let elapsed = Instant::now().saturating_duration_since(self.origin);
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+        nanos(Instant::now().saturating_duration_since(self.origin))
     }
 }

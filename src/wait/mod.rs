@@ -144,11 +144,7 @@ impl Ask {
     }
 }
 
-/// A `Duration` in nanoseconds, saturating at `u64::MAX` (584 years).
-#[inline]
-pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
+pub(crate) use crate::clock::nanos;
 
 /// In debug builds with the `tokio` feature: a blocking wait on a thread
 /// inside a Tokio runtime stalls every task of that thread. Tokio gives no
