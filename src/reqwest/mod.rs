@@ -148,37 +148,36 @@ impl<L: AsyncTake + 'static> Pace<L> {
         }
     }
 
-    /// Listens to the far side, up to `max` (a server's word is input too:
-    /// a `Retry-After` of a year pushes for `max`, not a year).
-    ///
-    /// - a `429` or `503` with `Retry-After` (seconds, or an HTTP date)
-    ///   pushes the limiter's schedule out until then;
-    /// - one without it, but with the draft's `RateLimit` field saying
-    ///   nothing is left (`"name";r=0;t=5`), until its reset `t`;
-    /// - any other response whose `RateLimit` says `r=0`, the same: the
-    ///   next request would be refused.
-    ///
-    /// A push of `wait` takes the limiter's own slots up to `wait` from
-    /// now: the credit it has banked, then `wait / T` more (rounded up),
-    /// as one take booked at once (in parts of at most the burst from a
-    /// limiter of your own that refuses more), waiting for its slot, as a
-    /// task of its own. So everyone who takes from the limiter (another `Pace` on
-    /// it, another process on the same Redis, PostgreSQL or memcached key)
-    /// is slowed too, and nothing is banked meanwhile: afterwards requests
-    /// leave at the limiter's pace, the first at about `wait` from now, not
-    /// in a burst. Nothing is ever refilled. This middleware's own requests
-    /// also wait until then; a second pushback while one is under way takes
-    /// only the slots beyond it. A limiter with no limit
-    /// ([`Unlimited`](crate::Unlimited)) has no slots to take: then only
-    /// this middleware's requests are held. A push whose take fails (a
-    /// remote server down under a closed policy) fails a request waiting
-    /// on it with the take's error.
-    ///
-    /// The [guide](crate::guide::grpc#outbound-reqwest) has the details.
-    #[must_use]
-    pub fn honour_retry_after(mut self, max: Duration) -> Pace<L> {
-        self.honour = Some(max);
-        self
+    crate::values::setters! {
+        /// Listens to the far side, up to `max` (a server's word is input too:
+        /// a `Retry-After` of a year pushes for `max`, not a year).
+        ///
+        /// - a `429` or `503` with `Retry-After` (seconds, or an HTTP date)
+        ///   pushes the limiter's schedule out until then;
+        /// - one without it, but with the draft's `RateLimit` field saying
+        ///   nothing is left (`"name";r=0;t=5`), until its reset `t`;
+        /// - any other response whose `RateLimit` says `r=0`, the same: the
+        ///   next request would be refused.
+        ///
+        /// A push of `wait` takes the limiter's own slots up to `wait` from
+        /// now: the credit it has banked, then `wait / T` more (rounded up),
+        /// as one take booked at once (in parts of at most the burst from a
+        /// limiter of your own that refuses more), waiting for its slot, as a
+        /// task of its own. So everyone who takes from the limiter (another `Pace` on
+        /// it, another process on the same Redis, PostgreSQL or memcached key)
+        /// is slowed too, and nothing is banked meanwhile: afterwards requests
+        /// leave at the limiter's pace, the first at about `wait` from now, not
+        /// in a burst. Nothing is ever refilled. This middleware's own requests
+        /// also wait until then; a second pushback while one is under way takes
+        /// only the slots beyond it. A limiter with no limit
+        /// ([`Unlimited`](crate::Unlimited)) has no slots to take: then only
+        /// this middleware's requests are held. A push whose take fails (a
+        /// remote server down under a closed policy) fails a request waiting
+        /// on it with the take's error.
+        ///
+        /// The [guide](crate::guide::grpc#outbound-reqwest) has the details.
+        #[must_use]
+        honour_retry_after(max: Duration) => honour;
     }
 
     /// The limiter.
