@@ -72,26 +72,20 @@ pub(crate) const MEMCACHED_MAX_KEY: usize = 250;
 /// are all kept as given), so no two keys share a stored key.
 #[cfg_attr(not(feature = "memcached"), allow(dead_code))]
 pub(crate) fn memcached(prefix: &str, key: &str) -> String {
-    let plain = |b: u8| (b'!'..=b'~').contains(&b) && b != b'%';
-    let escaped_len = key
-        .bytes()
-        .map(|b| if plain(b) { 1 } else { 3 })
-        .sum::<usize>();
-    let mut out = String::with_capacity(prefix.len() + escaped_len.min(DIGEST_MARK.len() + 64));
+    let mut out = String::with_capacity(prefix.len() + key.len());
     out.push_str(prefix);
-    // (An empty key under an empty prefix would be no key at all.)
-    let empty = prefix.is_empty() && key.is_empty();
-    if prefix.len() + escaped_len > MEMCACHED_MAX_KEY || key.starts_with(DIGEST_MARK) || empty {
-        out.push_str(&digest(key));
-        return out;
-    }
     for b in key.bytes() {
-        if plain(b) {
+        if (b'!'..=b'~').contains(&b) && b != b'%' {
             out.push(char::from(b));
         } else {
             // Writing into a String cannot fail.
             let _ = write!(out, "%{b:02X}");
         }
+    }
+    // (An empty key under an empty prefix would be no key at all.)
+    if out.len() > MEMCACHED_MAX_KEY || out.is_empty() || key.starts_with(DIGEST_MARK) {
+        out.truncate(prefix.len());
+        out.push_str(&digest(key));
     }
     out
 }
