@@ -24,30 +24,24 @@ pub(crate) trait Stream: Read + Write + Send {
     fn shutdown(&self);
 }
 
-impl Stream for TcpStream {
-    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
-        TcpStream::set_read_timeout(self, Some(t))
-    }
-    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
-        TcpStream::set_write_timeout(self, Some(t))
-    }
-    fn shutdown(&self) {
-        let _ = TcpStream::shutdown(self, Shutdown::Both);
-    }
+/// [`Stream`] for each of std's sockets, by its own calls of the same names.
+macro_rules! streams {
+    ($($(#[$cfg:meta])* $socket:ident)*) => {$(
+        $(#[$cfg])*
+        impl Stream for $socket {
+            fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+                $socket::set_read_timeout(self, Some(t))
+            }
+            fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
+                $socket::set_write_timeout(self, Some(t))
+            }
+            fn shutdown(&self) {
+                let _ = $socket::shutdown(self, Shutdown::Both);
+            }
+        }
+    )*};
 }
-
-#[cfg(unix)]
-impl Stream for UnixStream {
-    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
-        UnixStream::set_read_timeout(self, Some(t))
-    }
-    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
-        UnixStream::set_write_timeout(self, Some(t))
-    }
-    fn shutdown(&self) {
-        let _ = UnixStream::shutdown(self, Shutdown::Both);
-    }
-}
+streams!(TcpStream #[cfg(unix)] UnixStream);
 
 /// One call's budget, on either face: connect plus response timeout from
 /// its start; each reply waits at most the response timeout, or what is
