@@ -78,16 +78,21 @@ pub(crate) enum Parsed {
     },
 }
 
+/// `s` split after its leading ASCII digits.
+fn leading_digits(s: &str) -> (&str, &str) {
+    s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()))
+}
+
+/// Non-empty and ASCII digits only.
+pub(crate) fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Parses `[N][.F]UNIT` (whitespace allowed before the unit).
 pub(crate) fn parse(s: &str, number_optional: bool) -> Result<Parsed, &'static str> {
-    let s = s.trim();
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, rest) = s.split_at(digits);
+    let (n, rest) = leading_digits(s.trim());
     if let Some(frac_and_unit) = rest.strip_prefix('.') {
-        let f = frac_and_unit
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(frac_and_unit.len());
-        let (frac, unit) = frac_and_unit.split_at(f);
+        let (frac, unit) = leading_digits(frac_and_unit);
         let unit = unit.trim();
         if n.is_empty() && frac.is_empty() {
             return Err("the period's number is missing");

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::model::schedule::MAX_SPAN;
-use crate::values::duration::{self, Parsed};
+use crate::values::duration::{self, is_digits, Parsed};
 use crate::values::error::BuildError;
 
 /// A pacing rate: `count` permits per `period`.
@@ -242,9 +242,4 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
         (a, b) = (b, a % b);
     }
     a
-}
-
-/// Non-empty and ASCII digits only.
-fn is_digits(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }

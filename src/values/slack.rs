@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::values::duration::{self, Shown};
+use crate::values::duration::{self, is_digits, Shown};
 use crate::values::error::BuildError;
 use crate::values::rate::Rate;
 
@@ -198,7 +198,7 @@ fn part(s: &str) -> Result<Part, String> {
         .or_else(|| s.strip_suffix("permit"))
         .map(str::trim_end);
     let digits = count.unwrap_or(s);
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+    if is_digits(digits) {
         return digits
             .parse()
             .map(Part::Permits)
