@@ -39,7 +39,7 @@ mod reader;
 mod writer;
 
 #[cfg(feature = "tokio")]
-pub use self::pay::{AsyncByteLimiter, Payment};
+pub use self::pay::asynchronous::{AsyncByteLimiter, Payment};
 pub use self::pay::{ByteLimiter, OnKey, PayError};
 pub use self::reader::PacedReader;
 pub use self::writer::PacedWriter;

@@ -1,8 +1,9 @@
 //! What a paced reader or writer pays through: [`ByteLimiter`] (blocking)
-//! and [`AsyncByteLimiter`] (a future), for every limiter through the take
-//! interface ([`Take`], [`AsyncTake`](crate::AsyncTake)); [`OnKey`] for one
-//! key of a keyed or remote limiter; [`PayError`]. No kind is named here:
-//! whatever answers the interface pays.
+//! and [`AsyncByteLimiter`](super::AsyncByteLimiter) (a future), for every
+//! limiter through the take interface ([`Take`],
+//! [`AsyncTake`](crate::AsyncTake)); [`OnKey`] for one key of a keyed or
+//! remote limiter; [`PayError`]. No kind is named here: whatever answers
+//! the interface pays.
 
 use std::error::Error;
 use std::fmt;
@@ -131,10 +132,7 @@ impl<L: Take + ?Sized> ByteLimiter for L {
 pub use crate::limiter::take::OnKey;
 
 #[cfg(feature = "tokio")]
-pub use self::asynchronous::{AsyncByteLimiter, Payment};
-
-#[cfg(feature = "tokio")]
-mod asynchronous {
+pub(super) mod asynchronous {
     use std::future::Future;
     use std::io;
     use std::pin::Pin;
