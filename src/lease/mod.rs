@@ -225,11 +225,10 @@ impl<L: Lender, C: Clock> Leased<L, C> {
     /// Registers with the recorder installed now.
     #[cfg(feature = "metrics")]
     pub fn metrics(mut self, name: &str) -> Self {
-        let counting = Counting {
+        self.meter = Meter::new(&Counting {
             on: true,
             facade: Some(name.to_owned()),
-        };
-        self.meter = Meter::new(&counting);
+        });
         self.facade = Some(crate::observe::stats::facade::counters(
             crate::observe::lease_stats::LEASE_FAMILIES,
             name,
