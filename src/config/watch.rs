@@ -105,13 +105,9 @@ impl Watch {
         }
     }
 
-    /// How often the file is read (default 250 ms; at least 1 ms).
-    pub fn every(mut self, interval: Duration) -> Watch {
-        self.every = interval.max(Duration::from_millis(1));
-        self
-    }
-
     crate::values::setters! {
+        /// How often the file is read (default 250 ms; at least 1 ms).
+        every(interval: Duration) => every = interval.max(Duration::from_millis(1));
         /// How long a new version of the file must stay unchanged before it is
         /// loaded (default 1 s): a file saved in place is not applied while it
         /// is half-written, so long as its writer pauses for less than this.
@@ -120,15 +116,12 @@ impl Watch {
         /// `Duration::ZERO` loads a new version as soon as it is seen: safe only
         /// when every save is a rename over the file (see the module's docs).
         settle(time: Duration) => settle;
-    }
-
-    /// Where a version that could not be loaded is reported
-    /// ([`BuildError::FileUnreadable`] or [`BuildError::FileNotLoaded`]), on
-    /// the watcher's thread (default: nowhere but [`Watcher::last_error`] and,
-    /// with feature `tracing`, a `warn` event; paceline never prints).
-    pub fn on_error(mut self, report: impl FnMut(&BuildError) + Send + 'static) -> Watch {
-        self.on_error = Some(Box::new(report));
-        self
+        /// Where a version that could not be loaded is reported
+        /// ([`BuildError::FileUnreadable`] or [`BuildError::FileNotLoaded`]), on
+        /// the watcher's thread (default: nowhere but [`Watcher::last_error`] and,
+        /// with feature `tracing`, a `warn` event; paceline never prints).
+        on_error(report: impl FnMut(&BuildError) + Send + 'static) =>
+            on_error = Some(Box::new(report));
     }
 
     /// Loads the file once, now, with `reload`; then watches it on a thread

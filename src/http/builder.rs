@@ -106,60 +106,33 @@ impl LimitBuilder {
         }
     }
 
-    /// The slack of each key's bucket (default [`Slack::DEFAULT`]).
-    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
-        self.keyed = self.keyed.slack(slack);
-        self
-    }
-
-    /// The most keys tracked at once (the keyed limiter's default unless
-    /// set): memory stays bounded whatever clients send.
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.keyed = self.keyed.max_keys(max_keys);
-        self
-    }
-
-    /// What a new key does when `max_keys` are busy (default: evict).
-    pub fn when_full(mut self, when_full: WhenFull) -> Self {
-        self.keyed = self.keyed.when_full(when_full);
-        self
-    }
-
-    /// Takes from `limiter` instead of one the builder makes: any limiter
-    /// that answers [`AsyncTake`] for the layer's [`ClientKey`], which is
-    /// every paceline kind and a limiter of your own. The builder's rate,
-    /// slack and `max_keys` are then unused.
-    ///
-    /// - a keyed limiter of your own (`AsyncKeyedLimiter<ClientKey>`, with
-    ///   overrides, counting, a clock), which
-    ///   [`keyed_limiter`](LimitLayer::keyed_limiter) hands back for the
-    ///   look inside;
-    /// - an `AsyncLimiter`: one limit for every request whatever its key
-    ///   (the key is still found: a missing one gets its outcome);
-    /// - a remote limiter (`AsyncRedisLimiter`, `AsyncPostgresLimiter`):
-    ///   one limit per key shared by every process using the same server,
-    ///   keys as text (`"10.0.0.7"`, `"2001:db8:1:2::"`). One round trip a
-    ///   request, whose answer also carries the `RateLimit` fields; a
-    ///   failure the limiter's fail policy does not admit answers 503.
-    pub fn limiter(mut self, limiter: impl AsyncTake<ClientKey> + 'static) -> Self {
-        self.limiter = Some(Box::new(limiter));
-        self
-    }
-
-    /// Reads the client from forwarding headers when the peer is one of
-    /// `proxies` (address blocks: `"10.0.0.0/8"`, `"::1"`): the right-most
-    /// entry that is not one of them (see [`Forwarding`]). Without it,
-    /// forwarding headers are never read.
-    pub fn trust_proxies<I, S>(mut self, proxies: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.trusted.extend(proxies.into_iter().map(Into::into));
-        self
-    }
-
     crate::values::setters! {
+        /// The slack of each key's bucket (default [`Slack::DEFAULT`]).
+        slack(slack: impl Into<Slack>) => keyed.slack;
+        /// What a new key does when `max_keys` are busy (default: evict).
+        when_full(when_full: WhenFull) => keyed.when_full;
+        /// Takes from `limiter` instead of one the builder makes: any limiter
+        /// that answers [`AsyncTake`] for the layer's [`ClientKey`], which is
+        /// every paceline kind and a limiter of your own. The builder's rate,
+        /// slack and `max_keys` are then unused.
+        ///
+        /// - a keyed limiter of your own (`AsyncKeyedLimiter<ClientKey>`, with
+        ///   overrides, counting, a clock), which
+        ///   [`keyed_limiter`](LimitLayer::keyed_limiter) hands back for the
+        ///   look inside;
+        /// - an `AsyncLimiter`: one limit for every request whatever its key
+        ///   (the key is still found: a missing one gets its outcome);
+        /// - a remote limiter (`AsyncRedisLimiter`, `AsyncPostgresLimiter`):
+        ///   one limit per key shared by every process using the same server,
+        ///   keys as text (`"10.0.0.7"`, `"2001:db8:1:2::"`). One round trip a
+        ///   request, whose answer also carries the `RateLimit` fields; a
+        ///   failure the limiter's fail policy does not admit answers 503.
+        limiter(limiter: impl AsyncTake<ClientKey> + 'static) =>
+            limiter = Some(Box::new(limiter));
+        /// The cost of a request, from its head (default 1): a costly route
+        /// takes more (`|head| if head.uri.path() == "/export" { 10 } else { 1 }`).
+        cost(cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) =>
+            settings.cost = Some(Box::new(cost));
         /// The policy's name in the fields and bodies (default `"default"`).
         name(name: impl Into<String>) => settings.name;
         /// Which header trusted proxies name the client in (default
@@ -184,10 +157,23 @@ impl LimitBuilder {
         status(status: StatusCode) => settings.status;
     }
 
-    /// The cost of a request, from its head (default 1): a costly route
-    /// takes more (`|head| if head.uri.path() == "/export" { 10 } else { 1 }`).
-    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
-        self.settings.cost = Some(Box::new(cost));
+    /// The most keys tracked at once (the keyed limiter's default unless
+    /// set): memory stays bounded whatever clients send.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.keyed = self.keyed.max_keys(max_keys);
+        self
+    }
+
+    /// Reads the client from forwarding headers when the peer is one of
+    /// `proxies` (address blocks: `"10.0.0.0/8"`, `"::1"`): the right-most
+    /// entry that is not one of them (see [`Forwarding`]). Without it,
+    /// forwarding headers are never read.
+    pub fn trust_proxies<I, S>(mut self, proxies: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.trusted.extend(proxies.into_iter().map(Into::into));
         self
     }
 

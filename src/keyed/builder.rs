@@ -48,74 +48,49 @@ pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
     wait: Wait,
     clock: C,
     max_keys: usize,
-    when_full: WhenFull,
+    pub(crate) when_full: WhenFull,
     parent: Option<fn(&K) -> Option<K>>,
     counting: Counting,
 }
 
 impl<K, C: Clock> KeyedBuilder<K, C> {
-    /// How much unused time each key may bank: a permit count, a
-    /// `Duration`, or a [`Slack`] (default [`Slack::DEFAULT`]: 10 permits,
-    /// or 10 ms of permits if that is more). A key's burst is `slack + 1`.
-    pub fn slack(mut self, slack: impl Into<Slack>) -> Self {
-        self.slack = slack.into();
-        self
-    }
-
-    /// How blocking calls wait for their slot (default [`Wait::Sleep`]).
-    pub fn wait(mut self, wait: Wait) -> Self {
-        self.wait = wait;
-        self
-    }
-
-    /// Whether the limiter counts its requests, permits and wait, all keys
-    /// together ([`KeyedStats::requests`](super::KeyedStats::requests), and
-    /// [`Counted`](crate::observe::stats::Counted) for
-    /// [`stats::prometheus`](crate::observe::stats::prometheus)); default `false`.
-    /// (Admitted and refused calls are counted per key either way.)
-    pub fn stats(mut self, on: bool) -> Self {
-        self.counting.on = on;
-        self
-    }
-
-    /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
-    /// `metrics` facade too, labelled `limiter = name` (see
-    /// [`Builder::metrics`](crate::Builder::metrics)).
-    #[cfg(feature = "metrics")]
-    pub fn metrics(mut self, name: impl Into<String>) -> Self {
-        self.counting.facade = Some(name.into());
-        self
-    }
-
-    /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]): the map
-    /// never tracks more, and acts on [`when_full`](Self::when_full) only
-    /// once it tracks exactly this many busy keys. A ceiling of 0 is taken
-    /// as 1.
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys.max(1);
-        self
-    }
-
-    /// What to do with a new key when the map is full of busy keys (default
-    /// [`WhenFull::Evict`]).
-    pub fn when_full(mut self, when_full: WhenFull) -> Self {
-        self.when_full = when_full;
-        self
-    }
-
-    /// Where an override lookup goes when a key has none of its own:
-    /// `parent(key)`, then its parent, and so on, then the default rate.
-    /// [`path_parent`](super::path_parent) gives `"api/upload/10.0.0.7"` → `"api/upload"` →
-    /// `"api"`. Resolved once per key when it starts being tracked (and
-    /// again when the overrides change).
-    ///
-    /// The walk follows at most [`MAX_PARENT_STEPS`](super::MAX_PARENT_STEPS)
-    /// parents. A function with a cycle (`"" → ""`), or a chain longer than
-    /// that, is a misconfiguration: the key gets the default rate, and each
-    /// such walk counts in [`KeyedStats::parent_walks_cut`](super::KeyedStats::parent_walks_cut).
-    pub fn parent(mut self, parent: fn(&K) -> Option<K>) -> Self {
-        self.parent = Some(parent);
-        self
+    crate::values::setters! {
+        /// How much unused time each key may bank: a permit count, a
+        /// `Duration`, or a [`Slack`] (default [`Slack::DEFAULT`]: 10 permits,
+        /// or 10 ms of permits if that is more). A key's burst is `slack + 1`.
+        slack(slack: impl Into<Slack>) => slack;
+        /// How blocking calls wait for their slot (default [`Wait::Sleep`]).
+        wait(wait: Wait) => wait;
+        /// Whether the limiter counts its requests, permits and wait, all keys
+        /// together ([`KeyedStats::requests`](super::KeyedStats::requests), and
+        /// [`Counted`](crate::observe::stats::Counted) for
+        /// [`stats::prometheus`](crate::observe::stats::prometheus)); default `false`.
+        /// (Admitted and refused calls are counted per key either way.)
+        stats(on: bool) => counting.on;
+        /// Counts as [`stats(true)`](Self::stats) and sends the counts to the
+        /// `metrics` facade too, labelled `limiter = name` (see
+        /// [`Builder::metrics`](crate::Builder::metrics)).
+        #[cfg(feature = "metrics")]
+        metrics(name: impl Into<String>) => counting.facade = Some(name.into());
+        /// The ceiling on tracked keys (default [`DEFAULT_MAX_KEYS`]): the map
+        /// never tracks more, and acts on [`when_full`](Self::when_full) only
+        /// once it tracks exactly this many busy keys. A ceiling of 0 is taken
+        /// as 1.
+        max_keys(max_keys: usize) => max_keys = max_keys.max(1);
+        /// What to do with a new key when the map is full of busy keys (default
+        /// [`WhenFull::Evict`]).
+        when_full(when_full: WhenFull) => when_full;
+        /// Where an override lookup goes when a key has none of its own:
+        /// `parent(key)`, then its parent, and so on, then the default rate.
+        /// [`path_parent`](super::path_parent) gives `"api/upload/10.0.0.7"` → `"api/upload"` →
+        /// `"api"`. Resolved once per key when it starts being tracked (and
+        /// again when the overrides change).
+        ///
+        /// The walk follows at most [`MAX_PARENT_STEPS`](super::MAX_PARENT_STEPS)
+        /// parents. A function with a cycle (`"" → ""`), or a chain longer than
+        /// that, is a misconfiguration: the key gets the default rate, and each
+        /// such walk counts in [`KeyedStats::parent_walks_cut`](super::KeyedStats::parent_walks_cut).
+        parent(parent: fn(&K) -> Option<K>) => parent = Some(parent);
     }
 
     /// The clock to read and wait on (default [`DefaultClock`]).

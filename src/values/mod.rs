@@ -9,17 +9,20 @@ pub(crate) mod limit;
 pub(crate) mod rate;
 pub(crate) mod slack;
 
-/// Setters that store their argument in a builder's field, through `Into`
-/// (a field's own type as given), each `setter(argument: Type) =>
-/// field.path;` under its doc.
+/// Setters that store their argument in a builder's field, each
+/// `setter(argument: Type) => field.path;` under its doc: through `Into` (a
+/// field's own type as given), or as `=> field.path = value;` says (a value
+/// made of the argument: clamped, boxed, wrapped in `Some`).
 macro_rules! setters {
-    ($($(#[$doc:meta])* $setter:ident($arg:ident: $type:ty) => $($field:ident).+;)*) => {$(
+    ($($(#[$doc:meta])* $setter:ident($arg:ident: $type:ty) => $($field:ident).+ $(= $value:expr)?;)*) => {$(
         $(#[$doc])*
         #[allow(clippy::useless_conversion)]
         pub fn $setter(mut self, $arg: $type) -> Self {
-            self.$($field).+ = $arg.into();
+            self.$($field).+ = crate::values::setters!(@value $arg $($value)?);
             self
         }
     )*};
+    (@value $arg:ident) => { $arg.into() };
+    (@value $arg:ident $value:expr) => { $value };
 }
 pub(crate) use setters;
