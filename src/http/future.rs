@@ -46,57 +46,35 @@ pub trait AnswerBody: Sized {
     fn answer(bytes: Bytes) -> Self;
 }
 
-impl AnswerBody for Full<Bytes> {
-    fn answer(bytes: Bytes) -> Self {
-        Full::new(bytes)
-    }
+/// [`AnswerBody`] for each body type, `impl for Type => make;`, `make`
+/// building the body from the bytes.
+macro_rules! answer_bodies {
+    ($($(#[$attr:meta])* impl $(<$generic:ident>)? for $body:ty => $make:expr;)*) => {$(
+        $(#[$attr])*
+        impl$(<$generic>)? AnswerBody for $body {
+            fn answer(bytes: Bytes) -> Self {
+                $make(bytes)
+            }
+        }
+    )*};
 }
 
-impl AnswerBody for Bytes {
-    fn answer(bytes: Bytes) -> Self {
-        bytes
-    }
-}
-
-impl AnswerBody for Vec<u8> {
-    fn answer(bytes: Bytes) -> Self {
-        bytes.into()
-    }
-}
-
-impl AnswerBody for String {
+answer_bodies! {
+    impl for Full<Bytes> => Full::new;
+    impl for Bytes => std::convert::identity;
+    impl for Vec<u8> => Vec::from;
     /// The layer's answers are text or JSON, UTF-8 whole, so nothing is
     /// ever replaced.
-    fn answer(bytes: Bytes) -> Self {
-        String::from_utf8(Vec::from(bytes))
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-    }
-}
-
-impl<E> AnswerBody for BoxBody<Bytes, E> {
-    fn answer(bytes: Bytes) -> Self {
-        BoxBody::new(Full::new(bytes).map_err(|never| match never {}))
-    }
-}
-
-impl<E> AnswerBody for UnsyncBoxBody<Bytes, E> {
-    fn answer(bytes: Bytes) -> Self {
-        UnsyncBoxBody::new(Full::new(bytes).map_err(|never| match never {}))
-    }
-}
-
-#[cfg(feature = "axum")]
-impl AnswerBody for axum::body::Body {
-    fn answer(bytes: Bytes) -> Self {
-        axum::body::Body::from(bytes)
-    }
-}
-
-#[cfg(feature = "tonic")]
-impl AnswerBody for tonic::body::Body {
-    fn answer(bytes: Bytes) -> Self {
-        tonic::body::Body::new(Full::new(bytes))
-    }
+    impl for String => |bytes: Bytes| String::from_utf8(Vec::from(bytes))
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    impl<E> for BoxBody<Bytes, E> =>
+        |bytes| BoxBody::new(Full::new(bytes).map_err(|never| match never {}));
+    impl<E> for UnsyncBoxBody<Bytes, E> =>
+        |bytes| UnsyncBoxBody::new(Full::new(bytes).map_err(|never| match never {}));
+    #[cfg(feature = "axum")]
+    impl for axum::body::Body => axum::body::Body::from;
+    #[cfg(feature = "tonic")]
+    impl for tonic::body::Body => |bytes| tonic::body::Body::new(Full::new(bytes));
 }
 
 impl<B> AnswerBody for LimitBody<B> {
