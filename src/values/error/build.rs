@@ -253,21 +253,19 @@ impl fmt::Display for BuildError {
             }
             BuildError::Layer {
                 layer,
-                version: Some(v),
+                version,
                 reason,
-            } => write!(
-                f,
-                "layer {layer:?} version {v} not applied, the limits in force are unchanged: \
-                 {reason}"
-            ),
-            BuildError::Layer {
-                layer,
-                version: None,
-                reason,
-            } => write!(
-                f,
-                "layer {layer:?} not read, it keeps its last good version: {reason}"
-            ),
+            } => match version {
+                Some(v) => write!(
+                    f,
+                    "layer {layer:?} version {v} not applied, the limits in force are \
+                     unchanged: {reason}"
+                ),
+                None => write!(
+                    f,
+                    "layer {layer:?} not read, it keeps its last good version: {reason}"
+                ),
+            },
             BuildError::FileUnreadable { path, error } => {
                 write!(f, "cannot read {}: {error}", path.display())
             }
