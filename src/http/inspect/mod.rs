@@ -180,11 +180,10 @@ impl Inspect {
         }
     }
 
-    /// Lists at most `rows` buckets per request (at least 1; default
-    /// [`DEFAULT_MAX_ROWS`]); a request's `limit` may ask for fewer.
-    pub fn max_rows(mut self, rows: usize) -> Inspect {
-        self.max_rows = Some(rows.max(1));
-        self
+    crate::values::setters! {
+        /// Lists at most `rows` buckets per request (at least 1; default
+        /// [`DEFAULT_MAX_ROWS`]); a request's `limit` may ask for fewer.
+        max_rows(rows: usize) => max_rows = Some(rows.max(1));
     }
 
     /// The service, to mount where operators reach it (e.g. axum's
