@@ -106,12 +106,6 @@ impl From<PayError> for io::Error {
     }
 }
 
-/// A limiter's failure to pay for `bytes`, as the `io::Error` the wrappers
-/// return.
-fn failed(bytes: u64, e: crate::limiter::take::Error) -> io::Error {
-    PayError::new(bytes, e).into()
-}
-
 /// The most one payment covers: the burst of `limit`, or everything when
 /// nothing limits.
 fn burst_of(limit: Option<crate::values::limit::Limit>) -> u64 {
@@ -125,7 +119,7 @@ impl<L: Take + ?Sized> ByteLimiter for L {
     fn pay(&self, bytes: u64) -> io::Result<()> {
         self.take_n(&(), bytes)
             .map(drop)
-            .map_err(|e| failed(bytes, e))
+            .map_err(|e| PayError::new(bytes, e).into())
     }
 }
 
@@ -137,7 +131,7 @@ pub(super) mod asynchronous {
     use std::io;
     use std::pin::Pin;
 
-    use super::{burst_of, failed};
+    use super::{burst_of, PayError};
     use crate::limiter::take::AsyncTake;
 
     /// A pending payment: an owned future that completes once the bytes are
@@ -197,7 +191,7 @@ pub(super) mod asynchronous {
                     .take_n(&(), bytes)
                     .await
                     .map(drop)
-                    .map_err(|e| failed(bytes, e))
+                    .map_err(|e| PayError::new(bytes, e).into())
             })
         }
     }
