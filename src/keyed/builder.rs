@@ -42,7 +42,8 @@ use crate::wait::Wait;
 /// ```
 #[must_use = "a builder does nothing until .build()"]
 pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
-    /// Read by the HTTP layer's builder, which holds one of these.
+    /// Read by the HTTP layer's builder, which holds one of these (and sets
+    /// `slack` and `when_full` in it).
     pub(crate) rate: Rate,
     pub(crate) slack: Slack,
     wait: Wait,
