@@ -9,9 +9,8 @@
 
 use std::time::Duration;
 
-use super::core::Core;
-use super::{Error, FailPolicy, RemoteLimiter, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
-use crate::observe::stats::Counting;
+use super::core::{Common, Core};
+use super::{Error, FailPolicy, RemoteLimiter};
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 use crate::wait::Wait;
@@ -25,32 +24,12 @@ pub struct RemoteBuilder<S> {
     pub(crate) server: S,
 }
 
-/// The settings every backend shares, as a backend's `build` takes them.
-#[derive(Debug)]
-pub(crate) struct Common {
-    rate: Rate,
-    slack: Slack,
-    policy: FailPolicy,
-    wait: Wait,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-    counting: Counting,
-}
-
 impl<S> RemoteBuilder<S> {
     /// A builder at `rate`, with every other setting at its default, for
     /// the backend settings `server`.
     pub(crate) fn new(rate: Rate, server: S) -> RemoteBuilder<S> {
         RemoteBuilder {
-            common: Common {
-                rate,
-                slack: Slack::DEFAULT,
-                policy: FailPolicy::default(),
-                wait: Wait::default(),
-                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-                response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-                counting: Counting::default(),
-            },
+            common: Common::new(rate),
             server,
         }
     }
@@ -76,10 +55,11 @@ impl<S> RemoteBuilder<S> {
         /// 2 ms spin, suits those).
         wait(wait: Wait) => common.wait;
         /// The longest wait for a connection, a new one included (default
-        /// [`DEFAULT_CONNECT_TIMEOUT`]).
+        /// [`DEFAULT_CONNECT_TIMEOUT`](super::DEFAULT_CONNECT_TIMEOUT)).
         connect_timeout(timeout: Duration) => common.connect_timeout;
-        /// The longest wait for a reply (default [`DEFAULT_RESPONSE_TIMEOUT`]):
-        /// the client gives up then, whatever the server does.
+        /// The longest wait for a reply (default
+        /// [`DEFAULT_RESPONSE_TIMEOUT`](super::DEFAULT_RESPONSE_TIMEOUT)): the
+        /// client gives up then, whatever the server does.
         response_timeout(timeout: Duration) => common.response_timeout;
     }
 
@@ -100,8 +80,7 @@ impl Common {
         if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
             return Err(Error::Config("timeouts must be longer than zero".into()));
         }
-        let (rate, slack, policy, wait) = (self.rate, self.slack, self.policy, self.wait);
-        Core::new((backend, server), rate, slack, policy, wait, &self.counting)
+        Core::new(backend, server, self)
             .map(RemoteLimiter::of)
             .map_err(|e| Error::Config(e.to_string()))
     }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request};
+use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 use crate::clock::{internal_now, Clock, DefaultClock, UnixClock};
 use crate::limiter::pacer;
 use crate::limiter::take::{State, Taken};
@@ -42,6 +43,38 @@ pub(crate) struct Shared {
     /// `tracing` events say when it is lost and when it is back, once each.
     #[cfg(feature = "tracing")]
     pub(crate) lost: std::sync::atomic::AtomicBool,
+}
+
+/// The settings every remote limiter has: as its builder sets them (a
+/// backend's `build` takes them), or as `with_backend` gives them.
+#[derive(Debug)]
+#[cfg_attr(
+    not(any(feature = "redis", feature = "postgres", feature = "memcached")),
+    allow(dead_code)
+)]
+pub(crate) struct Common {
+    pub(crate) rate: Rate,
+    pub(crate) slack: Slack,
+    pub(crate) policy: FailPolicy,
+    pub(crate) wait: Wait,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) counting: Counting,
+}
+
+impl Common {
+    /// The settings at `rate`, every other one at its default.
+    pub(crate) fn new(rate: Rate) -> Common {
+        Common {
+            rate,
+            slack: Slack::DEFAULT,
+            policy: FailPolicy::default(),
+            wait: Wait::default(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            counting: Counting::default(),
+        }
+    }
 }
 
 /// One limit (rate and slack) over a backend.
@@ -74,33 +107,27 @@ pub(crate) fn went_at(granted: Option<Booking>) -> Duration {
 }
 
 impl<B> Core<B> {
-    /// A limit at `rate` with `slack` over `backend`, whose server is at
-    /// `server` (an address without its password).
-    pub(crate) fn new(
-        (backend, server): (B, &str),
-        rate: Rate,
-        slack: Slack,
-        policy: FailPolicy,
-        wait: Wait,
-        counting: &Counting,
-    ) -> Result<Core<B>, BuildError> {
+    /// The limit `common` sets over `backend`, whose server is at `server`
+    /// (an address without its password), failing, waiting and counting
+    /// as it says.
+    pub(crate) fn new(backend: B, server: &str, common: &Common) -> Result<Core<B>, BuildError> {
         #[cfg(feature = "metrics")]
-        let server: &str = &(counting.facade.as_ref())
+        let server: &str = &(common.counting.facade.as_ref())
             .map_or(server.into(), |n| format!("{server} (limiter {n:?})"));
         let shared = Shared {
-            policy,
-            wait,
+            policy: common.policy,
+            wait: common.wait,
             clock: DefaultClock::new(),
-            meter: Meter::new(counting),
+            meter: Meter::new(&common.counting),
             server: server.into(),
             #[cfg(feature = "tracing")]
             lost: std::sync::atomic::AtomicBool::new(false),
         };
-        let params = pacer::params(rate, slack)?;
+        let params = pacer::params(common.rate, common.slack)?;
         Ok(Core {
             backend: Arc::new(backend),
             shared: Arc::new(shared),
-            rate,
+            rate: common.rate,
             params,
             keep: params.tau(),
         })

@@ -6,10 +6,10 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use super::core::Core;
+use super::core::{Common, Core};
 use super::{Backend, Done, Error, FailPolicy, Op};
 use crate::limiter::take::{State, Take, Taken, Within};
-use crate::observe::stats::{Counted, Counting, Stats};
+use crate::observe::stats::{Counted, Stats};
 use crate::values::error::BuildError;
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
@@ -134,21 +134,9 @@ impl<B: Backend> RemoteLimiter<B> {
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years.
     pub fn with_backend(backend: B, limit: Limit, policy: FailPolicy) -> Result<Self, BuildError> {
-        // On, and (with `metrics`) no facade.
-        #[allow(clippy::needless_update)]
-        let counting = Counting {
-            on: true,
-            ..Counting::default()
-        };
-        let core = Core::new(
-            (backend, "memory"),
-            limit.rate(),
-            limit.slack(),
-            policy,
-            Wait::default(),
-            &counting,
-        )?;
-        Ok(RemoteLimiter::of(core))
+        let mut common = Common::new(limit.rate());
+        (common.slack, common.policy, common.counting.on) = (limit.slack(), policy, true);
+        Core::new(backend, "memory", &common).map(RemoteLimiter::of)
     }
 
     /// How many permits of `key`'s limit one request could take now without
