@@ -20,8 +20,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::Semaphore;
 
 use super::cas::{Machine, Reply};
-use super::conn::{eof_or_garbled, value_of, Addr, Link, Pool};
-use super::proto::{self, Failure, Head, MAX_LINE, MAX_STATE_LEN};
+use super::conn::{head_of, value_of, Addr, Link, Pool};
+use super::proto::{Failure, Head, MAX_LINE, MAX_STATE_LEN};
 use super::shared::{Shared, PING_KEY};
 use crate::clock::Clock;
 use crate::clock::UnixClock;
@@ -107,10 +107,7 @@ impl AsyncConn {
             .take(MAX_LINE)
             .read_until(b'\n', &mut self.line)
             .await?;
-        if !self.line.ends_with(b"\n") {
-            return Err(eof_or_garbled(&self.line));
-        }
-        let head = proto::head(&self.line)?;
+        let head = head_of(&self.line)?;
         let value = match head {
             Head::Value { len, .. } if len <= MAX_STATE_LEN => {
                 let mut buf = [0u8; MAX_STATE_LEN + 2];

@@ -122,10 +122,7 @@ impl Link for Conn {
         (&mut self.io)
             .take(MAX_LINE)
             .read_until(b'\n', &mut self.line)?;
-        if !self.line.ends_with(b"\n") {
-            return Err(eof_or_garbled(&self.line));
-        }
-        let head = proto::head(&self.line)?;
+        let head = head_of(&self.line)?;
         let value = match head {
             Head::Value { len, .. } => Some(self.value(len)?),
             _ => None,
@@ -165,16 +162,20 @@ pub(crate) fn value_of(buf: &[u8], len: usize) -> Result<Result<u64, usize>, Fai
     Ok(proto::state(&buf[..len]).ok_or(len))
 }
 
-/// A reply line cut short: the connection closed (EOF), or a line too long.
-pub(crate) fn eof_or_garbled(line: &[u8]) -> Failure {
-    if (line.len() as u64) < MAX_LINE {
+/// The head of a reply line as read (at most [`MAX_LINE`] bytes); a line
+/// cut short is the connection closed (EOF), or a line too long.
+pub(crate) fn head_of(line: &[u8]) -> Result<Head, Failure> {
+    if line.ends_with(b"\n") {
+        return proto::head(line);
+    }
+    Err(if (line.len() as u64) < MAX_LINE {
         Failure::Io(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "memcached closed the connection",
         ))
     } else {
         Failure::Garbled(format!("a reply line over {MAX_LINE} bytes"))
-    }
+    })
 }
 
 /// A connection the [`Pool`] drives machines on: the blocking [`Conn`],
