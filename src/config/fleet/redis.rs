@@ -39,7 +39,6 @@ pub(crate) struct RedisStore {
     /// a cluster (the first that answers).
     nodes: Vec<Client>,
     key: String,
-    timeout: Duration,
     script: redis::Script,
     /// The subscription's thread (redis' blocking `PubSub` borrows its
     /// connection, and reads with a timeout there skip no message),
@@ -78,25 +77,17 @@ impl RedisStore {
             pool: Pool::new(target, timeout, timeout),
             nodes,
             key: key.to_owned(),
-            timeout,
             script: redis::Script::new(SET),
             sub: None,
         })
     }
 
     /// A connection to subscribe on: to the first of `nodes` that answers,
-    /// every call on it bounded by the timeout.
+    /// every call on it bounded by the timeout (the pool's).
     fn connect_to_subscribe(&self) -> Result<Connection, FleetError> {
         let mut last = None;
         for node in &self.nodes {
-            let conn = node
-                .get_connection_with_timeout(self.timeout)
-                .and_then(|conn| {
-                    conn.set_read_timeout(Some(self.timeout))?;
-                    conn.set_write_timeout(Some(self.timeout))?;
-                    Ok(conn)
-                });
-            match conn {
+            match self.pool.single(node) {
                 Ok(conn) => return Ok(conn),
                 Err(e) => last = Some(server(e)),
             }
@@ -172,7 +163,7 @@ impl Store for RedisStore {
             }
         })
         .map_err(|e| FleetError::Server(format!("cannot start a thread: {e}")))?;
-        (notes.recv_timeout(self.timeout + READ_SLICE))
+        (notes.recv_timeout(self.pool.response_timeout + READ_SLICE))
             .map_err(|_| FleetError::Server("subscribing timed out".into()))??;
         self.sub = Some(worker);
         Ok(notes)

@@ -197,18 +197,23 @@ impl Pool {
         }
     }
 
+    /// redis-rs's own connection to the server `client` names, within the
+    /// connect timeout, each read and write on it within the response
+    /// timeout. Also what a fleet's document subscribes on.
+    pub(crate) fn single(&self, client: &Client) -> RedisResult<Connection> {
+        let conn = client.get_connection_with_timeout(self.connect_timeout)?;
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
+        Ok(conn)
+    }
+
     fn open(&self) -> RedisResult<Conn> {
         match &self.target {
             Target::Single(client) if Link::serves(client.get_connection_info()) => {
                 let info = client.get_connection_info();
                 Link::open(info, self.connect_timeout, self.response_timeout).map(Conn::Link)
             }
-            Target::Single(client) => {
-                let conn = client.get_connection_with_timeout(self.connect_timeout)?;
-                conn.set_read_timeout(Some(self.response_timeout))?;
-                conn.set_write_timeout(Some(self.response_timeout))?;
-                Ok(Conn::Single(conn))
-            }
+            Target::Single(client) => self.single(client).map(Conn::Single),
             Target::Cluster { client, .. } => {
                 let conn = client.get_connection()?;
                 conn.set_read_timeout(Some(self.response_timeout))?;
