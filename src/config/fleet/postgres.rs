@@ -46,10 +46,6 @@ struct Session {
     notes: Option<Notes>,
 }
 
-fn timed_out(what: &str) -> FleetError {
-    FleetError::Server(format!("{what} timed out"))
-}
-
 impl PgStore {
     pub(crate) fn new(conn: &str, name: &str, timeout: Duration) -> Result<PgStore, FleetError> {
         let mut config = tokio_postgres::Config::from_str(conn)
@@ -66,17 +62,21 @@ impl PgStore {
         })
     }
 
+    /// `f`'s output, run on the runtime within the timeout; when that runs
+    /// out, the error says `what` timed out.
+    fn wait<T>(&self, what: &str, f: impl Future<Output = T>) -> Result<T, FleetError> {
+        // The timer is made on the runtime (it needs its clock).
+        let timed = async { tokio::time::timeout(self.timeout, f).await };
+        (self.runtime.handle.block_on(timed))
+            .map_err(|_| FleetError::Server(format!("{what} timed out")))
+    }
+
     /// A new session: a connection, and a task on the runtime that drives
     /// it and hands on each announcement; the task ends with the
     /// connection, and then `notes` says so.
     fn connect(&self) -> Result<Session, FleetError> {
-        // The timer is made on the runtime (it needs its clock).
-        let connect = self.config.connect(NoTls);
         let (client, mut connection) = self
-            .runtime
-            .handle
-            .block_on(async { tokio::time::timeout(self.timeout, connect).await })
-            .map_err(|_| timed_out("connecting"))?
+            .wait("connecting", self.config.connect(NoTls))?
             .map_err(server)?;
         let (tx, notes) = mpsc::channel();
         let name = self.name.clone();
@@ -113,17 +113,13 @@ impl PgStore {
     ) -> Result<T, FleetError> {
         let reused = self.session.is_some();
         let mut session = self.session.take().map_or_else(|| self.connect(), Ok)?;
-        let run = |session: &mut Session| {
-            let query = f(&mut session.client, &self.name);
-            (self.runtime.handle)
-                .block_on(async { tokio::time::timeout(self.timeout, query).await })
-        };
+        let run = |session: &mut Session| self.wait("a query", f(&mut session.client, &self.name));
         let mut out = run(&mut session);
         if reused && matches!(&out, Ok(Err(e)) if e.is_closed()) {
             session = self.connect()?;
             out = run(&mut session);
         }
-        let out = out.map_err(|_| timed_out("a query"))?;
+        let out = out?;
         // Kept unless it closed or failed below the server's answer.
         let broke = |e: &tokio_postgres::Error| e.is_closed() || e.as_db_error().is_none();
         if !out.as_ref().is_err_and(broke) {
