@@ -118,14 +118,14 @@ pub fn check(text: &str) -> Result<Layer, FleetError> {
     Ok(layer)
 }
 
-/// What a subscription hands on: `Ok` for each announcement that may be
-/// the document's, then the error that ended it, if it knows one.
 /// A store's failure, in the words of its server or client.
 #[cfg(any(feature = "redis", feature = "postgres"))]
 pub(crate) fn server(e: impl fmt::Display) -> FleetError {
     FleetError::Server(e.to_string())
 }
 
+/// What a subscription hands on: `Ok` for each announcement that may be
+/// the document's, then the error that ended it, if it knows one.
 #[cfg(any(feature = "redis", feature = "postgres"))]
 pub(crate) type Notes = std::sync::mpsc::Receiver<Result<(), FleetError>>;
 
