@@ -1,8 +1,10 @@
 //! [`MemoryBackend`]: a remote limiter's backend kept in this process's
 //! memory, a map of keys to state words stepped under a lock. For tests:
-//! it runs [`schedule::step`] as a server would, on a clock of its own
-//! (a [`ManualClock`](crate::clock::ManualClock) makes it deterministic), counts
-//! its round trips, and can be switched off to play a server that is down.
+//! it runs [`schedule::step`](crate::model::schedule::step) as a server
+//! would, on a clock of its own (a
+//! [`ManualClock`](crate::clock::ManualClock) makes it deterministic),
+//! counts its round trips, and can be switched off to play a server that
+//! is down.
 //! The property tests run it against the plain step beside the real
 //! servers, and the interface suite (`tests/interface.rs`) runs every case
 //! on it; it is also the smallest example of a backend.
@@ -26,9 +28,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use super::{Backend, Decision, Done, Error, Op};
+use super::{Backend, Done, Error, Op};
 use crate::clock::{internal_now, Clock, DefaultClock};
-use crate::model::schedule::{self, FULL};
+use crate::model::schedule::FULL;
 use crate::primitive::{lock, Mutex};
 
 /// A limiter over [`MemoryBackend`].
@@ -132,16 +134,11 @@ impl<C: Clock + Clone + 'static> Backend for MemoryBackend<C> {
         let prev = states.get(key).copied();
         Ok(match op {
             Op::Step(r) => {
-                match schedule::step(prev.unwrap_or(FULL), now, r.cost, r.params, r.admit) {
-                    Err(deny) => Done::Decision(Decision::Denied(deny)),
-                    Ok(grant) => {
-                        let wrote = (r.cost > 0).then_some(grant.next);
-                        if let Some(next) = wrote {
-                            states.insert(key.to_owned(), next);
-                        }
-                        Done::Decision(r.granted(now, grant.slot, prev, wrote))
-                    }
+                let (decision, wrote) = r.step(prev, now);
+                if let Some(next) = wrote {
+                    states.insert(key.to_owned(), next);
                 }
+                Done::Decision(decision)
             }
             Op::Peek => Done::Peeked(prev.unwrap_or(FULL), now),
             Op::Undo { booking, .. } if prev == Some(booking.next) => {

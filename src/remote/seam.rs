@@ -8,7 +8,7 @@
 use std::future::Future;
 
 use super::Error;
-use crate::model::schedule::{Admit, Deny, Params};
+use crate::model::schedule::{self, Admit, Deny, Params, FULL};
 use crate::store::Booking;
 use crate::wait::Ask;
 
@@ -49,6 +49,21 @@ impl Request {
     ) -> Decision {
         let next = wrote.unwrap_or_else(|| slot.saturating_add(self.params.interval()));
         Decision::Granted(Booking::granted(now, slot, self.cost, prev, next))
+    }
+
+    /// The step decided here rather than in a server (memcached's CAS
+    /// loop, the in-memory backend), on the key's state `prev` (`None`:
+    /// absent, at rest) at `now`: the decision, and the state to store
+    /// (`None` for a refusal, and for a cost of 0, which spans nothing).
+    pub(crate) fn step(&self, prev: Option<u64>, now: u64) -> (Decision, Option<u64>) {
+        let p = self.params;
+        match schedule::step(prev.unwrap_or(FULL), now, self.cost, p, self.admit) {
+            Err(deny) => (Decision::Denied(deny), None),
+            Ok(grant) => {
+                let wrote = (self.cost > 0).then_some(grant.next);
+                (self.granted(now, grant.slot, prev, wrote), wrote)
+            }
+        }
     }
 
     /// `(cost - 1) * T`, ns: how far after its base a request's slot is.

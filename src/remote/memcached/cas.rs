@@ -3,7 +3,8 @@
 //! and the blocking and async connections drive it alike.
 //!
 //! A take reads the key's state and CAS token (`mg v c`), runs
-//! [`schedule::step`] on the client's clock, and stores the grant over the
+//! [`schedule::step`](crate::model::schedule::step) on the client's clock
+//! (the request's [`step`](Request::step)), and stores the grant over the
 //! token (`ms C<cas>`), or with `add` semantics (`ms ME`) when the key was
 //! absent; a refusal writes nothing. If anyone wrote in between (`EX`), or
 //! the key came or went (`NS`, `NF`), the machine says
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use super::proto::{self, Failure, Head};
 use crate::clock::{internal_now, Clock, UnixClock};
-use crate::model::schedule::{self, FULL};
+use crate::model::schedule::FULL;
 use crate::remote::{Decision, Done, Op, Request};
 use crate::store::Booking;
 
@@ -174,21 +175,13 @@ impl<'a, C: Clock> Machine<'a, C> {
         // the store fails.
         let now = self.now();
         let (prev, cas) = found.unzip();
-        let p = request.params;
-        let grant = match schedule::step(prev.unwrap_or(FULL), now, request.cost, p, request.admit)
-        {
-            // A refusal writes nothing.
-            Err(deny) => return Next::Done(Ok(Done::Decision(Decision::Denied(deny)))),
-            Ok(grant) => grant,
-        };
-        let wrote = (request.cost > 0).then_some(grant.next);
-        let decision = request.granted(now, grant.slot, prev, wrote);
-        if request.cost == 0 {
-            // Spans nothing: nothing to store.
+        let (decision, wrote) = request.step(prev, now);
+        let Some(next) = wrote else {
+            // A refusal, or a cost of 0: nothing to store.
             return Next::Done(Ok(Done::Decision(decision)));
-        }
-        let exptime = exptime(grant.next, request.keep, now, wall_secs);
-        proto::store(&mut self.out, self.key, grant.next, cas, exptime);
+        };
+        let exptime = exptime(next, request.keep, now, wall_secs);
+        proto::store(&mut self.out, self.key, next, cas, exptime);
         self.phase = Phase::Store(decision);
         self.wrote = true;
         Next::Send
