@@ -24,7 +24,6 @@
 //! ```
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -161,10 +160,5 @@ impl<C: Clock + Clone + 'static> super::AsyncBackend for MemoryBackend<C> {
     }
 }
 
-impl<C> fmt::Debug for MemoryBackend<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryBackend")
-            .field("round_trips", &self.inner.round_trips.load(Relaxed))
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(MemoryBackend<C>, |b|
+    "round_trips": b.inner.round_trips.load(Relaxed));

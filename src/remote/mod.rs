@@ -98,6 +98,20 @@ mod seam;
 #[cfg(any(feature = "redis", feature = "memcached"))]
 mod socket;
 
+/// A backend's `Debug`: its name and what tells it from another backend
+/// of its kind, each `"field": value` read from `$b`, the rest elided.
+macro_rules! debug_backend {
+    ($name:ident $(<$g:ident>)?, |$b:ident| $($field:literal: $value:expr),+) => {
+        impl$(<$g>)? std::fmt::Debug for $name$(<$g>)? {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let $b = self;
+                f.debug_struct(stringify!($name))$(.field($field, &$value))+.finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use debug_backend;
+
 /// How long to wait for a connection, unless the builder sets another: a
 /// local server answers in well under a millisecond; a second covers a busy
 /// network without leaving callers stuck for long.

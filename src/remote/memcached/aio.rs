@@ -10,7 +10,6 @@
 //! within its budget. A future dropped mid-call drops its connection (a
 //! reply may still be on the wire), never hands it back.
 
-use std::fmt;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -195,11 +194,5 @@ impl<C: Clock + Clone + 'static> AsyncMemcachedLimiter<C> {
     }
 }
 
-impl<C> fmt::Debug for AsyncMemcachedBackend<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncMemcachedBackend")
-            .field("addr", &self.pool.target)
-            .field("prefix", &self.shared.prefix)
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(AsyncMemcachedBackend<C>, |b|
+    "addr": b.pool.target, "prefix": b.shared.prefix);

@@ -1,7 +1,6 @@
 //! [`MemcachedBackend`], the blocking backend: each call a [`Machine`] run
 //! on a pooled connection; and the calls only memcached has.
 
-use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -84,11 +83,5 @@ impl<C: Clock + Clone + 'static> MemcachedLimiter<C> {
     }
 }
 
-impl<C> fmt::Debug for MemcachedBackend<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemcachedBackend")
-            .field("addr", &self.pool.target)
-            .field("prefix", &self.shared.prefix)
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(MemcachedBackend<C>, |b|
+    "addr": b.pool.target, "prefix": b.shared.prefix);

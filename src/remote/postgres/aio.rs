@@ -71,10 +71,4 @@ impl AsyncPostgresLimiter {
     }
 }
 
-impl std::fmt::Debug for AsyncPostgresBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncPostgresBackend")
-            .field("table", &self.0.table.name)
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(AsyncPostgresBackend, |b| "table": b.0.table.name);

@@ -1,7 +1,6 @@
 //! [`PostgresBackend`], the blocking backend: the async backend's calls run
 //! on a private runtime thread; and the calls only PostgreSQL has.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::mpsc;
 use std::sync::OnceLock;
@@ -146,11 +145,5 @@ impl PostgresLimiter {
     }
 }
 
-impl fmt::Debug for PostgresBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresBackend")
-            .field("table", &self.backend.0.table.name)
-            .field("unlogged", &self.backend.0.unlogged)
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(PostgresBackend, |b|
+    "table": b.backend.0.table.name, "unlogged": b.backend.0.unlogged);

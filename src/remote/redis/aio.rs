@@ -9,7 +9,6 @@
 //! number of tasks share it without queuing behind each other's round trips.
 //! Takes wait in the crate's one async wait (`src/wait/tokio.rs`).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -261,10 +260,4 @@ impl AsyncRedisLimiter {
     }
 }
 
-impl fmt::Debug for AsyncRedisBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncRedisBackend")
-            .field("prefix", &self.wire.prefix())
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(AsyncRedisBackend, |b| "prefix": b.wire.prefix());

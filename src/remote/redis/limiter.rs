@@ -1,8 +1,6 @@
 //! [`RedisBackend`], the blocking backend: the step as an `EVALSHA` on a
 //! pooled connection; and the calls only Redis has.
 
-use std::fmt;
-
 use super::conn::Pool;
 use super::script::{self, Wire};
 use crate::remote::{Backend, Done, Error, Op, RemoteLimiter};
@@ -85,10 +83,4 @@ impl RedisLimiter {
     }
 }
 
-impl fmt::Debug for RedisBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisBackend")
-            .field("prefix", &self.wire.prefix())
-            .finish_non_exhaustive()
-    }
-}
+crate::remote::debug_backend!(RedisBackend, |b| "prefix": b.wire.prefix());
