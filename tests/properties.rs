@@ -481,4 +481,27 @@ proptest! {
     ) {
         run(interval, slack, full, false, &ops)?;
     }
+
+    /// A refusal answered from the state alone (before a store reads its
+    /// parameters) is the step's own, for any parameters.
+    #[test]
+    fn a_refusal_at_once_is_the_steps_for_any_parameters(
+        tat in prop_oneof![any::<u64>(), Just(0u64), Just(1u64), (1u64 << 62)..=(3u64 << 62)],
+        now in prop_oneof![any::<u64>(), (1u64 << 62)..=(3u64 << 62)],
+        cost in prop_oneof![Just(1u64), cost()],
+        max in prop_oneof![Just(0u64), 0u64..=1 << 40, any::<u64>()],
+        bounded in any::<bool>(),
+        interval in prop_oneof![1u64..=1 << 62, Just(1u64 << 62)],
+        slack in prop_oneof![0u64..=12, any::<u64>()],
+    ) {
+        let admit = if bounded { Admit::Within(max) } else { Admit::Always };
+        let slack = slack.min((1u64 << 62) / interval);
+        let params = Params::new(interval, slack).expect("valid parameters");
+        if let Some(wait) = schedule::refusal_at_once(tat, now, cost, admit) {
+            prop_assert_eq!(
+                schedule::step(tat, now, cost, params, admit),
+                Err(Deny::Wait(wait))
+            );
+        }
+    }
 }

@@ -19,33 +19,41 @@ use paceline::{clock::ManualClock, AtomicLimiter, MutexLimiter, Rate};
 const T1: u64 = 1_000_000;
 const T2: u64 = 3_000_000;
 
-/// What the taker observed: `try_take_n(3)`, then `try_take_n(1)`, and the
-/// state at the end as `(available, next_free)`.
-type Seen = (bool, bool, u64, u64);
+/// What the taker observed: `try_take_n(3)` admitted, then `try_take_n(1)`
+/// admitted or the wait its refusal told (a refusal no parameters change is
+/// answered from the state alone: its wait must be one a sequential order
+/// gives too; `u64::MAX` for a refusal no wait cures), and the state at
+/// the end as `(available, next_free)`.
+type Seen = (bool, Result<(), u64>, u64, u64);
 
 /// The answers when the change lands before take `k` (2: after both).
 fn sequential(k: usize) -> Seen {
     let (old, new) = (Params::new(T1, 2).unwrap(), Params::new(T2, 0).unwrap());
     let now = ORIGIN;
     let (mut tat, mut p) = (FULL, old);
-    let mut ok = [false; 2];
+    let mut answers = [Err(0); 2];
     for (i, cost) in [3u64, 1].into_iter().enumerate() {
         if i == k {
             tat = schedule::rebase(tat, now, p, new);
             p = new;
         }
-        if let Ok(g) = schedule::step(tat, now, cost, p, Admit::Within(0)) {
-            tat = g.next;
-            ok[i] = true;
-        }
+        answers[i] = match schedule::step(tat, now, cost, p, Admit::Within(0)) {
+            Ok(g) => {
+                tat = g.next;
+                Ok(())
+            }
+            Err(schedule::Deny::Wait(wait)) => Err(wait),
+            // No wait helps (a cost over the new burst).
+            Err(_) => Err(u64::MAX),
+        };
     }
     if k == 2 {
         tat = schedule::rebase(tat, now, p, new);
         p = new;
     }
     (
-        ok[0],
-        ok[1],
+        answers[0].is_ok(),
+        answers[1],
         schedule::available(tat, now, p),
         schedule::next_free(tat, now, p),
     )
@@ -60,7 +68,9 @@ fn set_limit_racing_takes<S: Subject>(build: fn(ManualClock) -> S, set: fn(&S)) 
             thread::spawn(move || set(&limiter))
         };
         let first = limiter.try_take_n(3).is_ok();
-        let second = limiter.try_take_n(1).is_ok();
+        let second = limiter
+            .try_take_n(1)
+            .map_err(|e| e.retry_after().map_or(u64::MAX, |w| w.as_nanos() as u64));
         changer.join().unwrap();
         let seen = (
             first,

@@ -243,6 +243,24 @@ pub fn step(tat: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Gr
     })
 }
 
+/// The step's refusal of a single permit when no parameters could change
+/// it: `tat` a state more than `max` ns ahead of `now`, and not so near the
+/// end of internal time that a long interval would saturate it. Then
+/// `step(tat, now, 1, p, Admit::Within(max))` is `Err(Deny::Wait(tat -
+/// now))` for every valid `p` (the base is `tat`, the slot too), so a
+/// store may answer it from the state alone, before it reads its
+/// parameters: the refusal holds at the moment it read `tat`.
+#[inline(always)]
+pub fn refusal_at_once(tat: u64, now: u64, cost: u64, admit: Admit) -> Option<u64> {
+    let Admit::Within(max) = admit else {
+        return None;
+    };
+    if cost != 1 || tat <= now.saturating_add(max) {
+        return None;
+    }
+    (tat <= MAX_TAT - MAX_SPAN).then(|| tat - now)
+}
+
 /// The step that settles a booking after its call: the state after a take
 /// that booked `booked` permits, whose permit went at internal time `went`
 /// (the later of the take's clock reading and its slot), turns out at `now`

@@ -35,7 +35,11 @@
 //! reads the version, the word, the parameters, then the version again, and
 //! goes ahead only if both versions agree and are even: the parameters it
 //! decides with are then the ones in force for the word it read, as one
-//! unit. A change must also rebase the word by the parameters every booking
+//! unit. (A single permit refused whatever the parameters, its word more
+//! than the allowed wait ahead of the clock, is refused from the word alone
+//! ([`schedule::refusal_at_once`]): that refusal holds at the moment the
+//! word was read, so it needs no parameters and no second version.) A
+//! change must also rebase the word by the parameters every booking
 //! in it was made at, with no step booking in between (one that did would
 //! book a slot at the old spacing from the rebased word). So it swaps the
 //! word for [`REBASING`], writes the parameters, then stores the rebased
@@ -236,6 +240,10 @@ impl Store for AtomicStore {
         // One attempt at the common case: a plain word (a state is its own
         // word), settled parameters, no one else's CAS in between.
         let (version, mut word) = self.load();
+        // A refusal no parameters could change needs none read.
+        if let Some(wait) = schedule::refusal_at_once(word, now, cost, admit) {
+            return Err(Deny::Wait(wait));
+        }
         if word <= MAX_TAT {
             if let Some(params) = self.params(version) {
                 match self.step_and_store(word, word, now, cost, params, admit)? {
