@@ -78,9 +78,9 @@ fn breakdown(url: &str) {
     let mut empty_call = empty.key("paceline:breakdown");
     empty_call.arg(1).arg(0);
     // As `try_take` asks it (src/remote/redis/script.rs): "take", span, tau,
-    // lead, and 0 for the longest wait.
+    // lead, 0 for the longest wait, and how long the state lives (tau's).
     let mut step_call = step.key("paceline:breakdown");
-    step_call.arg("take").arg(1).arg(0).arg(0).arg(0);
+    step_call.arg("take").arg(1).arg(0).arg(0).arg(0).arg(0);
     let _: redis::Value = step_call.invoke(&mut con).expect("step");
     let _: i64 = empty_call.invoke(&mut con).expect("empty script");
     let _: () = redis::cmd("CONFIG")
