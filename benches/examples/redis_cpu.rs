@@ -68,18 +68,19 @@ struct Case {
 
 /// paceline's wire format for 1 permit at 1 per µs, slack 10, as
 /// `src/remote/redis/script.rs` sends it: "take", span 1 000 ns, tau
-/// 10 000 ns, the lead (0 for a cost of 1) and the longest wait: "0" for
-/// `try_take`, "" for `take` (every request admitted).
+/// 10 000 ns, the lead (0 for a cost of 1), the longest wait ("0" for
+/// `try_take`, "" for `take`: every request admitted) and how long the
+/// state lives (tau's own).
 const CASES: &[Case] = &[
     Case {
         name: "paceline try_take",
         code: include_str!("../../src/remote/redis/step.lua"),
-        args: &["take", "1000", "10000", "0", "0"],
+        args: &["take", "1000", "10000", "0", "0", "10000"],
     },
     Case {
         name: "paceline take",
         code: include_str!("../../src/remote/redis/step.lua"),
-        args: &["take", "1000", "10000", "0", ""],
+        args: &["take", "1000", "10000", "0", "", "10000"],
     },
     // Before: op, lead, span, tau, max ("0": try_take), exceeds-burst flag,
     // test clock ("").
