@@ -48,7 +48,7 @@ fn main() -> std::io::Result<()> {
                     Some(Ok(ip)) => match limiter.try_take(&ip) {
                         Ok(_) => "200".to_string(),
                         Err(Error::RetryAfter(d)) => {
-                            format!("429 retry-after-ms={}", d.as_millis() + 1)
+                            format!("429 retry-after-ms={}", d.duration().as_millis() + 1)
                         }
                         Err(e) => format!("503 {e}"),
                     },

@@ -258,7 +258,7 @@ async fn try_take_after_dropping_a_booked_take(unpolled: Duration) -> Result<(),
 async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
     assert_eq!(
         try_take_after_dropping_a_booked_take(Duration::from_micros(7_500)).await,
-        Err(Error::RetryAfter(Duration::from_micros(2_500)))
+        Err(Error::RetryAfter(Duration::from_micros(2_500).into()))
     );
 }
 
@@ -268,7 +268,7 @@ async fn a_keyed_take_dropped_after_its_slot_keeps_it_spent() {
 async fn a_keyed_take_dropped_at_its_slot_keeps_it_spent() {
     assert_eq!(
         try_take_after_dropping_a_booked_take(ms(5)).await,
-        Err(Error::RetryAfter(ms(5)))
+        Err(Error::RetryAfter(ms(5).into()))
     );
 }
 

@@ -184,11 +184,17 @@ fn the_largest_cost_books_146_years_and_nothing_wraps() {
             Ok(Duration::from_nanos(1 << 62)),
             "{kind:?}"
         );
-        assert_eq!(limiter.try_take(), Err(Error::RetryAfter(NS)), "{kind:?}");
+        assert_eq!(
+            limiter.try_take(),
+            Err(Error::RetryAfter(NS.into())),
+            "{kind:?}"
+        );
         clock.set(Duration::ZERO);
         assert_eq!(
             limiter.try_take(),
-            Err(Error::RetryAfter(Duration::from_nanos((1 << 62) + 1))),
+            Err(Error::RetryAfter(
+                Duration::from_nanos((1 << 62) + 1).into()
+            )),
             "{kind:?}"
         );
         assert_eq!(limiter.available(), 0, "{kind:?}");
@@ -211,7 +217,7 @@ fn centuries_of_idleness_bank_only_the_slack() {
             }
             assert_eq!(
                 limiter.try_take(),
-                Err(Error::RetryAfter(10 * MS)),
+                Err(Error::RetryAfter((10 * MS).into())),
                 "{kind:?}"
             );
             assert_eq!(limiter.next_free(), 10 * MS);
@@ -268,7 +274,7 @@ fn a_clock_stepping_back_never_grants_early() {
         assert_eq!(limiter.available(), 0, "{kind:?}");
         assert_eq!(
             limiter.try_take(),
-            Err(Error::RetryAfter(9 * SEC + 10 * MS)),
+            Err(Error::RetryAfter((9 * SEC + 10 * MS).into())),
             "{kind:?}"
         );
         // A blocking take waits for the slot after the last one.
@@ -295,7 +301,10 @@ fn a_cost_of_zero_is_admitted_at_once_and_changes_nothing() {
         );
         assert!(limiter.can_take(0), "{kind:?}");
         assert_eq!(limiter.next_free(), 100 * MS, "{kind:?}");
-        assert_eq!(limiter.try_take(), Err(Error::RetryAfter(100 * MS)));
+        assert_eq!(
+            limiter.try_take(),
+            Err(Error::RetryAfter((100 * MS).into()))
+        );
     }
 }
 

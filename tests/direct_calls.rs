@@ -85,7 +85,7 @@ fn set_limit_banks_up_to_the_new_slack_at_the_new_rate() {
 
 #[test]
 fn retry_after_is_the_wait_a_refusal_names_and_none_for_the_others() {
-    assert_eq!(Error::RetryAfter(ms(7)).retry_after(), Some(ms(7)));
+    assert_eq!(Error::RetryAfter(ms(7).into()).retry_after(), Some(ms(7)));
     let full = Error::QueueFull {
         wait: ms(9),
         max_wait: ms(1),

@@ -215,7 +215,7 @@ impl Model {
                 Ok(Duration::from_nanos(grant.slot.max(now) - schedule::ORIGIN))
             }
             Err(Deny::Wait(wait)) => Err(match admit {
-                Admit::Within(0) => Error::RetryAfter(Duration::from_nanos(wait)),
+                Admit::Within(0) => Error::RetryAfter(Duration::from_nanos(wait).into()),
                 Admit::Within(max) => Error::QueueFull {
                     wait: Duration::from_nanos(wait),
                     max_wait: Duration::from_nanos(max),
@@ -305,7 +305,7 @@ fn check_model(ops: &[Op]) -> Result<(), TestCaseError> {
                             .decide(key, cost, Admit::Within(max_us * 1000))
                             .map_err(|e| match e {
                                 Error::RetryAfter(wait) => Error::QueueFull {
-                                    wait,
+                                    wait: wait.duration(),
                                     max_wait: max,
                                 },
                                 e => e,

@@ -74,7 +74,7 @@ async fn a_cancelled_take_gives_its_slot_back() {
     tokio::time::sleep(ms(90)).await;
     // The slot at 100 ms is free again.
     assert_eq!(l.try_take(&1).await.map(drop), Ok(()));
-    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(100))));
+    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(100).into())));
 }
 
 #[tokio::test(start_paused = true)]
@@ -104,7 +104,7 @@ async fn a_cancelled_take_keeps_its_slot_spent_once_someone_reserved_after_it() 
     };
     assert_eq!(both.await.map(|t| t.at()), Ok(ms(2)));
     // The cancelled slot stayed spent: the next is at 3 ms.
-    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(1))));
+    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(1).into())));
 }
 
 /// A take reserved before a rate change and cancelled after it keeps its
@@ -143,7 +143,7 @@ async fn a_take_cancelled_across_a_rate_change_keeps_its_slot_spent() {
         second.await
     };
     assert_eq!(both.await.map(|t| t.at()), Ok(ms(7)));
-    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(2))));
+    assert_eq!(l.try_take(&1).await, Err(Error::RetryAfter(ms(2).into())));
 }
 
 /// Issue 30, item 7, keyed: a change of limits reaches the tasks already

@@ -207,7 +207,7 @@ fn calls_refuse_wait_and_write_as_documented() {
     // A refusal: the wait, and the row untouched (not even locked).
     match lim.try_take("k") {
         Err(Error::RetryAfter(d)) => {
-            assert!(d > Duration::ZERO && d <= T, "{d:?}")
+            assert!(d.duration() > Duration::ZERO && d.duration() <= T, "{d:?}")
         }
         other => panic!("expected RetryAfter, got {other:?}"),
     }

@@ -87,7 +87,7 @@ impl Model {
 
     fn error(&self, deny: Deny, cost: u64, max_wait: Option<u64>) -> Error {
         match (deny, max_wait) {
-            (Deny::Wait(w), None) => Error::RetryAfter(Duration::from_nanos(w)),
+            (Deny::Wait(w), None) => Error::RetryAfter(Duration::from_nanos(w).into()),
             (Deny::Wait(w), Some(max)) => Error::QueueFull {
                 wait: Duration::from_nanos(w),
                 max_wait: Duration::from_nanos(max),

@@ -434,7 +434,8 @@ fn try_take_refuses_with_the_wait_and_stores_nothing() {
         match limiter.try_take("k") {
             Err(Error::RetryAfter(d)) => {
                 assert!(
-                    d > Duration::from_secs(59) && d <= Duration::from_secs(60),
+                    d.duration() > Duration::from_secs(59)
+                        && d.duration() <= Duration::from_secs(60),
                     "{d:?}"
                 )
             }

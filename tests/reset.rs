@@ -33,7 +33,7 @@ fn a_reset_limiter_without_credit_is_fresh_again() {
         |limiter| {
             // Fresh: the first permit at once, no credit for more.
             limiter.try_take().unwrap();
-            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(100))));
+            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(100).into())));
             // In debt: three more booked ahead.
             for _ in 0..3 {
                 limiter.take_timeout(Duration::ZERO).unwrap_err();
@@ -46,7 +46,7 @@ fn a_reset_limiter_without_credit_is_fresh_again() {
             // clock has run.
             assert_eq!(limiter.available(), 4);
             limiter.try_take().unwrap();
-            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(100))));
+            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(100).into())));
             assert_eq!(limiter.next_free(), ms(100));
             // The rate and slack in force stay.
             assert_eq!((limiter.rate(), limiter.slack()), (Rate::per_second(10), 3));
@@ -67,7 +67,7 @@ fn a_reset_limiter_with_full_credit_has_its_whole_burst_again() {
             limiter.reset();
             assert_eq!(limiter.available(), 4);
             limiter.try_take_n(4).unwrap();
-            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(100))));
+            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(100).into())));
             // Resetting a limiter at rest changes nothing.
             limiter.clock().advance(ms(1000));
             limiter.reset();
@@ -87,7 +87,7 @@ fn a_reset_after_a_rate_change_keeps_the_new_limit() {
             limiter.reset();
             assert_eq!(limiter.available(), 6);
             limiter.try_take_n(6).unwrap();
-            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(10))));
+            assert_eq!(limiter.try_take(), Err(Error::RetryAfter(ms(10).into())));
         }
     );
 }
@@ -249,7 +249,10 @@ fn a_reset_key_comes_back_as_a_new_key() {
     assert_eq!(limiter.available("b"), 2);
     assert!(limiter.snapshot().iter().all(|k| k.key != "a"));
     limiter.try_take_n("a", 4).unwrap();
-    assert_eq!(limiter.try_take("a"), Err(Error::RetryAfter(ms(100))));
+    assert_eq!(
+        limiter.try_take("a"),
+        Err(Error::RetryAfter(ms(100).into()))
+    );
     // The forgotten key's calls stay counted; a key not tracked is not reset.
     assert!(!limiter.reset("never"));
     let stats = limiter.keyed_stats();

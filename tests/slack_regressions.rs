@@ -46,7 +46,7 @@ fn without_slack_idle_time_banks_nothing() {
             assert!(limiter.try_take().is_ok(), "{kind:?} after {idle:?}");
             assert_eq!(
                 limiter.try_take(),
-                Err(Error::RetryAfter(10 * MS)),
+                Err(Error::RetryAfter((10 * MS).into())),
                 "{kind:?} after {idle:?}"
             );
             assert_eq!(limiter.available(), 0, "{kind:?}");

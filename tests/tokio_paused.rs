@@ -273,7 +273,10 @@ async fn try_take_and_introspection_match_the_blocking_limiter() {
     // Fresh: one request may take the whole burst, but no credit is banked.
     assert_eq!(limiter.limiter().available(), 2);
     assert!(limiter.try_take().await.is_ok());
-    assert_eq!(limiter.try_take().await, Err(Error::RetryAfter(100 * MS)));
+    assert_eq!(
+        limiter.try_take().await,
+        Err(Error::RetryAfter((100 * MS).into()))
+    );
     assert_eq!(
         limiter.try_take_n(3).await,
         Err(Error::ExceedsBurst { cost: 3, burst: 2 })
@@ -310,7 +313,10 @@ async fn a_take_cancelled_across_a_rate_change_is_not_given_back() {
     assert!((&mut second).now_or_never().is_none());
     drop(first); // the state reads 8 ms again, but the rate changed since
     assert_eq!(second.await.unwrap().at(), 6 * MS);
-    assert_eq!(limiter.try_take().await, Err(Error::RetryAfter(2 * MS)));
+    assert_eq!(
+        limiter.try_take().await,
+        Err(Error::RetryAfter((2 * MS).into()))
+    );
 }
 
 /// Issue 30, item 7: a speed-up reaches the tasks already waiting. Five

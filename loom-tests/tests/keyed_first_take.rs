@@ -33,7 +33,7 @@ fn try_each(limiter: &KeyedLimiter<u32, ManualClock>, costs: &[u64]) -> (u64, u6
                 permits += cost;
                 calls += 1;
             }
-            Err(Error::RetryAfter(wait)) => assert!(wait > Duration::ZERO),
+            Err(Error::RetryAfter(wait)) => assert!(wait.duration() > Duration::ZERO),
             Err(e) => panic!("cost {cost} refused with {e}"),
         }
     }

@@ -31,7 +31,7 @@ fn try_each<L: Subject>(limiter: &L, costs: &[u64]) -> u64 {
             // Refused for now, and told to come back later, not now.
             Err(Error::RetryAfter(wait)) => {
                 assert!(
-                    wait > Duration::ZERO,
+                    wait.duration() > Duration::ZERO,
                     "{}: refused cost {cost} with retry after {wait:?}",
                     L::NAME
                 );

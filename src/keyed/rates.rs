@@ -110,7 +110,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`remove_override`](Self::remove_override)) or a reset.
     ///
     /// ```
-    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate, Error};
+    /// use paceline::{KeyedLimiter, clock::ManualClock, Rate};
     /// use std::time::Duration;
     /// use paceline::Take;
     ///
@@ -123,7 +123,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// limiter.set_rate(Rate::per_second(100))?;
     /// // Key 7's next permit is 10 ms after its last, not an hour.
     /// let wait = Duration::from_millis(10);
-    /// assert_eq!(limiter.try_take(&7), Err(Error::RetryAfter(wait)));
+    /// assert_eq!(limiter.try_take(&7).unwrap_err().retry_after(), Some(wait));
     /// clock.advance(wait);
     /// assert!(limiter.try_take(&7).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())

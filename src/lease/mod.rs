@@ -387,7 +387,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         loop {
             match self.try_take(cost) {
                 Err(Error::RetryAfter(wait)) => {
-                    let until = self.clock.now().saturating_add(wait::nanos(wait));
+                    let until = self.clock.now().saturating_add(wait.0);
                     if until > deadline {
                         return Err(Error::RetryAfter(wait));
                     }

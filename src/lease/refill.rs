@@ -5,7 +5,7 @@
 use super::{Leased, Lender};
 use crate::clock::Clock;
 use crate::lease::MAX_BATCH;
-use crate::limiter::take::Taken;
+use crate::limiter::take::{Delay, Taken};
 use crate::observe::lease_stats::{EXPIRED, GIVEN_BACK, LEASED, ROUND_TRIPS};
 use crate::primitive::lock;
 use crate::remote::{Error, FailPolicy};
@@ -47,7 +47,7 @@ impl<L: Lender, C: Clock> Leased<L, C> {
         // A refusal the server answered stands until its retry-after.
         if slow.refused_until > now {
             self.meter.refused();
-            return Err(Error::retry(slow.refused_until - now));
+            return Err(Error::RetryAfter(Delay(slow.refused_until - now)));
         }
         self.settle(&mut slow, now);
         let burst = config.reduced.saturating_add(1);

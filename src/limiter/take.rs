@@ -47,7 +47,7 @@ use std::time::Duration;
 
 pub use crate::limiter::found::{State, Taken};
 use crate::model::schedule::Admit;
-pub use crate::values::error::Error;
+pub use crate::values::error::{Delay, Error};
 use crate::values::limit::Limit;
 
 /// How long a take may wait for its permits: the one thing `take`,

@@ -12,7 +12,7 @@ use crate::model::schedule::{self, Deny, Params, ORIGIN};
 use crate::observe::stats::{Counting, Meter, Stats};
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 use crate::store::{AtomicStore, MutexStore, Store, WarmStore};
-use crate::values::error::{BuildError, Error};
+use crate::values::error::{BuildError, Delay, Error};
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
@@ -256,7 +256,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             // stall that doubled the refusal's cost).
             Err(Deny::Wait(wait)) if matches!(within, Within::Now) => {
                 self.meter.refused();
-                return Err(Error::retry(wait));
+                return Err(Error::RetryAfter(Delay(wait)));
             }
             Err(deny) => return Err(within.refusal(self.refused(deny, cost, admit, Ask::Answer))),
         };

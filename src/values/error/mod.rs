@@ -27,12 +27,17 @@ pub use build::{BuildError, Cause};
 /// Equality is value by value, except for a server's own error (a
 /// [`Cause`]), which has none: there, two errors are equal when they are
 /// clones of one.
+// `repr(u64)`: a whole word for the variant, so a `Result<Taken, Error>`
+// keeps its own variant in the error's (a [`Taken`](crate::Taken) fits
+// beside it) and a refusal is two words written and one compared when
+// dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(u64)]
 pub enum Error {
-    /// Not admitted now; it would be admitted after `retry_after` if no one
+    /// Not admitted now; it would be admitted after this delay if no one
     /// else takes first ([`try_take`](crate::Take::try_take)).
-    RetryAfter(Duration),
+    RetryAfter(Delay),
     /// Its slot is `wait` away, longer than the `max_wait` the caller allowed:
     /// the queue ahead is full ([`take_timeout`](crate::Take::take_timeout)).
     QueueFull {
@@ -90,14 +95,9 @@ impl Error {
     /// Whether this is the limit's own refusal (the first six variants), as
     /// opposed to a failure of the server or of the configuration.
     pub fn is_refusal(&self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Error::RetryAfter(_)
-                | Error::QueueFull { .. }
-                | Error::ExceedsBurst { .. }
-                | Error::CostTooLarge { .. }
-                | Error::TooManyKeys { .. }
-                | Error::Saturated
+            Error::Timeout | Error::Unavailable(_) | Error::Script(_) | Error::Config(_)
         )
     }
 
@@ -122,7 +122,8 @@ impl Error {
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Error::RetryAfter(wait) | Error::QueueFull { wait, .. } => Some(*wait),
+            Error::RetryAfter(wait) => Some(wait.duration()),
+            Error::QueueFull { wait, .. } => Some(*wait),
             _ => None,
         }
     }
@@ -150,25 +151,18 @@ impl Error {
         self
     }
 
-    /// A try's refusal: free again in `wait` ns. Inlined where a try is
-    /// refused, so that the error is built in place (see
-    /// [`refused`](Self::refused), which maps every other refusal).
-    #[inline(always)]
-    pub(crate) fn retry(wait: u64) -> Error {
-        Error::RetryAfter(Duration::from_nanos(wait))
-    }
-
     /// The one mapping from a refusal of [`schedule::step`] to the caller's
     /// error, for a request of `cost` under `admit` on a limiter whose slack
     /// is `slack`; every limiter kind uses it. `try_take` (`Within(0)`) is
-    /// told when to retry; a bounded wait (`Within(max)`, `max > 0`) that is
+    /// told when to retry (a try refused in place builds the same
+    /// `RetryAfter`); a bounded wait (`Within(max)`, `max > 0`) that is
     /// refused found the queue full.
     ///
     /// [`schedule::step`]: crate::model::schedule::step
     #[cold]
     pub(crate) fn refused(deny: Deny, cost: u64, admit: Admit, slack: u64) -> Error {
         match (deny, admit) {
-            (Deny::Wait(wait), Admit::Within(0)) => Error::retry(wait),
+            (Deny::Wait(wait), Admit::Within(0)) => Error::RetryAfter(Delay(wait)),
             (Deny::Wait(wait), Admit::Within(max)) => Error::QueueFull {
                 wait: Duration::from_nanos(wait),
                 max_wait: Duration::from_nanos(max),
@@ -190,11 +184,9 @@ impl Error {
     /// names the wait the caller allowed (a step's names the part of it
     /// left, or a saturated one).
     pub(crate) fn timed_out(self, max_wait: Duration) -> Error {
-        match self {
-            Error::RetryAfter(wait) | Error::QueueFull { wait, .. } => {
-                Error::QueueFull { wait, max_wait }
-            }
-            e => e,
+        match self.retry_after() {
+            Some(wait) => Error::QueueFull { wait, max_wait },
+            None => self,
         }
     }
 }
@@ -282,6 +274,46 @@ impl StdError for Error {
             Error::Unavailable(e) | Error::Script(e) => Some(&**e),
             _ => None,
         }
+    }
+}
+
+/// How long a refused request would wait: [`Error::RetryAfter`]'s. It keeps
+/// the nanoseconds the limiter computed and makes a [`Duration`] of them
+/// only when asked ([`duration`](Self::duration)), so a refusal whose wait
+/// nobody reads costs no division. It prints as a `Duration`, and one
+/// converts into it (saturating at 584 years).
+///
+/// ```
+/// use paceline::{AtomicLimiter, Error, Rate};
+/// use std::time::Duration;
+///
+/// let limiter = AtomicLimiter::new(Rate::per_second(10));
+/// limiter.try_take()?;
+/// if let Err(Error::RetryAfter(wait)) = limiter.try_take() {
+///     assert!(wait.duration() <= Duration::from_millis(100));
+///     assert_ne!(wait, Duration::ZERO.into());
+/// }
+/// # Ok::<(), paceline::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Delay(pub(crate) u64);
+
+impl Delay {
+    /// The delay as a [`Duration`].
+    pub const fn duration(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+}
+
+impl From<Duration> for Delay {
+    fn from(d: Duration) -> Delay {
+        Delay(crate::wait::nanos(d))
+    }
+}
+
+impl fmt::Debug for Delay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.duration(), f)
     }
 }
 
