@@ -128,16 +128,18 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// shard is next swept.)
     ///
     /// ```
-    /// use paceline::{KeyedLimiter, Rate};
+    /// use paceline::{clock::ManualClock, KeyedLimiter, Rate};
     /// use paceline::Take;
     ///
-    /// let limiter = KeyedLimiter::<u32>::new(Rate::per_second(10));
+    /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(10))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
     /// limiter.try_take_n(&7, 11)?; // the whole burst
     /// let keys = limiter.snapshot();
     /// assert_eq!(keys.len(), 1);
     /// assert_eq!(keys[0].key, 7);
-    /// assert!((keys[0].fill - 1.0).abs() < 0.01);
-    /// # Ok::<(), paceline::Error>(())
+    /// assert_eq!(keys[0].fill, 1.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn snapshot(&self) -> Vec<KeyState<K>> {
         let mut out = Vec::new();
