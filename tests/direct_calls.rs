@@ -83,6 +83,26 @@ fn set_limit_banks_up_to_the_new_slack_at_the_new_rate() {
     assert_eq!(limiter.available(), 4, "a burst of slack + 1 = 4");
 }
 
+/// What `Taken`'s and `Error`'s docs promise of a take's answer: six words,
+/// the error marked in the one word of a `Taken` that is never 0, and a
+/// refusal's wait read as the `Duration` it was made from.
+#[test]
+fn a_takes_answer_is_six_words_and_a_refusals_wait_reads_back() {
+    assert_eq!(std::mem::size_of::<Result<paceline::Taken, Error>>(), 48);
+    let limiter = AtomicLimiter::builder(Rate::per_second(10))
+        .slack(0)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    limiter.try_take().unwrap();
+    let Err(Error::RetryAfter(wait)) = limiter.try_take() else {
+        panic!("the second permit within 100 ms was admitted");
+    };
+    assert_eq!(wait.duration(), ms(100));
+    assert_eq!(wait, ms(100).into());
+    assert_eq!(format!("{wait:?}"), "100ms");
+}
+
 #[test]
 fn retry_after_is_the_wait_a_refusal_names_and_none_for_the_others() {
     assert_eq!(Error::RetryAfter(ms(7).into()).retry_after(), Some(ms(7)));

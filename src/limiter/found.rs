@@ -2,6 +2,7 @@
 //! take's [`Taken`] (when its permit went, and the state it left).
 //! Re-exported from [`take`](crate::limiter::take), where the interface lives.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use crate::model::schedule::{self, Params, ORIGIN};
@@ -80,82 +81,65 @@ impl State {
 /// knowledge: [`Take::limit_for`](crate::Take::limit_for).
 ///
 /// For an in-process limiter it is read from the take's own new state; for
-/// a remote one it is the server's answer to this very take. `Copy`, four
+/// a remote one it is the server's answer to this very take. `Copy`, six
 /// words: what is left is computed from the state when asked for, so a
-/// take that never asks pays nothing for it (a warm-up limiter's, whose
-/// reading needs more than four words, is computed at its take).
+/// take that never asks pays nothing for it. One word is never 0, so a
+/// `Result<Taken, Error>` marks an error there and is six words too.
 #[derive(Clone, Copy)]
 pub struct Taken {
     /// When the permit went, ns on the deciding clock (see [`at`](Self::at)).
     at: u64,
-    /// A reading at `at` (`interval` below [`SNAPSHOT`]): the state `tat`
-    /// under `interval` and `tau`. A snapshot (`interval` at or above
-    /// [`SNAPSHOT`]), what is left as its limiter gave it: `tat`
-    /// available, the next free `interval - SNAPSHOT` ns away, whole again
-    /// in `tau` ns.
+    /// With `interval` > 0, a reading at `at`: the state `tat` under
+    /// `interval` and `tau` (with `warm_up` > 0, a warm-up's, its coldness
+    /// `cold`). With `interval` 0, what is left as its limiter gave it:
+    /// `tat` available, the next free in `cold` ns, whole again in `tau` ns.
     tat: u64,
     interval: u64,
     tau: u64,
+    cold: u64,
+    /// The warm-up period plus 1 (never 0: the `Result`'s niche).
+    warm_up: NonZeroU64,
 }
-
-/// The bit that marks a [`Taken`] holding a snapshot: no interval reaches it
-/// (one is at most 2^62 ns), and a next free it would cover is past 292
-/// years, saturated.
-const SNAPSHOT: u64 = 1 << 63;
 
 impl Taken {
     /// A permit that went `at` (see [the time a take
     /// returns](crate::limiter::take#the-time-a-take-returns)), leaving `after`.
     pub fn new(at: Duration, after: State) -> Taken {
-        let ns = crate::wait::nanos;
-        Taken::snapshot(
-            ns(at),
-            after.available,
-            ns(after.next_free),
-            ns(after.reset()),
-        )
-    }
-
-    /// `at`, leaving `available` permits, the next free in `next_free` ns,
-    /// whole again in `reset` ns.
-    fn snapshot(at: u64, available: u64, next_free: u64, reset: u64) -> Taken {
         Taken {
-            at,
-            tat: available,
-            interval: SNAPSHOT | next_free.min(SNAPSHOT - 1),
-            tau: reset,
+            at: crate::wait::nanos(at),
+            tat: after.available,
+            interval: 0,
+            tau: crate::wait::nanos(after.reset()),
+            cold: crate::wait::nanos(after.next_free),
+            warm_up: NonZeroU64::MIN,
         }
     }
 
     /// A permit that went `at` ns after the clock's origin, leaving the
     /// state `tat` (and a warm-up's coldness `cold`, of a warm-up period
     /// of `warm_up` ns; both 0 for none) under `params`: read at `at` when
-    /// asked for, or at once for a warm-up.
+    /// asked for.
     #[inline(always)]
-    pub(crate) fn reading(at: u64, tat: u64, params: Params, cold: u64, warm_up: u64) -> Taken {
-        if warm_up > 0 {
-            return Taken::warm(at, WarmState { tat, cold }, params, warm_up);
-        }
+    pub(crate) const fn reading(
+        at: u64,
+        tat: u64,
+        params: Params,
+        cold: u64,
+        warm_up: u64,
+    ) -> Taken {
         Taken {
             at,
             tat,
             interval: params.interval(),
             tau: params.tau(),
+            cold,
+            warm_up: NonZeroU64::MIN.saturating_add(warm_up),
         }
-    }
-
-    /// A warm-up's reading, taken at its take.
-    #[inline(never)]
-    fn warm(at: u64, state: WarmState, p: Params, warm_up: u64) -> Taken {
-        let now = at.saturating_add(ORIGIN);
-        let available = warm_up::available(state, now, p, warm_up);
-        let reset = (p.slack() + 1).saturating_sub(available) * p.interval();
-        Taken::snapshot(at, available, schedule::next_free(state.tat, now, p), reset)
     }
 
     /// The reading's parameters and clock reading, if this is one.
     fn reading_at(&self) -> Option<(Params, u64)> {
-        (self.interval < SNAPSHOT).then(|| {
+        (self.interval > 0).then(|| {
             let p = Params::from_tau_unchecked(self.interval, self.tau);
             (p, self.at.saturating_add(ORIGIN))
         })
@@ -171,6 +155,13 @@ impl Taken {
     /// without waiting ([`State::available`]).
     pub fn available(&self) -> u64 {
         match self.reading_at() {
+            Some((p, now)) if self.warm_up > NonZeroU64::MIN => {
+                let state = WarmState {
+                    tat: self.tat,
+                    cold: self.cold,
+                };
+                warm_up::available(state, now, p, self.warm_up.get() - 1)
+            }
             Some((p, now)) => schedule::available(self.tat, now, p),
             None => self.tat,
         }
@@ -180,7 +171,7 @@ impl Taken {
     pub fn next_free(&self) -> Duration {
         Duration::from_nanos(match self.reading_at() {
             Some((p, now)) => schedule::next_free(self.tat, now, p),
-            None => self.interval - SNAPSHOT,
+            None => self.cold,
         })
     }
 

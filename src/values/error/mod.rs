@@ -27,10 +27,9 @@ pub use build::{BuildError, Cause};
 /// Equality is value by value, except for a server's own error (a
 /// [`Cause`]), which has none: there, two errors are equal when they are
 /// clones of one.
-// `repr(u64)`: a whole word for the variant, so a `Result<Taken, Error>`
-// keeps its own variant in the error's (a [`Taken`](crate::Taken) fits
-// beside it) and a refusal is two words written and one compared when
-// dropped.
+// `repr(u64)`: the variant is a whole word of its own, so a refusal is
+// written as two words and its drop compares one (in the niche of the
+// `Duration`s, telling the variant took a subtraction and two compares).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 #[repr(u64)]
