@@ -306,7 +306,7 @@ impl Delay {
 
 impl From<Duration> for Delay {
     fn from(d: Duration) -> Delay {
-        Delay(crate::wait::nanos(d))
+        Delay(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     }
 }
 
