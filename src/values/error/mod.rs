@@ -288,10 +288,11 @@ impl StdError for Error {
 ///
 /// let limiter = AtomicLimiter::new(Rate::per_second(10));
 /// limiter.try_take()?;
-/// if let Err(Error::RetryAfter(wait)) = limiter.try_take() {
-///     assert!(wait.duration() <= Duration::from_millis(100));
-///     assert_ne!(wait, Duration::ZERO.into());
-/// }
+/// let Err(Error::RetryAfter(wait)) = limiter.try_take() else {
+///     panic!("a second permit within 100 ms");
+/// };
+/// assert!(wait.duration() <= Duration::from_millis(100));
+/// assert_ne!(wait, Duration::ZERO.into());
 /// # Ok::<(), paceline::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -306,7 +307,7 @@ impl Delay {
 
 impl From<Duration> for Delay {
     fn from(d: Duration) -> Delay {
-        Delay(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        Delay(crate::clock::nanos(d))
     }
 }
 
