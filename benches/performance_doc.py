@@ -522,7 +522,9 @@ after round, in the thread's CPU time, and takes each ratio within its
 round, so load that lands on one round slows both sides of its ratios:
 the floor (raw, and scaled to nanoseconds as a limiter's clock is),
 `AtomicLimiter::try_take` and governor's `check()`, admitted and refused,
-and the admitted calls again with only `is_ok()` read.
+and each again with only `is_ok()` read. A refusal from either limiter costs
+what the floor does, about one clock read: the refused ratios compare two
+calls of that length, and their spread is the machine's.
 
 ```text
 {chr(10).join(fast)}

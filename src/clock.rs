@@ -84,7 +84,8 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 
 /// The default clock: quanta's, which reads the CPU's time-stamp counter
 /// where it is invariant (about 10 ns a read) and falls back to the OS's
-/// monotonic clock elsewhere. Its origin is its creation.
+/// monotonic clock elsewhere. Its origin is its creation; its readings
+/// start again from 0 after 2^62 ns (146 years).
 #[derive(Clone)]
 pub struct DefaultClock {
     clock: quanta::Clock,
@@ -118,8 +119,10 @@ impl Clock for DefaultClock {
     #[inline]
     fn now(&self) -> u64 {
         // Saturates at 0 if the counter reads behind the origin (TSCs of
-        // different cores may disagree by a few cycles).
-        self.clock.delta_as_nanos(self.origin, self.clock.raw())
+        // different cores may disagree by a few cycles). Below 2^62, so that
+        // the internal time line's origin is added unsaturated: two
+        // instructions fewer on every take.
+        self.clock.delta_as_nanos(self.origin, self.clock.raw()) & (ORIGIN - 1)
     }
 }
 

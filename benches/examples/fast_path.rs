@@ -22,7 +22,8 @@
 //! - `atomic_no` / `governor_no`: the same on a limiter already exhausted
 //!   (1 an hour, no slack), every call refused and saying when to retry;
 //! - `atomic_ok_is` / `governor_ok_is`: the admitted calls with only
-//!   `is_ok()` read, so that what the answer holds need not be written.
+//!   `is_ok()` read, so that what the answer holds need not be written;
+//! - `atomic_no_is` / `governor_no_is`: the refused calls read the same way.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -93,9 +94,11 @@ fn main() {
         "governor_no",
         "atomic_ok_is",
         "governor_ok_is",
+        "atomic_no_is",
+        "governor_no_is",
     ];
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    let mut ratios: [Vec<f64>; 8] = Default::default();
+    let mut ratios: [Vec<f64>; 9] = Default::default();
     for round in 0..=rounds {
         let t = [
             time(|| {
@@ -122,6 +125,12 @@ fn main() {
             time(|| {
                 black_box(gov_ok.check().is_ok());
             }),
+            time(|| {
+                black_box(no.try_take().is_ok());
+            }),
+            time(|| {
+                black_box(gov_no.check().is_ok());
+            }),
         ];
         // The first round warms up.
         if round == 0 {
@@ -139,6 +148,7 @@ fn main() {
             t[5] / t[0],
             t[6] / t[0],
             t[6] / t[7],
+            t[8] / t[9],
         ];
         for (all, r) in ratios.iter_mut().zip(r) {
             all.push(r);
@@ -158,6 +168,7 @@ fn main() {
         "governor refused / floor",
         "admitted, read as a bool / floor",
         "admitted, read as a bool / governor",
+        "refused, read as a bool / governor",
     ];
     for (label, all) in labels.iter().zip(&mut ratios) {
         let m = median(all);
