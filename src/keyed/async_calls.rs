@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{Bucket, KeyOf, KeyedLimiter};
 use crate::clock::{Clock, DefaultClock};
-use crate::limiter::take::{AsyncTake, Error, State, Take, Taken, Within};
+use crate::limiter::take::{AsyncTake, Booked, Error, State, Take, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::observe::stats::{Counted, Stats};
 use crate::store::Booking;
@@ -116,6 +116,28 @@ impl<K, C: Clock> fmt::Debug for AsyncKeyedLimiter<K, C> {
     }
 }
 
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
+    /// Books `cost` permits on `key` and waits for their slot, as `within`
+    /// allows.
+    async fn reserve<Q>(&self, key: &Q, cost: u64, within: Within) -> Result<Reserved, Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    {
+        let (bucket, changed) = (self.inner.bucket(key), &self.inner.changed);
+        match within {
+            Within::Now => bucket.reserve(cost, within.admit(), Ask::Answer).await,
+            Within::Any => wait::take(&bucket, cost, None, Some(changed)).await,
+            Within::Max(max_wait) => {
+                let place = self.line.place(key);
+                held::take_held(&bucket, cost, max_wait, &self.line, place, changed)
+                    .await
+                    .map_err(|e| e.timed_out(max_wait))
+            }
+        }
+    }
+}
+
 /// Each key its own limit, as [`KeyedLimiter`]'s [`Take`] answers; the
 /// tries decide at once ([`try_take_n_now`](AsyncTake::try_take_n_now)).
 impl<K, Q, C> AsyncTake<Q> for AsyncKeyedLimiter<K, C>
@@ -125,18 +147,22 @@ where
     C: Clock,
 {
     async fn take_within(&self, key: &Q, cost: u64, within: Within) -> Result<Taken, Error> {
-        let (bucket, changed) = (self.inner.bucket(key), &self.inner.changed);
-        let at = match within {
-            Within::Now => return Take::try_take_n(&*self.inner, key, cost),
-            Within::Any => wait::take(&bucket, cost, None, Some(changed)).await?,
-            Within::Max(max_wait) => {
-                let place = self.line.place(key);
-                held::take_held(&bucket, cost, max_wait, &self.line, place, changed)
-                    .await
-                    .map_err(|e| e.timed_out(max_wait))?
-            }
-        };
-        Ok(Taken::new(at, self.inner.state_of(key)))
+        if let Within::Now = within {
+            return Take::try_take_n(&*self.inner, key, cost);
+        }
+        let reserved = self.reserve(key, cost, within).await?;
+        Ok(Taken::new(reserved.went_at, self.inner.state_of(key)))
+    }
+
+    async fn book(&self, key: &Q, cost: u64, within: Within) -> Result<Booked, Error> {
+        let reserved = self.reserve(key, cost, within).await?;
+        let taken = Taken::new(reserved.went_at, self.inner.state_of(key));
+        let owner = self.inner.owner_of(key);
+        Ok(Booked::new(taken, cost, reserved.booking, owner))
+    }
+
+    async fn settle(&self, key: &Q, booked: Booked, actual: u64) -> Result<(), Error> {
+        Take::settle(&*self.inner, key, booked, actual)
     }
 
     async fn can_take(&self, key: &Q, cost: u64) -> Result<bool, Error> {

@@ -146,6 +146,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             resolved: RwLock::new(resolved),
             epoch: AtomicU64::new(0),
             admin: Mutex::new(()),
+            id: crate::limiter::booked::owner(),
             #[cfg(feature = "tokio")]
             changed: ::tokio::sync::Notify::new(),
             clock: self.clock,

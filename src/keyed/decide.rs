@@ -156,10 +156,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// stands. An excess is charged all the same, in the key's limit in
     /// force; on a key no longer tracked, by a take of the excess, as a
     /// first take would. The state found and left; `None` when nothing was
-    /// settled. (No public call settles yet: compiled for the unit tests
-    /// and the loom models.)
-    #[cfg(any(test, paceline_loom))]
-    pub(crate) fn settle<Q: KeyOf<K> + ?Sized>(
+    /// settled.
+    pub(crate) fn settle_booking<Q: KeyOf<K> + ?Sized>(
         &self,
         key: &Q,
         booking: &Booking,
@@ -221,7 +219,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.settle(key, &booking, actual)
+        self.settle_booking(key, &booking, actual)
     }
 
     /// How long a request of `cost` on `key` would wait now (ns) under

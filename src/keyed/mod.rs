@@ -231,6 +231,8 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     counts: Counters<4>,
     /// Requests, permits and wait, all keys together, if the builder asked.
     meter: Meter,
+    /// Its own number, which its bookings carry with their key's hash.
+    id: u64,
     /// Wakes async takes waiting for their slot to come within the horizon
     /// when a change of rates or overrides is in force, or a key is reset,
     /// so they ask again (`src/wait/tokio.rs`). Never touched by a take.
@@ -410,17 +412,25 @@ mod tests {
         let p = Params::new(100_000_000, 4).unwrap();
         let b = l.decide(&7, 5, Admit::Within(0)).unwrap();
         let want = schedule::settle(b.next, l.now(), b.went(), 5, 2, p);
-        assert_eq!(l.settle(&7, &b, 2), Some((b.next, want)));
+        assert_eq!(l.settle_booking(&7, &b, 2), Some((b.next, want)));
         assert_eq!(l.available(&7), 3, "the burst less the 2 spent");
 
         let b = l.decide(&7, 3, Admit::Within(0)).unwrap();
         l.set_rate(Rate::per_second(20)).unwrap();
-        assert_eq!(l.settle(&7, &b, 0), None, "a refund across a change");
+        assert_eq!(
+            l.settle_booking(&7, &b, 0),
+            None,
+            "a refund across a change"
+        );
         l.reset(&7);
-        assert_eq!(l.settle(&7, &b, 3), None, "nothing to settle on no entry");
+        assert_eq!(
+            l.settle_booking(&7, &b, 3),
+            None,
+            "nothing to settle on no entry"
+        );
         let p = Params::new(50_000_000, 4).unwrap();
         let take = schedule::step(FULL, l.now(), 2, p, Admit::Always).unwrap();
-        assert_eq!(l.settle(&7, &b, 5), Some((FULL, take.next)));
+        assert_eq!(l.settle_booking(&7, &b, 5), Some((FULL, take.next)));
     }
 
     /// A tracked `u64` key's slot in the map (key and entry) is 24 bytes:

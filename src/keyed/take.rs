@@ -6,12 +6,17 @@ use std::hash::Hash;
 
 use super::{KeyOf, KeyedLimiter};
 use crate::clock::Clock;
-use crate::limiter::take::{Error, State, Take, Taken, Within};
+use crate::limiter::take::{Booked, Error, State, Take, Taken, Within};
 use crate::model::schedule::{Admit, ORIGIN};
 use crate::values::limit::Limit;
 use crate::wait::Ask;
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// Who books on `key`: this limiter, and the key.
+    pub(crate) fn owner_of<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        crate::limiter::booked::owner_of(self.id, key)
+    }
+
     /// `key`'s state now, as [`Take::state`] reports it.
     pub(crate) fn state_of<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> State {
         let (tat, now, p, rate) = self.peek(key);
@@ -55,5 +60,24 @@ where
     fn limit_for(&self, key: &Q) -> Option<Limit> {
         let (rate, slack) = self.rate_for(key);
         Some(Limit::new(rate, slack))
+    }
+
+    fn book(&self, key: &Q, cost: u64, within: Within) -> Result<Booked, Error> {
+        let booking = self.decide(key, cost, within.admit());
+        let booking = booking.map_err(|e| within.refusal(e))?;
+        let at = self.wait_for(booking.now, booking.slot);
+        let taken = Taken::new(at, self.state_of(key));
+        Ok(Booked::new(taken, cost, Some(booking), self.owner_of(key)))
+    }
+
+    /// Settles on `key`'s entry by the CAS of a take; a refund only while
+    /// the key is tracked and no change of the limits, reset or eviction
+    /// came between (otherwise the estimate stands); an excess on a key no
+    /// longer tracked is charged by a take of it.
+    fn settle(&self, key: &Q, booked: Booked, actual: u64) -> Result<(), Error> {
+        if let Some(booking) = booked.check(self.owner_of(key))? {
+            self.settle_booking(key, &booking, actual);
+        }
+        Ok(())
     }
 }

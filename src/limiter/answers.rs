@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::limiter::pacer::Pacer;
-use crate::limiter::take::{Error, State, Take, Taken, Within};
+use crate::limiter::take::{Booked, Error, State, Take, Taken, Within};
 use crate::limiter::unlimited::Unlimited;
 use crate::store::Store;
 use crate::values::limit::Limit;
@@ -27,6 +27,14 @@ impl<K: ?Sized, S: Store, C: Clock> Take<K> for Pacer<S, C> {
 
     fn limit_for(&self, _key: &K) -> Option<Limit> {
         Some(self.limit())
+    }
+
+    fn book(&self, _key: &K, cost: u64, within: Within) -> Result<Booked, Error> {
+        Pacer::book(self, cost, within)
+    }
+
+    fn settle(&self, _key: &K, booked: Booked, actual: u64) -> Result<(), Error> {
+        Pacer::settle(self, booked, actual)
     }
 }
 

@@ -10,8 +10,10 @@
 //! request.
 
 pub(crate) mod answers;
+pub(crate) mod booked;
 pub(crate) mod builder;
 pub(crate) mod found;
+pub(crate) mod on_key;
 pub(crate) mod pacer;
 pub(crate) mod part;
 pub mod take;

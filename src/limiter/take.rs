@@ -45,7 +45,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::limiter::booked::Booked;
 pub use crate::limiter::found::{State, Taken};
+pub use crate::limiter::on_key::OnKey;
 use crate::model::schedule::Admit;
 pub use crate::values::error::{Delay, Error};
 use crate::values::limit::Limit;
@@ -216,6 +218,37 @@ pub trait Take<K: ?Sized = ()>: Send + Sync {
     /// in permits; never a round trip. `None` when nothing limits.
     fn limit_for(&self, key: &K) -> Option<Limit>;
 
+    /// Takes `cost` permits as [`take_within`](Self::take_within) does, an
+    /// estimate, and hands back the booking, to
+    /// [`settle`](Self::settle) with the actual cost once the call is done
+    /// (dropped unsettled, the estimate stands: see [`Booked`]).
+    ///
+    /// The default takes and keeps no booking: for a limiter of your own.
+    ///
+    /// # Errors
+    /// As [`take_within`](Self::take_within).
+    fn book(&self, key: &K, cost: u64, within: Within) -> Result<Booked, Error> {
+        let taken = self.take_within(key, cost, within)?;
+        Ok(Booked::taken_only(taken, cost))
+    }
+
+    /// Settles `booked` on `key` with its `actual` cost: the difference
+    /// goes back, capped, or the excess is charged now, never refused (see
+    /// [`Booked`]). Every kind of paceline's settles exactly, on the state
+    /// it keeps. The default charges an excess by a take of it, waiting for
+    /// its slot, and drops a refund: for a limiter of your own.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a booking made by another limiter or on
+    /// another key (nothing changes); a remote limiter's failures its fail
+    /// policy does not admit.
+    fn settle(&self, key: &K, booked: Booked, actual: u64) -> Result<(), Error> {
+        match actual.checked_sub(booked.cost()) {
+            Some(excess @ 1..) => self.take_within(key, excess, Within::Any).map(drop),
+            _ => Ok(()),
+        }
+    }
+
     takes!(Result<Taken, Error>);
 }
 
@@ -260,6 +293,43 @@ pub trait AsyncTake<K: ?Sized + Sync = ()>: Send + Sync {
         None
     }
 
+    /// As [`Take::book`], waiting as a task.
+    ///
+    /// # Cancel safety
+    /// Dropped while it waits for its slot, it gives the slot back as a
+    /// take does; once it has answered, the booking is the caller's.
+    fn book(
+        &self,
+        key: &K,
+        cost: u64,
+        within: Within,
+    ) -> impl Future<Output = Result<Booked, Error>> + Send {
+        async move {
+            let taken = self.take_within(key, cost, within).await?;
+            Ok(Booked::taken_only(taken, cost))
+        }
+    }
+
+    /// As [`Take::settle`]: for a remote limiter one round trip.
+    ///
+    /// # Cancel safety
+    /// Dropped before it answers, a settle may or may not have been
+    /// applied (a remote one may have reached its server); the booking is
+    /// gone either way, and the estimate or the settle stands.
+    fn settle(
+        &self,
+        key: &K,
+        booked: Booked,
+        actual: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        async move {
+            match actual.checked_sub(booked.cost()) {
+                Some(excess @ 1..) => self.take_within(key, excess, Within::Any).await.map(drop),
+                _ => Ok(()),
+            }
+        }
+    }
+
     takes!(impl Future<Output = Result<Taken, Error>> + Send);
 }
 
@@ -283,6 +353,12 @@ macro_rules! forward_take {
             }
             fn limit_for(&self, key: &K) -> Option<Limit> {
                 (**self).limit_for(key)
+            }
+            fn book(&self, key: &K, cost: u64, within: Within) -> Result<Booked, Error> {
+                (**self).book(key, cost, within)
+            }
+            fn settle(&self, key: &K, booked: Booked, actual: u64) -> Result<(), Error> {
+                (**self).settle(key, booked, actual)
             }
         }
     )*};
@@ -316,95 +392,20 @@ impl<K: ?Sized + Sync, L: AsyncTake<K> + ?Sized> AsyncTake<K> for &L {
     fn try_take_n_now(&self, key: &K, cost: u64) -> Option<Result<Taken, Error>> {
         (**self).try_take_n_now(key, cost)
     }
-}
-
-/// One key of a keyed or remote limiter, as a direct limiter: every call
-/// takes from that key's limit (its own rate and slack, overrides
-/// included), and the key it is handed (`()`) is ignored.
-///
-/// It answers [`Take`] when `L` answers `Take<K>` (a `&KeyedLimiter<K>`, an
-/// `Arc` of one, a `RedisLimiter` with a `String` key), and [`AsyncTake`]
-/// when `L` answers `AsyncTake<K>` (an `AsyncKeyedLimiter<K>`, an
-/// `AsyncRedisLimiter`). So a fitting written for one limit takes one key of
-/// any limiter: a paced byte stream per tenant
-/// ([`io`](crate::io), which re-exports it), a `PaceLayer` on one Redis key.
-///
-/// ```
-/// # #[cfg(feature = "keyed")]
-/// # fn main() -> Result<(), paceline::Error> {
-/// use paceline::{KeyedLimiter, take::OnKey, Rate, Take};
-///
-/// let per_tenant = KeyedLimiter::<String>::new(Rate::per_second(10));
-/// let tenant_a = OnKey::new(&per_tenant, "a".to_string());
-/// tenant_a.try_take(&())?;
-/// assert_eq!(per_tenant.state(&"a".to_string())?.available(), 10); // of 11
-/// # Ok(())
-/// # }
-/// # #[cfg(not(feature = "keyed"))]
-/// # fn main() {}
-/// ```
-#[derive(Clone, Debug)]
-pub struct OnKey<L, K> {
-    limiter: L,
-    key: K,
-}
-
-impl<L, K> OnKey<L, K> {
-    /// Takes through `limiter` on `key`.
-    pub fn new(limiter: L, key: K) -> Self {
-        OnKey { limiter, key }
-    }
-
-    /// The limiter.
-    pub fn limiter(&self) -> &L {
-        &self.limiter
-    }
-
-    /// The limiter, to change it in place (a lease sets its limit).
-    pub fn limiter_mut(&mut self) -> &mut L {
-        &mut self.limiter
-    }
-
-    /// The key.
-    pub fn key(&self) -> &K {
-        &self.key
-    }
-}
-
-impl<L: Take<K>, K: Send + Sync> Take for OnKey<L, K> {
-    fn take_within(&self, _: &(), cost: u64, within: Within) -> Result<Taken, Error> {
-        self.limiter.take_within(&self.key, cost, within)
-    }
-    fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
-        self.limiter.can_take(&self.key, cost)
-    }
-    fn state(&self, _: &()) -> Result<State, Error> {
-        self.limiter.state(&self.key)
-    }
-    fn limit_for(&self, _: &()) -> Option<Limit> {
-        self.limiter.limit_for(&self.key)
-    }
-}
-
-impl<L: AsyncTake<K>, K: Send + Sync> AsyncTake for OnKey<L, K> {
-    fn take_within(
+    fn book(
         &self,
-        _: &(),
+        key: &K,
         cost: u64,
         within: Within,
-    ) -> impl Future<Output = Result<Taken, Error>> + Send {
-        self.limiter.take_within(&self.key, cost, within)
+    ) -> impl Future<Output = Result<Booked, Error>> + Send {
+        (**self).book(key, cost, within)
     }
-    fn can_take(&self, _: &(), cost: u64) -> impl Future<Output = Result<bool, Error>> + Send {
-        self.limiter.can_take(&self.key, cost)
-    }
-    fn state(&self, _: &()) -> impl Future<Output = Result<State, Error>> + Send {
-        self.limiter.state(&self.key)
-    }
-    fn limit_for(&self, _: &()) -> Option<Limit> {
-        self.limiter.limit_for(&self.key)
-    }
-    fn try_take_n_now(&self, _: &(), cost: u64) -> Option<Result<Taken, Error>> {
-        self.limiter.try_take_n_now(&self.key, cost)
+    fn settle(
+        &self,
+        key: &K,
+        booked: Booked,
+        actual: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).settle(key, booked, actual)
     }
 }

@@ -99,8 +99,8 @@ impl<B: AsyncBackend> Core<B> {
             found: Mutex::new(None),
         };
         // (Each answers when the permit went; the report says more.)
-        let _went_at = match within {
-            Within::Now => (keyed.reserve(cost, Admit::Within(0), Ask::Answer).await?).went_at,
+        let _reserved = match within {
+            Within::Now => keyed.reserve(cost, Admit::Within(0), Ask::Answer).await?,
             // A remote limiter's limit is fixed per limiter object
             // (`with_limit` makes another): no change to wake for.
             Within::Any => wait::take(&keyed, cost, None, None).await?,

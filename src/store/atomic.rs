@@ -387,7 +387,7 @@ pub(crate) fn update_fixed(
 /// [`AtomicStore::settle`]'s loop for a keyed entry's word, whose
 /// parameters cannot change while it runs (as for [`update_fixed`]); the
 /// state it found and the state it left.
-#[cfg(all(feature = "keyed", any(test, paceline_loom)))]
+#[cfg(feature = "keyed")]
 pub(crate) fn settle_fixed(
     cell: &AtomicU64,
     params: Params,

@@ -107,7 +107,6 @@ impl Booking {
 
     /// When the permit went: its slot, or the decision if that was later
     /// (banked credit). What a settle reckons its time limit from.
-    #[cfg(any(test, paceline_loom))]
     pub(crate) fn went(&self) -> u64 {
         self.slot.max(self.now)
     }

@@ -15,13 +15,14 @@ use ::tokio::sync::Mutex as Gate;
 use crate::clock::Clock;
 use crate::limiter::builder::{sealed::Build, Builder, ClockChoice};
 use crate::limiter::pacer::{AtomicLimiter, Config, Pacer};
-use crate::limiter::take::{State, Taken, Within};
+use crate::limiter::take::{Booked, State, Taken, Within};
 use crate::model::schedule::ORIGIN;
 use crate::observe::stats::{Counted, Stats};
 use crate::values::error::{BuildError, Error};
 use crate::values::rate::Rate;
 use crate::wait::held::{self, Line};
-use crate::wait::tokio as wait;
+use crate::wait::tokio::{self as wait, Reserved};
+use crate::wait::Ask;
 
 use super::TokioClock;
 
@@ -270,24 +271,66 @@ impl<C: Clock> AsyncLimiter<C> {
         self.limiter().state()
     }
 
+    /// Takes `cost` permits, waiting as `within` allows, as an estimate to
+    /// [`settle`](Self::settle) once the actual cost is known
+    /// ([`AsyncTake::book`](crate::AsyncTake::book)).
+    ///
+    /// # Errors
+    /// As [`take_n`](Self::take_n), [`try_take_n`](Self::try_take_n) or
+    /// [`take_n_timeout`](Self::take_n_timeout), as `within` says.
+    ///
+    /// # Cancel safety
+    /// As [`take`](Self::take): dropped while it waits, it gives its slot
+    /// back.
+    pub async fn book(&self, cost: u64, within: Within) -> Result<Booked, Error> {
+        let reserved = self.reserve(cost, within).await?;
+        let taken = Taken::new(reserved.went_at, self.limiter().state());
+        Ok(Booked::new(
+            taken,
+            cost,
+            reserved.booking,
+            self.limiter().id,
+        ))
+    }
+
+    /// Settles `booked` with its `actual` cost: [`Pacer::settle`]; never
+    /// waits.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a booking this limiter did not make.
+    pub async fn settle(&self, booked: Booked, actual: u64) -> Result<(), Error> {
+        self.limiter().settle(booked, actual)
+    }
+
     /// The one take every call above is: `cost` permits, waiting as
     /// `within` allows, on Tokio's timer.
     pub(crate) async fn within(&self, cost: u64, within: Within) -> Result<Taken, Error> {
+        if let Within::Now = within {
+            return self.limiter().within(cost, within);
+        }
+        let reserved = self.reserve(cost, within).await?;
+        Ok(Taken::new(reserved.went_at, self.limiter().state()))
+    }
+
+    /// Books `cost` permits and waits for their slot, as `within` allows.
+    async fn reserve(&self, cost: u64, within: Within) -> Result<Reserved, Error> {
         let inner = &*self.inner;
-        let at = match within {
-            Within::Now => return inner.limiter.within(cost, within),
+        match within {
+            Within::Now => {
+                let booking = inner.limiter.book_slot(cost, within.admit(), Ask::Answer);
+                booking.map(Reserved::booked)
+            }
             Within::Any => {
                 let (gate, changed) = (Some(&inner.gate), Some(&inner.limiter.changed));
-                wait::take(&inner.limiter, cost, gate, changed).await?
+                wait::take(&inner.limiter, cost, gate, changed).await
             }
             Within::Max(max_wait) => {
                 let changed = &inner.limiter.changed;
                 held::take_held(&inner.limiter, cost, max_wait, &inner.line, 0, changed)
                     .await
-                    .map_err(|e| within.refusal(e))?
+                    .map_err(|e| within.refusal(e))
             }
-        };
-        Ok(Taken::new(at, inner.limiter.state()))
+        }
     }
 }
 

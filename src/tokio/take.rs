@@ -3,7 +3,7 @@
 
 use super::AsyncLimiter;
 use crate::clock::Clock;
-use crate::limiter::take::{AsyncTake, Error, State, Taken, Within};
+use crate::limiter::take::{AsyncTake, Booked, Error, State, Taken, Within};
 use crate::values::limit::Limit;
 
 /// One limit for any key, which it ignores; the tries decide at once
@@ -27,5 +27,13 @@ impl<K: ?Sized + Sync, C: Clock> AsyncTake<K> for AsyncLimiter<C> {
 
     fn try_take_n_now(&self, _key: &K, cost: u64) -> Option<Result<Taken, Error>> {
         Some(self.limiter().within(cost, Within::Now))
+    }
+
+    async fn book(&self, _key: &K, cost: u64, within: Within) -> Result<Booked, Error> {
+        AsyncLimiter::book(self, cost, within).await
+    }
+
+    async fn settle(&self, _key: &K, booked: Booked, actual: u64) -> Result<(), Error> {
+        self.limiter().settle(booked, actual)
     }
 }

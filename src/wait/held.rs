@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ::tokio::sync::Notify;
 
-use super::tokio::{sleep_until_or, take_within, wait_reserved, Reserve, HORIZON};
+use super::tokio::{sleep_until_or, take_within, wait_reserved, Reserve, Reserved, HORIZON};
 use super::{nanos, Ask};
 use crate::clock::internal_now;
 use crate::model::schedule::Admit;
@@ -99,7 +99,7 @@ pub(crate) async fn take_held<R: Peek>(
     line: &Line,
     place: u64,
     changed: &Notify,
-) -> Result<Duration, Error> {
+) -> Result<Reserved, Error> {
     let max = nanos(max_wait);
     if max <= HORIZON {
         // Never booked further than the horizon anyway.

@@ -111,7 +111,7 @@ pub(crate) async fn take<R: Reserve>(
     cost: u64,
     gate: Option<&Gate<()>>,
     changed: Option<&Notify>,
-) -> Result<Duration, Error> {
+) -> Result<Reserved, Error> {
     let reserved = {
         // Held until this take has booked: the next in line asks only then.
         let _turn = match gate {
@@ -167,22 +167,23 @@ pub(crate) async fn take_within<R: Reserve>(
     limiter: &R,
     cost: u64,
     max_wait: Duration,
-) -> Result<Duration, Error> {
+) -> Result<Reserved, Error> {
     let reserved = limiter
         .reserve(cost, Admit::Within(nanos(max_wait)), Ask::Answer)
         .await?;
     Ok(wait_reserved(limiter, reserved).await)
 }
 
-/// Waits until `reserved`'s slot on the limiter's clock; dropped before it,
-/// gives the slot back (see the module docs).
-pub(crate) async fn wait_reserved<R: Reserve>(limiter: &R, reserved: Reserved) -> Duration {
+/// Waits until `reserved`'s slot on the limiter's clock, and hands it back,
+/// its booking now the caller's; dropped before it, gives the slot back
+/// (see the module docs).
+pub(crate) async fn wait_reserved<R: Reserve>(limiter: &R, mut reserved: Reserved) -> Reserved {
     let slot = reserved.slot;
     if slot > reserved.now {
         let mut guard = GiveBack {
             limiter,
             slot,
-            booking: reserved.booking,
+            booking: reserved.booking.take(),
         };
         let clock = limiter.clock();
         match limiter.wait() {
@@ -193,9 +194,9 @@ pub(crate) async fn wait_reserved<R: Reserve>(limiter: &R, reserved: Reserved) -
             }
         }
         // The slot is reached: the permit is spent.
-        guard.booking = None;
+        reserved.booking = guard.booking.take();
     }
-    reserved.went_at
+    reserved
 }
 
 /// Sleeps on Tokio's timer until `clock` reads at least `target` (internal

@@ -32,7 +32,7 @@ impl<S: Store, C: Clock> Reserve for Pacer<S, C> {
         admit: Admit,
         ask: Ask,
     ) -> impl Future<Output = Result<Reserved, Error>> + Send {
-        ready(self.book(cost, admit, ask).map(Reserved::booked))
+        ready(self.book_slot(cost, admit, ask).map(Reserved::booked))
     }
 
     fn undo(&self, booking: Booking) {

@@ -124,6 +124,8 @@ pub struct Pacer<S: Store, C: Clock = DefaultClock> {
     /// completed. An undo of a booking decided before a change is refused
     /// (see [`Booking`](crate::store::Booking)).
     generation: AtomicU64,
+    /// Its own number, which its bookings carry (a settle elsewhere fails).
+    pub(crate) id: u64,
     /// The state the limiter was built with, which [`reset`](Self::reset)
     /// puts back: `FRESH`, or `FULL` with `full_credit`.
     start: u64,
@@ -155,6 +157,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
             wait: config.wait,
             limit: Mutex::new(Limit::new(config.rate, config.slack)),
             generation: AtomicU64::new(0),
+            id: crate::limiter::booked::owner(),
             start: tat,
             meter: Meter::new(&config.counting),
             #[cfg(feature = "tokio")]

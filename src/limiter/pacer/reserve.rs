@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Pacer;
 use crate::clock::{internal_now, Clock};
-use crate::limiter::take::{State, Taken};
+use crate::limiter::take::{Booked, State, Taken, Within};
 use crate::model::schedule::{Admit, Deny};
 use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{lock, Ordering};
@@ -43,7 +43,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// answer; and keeps what [`undo`](Self::undo) needs to undo it: the
     /// [`Booking`].
     #[inline]
-    pub(crate) fn book(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, Error> {
+    pub(crate) fn book_slot(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Booking, Error> {
         // Read before the step. `set_limit` counts a change only after its
         // rebase (release), so a booking that reads the new generation was
         // decided on the rebased state; one that reads the old may have
@@ -84,10 +84,8 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// generation is the booking's, checked under the limit's lock as an
     /// undo is, so no change or reset lands between the check and the
     /// store's CAS (across one, the estimate stands). The state found and
-    /// left; `None` when a refund was dropped. (No public call settles
-    /// yet: compiled for the unit tests and the loom models.)
-    #[cfg(any(test, paceline_loom))]
-    pub(crate) fn settle(&self, booking: &Booking, actual: u64) -> Option<(u64, u64)> {
+    /// left; `None` when a refund was dropped.
+    pub(crate) fn settle_booking(&self, booking: &Booking, actual: u64) -> Option<(u64, u64)> {
         let settle = || {
             let now = || self.now();
             self.store
@@ -98,6 +96,36 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         }
         let _limit = lock(&self.limit);
         (self.generation.load(Ordering::Relaxed) == booking.generation).then(settle)
+    }
+
+    /// Takes `cost` permits, waiting as `within` allows, as an estimate to
+    /// [`settle`](Self::settle) once the actual cost is known
+    /// ([`Take::book`](crate::Take::book)).
+    ///
+    /// # Errors
+    /// As [`take_n`](Self::take_n), [`try_take_n`](Self::try_take_n) or
+    /// [`take_n_timeout`](Self::take_n_timeout), as `within` says.
+    pub fn book(&self, cost: u64, within: Within) -> Result<Booked, Error> {
+        let booking = self.book_slot(cost, within.admit(), Ask::Answer);
+        let booking = booking.map_err(|e| within.refusal(e))?;
+        let at = self.block(booking.now, booking.slot);
+        let taken = Taken::new(at, self.state());
+        Ok(Booked::new(taken, cost, Some(booking), self.id))
+    }
+
+    /// Settles `booked` with its `actual` cost: the difference goes back,
+    /// capped, or the excess is charged now, never refused
+    /// ([`Take::settle`](crate::Take::settle); a refund across a change of
+    /// the limit or a reset is dropped).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a booking this limiter did not make; nothing
+    /// changes then.
+    pub fn settle(&self, booked: Booked, actual: u64) -> Result<(), Error> {
+        if let Some(booking) = booked.check(self.id)? {
+            self.settle_booking(&booking, actual);
+        }
+        Ok(())
     }
 
     /// Waits until `slot`, then answers `taken`: a take's wait, out of line.
@@ -125,7 +153,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[cfg(paceline_loom)]
     #[doc(hidden)]
     pub fn __book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
-        self.book(cost, admit, Ask::Answer)
+        self.book_slot(cost, admit, Ask::Answer)
     }
 
     /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`:
@@ -143,14 +171,14 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[cfg(paceline_loom)]
     #[doc(hidden)]
     pub fn __settle(&self, booking: Booking, actual: u64) -> Option<(u64, u64)> {
-        self.settle(&booking, actual)
+        self.settle_booking(&booking, actual)
     }
 }
 
 /// A direct limiter as a part of an all-or-nothing request.
 impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
     fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
-        Pacer::book(self, cost, admit, Ask::Answer)
+        Pacer::book_slot(self, cost, admit, Ask::Answer)
     }
 
     fn undo(&self, booking: &Booking) {
@@ -195,24 +223,24 @@ mod tests {
             .build()
             .unwrap();
         let (within, ask) = (Admit::Within(0), Ask::Answer);
-        let b = l.book(5, within, ask).unwrap();
+        let b = l.book_slot(5, within, ask).unwrap();
         assert_eq!(l.available(), 0);
-        assert!(l.settle(&b, 2).is_some());
+        assert!(l.settle_booking(&b, 2).is_some());
         assert_eq!(l.available(), 3, "the burst less the 2 spent");
 
-        let b = l.book(3, within, ask).unwrap();
+        let b = l.book_slot(3, within, ask).unwrap();
         l.set_slack(5).unwrap();
         let (tat, _) = l.store.peek();
-        assert_eq!(l.settle(&b, 0), None, "a refund across a change");
-        assert_eq!(l.settle(&b, 3), Some((tat, tat)));
-        let (found, left) = l.settle(&b, 5).unwrap();
+        assert_eq!(l.settle_booking(&b, 0), None, "a refund across a change");
+        assert_eq!(l.settle_booking(&b, 3), Some((tat, tat)));
+        let (found, left) = l.settle_booking(&b, 5).unwrap();
         assert_eq!((found, left), (tat, tat + 2 * 100_000_000));
 
-        let b = l.book(1, Admit::Always, ask).unwrap();
+        let b = l.book_slot(1, Admit::Always, ask).unwrap();
         l.reset();
         let (tat, _) = l.store.peek();
-        assert_eq!(l.settle(&b, 0), None, "a refund across a reset");
-        assert!(l.settle(&b, 2).unwrap().1 > tat);
+        assert_eq!(l.settle_booking(&b, 0), None, "a refund across a reset");
+        assert!(l.settle_booking(&b, 2).unwrap().1 > tat);
     }
 
     #[test]
