@@ -427,6 +427,7 @@ fn answers<T, F: std::future::Future<Output = T>>(_: F) -> std::marker::PhantomD
 /// compiler: a call whose shape drifts fails to build this test.
 #[test]
 fn the_calls_have_one_shape_per_verb() {
+    use paceline::take::{Booked, Within};
     use paceline::{State, Taken, WarmUpLimiter};
     type R = Result<Taken, Error>;
     macro_rules! direct {
@@ -440,8 +441,11 @@ fn the_calls_have_one_shape_per_verb() {
             let _: fn(&$l, u64) -> bool = <$l>::can_take;
             let _: fn(&$l) -> State = <$l>::state;
             let _: fn(&$l) -> Limit = <$l>::limit;
+            let _: fn(&$l, u64, Within) -> Result<Booked, Error> = <$l>::book;
+            let _: fn(&$l, Booked, u64) -> Result<(), Error> = <$l>::settle;
             // The interface's, with the key.
             let _: fn(&$l, &()) -> R = <$l as Take>::take;
+            let _: fn(&$l, &(), u64, Within) -> Result<Booked, Error> = <$l as Take>::book;
             let _: fn(&$l, &(), u64) -> R = <$l as Take>::try_take_n;
         )*};
     }
@@ -452,6 +456,8 @@ fn the_calls_have_one_shape_per_verb() {
     let _: fn(&KeyedLimiter<String>, &str, u64) -> Result<bool, Error> =
         <KeyedLimiter<String> as Take<str>>::can_take;
     let _: fn(&MemoryLimiter, &str, u64) -> R = <MemoryLimiter as Take<str>>::try_take_n;
+    let _: fn(&KeyedLimiter<String>, &str, Booked, u64) -> Result<(), Error> =
+        <KeyedLimiter<String> as Take<str>>::settle;
     let _: fn(&MemoryLimiter, &str) -> Result<State, Error> = <MemoryLimiter as Take<str>>::state;
 
     // The async face of a direct limiter: the same, as futures.
@@ -464,5 +470,6 @@ fn the_calls_have_one_shape_per_verb() {
     let _: std::marker::PhantomData<R> = answers(direct.take_n_timeout(1, Duration::ZERO));
     let _: std::marker::PhantomData<bool> = answers(direct.can_take(1));
     let _: std::marker::PhantomData<State> = answers(direct.state());
+    let _: std::marker::PhantomData<Result<Booked, Error>> = answers(direct.book(1, Within::Now));
     let _: std::marker::PhantomData<R> = answers(AsyncTake::<()>::try_take_n(&direct, &(), 1));
 }

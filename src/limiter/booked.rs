@@ -23,7 +23,7 @@ use crate::values::error::Error;
 ///
 /// Over settled costs, any window of `w` holds at most `S + 1 + w / T`
 /// permits plus the largest excess not yet settled, and the long-run rate
-/// is exact (the [model](crate::guide::model#costs-settled-after-the-call)
+/// is exact (the [model](crate::guide::model#settling-a-cost-after-the-call)
 /// says why). A refund across a change of the limit or a reset is dropped:
 /// the estimate stands.
 #[derive(Debug)]
