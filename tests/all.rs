@@ -8,7 +8,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::Duration;
 
-use paceline::all::{self, All};
+use paceline::all::All;
 use paceline::{clock::ManualClock, AtomicLimiter, Error, KeyedLimiter, MutexLimiter, Rate};
 
 #[test]
@@ -33,7 +33,7 @@ fn a_refusal_by_a_later_part_gives_the_earlier_ones_back() {
         .build()
         .unwrap();
     let alice = per_user.bucket("alice");
-    let parts: [&dyn all::Part; 3] = [&alice, &other, &global];
+    let parts: [&dyn Take; 3] = [&alice, &other, &global];
     All::new(parts).try_take(&()).unwrap();
     All::new(parts).try_take(&()).unwrap();
     // The global burst of 2 is spent: the third request takes from no one.
@@ -148,7 +148,7 @@ fn race(global_first: bool) {
                         for i in 0..TRIES {
                             let key = ((t + i) % KEYS as usize) as u8;
                             let bucket = per_user.bucket(&key);
-                            let parts: [&dyn all::Part; 2] = if global_first {
+                            let parts: [&dyn Take; 2] = if global_first {
                                 [global, &bucket]
                             } else {
                                 [&bucket, global]
@@ -262,7 +262,7 @@ fn give_backs_racing_real_takers_never_exceed_the_bound() {
                 let (global, closed, open, start, end) = (&global, &closed, &open, &start, &end);
                 s.spawn(move || {
                     let bucket = closed.bucket(&t);
-                    let parts: [&dyn all::Part; 2] = if t < 2 {
+                    let parts: [&dyn Take; 2] = if t < 2 {
                         [global, &bucket] // always handed back
                     } else {
                         [global, open]
@@ -342,4 +342,87 @@ fn all_answers_the_interface_as_its_binding_part() {
     let e = both.try_take_n(&(), 2).unwrap_err();
     assert!(matches!(e, Error::RetryAfter(_)), "{e}");
     assert_eq!(wide.available(), 8);
+}
+
+/// Requests and tokens at once, each part its own cost, the tokens settled
+/// from the answer: a remote part (the in-memory backend, one key) beside
+/// an in-process one, and the async faces through `AsyncAll`.
+#[cfg(feature = "tokio")]
+#[test]
+fn each_part_books_its_own_cost_and_settles_its_actual() {
+    use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
+    use paceline::remote::FailPolicy;
+    use paceline::take::{OnKey, Within};
+    use paceline::Limit;
+
+    let clock = ManualClock::new();
+    let requests = AtomicLimiter::builder(Rate::per_second(1))
+        .slack(4)
+        .full_credit(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let tokens = KeyedLimiter::<String>::builder(Rate::per_second(100))
+        .slack(999) // a burst of 1000 tokens
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let remote = MemoryLimiter::with_backend(
+        MemoryBackend::new(),
+        Limit::new(Rate::per_second(1), 9),
+        FailPolicy::Closed,
+    )
+    .unwrap();
+    let (on_tokens, on_remote) = (
+        tokens.bucket("model"),
+        OnKey::new(&remote, "api".to_string()),
+    );
+    let all = All::new([&requests, &on_tokens, &on_remote]);
+    // A call estimated at 600 tokens, which cost 150.
+    let booked = all.book_each([1, 600, 1], Within::Now).unwrap();
+    assert_eq!(booked.taken().available(), 4, "the binding part: requests");
+    assert_eq!(tokens.available("model"), 400);
+    all.settle_each(booked, [1, 150, 1]).unwrap();
+    assert_eq!(tokens.available("model"), 850, "450 tokens back");
+    assert_eq!(requests.available(), 4);
+    // The tokens refuse 900: the requests and the remote key get theirs back.
+    let e = all.book_each([1, 900, 1], Within::Now).unwrap_err();
+    assert!(matches!(e, Error::RetryAfter(_)), "{e}");
+    assert_eq!(requests.available(), 4, "given back");
+    assert_eq!(tokens.available("model"), 850);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn async_parts_book_and_settle_all_or_nothing() {
+    use paceline::all::AsyncAll;
+    use paceline::take::{OnKey, Within};
+    use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter, TokioClock};
+    use paceline::AsyncTake;
+
+    let requests = AsyncLimiter::builder(Rate::per_second(1))
+        .slack(4)
+        .full_credit(true)
+        .clock(TokioClock::new())
+        .build()
+        .unwrap();
+    let tokens = AsyncKeyedLimiter::from(
+        KeyedLimiter::<String, _>::builder(Rate::per_second(100))
+            .slack(999)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    );
+    let on_tokens = OnKey::new(tokens.clone(), "model".to_string());
+    let all = AsyncAll::new([&requests, &on_tokens]);
+    let booked = all.book_each([1, 600], Within::Now).await.unwrap();
+    all.settle_each(booked, [1, 100]).await.unwrap();
+    assert_eq!(tokens.limiter().available("model"), 900, "500 back");
+    let e = all.book_each([1, 950], Within::Now).await.unwrap_err();
+    assert!(matches!(e, Error::RetryAfter(_)), "{e}");
+    assert_eq!(requests.state().await.available(), 4, "given back");
+    // A waiting take waits for every part's slot, as a task.
+    let taken = AsyncTake::take_n(&all, &(), 5).await.unwrap();
+    assert_eq!(taken.available(), 0);
+    assert_eq!(all.limit_for(&()), Some(requests.limiter().limit()));
 }

@@ -7,14 +7,11 @@ use std::hash::Hash;
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
-use crate::limiter::part::sealed::Part;
-use crate::limiter::take::State;
-use crate::model::schedule::Admit;
-use crate::store::Booking;
-use crate::values::error::Error;
+use crate::limiter::take::{Booked, Error, State, Take, Taken, Within};
+use crate::values::limit::Limit;
 
 /// One key of a [`KeyedLimiter`], made by [`KeyedLimiter::bucket`]: a
-/// [`Part`](crate::all::Part) of an all-or-nothing request.
+/// part of an all-or-nothing request, or a limit of its own.
 pub struct Bucket<'a, K, Q: ?Sized, C: Clock> {
     pub(super) limiter: &'a KeyedLimiter<K, C>,
     pub(super) key: &'a Q,
@@ -32,32 +29,36 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
-impl<K, Q, C> Part for Bucket<'_, K, Q, C>
+/// The key's limit, as a direct limiter's: every call takes from the key,
+/// and the unit key it is handed is ignored.
+impl<K, Q, C> Take for Bucket<'_, K, Q, C>
 where
-    K: Hash + Eq + Clone + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    K: Hash + Eq + Clone + Borrow<Q> + Send + Sync,
+    Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     C: Clock,
 {
-    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
-        self.limiter.decide(self.key, cost, admit)
+    fn take_within(&self, _: &(), cost: u64, within: Within) -> Result<Taken, Error> {
+        self.limiter.take_within(self.key, cost, within)
     }
 
-    fn undo(&self, booking: &Booking) {
-        self.limiter.undo(self.key, booking);
+    fn can_take(&self, _: &(), cost: u64) -> Result<bool, Error> {
+        Take::can_take(self.limiter, self.key, cost)
     }
 
-    fn wait(&self, booking: &Booking) {
-        self.limiter.wait_for(booking.now, booking.slot);
+    fn state(&self, _: &()) -> Result<State, Error> {
+        Ok(self.limiter.state_of(self.key))
     }
 
-    fn can_take(&self, cost: u64) -> bool {
-        self.limiter
-            .wait_ahead(self.key, cost, Admit::Within(0))
-            .is_ok()
+    fn limit_for(&self, _: &()) -> Option<Limit> {
+        Take::limit_for(self.limiter, self.key)
     }
 
-    fn state(&self) -> State {
-        self.limiter.state_of(self.key)
+    fn book(&self, _: &(), cost: u64, within: Within) -> Result<Booked, Error> {
+        Take::book(self.limiter, self.key, cost, within)
+    }
+
+    fn settle(&self, _: &(), booked: Booked, actual: u64) -> Result<(), Error> {
+        Take::settle(self.limiter, self.key, booked, actual)
     }
 }
 

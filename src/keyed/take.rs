@@ -76,6 +76,9 @@ where
     /// longer tracked is charged by a take of it.
     fn settle(&self, key: &Q, booked: Booked, actual: u64) -> Result<(), Error> {
         if let Some(booking) = booked.check(self.owner_of(key))? {
+            if actual == 0 {
+                self.meter.cancelled();
+            }
             self.settle_booking(key, &booking, actual);
         }
         Ok(())

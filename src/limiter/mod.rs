@@ -6,16 +6,14 @@
 //! limit changes; [`Unlimited`](crate::Unlimited); the take interface every
 //! kind answers ([`take`]: [`Take`](crate::Take),
 //! [`AsyncTake`](crate::AsyncTake), what a take found) and the direct
-//! limiters' answers to it; `Part`, what a limit offers an all-or-nothing
-//! request.
+//! limiters' answers to it.
 
 pub(crate) mod answers;
 pub(crate) mod booked;
 pub(crate) mod builder;
+pub(crate) mod forward;
 pub(crate) mod found;
-pub(crate) mod on_key;
 pub(crate) mod pacer;
-pub(crate) mod part;
 pub mod take;
 pub(crate) mod unlimited;
 

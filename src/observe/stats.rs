@@ -76,10 +76,10 @@ pub struct Stats {
     /// decision to the slot (zero for a permit free at once). Divided by
     /// [`admitted`](Self::admitted), the mean scheduled wait.
     pub wait: Duration,
-    /// Admitted async takes dropped before their slot (and requests given
-    /// back by an all-or-nothing take that another part refused): their
-    /// permits are counted in [`permits`](Self::permits), and were given
-    /// back when nobody had booked after them.
+    /// Admitted async takes dropped before their slot, and bookings
+    /// settled at 0 (an all-or-nothing take's give-back when another part
+    /// refused): their permits are counted in [`permits`](Self::permits),
+    /// and were given back as an undo or a settle gives back.
     pub cancelled: u64,
     /// Calls a remote limiter's server failed (down, too slow, an error),
     /// whatever its fail policy made of them. Always 0 in process.

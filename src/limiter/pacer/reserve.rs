@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Pacer;
 use crate::clock::{internal_now, Clock};
-use crate::limiter::take::{Booked, State, Taken, Within};
+use crate::limiter::take::{Booked, Taken, Within};
 use crate::model::schedule::{Admit, Deny};
 use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{lock, Ordering};
@@ -123,6 +123,9 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// changes then.
     pub fn settle(&self, booked: Booked, actual: u64) -> Result<(), Error> {
         if let Some(booking) = booked.check(self.id)? {
+            if actual == 0 {
+                self.meter.cancelled();
+            }
             self.settle_booking(&booking, actual);
         }
         Ok(())
@@ -172,29 +175,6 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     #[doc(hidden)]
     pub fn __settle(&self, booking: Booking, actual: u64) -> Option<(u64, u64)> {
         self.settle_booking(&booking, actual)
-    }
-}
-
-/// A direct limiter as a part of an all-or-nothing request.
-impl<S: Store, C: Clock> crate::limiter::part::sealed::Part for Pacer<S, C> {
-    fn book(&self, cost: u64, admit: Admit) -> Result<Booking, Error> {
-        Pacer::book_slot(self, cost, admit, Ask::Answer)
-    }
-
-    fn undo(&self, booking: &Booking) {
-        Pacer::undo(self, booking);
-    }
-
-    fn wait(&self, booking: &Booking) {
-        self.block(booking.now, booking.slot);
-    }
-
-    fn can_take(&self, cost: u64) -> bool {
-        Pacer::can_take(self, cost)
-    }
-
-    fn state(&self) -> State {
-        Pacer::state(self)
     }
 }
 
