@@ -130,6 +130,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// `next` by chance, and undoing it then would erase slots handed out
     /// since. For async takes dropped before their slot, and all-or-nothing
     /// takes another limit refused.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // an async take's give-back
     pub(crate) fn undo<Q: KeyOf<K> + ?Sized>(&self, key: &Q, booking: &Booking) -> bool {
         self.meter.cancelled();
         let Some(grant) = booking.grant() else {

@@ -89,6 +89,7 @@ pub(crate) fn owner() -> u64 {
 }
 
 /// `owner` with `key`'s hash mixed in: a booking settles on its own key.
+#[cfg_attr(not(feature = "keyed"), allow(dead_code))] // the kinds with keys
 pub(crate) fn owner_of<Q: Hash + ?Sized>(owner: u64, key: &Q) -> u64 {
     let hash = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(key);
     owner.rotate_left(32) ^ hash

@@ -66,6 +66,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
     /// schedule is unchanged. `true` when it was undone. For async waiters
     /// dropped before their slot, and all-or-nothing requests another limit
     /// refused.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // an async take's give-back
     pub(crate) fn undo(&self, booking: &Booking) -> bool {
         self.meter.cancelled();
         // Under the lock `set_limit` holds: no rebase between check and CAS.
