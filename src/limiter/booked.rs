@@ -30,8 +30,10 @@ use crate::values::error::Error;
 pub struct Booked {
     taken: Taken,
     cost: u64,
-    /// What the settle runs on; `None` when the limiter settles an excess
-    /// by a take of it and drops a refund.
+    /// What the settle runs on; `None` when there is none (a limiter of
+    /// your own; a remote take that the fail-open policy admitted, or of a
+    /// cost of 0 on the async face): a settle then charges only an excess
+    /// and drops a refund.
     pub(crate) booking: Option<Booking>,
     /// Who booked it: a limiter's own number, with the key's hash mixed in.
     owner: u64,

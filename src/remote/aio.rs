@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Async, AsyncBackend, Backend, Done, Error, Op, RemoteLimiter};
-use crate::limiter::take::{AsyncTake, State, Taken, Within};
+use crate::limiter::take::{AsyncTake, Booked, State, Taken, Within};
 use crate::values::limit::Limit;
 
 /// The async face of a [`RemoteLimiter`]: its calls as futures, under the
@@ -86,5 +86,19 @@ where
     }
     fn limit_for(&self, _key: &K) -> Option<Limit> {
         Some(self.core.limit())
+    }
+    async fn book(&self, key: &K, cost: u64, within: Within) -> Result<Booked, Error> {
+        self.core.book_async(&key.to_string(), cost, within).await
+    }
+    /// As the blocking face's (see [`RemoteLimiter`]'s `Take`): one round
+    /// trip, never sent twice.
+    ///
+    /// # Cancel safety
+    /// Dropped before it answers, the settle may or may not have reached
+    /// the server; it is not sent again.
+    async fn settle(&self, key: &K, booked: Booked, actual: u64) -> Result<(), Error> {
+        self.core
+            .settle_async(&key.to_string(), booked, actual)
+            .await
     }
 }

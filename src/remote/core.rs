@@ -12,9 +12,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request};
+use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request, Settle};
 use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 use crate::clock::{internal_now, Clock, DefaultClock, UnixClock};
+use crate::limiter::booked::{owner, owner_of, Booked};
 use crate::limiter::pacer;
 use crate::limiter::take::{State, Taken};
 use crate::model::schedule::{self, Admit, Params, ORIGIN};
@@ -87,6 +88,10 @@ pub(crate) struct Core<B> {
     /// is at rest at this `tau`, the limit's own, or (a lease's lender at
     /// a reduced slack) the stated limit's, at which others may take.
     pub(crate) keep: u64,
+    /// The limit's own number, which its bookings carry with their key
+    /// mixed in: a booking settles only on the limit (either face) and
+    /// key that made it.
+    pub(crate) id: u64,
 }
 
 impl<B> Clone for Core<B> {
@@ -130,6 +135,7 @@ impl<B> Core<B> {
             rate: common.rate,
             params,
             keep: params.tau(),
+            id: owner(),
         })
     }
 
@@ -141,6 +147,7 @@ impl<B> Core<B> {
             rate: self.rate,
             params: self.params,
             keep: self.keep,
+            id: self.id,
         }
     }
 
@@ -151,6 +158,7 @@ impl<B> Core<B> {
             rate,
             params,
             keep: params.tau(),
+            id: owner(),
             ..self.clone()
         })
     }
@@ -279,6 +287,49 @@ impl<B> Core<B> {
             Err(e) => self.fail(e, true),
         }
     }
+
+    /// A take's booking of `cost` on `key`, `granted` by the server (or
+    /// `None`: admitted by the fail-open policy), as the caller's.
+    pub(crate) fn booked(
+        &self,
+        key: &str,
+        taken: Taken,
+        cost: u64,
+        granted: Option<Booking>,
+    ) -> Booked {
+        Booked::new(taken, cost, granted, owner_of(self.id, key))
+    }
+
+    /// What settling `booked` on `key` with its `actual` cost sends: `None`
+    /// when nothing (see [`Settle::of`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a booking another limit, or this one on
+    /// another key, made.
+    pub(crate) fn settle_op(
+        &self,
+        key: &str,
+        booked: Booked,
+        actual: u64,
+    ) -> Result<Option<Op>, Error> {
+        let cost = booked.cost();
+        let booking = booked.check(owner_of(self.id, key))?;
+        let settle = Settle::of(booking.as_ref(), cost, actual, self.params, self.keep);
+        Ok(settle.map(Op::Settle))
+    }
+
+    /// A settle's answer to the caller: done, or failed. A failure is
+    /// reported as a take's (the events, the count of failures) and under
+    /// [`FailPolicy::Open`] dropped when the server could not answer: the
+    /// estimate stands.
+    pub(crate) fn settled(&self, done: Result<Done, Error>) -> Result<(), Error> {
+        let done = done.and_then(Done::peeked);
+        self.link(&done);
+        done.map(drop).or_else(|e| {
+            self.shared.meter.failed();
+            self.fail(e, ())
+        })
+    }
 }
 
 /// The blocking calls.
@@ -292,6 +343,17 @@ impl<B: Backend> Core<B> {
     /// the slot (`take_n`, `take_n_timeout`, and with `Admit::Within(0)` a
     /// try that reports what it found).
     pub(crate) fn take(&self, key: &str, cost: u64, admit: Admit) -> Result<Taken, Error> {
+        self.take_booked(key, cost, admit).map(|(taken, _)| taken)
+    }
+
+    /// [`take`](Self::take), with the server's booking (`None`: admitted
+    /// by the fail-open policy).
+    pub(crate) fn take_booked(
+        &self,
+        key: &str,
+        cost: u64,
+        admit: Admit,
+    ) -> Result<(Taken, Option<Booking>), Error> {
         let request = self.request(cost, admit)?;
         let decision = self.call(key, Op::Step(request));
         let granted = self.settle(decision.and_then(Done::decision), &request)?;
@@ -305,7 +367,22 @@ impl<B: Backend> Core<B> {
             slot,
             "paceline::remote::AsyncRemoteLimiter::take(..).await",
         );
-        Ok(self.taken(granted))
+        Ok((self.taken(granted), granted))
+    }
+
+    /// Settles `booked` on `key` with its `actual` cost: one round trip
+    /// (none when there is nothing to settle), never retried (see
+    /// [`Op::Settle`]).
+    pub(crate) fn settle_booked(
+        &self,
+        key: &str,
+        booked: Booked,
+        actual: u64,
+    ) -> Result<(), Error> {
+        match self.settle_op(key, booked, actual)? {
+            Some(op) => self.settled(self.call(key, op)),
+            None => Ok(()),
+        }
     }
 
     /// `key`'s state, one peek.

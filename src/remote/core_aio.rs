@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::core::{went_at, Core};
 use super::Error;
 use crate::clock::{internal_now, DefaultClock};
+use crate::limiter::booked::Booked;
 use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
@@ -93,13 +94,49 @@ impl<B: AsyncBackend> Core<B> {
         cost: u64,
         within: Within,
     ) -> Result<Taken, Error> {
+        Ok(self.reserve_async(key, cost, within).await?.0)
+    }
+
+    /// [`take_async`](Self::take_async) as a booking, to settle.
+    pub(crate) async fn book_async(
+        &self,
+        key: &str,
+        cost: u64,
+        within: Within,
+    ) -> Result<Booked, Error> {
+        let (taken, booking) = self.reserve_async(key, cost, within).await?;
+        Ok(self.booked(key, taken, cost, booking))
+    }
+
+    /// Settles `booked` on `key` with its `actual` cost, as the blocking
+    /// [`settle_booked`](Core::settle_booked).
+    pub(crate) async fn settle_async(
+        &self,
+        key: &str,
+        booked: Booked,
+        actual: u64,
+    ) -> Result<(), Error> {
+        match self.settle_op(key, booked, actual)? {
+            Some(op) => self.settled(self.call_async(key, op).await),
+            None => Ok(()),
+        }
+    }
+
+    /// A take, and the booking it waited for (`None`: admitted by the
+    /// fail-open policy, or a cost of 0, which books nothing).
+    async fn reserve_async(
+        &self,
+        key: &str,
+        cost: u64,
+        within: Within,
+    ) -> Result<(Taken, Option<Booking>), Error> {
         let keyed = Keyed {
             core: self,
             key,
             found: Mutex::new(None),
         };
         // (Each answers when the permit went; the report says more.)
-        let _reserved = match within {
+        let reserved = match within {
             Within::Now => keyed.reserve(cost, Admit::Within(0), Ask::Answer).await?,
             // A remote limiter's limit is fixed per limiter object
             // (`with_limit` makes another): no change to wake for.
@@ -110,7 +147,7 @@ impl<B: AsyncBackend> Core<B> {
         };
         // The report of the take, from its last decision.
         let found = lock(&keyed.found).take().flatten();
-        Ok(self.taken(found))
+        Ok((self.taken(found), reserved.booking))
     }
 
     /// `key`'s state, one peek.

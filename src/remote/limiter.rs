@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::core::{Common, Core};
 use super::{Backend, Done, Error, FailPolicy, Op};
-use crate::limiter::take::{State, Take, Taken, Within};
+use crate::limiter::take::{Booked, State, Take, Taken, Within};
 use crate::observe::stats::{Counted, Stats};
 use crate::values::error::BuildError;
 use crate::values::limit::Limit;
@@ -177,6 +177,15 @@ impl<B: Backend> RemoteLimiter<B> {
 
 /// Any key that displays as text (`str`, `String`, a number, the HTTP
 /// layer's `ClientKey`) names the server's key.
+///
+/// A booking ([`book`](Take::book)) holds the server's: the time its
+/// permit went and the cost, on the server's clock. Its
+/// [`settle`](Take::settle) is one round trip (none when the actual cost
+/// is the booked one) running the model's settle in the server on the
+/// server's clock, as a take runs the step; it fails within the timeouts,
+/// naming the server, and under [`FailPolicy::Open`] a settle the server
+/// could not answer is dropped (the estimate stands). It is never sent
+/// twice, so a refund is never given twice.
 impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
     fn take_within(&self, key: &K, cost: u64, within: Within) -> Result<Taken, Error> {
         self.core
@@ -192,6 +201,15 @@ impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
     }
     fn limit_for(&self, _key: &K) -> Option<Limit> {
         Some(self.core.limit())
+    }
+    fn book(&self, key: &K, cost: u64, within: Within) -> Result<Booked, Error> {
+        let key = key.to_string();
+        let (taken, booking) =
+            (self.core.take_booked(&key, cost, within.admit())).map_err(|e| within.refusal(e))?;
+        Ok(self.core.booked(&key, taken, cost, booking))
+    }
+    fn settle(&self, key: &K, booked: Booked, actual: u64) -> Result<(), Error> {
+        self.core.settle_booked(&key.to_string(), booked, actual)
     }
 }
 

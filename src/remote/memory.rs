@@ -88,7 +88,7 @@ impl<C: Clock> MemoryBackend<C> {
     }
 
     /// How many calls reached the "server" (steps, peeks, give-backs,
-    /// resets), each one round trip of a real backend.
+    /// settles, resets), each one round trip of a real backend.
     pub fn round_trips(&self) -> u64 {
         self.inner.round_trips.load(Relaxed)
     }
@@ -148,6 +148,13 @@ impl<C: Clock + Clone + 'static> Backend for MemoryBackend<C> {
                 Done::Flag(true)
             }
             Op::Undo { .. } => Done::Flag(false),
+            Op::Settle(settle) => match settle.apply(prev, now) {
+                Some(next) => {
+                    states.insert(key.to_owned(), next);
+                    Done::Peeked(next, now)
+                }
+                None => Done::Peeked(prev.unwrap_or(FULL), now),
+            },
             Op::Reset => Done::Flag(states.remove(key).is_some()),
         })
     }

@@ -29,8 +29,10 @@
 //! with the server's now; or a refusal of
 //! [`schedule::step`](crate::model::schedule::step)), and it
 //! peeks at a key's state and the server's now without storing anything,
-//! gives a booking back, and forgets a key: four kinds of one call, an
-//! `Op` answered by a `Done`. That is `Backend` (blocking) and `AsyncBackend`
+//! gives a booking back, settles one with its actual cost
+//! ([`schedule::settle`](crate::model::schedule::settle) on the server's
+//! state and clock), and forgets a key: five kinds of one call, an `Op`
+//! answered by a `Done`. That is `Backend` (blocking) and `AsyncBackend`
 //! (a future), one method each. Everything else is here, once, for every
 //! backend:
 //!
@@ -77,6 +79,11 @@ mod pool;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(all(
+    test,
+    any(feature = "redis", feature = "postgres", feature = "memcached")
+))]
+mod settle_cases;
 
 use std::time::Duration;
 
@@ -92,7 +99,7 @@ pub use crate::values::error::{Cause, Error};
 #[cfg(feature = "tokio")]
 pub use seam::AsyncBackend;
 pub use seam::Backend;
-pub(crate) use seam::{Decision, Done, Op, Request};
+pub(crate) use seam::{Decision, Done, Op, Request, Settle};
 
 mod seam;
 #[cfg(any(feature = "redis", feature = "memcached"))]

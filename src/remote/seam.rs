@@ -1,14 +1,14 @@
 //! What a backend is: the sealed traits [`Backend`] (blocking) and
 //! [`AsyncBackend`] (futures), each one call, and what passes through them:
 //! the [`Op`] asked and the [`Done`] answered, the [`Request`] of a step,
-//! its [`Decision`], the [`Booking`] of a grant.
+//! its [`Decision`], the [`Booking`] of a grant, the [`Settle`] of one.
 //! (`pub` items in a private module: no user can name them.)
 
 #[cfg(feature = "tokio")]
 use std::future::Future;
 
 use super::Error;
-use crate::model::schedule::{self, Admit, Deny, Params, FULL};
+use crate::model::schedule::{self, Admit, Deny, Params, FULL, MAX_SPAN};
 use crate::store::Booking;
 use crate::wait::Ask;
 
@@ -100,8 +100,111 @@ pub enum Op {
     /// (`src/lease/`). Never retried: run twice, it could erase a booking
     /// made in between from the state the first run restored.
     Undo { tau: u64, booking: Booking },
+    /// Settles a booking with its actual cost:
+    /// [`schedule::settle`](crate::model::schedule::settle) on the key's
+    /// state at the server's time, the result stored (and kept as a step
+    /// keeps its state) when it differs; answered as a peek, by the state
+    /// it left and the server's time. Never retried: run twice, a refund
+    /// would be given twice and an excess charged twice.
+    Settle(Settle),
     /// Forgets the key's state; `true` when it held one.
     Reset,
+}
+
+/// A booking's settle, as a backend sends it: everything
+/// [`schedule::settle`](crate::model::schedule::settle) needs but the
+/// state and the server's clock, and the products a server without `u64`
+/// arithmetic (Lua's doubles) needs made for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settle {
+    /// When the booking's permit went, on the server's clock (internal ns:
+    /// [`Booking::went`]; 0 when the booking holds none, which only an
+    /// excess is sent for).
+    pub(crate) went: u64,
+    /// The cost booked, and the actual cost.
+    pub(crate) booked: u64,
+    pub(crate) actual: u64,
+    /// The limit's parameters.
+    pub(crate) params: Params,
+    /// How long past the state it writes the key lives, ns (as a step's
+    /// [`Request::keep`]).
+    pub(crate) keep: u64,
+}
+
+impl Settle {
+    /// The settle of a booking of `booked` permits that cost `actual`:
+    /// `None` when there is nothing to send (as booked; a refund of a
+    /// booking that holds no state of the server's: a fail-open
+    /// admission's).
+    pub(crate) fn of(
+        booking: Option<&Booking>,
+        booked: u64,
+        actual: u64,
+        params: Params,
+        keep: u64,
+    ) -> Option<Settle> {
+        let went = match (booking, actual.cmp(&booked)) {
+            (_, std::cmp::Ordering::Equal) | (None, std::cmp::Ordering::Less) => return None,
+            (b, _) => b.map_or(0, Booking::went),
+        };
+        Some(Settle {
+            went,
+            booked,
+            actual,
+            params,
+            keep,
+        })
+    }
+
+    /// The state the settle leaves on `prev` (`None`: absent, at rest) at
+    /// `now`, if it differs: what a backend that runs the model in the
+    /// client stores.
+    pub(crate) fn apply(&self, prev: Option<u64>, now: u64) -> Option<u64> {
+        let tat = prev.unwrap_or(FULL);
+        let (went, booked, actual) = (self.went, self.booked, self.actual);
+        let next = schedule::settle(tat, now, went, booked, actual, self.params);
+        (next != tat).then_some(next)
+    }
+
+    /// An excess's span, `(actual - booked) * T`, or `u64::MAX` for one
+    /// over [`MAX_SPAN`] (which saturates the state, as the model's
+    /// [`Deny::CostTooLarge`] does); 0 for a refund.
+    pub(crate) fn excess_span(&self) -> u64 {
+        let excess = self.actual.saturating_sub(self.booked);
+        match excess.checked_mul(self.params.interval()) {
+            Some(span) if span <= MAX_SPAN => span,
+            _ => u64::MAX,
+        }
+    }
+
+    /// A refund's two spans: `reach`, how much of the booking may count
+    /// against the burst when its permit goes (its span, at most `tau +
+    /// T`), and `give`, the refund before the time since then is taken
+    /// off it, `min((booked - actual) * T, reach)`. Each at most `2^63`.
+    pub(crate) fn refund_spans(&self) -> (u64, u64) {
+        let p = self.params;
+        let reach = if self.booked > p.slack() {
+            p.tau() + p.interval()
+        } else {
+            self.booked * p.interval()
+        };
+        let give = (self.booked.saturating_sub(self.actual))
+            .saturating_mul(p.interval())
+            .min(reach);
+        (give, reach)
+    }
+}
+
+impl Op {
+    /// Whether the call must be sent at most once: run twice, a give-back
+    /// could erase a booking made in between from the state the first run
+    /// restored, and a settle would refund or charge twice. A backend
+    /// sends it again only when the server is known not to have run it (a
+    /// cluster's redirection, a script the server had not loaded, a CAS
+    /// race lost before anything was stored).
+    pub(crate) fn once(&self) -> bool {
+        matches!(self, Op::Undo { .. } | Op::Settle(_))
+    }
 }
 
 /// What a backend answered to an [`Op`].

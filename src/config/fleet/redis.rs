@@ -100,7 +100,7 @@ impl Store for RedisStore {
     fn get(&mut self) -> Result<Option<Versioned>, FleetError> {
         let (version, body): (Option<String>, Option<String>) = self
             .pool
-            .run(|c| {
+            .run(false, |c| {
                 redis::cmd("HMGET")
                     .arg(&self.key)
                     .arg("version")
@@ -121,7 +121,7 @@ impl Store for RedisStore {
     fn set(&mut self, text: &str, if_version: Option<u64>) -> Result<u64, FleetError> {
         let (written, version): (u8, u64) = self
             .pool
-            .run(|c| {
+            .run(false, |c| {
                 let expected = if_version.map(|v| v.to_string()).unwrap_or_default();
                 self.script.key(&self.key).arg(text).arg(expected).invoke(c)
             })

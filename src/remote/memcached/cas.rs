@@ -11,6 +11,12 @@
 //! [`Next::Conflict`]: the driver pauses (see [`pause`]) and starts it
 //! again, a bounded number of times within the call's budget, then fails
 //! with the contention, an error no fail policy admits.
+//!
+//! A settle is the same loop over
+//! [`schedule::settle`](crate::model::schedule::settle) (`Settle::apply`):
+//! read, settle on the client's clock, store over the token if the state
+//! changed. A conflict means its store did not land, so starting again
+//! never applies it twice.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -19,7 +25,7 @@ use std::time::Duration;
 use super::proto::{self, Failure, Head};
 use crate::clock::{internal_now, Clock, UnixClock};
 use crate::model::schedule::FULL;
-use crate::remote::{Decision, Done, Op, Request};
+use crate::remote::{Done, Op, Request, Settle};
 use crate::store::Booking;
 
 /// The most conflicts one call retries (the call's budget usually ends it
@@ -80,8 +86,9 @@ pub(crate) enum Next {
 enum Phase {
     /// The first command (a read; a reset's delete) is out.
     First,
-    /// A step's store is out, and this is its decision if it lands.
-    Store(Decision),
+    /// A step's or a settle's store is out, and this is its answer if it
+    /// lands.
+    Store(Done),
     /// A give-back's store or delete is out.
     Restore,
 }
@@ -122,7 +129,7 @@ impl<'a, C: Clock> Machine<'a, C> {
     pub(crate) fn begin(&mut self) {
         self.phase = Phase::First;
         match self.op {
-            Op::Step(_) | Op::Undo { .. } => proto::get(&mut self.out, self.key),
+            Op::Step(_) | Op::Undo { .. } | Op::Settle(_) => proto::get(&mut self.out, self.key),
             Op::Peek => proto::peek(&mut self.out, self.key),
             Op::Reset => proto::delete(&mut self.out, self.key, None),
         }
@@ -143,13 +150,17 @@ impl<'a, C: Clock> Machine<'a, C> {
                 Ok(found) => self.give_back(found, tau, booking),
                 Err(f) => Next::Done(Err(f)),
             },
+            (Phase::First, Op::Settle(settle)) => match read(reply, true) {
+                Ok(found) => self.settle(found, &settle),
+                Err(f) => Next::Done(Err(f)),
+            },
             (Phase::First, Op::Reset) => Next::Done(match reply.head {
                 Head::Done => Ok(Done::Flag(true)),
                 Head::NotFound => Ok(Done::Flag(false)),
                 other => Err(unexpected(other)),
             }),
-            (Phase::Store(decision), _) => match reply.head {
-                Head::Done => Next::Done(Ok(Done::Decision(decision))),
+            (Phase::Store(done), _) => match reply.head {
+                Head::Done => Next::Done(Ok(done)),
                 Head::Exists | Head::NotFound | Head::NotStored => {
                     self.conflicts += 1;
                     Next::Conflict
@@ -182,7 +193,22 @@ impl<'a, C: Clock> Machine<'a, C> {
         };
         let exptime = exptime(next, request.keep, now, wall_secs);
         proto::store(&mut self.out, self.key, next, cas, exptime);
-        self.phase = Phase::Store(decision);
+        self.phase = Phase::Store(Done::Decision(decision));
+        self.wrote = true;
+        Next::Send
+    }
+
+    /// The settle on what the read found (`None`: absent, at rest): the
+    /// state it leaves stored over the token, if it changed.
+    fn settle(&mut self, found: Option<(u64, u64)>, settle: &Settle) -> Next {
+        let now = self.now();
+        let (prev, cas) = found.unzip();
+        let Some(next) = settle.apply(prev, now) else {
+            return Next::Done(Ok(Done::Peeked(prev.unwrap_or(FULL), now)));
+        };
+        let exptime = exptime(next, settle.keep, now, wall_secs);
+        proto::store(&mut self.out, self.key, next, cas, exptime);
+        self.phase = Phase::Store(Done::Peeked(next, now));
         self.wrote = true;
         Next::Send
     }

@@ -385,3 +385,78 @@ async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
     assert!(!undo(stale).await);
     assert_eq!(peek().await, first.next);
 }
+
+#[test]
+fn the_cas_loop_settles_as_the_model_state_for_state_among_steps() {
+    use crate::remote::settle_cases::{interleaved, Call as Either};
+    let server = MemcachedServer::start();
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        interval(),
+        0..=20u64,
+        start(),
+        initial(),
+        proptest::collection::vec(interleaved(op()), 1..24),
+    );
+    runner
+        .run(&strategy, |(interval, slack, start, initial, calls)| {
+            let Some(params) = Params::new(interval, slack) else {
+                return Ok(());
+            };
+            let clock = ManualClock::new();
+            let lim = limiter(&server, interval, slack, &clock);
+            let backend = lim.backend();
+            let key = fresh_key();
+            let stored = format!("{}{key}", lim.prefix());
+            let mut tat = match initial {
+                None => FULL,
+                Some(word) => {
+                    let v = word.to_string();
+                    server.meta(&format!("ms {stored} {} T0\r\n{v}", v.len()));
+                    word
+                }
+            };
+            let mut now = start;
+            for call in calls {
+                match call {
+                    Either::Step(op) => {
+                        now = now.saturating_add(op.dt.saturating_mul(interval) / 4);
+                        clock.set(Duration::from_nanos(now - ORIGIN));
+                        let admit = match op.admit {
+                            Admit::Always => Admit::Always,
+                            Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
+                        };
+                        if let Ok(g) = step(tat, now, op.cost, params, admit) {
+                            tat = g.next;
+                        }
+                        // (Its decision is the other test's to check.)
+                        let request = lim.core.request(op.cost, admit);
+                        let _ = request.and_then(|r| backend.call(&key, remote::Op::Step(r)));
+                    }
+                    Either::Settle(s) => {
+                        now = s.advance(now, interval);
+                        clock.set(Duration::from_nanos(now - ORIGIN));
+                        let (op, want) = s.at(tat, now, params, lim.core.keep);
+                        let left = backend.call(&key, op).and_then(Done::peeked).unwrap();
+                        prop_assert_eq!(left, (want, now), "tat {} {:?}", tat, op);
+                        tat = want;
+                    }
+                }
+                let (peeked, _) = backend
+                    .call(&key, remote::Op::Peek)
+                    .and_then(Done::peeked)
+                    .unwrap();
+                prop_assert_eq!(peeked, tat, "stored state");
+            }
+            Ok(())
+        })
+        .unwrap();
+}

@@ -16,11 +16,25 @@ use tokio_postgres::Row;
 use super::sql::{self, decode, encode, Sql, Table};
 use crate::remote::health::{Gate, Heard};
 use crate::remote::key;
-use crate::remote::{Done, Error, Op};
+use crate::remote::{Done, Error, Op, Settle};
 
 /// A key and a word: a peek's, and a give-back's to an absent key.
 const KEY_WORD_TYPES: [Type; 2] = [Type::TEXT, Type::INT8];
 const GIVE_TYPES: [Type; 5] = [Type::TEXT, Type::INT8, Type::INT8, Type::INT8, Type::INT8];
+/// A settle's: the key, now, six `u64`s as text, the two `rest_at`
+/// constants.
+const SETTLE_TYPES: [Type; 10] = [
+    Type::TEXT,
+    Type::INT8,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+];
 
 /// Everything a limiter's calls need, behind one `Arc`.
 pub(crate) struct Inner {
@@ -266,9 +280,48 @@ impl AsyncPostgresBackend {
                     }
                 }
             }
+            Op::Settle(settle) => {
+                let (tat, now) = self.settle_at(key, &settle, now).await?;
+                return Ok(Done::Peeked(tat, now));
+            }
             Op::Reset => self.exec(&sql.reset, &[Type::TEXT], &[&key]).await?,
         };
         Ok(Done::Flag(changed > 0))
+    }
+
+    /// Settles on the row `key` (as stored) by the settle's function: the
+    /// state it left and the server's time (or `now`, in tests).
+    async fn settle_at(
+        &self,
+        key: &str,
+        settle: &Settle,
+        now: Option<u64>,
+    ) -> Result<(u64, u64), Error> {
+        let (give, reach) = settle.refund_spans();
+        let p = settle.params;
+        let [went, give, reach, t, span, tau] = [
+            settle.went,
+            give,
+            reach,
+            p.interval(),
+            settle.excess_span(),
+            p.tau(),
+        ]
+        .map(|n| n.to_string());
+        let (secs, rem) = sql::rest_consts(settle.keep);
+        let now = now.map(encode);
+        let params: [&(dyn ToSql + Sync); 10] = [
+            &key, &now, &went, &give, &reach, &t, &span, &tau, &secs, &rem,
+        ];
+        let row = (self.row(&self.0.sql.settle, &SETTLE_TYPES, &params)).await?;
+        let reply: Vec<Option<i64>> = row.try_get(0).map_err(Error::script)?;
+        match reply.as_slice() {
+            &[Some(now), Some(tat)] => Ok((decode(tat), decode(now))),
+            _ => Err(Error::script(format!(
+                "the settle's function answered {reply:?}, not [now, tat]: \
+                 run install() (or schema_sql()'s SQL) again"
+            ))),
+        }
     }
 
     /// The state of the row `key` (as stored) and the server's time (or
@@ -292,10 +345,11 @@ impl AsyncPostgresBackend {
     }
 
     /// Creates the table if missing, checks its columns, creates the
-    /// index if missing and the step's function (or replaces it): one
+    /// index if missing and the step's and the settle's functions (or
+    /// replaces them): one
     /// transaction, under an advisory lock.
     pub(crate) async fn install(&self) -> Result<(), Error> {
-        let [table, index, function] = sql::schema(&self.0.table, self.0.unlogged);
+        let [table, index, step, settle] = sql::schema(&self.0.table, self.0.unlogged);
         let name = self.0.table.quoted.clone();
         let found: Option<Vec<(String, String)>> = self
             .run(|c| async move {
@@ -320,7 +374,7 @@ impl AsyncPostgresBackend {
                         c.batch_execute("ROLLBACK").await?;
                         return Ok(Some(found));
                     }
-                    c.batch_execute(&format!("{index} {function} COMMIT;"))
+                    c.batch_execute(&format!("{index} {step} {settle} COMMIT;"))
                         .await?;
                     Ok(None)
                 };

@@ -39,6 +39,8 @@ pub(crate) struct Table {
     /// The step's function, `<table>_step`, quoted, in the table's schema
     /// if the table's name gives one.
     pub(crate) step_fn: String,
+    /// The settle's function, `<table>_settle`, beside it.
+    pub(crate) settle_fn: String,
 }
 
 fn quote(ident: &str) -> String {
@@ -68,6 +70,7 @@ impl Table {
             quoted: format!("{schema}{}", quote(table)),
             index: quote(&format!("{table}_rest_at")),
             step_fn: format!("{schema}{}", quote(&format!("{table}_step"))),
+            settle_fn: format!("{schema}{}", quote(&format!("{table}_settle"))),
         })
     }
 }
@@ -79,6 +82,7 @@ pub(crate) struct Sql {
     pub(crate) peek: String,
     pub(crate) give_back: String,
     pub(crate) give_back_absent: String,
+    pub(crate) settle: String,
     pub(crate) reset: String,
     pub(crate) prune: String,
 }
@@ -122,6 +126,16 @@ impl Sql {
             "SELECT {f}($1, $2, $3, $4::numeric, $5, $6, $7)",
             f = t.step_fn
         );
+        // The settle is the other function `install` creates
+        // (`settle_function`). Parameters: $1 key; $2 now, encoded (NULL:
+        // the server's clock); then as text, each a `u64`: $3 when the
+        // permit went (internal ns), $4 give, $5 reach, $6 T, $7 the
+        // excess's span (0: a refund), $8 tau; $9, $10 `rest_consts(keep)`.
+        let settle = format!(
+            "SELECT {f}($1, $2, $3::numeric, $4::numeric, $5::numeric, $6::numeric, \
+             $7::numeric, $8::numeric, $9, $10)",
+            f = t.settle_fn
+        );
         let t = &t.quoted;
         let peek = format!(
             "SELECT c.now, b.tat FROM (SELECT COALESCE($2, {NOW}) AS now) c \
@@ -149,6 +163,7 @@ impl Sql {
             peek,
             give_back,
             give_back_absent,
+            settle,
             reset,
             prune,
         }
@@ -158,8 +173,8 @@ impl Sql {
 /// The schema, as [`install`](super::PostgresLimiter::install) runs it
 /// (inside one transaction, after taking an advisory lock, and checking the
 /// table's columns before the rest): the table, the index, the step's
-/// function.
-pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 3] {
+/// function, the settle's function.
+pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 4] {
     let unlogged = if unlogged { "UNLOGGED " } else { "" };
     [
         format!(
@@ -178,6 +193,7 @@ pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 3] {
             i = t.index,
         ),
         step_function(t),
+        settle_function(t),
     ]
 }
 
@@ -234,6 +250,65 @@ fn step_function(t: &Table) -> String {
     )
 }
 
+/// The settle's function: `schedule::settle` on one row, in one call, in
+/// `numeric` (every `u64` exact; a settle is rarer than a step, and its
+/// arithmetic is the model's line for line).
+///
+/// Arguments: the key; `now_`, encoded (NULL: the server's clock); `went`,
+/// `give`, `reach`, `t`, `span`, `tau` as `Settle` makes them (internal ns,
+/// not encoded); `secs`, `rem`, the [`rest_consts`] of how long the state
+/// lives. The row is read under its lock (`FOR UPDATE`: a step waits for
+/// the settle, and then decides on what it wrote); an excess is the step
+/// of its span from the model's base, admitted whatever its wait and
+/// saturating at `MAX_TAT`; a refund moves the state back by `give`, at
+/// most by `reach` less the time since `went`, never below `max(now - tau,
+/// FULL + 1)` (nor above the state), and only once the permit has gone and
+/// `tat <= now + T`. An absent row (at rest, `FULL`) is inserted only by an
+/// excess, and if another call inserts it first the row is read again. It
+/// returns `[now, the state left]`, both encoded.
+fn settle_function(t: &Table) -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION {f}(\n\
+         \x20 k text, now_ bigint, went numeric, give numeric, reach numeric, t numeric,\n\
+         \x20 span numeric, tau numeric, secs bigint, rem bigint)\n\
+         RETURNS bigint[] LANGUAGE plpgsql AS $paceline$\n\
+         DECLARE\n\
+         \x20 n bigint := COALESCE(now_, {NOW});\n\
+         \x20 u numeric := n::numeric + 9223372036854775808;\n\
+         \x20 cur bigint; st numeric; base numeric; res numeric; nx bigint;\n\
+         BEGIN\n\
+         \x20 FOR attempt IN 1..8 LOOP\n\
+         \x20   SELECT b.tat INTO cur FROM {table} AS b WHERE b.key = k FOR UPDATE;\n\
+         \x20   st := COALESCE(cur::numeric + 9223372036854775808, 1);\n\
+         \x20   IF span > 0 THEN\n\
+         \x20     base := CASE WHEN st = 0 THEN GREATEST(u - LEAST(span - t, tau), 0)\n\
+         \x20                  ELSE GREATEST(st, u - tau, 0) END;\n\
+         \x20     res := LEAST(base + span, 18446744073709486079);\n\
+         \x20   ELSIF st <= 1 OR went > u OR st > u + t THEN\n\
+         \x20     res := st;\n\
+         \x20   ELSE\n\
+         \x20     res := GREATEST(st - LEAST(give, GREATEST(reach - (u - went), 0)), 0,\n\
+         \x20                     LEAST(st, GREATEST(u - tau, 2)));\n\
+         \x20   END IF;\n\
+         \x20   nx := (res - 9223372036854775808)::bigint;\n\
+         \x20   IF res = st THEN RETURN ARRAY[n, nx]; END IF;\n\
+         \x20   IF cur IS NOT NULL THEN\n\
+         \x20     UPDATE {table} AS b SET tat = nx, prev_tat = NULL, rest_at = {rest}\n\
+         \x20      WHERE b.key = k;\n\
+         \x20     RETURN ARRAY[n, nx];\n\
+         \x20   END IF;\n\
+         \x20   INSERT INTO {table} AS b (key, tat, prev_tat, rest_at)\n\
+         \x20   VALUES (k, nx, NULL, {rest}) ON CONFLICT (key) DO NOTHING;\n\
+         \x20   IF FOUND THEN RETURN ARRAY[n, nx]; END IF;\n\
+         \x20 END LOOP;\n\
+         \x20 RAISE EXCEPTION 'paceline: key % came and went 8 times during one settle', k;\n\
+         END $paceline$;",
+        f = t.settle_fn,
+        table = t.quoted,
+        rest = rest_at("nx", "secs", "rem"),
+    )
+}
+
 /// Serializes concurrent `install()`s: `CREATE … IF NOT EXISTS` racing
 /// itself can fail on the catalog's unique index.
 pub(crate) const INSTALL_LOCK: i64 = 7_312_604_315;
@@ -270,6 +345,7 @@ mod tests {
         assert_eq!(t.index, "\"Limits_rest_at\"");
         assert_eq!(t.step_fn, "\"app\".\"Limits_step\"");
         assert_eq!(Table::new("limits").unwrap().step_fn, "\"limits_step\"");
+        assert_eq!(t.settle_fn, "\"app\".\"Limits_settle\"");
         assert_eq!(Table::new("a\"b").unwrap().quoted, "\"a\"\"b\"");
         for bad in ["", ".x", "x.", "a\0b"] {
             let e = Table::new(bad).unwrap_err().to_string();

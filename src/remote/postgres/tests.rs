@@ -283,3 +283,114 @@ fn give_back_restores_only_the_state_it_replaced() {
     assert_eq!(b.peek_at("k", Some(now)).unwrap().0, FULL);
     assert_eq!(rest_at(&lim, "k"), None, "the row is gone");
 }
+
+#[test]
+fn sql_settle_agrees_with_rust_settle_state_for_state_among_steps() {
+    use crate::remote::settle_cases::{interleaved, Call as Either};
+    let server = PgServer::start();
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        interval(),
+        0..=20u64,
+        prop_oneof![Just(0u64), 1..=1_000u64],
+        start(),
+        initial(),
+        proptest::collection::vec(interleaved(op()), 1..24),
+    );
+    let base = limiter(&server, 1_000_000, 0);
+    runner
+        .run(
+            &strategy,
+            |(interval, slack, more, start, initial, calls)| {
+                let Some(params) = Params::new(interval, slack) else {
+                    return Ok(());
+                };
+                let Some(kept) = Params::new(interval, slack + more) else {
+                    return Ok(());
+                };
+                let mut lim = base
+                    .with_limit(Rate::every(Duration::from_nanos(interval)).unwrap(), slack)
+                    .unwrap();
+                lim.core.keep = kept.tau();
+                let lim = &lim;
+                let backend = lim.backend();
+                let key = fresh_key();
+                let mut tat = match initial {
+                    None => FULL,
+                    Some(word) => {
+                        set_state(lim, &key, word);
+                        word
+                    }
+                };
+                let mut now = start;
+                for call in calls {
+                    match call {
+                        Either::Step(op) => {
+                            now = now.saturating_add(op.dt.saturating_mul(interval) / 4);
+                            let admit = match op.admit {
+                                Admit::Always => Admit::Always,
+                                Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
+                            };
+                            let rust = step(tat, now, op.cost, params, admit);
+                            let sql = lim
+                                .core
+                                .request(op.cost, admit)
+                                .and_then(|request| backend.step_at(&key, &request, Some(now)));
+                            match (rust, sql) {
+                                (Ok(g), Ok(Decision::Granted(b))) => {
+                                    prop_assert_eq!(g.slot, b.slot, "slot");
+                                    tat = g.next;
+                                }
+                                (Err(deny), Ok(Decision::Denied(sql)))
+                                    if deny != Deny::CostTooLarge =>
+                                {
+                                    prop_assert_eq!(deny, sql)
+                                }
+                                (Err(Deny::CostTooLarge), Err(Error::CostTooLarge { .. })) => {}
+                                (rust, sql) => {
+                                    return Err(TestCaseError::fail(format!(
+                                        "tat {tat} now {now} {op:?}: rust {rust:?}, sql {sql:?}"
+                                    )))
+                                }
+                            }
+                        }
+                        Either::Settle(s) => {
+                            now = s.advance(now, interval);
+                            let (op, want) = s.at(tat, now, params, kept.tau());
+                            let (left, n) = backend
+                                .call_at(&key, op, Some(now))
+                                .unwrap()
+                                .peeked()
+                                .unwrap();
+                            prop_assert_eq!(left, want, "tat {} now {} {:?}", tat, now, op);
+                            prop_assert_eq!(n, now);
+                            if want != tat {
+                                // rest_at: at rest from then on, plus a second,
+                                // rounded up, as a step's.
+                                let at_rest = i128::from(want) + i128::from(kept.tau())
+                                    - i128::from(ORIGIN)
+                                    + 1_000_000_000;
+                                let rest = i128::from(rest_at(lim, &key).unwrap());
+                                let want = at_rest.div_euclid(1_000_000_000)
+                                    + i128::from(at_rest.rem_euclid(1_000_000_000) != 0);
+                                prop_assert_eq!(rest, want, "rest_at");
+                            }
+                            tat = want;
+                        }
+                    }
+                    let (stored, _) = backend.peek_at(&key, Some(now)).unwrap();
+                    prop_assert_eq!(stored, tat, "stored state");
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+}

@@ -45,9 +45,9 @@ use crate::remote::{AsyncBackend, AsyncRemoteLimiter, Done, Error, Op};
 /// ```
 ///
 /// Calls go over one multiplexed connection, so any number of tasks share
-/// it. A give-back is never sent twice: on a Redis Cluster, whose client
-/// retries a call once after a connection error, give-backs go through a
-/// second client that never retries.
+/// it. A give-back or a settle is never sent twice: on a Redis Cluster,
+/// whose client retries a call once after a connection error, they go
+/// through a second client that never retries.
 pub type AsyncRedisLimiter = AsyncRemoteLimiter<AsyncRedisBackend>;
 
 /// The async Redis backend: one shared connection and the wire format.
@@ -67,8 +67,8 @@ pub struct AsyncRedisBackend {
 #[allow(clippy::large_enum_variant)]
 enum Conn {
     Single(Single),
-    /// The client calls go through, then for give-backs one that never
-    /// retries, each with its connection.
+    /// The client calls go through, then for give-backs and settles one
+    /// that never retries, each with its connection.
     Cluster([(Box<ClusterClient>, OnceCell<ClusterConnection>); 2]),
 }
 
@@ -127,8 +127,8 @@ impl Conn {
     /// again.
     ///
     /// With `once`, a call a cluster client would retry after a connection
-    /// error fails instead: a give-back must not run twice. (A single
-    /// server's connection never resends a call.)
+    /// error fails instead: a give-back or a settle must not run twice (see
+    /// `Op::once`). (A single server's connection never resends a call.)
     async fn query<T: FromRedisValue>(&self, wire: &Wire, cmd: &Cmd, once: bool) -> RedisResult<T> {
         match self {
             Conn::Single(single) => {
@@ -193,8 +193,8 @@ impl AsyncRedisBackend {
     /// A cluster's redirection is followed as the blocking calls follow
     /// it (see `src/remote/redis/conn.rs`): sent again after a pause, while
     /// the budget leaves room for the reply; a redirection is never a
-    /// timeout or an outage (no fail policy admits it). Even a give-back
-    /// follows it: a redirected call ran nowhere. With `once`, never
+    /// timeout or an outage (no fail policy admits it). Even a give-back or
+    /// a settle follows it: a redirected call ran nowhere. With `once`, never
     /// retried otherwise (see [`Conn::query`]).
     async fn run<T: FromRedisValue>(&self, cmd: &Cmd, once: bool) -> Result<T, Error> {
         let mut redirects = Redirects::new(Budget::new(self.connect, self.response));
@@ -231,12 +231,13 @@ impl AsyncRedisBackend {
 }
 
 impl AsyncBackend for AsyncRedisBackend {
-    /// As the blocking backend's; a give-back is never retried (run twice,
-    /// it could erase a booking made in between from the state the first
-    /// run restored).
+    /// As the blocking backend's; a give-back or a settle is never
+    /// retried (run twice, a give-back could erase a booking made in
+    /// between from the state the first run restored, a settle would
+    /// refund or charge twice).
     async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
         let cmd = self.wire.command(key, &op, None);
-        let once = matches!(op, Op::Undo { .. });
+        let once = op.once();
         let reply: redis::Value = self.run(&cmd, once).await?;
         script::done(&reply, &op, false).map(|(done, _ttl)| done)
     }

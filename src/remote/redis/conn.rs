@@ -61,10 +61,8 @@ pub(crate) enum Target {
         /// The client calls go through: it retries a call once (after a
         /// redirection, or a connection error).
         client: Box<ClusterClient>,
-        /// The same nodes and timeouts, never retrying: for a give-back,
-        /// which must not run twice (see `AsyncRedisLimiter`'s cancel
-        /// safety).
-        #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+        /// The same nodes and timeouts, never retrying: for a give-back
+        /// or a settle, which must not run twice (see `Op::once`).
         once: Box<ClusterClient>,
     },
 }
@@ -110,6 +108,9 @@ pub(crate) enum Conn {
     Single(Connection),
     // Boxed: four times the size of a single connection.
     Cluster(Box<ClusterConnection>),
+    /// A connection of the cluster's client that never retries, for the
+    /// calls that must run at most once.
+    ClusterOnce(Box<ClusterConnection>),
 }
 
 impl Conn {
@@ -117,7 +118,24 @@ impl Conn {
         match self {
             Conn::Link(c) => c,
             Conn::Single(c) => c,
-            Conn::Cluster(c) => &mut **c,
+            Conn::Cluster(c) | Conn::ClusterOnce(c) => &mut **c,
+        }
+    }
+
+    /// Whether it serves the calls that must run at most once: any but a
+    /// cluster's retrying one.
+    fn serves(&self, once: bool) -> bool {
+        !matches!(
+            (self, once),
+            (Conn::Cluster(_), true) | (Conn::ClusterOnce(_), false)
+        )
+    }
+
+    /// The cluster connection, if it is one.
+    fn cluster(&self) -> Option<&ClusterConnection> {
+        match self {
+            Conn::Cluster(c) | Conn::ClusterOnce(c) => Some(&**c),
+            _ => None,
         }
     }
 }
@@ -129,18 +147,27 @@ impl Pool {
     /// Runs `f` on a connection. A Redis error reply leaves the connection in
     /// use; any other failure drops it and the idle ones. A call on a reused
     /// connection that finds it dropped (the server restarted since) runs
-    /// once more on a fresh one. A cluster's redirection is followed within
-    /// the call's budget (see the module docs).
+    /// once more on a fresh one, unless `once`: a call that must run at
+    /// most once (see `Op::once`) is never sent again after a failure that
+    /// may have reached the server, and on a cluster goes through the
+    /// client that never retries. A cluster's redirection is followed
+    /// within the call's budget (see the module docs): a redirected call
+    /// ran nowhere.
     pub(crate) fn run<T>(
         &self,
+        once: bool,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
     ) -> Result<T, Error> {
         let mut redirects = Redirects::new(self.budget());
-        let reused = lock(&self.idle).pop();
+        let reused = {
+            let mut idle = lock(&self.idle);
+            let at = idle.iter().rposition(|c| c.serves(once));
+            at.map(|at| idle.swap_remove(at))
+        };
         // Whether a failure may be the connection's alone, and earns one
         // more try on a fresh one.
-        let mut retry = reused.is_some();
-        let mut conn = reused.map_or_else(|| self.connect(), Ok)?;
+        let mut retry = reused.is_some() && !once;
+        let mut conn = reused.map_or_else(|| self.connect(once), Ok)?;
         loop {
             match f(conn.as_dyn()) {
                 Ok(v) => {
@@ -148,7 +175,7 @@ impl Pool {
                     return Ok(v);
                 }
                 Err(e) if is_reply(&e) => {
-                    if let Conn::Cluster(c) = &conn {
+                    if let Some(c) = conn.cluster() {
                         if let Some(pause) = redirects.follow(&e) {
                             std::thread::sleep(pause);
                             // The resend's reply is due within the budget.
@@ -170,7 +197,7 @@ impl Pool {
                     // fails on its first use: it says nothing about the
                     // server now.
                     retry = false;
-                    conn = self.connect()?;
+                    conn = self.connect(once)?;
                 }
             }
         }
@@ -180,7 +207,7 @@ impl Pool {
     /// if a redirected call shortened it.
     fn keep(&self, conn: Conn, redirects: &Redirects) {
         // (After any redirection followed.)
-        if let (Conn::Cluster(c), true) = (&conn, redirects.resends > 0) {
+        if let (Some(c), true) = (conn.cluster(), redirects.resends > 0) {
             if c.set_read_timeout(Some(self.response_timeout)).is_err() {
                 // (Not for a timeout above zero.) Dropped, not kept short.
                 return;
@@ -189,11 +216,12 @@ impl Pool {
         lock(&self.idle).push(conn);
     }
 
-    /// A new connection, unless the backoff after a failed one still runs.
-    fn connect(&self) -> Result<Conn, Error> {
+    /// A new connection (`once`: one that serves the calls that must run
+    /// at most once), unless the backoff after a failed one still runs.
+    fn connect(&self, once: bool) -> Result<Conn, Error> {
         match self.gate.closed() {
             Some(last) => Err(last),
-            None => self.gate.record(self.open().map_err(classify)),
+            None => self.gate.record(self.open(once).map_err(classify)),
         }
     }
 
@@ -207,18 +235,26 @@ impl Pool {
         Ok(conn)
     }
 
-    fn open(&self) -> RedisResult<Conn> {
+    fn open(&self, once: bool) -> RedisResult<Conn> {
         match &self.target {
             Target::Single(client) if Link::serves(client.get_connection_info()) => {
                 let info = client.get_connection_info();
                 Link::open(info, self.connect_timeout, self.response_timeout).map(Conn::Link)
             }
             Target::Single(client) => self.single(client).map(Conn::Single),
-            Target::Cluster { client, .. } => {
+            Target::Cluster {
+                client,
+                once: never,
+            } => {
+                let client = if once { never } else { client };
                 let conn = client.get_connection()?;
                 conn.set_read_timeout(Some(self.response_timeout))?;
                 conn.set_write_timeout(Some(self.response_timeout))?;
-                Ok(Conn::Cluster(Box::new(conn)))
+                Ok(if once {
+                    Conn::ClusterOnce(Box::new(conn))
+                } else {
+                    Conn::Cluster(Box::new(conn))
+                })
             }
         }
     }

@@ -42,7 +42,7 @@ impl RedisBackend {
         now: Option<u64>,
     ) -> Result<(Done, u64), Error> {
         let cmd = self.wire.command(key, &op, now);
-        let reply: ::redis::Value = self.pool.run(|c| self.wire.invoke(&cmd, c))?;
+        let reply: ::redis::Value = self.pool.run(op.once(), |c| self.wire.invoke(&cmd, c))?;
         script::done(&reply, &op, now.is_some())
     }
 }
@@ -56,8 +56,9 @@ impl Backend for RedisBackend {
         super::aio::AsyncRedisBackend::twin(&self.pool, self.wire.prefix())
     }
 
-    /// The script's `take`, `peek` or `give`, or one `DEL` of the prefixed
-    /// key.
+    /// The script's `take`, `peek`, `give` or `settle`, or one `DEL` of
+    /// the prefixed key; a give-back or a settle never sent twice (see
+    /// `Pool::run`).
     fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
         self.call_at(key, op, None).map(|(done, _ttl)| done)
     }
@@ -73,7 +74,7 @@ impl RedisLimiter {
     pub fn ping(&self) -> Result<(), Error> {
         self.backend()
             .pool
-            .run(|c| ::redis::cmd("PING").query::<String>(c))
+            .run(false, |c| ::redis::cmd("PING").query::<String>(c))
             .map(drop)
     }
 

@@ -72,8 +72,8 @@ impl Wire {
     pub(super) fn command(&self, key: &str, op: &Op, now: Option<u64>) -> Cmd {
         // The key as stored (src/remote/key.rs): as given, or its digest.
         let key = &*key::redis(key);
-        // At most 8 arguments, each its digits plus ~16 bytes of framing.
-        let size = 64 + self.prefix.len() + key.len() + 8 * 36;
+        // At most 14 arguments, each its digits plus ~16 bytes of framing.
+        let size = 64 + self.prefix.len() + key.len() + 14 * 36;
         let mut cmd = Cmd::with_capacity(12, size);
         let full = FullKey {
             prefix: &self.prefix,
@@ -122,6 +122,20 @@ impl Wire {
                         cmd.arg("").arg("").arg("");
                     }
                 }
+            }
+            // The model's settle: the refund's spans, then for an excess a
+            // take's arguments, admitted whatever its wait.
+            Op::Settle(settle) => {
+                let (give, reach) = settle.refund_spans();
+                let p = settle.params;
+                cmd.arg("settle").arg(give).arg(reach).arg(p.interval());
+                pair(&mut cmd, settle.went);
+                let span = settle.excess_span();
+                cmd.arg(span)
+                    .arg(p.tau())
+                    .arg(span.saturating_sub(p.interval()))
+                    .arg("")
+                    .arg(settle.keep);
             }
             Op::Reset => {}
         }
@@ -206,11 +220,25 @@ pub(super) fn done(reply: &Value, op: &Op, tested: bool) -> Result<(Done, u64), 
                 tat.zip(now).map(|(tat, now)| Done::Peeked(tat, now))
             }
             (Op::Undo { .. }, Some(&[5, given @ (0 | 1)])) => Some(Done::Flag(given == 1)),
+            // A settle's state left and the server's time (and in tests
+            // the TTL it set, ms, which `call_at` answers beside it).
+            (Op::Settle(_), Some(ints @ ([6, _, _, _, _] | [6, _, _, _, _, _]))) => {
+                let (tat, now) = (joined(ints, 1), joined(ints, 3));
+                tat.zip(now).map(|(tat, now)| Done::Peeked(tat, now))
+            }
             (Op::Reset, Some(&[removed])) => Some(Done::Flag(removed > 0)),
             _ => None,
         }
-        .map(|done| (done, 0))
+        .map(|done| (done, settle_ttl(reply, op, tested)))
         .ok_or_else(|| bad_reply(reply)),
+    }
+}
+
+/// The TTL a settle at a test clock gave its key, ms; 0 otherwise.
+fn settle_ttl(reply: &Value, op: &Op, tested: bool) -> u64 {
+    match (op, tested, ints(reply).as_deref()) {
+        (Op::Settle(_), true, Some(&[6, _, _, _, _, ttl])) => ttl,
+        _ => 0,
     }
 }
 

@@ -22,6 +22,18 @@
 --       back to `prev`, with `prev`'s time to rest as its TTL; otherwise
 --       nothing changes. x/time/rate's `Reservation.Cancel`, done where the
 --       state lives.
+--   "settle", give, reach, T, went (2), span, tau, lead, "", keep
+--       schedule::settle: a booking whose permit went at `went` settled
+--       with its actual cost. An excess (span = (actual - booked) * T > 0;
+--       2^64 - 1 for one over MAX_SPAN) is a "take" of it with the
+--       arguments after `went`, admitted whatever its wait, that saturates
+--       the state at MAX_TAT where a take is refused. A refund (span 0)
+--       moves the state back by `give` (min((booked - actual) * T, reach),
+--       made by the client), at most by `reach` (the booking's span, at
+--       most tau + T) less the time since `went`, never below max(now -
+--       tau, FULL + 1), and only once the permit has gone and every permit
+--       booked has (tat <= now + T); a key absent, FRESH or FULL stays.
+--       The state left is stored with a take's TTL if it changed.
 --   "test", now (2), then one of the above with its name
 --       tests only: decides at `now` (internal ns) instead of TIME, stores
 --       the key without expiry (expiry runs on the real clock) and replies
@@ -40,6 +52,8 @@
 --   {3, tat (2), now (2)}  a peek
 --   {5, 1} / {5, 0}      given back / not (someone took since, or the key
 --                        expired)
+--   {6, tat (2), now (2) [, ttl_ms]}
+--                        "settle": the state left (as found if unchanged)
 --
 -- Arithmetic. Times are u64 ns with ORIGIN = 2^62 added (about 2^62.4 today)
 -- and saturate at 2^64 - 1, but a Lua 5.1 number is a double, exact only up
@@ -68,7 +82,7 @@ local test = op == 'test'
 if test then
   op, a = argv[4], 5
 end
-if op ~= 'take' and op ~= 'peek' and op ~= 'give' then
+if op ~= 'take' and op ~= 'peek' and op ~= 'give' and op ~= 'settle' then
   return redis.error_reply('paceline: unknown operation ' .. tostring(op))
 end
 
@@ -120,6 +134,12 @@ if raw ~= '' or redis.call('EXISTS', key) == 1 then
     local size = redis.call('STRLEN', key)
     return redis.error_reply('paceline: key ' .. key .. ' holds a value of ' .. size .. ' bytes that is not a paceline state')
   end
+end
+
+-- A settle's excess is a take of it, its arguments after `went`.
+local charge = op == 'settle' and argv[a + 5] ~= '0'
+if charge then
+  op, a = 'take', a + 5
 end
 
 if op == 'take' then
@@ -191,7 +211,11 @@ if op == 'take' then
     next_s, next_n = next_s + 1, next_n - B
   end
   if next_s > MAX_S or (next_s == MAX_S and next_n > 709486079) then
-    return { 4 }
+    if not charge then
+      return { 4 }
+    end
+    -- An excess is never refused: the state saturates.
+    next_s, next_n = MAX_S, 709486079
   end
   -- slot = base + lead (= next - T: below next, so it cannot saturate).
   local slot_s, slot_n = base_s + lead_s, base_n + lead_n
@@ -273,12 +297,18 @@ if op == 'take' then
   end
   if test then
     redis.call('SET', key, state)
+    if charge then
+      return { 6, next_s, next_n, now_s, now_n, ttl }
+    end
     if raw == '' then
       return { 1, slot_s, slot_n, now_s, now_n, ttl }
     end
     return { 1, slot_s, slot_n, now_s, now_n, ttl, tat_s, tat_n }
   end
   redis.call('SET', key, state, 'PX', ttl)
+  if charge then
+    return { 6, next_s, next_n, now_s, now_n }
+  end
   if raw == '' then
     return { 1, slot_s, slot_n, now_s, now_n }
   end
@@ -287,6 +317,107 @@ end
 
 if op == 'peek' then
   return { 3, tat_s, tat_n, now_s, now_n }
+end
+
+if op == 'settle' then
+  -- A refund. (Rarer than a take: a helper is fine here.)
+  local function split(x)
+    if #x <= 15 then
+      x = x + 0
+      local n = x % B
+      return (x - n) / B, n
+    end
+    return string.sub(x, 1, -10) + 0, string.sub(x, -9) + 0
+  end
+  -- The estimate stands on a key at rest, absent or FRESH (nothing to
+  -- bank), while the permit has not gone, and while takes wait behind
+  -- the schedule (tat > now + T).
+  local went_s, went_n = argv[a + 3] + 0, argv[a + 4] + 0
+  local same = (tat_s == 0 and tat_n <= 1)
+    or went_s > now_s or (went_s == now_s and went_n > now_n)
+  if not same then
+    local t_s, t_n = split(argv[a + 2])
+    t_s, t_n = now_s + t_s, now_n + t_n
+    if t_n >= B then
+      t_s, t_n = t_s + 1, t_n - B
+    end
+    same = tat_s > t_s or (tat_s == t_s and tat_n > t_n)
+  end
+  if same then
+    return { 6, tat_s, tat_n, now_s, now_n }
+  end
+  -- back = min(give, reach - (now - went)), the room at least 0.
+  local r_s, r_n = split(argv[a + 1])
+  r_s, r_n = r_s - (now_s - went_s), r_n - (now_n - went_n)
+  while r_n < 0 do
+    r_s, r_n = r_s - 1, r_n + B
+  end
+  while r_n >= B do
+    r_s, r_n = r_s + 1, r_n - B
+  end
+  if r_s < 0 then
+    r_s, r_n = 0, 0
+  end
+  local back_s, back_n = split(argv[a])
+  if r_s < back_s or (r_s == back_s and r_n < back_n) then
+    back_s, back_n = r_s, r_n
+  end
+  -- The state moved back, saturating at 0 ...
+  local new_s, new_n = tat_s - back_s, tat_n - back_n
+  if new_n < 0 then
+    new_s, new_n = new_s - 1, new_n + B
+  end
+  if new_s < 0 then
+    new_s, new_n = 0, 0
+  end
+  -- ... never below min(tat, max(now - tau, FULL + 1)).
+  local f_s, f_n = split(argv[a + 6])
+  f_s, f_n = now_s - f_s, now_n - f_n
+  if f_n < 0 then
+    f_s, f_n = f_s - 1, f_n + B
+  end
+  if f_s < 0 or (f_s == 0 and f_n < 2) then
+    f_s, f_n = 0, 2
+  end
+  if tat_s < f_s or (tat_s == f_s and tat_n < f_n) then
+    f_s, f_n = tat_s, tat_n
+  end
+  if new_s < f_s or (new_s == f_s and new_n < f_n) then
+    new_s, new_n = f_s, f_n
+  end
+  if new_s == tat_s and new_n == tat_n then
+    return { 6, tat_s, tat_n, now_s, now_n }
+  end
+  -- Kept as a take keeps its state: until at rest at keep.
+  local k_s, k_n = split(argv[a + 9])
+  local rest_s, rest_n = new_s + k_s, new_n + k_n
+  if rest_n >= B then
+    rest_s, rest_n = rest_s + 1, rest_n - B
+  end
+  if rest_s > MAX_S or (rest_s == MAX_S and rest_n > MAX_N) then
+    rest_s, rest_n = MAX_S, MAX_N
+  end
+  rest_s, rest_n = rest_s - now_s, rest_n - now_n
+  if rest_n < 0 then
+    rest_s, rest_n = rest_s - 1, rest_n + B
+  end
+  if rest_s < 0 then
+    rest_s, rest_n = 0, 0
+  end
+  local ttl = rest_n + 999999
+  ttl = rest_s * 1000 + (ttl - ttl % 1000000) / 1000000 + 2
+  local state
+  if new_s == 0 then
+    state = string.format('%d', new_n)
+  else
+    state = string.format('%d%09d', new_s, new_n)
+  end
+  if test then
+    redis.call('SET', key, state)
+    return { 6, new_s, new_n, now_s, now_n, ttl }
+  end
+  redis.call('SET', key, state, 'PX', ttl)
+  return { 6, new_s, new_n, now_s, now_n }
 end
 
 -- "give"

@@ -19,6 +19,9 @@ use crate::values::rate::Rate;
 use crate::Error;
 use server::RedisServer;
 
+/// Settles among steps: `tests/settle.rs`.
+mod settle;
+
 /// The backend's calls at a test clock, one per kind of call.
 trait At {
     fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<(Decision, u64), Error>;

@@ -1,0 +1,100 @@
+//! The Lua settle against the Rust one, among steps, on a real
+//! `redis-server`, at a test clock as the step's test runs it.
+
+use super::*;
+use crate::remote::settle_cases::{interleaved, Call as Either};
+
+#[test]
+fn lua_settle_agrees_with_rust_settle_state_for_state_among_steps() {
+    let server = RedisServer::start();
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        interval(),
+        0..=20u64,
+        prop_oneof![Just(0u64), 1..=1_000u64],
+        start(),
+        initial(),
+        proptest::collection::vec(interleaved(op()), 1..24),
+    );
+    runner
+        .run(
+            &strategy,
+            |(interval, slack, more, start, initial, calls)| {
+                let Some(params) = Params::new(interval, slack) else {
+                    return Ok(());
+                };
+                let Some(kept) = Params::new(interval, slack + more) else {
+                    return Ok(());
+                };
+                let mut lim = limiter(&server, interval, slack);
+                lim.core.keep = kept.tau();
+                let backend = lim.backend();
+                let key = fresh_key();
+                let mut tat = match initial {
+                    None => FULL,
+                    Some(word) => {
+                        server.raw(&format!("SET {}{key} {word}", lim.prefix()));
+                        word
+                    }
+                };
+                let mut now = start;
+                for call in calls {
+                    match call {
+                        Either::Step(op) => {
+                            now = now.saturating_add(op.dt.saturating_mul(interval) / 4);
+                            let admit = match op.admit {
+                                Admit::Always => Admit::Always,
+                                Admit::Within(q) => Admit::Within(q.saturating_mul(interval) / 4),
+                            };
+                            let rust = step(tat, now, op.cost, params, admit);
+                            let lua = lim
+                                .core
+                                .request(op.cost, admit)
+                                .and_then(|request| backend.step_at(&key, &request, Some(now)));
+                            match (rust, lua) {
+                                (Ok(g), Ok((Decision::Granted(b), _))) => {
+                                    prop_assert_eq!(g.slot, b.slot, "slot");
+                                    tat = g.next;
+                                }
+                                (Err(deny), Ok((Decision::Denied(lua), _)))
+                                    if deny != Deny::CostTooLarge =>
+                                {
+                                    prop_assert_eq!(deny, lua)
+                                }
+                                (Err(Deny::CostTooLarge), Err(Error::CostTooLarge { .. })) => {}
+                                (rust, lua) => {
+                                    return Err(TestCaseError::fail(format!(
+                                        "tat {tat} now {now} {op:?}: rust {rust:?}, lua {lua:?}"
+                                    )))
+                                }
+                            }
+                        }
+                        Either::Settle(s) => {
+                            now = s.advance(now, interval);
+                            let (op, want) = s.at(tat, now, params, kept.tau());
+                            let (done, ttl) = backend.call_at(&key, op, Some(now)).unwrap();
+                            let (left, n) = done.peeked().unwrap();
+                            prop_assert_eq!(left, want, "tat {} now {} {:?}", tat, now, op);
+                            prop_assert_eq!(n, now);
+                            if want != tat {
+                                prop_assert_eq!(ttl, expected_ttl_ms(want, kept.tau(), now), "ttl");
+                            }
+                            tat = want;
+                        }
+                    }
+                    let (stored, _) = backend.peek_at(&key, Some(now)).unwrap();
+                    prop_assert_eq!(stored, tat, "stored state");
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+}
