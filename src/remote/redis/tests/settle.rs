@@ -98,3 +98,32 @@ fn lua_settle_agrees_with_rust_settle_state_for_state_among_steps() {
         )
         .unwrap();
 }
+
+/// A settle is never sent twice: one that meets a pooled connection the
+/// server dropped (it restarted) fails, where a take is sent again on a
+/// fresh connection; the next settle goes through.
+#[test]
+fn a_settle_is_not_sent_again_on_a_fresh_connection() {
+    use crate::limiter::take::Within;
+    let mut server = RedisServer::start_with(Some(0), &[]);
+    let lim = RedisLimiter::builder(server.tcp_url(), Rate::per_minute(1))
+        .slack(4)
+        .build()
+        .unwrap();
+    let booked = lim.book("k", 3, Within::Now).unwrap();
+    server.stop();
+    server.restart();
+    let e = lim.settle("k", booked, 1).unwrap_err();
+    assert!(matches!(e, Error::Unavailable(_)), "{e:?}");
+    // A take on such a connection is sent again (the failure above
+    // dropped that one: this take makes the one the restart kills).
+    lim.try_take("k").unwrap();
+    server.stop();
+    server.restart();
+    lim.try_take("other").unwrap();
+    // The key was forgotten, at rest: 1 booked, 1 given back.
+    let booked = lim.book("k", 1, Within::Now).unwrap();
+    assert_eq!(lim.available("k").unwrap(), 4);
+    lim.settle("k", booked, 0).unwrap();
+    assert_eq!(lim.available("k").unwrap(), 5, "the refund went through");
+}
