@@ -114,23 +114,37 @@ fn the_in_memory_backend_settles_a_booking() {
     both_faces("memory", limiter.unwrap(), AsyncMemoryLimiter::from);
 }
 
-/// A booking settled after its server stopped: under `Closed` an error
-/// that names the server (`address`), well within the timeouts; under
-/// `Open` dropped, the estimate standing.
-fn a_stopped_server<B: Backend>(
+/// A booking settled after its server stopped, on both faces (the async
+/// one made by `to_async`): under `Closed` an error that names the server
+/// (`address`), well within the timeouts; under `Open` dropped, the
+/// estimate standing.
+fn a_stopped_server<B: Backend, A: AsyncTake<str>>(
     closed: RemoteLimiter<B>,
     open: RemoteLimiter<B>,
+    to_async: fn(RemoteLimiter<B>) -> A,
     address: &str,
     stop: impl FnOnce(),
 ) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
     let booked = closed.book("k", 3, Within::Now).unwrap();
     let booked_open = open.book("k-open", 3, Within::Now).unwrap();
+    let closed_async = to_async(closed.clone());
+    let booked_async = runtime
+        .block_on(closed_async.book("k-async", 3, Within::Now))
+        .unwrap();
     stop();
     let start = Instant::now();
-    let e = closed.settle("k", booked, 1).unwrap_err();
-    // (A stopped server refuses the connection: no timeout to wait out.)
-    assert!(matches!(e, Error::Unavailable(_)), "{address}: {e:?}");
-    assert!(e.to_string().contains(address), "{address} not in {e}");
+    let failures = [
+        closed.settle("k", booked, 1).unwrap_err(),
+        runtime
+            .block_on(closed_async.settle("k-async", booked_async, 1))
+            .unwrap_err(),
+    ];
+    for e in failures {
+        // (A stopped server refuses the connection: no timeout to wait out.)
+        assert!(matches!(e, Error::Unavailable(_)), "{address}: {e:?}");
+        assert!(e.to_string().contains(address), "{address} not in {e}");
+    }
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -144,7 +158,13 @@ fn a_down_in_memory_server_fails_or_drops_a_settle_by_the_policy() {
     let backend = MemoryBackend::new();
     let open = MemoryLimiter::with_backend(backend.clone(), limit(), FailPolicy::Open).unwrap();
     let closed = MemoryLimiter::with_backend(backend.clone(), limit(), FailPolicy::Closed);
-    a_stopped_server(closed.unwrap(), open, "memory", || backend.set_down(true));
+    a_stopped_server(
+        closed.unwrap(),
+        open,
+        AsyncMemoryLimiter::from,
+        "memory",
+        || backend.set_down(true),
+    );
     backend.set_down(false);
     assert_eq!(
         available(
@@ -203,7 +223,9 @@ mod redis {
                 .unwrap()
         };
         let (closed, open) = (build(FailPolicy::Closed), build(FailPolicy::Open));
-        super::a_stopped_server(closed, open, &address, || server.stop());
+        super::a_stopped_server(closed, open, AsyncRedisLimiter::from, &address, || {
+            server.stop()
+        });
     }
 }
 
@@ -247,7 +269,9 @@ mod postgres {
             limiter(&server, FailPolicy::Open),
         );
         let address = format!("{}/.s.PGSQL.", server.dir().display());
-        super::a_stopped_server(closed, open, &address, || server.stop());
+        super::a_stopped_server(closed, open, AsyncPostgresLimiter::from, &address, || {
+            server.stop()
+        });
     }
 }
 
@@ -288,6 +312,8 @@ mod memcached {
                 .unwrap()
         };
         let (closed, open) = (build(FailPolicy::Closed), build(FailPolicy::Open));
-        super::a_stopped_server(closed, open, &address, || server.stop());
+        super::a_stopped_server(closed, open, AsyncMemcachedLimiter::from, &address, || {
+            server.stop()
+        });
     }
 }
