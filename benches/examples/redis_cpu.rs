@@ -19,7 +19,8 @@
 //! redis_rate's GCRA (`benches/lua/redis_rate.lua`), and a minimal
 //! TIME + GET + SET GCRA (`benches/lua/minimal_gcra.lua`). Each call is
 //! admitted (1 permit per µs, far faster than the calls come) and writes its
-//! key: paceline's `try_take`, and its blocking `take` for reference.
+//! key: paceline's `try_take`, and its blocking `take` and a settle's
+//! excess (charged as a take) for reference.
 //!
 //! A run is 9 rounds, each measuring every script once (~0.1 s each, in an
 //! order rotated each round) so that all of them see the same load. A run's
@@ -81,6 +82,16 @@ const CASES: &[Case] = &[
         name: "paceline take",
         code: include_str!("../../src/remote/redis/step.lua"),
         args: &["take", "1000", "10000", "0", "", "10000"],
+    },
+    // A settle of a booking of 1 that cost 2, its permit gone at 0: the
+    // excess charged, as a take admitted whatever its wait ("settle",
+    // give, reach, T, went (2), then the take's span, tau, lead, max, keep).
+    Case {
+        name: "paceline settle, an excess",
+        code: include_str!("../../src/remote/redis/step.lua"),
+        args: &[
+            "settle", "0", "1000", "1000", "0", "0", "1000", "10000", "0", "", "10000",
+        ],
     },
     // Before: op, lead, span, tau, max ("0": try_take), exceeds-burst flag,
     // test clock ("").
@@ -264,6 +275,7 @@ fn main() {
         index("before try_take"),
     );
     let (rate, minimal) = (index("redis_rate"), index("minimal"));
+    let excess = index("paceline settle, an excess");
     // A ratio within each round (the two measured close in time, under the
     // same load), each run's median of them.
     let ratio = |a: usize, b: usize, f: fn(&Sample) -> f64| -> Vec<f64> {
@@ -288,6 +300,10 @@ fn main() {
             ratio(after, rate, cpu),
         ),
         ("paceline take / redis_rate, CPU", ratio(take, rate, cpu)),
+        (
+            "paceline settle, an excess / paceline take, CPU",
+            ratio(excess, take, cpu),
+        ),
         ("before / redis_rate, CPU", ratio(before, rate, cpu)),
         ("paceline try_take / before, CPU", ratio(after, before, cpu)),
         (
@@ -323,14 +339,14 @@ fn main() {
 }
 
 /// Whether a script's reply says the call was admitted: paceline's `1` or
-/// `{1, ...}`, before's `{"1", ...}`, redis_rate's `{cost, ...}` with a
+/// `{1, ...}` (a settle's `{6, ...}`), before's `{"1", ...}`, redis_rate's `{cost, ...}` with a
 /// cost of 1, the minimal script's `0`.
 fn admitted(reply: &redis::Value) -> bool {
     use redis::Value;
     match reply {
         Value::Int(n) => *n == 1 || *n == 0,
         Value::Array(items) => match items.first() {
-            Some(Value::Int(1)) => true,
+            Some(Value::Int(1 | 6)) => true,
             Some(Value::BulkString(b)) => b.as_slice() == b"1",
             _ => false,
         },
