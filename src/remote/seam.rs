@@ -169,6 +169,7 @@ impl Settle {
     /// An excess's span, `(actual - booked) * T`, or `u64::MAX` for one
     /// over [`MAX_SPAN`] (which saturates the state, as the model's
     /// [`Deny::CostTooLarge`] does); 0 for a refund.
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn excess_span(&self) -> u64 {
         let excess = self.actual.saturating_sub(self.booked);
         match excess.checked_mul(self.params.interval()) {
@@ -181,6 +182,7 @@ impl Settle {
     /// against the burst when its permit goes (its span, at most `tau +
     /// T`), and `give`, the refund before the time since then is taken
     /// off it, `min((booked - actual) * T, reach)`. Each at most `2^63`.
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn refund_spans(&self) -> (u64, u64) {
         let p = self.params;
         let reach = if self.booked > p.slack() {
@@ -202,6 +204,7 @@ impl Op {
     /// sends it again only when the server is known not to have run it (a
     /// cluster's redirection, a script the server had not loaded, a CAS
     /// race lost before anything was stored).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn once(&self) -> bool {
         matches!(self, Op::Undo { .. } | Op::Settle(_))
     }
