@@ -176,6 +176,28 @@ fn a_down_in_memory_server_fails_or_drops_a_settle_by_the_policy() {
     );
 }
 
+/// A booking the `Open` policy admitted while the server was down holds
+/// nothing of the server's: its settle charges an excess (to the server,
+/// now back) and drops a refund.
+#[test]
+fn a_booking_admitted_open_settles_only_its_excess() {
+    let backend = MemoryBackend::new();
+    let open = MemoryLimiter::with_backend(backend.clone(), limit(), FailPolicy::Open).unwrap();
+    backend.set_down(true);
+    let excess = open.book("k", 1, Within::Now).unwrap();
+    let refund = open.book("k", 4, Within::Now).unwrap();
+    backend.set_down(false);
+    assert_eq!(available(&open, "k"), BURST, "the server saw neither");
+    open.settle("k", refund, 0).unwrap();
+    assert_eq!(
+        available(&open, "k"),
+        BURST,
+        "no refund of what it never saw"
+    );
+    open.settle("k", excess, 3).unwrap();
+    assert_eq!(available(&open, "k"), BURST - 2, "the excess charged");
+}
+
 #[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
 mod redis_support;
