@@ -2,7 +2,8 @@
 //! `fmt`, installed for the whole process: a watcher sends from its own
 //! thread) writing into a buffer: every row of the event table
 //! (`src/observe/event.rs`, the guide's gRPC chapter): a refusal and a request
-//! without a key at debug, a far side's pushback, a reload applied and
+//! without a key at debug, a far side's pushback and its unreadable field
+//! (once per header name), a reload applied and
 //! refused, a remote limiter's server lost and back (once each), a lease's
 //! unspent permits given back, a fleet layer applied and refused, a limits
 //! document's server lost and back, and the debug build's warning of a
@@ -332,5 +333,64 @@ async fn a_far_sides_pushback_is_a_debug_event_with_its_wait() {
         "status=429",
         "wait_ms=1000",
         "traced-pushback"
+    ]));
+}
+
+#[cfg(feature = "reqwest")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_sides_unreadable_field_is_a_warning_once_per_name_and_its_budget_a_debug_event() {
+    use axum::routing::get;
+    use paceline::reqwest::Pace;
+    use paceline::tokio::AsyncLimiter;
+
+    log();
+    let app = axum::Router::new()
+        .route(
+            "/unreadable",
+            get(|| async {
+                (
+                    [
+                        ("x-ratelimit-reset-tokens", "5x"),
+                        ("x-ratelimit-limit", "1e9"),
+                    ],
+                    "ok",
+                )
+            }),
+        )
+        .route(
+            "/budget",
+            get(|| async { ([("ratelimit-policy", "\"a\";q=10;w=1")], "ok") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let pace = Pace::new(AsyncLimiter::new(Rate::per_second(1000))).follow_budget();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(pace)
+        .build();
+    let url = format!("http://{addr}/unreadable");
+    for _ in 0..3 {
+        let answer = tokio::time::timeout(Duration::from_secs(10), client.get(&url).send())
+            .await
+            .expect("answered within 10 s")
+            .unwrap();
+        assert_eq!(answer.status(), reqwest::StatusCode::OK);
+    }
+    for name in ["x-ratelimit-reset-tokens", "x-ratelimit-limit"] {
+        let header = format!("header=\"{name}\"");
+        let events = lines(&["WARN", "could not be read", &header]);
+        assert_eq!(events.len(), 1, "{name}: {events:?}");
+    }
+    let url = format!("http://{addr}/budget");
+    let answer = tokio::time::timeout(Duration::from_secs(10), client.get(&url).send())
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    assert_eq!(answer.status(), reqwest::StatusCode::OK);
+    assert!(wait_for(&[
+        "DEBUG",
+        "paced to the far side's budget",
+        "quota=10",
+        "window_ms=1000"
     ]));
 }

@@ -11,6 +11,8 @@
 //! | a request refused (key, status, wait) | debug | the HTTP and gRPC layer |
 //! | a request without a key | debug | the HTTP and gRPC layer |
 //! | a far side's 429 / 503 pushing the limiter's next slot out | debug | `reqwest::Pace` |
+//! | a far side's rate-limit field that cannot be read (once per header name) | warn | `reqwest::Pace` |
+//! | a limiter paced to the far side's budget (quota, window, rate) | debug | `reqwest::Pace::follow_budget` |
 //! | a new version of a watched file applied / refused | info / warn | `watch::Watch` |
 //! | a remote limiter's server lost / back (its address and the limiter's name) | warn / info | every remote limiter |
 //! | a fleet layer's version applied / not applied (layer, version, why) | info / warn | `fleet::Layers` |

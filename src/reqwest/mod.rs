@@ -26,14 +26,17 @@
 //! `reqwest` dependency (`rustls`, `native-tls`); features unify.
 //!
 //! The guide's [outbound HTTP](crate::guide::grpc#outbound-reqwest)
-//! section tells how a push works and what it guarantees.
+//! section tells how a push works and what it guarantees; its chapter
+//! [Outbound calls to a metered API](crate::guide::outbound) what is read
+//! of the far side's budget (`budget.rs`), how the rate follows it
+//! (`follow.rs`) and when a refused request is sent again (`retry.rs`).
 
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use ::reqwest::{Request, Response};
 use ::tokio::sync::Notify;
@@ -46,8 +49,14 @@ use crate::primitive::{lock, Mutex};
 use crate::tokio::AsyncLimiter;
 use crate::values::error::Error;
 
+mod budget;
+mod follow;
 mod pushback;
-use pushback::pushback;
+mod retry;
+use follow::FarSide;
+pub use follow::{Follow, Tokens, MARGIN};
+pub use retry::DEFAULT_RETRIES;
+use retry::{Retry, RETRY_WAIT_CAP};
 
 /// A reqwest-middleware middleware that paces a client's requests through
 /// one limiter: each request waits for its slot (`take().await`), then
@@ -64,6 +73,15 @@ use pushback::pushback;
 /// request with [`reqwest_middleware::Error::Middleware`], holding the
 /// [`paceline::Error`](crate::Error); the request is not sent.
 ///
+/// What the far side says: [`honour_retry_after`](Self::honour_retry_after)
+/// holds requests while it refuses or says nothing is left;
+/// [`follow_budget`](Self::follow_budget) paces to its quota per window;
+/// [`tokens`](Self::tokens) paces a second budget, in tokens. A refused
+/// request (429 or 503) is handed back as it came, unless
+/// [`retry`](Self::retry) is asked: then an idempotent one whose body can
+/// be cloned is sent again after the far side's wait. The
+/// [guide](crate::guide::outbound) tells what is read, in which order.
+///
 /// # Cancel safety
 /// A request dropped while it waits for its slot gives the slot back (see
 /// [cancel safety](crate::guide::waiting#cancel-safety)). One dropped while
@@ -74,6 +92,10 @@ pub struct Pace<L = AsyncLimiter> {
     /// The longest the far side may hold requests back; `None`: not
     /// listened to.
     honour: Option<Duration>,
+    /// Its budget, followed when asked ([`follow_budget`](Self::follow_budget)).
+    far: FarSide<L>,
+    /// Refused requests sent again ([`retry`](Self::retry)).
+    retry: Retry,
 }
 
 /// What clones share.
@@ -123,6 +145,8 @@ impl<L> Clone for Pace<L> {
         Pace {
             inner: Arc::clone(&self.inner),
             honour: self.honour,
+            far: self.far.clone(),
+            retry: self.retry,
         }
     }
 }
@@ -131,6 +155,8 @@ impl<L> fmt::Debug for Pace<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pace")
             .field("honour_retry_after", &self.honour)
+            .field("follow_budget", &self.far.relimit.is_some())
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -145,6 +171,8 @@ impl<L: AsyncTake + 'static> Pace<L> {
                 ended: Notify::new(),
             }),
             honour: None,
+            far: FarSide::default(),
+            retry: Retry::default(),
         }
     }
 
@@ -154,10 +182,11 @@ impl<L: AsyncTake + 'static> Pace<L> {
         ///
         /// - a `429` or `503` with `Retry-After` (seconds, or an HTTP date)
         ///   pushes the limiter's schedule out until then;
-        /// - one without it, but with the draft's `RateLimit` field saying
-        ///   nothing is left (`"name";r=0;t=5`), until its reset `t`;
-        /// - any other response whose `RateLimit` says `r=0`, the same: the
-        ///   next request would be refused.
+        /// - one without it, but whose budget says nothing is left (the
+        ///   draft's `RateLimit: "name";r=0;t=5`, `X-RateLimit-Remaining: 0`,
+        ///   the per-requests or per-tokens remaining at 0), until its reset;
+        /// - any other response whose budget says nothing is left, the same:
+        ///   the next request would be refused.
         ///
         /// A push of `wait` takes the limiter's own slots up to `wait` from
         /// now: the credit it has banked, then `wait / T` more (rounded up),
@@ -233,10 +262,14 @@ impl<L> Inner<L> {
 impl<L: AsyncTake + 'static> Inner<L> {
     /// What `response` asks, up to `max`, as a push to start: `None` when
     /// it asks nothing, or nothing beyond what is pushed already.
-    fn listen(inner: &Arc<Self>, response: &Response, max: Duration) -> Option<Push> {
-        let wait = pushback(response.status(), response.headers(), SystemTime::now())?
-            .min(max)
-            .min(FURTHEST);
+    fn listen(
+        inner: &Arc<Self>,
+        response: &Response,
+        wait: Option<Duration>,
+        max: Duration,
+    ) -> Option<Push> {
+        let wait = wait?.min(max).min(FURTHEST);
+        let _ = response; // read by the event below only, with `tracing`
         if wait.is_zero() {
             return None;
         }
@@ -358,29 +391,44 @@ async fn start(mut push: Push) {
 impl<L: AsyncTake + 'static> Middleware for Pace<L> {
     async fn handle(
         &self,
-        request: Request,
+        mut request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let inner = &*self.inner;
-        if self.honour.is_some() {
+        let mut retries = self.retry.times;
+        loop {
+            if self.honour.is_some() {
+                inner
+                    .wait_pushed()
+                    .await
+                    .map_err(reqwest_middleware::Error::middleware)?;
+            }
             inner
-                .wait_pushed()
+                .limiter
+                .take(&())
                 .await
                 .map_err(reqwest_middleware::Error::middleware)?;
-        }
-        inner
-            .limiter
-            .take(&())
-            .await
-            .map_err(reqwest_middleware::Error::middleware)?;
-        let response = next.run(request, extensions).await?;
-        if let Some(max) = self.honour {
-            if let Some(push) = Inner::listen(&self.inner, &response, max) {
-                start(push).await;
+            self.take_tokens(extensions).await?;
+            // A copy to send again if this one is refused (none of a
+            // streamed body, nor of a method that may not be retried).
+            let again = (retries > 0 && self.retry.allows(request.method()))
+                .then(|| request.try_clone())
+                .flatten();
+            let sent = Instant::now();
+            let response = next.clone().run(request, extensions).await?;
+            let wait = self.answered(&response, sent).await;
+            let Some(again) = again.filter(|_| pushback::refused(response.status())) else {
+                return Ok(response);
+            };
+            retries -= 1;
+            drop(response);
+            if self.honour.is_none() {
+                // Not pushed: this request alone waits for the far side.
+                ::tokio::time::sleep(wait.unwrap_or_default().min(RETRY_WAIT_CAP)).await;
             }
+            request = again;
         }
-        Ok(response)
     }
 }
 

@@ -1,33 +1,38 @@
 //! What the far side asks a paced client to wait: `Retry-After` on a 429
-//! or 503 (seconds, or an HTTP date), else the draft's `RateLimit` field
-//! when it says nothing is left. Input from another server: anything this
-//! cannot read asks nothing.
+//! or 503 (seconds, or an HTTP date), else the reset of a budget it says
+//! is spent (`budget.rs` reads them). Input from another server: anything
+//! this cannot read asks nothing.
 
 use std::time::{Duration, SystemTime};
 
 use ::reqwest::header::{HeaderMap, RETRY_AFTER};
 use ::reqwest::StatusCode;
 
+use super::budget::Said;
+
+/// Whether `status` is a refusal that a wait answers: 429 or 503.
+pub(super) fn refused(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE
+}
+
 /// How long the far side asks the next request to wait: `Retry-After` on
-/// a 429 or 503, else the `RateLimit` field's reset when it says nothing is
-/// left. `None`: it asks nothing (or nothing this can read).
+/// a 429 or 503, else the reset of a budget it says is spent (`said`: the
+/// requests budget, the draft's `RateLimit` or the `X-RateLimit-*`
+/// family, or the tokens budget; the later of the two). `None`: it asks
+/// nothing (or nothing this can read).
 pub(super) fn pushback(
     status: StatusCode,
     headers: &HeaderMap,
+    said: &Said,
     now: SystemTime,
 ) -> Option<Duration> {
-    let refused =
-        status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
-    let asked = headers.get(RETRY_AFTER).filter(|_| refused);
+    let asked = headers.get(RETRY_AFTER).filter(|_| refused(status));
     asked
         .and_then(|v| retry_after(v.to_str().ok()?.trim(), now))
         .or_else(|| {
-            headers
-                .get_all("ratelimit")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .filter_map(exhausted_reset)
-                .max()
+            let requests = said.requests.exhausted_for();
+            let tokens = said.tokens.exhausted_for();
+            requests.max(tokens)
         })
 }
 
@@ -42,29 +47,9 @@ fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// A `RateLimit` field (the draft's Structured Field list,
-/// `"name";r=0;t=5`): the largest reset `t` among the items with nothing
-/// left (`r=0`).
-fn exhausted_reset(field: &str) -> Option<Duration> {
-    field
-        .split(',')
-        .filter_map(|item| {
-            let mut r = None;
-            let mut t = None;
-            for param in item.split(';').skip(1) {
-                match param.trim().split_once('=') {
-                    Some(("r", v)) => r = v.trim().parse::<u64>().ok(),
-                    Some(("t", v)) => t = v.trim().parse::<u64>().ok(),
-                    _ => {}
-                }
-            }
-            (r? == 0).then_some(Duration::from_secs(t?))
-        })
-        .max()
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::budget::read;
     use super::*;
     use ::reqwest::header::HeaderValue;
     use std::time::UNIX_EPOCH;
@@ -117,28 +102,42 @@ mod tests {
     #[test]
     fn what_pushes_and_what_does_not() {
         let now = SystemTime::now();
+        let push = |status, pairs: &[(&'static str, &str)]| {
+            let map = headers(pairs);
+            pushback(status, &map, &read(&map, now), now)
+        };
         let too_many = StatusCode::TOO_MANY_REQUESTS;
         assert_eq!(
-            pushback(too_many, &headers(&[("retry-after", "3")]), now),
+            push(too_many, &[("retry-after", "3")]),
             Some(Duration::from_secs(3))
         );
         // A 200's Retry-After means nothing here.
+        assert_eq!(push(StatusCode::OK, &[("retry-after", "3")]), None);
+        // Retry-After first, before the fields.
+        let both = [("retry-after", "3"), ("ratelimit", "\"b\";r=0;t=4")];
+        assert_eq!(push(too_many, &both), Some(Duration::from_secs(3)));
+        // The draft's fields: only an item with nothing left.
+        let exhausted = [("ratelimit", "\"a\";r=5;t=9, \"b\";r=0;t=4")];
+        assert_eq!(push(too_many, &exhausted), Some(Duration::from_secs(4)));
         assert_eq!(
-            pushback(StatusCode::OK, &headers(&[("retry-after", "3")]), now),
+            push(StatusCode::OK, &exhausted),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(push(too_many, &[("ratelimit", "\"a\";r=1;t=9")]), None);
+        assert_eq!(push(too_many, &[]), None);
+        // The X-RateLimit family, and tokens spent: the later reset.
+        let spent = [("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "2")];
+        assert_eq!(push(StatusCode::OK, &spent), Some(Duration::from_secs(2)));
+        let tokens = [
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-remaining-tokens", "0"),
+            ("x-ratelimit-reset-tokens", "6s"),
+        ];
+        assert_eq!(push(too_many, &tokens), Some(Duration::from_secs(6)));
+        assert_eq!(
+            push(StatusCode::OK, &[("x-ratelimit-remaining", "1")]),
             None
         );
-        // The draft's fields: only an item with nothing left.
-        let exhausted = headers(&[("ratelimit", "\"a\";r=5;t=9, \"b\";r=0;t=4")]);
-        assert_eq!(
-            pushback(too_many, &exhausted, now),
-            Some(Duration::from_secs(4))
-        );
-        assert_eq!(
-            pushback(StatusCode::OK, &exhausted, now),
-            Some(Duration::from_secs(4))
-        );
-        let left = headers(&[("ratelimit", "\"a\";r=1;t=9")]);
-        assert_eq!(pushback(too_many, &left, now), None);
-        assert_eq!(pushback(too_many, &HeaderMap::new(), now), None);
     }
 }
