@@ -6,8 +6,10 @@
 # redis-server, PostgreSQL (initdb + postgres in a temporary directory) and
 # memcached, and the `tower`
 # feature's page tests their own headless chromium and check its /metrics
-# with promtool (Debian's prometheus); all fail loudly without
-# them, so this installs what is missing first, when we may.
+# with promtool (Debian's prometheus); the `reqwest` feature's far side is
+# FastAPI with slowapi under uvicorn, from PyPI into a venv under the target
+# directory (scripts/far_side_venv.sh, which needs python3's venv); all fail
+# loudly without them, so this installs what is missing first, when we may.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -18,6 +20,7 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
     missing+=(postgresql)
 fi
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -25,8 +28,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
         echo "${missing[*]} not on PATH and cannot be installed here:" >&2
         echo "install (e.g. sudo apt-get install ${missing[*]}); the redis feature's tests need" >&2
         echo "redis-server, the postgres feature's PostgreSQL, the memcached feature's memcached," >&2
-        echo "the tower feature's page Debian's chromium and promtool (prometheus)." >&2
+        echo "the tower feature's page Debian's chromium and promtool (prometheus), the reqwest" >&2
+        echo "feature's far side python3 with venv." >&2
         exit 1
     fi
 fi
+bash scripts/far_side_venv.sh
 exec cargo test --workspace --all-features "$@"
