@@ -23,6 +23,8 @@
 //!    bodies, and the look inside. [gRPC, outbound reqwest and
 //!    tracing](grpc): the layer's gRPC face on tonic, pacing a reqwest
 //!    client, and the events paceline sends instead of printing.
+//!    [Outbound calls to a metered API](outbound): what `Pace` reads of
+//!    the far side's budget, pacing to it, holding, retry.
 //! 6. [Configuration](config): limits from files, `Watch`, the settle time;
 //!    a fleet's layers and documents in Redis or PostgreSQL.
 //! 7. [Metrics](metrics): stats, the `metrics` facade, Prometheus text.
@@ -67,4 +69,4 @@ macro_rules! chapters {
     )*};
 }
 
-chapters!(model waiting keyed remote memcached faults leases http grpc config metrics cli warm_up io peers);
+chapters!(model waiting keyed remote memcached faults leases http grpc outbound config metrics cli warm_up io peers);
