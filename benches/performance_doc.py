@@ -410,6 +410,35 @@ median (min, max) of the runs.
 """
 
 
+def far_side_section(out_dir):
+    far = lines(os.path.join(out_dir, "far_side.txt"))
+    if far is None:
+        return """## A paced client reading a far side's budget
+
+Not measured in this run: no venv with FastAPI, slowapi and uvicorn under
+the target directory. With it (`bash scripts/far_side_venv.sh` makes it),
+`bash scripts/perf.sh` runs `cargo run --release -p paceline-benches
+--features far-side --example far_side` and fills this section.
+"""
+    return f"""## A paced client reading a far side's budget
+
+`benches/examples/far_side.rs`: a reqwest client paced by `Pace` with
+`follow_budget()` and `honour_retry_after(3 s)`, its `AsyncLimiter` started
+at 400/s with a slack of one permit, sending one request after another to FastAPI with slowapi at
+100/s (fixed windows, `X-RateLimit-*` on every answer) served by uvicorn
+on loopback. The client is never told the rate: it learns the quota from
+`X-RateLimit-Limit` and the window from the resets, and paces at the
+quota per window less 3 %. *rate reached* is the answers after the first
+two seconds per second, as a ratio of the announced 100/s; *converged*
+the time from the first request after which every one-second window
+holds at least 95 % of it.
+
+```text
+{chr(10).join(far)}
+```
+"""
+
+
 def tokio_section(out_dir):
     tok = lines(os.path.join(out_dir, "tokio.txt"))
     if tok is None:
@@ -661,6 +690,7 @@ has it, the permit leaves within about a microsecond of its slot.
   `Wait::Sleep`.
 """)
     print(tokio_section(out_dir))
+    print(far_side_section(out_dir))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@
 #
 # Run it on a machine as quiet as you can get: the document records the load
 # averages, but cannot undo them. The Redis section needs redis-server on
-# PATH, the PostgreSQL one an installed server (each is skipped, and says
-# so, without it).
+# PATH, the PostgreSQL one an installed server, the far side's the venv of
+# scripts/far_side_venv.sh (each is skipped, and says so, without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -117,6 +117,15 @@ echo "== http layers in turn" >&2
 cargo run -q --release -p paceline-benches --features http --example http_turns -- \
     $rounds $([ $quick = yes ] && echo 10000 || echo 100000) >"$out/http_turns.txt"
 note_load "after http"
+
+if [ -x "$target/far-side-venv/bin/python" ]; then
+    echo "== a paced client reading a far side's budget (slowapi)" >&2
+    cargo run -q --release -p paceline-benches --features far-side --example far_side -- \
+        $([ $quick = yes ] && echo 4 || echo 10) >"$out/far_side.txt"
+else
+    echo "== far side skipped: no venv at $target/far-side-venv (bash scripts/far_side_venv.sh makes it)" >&2
+    rm -f "$out/far_side.txt"
+fi
 
 echo "== fast path, interleaved" >&2
 cargo run -q --release -p paceline-benches --example fast_path -- \
