@@ -144,6 +144,9 @@ pub(super) struct Learner {
     window: Option<Duration>,
     /// The latest window end seen, and what was left then.
     last: Option<(Instant, u64)>,
+    /// When the answer that opened the current fixed window came: the
+    /// window ends by then and a window.
+    opened: Option<Instant>,
     /// The rate the user set: the ceiling (taken again when the limiter's
     /// rate is found changed by someone else).
     ceiling: Option<Rate>,
@@ -195,9 +198,18 @@ impl Learner {
         received: Instant,
     ) -> Option<Duration> {
         let (left, reset) = (budget.remaining?, budget.reset?);
+        if left >= quota {
+            // The request itself not counted: a window read as it expired
+            // (slowapi answers so now and then, its reset then a few
+            // milliseconds past the last). It bounds nothing.
+            return None;
+        }
         let end = received.checked_add(reset)?;
-        let opened =
-            (left.checked_add(1) == Some(quota)).then(|| end.saturating_duration_since(sent));
+        let opening = left.checked_add(1) == Some(quota);
+        if opening {
+            self.opened = Some(received);
+        }
+        let opened = opening.then(|| end.saturating_duration_since(sent));
         let moved = match self.last {
             Some((last_end, last_left)) if left > last_left && end > last_end => {
                 Some(end - last_end)
@@ -209,6 +221,15 @@ impl Learner {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// How long from `now` the current fixed window ends at the latest: it
+    /// opened while the answer that left all but one was on its way, so
+    /// it ends by that answer's arrival and a window. `None` while the
+    /// opening or the window is unknown.
+    pub fn window_ends_in(&self, now: Instant) -> Option<Duration> {
+        let end = self.opened?.checked_add(self.window?)?;
+        Some(end.saturating_duration_since(now))
     }
 
     /// The rate to set a limiter at `current` to, if any: the quota per
@@ -339,7 +360,7 @@ impl<L: AsyncTake + 'static> Pace<L> {
             return None;
         }
         let now = SystemTime::now();
-        let said = read(response.headers(), now);
+        let mut said = read(response.headers(), now);
         far.report(said.unread);
         let received = Instant::now();
         if let Some(relimit) = far.relimit {
@@ -350,6 +371,15 @@ impl<L: AsyncTake + 'static> Pace<L> {
                 sent,
                 received,
             );
+            // A fixed window's spent budget holds until the window's end as
+            // learned, if that is sooner than the reset it states (slowapi
+            // states its reset a second late).
+            let requests = &mut said.requests;
+            if requests.kind == Some(Reset::WindowEnd) && requests.window.is_none() {
+                if let Some(ends_in) = lock(&far.requests).window_ends_in(received) {
+                    requests.reset = requests.reset.map(|reset| reset.min(ends_in));
+                }
+            }
         }
         if let Some((tokens, learner)) = &far.tokens {
             relimit(tokens, learner, &said.tokens, sent, received);
@@ -392,6 +422,11 @@ mod tests {
         let sent = t0 + ms(600);
         let got = learner.learn(&fixed(100, 99, ms(1998)), sent, sent + ms(2));
         assert_eq!(got, Some((100, ms(2000))));
+        // An answer that did not count its own request bounds nothing, and
+        // is not the last window's end.
+        let at = t0 + ms(1400);
+        let got = learner.learn(&fixed(100, 100, ms(1203)), at, at);
+        assert_eq!(got, Some((100, ms(2000))));
         // Later in that window: no new bound.
         let at = t0 + ms(1500);
         let got = learner.learn(&fixed(100, 10, ms(1100)), at, at);
@@ -404,6 +439,10 @@ mod tests {
         let at = t0 + ms(5000);
         let got = learner.learn(&fixed(100, 99, ms(3000)), at, at);
         assert_eq!(got, Some((100, ms(1010))));
+        // That answer opened a window: it ends by its arrival and a window.
+        assert_eq!(learner.window_ends_in(at + ms(10)), Some(ms(1000)));
+        assert_eq!(learner.window_ends_in(at + ms(5000)), Some(Duration::ZERO));
+        assert_eq!(Learner::default().window_ends_in(at), None);
     }
 
     #[test]
