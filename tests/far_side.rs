@@ -3,8 +3,10 @@
 //! by uvicorn on loopback (`tests/support/slowapi_server.rs`). A client
 //! that reads the headers, not told the rate, paces to the announced
 //! 100 a second; `retry` sends a refused GET again and never a POST whose
-//! body is a stream. (The reset grammar's table and each header family's
-//! are the unit tests of `src/reqwest/budget.rs`.)
+//! body is a stream; the per-tokens fields (from an axum server, as
+//! slowapi writes none) pace a tokens limiter that each request pays its
+//! `Tokens` to. (The reset grammar's table and each header family's are
+//! the unit tests of `src/reqwest/budget.rs`.)
 #![cfg(feature = "reqwest")]
 
 #[path = "support/slowapi_server.rs"]
@@ -157,4 +159,64 @@ async fn retry_never_sends_a_streamed_body_or_a_post_again() {
     .await
     .expect("within 20 s");
     assert_eq!(server.hits("POST", "/once-post"), 3);
+}
+
+/// The per-tokens fields (OpenAI's, which slowapi does not write) from a
+/// real axum server on loopback: the tokens limiter is paced at the quota
+/// per refill, each request pays its `Tokens` there, and the requests
+/// limiter is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_tokens_fields_pace_the_tokens_limiter() {
+    use axum::routing::post;
+    use paceline::reqwest::Tokens;
+
+    // 6000 tokens a minute: half left, whole again in 30 s.
+    let app = axum::Router::new().route(
+        "/complete",
+        post(|| async {
+            [
+                ("x-ratelimit-limit-tokens", "6000"),
+                ("x-ratelimit-remaining-tokens", "3000"),
+                ("x-ratelimit-reset-tokens", "30s"),
+            ]
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let requests = AsyncLimiter::new(Rate::per_second(1000));
+    let tokens = AsyncLimiter::new(Rate::per_second(100_000));
+    let client = client(
+        Pace::new(requests.clone())
+            .follow_budget()
+            .tokens(tokens.clone()),
+    );
+    let url = format!("http://{addr}/complete");
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.post(&url).with_extension(Tokens(700)).send(),
+    )
+    .await
+    .expect("within 10 s")
+    .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    // 6000 per 60 s, less the margin: about 97 a second.
+    let learned = tokens.limiter().rate().per_second_f64();
+    assert!((96.0..100.0).contains(&learned), "{learned}/s");
+    // A request that carries 50 tokens pays them there first: half a
+    // second at that rate.
+    let start = Instant::now();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        client.post(&url).with_extension(Tokens(50)).send(),
+    )
+    .await
+    .expect("within 10 s")
+    .unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(requests.limiter().rate(), Rate::per_second(1000));
 }
