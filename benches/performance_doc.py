@@ -424,9 +424,9 @@ the target directory. With it (`bash scripts/far_side_venv.sh` makes it),
 
 `benches/examples/far_side.rs`: a reqwest client paced by `Pace` with
 `follow_budget()` and `honour_retry_after(3 s)`, its `AsyncLimiter` started
-at 400/s with a slack of one permit, sending one request after another to FastAPI with slowapi at
-100/s (fixed windows, `X-RateLimit-*` on every answer) served by uvicorn
-on loopback. The client is never told the rate: it learns the quota from
+at 400/s with the default slack, sending one request after another to
+FastAPI with slowapi at 100/s (fixed windows, `X-RateLimit-*` on every
+answer) served by uvicorn on loopback. The client is never told the rate: it learns the quota from
 `X-RateLimit-Limit` and the window from the resets, and paces at the
 quota per window less 3 %. *rate reached* is the answers after the first
 two seconds per second, as a ratio of the announced 100/s; *converged*

@@ -7,8 +7,8 @@
 //! cargo run --release -p paceline-benches --features far-side --example far_side [-- SECS]
 //! ```
 //!
-//! The client's limiter starts at four times the announced rate, with a
-//! slack of one permit;
+//! The client's limiter starts at four times the announced rate (its
+//! slack the default);
 //! `Pace::follow_budget` and `honour_retry_after` do the rest. One request
 //! after another for SECS seconds (default 8). It prints the rate reached
 //! over the run after its first two seconds, as a ratio of the announced
@@ -42,12 +42,7 @@ async fn main() {
         .await
         .unwrap();
     let start_rate = 4 * ANNOUNCED_PER_SECOND;
-    // A slack of one permit, as in tests/far_side.rs: a fixed window
-    // counts a burst whole.
-    let limiter = AsyncLimiter::builder(Rate::per_second(start_rate))
-        .slack(1)
-        .build()
-        .unwrap();
+    let limiter = AsyncLimiter::new(Rate::per_second(start_rate));
     let pace = Pace::new(limiter.clone())
         .follow_budget()
         .honour_retry_after(Duration::from_secs(3));
