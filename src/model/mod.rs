@@ -4,7 +4,10 @@
 //! limit, the state at rest, saturation; [`warm_up`] extends it with
 //! Guava's warm-up. Every store, in process or in a server, decides through
 //! these, and the property tests hold each store to them decision for
-//! decision.
+//! decision. [`aimd`] is the step of an adaptive rate: how a rate moves on
+//! the far side's answers (it decides no permit; the rate it returns is set
+//! on a limiter, whose step then paces by it).
 
+pub mod aimd;
 pub mod schedule;
 pub mod warm_up;
