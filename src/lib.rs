@@ -39,6 +39,7 @@
 //! | a tonic server, a reqwest client, `tracing` events | [`http::LimitBuilder::grpc`], [`reqwest::Pace`], events: the [gRPC chapter](guide::grpc) | `tonic`, `reqwest`, `tracing` |
 //! | bytes of a stream, not requests (`Read`/`Write`, `AsyncRead`/`AsyncWrite`) | [`io::PacedReader`], [`io::PacedWriter`] over any limiter | (none; async: `tokio`) |
 //! | a shell pipeline: lines, a command per line, bytes | the `paceline` command ([`guide::cli`]) | `cargo install --path cli` |
+//! | a far side that refuses (429 / 503) past a limit it does not state | [`adapt::Adaptive`] over any of the above (a reqwest client: [`reqwest::Pace::adapt`]) | (none; reqwest: `reqwest`) |
 //! | pacing switched off | [`Unlimited`], or any of them behind `Arc<dyn Take>` | (none) |
 //! | your own store | [`model::schedule::step`], the pure decision every store runs | (none) |
 //!
@@ -79,6 +80,10 @@
 //!   [`AsyncKeyedLimiter`](tokio::AsyncKeyedLimiter) with `take().await`
 //!   (each made from its blocking twin with `From`),
 //!   [`TokioClock`](tokio::TokioClock) for paused-time tests, stream pacing.
+//! - [`adapt`]: an adaptive rate ([`Adaptive`](adapt::Adaptive)) for a far
+//!   side that keeps its limit to itself: additive increase while answers
+//!   succeed, multiplicative decrease on `429` / `503`, between a floor and
+//!   a ceiling, on any in-process limiter or one key of a keyed one.
 //! - [`all`]: all or nothing over several limits (a per-user limit and a
 //!   global one): a request goes only if every limit admits it.
 //! - [`config`]: limits as configuration. [`config::watch`]: a file re-read
@@ -158,6 +163,7 @@
 // read from the item's own `#[cfg]`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod adapt;
 pub mod all;
 pub mod clock;
 pub mod config;

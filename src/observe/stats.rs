@@ -247,6 +247,12 @@ pub(crate) fn write_families<T>(out: &mut String, families: &[Family<T>], read: 
 /// A label value, escaped for the text format.
 struct Escaped<'a>(&'a str);
 
+/// `label`, escaped for the text format as a label's value, for the
+/// fittings that write series of their own.
+pub(crate) fn escaped(label: &str) -> impl fmt::Display + '_ {
+    Escaped(label)
+}
+
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for c in self.0.chars() {

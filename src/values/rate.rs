@@ -142,6 +142,17 @@ impl Rate {
         self.interval
     }
 
+    /// One permit every `interval` ns, brought within `1..=MAX_SPAN`: what
+    /// [`Rate::every`] makes, for an interval computed in the crate.
+    pub(crate) fn from_interval_ns(interval: u64) -> Rate {
+        let interval = interval.clamp(1, MAX_SPAN);
+        Rate {
+            count: 1,
+            period: Duration::from_nanos(interval),
+            interval,
+        }
+    }
+
     /// The rate in permits per second, as paced (from the rounded interval).
     pub fn per_second_f64(&self) -> f64 {
         1e9 / self.interval as f64

@@ -122,6 +122,24 @@ pub enum BuildError {
         /// The lender's own.
         lender: String,
     },
+    /// An adaptive rate's floor above its ceiling
+    /// ([`Adaptive`](crate::adapt::Adaptive)).
+    AdaptiveBounds {
+        /// The floor given.
+        floor: String,
+        /// The ceiling given.
+        ceiling: String,
+    },
+    /// An adaptive rate's step out of its range
+    /// ([`AdaptiveBuilder`](crate::adapt::AdaptiveBuilder)): an increase
+    /// negative or not finite, a backoff not strictly between 0 and 1, a
+    /// latency tolerance not above 1.
+    AdaptiveStep {
+        /// Which (`"increase"`, `"backoff"`, `"latency tolerance"`).
+        what: &'static str,
+        /// The value given.
+        value: String,
+    },
     /// An address block (`http::Cidr`, a trusted proxy of the HTTP layer)
     /// that does not parse, or whose prefix is longer than the address.
     AddressBlock {
@@ -239,6 +257,21 @@ impl fmt::Display for BuildError {
                 "a lease of {stated} on a lender built with {lender}: the lease would replace \
                  the lender's limit; build it with the lease's"
             ),
+            BuildError::AdaptiveBounds { floor, ceiling } => write!(
+                f,
+                "an adaptive rate's floor {floor} is above its ceiling {ceiling}"
+            ),
+            BuildError::AdaptiveStep { what, value } => {
+                let range = match *what {
+                    "increase" => "a finite number of permits per second, 0 or more",
+                    "backoff" => "above 0 and below 1",
+                    _ => "a finite number above 1",
+                };
+                write!(
+                    f,
+                    "an adaptive rate's {what} must be {range}, got {what} {value}"
+                )
+            }
             BuildError::AddressBlock { input } => write!(
                 f,
                 "not an address block: {input:?} (expected e.g. \"10.0.0.0/8\", \"::1\" or \
@@ -407,6 +440,14 @@ mod tests {
             BuildError::LeaseLimitMismatch {
                 stated: "2/s, slack 1 permit".into(),
                 lender: "1/s, slack 1 permit".into(),
+            },
+            BuildError::AdaptiveBounds {
+                floor: "2/s".into(),
+                ceiling: "1/s".into(),
+            },
+            BuildError::AdaptiveStep {
+                what: "backoff",
+                value: "1".into(),
             },
             BuildError::AddressBlock {
                 input: "10.0.0.0/33".into(),
