@@ -49,6 +49,7 @@ use crate::primitive::{lock, Mutex};
 use crate::tokio::AsyncLimiter;
 use crate::values::error::Error;
 
+mod adapt;
 mod budget;
 mod follow;
 mod pushback;
@@ -57,6 +58,7 @@ use follow::FarSide;
 pub use follow::{Follow, Tokens, MARGIN};
 pub use retry::DEFAULT_RETRIES;
 use retry::{Retry, RETRY_WAIT_CAP};
+use adapt::Feedback;
 
 /// A reqwest-middleware middleware that paces a client's requests through
 /// one limiter: each request waits for its slot (`take().await`), then
@@ -96,6 +98,8 @@ pub struct Pace<L = AsyncLimiter> {
     far: FarSide<L>,
     /// Refused requests sent again ([`retry`](Self::retry)).
     retry: Retry,
+    /// The adaptive rate told of every answer, if any.
+    adapt: Option<Arc<dyn Feedback>>,
 }
 
 /// What clones share.
@@ -147,6 +151,7 @@ impl<L> Clone for Pace<L> {
             honour: self.honour,
             far: self.far.clone(),
             retry: self.retry,
+            adapt: self.adapt.clone(),
         }
     }
 }
@@ -157,6 +162,7 @@ impl<L> fmt::Debug for Pace<L> {
             .field("honour_retry_after", &self.honour)
             .field("follow_budget", &self.far.relimit.is_some())
             .field("retry", &self.retry)
+            .field("adapt", &self.adapt.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -173,7 +179,41 @@ impl<L: AsyncTake + 'static> Pace<L> {
             honour: None,
             far: FarSide::default(),
             retry: Retry::default(),
+            adapt: None,
         }
+    }
+
+    /// Tells `adaptive` of every answer: a `429` or `503` cuts its rate, a
+    /// success raises it, each at most once per window of requests in
+    /// flight (see [`adapt`](crate::adapt)); an error on the way (no
+    /// answer) or another `5xx` changes nothing. `adaptive` should drive
+    /// this middleware's own limit: a clone of its
+    /// [`AsyncLimiter`](crate::tokio::AsyncLimiter), or the same key.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use paceline::adapt::Adaptive;
+    /// use paceline::reqwest::Pace;
+    /// use paceline::tokio::AsyncLimiter;
+    /// use paceline::Rate;
+    ///
+    /// let limiter = AsyncLimiter::builder(Rate::per_second(200)).slack(0).build()?;
+    /// let adaptive = Adaptive::new(limiter.clone(), Rate::per_second(1), Rate::per_second(1000))?;
+    /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+    ///     .with(Pace::new(limiter).adapt(adaptive.clone()))
+    ///     .build();
+    /// client.get("http://127.0.0.1:8080/").send().await?;
+    /// println!("now at {}", adaptive.rate());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn adapt<A: crate::adapt::Adjust + 'static>(
+        mut self,
+        adaptive: crate::adapt::Adaptive<A>,
+    ) -> Self {
+        self.adapt = Some(Arc::new(adaptive));
+        self
     }
 
     crate::values::setters! {
@@ -416,7 +456,13 @@ impl<L: AsyncTake + 'static> Middleware for Pace<L> {
                 .then(|| request.try_clone())
                 .flatten();
             let sent = Instant::now();
-            let response = next.clone().run(request, extensions).await?;
+            let ticket = self.adapt.as_ref().map(|adapt| adapt.send());
+            let response = next.clone().run(request, extensions).await;
+            if let (Some(adapt), Some(ticket)) = (&self.adapt, ticket) {
+                let status = response.as_ref().ok().map(|r| r.status().as_u16());
+                adapt.answer(ticket, status, sent.elapsed());
+            }
+            let response = response?;
             let wait = self.answered(&response, sent).await;
             let Some(again) = again.filter(|_| pushback::refused(response.status())) else {
                 return Ok(response);
