@@ -4,12 +4,13 @@
 # `--workspace` covers every member, default or not.
 # The `redis`, `postgres` and `memcached` features' tests start their own
 # redis-server, PostgreSQL (initdb + postgres in a temporary directory) and
-# memcached, and the `tower`
+# memcached, the `tower`
 # feature's page tests their own headless chromium and check its /metrics
-# with promtool (Debian's prometheus); the `reqwest` feature's far side is
-# FastAPI with slowapi under uvicorn, from PyPI into a venv under the target
-# directory (scripts/far_side_venv.sh, which needs python3's venv); all fail
-# loudly without them, so this installs what is missing first, when we may.
+# with promtool (Debian's prometheus); the `reqwest` feature's far sides
+# are nginx (the adaptive rate's tests) and FastAPI with slowapi under
+# uvicorn, from PyPI into a venv under the target directory
+# (scripts/far_side_venv.sh, which needs python3's venv); all fail loudly
+# without them, so this installs what is missing first, when we may.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -17,6 +18,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
     missing+=(postgresql)
 fi
@@ -29,7 +31,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         echo "install (e.g. sudo apt-get install ${missing[*]}); the redis feature's tests need" >&2
         echo "redis-server, the postgres feature's PostgreSQL, the memcached feature's memcached," >&2
         echo "the tower feature's page Debian's chromium and promtool (prometheus), the reqwest" >&2
-        echo "feature's far side python3 with venv." >&2
+        echo "feature's far sides nginx and python3 with venv." >&2
         exit 1
     fi
 fi
