@@ -24,16 +24,19 @@ const LIMIT: u32 = 50;
 /// How long each client runs.
 const RUN: Duration = Duration::from_secs(10);
 
-/// Tasks sending through one client, as a program's would.
+/// Tasks sending through one adaptive client, as a program's would.
 const TASKS: usize = 4;
 
 /// Each answer: when its request left (since the start), and its status.
 type Log = Arc<Mutex<Vec<(Duration, u16)>>>;
 
-/// Sends through `pace` to `url` from [`TASKS`] tasks until [`RUN`] is
-/// over (each request bounded by a timeout); every answer, in the order
-/// sent.
-async fn run<L: AsyncTake + 'static>(pace: Pace<L>, url: String) -> Vec<(Duration, u16)> {
+/// Sends through `pace` to `url` from `tasks` tasks until [`RUN`] is over
+/// (each request bounded by a timeout); every answer, in the order sent.
+async fn run<L: AsyncTake + 'static>(
+    pace: Pace<L>,
+    url: String,
+    tasks: usize,
+) -> Vec<(Duration, u16)> {
     let client = ClientBuilder::new(
         reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
@@ -44,7 +47,7 @@ async fn run<L: AsyncTake + 'static>(pace: Pace<L>, url: String) -> Vec<(Duratio
     .build();
     let log: Log = Arc::default();
     let start = Instant::now();
-    let tasks: Vec<_> = (0..TASKS)
+    let tasks: Vec<_> = (0..tasks)
         .map(|_| {
             let (client, url, log) = (client.clone(), url.clone(), Arc::clone(&log));
             tokio::spawn(async move {
@@ -90,9 +93,13 @@ fn converged(log: &[(Duration, u16)], share: f64) -> Option<(Duration, f64)> {
 }
 
 /// Told nginx's own rate with no slack, a client is never refused and
-/// reaches it (98 % of 50/s over 10 s). Told 55/s it would be refused
-/// within a second (the burst of 2 spent by then); told 48/s it would
-/// fall short.
+/// reaches it (98 % of 50/s over 10 s). Told 55/s it is refused (48 of
+/// 550 in a run); told 48/s it falls short.
+///
+/// One task: its requests reach nginx one at a time, so a stall of nginx
+/// (a loaded machine's) cannot queue several that nginx then counts in
+/// one millisecond; the pace alone sends at most two back to back (one
+/// late, the next at its slot), within nginx's burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_told_the_rate_keeps_to_it() {
     let nginx = Nginx::start(LIMIT);
@@ -101,7 +108,7 @@ async fn a_client_told_the_rate_keeps_to_it() {
         .wait(PRECISE)
         .build()
         .unwrap();
-    let log = run(Pace::new(limiter), nginx.url()).await;
+    let log = run(Pace::new(limiter), nginx.url(), 1).await;
     let refused = log.iter().filter(|(_, s)| *s != 200).count();
     assert_eq!(refused, 0, "refused {refused} of {}", log.len());
     let rate = log.len() as f64 / RUN.as_secs_f64();
@@ -113,14 +120,14 @@ async fn a_client_told_the_rate_keeps_to_it() {
 
 /// Not told the rate, starting four times over it, an adaptive client
 /// reaches 90 % of it within 10 s and is refused at most 2 % of the time
-/// from then on. (Without its decrease it is refused most of the time;
-/// without its increase, stuck at a cut below the limit, it never gets
-/// there.)
+/// from then on. (Without its decrease, 75 % of its requests are refused
+/// after; without its increase it still lands near the limit from above,
+/// but never climbs: no increase is counted.)
 async fn finds_the_rate<L: AsyncTake + paceline::adapt::Adjust + Clone + 'static>(limit: L) {
     let nginx = Nginx::start(LIMIT);
     let adaptive =
         Adaptive::new(limit.clone(), Rate::per_second(1), Rate::per_second(1000)).unwrap();
-    let log = run(Pace::new(limit).adapt(adaptive.clone()), nginx.url()).await;
+    let log = run(Pace::new(limit).adapt(adaptive.clone()), nginx.url(), TASKS).await;
     let stats = adaptive.stats();
     let (at, refused) = converged(&log, 0.9)
         .unwrap_or_else(|| panic!("never reached 90 % of {LIMIT}/s in {RUN:?}: {stats:?}"));
@@ -134,7 +141,7 @@ async fn finds_the_rate<L: AsyncTake + paceline::adapt::Adjust + Clone + 'static
         stats.rate > 0.8 * f64::from(LIMIT) && stats.rate < 1.2 * f64::from(LIMIT),
         "{stats:?}"
     );
-    assert!(stats.decreases >= 1, "{stats:?}");
+    assert!(stats.decreases >= 1 && stats.increases >= 1, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
