@@ -468,6 +468,39 @@ than the 10 ms the slack banks (its row). The same task with the timer
 """
 
 
+def adaptive_section(out_dir):
+    ad = lines(os.path.join(out_dir, "adaptive.txt"))
+    if ad is None:
+        return """## An adaptive rate against nginx
+
+Not measured in this run: no nginx installed. With it, `bash
+scripts/perf.sh` runs `benches/examples/adaptive.rs` and fills this section.
+"""
+    return f"""## An adaptive rate against nginx
+
+{ADAPTIVE_INTRO}
+```text
+{chr(10).join(ad)}
+```
+"""
+
+
+ADAPTIVE_INTRO = """`cargo run --release -p paceline-benches --features adaptive --example
+adaptive`: a reqwest client paced by `paceline::reqwest::Pace` with an
+`adapt::Adaptive` (floor 1/s, ceiling 1000/s, the default increase of 1/s
+per second and backoff of 0.9), starting at 200/s, sends from 4 tasks to a
+real nginx whose `limit_req` allows 50 requests a second with a burst of 2
+and answers 429 past it. *Converged* is the first answer after which the
+controller's rate stays within 10 % of nginx's (the descent from 200/s
+over); *90 % served* the first request served such that the second before
+it held 90 % of nginx's rate (never before 1 s, by its definition);
+*after* counts the requests from convergence to the end of the run: the
+rate served as a share of nginx's, and the share refused. The last line
+is a client told nginx's rate (slack 0, 4 tasks), for comparison: what a
+client that knows the limit gets.
+"""
+
+
 def main():
     out_dir = sys.argv[1]
     machine = lines(os.path.join(out_dir, "machine.txt")) or []
@@ -691,6 +724,7 @@ has it, the permit leaves within about a microsecond of its slot.
 """)
     print(tokio_section(out_dir))
     print(far_side_section(out_dir))
+    print(adaptive_section(out_dir))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 # Run it on a machine as quiet as you can get: the document records the load
 # averages, but cannot undo them. The Redis section needs redis-server on
 # PATH, the PostgreSQL one an installed server, the far side's the venv of
-# scripts/far_side_venv.sh (each is skipped, and says so, without it).
+# scripts/far_side_venv.sh, the adaptive rate's nginx (each is skipped, and
+# says so, without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -125,6 +126,14 @@ if [ -x "$target/far-side-venv/bin/python" ]; then
 else
     echo "== far side skipped: no venv at $target/far-side-venv (bash scripts/far_side_venv.sh makes it)" >&2
     rm -f "$out/far_side.txt"
+fi
+if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+    echo "== adaptive rate against nginx" >&2
+    cargo run -q --release -p paceline-benches --features adaptive --example adaptive -- \
+        $([ $quick = yes ] && echo --secs 3 --runs 1) >"$out/adaptive.txt"
+else
+    echo "== adaptive rate skipped: no nginx installed" >&2
+    rm -f "$out/adaptive.txt"
 fi
 
 echo "== fast path, interleaved" >&2
