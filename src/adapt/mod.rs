@@ -4,7 +4,7 @@
 //! [`MutexLimiter`](crate::MutexLimiter), a
 //! [`WarmUpLimiter`](crate::WarmUpLimiter), an
 //! [`AsyncLimiter`](crate::tokio::AsyncLimiter), or one key of a keyed
-//! limiter through [`OnKey`]) between a floor and a ceiling: it raises the
+//! limiter through [`OnKey`](crate::take::OnKey)) between a floor and a ceiling: it raises the
 //! rate a little while answers succeed and cuts it by a share when the far
 //! side refuses, as TCP's congestion control (AIMD), Netflix's
 //! concurrency-limits and Vector's adaptive request concurrency do for a
@@ -75,8 +75,9 @@
 //!   after the rate has grown past the limit and spent the far side's
 //!   burst), then a cut. How many depends on the increase, the backoff
 //!   and the far side's burst; against nginx's `limit_req` at 50/s with a
-//!   burst of 2, about one request in several hundred
-//!   (`docs/PERFORMANCE.md`).
+//!   burst of 2, about one request in two hundred (the
+//!   [guide](crate::guide::adaptive#what-it-promises-and-what-it-does-not)
+//!   has the figures).
 //! - It cannot tell a refusal for the rate from one for another reason
 //!   (a `503` of a server down): each cuts the rate, down to the floor.
 

@@ -33,6 +33,9 @@
 //! 10. [Byte streams](io): paced readers and writers.
 //! 11. [Compared with the peers](peers): uber-go/ratelimit, x/time/rate,
 //!     governor, leaky-bucket.
+//! 12. [An adaptive rate](adaptive): finding a limit the far side keeps to
+//!     itself (429 / 503), by additive increase and multiplicative
+//!     decrease.
 //!
 //! How the crate is built (its layers, the state word, the invariants and
 //! the loom models) is for maintainers: `docs/ARCHITECTURE.md` in the
@@ -69,4 +72,4 @@ macro_rules! chapters {
     )*};
 }
 
-chapters!(model waiting keyed remote memcached faults leases http grpc outbound config metrics cli warm_up io peers);
+chapters!(model waiting keyed remote memcached faults leases http grpc outbound adaptive config metrics cli warm_up io peers);

@@ -188,7 +188,7 @@ impl<L: AsyncTake + 'static> Pace<L> {
     /// flight (see [`adapt`](crate::adapt)); an error on the way (no
     /// answer) or another `5xx` changes nothing. `adaptive` should drive
     /// this middleware's own limit: a clone of its
-    /// [`AsyncLimiter`](crate::tokio::AsyncLimiter), or the same key.
+    /// [`AsyncLimiter`], or the same key.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
