@@ -514,4 +514,43 @@ mod tests {
         assert!(text.contains("paceline_adaptive_decreases_total{limiter=\"a\\\"b\"} 1\n"));
         assert!(text.contains("# TYPE paceline_adaptive_increases_total counter\n"));
     }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn the_facade_has_the_rate_and_the_counts() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let l = limiter(50);
+        let a = metrics::with_local_recorder(&recorder, || {
+            Adaptive::builder(Rate::per_second(1), Rate::per_second(100))
+                .metrics("api")
+                .build(&l)
+                .unwrap()
+        });
+        let (t1, t2) = (a.send(), a.send());
+        a.answer(t1, Answer::Refused);
+        a.answer(t2, Answer::Refused); // of the same window: counted, no cut
+        let t3 = a.send();
+        a.answer(t3, Answer::Served { latency: 1 });
+        let seen: std::collections::BTreeMap<String, f64> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| {
+                let value = match value {
+                    DebugValue::Counter(n) => n as f64,
+                    DebugValue::Gauge(g) => g.into_inner(),
+                    DebugValue::Histogram(_) => return None,
+                };
+                Some((key.key().name().to_owned(), value))
+            })
+            .collect();
+        assert_eq!(seen["paceline_adaptive_rate"], a.stats().rate);
+        assert!(seen["paceline_adaptive_rate"] > 45.0);
+        assert_eq!(seen["paceline_adaptive_refused_total"], 2.0);
+        assert_eq!(seen["paceline_adaptive_decreases_total"], 1.0);
+        assert_eq!(seen["paceline_adaptive_increases_total"], 1.0);
+    }
 }
