@@ -13,8 +13,11 @@ use std::time::{Duration, Instant};
 use nginx_server::Nginx;
 use paceline::adapt::Adaptive;
 use paceline::reqwest::Pace;
+#[cfg(feature = "keyed")]
 use paceline::take::OnKey;
-use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter, PRECISE};
+#[cfg(feature = "keyed")]
+use paceline::tokio::AsyncKeyedLimiter;
+use paceline::tokio::{AsyncLimiter, PRECISE};
 use paceline::{AsyncTake, Rate};
 use reqwest_middleware::ClientBuilder;
 
@@ -159,6 +162,7 @@ async fn an_adaptive_client_finds_the_rate() {
     );
 }
 
+#[cfg(feature = "keyed")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adaptive_key_finds_the_rate() {
     let keyed = AsyncKeyedLimiter::<String>::from(
