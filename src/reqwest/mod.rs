@@ -54,11 +54,11 @@ mod budget;
 mod follow;
 mod pushback;
 mod retry;
+use adapt::Feedback;
 use follow::FarSide;
 pub use follow::{Follow, Tokens, MARGIN};
 pub use retry::DEFAULT_RETRIES;
 use retry::{Retry, RETRY_WAIT_CAP};
-use adapt::Feedback;
 
 /// A reqwest-middleware middleware that paces a client's requests through
 /// one limiter: each request waits for its slot (`take().await`), then
