@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::model::window;
+
 /// Why something could not be built or configured: a [`Rate`](crate::Rate)
 /// (made or parsed), a [`Slack`](crate::Slack) parsed, a limiter built or
 /// its rate changed, an HTTP layer built, a fleet layer's version or a
@@ -174,6 +176,24 @@ pub enum BuildError {
         /// Why: the bad value, or the limiter's refusal of the merged set.
         reason: Arc<str>,
     },
+    /// A window quota (`model::window::Params`) over what its state word's
+    /// count holds for that window: the word keeps the window's index in
+    /// its high bits (35 for windows of a second, 18 for a day) and the
+    /// count in the rest.
+    QuotaTooLarge {
+        /// The quota given.
+        quota: u64,
+        /// The largest quota that window's count holds.
+        max: u64,
+    },
+    /// A fixed window of 0 seconds (`model::window::Window::Fixed`).
+    ZeroWindow,
+    /// A calendar window's offset from UTC beyond ±26 hours
+    /// (`model::window::MAX_OFFSET`).
+    WindowOffset {
+        /// The offset given, seconds east of UTC.
+        offset: i32,
+    },
     /// A watched file ([`watch`](crate::config::watch)) could not be read; its
     /// `io::Error` is this error's [`source`](Error::source).
     FileUnreadable {
@@ -299,6 +319,17 @@ impl fmt::Display for BuildError {
                     "layer {layer:?} not read, it keeps its last good version: {reason}"
                 ),
             },
+            BuildError::QuotaTooLarge { quota, max } => write!(
+                f,
+                "a quota of {quota} per window is more than the state word counts for that \
+                 window (at most {max})"
+            ),
+            BuildError::ZeroWindow => f.write_str("a window must be at least 1 second long, got 0"),
+            BuildError::WindowOffset { offset } => write!(
+                f,
+                "a window's offset of {offset} s from UTC is beyond ±26 hours ({} s)",
+                window::MAX_OFFSET
+            ),
             BuildError::FileUnreadable { path, error } => {
                 write!(f, "cannot read {}: {error}", path.display())
             }
@@ -318,6 +349,19 @@ impl Error for BuildError {
             BuildError::FileUnreadable { error, .. } => Some(&**error),
             BuildError::FileNotLoaded { error, .. } => Some(&**error),
             _ => None,
+        }
+    }
+}
+
+impl From<window::Invalid> for BuildError {
+    /// The window step's refusal of its parameters, as a user meets it.
+    fn from(invalid: window::Invalid) -> BuildError {
+        match invalid {
+            window::Invalid::QuotaTooLarge { quota, max } => {
+                BuildError::QuotaTooLarge { quota, max }
+            }
+            window::Invalid::ZeroWindow => BuildError::ZeroWindow,
+            window::Invalid::WindowOffset { offset } => BuildError::WindowOffset { offset },
         }
     }
 }
@@ -460,6 +504,12 @@ mod tests {
                 version: Some(2),
                 reason: "why".into(),
             },
+            BuildError::QuotaTooLarge {
+                quota: 1 << 29,
+                max: (1 << 29) - 1,
+            },
+            BuildError::ZeroWindow,
+            BuildError::WindowOffset { offset: 93_601 },
             BuildError::FileUnreadable {
                 path: path.clone(),
                 error: Cause::new(io::Error::from(io::ErrorKind::NotFound), None),
@@ -480,6 +530,27 @@ mod tests {
             }
             assert_eq!(a, &a.clone());
         }
+    }
+
+    #[test]
+    fn a_window_s_bad_values_are_named() {
+        use crate::model::window::{Params, Window};
+        let err = BuildError::from(Params::new(1 << 29, Window::SECOND).unwrap_err());
+        assert_eq!(
+            err,
+            BuildError::QuotaTooLarge {
+                quota: 1 << 29,
+                max: (1 << 29) - 1
+            }
+        );
+        assert!(err.to_string().contains("536870912"), "{err}");
+        assert!(err.to_string().contains("536870911"), "{err}");
+        let err = BuildError::from(Params::new(1, Window::Day { offset: -93_601 }).unwrap_err());
+        assert_eq!(err, BuildError::WindowOffset { offset: -93_601 });
+        assert!(err.to_string().contains("-93601 s"), "{err}");
+        let err = BuildError::from(Params::new(1, Window::Fixed { seconds: 0 }).unwrap_err());
+        assert_eq!(err, BuildError::ZeroWindow);
+        assert!(err.to_string().contains("got 0"), "{err}");
     }
 
     #[test]
