@@ -93,8 +93,9 @@
 //!   with `redis` or `postgres`, the limits document kept and watched
 //!   there.
 //! - [`model`]: the pure steps every store runs ([`model::schedule`], the
-//!   pacing step; [`model::warm_up`], Guava's warm-up), public for a store
-//!   of your own.
+//!   pacing step; [`model::warm_up`], Guava's warm-up; [`model::window`],
+//!   a quota per fixed or calendar window, no limiter on it yet), public
+//!   for a store of your own.
 //! - [`stats`]: what a limiter decided, counted when its builder asks;
 //!   with feature `metrics`, sent to the `metrics` facade
 //!   ([`Builder::metrics`]).
