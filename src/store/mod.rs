@@ -19,6 +19,7 @@ pub(crate) mod atomic;
 mod booking;
 mod mutex;
 mod warm;
+pub(crate) mod window;
 
 pub use atomic::AtomicStore;
 pub use booking::Booking;
