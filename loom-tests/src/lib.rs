@@ -80,11 +80,24 @@
 //! | `lease` | a spend reads the clock before its CAS, not after | a spend reported before its batch was decided (more spent by a time than the lender granted by then) |
 //! | `lease` | a spend stores the count less its cost (load + store), not CAS | the same (its store publishes nothing), or a permit spent twice |
 //! | `lease` | the spend's CAS `Relaxed`, the refill's swap `Relaxed` (the first version) | a spend's reading of a `ManualClock` older than the refill's: reported before its batch was decided |
+//! | `window` (all three models) | the window store's take stores with load + store, not CAS | a word replaced twice (`takes`); no order of the operations one at a time explains the answers (`settle`, `set_quota`) |
+//! | `window` (all three models) | the window store's take keeps its grant when the CAS fails (no retry) | the same |
+//! | `window` (`set_quota`) | the window store loads the word `Relaxed` (and its CAS reads the winner's `Relaxed`), so a step need not see the quota of the step whose word it decides on | a take counted at the old quota on the word of a take counted at the new: no order explains it |
+//! | `window` (`set_quota`) | the window store reads the quota once, before the word, not after each word it decides on | the same |
+//! | `window` (`settle`) | the window store's settle stores with load + store, not CAS | no order of the settle and the takes explains the answers (an update lost) |
 //!
 //! A settle (`settle.rs`) goes through the cfg-gated `__settle` hooks: the
 //! limiter's own settle (its generation checked for a refund, under the
 //! limit's lock; a keyed key's under its shard's read lock), then the
 //! real `Store::settle` or the keyed entry's CAS.
+//!
+//! The window models (`window.rs`) run the crate-internal store of a
+//! quota per window (`src/store/window.rs`, which no limiter runs yet)
+//! through its hidden re-export `paceline::__WindowStore`, compiled only
+//! under `--cfg paceline_loom`. Besides their own checks (each admission
+//! the pure step on the word it replaced, no window over its quota) each
+//! asks whether some order of its operations, one at a time through the
+//! pure steps, gives every answer and the store's final word and quota.
 //!
 //! The keyed models (`keyed_*.rs`, and the models above through [`OneKey`],
 //! a keyed limiter seen through one key) run `KeyedLimiter` itself: its
