@@ -198,17 +198,17 @@ pub use limiter::take::{AsyncTake, Error, State, Take, Taken};
 pub use limiter::unlimited::Unlimited;
 pub use observe::stats;
 pub use paced::PacedExt;
-/// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: the
-/// crate-internal store of a quota per window, which no limiter runs yet.
-#[cfg(paceline_loom)]
-#[doc(hidden)]
-pub use store::window::WindowStore as __WindowStore;
 #[cfg(feature = "memcached")]
 pub use remote::memcached;
 #[cfg(feature = "postgres")]
 pub use remote::postgres;
 #[cfg(feature = "redis")]
 pub use remote::redis;
+/// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: the
+/// crate-internal store of a quota per window, which no limiter runs yet.
+#[cfg(paceline_loom)]
+#[doc(hidden)]
+pub use store::window::WindowStore as __WindowStore;
 pub use values::error::BuildError;
 pub use values::limit::{Limit, Limits};
 pub use values::rate::Rate;
