@@ -1,11 +1,26 @@
 //! Tests only: random settles for the backends' property tests, which
 //! interleave them with steps on a real server and hold every state it
-//! leaves to [`schedule::settle`]'s.
+//! leaves to [`schedule::settle`]'s; and the runner those tests share.
 
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 
 use super::{Op, Settle};
 use crate::model::schedule::{self, Params};
+
+/// A runner of `default` cases, or `PROPTEST_CASES` for a longer hunt (as
+/// for the `proptest!` tests), that keeps no failure file.
+pub(crate) fn runner(default: u32) -> TestRunner {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default);
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
 
 /// A settle of a booking of `booked` permits that cost `actual`, whose
 /// permit went `went` quarter intervals from the clock (before it when

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
 use crate::clock::ManualClock;
@@ -120,15 +119,7 @@ fn ttl_and_value(server: &MemcachedServer, stored: &str) -> Option<(i64, String)
 #[test]
 fn the_cas_loop_agrees_with_the_step_decision_for_decision() {
     let server = MemcachedServer::start();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = crate::remote::settle_cases::runner(200);
     let strategy = (
         interval(),
         0..=20u64,
@@ -390,15 +381,7 @@ async fn a_give_back_restores_the_state_before_only_while_no_one_took_since() {
 fn the_cas_loop_settles_as_the_model_state_for_state_among_steps() {
     use crate::remote::settle_cases::{interleaved, Call as Either};
     let server = MemcachedServer::start();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = crate::remote::settle_cases::runner(200);
     let strategy = (
         interval(),
         0..=20u64,

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 use super::sql::encode;
 use super::*;
@@ -153,15 +152,7 @@ fn initial() -> impl Strategy<Value = Option<u64>> {
 #[test]
 fn sql_step_agrees_with_rust_step_decision_for_decision() {
     let server = PgServer::start();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(300);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = crate::remote::settle_cases::runner(300);
     let strategy = (
         interval(),
         0..=20u64,
@@ -288,15 +279,7 @@ fn give_back_restores_only_the_state_it_replaced() {
 fn sql_settle_agrees_with_rust_settle_state_for_state_among_steps() {
     use crate::remote::settle_cases::{interleaved, Call as Either};
     let server = PgServer::start();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(300);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = crate::remote::settle_cases::runner(300);
     let strategy = (
         interval(),
         0..=20u64,

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 use super::*;
 use crate::model::schedule::{step, Admit, Deny, Params, FRESH, FULL, ORIGIN};
@@ -151,17 +150,7 @@ fn initial() -> impl Strategy<Value = Option<u64>> {
 #[test]
 fn lua_step_agrees_with_rust_step_decision_for_decision() {
     let server = RedisServer::start();
-    // `PROPTEST_CASES` raises the count for a longer hunt, as for the
-    // `proptest!` tests.
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(300);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = crate::remote::settle_cases::runner(300);
     let strategy = (
         interval(),
         0..=20u64,

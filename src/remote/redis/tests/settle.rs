@@ -7,15 +7,7 @@ use crate::remote::settle_cases::{interleaved, Call as Either};
 #[test]
 fn lua_settle_agrees_with_rust_settle_state_for_state_among_steps() {
     let server = RedisServer::start();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(300);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = crate::remote::settle_cases::runner(300);
     let strategy = (
         interval(),
         0..=20u64,
