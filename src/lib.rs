@@ -36,10 +36,9 @@
 //! | one set of limits for a whole fleet, layered and live | [`config::fleet::Layers`] + [`config::fleet::Document`] | `fleet`, with `redis` or `postgres` |
 //! | several limits at once, all or nothing | [`all`] | (none) |
 //! | an HTTP service: 429 per client; a paced HTTP client | [`http::LimitLayer`]; [`http::PaceLayer`] | `tower` (in an axum app: `axum`) |
-//! | a tonic server, a reqwest client, `tracing` events | [`http::LimitBuilder::grpc`], [`reqwest::Pace`], events: the [gRPC chapter](guide::grpc) | `tonic`, `reqwest`, `tracing` |
+//! | a tonic server; a reqwest client, paced to a far side's stated budget or to a limit it does not state (429 / 503); `tracing` events | [`http::LimitBuilder::grpc`], [`reqwest::Pace`] ([`follow_budget`](reqwest::Pace::follow_budget), [`adapt`](reqwest::Pace::adapt)), [`adapt::Adaptive`] over any limiter above, events: the [gRPC](guide::grpc), [outbound](guide::outbound) and [adaptive](guide::adaptive) chapters | `tonic`, `reqwest`, `tracing` (`Adaptive` alone: none) |
 //! | bytes of a stream, not requests (`Read`/`Write`, `AsyncRead`/`AsyncWrite`) | [`io::PacedReader`], [`io::PacedWriter`] over any limiter | (none; async: `tokio`) |
 //! | a shell pipeline: lines, a command per line, bytes | the `paceline` command ([`guide::cli`]) | `cargo install --path cli` |
-//! | a far side that refuses (429 / 503) past a limit it does not state | [`adapt::Adaptive`] over any of the above (a reqwest client: [`reqwest::Pace::adapt`]) | (none; reqwest: `reqwest`) |
 //! | pacing switched off | [`Unlimited`], or any of them behind `Arc<dyn Take>` | (none) |
 //! | your own store | [`model::schedule::step`], the pure decision every store runs | (none) |
 //!
