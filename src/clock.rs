@@ -30,6 +30,17 @@ pub trait Clock: Send + Sync {
     /// Nanoseconds since this clock's origin.
     fn now(&self) -> u64;
 
+    /// The Unix time, ns, of this clock's origin, where the clock knows it:
+    /// `Some(0)` for [`UnixClock`] (its readings are Unix times) and for
+    /// [`ManualClock`] (its readings are read as Unix times, so a test sets
+    /// the date by advancing it). `None`, the default, for a clock with an
+    /// origin of its own: a limiter that counts windows of the wall clock
+    /// on it measures the offset once, when it is built, and counts on
+    /// this clock from then on (a wall clock stepped later moves no window).
+    fn unix_origin(&self) -> Option<u64> {
+        None
+    }
+
     /// Blocks the current thread until [`now`](Clock::now) reads at least
     /// `deadline`. May return late (that is the sleep's overshoot), never
     /// early.
@@ -328,6 +339,10 @@ impl Clock for ManualClock {
         self.inner.now.load(Ordering::SeqCst)
     }
 
+    fn unix_origin(&self) -> Option<u64> {
+        Some(0)
+    }
+
     fn sleep_until(&self, deadline: u64) {
         if self.inner.auto_advance {
             if self.inner.now.fetch_max(deadline, Ordering::SeqCst) < deadline {
@@ -374,5 +389,9 @@ impl Clock for UnixClock {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, nanos)
+    }
+
+    fn unix_origin(&self) -> Option<u64> {
+        Some(0)
     }
 }

@@ -14,6 +14,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Unexpected, Visi
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
+use crate::model::window::Window;
 use crate::values::duration::{self, Shown};
 use crate::values::limit::{Limit, Limits};
 use crate::values::rate::Rate;
@@ -61,6 +62,14 @@ const RATE: Text<Rate> = Text("a rate such as \"100/s\" or \"5/250ms\"", |s| {
     s.parse()
         .map_err(|e: crate::values::error::BuildError| e.to_string())
 });
+
+const WINDOW: Text<Window> = Text(
+    "a window: \"day\", \"week\", \"month\", \"year\", \"30d\", \"1h\", ...",
+    |s| {
+        s.parse()
+            .map_err(|e: crate::values::error::BuildError| e.to_string())
+    },
+);
 
 const TIME: Text<Duration> = Text("a time such as \"10ms\" or \"1s\"", |s| {
     duration::parse_duration(s).map_err(|reason| format!("invalid time {s:?}: {reason}"))
@@ -142,6 +151,12 @@ impl Serialize for Limit {
     /// rate is for people to write, and a map in every place keeps a TOML
     /// writer from moving the bare values of a table ahead of its subtables.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Some(window) = self.window() {
+            let mut map = serializer.serialize_map(Some(2))?;
+            map.serialize_entry("quota", &self.burst())?;
+            map.serialize_entry("window", &window.to_string())?;
+            return map.end();
+        }
         let slack = self.slack();
         let fields = 1 + usize::from(slack != Slack::DEFAULT);
         let mut map = serializer.serialize_map(Some(fields))?;
@@ -171,7 +186,10 @@ impl<'de> Visitor<'de> for LimitVisitor {
     type Value = Limit;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a limit: a rate (\"100/s\") or { rate, burst } or { rate, slack }")
+        f.write_str(
+            "a limit: a rate (\"100/s\") or { rate, burst } or { rate, slack }, or a quota per \
+             window { quota, window }",
+        )
     }
 
     fn visit_str<E: de::Error>(self, s: &str) -> Result<Limit, E> {
@@ -180,13 +198,28 @@ impl<'de> Visitor<'de> for LimitVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Limit, A::Error> {
         let (mut rate, mut burst, mut slack) = (None, None, None::<Slack>);
-        while let Some(key) = map.next_key_seed(Key(&["rate", "burst", "slack"]))? {
+        let (mut quota, mut window) = (None::<u64>, None::<Window>);
+        let names = &["rate", "burst", "slack", "quota", "window"];
+        while let Some(key) = map.next_key_seed(Key(names))? {
             match key {
                 "rate" => set(&mut rate, map.next_value::<Rate>()?, key)?,
                 "burst" => set(&mut burst, map.next_value::<Burst>()?.0, key)?,
                 "slack" => set(&mut slack, map.next_value()?, key)?,
+                "quota" => set(&mut quota, map.next_value()?, key)?,
+                "window" => set(&mut window, map.next_value_seed(WINDOW)?, key)?,
                 _ => unreachable!("a Key is one of its names"),
             }
+        }
+        if quota.is_some() || window.is_some() {
+            if rate.is_some() || burst.is_some() || slack.is_some() {
+                return Err(de::Error::custom(
+                    "a quota per window is { quota, window } alone: a rate, burst or slack \
+                     is pacing's (for both on one key, give two limits to all-or-nothing)",
+                ));
+            }
+            let window = window.ok_or_else(|| de::Error::missing_field("window"))?;
+            let quota = quota.ok_or_else(|| de::Error::missing_field("quota"))?;
+            return Limit::per_window(quota, window).map_err(de::Error::custom);
         }
         let rate = rate.ok_or_else(|| de::Error::missing_field("rate"))?;
         let slack = match (burst, slack) {

@@ -39,6 +39,7 @@ pub(super) struct Resolved<K> {
 impl Setting {
     /// `limit` from `layer`, checked.
     pub(super) fn new(limit: Limit, layer: Option<Arc<str>>) -> Result<Setting, BuildError> {
+        limit.paced("KeyedLimiter")?;
         let params = params(limit.rate(), limit.slack())?;
         Ok(Setting {
             limit,

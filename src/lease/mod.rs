@@ -149,6 +149,7 @@ impl<L: Lender> Leased<L, L::Clock> {
 /// The reduction for `limit` and a lease of `expiry` ns, handed to `lender`
 /// as its limit.
 fn reduce(lender: &mut impl Lender, limit: Limit, expiry: u64) -> Result<Config, BuildError> {
+    limit.paced("Leased")?;
     let rate = limit.rate();
     let interval = rate.interval_ns();
     let slack = limit.slack().permits_at(rate);

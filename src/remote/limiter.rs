@@ -134,6 +134,7 @@ impl<B: Backend> RemoteLimiter<B> {
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years.
     pub fn with_backend(backend: B, limit: Limit, policy: FailPolicy) -> Result<Self, BuildError> {
+        limit.paced("RemoteLimiter")?;
         let mut common = Common::new(limit.rate());
         (common.slack, common.policy, common.counting.on) = (limit.slack(), policy, true);
         Core::new(backend, "memory", &common).map(RemoteLimiter::of)

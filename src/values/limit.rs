@@ -1,11 +1,15 @@
-//! [`Limit`]: a rate and its slack, as configuration states one; [`Limits`]:
-//! a default limit and overrides by key, in order.
+//! [`Limit`]: a rate and its slack, or a quota per window, as configuration
+//! states one; [`Limits`]: a default limit and overrides by key, in order.
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::model::window::{self, Window};
+use crate::values::error::BuildError;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
+use crate::values::window::nominal_seconds;
 
 /// One limit: a [`Rate`] and its [`Slack`], what a limiter is built from.
 ///
@@ -52,10 +56,37 @@ use crate::values::slack::Slack;
 /// # }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Counted by window
+///
+/// A limit can instead be a quota per window of the wall clock,
+/// [`per_window`](Self::per_window): `10000 per day`, back at midnight UTC.
+/// It is counted, not paced: the whole quota may go at once, and a window
+/// spent waits for the next one's start (see the guide's
+/// [model](crate::guide::model#windows-beside-pacing)). Such a limit's
+/// [`window`](Self::window) is `Some`; its [`burst`](Self::burst) is the
+/// quota, its [`rate`](Self::rate) the quota over the window's nominal
+/// length, what it admits in the long run. A keyed limiter and the remote
+/// ones count windows; a direct in-process limiter paces only, and refuses
+/// one with [`BuildError::WindowNotPaced`].
+///
+/// ```
+/// use paceline::Limit;
+/// use paceline::model::window::Window;
+///
+/// let daily = Limit::per_window(10_000, "day".parse()?)?;
+/// assert_eq!(daily.window(), Some(Window::Day { offset: 0 }));
+/// assert_eq!(daily.burst(), 10_000);
+/// assert_eq!(daily.to_string(), "10000 per day");
+/// assert_eq!(daily.rate().interval(), std::time::Duration::from_millis(8_640));
+/// # Ok::<(), paceline::BuildError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
     rate: Rate,
     slack: Slack,
+    /// `Some`: counted by this window, `slack + 1` permits in each.
+    window: Option<Window>,
 }
 
 impl Limit {
@@ -64,17 +95,56 @@ impl Limit {
         Limit {
             rate,
             slack: slack.into(),
+            window: None,
         }
     }
 
-    /// The rate.
+    /// `quota` permits in each `window`, counted, not paced.
+    ///
+    /// # Errors
+    /// [`BuildError::ZeroQuota`]; [`BuildError::QuotaTooLarge`] when the
+    /// window's state word cannot count that many (over 2^29 - 1 a second,
+    /// 2^46 - 1 a day); [`BuildError::ZeroWindow`];
+    /// [`BuildError::WindowOffset`].
+    pub fn per_window(quota: u64, window: Window) -> Result<Limit, BuildError> {
+        if quota == 0 {
+            return Err(BuildError::ZeroQuota);
+        }
+        window::Params::new(quota, window)?;
+        Ok(Limit {
+            rate: Rate::nominal(quota, Duration::from_secs(nominal_seconds(window))),
+            slack: Slack::permits(quota - 1),
+            window: Some(window),
+        })
+    }
+
+    /// The rate; for a limit [counted by window](Self#counted-by-window),
+    /// the quota over the window's nominal length (a month's is an average
+    /// Gregorian month, 2 629 746 s), what it admits in the long run.
     pub fn rate(&self) -> Rate {
         self.rate
     }
 
-    /// The slack.
+    /// The slack; for a limit counted by window, the quota less one.
     pub fn slack(&self) -> Slack {
         self.slack
+    }
+
+    /// The window the limit is counted by, `None` for a pacing limit.
+    pub fn window(&self) -> Option<Window> {
+        self.window
+    }
+
+    /// `Err` naming `by` when the limit is counted by window: for a
+    /// limiter that paces only.
+    pub(crate) fn paced(&self, by: &'static str) -> Result<(), BuildError> {
+        match self.window {
+            None => Ok(()),
+            Some(_) => Err(BuildError::WindowNotPaced {
+                limit: self.to_string(),
+                by,
+            }),
+        }
     }
 
     /// The burst: the most permits one request may take at once,
@@ -108,9 +178,12 @@ impl From<Limit> for (Rate, Slack) {
 }
 
 impl fmt::Display for Limit {
-    /// `10/s, slack 4 permits`.
+    /// `10/s, slack 4 permits`; `10000 per day` for a quota.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}, slack {}", self.rate, self.slack)
+        match self.window {
+            None => write!(f, "{}, slack {}", self.rate, self.slack),
+            Some(window) => write!(f, "{} per {window}", self.burst()),
+        }
     }
 }
 

@@ -8,6 +8,7 @@ pub(crate) mod error;
 pub(crate) mod limit;
 pub(crate) mod rate;
 pub(crate) mod slack;
+pub(crate) mod window;
 
 /// Setters that store their argument in a builder's field, each
 /// `setter(argument: Type) => field.path;` under its doc: through `Into` (a

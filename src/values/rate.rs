@@ -82,6 +82,20 @@ impl Rate {
         })
     }
 
+    /// `count` (at least 1) per `period` (at least 1 ns), its interval
+    /// rounded to nearest and clamped to `1..=MAX_SPAN` ns: a long-run rate
+    /// stated, never one a limiter paces by (a quota per window's).
+    pub(crate) fn nominal(count: u64, period: Duration) -> Rate {
+        let (count, period) = (count.max(1), period.max(Duration::from_nanos(1)));
+        let count128 = u128::from(count);
+        let interval = (period.as_nanos() + count128 / 2) / count128;
+        Rate {
+            count,
+            period,
+            interval: interval.clamp(1, u128::from(MAX_SPAN)) as u64,
+        }
+    }
+
     /// One permit every `interval`, exactly.
     ///
     /// # Errors

@@ -105,6 +105,10 @@ pub fn check(text: &str) -> Result<Layer, FleetError> {
         )));
     }
     let usable = |what: &dyn fmt::Display, limit: &Limit| {
+        // A quota per window was checked when it was read.
+        if limit.window().is_some() {
+            return Ok(());
+        }
         crate::limiter::pacer::params(limit.rate(), limit.slack())
             .map(drop)
             .map_err(|e| FleetError::Invalid(format!("{what}: {limit}: {e}")))

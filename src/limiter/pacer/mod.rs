@@ -384,6 +384,7 @@ impl<S: Store, C: Clock> Pacer<S, C> {
         // The lock keeps `rate()`, `slack()` and the store changing together.
         let mut limit = lock(&self.limit);
         let new = new(*limit);
+        new.paced(S::LIMITER)?;
         let params = params(new.rate(), new.slack())?;
         self.store.set_params(self.now(), params);
         *limit = new;

@@ -194,6 +194,25 @@ pub enum BuildError {
         /// The offset given, seconds east of UTC.
         offset: i32,
     },
+    /// A string did not parse as a window (`"day"`, `"30d"`, `"month UTC+02:00"`).
+    ParseWindow {
+        /// The string given.
+        input: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A quota of 0 per window: a limit must let something through.
+    ZeroQuota,
+    /// A limit counted by window was given to something that paces only:
+    /// a direct in-process limiter, a lease, an adaptive rate, a paced
+    /// stream. Windows are counted by a keyed limiter and by the remote
+    /// ones (see the guide's chapter on choosing pacing or a window).
+    WindowNotPaced {
+        /// The limit, as its `Display` writes it (`10000 per day`).
+        limit: String,
+        /// What refused it.
+        by: &'static str,
+    },
     /// A watched file ([`watch`](crate::config::watch)) could not be read; its
     /// `io::Error` is this error's [`source`](Error::source).
     FileUnreadable {
@@ -325,6 +344,15 @@ impl fmt::Display for BuildError {
                  window (at most {max})"
             ),
             BuildError::ZeroWindow => f.write_str("a window must be at least 1 second long, got 0"),
+            BuildError::ParseWindow { input, reason } => {
+                write!(f, "not a window: {input:?}: {reason}")
+            }
+            BuildError::ZeroQuota => f.write_str("a quota must be at least 1 per window, got 0"),
+            BuildError::WindowNotPaced { limit, by } => write!(
+                f,
+                "{by} paces and cannot count the window of {limit:?}: a keyed limiter or a \
+                 remote one counts windows"
+            ),
             BuildError::WindowOffset { offset } => write!(
                 f,
                 "a window's offset of {offset} s from UTC is beyond ±26 hours ({} s)",
@@ -510,6 +538,15 @@ mod tests {
             },
             BuildError::ZeroWindow,
             BuildError::WindowOffset { offset: 93_601 },
+            BuildError::ParseWindow {
+                input: "fortnight".into(),
+                reason: "why".into(),
+            },
+            BuildError::ZeroQuota,
+            BuildError::WindowNotPaced {
+                limit: "10 per day".into(),
+                by: "AtomicLimiter",
+            },
             BuildError::FileUnreadable {
                 path: path.clone(),
                 error: Cause::new(io::Error::from(io::ErrorKind::NotFound), None),
