@@ -13,80 +13,20 @@ use std::time::{Duration, Instant};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+#[path = "support/http_harness.rs"]
+mod harness;
+use harness::{client, get_from, header, serve, sf_item};
 use paceline::http::{Body, ClientKey, Fields, LimitLayer, MissingKey, Mode, PaceLayer};
 use paceline::tokio::{AsyncKeyedLimiter, AsyncLimiter};
 use paceline::{KeyedLimiter, Rate};
-
-/// Serves `app` on 127.0.0.1, with the peer address in each request.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
 
 fn app(layer: LimitLayer) -> Router {
     Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/export", get(|| async { "export" }))
         .layer(layer)
-}
-
-/// A client whose connections leave from `from` (a loopback address).
-fn client(from: &str) -> Client<HttpConnector, Empty<Bytes>> {
-    let mut connector = HttpConnector::new();
-    connector.set_local_address(Some(from.parse().unwrap()));
-    Client::builder(TokioExecutor::new()).build(connector)
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
-}
-
-async fn get_from(
-    client: &Client<HttpConnector, Empty<Bytes>>,
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> Answer {
-    let mut request = Request::get(format!("http://{addr}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = client
-        .request(request.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let (head, body) = response.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    Answer {
-        status: head.status,
-        headers: head.headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
-}
-
-fn header<'a>(answer: &'a Answer, name: &str) -> &'a str {
-    answer
-        .headers
-        .get(name)
-        .unwrap_or_else(|| panic!("no {name} in {:?}", answer.headers))
-        .to_str()
-        .unwrap()
 }
 
 /// The keys the layer's keyed limiter tracks.
@@ -207,30 +147,6 @@ async fn fields_parse_as_structured_field_lists_and_agree_with_the_limiter() {
     assert!(retry <= 60);
     let (_, params) = sf_item(header(&refused, "ratelimit"));
     assert_eq!((params["r"], params["t"]), (0, retry));
-}
-
-/// The single item of an SF List: its String and its Integer parameters.
-fn sf_item(field: &str) -> (String, HashMap<String, i64>) {
-    use sfv::{BareItem, List, ListEntry, Parser};
-    let list: List = Parser::new(field)
-        .parse()
-        .unwrap_or_else(|e| panic!("{field}: {e}"));
-    assert_eq!(list.len(), 1, "{field}");
-    let ListEntry::Item(item) = &list[0] else {
-        panic!("{field}: an inner list")
-    };
-    let BareItem::String(name) = &item.bare_item else {
-        panic!("{field}: the item is not a String")
-    };
-    let params = item
-        .params
-        .iter()
-        .map(|(k, v)| match v {
-            BareItem::Integer(n) => (k.as_str().to_owned(), i64::from(*n)),
-            other => panic!("{field}: {k} is {other:?}"),
-        })
-        .collect();
-    (name.as_str().to_owned(), params)
 }
 
 #[tokio::test]

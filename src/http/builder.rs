@@ -28,6 +28,7 @@ pub struct LimitBuilder {
     /// The keyed limiter the layer makes, unless given one or global.
     keyed: KeyedBuilder<ClientKey>,
     limiter: Option<Box<dyn Limiter>>,
+    also: Vec<(String, Box<dyn Limiter>)>,
     settings: Settings,
     trusted: Vec<String>,
     header: Option<String>,
@@ -86,6 +87,7 @@ impl LimitBuilder {
         LimitBuilder {
             keyed: KeyedLimiter::builder(rate),
             limiter: None,
+            also: Vec::new(),
             settings: Settings {
                 source,
                 forwarding: Forwarding::default(),
@@ -100,6 +102,8 @@ impl LimitBuilder {
                 mode: Mode::default(),
                 costs: Vec::new(),
                 grpc: false,
+                unit: None,
+                partition: None,
             },
             trusted: Vec::new(),
             header: None,
@@ -189,6 +193,49 @@ impl LimitBuilder {
         self
     }
 
+    /// Another limit every request must pass as well, all or nothing,
+    /// announced as its own policy `name` (printable ASCII): a request
+    /// goes only if the layer's limiter and each of these admit it, asked
+    /// in that order, and one that a later limit refuses is given back to
+    /// the earlier ones (a settle at 0, as
+    /// [`All`](crate::all::All) gives back). "10/s and 10,000 a day" per
+    /// client is a keyed limiter of `10/s` and another of
+    /// [`Limit::per_window`](crate::Limit::per_window), the second here.
+    /// The fields list every limit's policy, and on an admitted request
+    /// each one's `RateLimit` item; a refusal's `RateLimit` is the
+    /// refusing limit's, its `Retry-After` that limit's wait (to the next
+    /// window's start, for a quota). Such a request is decided as a task
+    /// would be, never in place: a little slower than one limit's.
+    pub fn and_limiter(
+        mut self,
+        name: impl Into<String>,
+        limiter: impl AsyncTake<ClientKey> + 'static,
+    ) -> Self {
+        self.also.push((name.into(), Box::new(limiter)));
+        self
+    }
+
+    /// Announces the quota's unit as the policy's `qu` parameter (the
+    /// draft's `"content-bytes"`, `"concurrent-requests"`, or a unit of your
+    /// own, `"tokens"`), for a limit whose [`cost`](Self::cost) counts
+    /// something other than requests. Printable ASCII.
+    pub fn quota_unit(mut self, unit: impl Into<String>) -> Self {
+        self.settings.unit = Some(unit.into());
+        self
+    }
+
+    /// Announces each client's partition key (`pk` on both fields): the
+    /// first 12 bytes of a SHA-256 of `secret` and the key, as an SF Byte
+    /// Sequence, so a client can tell its quota from a neighbour's behind
+    /// one address without the key (an address, an API key) ever going out
+    /// in clear. The same secret on every replica gives a client the same
+    /// `pk` from each; keep it secret, or a key's digest can be matched
+    /// against guesses (an IPv4 address has only 2^32).
+    pub fn partition_key(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.settings.partition = Some(secret.as_ref().into());
+        self
+    }
+
     /// Answers refusals as gRPC statuses (feature `tonic`), for a tonic
     /// server: a call over the limit gets `RESOURCE_EXHAUSTED` with a
     /// `google.rpc.RetryInfo` of the wait in its details and the
@@ -223,6 +270,15 @@ impl LimitBuilder {
                 name: self.settings.name,
             });
         }
+        if let Some((name, _)) = self.also.iter().find(|(n, _)| !fields::valid_name(n)) {
+            return Err(BuildError::PolicyName { name: name.clone() });
+        }
+        if let Some(unit) = self.settings.unit.take() {
+            if !fields::valid_name(&unit) {
+                return Err(BuildError::PolicyName { name: unit });
+            }
+            self.settings.unit = Some(unit);
+        }
         let settings = &mut self.settings;
         for (bits, max) in [(settings.v4_prefix, 32), (settings.v6_prefix, 128)] {
             if bits > max {
@@ -255,6 +311,7 @@ impl LimitBuilder {
         Ok(LimitLayer {
             shared: Arc::new(Shared {
                 limiter,
+                also: self.also,
                 made,
                 settings: self.settings,
                 trusted,

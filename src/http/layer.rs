@@ -163,6 +163,22 @@ impl<S> Limited<S> {
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
         ResponseFuture::boxed(Box::pin(async move {
+            if !shared.also.is_empty() {
+                // Several limits, all or nothing.
+                let decided = match shared.take_all(&key, cost).await {
+                    Ok(booked) => Ok(match shared.settings.fields {
+                        Fields::Always => shared.fields_of_all(&key, &booked),
+                        _ => None,
+                    }),
+                    Err((part, e)) => shared.failed(e).map_err(|e| (part, e)),
+                };
+                return Ok(match decided {
+                    Ok(fields) => forwarded(inner.call(request).await?, fields),
+                    Err((part, failure)) => shared
+                        .refuse_by(&key, failure, request.headers(), part)
+                        .map(ResB::answer),
+                });
+            }
             // A bounded wait, or a remote limiter's round trip, whose answer
             // carries the fields too.
             let taken = shared.limiter.take(&key, cost, shared.settings.mode).await;
@@ -244,6 +260,9 @@ impl Shared {
         head: Option<&Parts>,
     ) -> Result<AddedFields, NotNow> {
         let cost = self.cost_of(uri, head);
+        if !self.also.is_empty() {
+            return Err(NotNow::Later(Box::new((key.clone(), cost))));
+        }
         let decision = match (self.settings.mode, self.settings.fields) {
             (Mode::Wait(_), _) => return Err(NotNow::Later(Box::new((key.clone(), cost)))),
             (_, Fields::OnRefusal | Fields::Off) => match self.limiter.try_now_bare(key, cost) {

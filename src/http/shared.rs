@@ -21,7 +21,7 @@ use super::fields;
 use super::future::{AddedFields, BoxFuture};
 use super::json::{response, Json};
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
-use crate::limiter::take::{AsyncTake, Error, Taken};
+use crate::limiter::take::{AsyncTake, Booked, Error, Taken, Within};
 use crate::tokio::AsyncKeyedLimiter;
 use crate::values::limit::Limit;
 
@@ -46,6 +46,22 @@ pub(super) trait Limiter: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Taken, Error>>;
     /// The limit `key` is held to.
     fn limit_for(&self, key: &ClientKey) -> Option<Limit>;
+    /// Books `cost` on `key`, waiting as `within` allows, for a request
+    /// that several limits decide all or nothing.
+    fn book<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        cost: u64,
+        within: Within,
+    ) -> BoxFuture<'a, Result<Booked, Error>>;
+    /// Settles a booking: at 0, the give-back of a request another limit
+    /// refused.
+    fn settle<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        booked: Booked,
+        actual: u64,
+    ) -> BoxFuture<'a, Result<(), Error>>;
 }
 
 impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
@@ -72,11 +88,33 @@ impl<L: AsyncTake<ClientKey> + 'static> Limiter for L {
     fn limit_for(&self, key: &ClientKey) -> Option<Limit> {
         AsyncTake::limit_for(self, key)
     }
+
+    fn book<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        cost: u64,
+        within: Within,
+    ) -> BoxFuture<'a, Result<Booked, Error>> {
+        Box::pin(AsyncTake::book(self, key, cost, within))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        key: &'a ClientKey,
+        booked: Booked,
+        actual: u64,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(AsyncTake::settle(self, key, booked, actual))
+    }
 }
 
 /// What every clone of a layer, and every service it makes, shares.
 pub(super) struct Shared {
     pub(super) limiter: Box<dyn Limiter>,
+    /// The limits a request must pass beside `limiter`, all or nothing,
+    /// each announced under its own name
+    /// ([`and_limiter`](super::LimitBuilder::and_limiter)).
+    pub(super) also: Vec<(String, Box<dyn Limiter>)>,
     /// The keyed limiter the builder made as `limiter`, if it made one
     /// ([`LimitLayer::keyed_limiter`](super::LimitLayer::keyed_limiter)).
     pub(super) made: Option<AsyncKeyedLimiter<ClientKey>>,
@@ -105,6 +143,10 @@ pub(super) struct Settings {
     pub(super) costs: Vec<(Box<str>, u64)>,
     /// Refusals as gRPC statuses (only with feature `tonic`).
     pub(super) grpc: bool,
+    /// The quota's unit, announced as the policy's `qu`.
+    pub(super) unit: Option<String>,
+    /// The secret partition keys are digested with, when announced.
+    pub(super) partition: Option<Box<[u8]>>,
 }
 
 impl Shared {
@@ -140,6 +182,19 @@ impl Shared {
         failure: Error,
         headers: &HeaderMap,
     ) -> Box<Response<Bytes>> {
+        self.refuse_by(key, failure, headers, 0)
+    }
+
+    /// [`refuse`](Self::refuse), by part `part` of the limits (0 the
+    /// layer's limiter, `i` its `also[i - 1]`).
+    #[cold]
+    pub(super) fn refuse_by(
+        &self,
+        key: &ClientKey,
+        failure: Error,
+        headers: &HeaderMap,
+        part: usize,
+    ) -> Box<Response<Bytes>> {
         let body = match self.settings.body {
             Body::Accept => accept::choose(headers.get_all(http::header::ACCEPT).iter()),
             body => body,
@@ -174,17 +229,18 @@ impl Shared {
         if let Some(wait) = wait {
             headers.insert(RETRY_AFTER, fields::retry_after(wait));
         }
-        // The limit is the limiter's own knowledge: never a round trip.
-        let limit = self.limiter.limit_for(key);
-        if let (Some(limit), true) = (limit, self.settings.fields != Fields::Off) {
-            let name = &self.settings.name;
-            headers.insert(fields::POLICY, fields::policy(name, limit));
+        // The limits are the limiters' own knowledge: never a round trip.
+        let pk = self.partition_key(key);
+        let policies = self.policies(key, &pk);
+        if let (false, true) = (policies.is_empty(), self.settings.fields != Fields::Off) {
+            headers.insert(fields::POLICY, fields::list(policies));
             // `t` equals Retry-After (the draft: never earlier than it).
             // A request no wait admits (a cost above the burst) has no
             // window to announce: the policy alone.
             if let Some(wait) = wait {
                 let reset = Duration::from_secs(fields::seconds_up(wait).max(1));
-                headers.insert(fields::STATE, fields::state(name, 0, reset));
+                let state = fields::state(self.name_of(part), 0, reset, pk.as_ref());
+                headers.insert(fields::STATE, fields::list([state]));
             }
         }
         Box::new(response)
@@ -196,13 +252,100 @@ impl Shared {
     /// nothing limits.
     pub(super) fn fields_for(&self, key: &ClientKey, taken: &Taken) -> AddedFields {
         let (name, limit) = (&self.settings.name, self.limiter.limit_for(key)?);
+        let pk = self.partition_key(key);
+        let (available, reset) = (taken.available(), taken.reset());
+        let policy = fields::policy(name, limit, self.extra(&pk));
+        let state = fields::state(name, available, reset, pk.as_ref());
         Some(Box::new([
-            (fields::POLICY, fields::policy(name, limit)),
-            (
-                fields::STATE,
-                fields::state(name, taken.available(), taken.reset()),
-            ),
+            (fields::POLICY, fields::list([policy])),
+            (fields::STATE, fields::list([state])),
         ]))
+    }
+
+    /// The fields of a request every one of several limits admitted, each
+    /// part's from what its booking found; none when nothing limits.
+    pub(super) fn fields_of_all(&self, key: &ClientKey, booked: &[Booked]) -> AddedFields {
+        let pk = self.partition_key(key);
+        let policies = self.policies(key, &pk);
+        if policies.is_empty() {
+            return None;
+        }
+        let states = booked.iter().enumerate().map(|(part, b)| {
+            let taken = b.taken();
+            let (available, reset) = (taken.available(), taken.reset());
+            fields::state(self.name_of(part), available, reset, pk.as_ref())
+        });
+        Some(Box::new([
+            (fields::POLICY, fields::list(policies)),
+            (fields::STATE, fields::list(states)),
+        ]))
+    }
+
+    /// Every part's policy that limits `key`, in the parts' order.
+    fn policies(&self, key: &ClientKey, pk: &Option<fields::PartitionKey>) -> Vec<String> {
+        let parts = std::iter::once((&self.settings.name, &self.limiter))
+            .chain(self.also.iter().map(|(name, limiter)| (name, limiter)));
+        parts
+            .filter_map(|(name, limiter)| {
+                let limit = limiter.limit_for(key)?;
+                Some(fields::policy(name, limit, self.extra(pk)))
+            })
+            .collect()
+    }
+
+    /// The name of part `part`.
+    fn name_of(&self, part: usize) -> &str {
+        match part {
+            0 => &self.settings.name,
+            i => self.also.get(i - 1).map_or("", |(name, _)| name),
+        }
+    }
+
+    /// Takes `cost` on `key` from every limit, in order, all or nothing:
+    /// a part that refuses has the parts before it given back (a settle at
+    /// 0), and its refusal comes back with its place. One deadline for
+    /// every part's wait in [`Mode::Wait`].
+    pub(super) async fn take_all(
+        &self,
+        key: &ClientKey,
+        cost: u64,
+    ) -> Result<Vec<Booked>, (usize, Error)> {
+        let start = std::time::Instant::now();
+        let parts: Vec<&dyn Limiter> = std::iter::once(&*self.limiter)
+            .chain(self.also.iter().map(|(_, l)| &**l))
+            .collect();
+        let mut booked = Vec::with_capacity(parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            let within = match self.settings.mode {
+                Mode::Wait(max) => Within::Max(max.saturating_sub(start.elapsed())),
+                _ => Within::Now,
+            };
+            match part.book(key, cost, within).await {
+                Ok(b) => booked.push(b),
+                Err(refusal) => {
+                    for (part, b) in parts.iter().zip(booked).rev() {
+                        // A give-back that fails leaves its permits spent.
+                        let _ = part.settle(key, b, 0).await;
+                    }
+                    return Err((i, within.refusal(refusal)));
+                }
+            }
+        }
+        Ok(booked)
+    }
+
+    /// `key`'s partition key, when the layer announces one.
+    fn partition_key(&self, key: &ClientKey) -> Option<fields::PartitionKey> {
+        let secret = self.settings.partition.as_deref()?;
+        Some(fields::PartitionKey::of(secret, &key.to_string()))
+    }
+
+    /// What the policy announces beside its quota.
+    fn extra<'a>(&'a self, pk: &'a Option<fields::PartitionKey>) -> fields::Extra<'a> {
+        fields::Extra {
+            unit: self.settings.unit.as_deref(),
+            pk: pk.as_ref(),
+        }
     }
 
     /// The body of a refusal: `wait` until it may go, or `why` it cannot.

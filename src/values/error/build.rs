@@ -153,8 +153,8 @@ pub enum BuildError {
         /// The name given.
         name: String,
     },
-    /// A policy name for the HTTP layer with a character a Structured
-    /// Field String cannot hold (only printable ASCII).
+    /// A policy name (or a quota unit) for the HTTP layer with a character
+    /// a Structured Field String cannot hold (only printable ASCII).
     PolicyName {
         /// The name given.
         name: String,
@@ -318,7 +318,11 @@ impl fmt::Display for BuildError {
             ),
             BuildError::HeaderName { name } => write!(f, "not a header name: {name:?}"),
             BuildError::PolicyName { name } => {
-                write!(f, "policy name {name:?}: only printable ASCII can be sent")
+                write!(
+                    f,
+                    "{name:?} in a RateLimit field (a policy name or quota unit): only \
+                     printable ASCII can be sent"
+                )
             }
             BuildError::PrefixTooLong { prefix } => {
                 write!(f, "prefix /{prefix} is longer than the address")
