@@ -70,7 +70,7 @@ pub struct Versioned {
 
 /// Checks a limits document whole: TOML in the shape of
 /// [`Limits`](crate::Limits) (`[default]`, `[overrides]`, `rate`,
-/// `burst`), the default optional (a layer may leave it to one below);
+/// `burst`, or `quota` and `window`), the default optional (a layer may leave it to one below);
 /// every limit one a limiter can take, at most [`MAX_OVERRIDES`]
 /// overrides, at most [`MAX_DOCUMENT_BYTES`].
 ///
@@ -84,6 +84,16 @@ pub struct Versioned {
 ///     unreachable!()
 /// };
 /// assert!(why.contains("brust") && why.contains("line 3"), "{why}");
+///
+/// // A quota per window, as an override (or the default) may be.
+/// let layer = check("[overrides]\n\"acme\" = { quota = 10000, window = \"day\" }\n")?;
+/// assert_eq!(layer.overrides()[0].1.to_string(), "10000 per day");
+/// let FleetError::Invalid(why) =
+///     check("[overrides]\n\"acme\" = { quota = 10000, window = \"fortnight\" }\n").unwrap_err()
+/// else {
+///     unreachable!()
+/// };
+/// assert!(why.contains("\"fortnight\"") && why.contains("line 2"), "{why}");
 /// # Ok::<(), FleetError>(())
 /// ```
 ///
