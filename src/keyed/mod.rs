@@ -39,7 +39,8 @@
 //! By file: this one (the type, its calls on a tracked key), `insert.rs` (a
 //! new key, the ceiling, sweeps and evictions, [`WhenFull`]), `shard.rs`,
 //! `classes.rs`, `rates.rs` (overrides, rate changes), `builder.rs`,
-//! `inspect.rs` and `async_calls.rs` (Tokio).
+//! `inspect.rs`, `async_calls.rs` (Tokio), and `persist.rs` and `saver.rs`
+//! (feature `persist`: the state saved to a file and loaded back).
 
 #[cfg(feature = "tokio")]
 pub(crate) mod async_calls;
@@ -49,8 +50,14 @@ mod classes;
 mod decide;
 mod insert;
 mod inspect;
+#[cfg(feature = "persist")]
+mod persist;
 mod rates;
+#[cfg(feature = "persist")]
+mod saver;
 mod shard;
+#[cfg(feature = "persist")]
+mod state_file;
 mod take;
 
 use std::borrow::Borrow;
@@ -74,7 +81,13 @@ pub use bucket::Bucket;
 pub use builder::KeyedBuilder;
 pub use insert::WhenFull;
 pub use inspect::{KeyState, KeyedStats};
+#[cfg(feature = "persist")]
+pub use persist::Loaded;
 pub use rates::path_parent;
+#[cfg(feature = "persist")]
+pub use saver::{Saver, MIN_SAVE_PERIOD};
+#[cfg(feature = "persist")]
+pub use state_file::{FORMAT, VERSION};
 
 use classes::Resolved;
 use shard::{forget, Shard};

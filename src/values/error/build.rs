@@ -230,6 +230,19 @@ pub enum BuildError {
         /// The reload function's error.
         error: Cause<dyn Error + Send + Sync>,
     },
+    /// A keyed limiter's state file (`KeyedLimiter::save`, `load`) not
+    /// written, not read, or refused: another format or version, another
+    /// set of limits, a checksum that does not match, an entry that does
+    /// not parse. A refused file applies nothing. An I/O error is this
+    /// error's [`source`](Error::source).
+    StateFile {
+        /// The state file.
+        path: PathBuf,
+        /// What was wrong, and what was not done.
+        problem: String,
+        /// The I/O error, where there was one.
+        error: Option<Cause<io::Error>>,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -370,6 +383,17 @@ impl fmt::Display for BuildError {
                 "{} not loaded, the limits in force are unchanged: {error}",
                 path.display()
             ),
+            BuildError::StateFile {
+                path,
+                problem,
+                error,
+            } => {
+                write!(f, "state file {}: {problem}", path.display())?;
+                match error {
+                    Some(error) => write!(f, ": {error}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -380,6 +404,9 @@ impl Error for BuildError {
             BuildError::InvalidRate { error, .. } => Some(error.as_ref()),
             BuildError::FileUnreadable { error, .. } => Some(&**error),
             BuildError::FileNotLoaded { error, .. } => Some(&**error),
+            BuildError::StateFile {
+                error: Some(error), ..
+            } => Some(&**error),
             _ => None,
         }
     }
@@ -556,8 +583,13 @@ mod tests {
                 error: Cause::new(io::Error::from(io::ErrorKind::NotFound), None),
             },
             BuildError::FileNotLoaded {
-                path,
+                path: path.clone(),
                 error: Cause::new(Box::<dyn Error + Send + Sync>::from("no"), None),
+            },
+            BuildError::StateFile {
+                path,
+                problem: "not loaded: checksum mismatch".into(),
+                error: None,
             },
         ]
     }
