@@ -59,7 +59,9 @@
 //!   locally from leased batches under the plain bound.
 //! - [`KeyedLimiter`]: one bucket per key (user, IP, tenant), pruned when
 //!   idle, bounded by [`keyed::WhenFull`], with per-key overrides and a
-//!   look inside; the rest of the [`keyed`] module.
+//!   look inside; the rest of the [`keyed`] module. With feature
+//!   `persist`, its state saved to a file and loaded back across a
+//!   restart ([guide](guide::persist)).
 //! - [`Rate`]: permits per period, parsed from `"100/s"`, `"7/min"`.
 //! - [`Slack`]: the burst a limiter banks, in permits, time, or both.
 //! - [`Limit`], [`Limits`]: a rate with its slack; a default limit and

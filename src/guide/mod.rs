@@ -11,7 +11,9 @@
 //!    tasks), timer granularity, paused-time tests, and what a dropped
 //!    future gives back.
 //! 3. [Keyed limits](keyed): one bucket per key, rest and pruning, the
-//!    ceiling, overrides and rate changes.
+//!    ceiling, overrides and rate changes. [Keyed state across a
+//!    restart](persist): saved to a file and loaded back, on a period and
+//!    at shutdown, and what a load refuses.
 //! 4. [Remote limits and fail policies](remote): one limit across
 //!    processes in Redis or PostgreSQL, timeouts, fail policies, clocks.
 //!    [The same through memcached](memcached): its CAS, on the clients'
@@ -72,4 +74,4 @@ macro_rules! chapters {
     )*};
 }
 
-chapters!(model waiting keyed remote memcached faults leases http grpc outbound adaptive config metrics cli warm_up io peers);
+chapters!(model waiting keyed persist remote memcached faults leases http grpc outbound adaptive config metrics cli warm_up io peers);
