@@ -512,3 +512,18 @@ fn an_empty_file_loads_nothing() {
     let loaded = l.load(dir.file()).unwrap();
     assert_eq!(loaded, Loaded::default());
 }
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
+async fn an_async_keyed_limiters_saver_saves_when_dropped() {
+    use paceline::tokio::AsyncKeyedLimiter;
+    let dir = TempDir::new("async");
+    let path = dir.file();
+    let faced = AsyncKeyedLimiter::from(limiter(clock_at(Duration::ZERO)));
+    let saver = faced.save_every(&path, Duration::from_secs(3600));
+    faced.limiter().try_take_n("alice", 3).unwrap();
+    drop(saver);
+    let back = limiter(clock_at(Duration::from_millis(10)));
+    assert_eq!(back.load(&path).unwrap().restored, 1);
+    assert_eq!(back.available("alice"), 0);
+}

@@ -92,6 +92,15 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> AsyncKeyedLimiter<K, C> {
     }
 }
 
+#[cfg(feature = "persist")]
+impl<K, C: Clock> AsyncKeyedLimiter<K, C> {
+    /// The keyed limiter as its clones share it: what a saver's thread
+    /// holds (`keyed/saver.rs`).
+    pub(super) fn shared(&self) -> &Arc<KeyedLimiter<K, C>> {
+        &self.inner
+    }
+}
+
 impl<K, C: Clock> Clone for AsyncKeyedLimiter<K, C> {
     fn clone(&self) -> Self {
         AsyncKeyedLimiter {

@@ -25,7 +25,8 @@ pub const MIN_SAVE_PERIOD: Duration = Duration::from_millis(10);
 ///
 /// A periodic save that fails is kept as [`last_error`](Self::last_error)
 /// and tried again at the next period (the file stays the last good save:
-/// writes are atomic).
+/// writes are atomic). Stopping or dropping it waits for the last save
+/// (a write and two fsyncs) on the calling thread.
 #[must_use = "dropping the saver stops it at once (after one last save)"]
 pub struct Saver {
     shared: Arc<Shared>,
@@ -120,6 +121,22 @@ where
             last,
             path,
         }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<K, C> super::AsyncKeyedLimiter<K, C>
+where
+    K: Hash + Eq + Clone + Serialize + Send + Sync + 'static,
+    C: Clock + 'static,
+{
+    /// [`KeyedLimiter::save_every`] on the keyed limiter this face (and its
+    /// clones) share. The saves run on the saver's own thread, never on
+    /// the runtime's; stopping or dropping the [`Saver`] waits for the
+    /// last save, so at shutdown do it where a thread may block (after the
+    /// runtime, or in `spawn_blocking`).
+    pub fn save_every(&self, path: impl Into<PathBuf>, period: Duration) -> Saver {
+        self.shared().save_every(path, period)
     }
 }
 
