@@ -501,6 +501,29 @@ client that knows the limit gets.
 """
 
 
+def persist_section(out_dir):
+    ls = lines(os.path.join(out_dir, "persist.txt"))
+    if not ls:
+        return """## A keyed limiter's state saved and loaded
+
+Not measured in this run: `bash scripts/perf.sh` runs
+`benches/examples/persist.rs` and fills this section.
+"""
+    return f"""## A keyed limiter's state saved and loaded
+
+`benches/examples/persist.rs` (feature `persist`): a `KeyedLimiter<u64>`
+whose every key took one permit (so every key is busy and saved), saved
+with `save` (every shard read-locked in turn, one JSON line a key, the
+file written whole, fsynced, renamed, the directory fsynced) and loaded
+with `load` into a fresh limiter of the same limits (the file read and
+checked whole, then each key put back under its shard's write lock);
+medians of the program's runs, in wall time, on the system's temporary
+directory, whose flushes are in the save's figure.
+
+{table(ls)}
+"""
+
+
 def main():
     out_dir = sys.argv[1]
     machine = lines(os.path.join(out_dir, "machine.txt")) or []
@@ -725,6 +748,7 @@ has it, the permit leaves within about a microsecond of its slot.
     print(tokio_section(out_dir))
     print(far_side_section(out_dir))
     print(adaptive_section(out_dir))
+    print(persist_section(out_dir))
 
 
 if __name__ == "__main__":

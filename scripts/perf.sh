@@ -147,6 +147,9 @@ cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --t
 note_load "after accuracy"
 echo "== tokio granularity" >&2
 cargo run -q --release --features tokio --example tokio_granularity -- $tokio_secs >"$out/tokio.txt"
+echo "== keyed state saved and loaded" >&2
+cargo run -q --release -p paceline-benches --features persist --example persist -- \
+    $([ $quick = yes ] && echo --runs 1) >"$out/persist.txt"
 note_load "end"
 echo "duration: $SECONDS s" >>"$out/machine.txt"
 
