@@ -1,9 +1,10 @@
 //! [`WindowStore`]: the lock-free store of a quota per window, the word of
 //! [`model::window`](crate::model::window) in one padded `AtomicU64` and a
-//! CAS loop. No limiter runs it yet: it is crate-internal, and compiled
-//! into paceline for its unit tests and, under `--cfg paceline_loom`, for
-//! the loom models (`loom-tests/tests/window.rs`), which reach it through
-//! a hidden re-export.
+//! CAS loop. Crate-internal: its loop ([`update_word`], [`settle_word`])
+//! is the one a keyed limiter's window entries run (`src/keyed/`); the
+//! store itself is compiled into paceline for its unit tests and, under
+//! `--cfg paceline_loom`, for the loom models (`loom-tests/tests/window.rs`),
+//! which reach it through a hidden re-export and so run that very loop.
 //!
 //! # Implementation details
 //!
@@ -73,8 +74,8 @@
 //! answer; and after a change of quota such a step may be counted at the
 //! quota it read (before the change), as if it had landed just before it.
 
-// No limiter runs the store yet: outside its tests and the loom models,
-// nothing calls it.
+// No limiter runs the store itself: outside its tests and the loom models,
+// only the two loops below it are called (by the keyed limiter).
 #![cfg_attr(not(any(test, paceline_loom)), allow(dead_code))]
 
 use crossbeam_utils::CachePadded;
@@ -145,29 +146,7 @@ impl WindowStore {
     /// step's quota or a newer one.
     #[inline]
     pub fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny> {
-        let mut word = self.cell.word.load(Ordering::Acquire);
-        loop {
-            // Read after the word: at least as new as the quota of the
-            // step that stored it.
-            let params = self.params();
-            // Refused? Nothing to store: the refusal holds for this word.
-            let grant = window::step(word, now, cost, params, admit)?;
-            // Nothing to store (a cost of 0)?
-            if grant.next == word {
-                return Ok((grant, params));
-            }
-            match self.cell.word.compare_exchange_weak(
-                word,
-                grant.next,
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok((grant, params)),
-                // Someone else moved the word (or a spurious failure):
-                // decide again on the word that is there now.
-                Err(actual) => word = actual,
-            }
-        }
+        update_word(&self.cell.word, || self.params(), now, cost, admit)
     }
 
     /// Settles a booking of `booked` permits whose permit went at `went`
@@ -179,23 +158,12 @@ impl WindowStore {
     /// see is replaced. The word it found and the word it left; a settle
     /// that changes nothing stores nothing.
     pub fn settle(&self, now: impl Fn() -> u64, went: u64, booked: u64, actual: u64) -> (u64, u64) {
-        let mut word = self.cell.word.load(Ordering::Acquire);
-        loop {
-            let params = self.params();
-            let next = window::settle(word, now(), went, booked, actual, params);
-            if next == word {
-                return (word, word);
-            }
-            match self.cell.word.compare_exchange_weak(
-                word,
-                next,
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return (word, next),
-                Err(found) => word = found,
-            }
-        }
+        settle_word(
+            &self.cell.word,
+            || self.params(),
+            now,
+            (went, booked, actual),
+        )
     }
 
     /// Changes the quota; the window and the word stay (a change of quota
@@ -225,6 +193,78 @@ impl WindowStore {
     pub fn peek(&self) -> (u64, Params) {
         let word = self.cell.word.load(Ordering::Acquire);
         (word, self.params())
+    }
+}
+
+/// The one window CAS loop, over any word: [`WindowStore::update`]'s, and
+/// a keyed limiter's window entries' (`src/keyed/`), so the loom models of
+/// the store (`loom-tests/tests/window.rs`) run the keyed path's loop too.
+/// Runs [`window::step`] for `cost` permits at `now` (Unix time, ns) on the
+/// word in `cell`, in the parameters `params` reads after each load of the
+/// word (the store's quota in force; a keyed entry's class, fixed under
+/// its shard's read lock), and stores its result by a CAS over the word it
+/// read, deciding again on the word that beat it. With the grant (its
+/// `prev` the word it replaced, its `next` the word it stored), the
+/// parameters it ran in. A refusal and a cost of 0 store nothing.
+///
+/// # Memory ordering
+/// The word is loaded `Acquire` and stored `Release`, the parameters read
+/// in between: a step deciding on a word another step stored reads that
+/// step's quota or a newer one (see the module doc).
+#[inline]
+pub(crate) fn update_word(
+    cell: &AtomicU64,
+    params: impl Fn() -> Params,
+    now: u64,
+    cost: u64,
+    admit: Admit,
+) -> Result<(Grant, Params), Deny> {
+    let mut word = cell.load(Ordering::Acquire);
+    loop {
+        // Read after the word: at least as new as the quota of the step
+        // that stored it.
+        let params = params();
+        // Refused? Nothing to store: the refusal holds for this word.
+        let grant = window::step(word, now, cost, params, admit)?;
+        // Nothing to store (a cost of 0)?
+        if grant.next == word {
+            return Ok((grant, params));
+        }
+        match cell.compare_exchange_weak(word, grant.next, Ordering::Release, Ordering::Acquire) {
+            Ok(_) => return Ok((grant, params)),
+            // Someone else moved the word (or a spurious failure): decide
+            // again on the word that is there now.
+            Err(actual) => word = actual,
+        }
+    }
+}
+
+/// The one window settle loop, over any word ([`WindowStore::settle`]'s
+/// and a keyed window entry's): [`window::settle`] of a booking of
+/// `booked` permits whose permit went at `went` (Unix time, ns) with its
+/// `actual` cost, decided on the word it read in the parameters `params`
+/// reads after it, with the clock read by `now` after the word (again on a
+/// retry), stored over that word, decided again on the word that beat it.
+/// So its effect lands once, and nothing it did not see is replaced. The
+/// word it found and the word it left; a settle that changes nothing
+/// stores nothing.
+pub(crate) fn settle_word(
+    cell: &AtomicU64,
+    params: impl Fn() -> Params,
+    now: impl Fn() -> u64,
+    (went, booked, actual): (u64, u64, u64),
+) -> (u64, u64) {
+    let mut word = cell.load(Ordering::Acquire);
+    loop {
+        let params = params();
+        let next = window::settle(word, now(), went, booked, actual, params);
+        if next == word {
+            return (word, word);
+        }
+        match cell.compare_exchange_weak(word, next, Ordering::Release, Ordering::Acquire) {
+            Ok(_) => return (word, next),
+            Err(found) => word = found,
+        }
     }
 }
 
