@@ -9,6 +9,7 @@ use hashbrown::HashTable;
 
 use super::classes::{Resolved, Setting};
 use super::shard::Shard;
+use super::windowed::unix_origin;
 use super::{
     KeyHasher, KeyedLimiter, WhenFull, DEFAULT_MAX_KEYS, KEYS_PER_SHARD, MAX_SHARDS, MIN_SHARDS,
     MIN_SWEEP,
@@ -52,6 +53,9 @@ pub struct KeyedBuilder<K, C: Clock = DefaultClock> {
     pub(crate) when_full: WhenFull,
     parent: Option<fn(&K) -> Option<K>>,
     counting: Counting,
+    /// The default limit when [`limit`](Self::limit) set one counted by
+    /// window (`rate` and `slack` are then its nominal ones).
+    counted: Option<Limit>,
 }
 
 impl<K, C: Clock> KeyedBuilder<K, C> {
@@ -105,10 +109,45 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             when_full: self.when_full,
             parent: self.parent,
             counting: self.counting,
+            counted: self.counted,
+        }
+    }
+
+    /// Every key's default limit: a rate and its slack (as
+    /// [`builder`](KeyedLimiter::builder) and [`slack`](Self::slack) set
+    /// them), or a quota per window ([`Limit::per_window`]: each key
+    /// counted by that window, see the guide's
+    /// [keyed limits](crate::guide::keyed#window-keys)). A later
+    /// [`slack`](Self::slack) applies to a pacing limit only.
+    ///
+    /// ```
+    /// use paceline::{clock::ManualClock, KeyedLimiter, Limit, Rate};
+    /// use paceline::Take;
+    ///
+    /// let limiter = KeyedLimiter::<u32>::builder(Rate::per_second(1))
+    ///     .limit(Limit::per_window(3, "minute".parse()?)?)
+    ///     .clock(ManualClock::new()) // its readings are Unix times
+    ///     .build()?;
+    /// limiter.try_take_n(&7, 3)?;
+    /// let refused = limiter.try_take(&7).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(std::time::Duration::from_secs(60)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limit(self, limit: Limit) -> Self {
+        KeyedBuilder {
+            rate: limit.rate(),
+            slack: limit.slack(),
+            counted: limit.window().map(|_| limit),
+            ..self
         }
     }
 
     /// The limiter.
+    ///
+    /// A limiter with a window limit takes the Unix time of its clock's
+    /// origin here, once ([`Clock::unix_origin`], else the host's Unix time
+    /// less the clock's reading): its windows are counted on its clock from
+    /// then on.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when `slack * interval` is over 146 years.
@@ -116,7 +155,11 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
     where
         K: Hash + Eq,
     {
-        let default = Setting::new(Limit::new(self.rate, self.slack), None)?;
+        let origin = unix_origin(&self.clock);
+        let limit = self
+            .counted
+            .unwrap_or_else(|| Limit::new(self.rate, self.slack));
+        let default = Setting::new(limit, None, origin)?;
         let resolved = Arc::new(Resolved::new(default, Vec::new()));
         let shards = shard_count(self.max_keys);
         Ok(KeyedLimiter {
@@ -147,6 +190,7 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             epoch: AtomicU64::new(0),
             admin: Mutex::new(()),
             id: crate::limiter::booked::owner(),
+            origin,
             #[cfg(feature = "tokio")]
             changed: ::tokio::sync::Notify::new(),
             clock: self.clock,
@@ -205,6 +249,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             when_full: WhenFull::default(),
             parent: None,
             counting: Counting::default(),
+            counted: None,
         }
     }
 }

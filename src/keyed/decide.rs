@@ -6,10 +6,11 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
+use super::classes::Class;
 use super::shard::{find, on_entry, Decided, Shard};
 use super::{KeyOf, KeyedLimiter};
 use crate::clock::{internal_now, Clock};
-use crate::model::schedule::{Admit, Params, FULL};
+use crate::model::schedule::Admit;
 use crate::primitive::{read, Ordering, RwLock};
 use crate::store::Booking;
 use crate::values::error::Error;
@@ -17,22 +18,24 @@ use crate::values::rate::Rate;
 use crate::wait::{self, Ask};
 
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// The key's state, the clock and the key's parameters, read under its
-    /// shard's read lock; a key not tracked is at rest (`FULL`) with the
-    /// parameters it would be tracked with.
-    pub(super) fn peek<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> (u64, u64, Params, Rate) {
+    /// The key's state, the clock and the key's class and rate, read under
+    /// its shard's read lock; a key not tracked is at rest (its class's
+    /// [`initial`](Class::initial) word) in the class it would be tracked
+    /// in.
+    pub(super) fn peek<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> (u64, u64, Class, Rate) {
         let (hash, lock) = self.shard(key);
         let shard = read(lock);
         let now = self.now();
         let (tat, class) = match find(&shard.map, hash, key) {
-            Some(e) => (e.tat.load(Ordering::Relaxed), e.class()),
+            Some(e) => (Some(e.tat.load(Ordering::Relaxed)), e.class()),
             // As the shard would resolve it now (an override change on
             // its way to this shard is not seen yet, as for its entries).
-            None => (FULL, self.resolve(&shard.resolved, key)),
+            None => (None, self.resolve(&shard.resolved, key)),
         };
         let class = class as usize;
         let rate = shard.resolved.settings[class].limit.rate();
-        (tat, now, shard.classes[class], rate)
+        let class = shard.classes[class];
+        (tat.unwrap_or(class.initial()), now, class, rate)
     }
 
     /// The clock's reading in internal time.
@@ -170,12 +173,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let shard = read(lock);
             if actual >= booking.cost() || shard.generation == booking.generation {
                 if let Some(entry) = find(&shard.map, hash, key) {
-                    let params = shard.classes[entry.class() as usize];
                     let settled = (booking.went(), booking.cost(), actual);
                     let now = || self.now();
-                    return Some(crate::store::atomic::settle_fixed(
-                        &entry.tat, params, now, settled,
-                    ));
+                    return Some(match shard.classes[entry.class() as usize] {
+                        Class::Paced(params) => {
+                            crate::store::atomic::settle_fixed(&entry.tat, params, now, settled)
+                        }
+                        Class::Window(w) => w.settle(&entry.tat, now, settled),
+                    });
                 }
             }
         }
@@ -235,10 +240,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         cost: u64,
         admit: Admit,
     ) -> Result<u64, Error> {
-        let (tat, now, p, _) = self.peek(key);
-        crate::model::schedule::step(tat, now, cost, p, admit)
+        let (tat, now, class, _) = self.peek(key);
+        class
+            .decide(tat, now, cost, admit)
             .map(|grant| grant.slot.saturating_sub(now))
-            .map_err(|deny| Error::refused(deny, cost, admit, p.slack()))
     }
 
     /// Counts a refusal of `key` decided outside the step (a held async

@@ -38,7 +38,7 @@ use super::classes::rest_time;
 use super::shard::{evict, find, on_entry, sweep, Decided, Entry, Shard};
 use super::{KeyOf, KeyedLimiter, ADMITTED, MIN_SWEEP, PRUNE_GRACE, REFUSED, UNTRACKED};
 use crate::clock::Clock;
-use crate::model::schedule::{self, Admit, FULL};
+use crate::model::schedule::Admit;
 use crate::primitive::{read, write, Ordering, RwLock};
 use crate::values::error::Error;
 use crate::wait::Ask;
@@ -114,18 +114,17 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             shard.epoch = epoch;
         }
         let class = self.resolve(&shard.resolved, key);
-        let p = shard.classes[class as usize];
-        let grant = match schedule::step(FULL, now, cost, p, admit) {
+        let c = shard.classes[class as usize];
+        let grant = match c.decide(c.initial(), now, cost, admit) {
             Ok(grant) => grant,
-            Err(deny) => {
-                let refusal = Error::refused(deny, cost, admit, p.slack());
+            Err(refusal) => {
                 if ask.counts(&refusal) {
                     self.counts.add(REFUSED, 1);
                 }
                 return Err(refusal);
             }
         };
-        if grant.next == FULL {
+        if grant.next == grant.prev {
             // A cost of 0: nothing to remember, but a call admitted all the
             // same, as it counts on a tracked key.
             self.counts.add(ADMITTED, 1);
@@ -150,7 +149,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 }
             };
         }
-        let rest = rest_time(grant.next, p);
+        let rest = rest_time(grant.next, &c);
         shard.earliest_rest = shard.earliest_rest.min(rest);
         // Relaxed: a hint read under no lock (see `claim`); updated while
         // this shard is locked, so a sweep that reads it after this sees the

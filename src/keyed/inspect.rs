@@ -4,10 +4,12 @@
 use std::hash::Hash;
 use std::time::Duration;
 
+use super::classes::Class;
 use super::shard::{coarse, sweep, IDLE_SHIFT, REFUSED_MAX};
 use super::{KeyedLimiter, WhenFull};
 use crate::clock::Clock;
 use crate::model::schedule;
+use crate::model::window::Window;
 use crate::observe::stats::{Counted, Stats};
 use crate::primitive::{read, write, Ordering};
 use crate::values::rate::Rate;
@@ -34,6 +36,24 @@ pub struct KeyState<K> {
     /// key on every grant would be a second write on a hot key's cache
     /// line, see `docs/PERFORMANCE.md`.)
     pub refused: u64,
+    /// For a key counted by window, its window's count and end; `None` for
+    /// a pacing key.
+    pub window: Option<WindowCount>,
+}
+
+/// What a key counted by window ([`Limit::per_window`](crate::Limit::per_window))
+/// shows of its window in a [`KeyState`]: its fill is this count over the
+/// quota.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WindowCount {
+    /// The window the key is counted by.
+    pub window: Window,
+    /// The permits counted in the window a take would count in now (the
+    /// current one, or one ahead booked by a take that waits for it).
+    pub count: u64,
+    /// How long until that window ends, and its count with it.
+    pub ends: Duration,
 }
 
 impl<K> KeyState<K> {
@@ -152,6 +172,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                     next_free: state.next_free,
                     idle: state.idle,
                     refused: state.refused,
+                    window: state.window,
                 });
             }
         });
@@ -170,26 +191,47 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             let now = self.now();
             for (key, e) in shard.map.iter() {
                 let class_index = e.class() as usize;
-                let p = shard.classes[class_index];
+                let class = &shard.classes[class_index];
                 let tat = e.tat.load(Ordering::Relaxed);
-                // None used (fill 0): at rest.
-                let used = tat.saturating_sub(now.saturating_sub(p.tau()));
-                let window = p.tau().saturating_add(p.interval());
                 // The entry's class indexes this shard's table, taken with
                 // its limits (`reresolve` moves them together).
                 let rate = shard.resolved.settings[class_index].limit.rate();
+                let (fill, next_free, window) = match class {
+                    Class::Paced(p) => {
+                        // None used (fill 0): at rest.
+                        let used = tat.saturating_sub(now.saturating_sub(p.tau()));
+                        let window = p.tau().saturating_add(p.interval());
+                        let next = schedule::next_free(tat, now, *p);
+                        (used as f64 / window as f64, next, None)
+                    }
+                    Class::Window(w) => {
+                        // Nothing counted in the current window (fill 0):
+                        // at rest.
+                        let (count, ends) = w.row(tat, now);
+                        let quota = w.params.quota();
+                        let state = w.state(tat, now);
+                        let counted = WindowCount {
+                            window: w.params.window(),
+                            count,
+                            ends,
+                        };
+                        let next = crate::wait::nanos(state.next_free());
+                        (count as f64 / quota as f64, next, Some(counted))
+                    }
+                };
                 f(
                     key,
                     KeyState {
                         key: (),
-                        fill: used as f64 / window as f64,
-                        next_free: Duration::from_nanos(schedule::next_free(tat, now, p)),
+                        fill,
+                        next_free: Duration::from_nanos(next_free),
                         idle: Duration::from_nanos(
                             u64::from(coarse(now).wrapping_sub(e.last())) << IDLE_SHIFT,
                         ),
                         refused: e.refused(),
+                        window,
                     },
-                    (rate, p.slack()),
+                    (rate, class.slack()),
                 );
             }
         }

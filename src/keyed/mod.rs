@@ -59,6 +59,7 @@ mod shard;
 #[cfg(feature = "persist")]
 mod state_file;
 mod take;
+mod windowed;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -80,7 +81,7 @@ pub use async_calls::AsyncKeyedLimiter;
 pub use bucket::Bucket;
 pub use builder::KeyedBuilder;
 pub use insert::WhenFull;
-pub use inspect::{KeyState, KeyedStats};
+pub use inspect::{KeyState, KeyedStats, WindowCount};
 #[cfg(feature = "persist")]
 pub use persist::Loaded;
 pub use rates::path_parent;
@@ -246,6 +247,9 @@ pub struct KeyedLimiter<K, C: Clock = DefaultClock> {
     meter: Meter,
     /// Its own number, which its bookings carry with their key's hash.
     id: u64,
+    /// The Unix time (ns) of the clock's origin, taken at the build: what
+    /// window classes count on (`windowed.rs`).
+    origin: u64,
     /// Wakes async takes waiting for their slot to come within the horizon
     /// when a change of rates or overrides is in force, or a key is reset,
     /// so they ask again (`src/wait/tokio.rs`). Never touched by a take.

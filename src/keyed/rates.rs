@@ -80,10 +80,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if !Arc::ptr_eq(&shard.classes, &resolved.classes) {
             let old = Arc::clone(&shard.classes);
             for (key, entry) in shard.map.iter_mut() {
-                let before = old[entry.class() as usize];
+                let before = &old[entry.class() as usize];
                 let class = self.resolve(resolved, key);
                 entry.set_class(class);
-                let after = resolved.classes[class as usize];
+                let after = &resolved.classes[class as usize];
                 // Relaxed: the write lock orders this against every step.
                 let tat = entry.tat.load(Ordering::Relaxed);
                 entry
@@ -135,7 +135,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
-        let default = Setting::new(Limit::new(rate, current.settings[0].limit.slack()), None)?;
+        let limit = Limit::new(rate, current.settings[0].limit.slack());
+        let default = Setting::new(limit, None, self.origin)?;
         self.publish(default, self.overrides_except(&current, None));
         Ok(())
     }
@@ -171,7 +172,35 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         rate: Rate,
         slack: impl Into<Slack>,
     ) -> Result<(), BuildError> {
-        let setting = Setting::new(Limit::new(rate, slack), None)?;
+        self.set_override_limit(key, Limit::new(rate, slack))
+    }
+
+    /// [`set_override`](Self::set_override) with a whole [`Limit`]: a rate
+    /// and its slack, or a quota per window ([`Limit::per_window`]). A
+    /// key moving between pacing and a window starts in its new kind as a
+    /// new key would; one whose window's quota changes keeps what its
+    /// window counted (see the guide's
+    /// [keyed limits](crate::guide::keyed#window-keys)).
+    ///
+    /// ```
+    /// use paceline::{clock::ManualClock, KeyedLimiter, Limit, Rate};
+    /// use paceline::Take;
+    ///
+    /// let limiter = KeyedLimiter::<String>::builder(Rate::per_second(100))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let daily = Limit::per_window(2, "day".parse()?)?;
+    /// limiter.set_override_limit("tenant:free".to_string(), daily)?;
+    /// limiter.try_take_n("tenant:free", 2)?;
+    /// assert!(limiter.try_take("tenant:free").is_err()); // until midnight UTC
+    /// assert_eq!(limiter.limit_of("tenant:free"), daily);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`set_override`](Self::set_override).
+    pub fn set_override_limit(&self, key: K, limit: Limit) -> Result<(), BuildError> {
+        let setting = Setting::new(limit, None, self.origin)?;
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
         // An override set again keeps its place (see `limits`).
@@ -256,13 +285,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         check_overrides(limits.overrides().len())?;
         let layers = limits.layers();
-        let default = Setting::new(*limits.default_limit(), layers[0].clone())?;
+        let default = Setting::new(*limits.default_limit(), layers[0].clone(), self.origin)?;
         let entries = limits
             .overrides()
             .iter()
             .zip(&layers[1..])
             .map(|((key, limit), layer)| {
-                let setting = Setting::new(*limit, layer.clone())?;
+                let setting = Setting::new(*limit, layer.clone(), self.origin)?;
                 Ok((K::from(key.as_str()), setting))
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
@@ -346,7 +375,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The rate and slack a key gets (its override's, its parent's, or the
-    /// default).
+    /// default); for a key counted by window, the quota over the window's
+    /// nominal length and the quota less one ([`limit_of`](Self::limit_of)
+    /// has the window).
     pub fn rate_for<Q>(&self, key: &Q) -> (Rate, u64)
     where
         K: Borrow<Q>,
@@ -358,6 +389,34 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             resolved.settings[class].limit.rate(),
             resolved.classes[class].slack(),
         )
+    }
+
+    /// The limit a key gets (its override's, its parent's, or the
+    /// default): a rate and its slack in permits, or a quota per window.
+    pub fn limit_of<Q>(&self, key: &Q) -> Limit
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let resolved = Arc::clone(&read(&self.resolved));
+        let class = self.resolve(&resolved, key) as usize;
+        let rate = resolved.settings[class].limit.rate();
+        resolved.classes[class].limit(rate)
+    }
+
+    /// Sets the default limit, for every key without an override: a rate
+    /// and its slack, or a quota per window. Keys move to it as for
+    /// [`set_rate`](Self::set_rate) and
+    /// [`set_override_limit`](Self::set_override_limit).
+    ///
+    /// # Errors
+    /// As [`set_rate`](Self::set_rate).
+    pub fn set_default_limit(&self, limit: Limit) -> Result<(), BuildError> {
+        let default = Setting::new(limit, None, self.origin)?;
+        let _admin = lock(&self.admin);
+        let current = Arc::clone(&read(&self.resolved));
+        self.publish(default, self.overrides_except(&current, None));
+        Ok(())
     }
 
     /// The default rate, for keys without an override.

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::classes::{rest_time, Resolved};
+use super::classes::{rest_time, Class, Resolved};
+use super::windowed::Windowed;
 use super::{KeyOf, ADMITTED, REFUSED};
-use crate::model::schedule::{Admit, Grant, Params};
+use crate::model::schedule::{Admit, Grant};
 use crate::observe::stripes::Counters;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::store::{atomic, Booking};
@@ -25,7 +26,9 @@ use crate::wait::Ask;
 /// totals a grant counts go to the limiter's striped counters, not to the
 /// entry.
 pub(super) struct Entry {
-    /// The state word, as in `AtomicLimiter` but unpadded.
+    /// The state word, as in `AtomicLimiter` but unpadded: a pacing
+    /// class's `tat`, or a window class's window word (the entry's class
+    /// says which).
     pub(super) tat: AtomicU64,
     /// The last use, in units of 2^[`IDLE_SHIFT`] ns of internal time,
     /// modulo 2^32 (about 52 days); a reading a little behind it leaves it.
@@ -162,7 +165,7 @@ pub(super) struct Shard<K> {
     pub(super) map: HashTable<(K, Entry)>,
     /// The class table the entries' `class` indices refer to
     /// (`resolved.classes`, one pointer closer).
-    pub(super) classes: Arc<[Params]>,
+    pub(super) classes: Arc<[Class]>,
     /// The overrides new entries are resolved with.
     pub(super) resolved: Arc<Resolved<K>>,
     /// The limiter's `epoch` when `resolved` was taken.
@@ -184,13 +187,13 @@ pub(super) struct Shard<K> {
 }
 
 /// A decision on a key, with what a caller reporting the key's state needs
-/// besides: its shard's generation at the decision, and the entry's class's
-/// parameters.
+/// besides: its shard's generation at the decision, and the entry's class.
+/// Its times (`now`, the grant's slot) are internal time, a window's too.
 pub(super) struct Decided {
     pub(super) now: u64,
     pub(super) grant: Grant,
     pub(super) generation: u64,
-    pub(super) params: Params,
+    pub(super) class: Class,
 }
 
 impl Decided {
@@ -201,7 +204,7 @@ impl Decided {
             now,
             grant,
             generation: shard.generation,
-            params: shard.classes[class as usize],
+            class: shard.classes[class as usize],
         }
     }
 
@@ -239,7 +242,10 @@ pub(super) fn on_entry<K>(
     ask: Ask,
 ) -> Result<Decided, Error> {
     // The index was set under this shard's lock against this very table.
-    let params = shard.classes[entry.class() as usize];
+    let params = match shard.classes[entry.class() as usize] {
+        Class::Paced(params) => params,
+        Class::Window(w) => return on_window(shard, counts, entry, &w, now, cost, admit, ask),
+    };
     let generation = shard.generation;
     let now = now();
     match atomic::update_fixed(&entry.tat, params, now, cost, admit) {
@@ -250,25 +256,61 @@ pub(super) fn on_entry<K>(
                 now,
                 grant,
                 generation,
-                params,
+                class: Class::Paced(params),
             })
         }
         Err(deny) => {
             let refusal = Error::refused(deny, cost, admit, params.slack());
-            // Counted only as the caller's answer.
-            let counted = ask.counts(&refusal);
-            entry.touch(now, counted);
-            if counted {
-                counts.add(REFUSED, 1);
-            }
-            Err(refusal)
+            Err(refused(counts, entry, now, refusal, ask))
         }
     }
 }
 
+/// [`on_entry`] for an entry counted by window `w`: the window store's CAS
+/// loop on the entry's word (`Windowed::update`).
+#[allow(clippy::too_many_arguments)] // `on_entry`'s, passed on
+#[inline(never)]
+fn on_window<K>(
+    shard: &Shard<K>,
+    counts: &Counters<4>,
+    entry: &Entry,
+    w: &Windowed,
+    now: impl FnOnce() -> u64,
+    cost: u64,
+    admit: Admit,
+    ask: Ask,
+) -> Result<Decided, Error> {
+    let generation = shard.generation;
+    let now = now();
+    match w.update(&entry.tat, now, cost, admit) {
+        Ok(grant) => {
+            entry.touch(now, false);
+            counts.add(ADMITTED, 1);
+            Ok(Decided {
+                now,
+                grant,
+                generation,
+                class: Class::Window(*w),
+            })
+        }
+        Err(refusal) => Err(refused(counts, entry, now, refusal, ask)),
+    }
+}
+
+/// Counts `refusal` on `entry` at `now`, only as the caller's answer.
+#[inline]
+fn refused(counts: &Counters<4>, entry: &Entry, now: u64, refusal: Error, ask: Ask) -> Error {
+    let counted = ask.counts(&refusal);
+    entry.touch(now, counted);
+    if counted {
+        counts.add(REFUSED, 1);
+    }
+    refusal
+}
+
 /// When `e` can be dropped, under the class table `classes`.
-fn rest_of(e: &Entry, classes: &[Params]) -> u64 {
-    rest_time(e.tat.load(Ordering::Relaxed), classes[e.class() as usize])
+fn rest_of(e: &Entry, classes: &[Class]) -> u64 {
+    rest_time(e.tat.load(Ordering::Relaxed), &classes[e.class() as usize])
 }
 
 /// Drops the entries of `shard` at rest by `until`, notes when the next one

@@ -4,6 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
+use super::classes::Class;
 use super::{KeyOf, KeyedLimiter};
 use crate::clock::Clock;
 use crate::limiter::take::{Booked, Error, State, Take, Taken, Within};
@@ -19,8 +20,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// `key`'s state now, as [`Take::state`] reports it.
     pub(crate) fn state_of<Q: KeyOf<K> + ?Sized>(&self, key: &Q) -> State {
-        let (tat, now, p, rate) = self.peek(key);
-        State::of_reading(tat, now, p, rate)
+        let (tat, now, class, rate) = self.peek(key);
+        class.state(tat, now, rate)
     }
 }
 
@@ -39,7 +40,13 @@ where
             // path needs it.
             let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
             let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
-            return Ok(Taken::reading(at, d.grant.next, d.params, 0, 0));
+            return Ok(match d.class {
+                Class::Paced(params) => Taken::reading(at, d.grant.next, params, 0, 0),
+                Class::Window(w) => Taken::new(
+                    std::time::Duration::from_nanos(at),
+                    w.state(d.grant.next, d.now),
+                ),
+            });
         }
         let booking = self.decide(key, cost, within.admit());
         let booking = booking.map_err(|e| within.refusal(e))?;
@@ -56,10 +63,9 @@ where
     }
 
     /// The limit in force for `key` (its override's, its parent's, or the
-    /// default): [`rate_for`](KeyedLimiter::rate_for)'s.
+    /// default): [`limit_of`](KeyedLimiter::limit_of)'s.
     fn limit_for(&self, key: &Q) -> Option<Limit> {
-        let (rate, slack) = self.rate_for(key);
-        Some(Limit::new(rate, slack))
+        Some(self.limit_of(key))
     }
 
     fn book(&self, key: &Q, cost: u64, within: Within) -> Result<Booked, Error> {

@@ -18,6 +18,9 @@ pub struct State {
     available: u64,
     next_free: Duration,
     limit: Option<Limit>,
+    /// The time until whole again, where the limiter said it (a window's
+    /// end); else computed from the limit.
+    reset: Option<Duration>,
 }
 
 impl State {
@@ -28,6 +31,16 @@ impl State {
             available,
             next_free,
             limit,
+            reset: None,
+        }
+    }
+
+    /// This state, whole again `reset` from now: a key counted by window,
+    /// whose quota comes back whole at its window's end.
+    pub(crate) const fn with_reset(self, reset: Duration) -> State {
+        State {
+            reset: Some(reset),
+            ..self
         }
     }
 
@@ -59,9 +72,13 @@ impl State {
     }
 
     /// How long until the bucket is whole again: `(burst - available)`
-    /// intervals (zero when nothing limits). What the IETF draft's
-    /// `RateLimit` field calls the reset.
+    /// intervals (zero when nothing limits); for a limit counted by window,
+    /// until the window ends (zero when it has counted nothing). What the
+    /// IETF draft's `RateLimit` field calls the reset.
     pub fn reset(&self) -> Duration {
+        if let Some(reset) = self.reset {
+            return reset;
+        }
         match self.limit {
             Some(limit) => {
                 let missing = limit.burst().saturating_sub(self.available);
