@@ -1,7 +1,9 @@
 //! [`KeyedLimiter`]: one bucket per key (user, IP, tenant), sparse, bounded
-//! and observable. What it promises (rest and pruning, the ceiling,
-//! overrides and rate changes, a key at rest getting the full new burst) is
-//! the guide's [keyed limits](crate::guide::keyed) chapter.
+//! and observable; a class of keys may count a quota per window instead
+//! ([`Limit::per_window`](crate::Limit::per_window)). What it promises
+//! (rest and pruning, the ceiling, overrides and rate changes, a key at rest
+//! getting the full new burst, window keys) is the guide's
+//! [keyed limits](crate::guide::keyed) chapter.
 //!
 //! # Implementation details
 //!
@@ -35,10 +37,28 @@
 //!   run under the read lock); a give-back needs the shard's generation it
 //!   was granted under, since a rebased `tat` may come back to the grant's
 //!   `next` by chance.
+//! - A class paces or counts by window (`classes.rs`' `Class`); the entry's
+//!   class says which its word is: a `tat`, or the window word of
+//!   [`model::window`](crate::model::window), stepped and settled by the
+//!   window store's own CAS loop (`store::window::update_word`, the loop
+//!   the loom models of `WindowStore` run), on Unix time: the clock's
+//!   internal reading mapped by the Unix time of its origin, taken once at
+//!   the build (`windowed.rs`). Every time a window entry hands back is
+//!   mapped back to internal time, so waits, bookings, undo and the async
+//!   takes are the pacing entries' own. A window entry is at rest once its
+//!   window has ended, plus [`PRUNE_GRACE`]: it then decides as an absent
+//!   key (an empty window). A change between two windows runs
+//!   [`window::rebase`](crate::model::window::rebase) under the write lock
+//!   as pacing runs `schedule::rebase` (a change of quota keeps the word,
+//!   so no spent count is refunded), and one between pacing and a window
+//!   starts the key in its new kind as a new key (`FULL`, `EMPTY`). Pacing
+//!   keys pay one branch on the class for this.
 //!
 //! By file: this one (the type, its calls on a tracked key), `insert.rs` (a
 //! new key, the ceiling, sweeps and evictions, [`WhenFull`]), `shard.rs`,
-//! `classes.rs`, `rates.rs` (overrides, rate changes), `builder.rs`,
+//! `classes.rs` (a class, pacing or a window, and moves between classes),
+//! `windowed.rs` (a window class: its step, settle, state, rest and the
+//! map to Unix time), `rates.rs` (overrides, rate changes), `builder.rs`,
 //! `inspect.rs`, `async_calls.rs` (Tokio), and `persist.rs` and `saver.rs`
 //! (feature `persist`: the state saved to a file and loaded back).
 
@@ -207,6 +227,11 @@ impl<K: Borrow<Q> + Hash + Eq, Q: Hash + Eq + ToOwned<Owned = K> + ?Sized> KeyOf
 ///
 /// Keys may be looked up by a borrowed form, as in a `HashMap`: a
 /// `KeyedLimiter<String>` answers `try_take("api/upload")`.
+///
+/// The default or any override may instead count a quota per window of
+/// the wall clock ([`Limit::per_window`](crate::Limit::per_window)): each
+/// key of it then gets the quota in each window, counted, not paced (the
+/// guide's [window keys](crate::guide::keyed#window-keys)).
 ///
 /// Unlike the direct limiters, `take` returns a `Result`: a key may be
 /// refused when the map is full under [`WhenFull::Refuse`].

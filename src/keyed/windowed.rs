@@ -7,7 +7,7 @@
 //! limiter decides on its clock's internal reading (`clock.now()` plus
 //! [`ORIGIN`]). The two are one line apart by a constant taken once, when
 //! the limiter is built: the Unix time of the clock's origin,
-//! [`Clock::unix_origin`](crate::Clock::unix_origin) where the clock knows
+//! [`Clock::unix_origin`](crate::clock::Clock::unix_origin) where the clock knows
 //! it (`UnixClock`, `ManualClock`), else the host's Unix time at the build
 //! less the clock's reading then. A wall clock stepped after the build
 //! moves no window: the limiter counts on its own clock. Every time a
