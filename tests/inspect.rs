@@ -888,3 +888,55 @@ fn a_layers_own_limiter_is_one_call_from_the_page() {
     let inspect = format!("{:?}", Inspect::new().layer("global", &global));
     assert!(inspect.contains("limiters: []"), "{inspect}");
 }
+
+/// A key counted by window shows its window, its count and when the window
+/// ends, in the JSON and on the page; a pacing key's row has no window.
+#[test]
+fn a_window_keys_row_shows_its_count_and_its_windows_end() {
+    let clock = ManualClock::new();
+    // Noon UTC on 2024-02-29: a ManualClock's readings are Unix times.
+    clock.set(Duration::from_secs(1_709_164_800 + 12 * 3_600));
+    let limiter = Arc::new(
+        KeyedLimiter::<String>::builder(Rate::per_hour(10))
+            .slack(9)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let daily = paceline::Limit::per_window(4, "day".parse().unwrap()).unwrap();
+    limiter
+        .set_override_limit("tenant:free".into(), daily)
+        .unwrap();
+    limiter.try_take_n("tenant:free", 3).unwrap();
+    limiter.try_take_n("paced", 5).unwrap();
+    let server = Server::start(Inspect::new().keyed("api", Arc::clone(&limiter)));
+    let json = server.get("/limits/json").json();
+    let bucket = |key: &str| {
+        json["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["key"] == key)
+            .unwrap_or_else(|| panic!("no bucket {key} in {json}"))
+            .clone()
+    };
+    let free = bucket("tenant:free");
+    assert_eq!(free["window"]["window"], "day");
+    assert_eq!(free["window"]["count"], 3);
+    assert_eq!(free["window"]["ends"], 12.0 * 3_600.0);
+    assert_eq!(
+        (free["burst"].clone(), free["fill"].clone()),
+        (4.into(), 0.75.into())
+    );
+    assert_eq!(bucket("paced")["window"], serde_json::Value::Null);
+
+    let dom = chromium::dump_dom(&server.url("/limits"));
+    let rows = table_cells(&dom, "buckets");
+    let free = rows
+        .iter()
+        .find(|r| r[1] == "tenant:free")
+        .unwrap_or_else(|| panic!("{dom}"));
+    assert_eq!(free[2], "per day: 3 counted, ends in 12 h");
+    let paced = rows.iter().find(|r| r[1] == "paced").unwrap();
+    assert_eq!(paced[2], "10/h");
+}

@@ -188,7 +188,9 @@
       var tr = document.createElement("tr");
       cell(tr, r.limiter, "limiter");
       cell(tr, r.key, "key");
-      cell(tr, r.rate, "");
+      // A key counted by window: its window, count and end for a rate.
+      cell(tr, r.window ? "per " + r.window.window + ": " + r.window.count +
+        " counted, ends in " + duration(r.window.ends) : r.rate, "");
       cell(tr, String(r.burst), "");
       fillCell(tr, r.fill);
       cell(tr, duration(r.next_free), r.next_free === 0 ? "zero" : "");

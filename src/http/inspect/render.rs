@@ -67,8 +67,13 @@ fn base64(bytes: &[u8]) -> String {
 ///                "admitted": .., "refused": .., "pruned": .., "evicted": ..},
 ///               {"name": .., "kind": "counted", "admitted": .. | null, "refused": .. | null}],
 ///  "buckets": [{"limiter": .., "key": .., "rate": "5/s", "per_second": 5.0, "burst": 11, "fill": 0.5,
-///               "next_free": 0.0, "idle": 0.25, "refused": 0}]}
+///               "next_free": 0.0, "idle": 0.25, "refused": 0, "window": null}]}
 /// ```
+///
+/// A key counted by window has its window, the count in it and the
+/// seconds until it ends instead of `null`: `"window": {"window": "day",
+/// "count": 3, "ends": 12.5}` (its `rate` the quota over the window's
+/// nominal length, its `burst` the quota, its `fill` the count over it).
 ///
 /// A keyed limiter's entry also lists the limits in force, the default
 /// first (`"key": null`), then at most [`LIMITS_SHOWN`] overrides, each
@@ -147,7 +152,7 @@ pub(super) fn json(
         write!(
             out,
             "{}{{\"limiter\":{},\"key\":{},\"rate\":{},\"per_second\":{},\"burst\":{},\"fill\":{},\
-             \"next_free\":{},\"idle\":{},\"refused\":{}}}",
+             \"next_free\":{},\"idle\":{},\"refused\":{},\"window\":",
             comma(i),
             Json(&limiters[row.limiter].name),
             Json(key),
@@ -159,6 +164,16 @@ pub(super) fn json(
             number(row.state.idle.as_secs_f64()),
             row.state.refused
         )?;
+        match row.state.window {
+            Some(w) => write!(
+                out,
+                "{{\"window\":{},\"count\":{},\"ends\":{}}}}}",
+                Json(&w.window.to_string()),
+                w.count,
+                number(w.ends.as_secs_f64())
+            )?,
+            None => out.push_str("null}"),
+        }
     }
     out.push_str("]}");
     Ok(out)
