@@ -635,3 +635,27 @@ async fn async_takes_wait_for_the_next_window_and_a_dropped_one_gives_its_count_
     );
     assert_eq!(taken.available(), 1);
 }
+
+#[test]
+fn window_keys_count_in_the_totals_and_the_requests() {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(LEAP_DAY));
+    let keyed = KeyedLimiter::<u32>::builder(Rate::per_second(1))
+        .limit(per(2, "minute"))
+        .stats(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    keyed.try_take_n(&1, 2).unwrap();
+    keyed.try_take(&1).unwrap_err();
+    keyed.try_take(&2).unwrap();
+    keyed.try_take_n(&3, 3).unwrap_err(); // over the quota: never admitted
+    let stats = keyed.keyed_stats();
+    assert_eq!((stats.admitted, stats.refused, stats.keys), (2, 2, 2));
+    let requests = stats.requests.unwrap();
+    assert_eq!(
+        (requests.admitted, requests.permits, requests.refused),
+        (2, 3, 2)
+    );
+    assert_eq!(keyed.snapshot().iter().map(|k| k.refused).sum::<u64>(), 1);
+}

@@ -85,6 +85,7 @@
 //! | `window` (`set_quota`) | the window store loads the word `Relaxed` (and its CAS reads the winner's `Relaxed`), so a step need not see the quota of the step whose word it decides on | a take counted at the old quota on the word of a take counted at the new: no order explains it |
 //! | `window` (`set_quota`) | the window store reads the quota once, before the word, not after each word it decides on | the same |
 //! | `window` (`settle`) | the window store's settle stores with load + store, not CAS | no order of the settle and the takes explains the answers (an update lost) |
+//! | `keyed_window` | the window loop (`store::window::update_word`, the store's and a keyed window key's) stores with load + store, not CAS | over the quota in one window |
 //!
 //! A settle (`settle.rs`) goes through the cfg-gated `__settle` hooks: the
 //! limiter's own settle (its generation checked for a refund, under the
@@ -92,7 +93,8 @@
 //! real `Store::settle` or the keyed entry's CAS.
 //!
 //! The window models (`window.rs`) run the crate-internal store of a
-//! quota per window (`src/store/window.rs`, which no limiter runs yet)
+//! quota per window (`src/store/window.rs`, whose loop a keyed limiter's
+//! window keys run too; `keyed_window.rs` runs it on a keyed key)
 //! through its hidden re-export `paceline::__WindowStore`, compiled only
 //! under `--cfg paceline_loom`. Besides their own checks (each admission
 //! the pure step on the word it replaced, no window over its quota) each
