@@ -37,6 +37,7 @@ impl State {
 
     /// This state, whole again `reset` from now: a key counted by window,
     /// whose quota comes back whole at its window's end.
+    #[cfg_attr(not(feature = "keyed"), allow(dead_code))] // a window key's state
     pub(crate) const fn with_reset(self, reset: Duration) -> State {
         State {
             reset: Some(reset),
