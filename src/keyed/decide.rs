@@ -34,7 +34,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         };
         let class = class as usize;
         let rate = shard.resolved.settings[class].limit.rate();
-        let class = shard.classes[class];
+        let class = shard.classes[class].clone();
         (tat.unwrap_or(class.initial()), now, class, rate)
     }
 
@@ -175,9 +175,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 if let Some(entry) = find(&shard.map, hash, key) {
                     let settled = (booking.went(), booking.cost(), actual);
                     let now = || self.now();
-                    return Some(match shard.classes[entry.class() as usize] {
+                    return Some(match &shard.classes[entry.class() as usize] {
                         Class::Paced(params) => {
-                            crate::store::atomic::settle_fixed(&entry.tat, params, now, settled)
+                            crate::store::atomic::settle_fixed(&entry.tat, *params, now, settled)
                         }
                         Class::Window(w) => w.settle(&entry.tat, now, settled),
                     });

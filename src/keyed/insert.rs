@@ -114,9 +114,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
             shard.epoch = epoch;
         }
         let class = self.resolve(&shard.resolved, key);
-        let c = shard.classes[class as usize];
+        let c = &shard.classes[class as usize];
         let grant = match c.decide(c.initial(), now, cost, admit) {
-            Ok(grant) => grant,
+            // When it will be at rest, read while the class is at hand.
+            Ok(grant) => (grant, rest_time(grant.next, c)),
             Err(refusal) => {
                 if ask.counts(&refusal) {
                     self.counts.add(REFUSED, 1);
@@ -124,6 +125,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 return Err(refusal);
             }
         };
+        let (grant, rest) = grant;
         if grant.next == grant.prev {
             // A cost of 0: nothing to remember, but a call admitted all the
             // same, as it counts on a tracked key.
@@ -149,7 +151,6 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                 }
             };
         }
-        let rest = rest_time(grant.next, &c);
         shard.earliest_rest = shard.earliest_rest.min(rest);
         // Relaxed: a hint read under no lock (see `claim`); updated while
         // this shard is locked, so a sweep that reads it after this sees the

@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use super::classes::Class;
+use super::shard::WINDOW;
 use super::{KeyOf, KeyedLimiter};
 use crate::clock::Clock;
 use crate::limiter::take::{Booked, Error, State, Take, Taken, Within};
@@ -40,13 +40,12 @@ where
             // path needs it.
             let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
             let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
-            return Ok(match d.class {
-                Class::Paced(params) => Taken::reading(at, d.grant.next, params, 0, 0),
-                Class::Window(w) => Taken::new(
-                    std::time::Duration::from_nanos(at),
-                    w.state(d.grant.next, d.now),
-                ),
-            });
+            if d.params.interval() == WINDOW.interval() {
+                // A window key: its state read again, as a blocking take's is.
+                let at = std::time::Duration::from_nanos(at);
+                return Ok(Taken::new(at, self.state_of(key)));
+            }
+            return Ok(Taken::reading(at, d.grant.next, d.params, 0, 0));
         }
         let booking = self.decide(key, cost, within.admit());
         let booking = booking.map_err(|e| within.refusal(e))?;
