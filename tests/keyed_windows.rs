@@ -659,3 +659,62 @@ fn window_keys_count_in_the_totals_and_the_requests() {
     );
     assert_eq!(keyed.snapshot().iter().map(|k| k.refused).sum::<u64>(), 1);
 }
+
+/// A fleet's layers merge window quotas key by key like any limit, and the
+/// merged set counts each key by its window.
+#[cfg(feature = "fleet")]
+#[test]
+fn a_fleets_layers_set_window_quotas_key_by_key() {
+    use paceline::config::fleet::Layers;
+    use std::sync::Arc;
+
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(LEAP_DAY + 12 * 3_600));
+    let keyed = Arc::new(
+        KeyedLimiter::<String>::builder(Rate::per_second(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let layers = Layers::new({
+        let keyed = Arc::clone(&keyed);
+        move |limits| keyed.apply(limits)
+    });
+    let (global, server) = (layers.add("global"), layers.add("server"));
+    global
+        .offer_text(
+            1,
+            "[default]\nrate = \"10/s\"\n\n[overrides]\n\
+             \"tenant:free\" = { quota = 3, window = \"day\" }\n\
+             \"tenant:trial\" = { quota = 2, window = \"month\" }\n",
+        )
+        .unwrap();
+    server
+        .offer_text(
+            1,
+            "[overrides]\n\"tenant:free\" = { quota = 5, window = \"day\" }\n",
+        )
+        .unwrap();
+    assert_eq!(
+        keyed.limit_of("tenant:free"),
+        per(5, "day"),
+        "the server's layer"
+    );
+    assert_eq!(keyed.limit_of("tenant:trial"), per(2, "month"));
+    keyed.try_take_n("tenant:free", 5).unwrap();
+    keyed.try_take_n("tenant:trial", 2).unwrap();
+    let twelve_hours = Some(Duration::from_secs(12 * 3_600));
+    assert_eq!(
+        keyed.try_take("tenant:free").unwrap_err().retry_after(),
+        twelve_hours
+    );
+    // The server's layer withdraws its override: the global quota, lower
+    // than what the day spent, leaves nothing more today.
+    server.offer_text(2, "[overrides]\n").unwrap();
+    assert_eq!(keyed.limit_of("tenant:free"), per(3, "day"));
+    assert_eq!(keyed.available("tenant:free"), 0);
+    assert_eq!(
+        keyed.limits().layer("tenant:free").as_deref(),
+        Some("global")
+    );
+}
