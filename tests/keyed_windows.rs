@@ -713,8 +713,5 @@ fn a_fleets_layers_set_window_quotas_key_by_key() {
     server.offer_text(2, "[overrides]\n").unwrap();
     assert_eq!(keyed.limit_of("tenant:free"), per(3, "day"));
     assert_eq!(keyed.available("tenant:free"), 0);
-    assert_eq!(
-        keyed.limits().layer("tenant:free").as_deref(),
-        Some("global")
-    );
+    assert_eq!(keyed.limits().layer("tenant:free"), Some("global"));
 }
