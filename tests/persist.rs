@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use paceline::clock::ManualClock;
 use paceline::keyed::Loaded;
-use paceline::{BuildError, KeyedLimiter, Rate, Take};
+use paceline::{BuildError, KeyedLimiter, Limit, Rate, Take};
 
 /// The child's instructions, when this binary runs as one.
 const CHILD_ENV: &str = "PACELINE_PERSIST_CHILD";
@@ -150,6 +150,80 @@ fn a_restart_in_another_process_keeps_each_keys_state_less_the_time_down() {
     let long = child(test, &format!("load;{path};3600000"));
     assert_eq!(printed(&long, "AT_REST"), 3, "{long}");
     assert_eq!(printed(&long, "alice"), 3, "{long}");
+}
+
+/// The limits of the daily quota's processes: [`limiter`]'s, and `acme`
+/// counted by day, `quota` a day.
+fn daily<C: paceline::clock::Clock>(clock: C, quota: u64) -> KeyedLimiter<String, C> {
+    let limiter = limiter(clock);
+    let day = Limit::per_window(quota, "day".parse().unwrap()).unwrap();
+    limiter.set_override_limit("acme".to_string(), day).unwrap();
+    limiter
+}
+
+/// `save;PATH;MS` takes 7 of acme's 10 a day and one of bob's at
+/// `T0 + MS` and saves; `load;PATH;MS;QUOTA` loads at `T0 + MS` under a
+/// quota of `QUOTA` and prints what each key has, or the refusal.
+fn run_day_child(spec: &str) {
+    let parts: Vec<&str> = spec.split(';').collect();
+    let (path, ms) = (Path::new(parts[1]), parts[2].parse().unwrap());
+    let clock = clock_at(Duration::from_millis(ms));
+    match parts[0] {
+        "save" => {
+            let limiter = daily(clock, 10);
+            limiter.try_take_n("acme", 7).unwrap();
+            limiter.try_take("bob").unwrap();
+            println!("SAVED {}", limiter.save(path).unwrap());
+        }
+        "load" => {
+            let limiter = daily(clock, parts[3].parse().unwrap());
+            match limiter.load(path) {
+                Ok(loaded) => {
+                    println!("RESTORED {}", loaded.restored);
+                    println!("AT_REST {}", loaded.at_rest);
+                    for key in ["acme", "bob"] {
+                        println!("{key} {}", limiter.available(key));
+                    }
+                }
+                Err(e) => println!("REFUSED 1 {e}"),
+            }
+        }
+        other => panic!("unknown child half {other:?}"),
+    }
+}
+
+#[test]
+fn a_daily_quota_keeps_its_count_across_a_restart_until_its_day_ends() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        return run_day_child(&spec);
+    }
+    let test = "a_daily_quota_keeps_its_count_across_a_restart_until_its_day_ends";
+    let dir = TempDir::new("daily");
+    let path = dir.file();
+    let path = path.to_str().unwrap();
+    // T0 is 11:06:40 UTC: midnight is 46 400 s later.
+    let saved = child(test, &format!("save;{path};0"));
+    assert_eq!(printed(&saved, "SAVED"), 2, "{saved}");
+
+    // Back an hour later, the same day: acme's 7 still counted, bob's
+    // permit back.
+    let hour = child(test, &format!("load;{path};3600000;10"));
+    assert_eq!(printed(&hour, "RESTORED"), 1, "{hour}");
+    assert_eq!(printed(&hour, "AT_REST"), 1, "{hour}");
+    assert_eq!(printed(&hour, "acme"), 3, "{hour}");
+    assert_eq!(printed(&hour, "bob"), 3, "{hour}");
+
+    // Back just before midnight: still 3; just after: a new day's 10.
+    let before = child(test, &format!("load;{path};46399000;10"));
+    assert_eq!(printed(&before, "acme"), 3, "{before}");
+    let after = child(test, &format!("load;{path};46400000;10"));
+    assert_eq!(printed(&after, "AT_REST"), 2, "{after}");
+    assert_eq!(printed(&after, "acme"), 10, "{after}");
+
+    // Under another quota the file is another limit set's: refused.
+    let other = child(test, &format!("load;{path};3600000;11"));
+    assert_eq!(printed(&other, "REFUSED"), 1, "{other}");
+    assert!(other.contains("saved under other limits"), "{other}");
 }
 
 #[test]

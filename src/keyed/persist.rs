@@ -13,8 +13,13 @@
 //! to its own reading, less the time between the save and the load. So
 //! the time spent down counts as time passed, and never as more credit
 //! than the burst: the step's floor `max(tat, now - tau)` forgets what is
-//! older. A key at rest is not written: it decides as a key never seen,
-//! which is what a key missing from the file becomes.
+//! older. A window key's word (its window's index and count) is on Unix
+//! time already, and is saved and put back as it is: it keeps its count
+//! until its window ends, down or not, and a window that ended while the
+//! limiter was down counts nothing. A key at rest is not written: it
+//! decides as a key never seen, which is what a key missing from the file
+//! becomes. An entry whose kind is not its key's class's (a parent
+//! function that resolves the key elsewhere now) starts as a new key.
 //!
 //! # The fingerprint
 //!
@@ -36,9 +41,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::classes::{rest_time, Resolved, Setting};
+use super::classes::{rest_time, Class, Resolved, Setting};
 use super::shard::Entry;
-use super::state_file::{hex, parse, seal, write_atomic, Word, PACE};
+use super::state_file::{hex, parse, seal, write_atomic, Word, PACE, WINDOW};
 use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::model::schedule::{self, ORIGIN};
@@ -106,14 +111,21 @@ impl<K: Hash + Eq + Clone + Serialize, C: Clock> KeyedLimiter<K, C> {
         for lock in self.shards.iter() {
             let shard = read(lock);
             for (key, e) in shard.map.iter() {
-                let p = shard.classes[e.class() as usize];
-                let tat = e.tat.load(Ordering::Relaxed);
-                if schedule::at_rest(tat, base, p, 0) {
+                let class = &shard.classes[e.class() as usize];
+                let word = e.tat.load(Ordering::Relaxed);
+                if at_rest(word, base, class) {
                     continue;
                 }
-                // Not at rest: `tat > base - tau`, and `tau <= 2^62`.
-                let ahead = i64::try_from(i128::from(tat) - i128::from(base)).unwrap_or(i64::MAX);
-                serde_json::to_writer(&mut body, &(key, PACE, ahead))
+                let written = match class {
+                    Class::Paced(_) => {
+                        // Not at rest: `tat > base - tau`, and `tau <= 2^62`.
+                        let ahead = i128::from(word) - i128::from(base);
+                        let ahead = i64::try_from(ahead).unwrap_or(i64::MAX);
+                        serde_json::to_writer(&mut body, &(key, PACE, ahead))
+                    }
+                    Class::Window(_) => serde_json::to_writer(&mut body, &(key, WINDOW, word)),
+                };
+                written
                     .map_err(|e| refused(path, format!("not saved: a key as JSON: {e}"), None))?;
                 body.push(b'\n');
                 entries += 1;
@@ -176,25 +188,30 @@ impl<K: Hash + Eq + Clone + Serialize, C: Clock> KeyedLimiter<K, C> {
             ..Loaded::default()
         };
         for (key, word) in parsed.entries {
-            let Word::Pace(ahead) = word;
-            let tat = put_back(ahead, base, down);
-            self.restore(key, tat, base, &mut loaded);
+            self.restore(key, word, base, down, &mut loaded);
         }
         #[cfg(feature = "tokio")]
         self.changed.notify_waiters();
         Ok(loaded)
     }
 
-    /// Puts `key`'s state `tat` back at `now`, counting what it did in
-    /// `loaded`. Under the admin lock, so every shard is at the class
-    /// table in force (a change brings all shards to it under that lock).
-    fn restore(&self, key: K, tat: u64, now: u64, loaded: &mut Loaded) {
+    /// Puts `key`'s saved `word` back at `now`, `down` ns after the save,
+    /// counting what it did in `loaded`. Under the admin lock, so every
+    /// shard is at the class table in force (a change brings all shards to
+    /// it under that lock).
+    fn restore(&self, key: K, word: Word, now: u64, down: u64, loaded: &mut Loaded) {
         let (hash, lock) = self.shard(&key);
         let mut guard = write(lock);
         let shard = &mut *guard;
         let class = self.resolve(&shard.resolved, &key);
-        let p = shard.classes[class as usize];
-        if schedule::at_rest(tat, now, p, 0) {
+        let p = &shard.classes[class as usize];
+        // A word of another kind than the key's class starts it as new.
+        let tat = match (word, p) {
+            (Word::Pace(ahead), Class::Paced(_)) => Some(put_back(ahead, now, down)),
+            (Word::Window(word), Class::Window(_)) => Some(word),
+            _ => None,
+        };
+        if tat.is_none_or(|tat| at_rest(tat, now, p)) {
             loaded.at_rest += 1;
             if let Ok(entry) = shard.map.find_entry(hash, |(k, _)| *k == key) {
                 entry.remove();
@@ -204,6 +221,7 @@ impl<K: Hash + Eq + Clone + Serialize, C: Clock> KeyedLimiter<K, C> {
             }
             return;
         }
+        let tat = tat.unwrap_or(p.initial());
         if let Some((_, e)) = shard.map.find_mut(hash, |(k, _)| *k == key) {
             *e = Entry::new(tat, class, now);
             // As above: a booking made before the load gives nothing back.
@@ -233,6 +251,16 @@ impl<K: Hash + Eq + Clone + Serialize, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
+/// Whether the word `word` of a key of `class` is at rest at the internal
+/// reading `now`: a pacing key with its whole burst back, a window key
+/// whose window has ended (or that has counted nothing).
+fn at_rest(word: u64, now: u64, class: &Class) -> bool {
+    match class {
+        Class::Paced(p) => schedule::at_rest(word, now, *p, 0),
+        Class::Window(w) => w.state(word, now).reset().is_zero(),
+    }
+}
+
 /// The clock's reading in internal time, and the Unix time of the same
 /// instant, ns: the clock's own where it knows its origin's
 /// ([`Clock::unix_origin`]: a test's `ManualClock` sets the date), else
@@ -259,9 +287,9 @@ fn put_back(ahead: i64, now: u64, down: u64) -> u64 {
 fn fingerprint<K: Hash + Eq + Serialize>(
     resolved: &Resolved<K>,
 ) -> Result<String, serde_json::Error> {
-    let class = |s: &Setting| match s.limit.window() {
-        None => format!("pace {} {}", s.params.interval(), s.params.tau()),
-        Some(window) => format!("window {} {window}", s.limit.burst()),
+    let class = |s: &Setting| match &s.class {
+        Class::Paced(p) => format!("pace {} {}", p.interval(), p.tau()),
+        Class::Window(w) => format!("window {} {}", w.params.quota(), w.params.window()),
     };
     let mut overrides = resolved
         .in_order()

@@ -28,14 +28,13 @@
 //! # Kinds of word
 //!
 //! An entry says which kind its word is, so that a file holds keys limited
-//! in different ways. Version 1 writes one: `"pace"`, a pacing key's `tat`
+//! in different ways. Version 1 writes two: `"pace"`, a pacing key's `tat`
 //! in ns relative to the save's Unix time (negative: credit banked; the
-//! time down is `persist.rs`'), and leaves out keys at rest.
-//!
-//! A window's word (index and count) is on Unix time already: a
-//! `"window"` kind would be saved as it is and put back as it is, keeping
-//! its count until its window ends; a load that does not know a kind
-//! refuses the file.
+//! time down is `persist.rs`'), and `"window"`, a window key's word (its
+//! window's index and count), which is on Unix time already and is saved
+//! and put back as it is, keeping its count until its window ends. Keys
+//! at rest are left out; a load that does not know a kind refuses the
+//! file.
 //!
 //! # Writing
 //!
@@ -66,10 +65,15 @@ pub const VERSION: u32 = 1;
 pub(super) enum Word {
     /// A pacing key's `tat`, ns after the save's time (negative: before).
     Pace(i64),
+    /// A window key's window word (its window's index and count), on Unix
+    /// time, as it is.
+    Window(u64),
 }
 
 /// The tag of [`Word::Pace`].
 pub(super) const PACE: &str = "pace";
+/// The tag of [`Word::Window`].
+pub(super) const WINDOW: &str = "window";
 
 /// A file that passed every check: its limits' fingerprint, the Unix time
 /// of its save, and its entries.
@@ -164,6 +168,9 @@ pub(super) fn parse<K: DeserializeOwned>(bytes: &[u8]) -> Result<Parsed<K>, Stri
                 .as_i64()
                 .map(Word::Pace)
                 .ok_or_else(|| format!("entry {}: a pace word {word} is not a time", i + 1))?,
+            WINDOW => word.as_u64().map(Word::Window).ok_or_else(|| {
+                format!("entry {}: a window word {word} is not a 64-bit word", i + 1)
+            })?,
             other => {
                 return Err(format!(
                     "entry {}: a state of kind {:?}, which this build does not read",
