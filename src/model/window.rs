@@ -138,6 +138,13 @@ pub struct Params {
     last: u64,
     /// The count's bits in the word, `1..=63`.
     count_bits: u32,
+    /// For a window of one length in nanoseconds (fixed, a day, a week):
+    /// that length; 0 for a month or a year (or a fixed window too long
+    /// for a `u64` of ns), which the calendar numbers.
+    width: u64,
+    /// For a window of one length: where the windows start, as the
+    /// remainder of every start's Unix time (ns) by `width`.
+    phase: u64,
 }
 
 impl Params {
@@ -154,12 +161,15 @@ impl Params {
         if offset.unsigned_abs() > MAX_OFFSET.unsigned_abs() {
             return Err(Invalid::WindowOffset { offset });
         }
+        let (width, phase) = uniform(window);
         let mut p = Params {
             quota,
             window,
             first: 0,
             last: 0,
             count_bits: 63,
+            width,
+            phase,
         };
         p.first = window.number(i64::from(offset).div_euclid(DAY));
         p.last = p.index_at(u64::MAX);
@@ -215,7 +225,22 @@ impl Params {
     }
 
     /// The index of the window holding `t` (Unix time, ns).
+    #[inline]
     pub fn index_at(self, t: u64) -> u64 {
+        if self.width > 0 {
+            // Windows of one length: the one holding the epoch started at
+            // `phase - width` (or at 0, when `phase` is 0), and each later
+            // one `width` after the last. Nothing here overflows.
+            let since = t.checked_sub(self.phase);
+            let whole = since.and_then(|since| since.checked_div(self.width));
+            return whole.map_or(0, |n| n + u64::from(self.phase > 0));
+        }
+        self.index_by_calendar(t)
+    }
+
+    /// [`index_at`](Self::index_at) by the calendar's numbering, for any
+    /// window.
+    fn index_by_calendar(self, t: u64) -> u64 {
         match self.window {
             Window::Fixed { seconds } => {
                 // The quotient is at most `t`: it fits.
@@ -237,7 +262,25 @@ impl Params {
     /// When the window `index` starts, Unix time in ns: 0 at the earliest
     /// (the window holding the epoch may have begun before it), `u64::MAX`
     /// for a window starting past the clock's end.
+    #[inline]
     pub fn start(self, index: u64) -> u64 {
+        if self.width > 0 {
+            if self.phase == 0 {
+                return index.saturating_mul(self.width);
+            }
+            return match index.checked_sub(1) {
+                None => 0,
+                Some(after) => after
+                    .checked_mul(self.width)
+                    .and_then(|ns| ns.checked_add(self.phase))
+                    .unwrap_or(u64::MAX),
+            };
+        }
+        self.start_by_calendar(index)
+    }
+
+    /// [`start`](Self::start) by the calendar's numbering, for any window.
+    fn start_by_calendar(self, index: u64) -> u64 {
         let ns = match self.window {
             Window::Fixed { seconds } => u128::from(index)
                 .checked_mul(u128::from(seconds) * u128::from(NANOS))
@@ -255,6 +298,7 @@ impl Params {
 
     /// When the window `index` ends: the next one's start (`u64::MAX`,
     /// saturated, for the window holding the clock's end and later ones).
+    #[inline]
     pub fn end(self, index: u64) -> u64 {
         self.start(index.saturating_add(1))
     }
@@ -278,23 +322,50 @@ impl Params {
     /// there: the stored window if it holds `now` or lies ahead of it (a
     /// clock stepped back, or permits booked in the next window), else the
     /// window holding `now`, with nothing counted.
+    #[inline]
     pub fn current(self, word: u64, now: u64) -> State {
         let stored = self.unpack(word);
-        let at = self.index_at(now);
-        if stored.index >= at {
-            stored
-        } else {
-            State {
-                index: at,
-                count: 0,
-            }
+        // `index_at(now) <= i` exactly when `now` is before window `i`'s
+        // end, or `i` is the last window (whose end saturates): a product
+        // for a window of one length, where `index_at` divides.
+        if now < self.end(stored.index) || stored.index >= self.last {
+            return stored;
+        }
+        State {
+            index: self.index_at(now),
+            count: 0,
         }
     }
 
     /// The word for an index and a count that fit (the index from a word
     /// or at most `last`, the count at most `max_quota`).
+    #[inline]
     const fn word(self, index: u64, count: u64) -> u64 {
         (index << self.count_bits) | count
+    }
+}
+
+/// A window's length in ns and the remainder of its starts by that length,
+/// when every window has one length (a fixed window whose length fits a
+/// `u64` of ns, a day, a week); `(0, 0)` for a month or a year.
+fn uniform(window: Window) -> (u64, u64) {
+    // Local midnight at an offset `o` east is `-o` UTC: starts fall at
+    // `k * length - o` (for a week, from its first day's midnight).
+    let at = |length: u64, first_day: i64, offset: i32| {
+        let length_s = length as i64;
+        let start = (first_day * DAY - i64::from(offset)).rem_euclid(length_s);
+        (length * NANOS, start as u64 * NANOS)
+    };
+    match window {
+        Window::Fixed { seconds } => match seconds.checked_mul(NANOS) {
+            Some(width) if width > 0 => (width, 0),
+            _ => (0, 0),
+        },
+        Window::Day { offset } => at(DAY as u64, 0, offset),
+        // 1970-01-01 was a Thursday (Monday + 3): the first day of a week
+        // from `starts` is `starts - 3` days from the epoch, modulo 7.
+        Window::Week { starts, offset } => at(7 * DAY as u64, starts as i64 - 3, offset),
+        Window::Month { .. } | Window::Year { .. } => (0, 0),
     }
 }
 
@@ -308,6 +379,7 @@ impl Params {
 /// admitted at `now` and stores nothing; a cost over the quota is
 /// [`Deny::ExceedsQuota`] whatever the wait; a window past the clock's end
 /// is [`Deny::Saturated`]. The grant's `next` is the word to store.
+#[inline(always)]
 pub fn step(word: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Result<Grant, Deny> {
     if cost == 0 {
         return Ok(Grant {
@@ -409,6 +481,41 @@ pub fn available(word: u64, now: u64, p: Params) -> u64 {
     p.quota.saturating_sub(current.count)
 }
 
+/// What a state leaves at `now`, in one reading: [`available`], and
+/// [`next_free`] (`u64::MAX` for never), and how long until the current
+/// window ends (0 when it has counted nothing), ns. The same numbers as
+/// those calls, with the current window found once.
+#[inline(always)]
+pub fn left(word: u64, now: u64, p: Params) -> (u64, u64, u64) {
+    let current = p.current(word, now);
+    if current.index > p.last {
+        return (0, u64::MAX, 0);
+    }
+    let (start, end) = (p.start(current.index), p.end(current.index));
+    let available = if start > now {
+        0
+    } else {
+        p.quota.saturating_sub(current.count)
+    };
+    // As `step` would for a cost of 1: this window while it has room,
+    // else the next one's start (`end`), if there is a next one.
+    let next_free = if p.quota == 0 {
+        u64::MAX
+    } else if current.count < p.quota {
+        start.max(now) - now
+    } else if current.index >= p.last {
+        u64::MAX
+    } else {
+        end.max(now) - now
+    };
+    let reset = if current.count == 0 {
+        0
+    } else {
+        end.saturating_sub(now)
+    };
+    (available, next_free, reset)
+}
+
 /// How long until a request of cost 1 would be admitted, ns (0: now), or
 /// `None` if it never would be (a quota of 0, or a next window past the
 /// clock's end).
@@ -421,6 +528,157 @@ pub fn next_free(word: u64, now: u64, p: Params) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn left_reads_what_the_separate_questions_read() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let windows = [
+            Window::SECOND,
+            Window::Fixed { seconds: 90 },
+            Window::Day { offset: 7_200 },
+            Window::Month { offset: -3_600 },
+        ];
+        for w in windows {
+            for quota in [0, 1, 3, 1_000] {
+                let p = Params::new(quota, w).unwrap();
+                for _ in 0..3_000 {
+                    let t = next();
+                    // Near `t`'s window or anywhere, counts about the quota.
+                    let index = match next() % 3 {
+                        0 => p.index_at(t),
+                        1 => p.index_at(t).saturating_add(next() % 3).min(p.last_index()),
+                        _ => next() % (p.last_index() + 1),
+                    };
+                    let count = (next() % (quota + 2)).min(p.max_quota());
+                    let word = p.word(index, count);
+                    let current = p.current(word, t);
+                    let reset = if current.count == 0 {
+                        0
+                    } else {
+                        p.end(current.index).saturating_sub(t)
+                    };
+                    let expected = (
+                        available(word, t, p),
+                        next_free(word, t, p).unwrap_or(u64::MAX),
+                        reset,
+                    );
+                    assert_eq!(
+                        left(word, t, p),
+                        expected,
+                        "{w:?} q={quota} word={word} t={t}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn windows_of_one_length_number_as_the_calendar_does() {
+        let mut windows = vec![
+            Window::SECOND,
+            Window::MINUTE,
+            Window::HOUR,
+            Window::Fixed { seconds: 90 },
+            Window::Fixed {
+                seconds: 30 * 86_400,
+            },
+            Window::Fixed {
+                seconds: 365 * 86_400,
+            },
+            Window::Fixed {
+                seconds: 18_446_744_073,
+            },
+        ];
+        let days = [
+            Weekday::Monday,
+            Weekday::Tuesday,
+            Weekday::Wednesday,
+            Weekday::Thursday,
+            Weekday::Friday,
+            Weekday::Saturday,
+            Weekday::Sunday,
+        ];
+        for offset in [
+            -MAX_OFFSET,
+            -5 * 3_600 - 1_800,
+            -1,
+            0,
+            1,
+            3_600,
+            86_399,
+            MAX_OFFSET,
+        ] {
+            windows.push(Window::Day { offset });
+            for starts in days {
+                windows.push(Window::Week { starts, offset });
+            }
+        }
+        // A generator of times across the clock, and each window's edges.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for w in windows {
+            let p = Params::new(1, w).unwrap();
+            assert!(p.width > 0, "{w:?}");
+            let mut times: Vec<u64> = (0..2_000).map(|_| next()).collect();
+            times.extend([0, 1, u64::MAX - 1, u64::MAX, 1_795_996_790 * S]);
+            for i in [0, 1, 2, 3, 20_000, p.last_index() - 1, p.last_index()] {
+                let start = p.start_by_calendar(i);
+                times.extend([start, start.saturating_sub(1), start.saturating_add(1)]);
+            }
+            for t in times {
+                let i = p.index_at(t);
+                assert_eq!(i, p.index_by_calendar(t), "{w:?} at {t}");
+                for j in [i.saturating_sub(1), i, i.saturating_add(1)] {
+                    assert_eq!(p.start(j), p.start_by_calendar(j), "{w:?} start of {j}");
+                    // `current` by the end of the stored window, as by
+                    // the index of `t`.
+                    let word = p.word(j.min(p.last_index()), 1);
+                    let stored = p.unpack(word);
+                    let by_index = if stored.index >= p.index_by_calendar(t) {
+                        stored
+                    } else {
+                        State {
+                            index: p.index_by_calendar(t),
+                            count: 0,
+                        }
+                    };
+                    assert_eq!(p.current(word, t), by_index, "{w:?} at {t}, stored {j}");
+                }
+            }
+            assert_eq!(p.start(u64::MAX), p.start_by_calendar(u64::MAX), "{w:?}");
+        }
+        // A month and a year keep the calendar's own numbering, and their
+        // `current` agrees with it as well.
+        for w in [Window::Month { offset: 0 }, Window::Year { offset: 3_600 }] {
+            let p = Params::new(1, w).unwrap();
+            assert_eq!(p.width, 0);
+            for _ in 0..2_000 {
+                let (t, j) = (next(), next() % (p.last_index() + 1));
+                let word = p.word(j, 1);
+                let at = p.index_by_calendar(t);
+                let expected = if j >= at {
+                    p.unpack(word)
+                } else {
+                    State {
+                        index: at,
+                        count: 0,
+                    }
+                };
+                assert_eq!(p.current(word, t), expected, "{w:?} at {t}, stored {j}");
+            }
+        }
+    }
 
     const S: u64 = NANOS;
     /// Unix times of midnight UTC, seconds.
