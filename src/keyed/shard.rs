@@ -198,6 +198,19 @@ pub(super) struct Decided {
     pub(super) grant: Grant,
     pub(super) generation: u64,
     pub(super) params: Params,
+    /// A window entry's decision: what its new word leaves (zero for a
+    /// pacing entry's, whose `params` say it).
+    pub(super) left: Left,
+}
+
+/// What a window entry's grant leaves, read from its new word under the
+/// shard's lock, so that a try's answer needs no second lookup: permits
+/// available, ns until the next is free and until the window ends.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Left {
+    pub(super) available: u64,
+    pub(super) next_free: u64,
+    pub(super) reset: u64,
 }
 
 /// [`Decided::params`] of a window entry's decision: an interval of 0,
@@ -208,15 +221,16 @@ impl Decided {
     /// `grant` decided at `now` on an entry of `class` in `shard`.
     #[inline]
     pub(super) fn on<K>(shard: &Shard<K>, class: u32, now: u64, grant: Grant) -> Decided {
-        let params = match &shard.classes[class as usize] {
-            Class::Paced(params) => *params,
-            Class::Window(_) => WINDOW,
+        let (params, left) = match &shard.classes[class as usize] {
+            Class::Paced(params) => (*params, Left::default()),
+            Class::Window(w) => (WINDOW, w.left(grant.next, now)),
         };
         Decided {
             now,
             grant,
             generation: shard.generation,
             params,
+            left,
         }
     }
 
@@ -269,6 +283,7 @@ pub(super) fn on_entry<K>(
                 grant,
                 generation,
                 params,
+                left: Left::default(),
             })
         }
         Err(deny) => {
@@ -305,6 +320,7 @@ fn on_window<K>(
                 grant,
                 generation,
                 params: WINDOW,
+                left: w.left(grant.next, now),
             })
         }
         Err(refusal) => Err(refused(counts, entry, now, refusal, ask)),

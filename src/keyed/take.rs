@@ -41,9 +41,10 @@ where
             let d = self.decide_asked(key, cost, Admit::Within(0), Ask::Answer)?;
             let at = d.grant.slot.max(d.now).saturating_sub(ORIGIN);
             if d.params.interval() == WINDOW.interval() {
-                // A window key: its state read again, as a blocking take's is.
-                let at = std::time::Duration::from_nanos(at);
-                return Ok(Taken::new(at, self.state_of(key)));
+                // A window key: what its new word leaves, read under the
+                // decision's lock.
+                let l = d.left;
+                return Ok(Taken::left(at, l.available, l.next_free, l.reset));
             }
             return Ok(Taken::reading(at, d.grant.next, d.params, 0, 0));
         }

@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+use super::shard::Left;
 use super::PRUNE_GRACE;
 use crate::clock::Clock;
 use crate::limiter::found::State;
@@ -75,7 +76,7 @@ impl Windowed {
 
     /// The window step on the entry's word `cell` by the window store's CAS
     /// loop ([`update_word`]), at the internal reading `now`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn update(
         &self,
         cell: &AtomicU64,
@@ -119,17 +120,24 @@ impl Windowed {
     /// window's start when this one is spent, whole again at the current
     /// window's end (zero when it has counted nothing).
     pub(super) fn state(&self, word: u64, now: u64) -> State {
-        let (p, t) = (self.params, self.unix(now));
-        let available = window::available(word, t, p);
-        let next_free = window::next_free(word, t, p).unwrap_or(u64::MAX);
-        let current = p.current(word, t);
-        let reset = if current.count == 0 {
-            0
-        } else {
-            p.end(current.index).saturating_sub(t)
-        };
-        State::new(available, Duration::from_nanos(next_free), Some(self.limit))
-            .with_reset(Duration::from_nanos(reset))
+        let left = self.left(word, now);
+        State::new(
+            left.available,
+            Duration::from_nanos(left.next_free),
+            Some(self.limit),
+        )
+        .with_reset(Duration::from_nanos(left.reset))
+    }
+
+    /// [`state`](Self::state)'s numbers, without the limit.
+    #[inline(always)]
+    pub(super) fn left(&self, word: u64, now: u64) -> Left {
+        let (available, next_free, reset) = window::left(word, self.unix(now), self.params);
+        Left {
+            available,
+            next_free,
+            reset,
+        }
     }
 
     /// When the entry `word` can be dropped, internal time: at the end of

@@ -133,6 +133,23 @@ impl Taken {
         }
     }
 
+    /// A permit that went `at` ns after the clock's origin, leaving
+    /// `available` permits, the next free in `next_free` ns and the limit
+    /// whole again in `reset` ns: [`new`](Self::new) in ns, for a window
+    /// key's answer.
+    #[cfg_attr(not(feature = "keyed"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) const fn left(at: u64, available: u64, next_free: u64, reset: u64) -> Taken {
+        Taken {
+            at,
+            tat: available,
+            interval: 0,
+            tau: reset,
+            cold: next_free,
+            warm_up: NonZeroU64::MIN,
+        }
+    }
+
     /// A permit that went `at` ns after the clock's origin, leaving the
     /// state `tat` (and a warm-up's coldness `cold`, of a warm-up period
     /// of `warm_up` ns; both 0 for none) under `params`: read at `at` when

@@ -211,7 +211,7 @@ impl WindowStore {
 /// The word is loaded `Acquire` and stored `Release`, the parameters read
 /// in between: a step deciding on a word another step stored reads that
 /// step's quota or a newer one (see the module doc).
-#[inline]
+#[inline(always)]
 pub(crate) fn update_word(
     cell: &AtomicU64,
     params: impl Fn() -> Params,
