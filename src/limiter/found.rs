@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::model::schedule::{self, Params, ORIGIN};
 use crate::model::warm_up::{self, WarmState};
+use crate::model::window;
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 
@@ -42,6 +43,21 @@ impl State {
         State {
             reset: Some(reset),
             ..self
+        }
+    }
+
+    /// A window word at `now` (Unix time, ns) under `params` and `limit`
+    /// (the quota per window they are): what is left in the current window,
+    /// when a permit is next free (never: `u64::MAX` ns), and that window's
+    /// end as the reset (zero while it has counted nothing), as
+    /// [`window::left`] reads them.
+    pub(crate) fn of_window(word: u64, now: u64, params: window::Params, limit: Limit) -> State {
+        let (available, next_free, reset) = window::left(word, now, params);
+        State {
+            available,
+            next_free: Duration::from_nanos(next_free),
+            limit: Some(limit),
+            reset: Some(Duration::from_nanos(reset)),
         }
     }
 

@@ -212,6 +212,14 @@ impl Params {
         self.last
     }
 
+    /// The calendar's number of the window holding the epoch (days, weeks,
+    /// months or years from the calendar's origins; 0 for a fixed window):
+    /// a calendar window's index is its number less this. For a server
+    /// that numbers windows itself.
+    pub const fn first(self) -> i64 {
+        self.first
+    }
+
     /// The same window with another quota, checked as [`new`](Self::new)
     /// checks it.
     pub fn with_quota(self, quota: u64) -> Result<Params, Invalid> {

@@ -78,7 +78,10 @@ where
         self.core.take_async(&key.to_string(), cost, within).await
     }
     async fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
-        let peeked = self.core.call_async(&key.to_string(), Op::Peek).await;
+        let peeked = self
+            .core
+            .call_async(&key.to_string(), self.core.peek_op())
+            .await;
         self.core.can_take_from(peeked.and_then(Done::peeked), cost)
     }
     async fn state(&self, key: &K) -> Result<State, Error> {

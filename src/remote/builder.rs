@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::core::{Common, Core};
 use super::{Error, FailPolicy, RemoteLimiter};
+use crate::values::limit::Limit;
 use crate::values::rate::Rate;
 use crate::values::slack::Slack;
 use crate::wait::Wait;
@@ -32,6 +33,17 @@ impl<S> RemoteBuilder<S> {
             common: Common::new(rate),
             server,
         }
+    }
+
+    /// The limit, replacing the rate the builder was made with and the
+    /// slack: a rate and its slack, or a quota per window
+    /// ([`Limit::per_window`]), which every call then counts in the
+    /// server, window by window of its clock (see the guide's [remote
+    /// limits](crate::guide::remote)). A slack set beside a quota is
+    /// refused at `build`: a quota's burst is the quota.
+    pub fn limit(mut self, limit: Limit) -> Self {
+        self.common.set_limit(limit);
+        self
     }
 
     crate::values::setters! {

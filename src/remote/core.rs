@@ -12,6 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::ops::{counted, Asked};
+use super::seam::Recount;
 use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request, Settle};
 use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
 use crate::clock::{internal_now, Clock, DefaultClock, UnixClock};
@@ -19,6 +21,7 @@ use crate::limiter::booked::{owner, owner_of, Booked};
 use crate::limiter::pacer;
 use crate::limiter::take::{State, Taken};
 use crate::model::schedule::{self, Admit, Params, ORIGIN};
+use crate::model::window::{self, Window};
 use crate::observe::stats::{Counting, Meter};
 use crate::store::Booking;
 use crate::values::error::BuildError;
@@ -56,6 +59,9 @@ pub(crate) struct Shared {
 pub(crate) struct Common {
     pub(crate) rate: Rate,
     pub(crate) slack: Slack,
+    /// A limit counted by window: its quota and window (`rate` and
+    /// `slack` then the quota's, as [`Limit::per_window`] sets them).
+    pub(crate) window: Option<(u64, Window)>,
     pub(crate) policy: FailPolicy,
     pub(crate) wait: Wait,
     pub(crate) connect_timeout: Duration,
@@ -64,11 +70,18 @@ pub(crate) struct Common {
 }
 
 impl Common {
+    /// Sets `limit`: a rate and its slack, or a quota per window.
+    pub(crate) fn set_limit(&mut self, limit: Limit) {
+        (self.rate, self.slack) = (limit.rate(), limit.slack());
+        self.window = limit.window().map(|w| (limit.burst(), w));
+    }
+
     /// The settings at `rate`, every other one at its default.
     pub(crate) fn new(rate: Rate) -> Common {
         Common {
             rate,
             slack: Slack::DEFAULT,
+            window: None,
             policy: FailPolicy::default(),
             wait: Wait::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -78,12 +91,16 @@ impl Common {
     }
 }
 
-/// One limit (rate and slack) over a backend.
+/// One limit (rate and slack, or a quota per window) over a backend.
 pub(crate) struct Core<B> {
     pub(crate) backend: Arc<B>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) rate: Rate,
     pub(crate) params: Params,
+    /// `Some` for a limit counted by window: every call then runs the
+    /// window step ([`window::step`]) on the key's window word, and
+    /// `rate` and `params` are the quota's nominal rate, reported only.
+    pub(crate) window: Option<window::Params>,
     /// How long past its state a key this limit writes lives, ns: until it
     /// is at rest at this `tau`, the limit's own, or (a lease's lender at
     /// a reduced slack) the stated limit's, at which others may take.
@@ -134,6 +151,7 @@ impl<B> Core<B> {
             shared: Arc::new(shared),
             rate: common.rate,
             params,
+            window: counted(common)?,
             keep: params.tau(),
             id: owner(),
         })
@@ -146,6 +164,7 @@ impl<B> Core<B> {
             shared: Arc::clone(&self.shared),
             rate: self.rate,
             params: self.params,
+            window: self.window,
             keep: self.keep,
             id: self.id,
         }
@@ -153,24 +172,49 @@ impl<B> Core<B> {
 
     /// The same backend at another rate and slack.
     pub(crate) fn with_limit(&self, rate: Rate, slack: Slack) -> Result<Core<B>, BuildError> {
-        let params = pacer::params(rate, slack)?;
+        self.with(Limit::new(rate, slack))
+    }
+
+    /// The same backend at another limit: a rate and its slack, or a
+    /// quota per window.
+    pub(crate) fn with(&self, limit: Limit) -> Result<Core<B>, BuildError> {
+        let mut common = Common::new(limit.rate());
+        common.set_limit(limit);
+        let params = pacer::params(common.rate, common.slack)?;
         Ok(Core {
-            rate,
+            rate: common.rate,
             params,
+            window: counted(&common)?,
             keep: params.tau(),
             id: owner(),
             ..self.clone()
         })
     }
 
-    /// The limit, its slack in permits.
-    pub(crate) fn limit(&self) -> Limit {
-        Limit::new(self.rate, self.params.slack())
+    /// The slack in permits; for a limit counted by window, its quota
+    /// less one (its burst is its quota).
+    pub(crate) fn slack(&self) -> u64 {
+        self.window
+            .map_or(self.params.slack(), |w| w.quota().saturating_sub(1))
     }
 
-    /// The state a peek found: `tat` at the server's `now`.
+    /// The limit, its slack in permits; or its quota per window.
+    pub(crate) fn limit(&self) -> Limit {
+        let paced = Limit::new(self.rate, self.params.slack());
+        match self.window {
+            // Checked when made: a quota of at least 1 the word holds.
+            Some(w) => Limit::per_window(w.quota(), w.window()).unwrap_or(paced),
+            None => paced,
+        }
+    }
+
+    /// The state a peek found: `tat` (a window limit's word) at the
+    /// server's `now`.
     pub(crate) fn state_of(&self, tat: u64, now: u64) -> State {
-        State::of_reading(tat, now, self.params, self.rate)
+        match self.window {
+            Some(w) => State::of_window(tat, now.saturating_sub(ORIGIN), w, self.limit()),
+            None => State::of_reading(tat, now, self.params, self.rate),
+        }
     }
 
     /// What a take found: `granted` (the server's answer), or, admitted by
@@ -178,6 +222,9 @@ impl<B> Core<B> {
     /// none promised.
     pub(crate) fn taken(&self, granted: Option<Booking>) -> Taken {
         let state = match granted {
+            // A window's, when its permit went: a take that waited for the
+            // next window finds that window's count.
+            Some(g) if self.window.is_some() => self.state_of(g.next, g.went()),
             Some(g) => self.state_of(g.next, g.now),
             None => State::new(0, Duration::ZERO, Some(self.limit())),
         };
@@ -213,7 +260,7 @@ impl<B> Core<B> {
     pub(crate) fn settle(
         &self,
         decision: Result<Decision, Error>,
-        request: &Request,
+        request: &Asked,
     ) -> Result<Option<Booking>, Error> {
         let meter = &self.shared.meter;
         self.link(&decision);
@@ -223,8 +270,7 @@ impl<B> Core<B> {
                 Ok(Some(booking))
             }
             Ok(Decision::Denied(deny)) => {
-                let refusal =
-                    Error::refused(deny, request.cost, request.admit, self.params.slack());
+                let refusal = Error::refused(deny, request.cost, request.admit, self.slack());
                 if request.ask.counts(&refusal) {
                     meter.refused();
                 }
@@ -281,9 +327,13 @@ impl<B> Core<B> {
     ) -> Result<bool, Error> {
         self.link(&peeked);
         match peeked {
-            Ok((tat, now)) => {
-                Ok(schedule::step(tat, now, cost, self.params, Admit::Within(0)).is_ok())
-            }
+            Ok((tat, now)) => Ok(match self.window {
+                Some(w) => {
+                    let unix = now.saturating_sub(ORIGIN);
+                    window::step(tat, unix, cost, w, Admit::Within(0)).is_ok()
+                }
+                None => schedule::step(tat, now, cost, self.params, Admit::Within(0)).is_ok(),
+            }),
             Err(e) => self.fail(e, true),
         }
     }
@@ -314,8 +364,12 @@ impl<B> Core<B> {
     ) -> Result<Option<Op>, Error> {
         let cost = booked.cost();
         let booking = booked.check(owner_of(self.id, key))?;
-        let settle = Settle::of(booking.as_ref(), cost, actual, self.params, self.keep);
-        Ok(settle.map(Op::Settle))
+        Ok(match self.window {
+            Some(w) => Recount::of(booking.as_ref(), cost, actual, w).map(Op::Recount),
+            None => {
+                Settle::of(booking.as_ref(), cost, actual, self.params, self.keep).map(Op::Settle)
+            }
+        })
     }
 
     /// A settle's answer to the caller: done, or failed. A failure is
@@ -354,9 +408,9 @@ impl<B: Backend> Core<B> {
         cost: u64,
         admit: Admit,
     ) -> Result<(Taken, Option<Booking>), Error> {
-        let request = self.request(cost, admit)?;
-        let decision = self.call(key, Op::Step(request));
-        let granted = self.settle(decision.and_then(Done::decision), &request)?;
+        let (op, asked) = self.step_op(cost, admit, Ask::Answer)?;
+        let decision = self.call(key, op);
+        let granted = self.settle(decision.and_then(Done::decision), &asked)?;
         // The server's wait, counted from the reply's arrival.
         let now = internal_now(&self.shared.clock);
         let slot = now.saturating_add(granted.map_or(0, |g| g.wait()));
@@ -387,7 +441,7 @@ impl<B: Backend> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) fn state(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.call(key, Op::Peek)?.peeked()?;
+        let (tat, now) = self.call(key, self.peek_op())?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

@@ -10,7 +10,7 @@ use crate::limiter::booked::Booked;
 use crate::limiter::take::{State, Taken, Within};
 use crate::model::schedule::Admit;
 use crate::primitive::{lock, Mutex};
-use crate::remote::{AsyncBackend, Done, Op, Request};
+use crate::remote::{AsyncBackend, Done, Op};
 use crate::store::Booking;
 use crate::wait::tokio::{self as wait, Reserve, Reserved};
 use crate::wait::{Ask, Wait};
@@ -39,14 +39,11 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
 
     async fn reserve(&self, cost: u64, admit: Admit, ask: Ask) -> Result<Reserved, Error> {
         // Asked as `ask` says (see `Ask`).
-        let request = Request {
-            ask,
-            ..self.core.request(cost, admit)?
-        };
-        let decision = self.core.call_async(self.key, Op::Step(request));
+        let (op, asked) = self.core.step_op(cost, admit, ask)?;
+        let decision = self.core.call_async(self.key, op);
         let granted = self
             .core
-            .settle(decision.await.and_then(Done::decision), &request)?;
+            .settle(decision.await.and_then(Done::decision), &asked)?;
         *lock(&self.found) = Some(granted);
         // The server's wait, counted from the reply's arrival.
         let now = internal_now(&self.core.shared.clock);
@@ -72,9 +69,9 @@ impl<B: AsyncBackend> Reserve for Keyed<'_, B> {
         };
         let backend = Arc::clone(&self.core.backend);
         let key = self.key.to_owned();
-        let tau = self.core.keep;
+        let undo = self.core.undo_op(booking);
         runtime.spawn(async move {
-            let _ = backend.call(&key, Op::Undo { tau, booking }).await;
+            let _ = backend.call(&key, undo).await;
         });
     }
 }
@@ -152,7 +149,7 @@ impl<B: AsyncBackend> Core<B> {
 
     /// `key`'s state, one peek.
     pub(crate) async fn state_async(&self, key: &str) -> Result<State, Error> {
-        let (tat, now) = self.call_async(key, Op::Peek).await?.peeked()?;
+        let (tat, now) = self.call_async(key, self.peek_op()).await?.peeked()?;
         Ok(self.state_of(tat, now))
     }
 }

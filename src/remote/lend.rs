@@ -6,6 +6,7 @@ use super::core::Core;
 use super::{Backend, Error, Op};
 use crate::model::schedule::Admit;
 use crate::store::Booking;
+use crate::wait::Ask;
 
 /// The blocking calls a lease makes.
 impl<B: Backend> Core<B> {
@@ -14,13 +15,11 @@ impl<B: Backend> Core<B> {
     /// is, whatever the fail policy (the lease applies its own, once it has
     /// spent what it holds); a refusal and a grant count as any take's.
     pub(crate) fn lend(&self, key: &str, cost: u64) -> Result<Option<Booking>, Error> {
-        let request = self.request(cost, Admit::Within(0))?;
+        let (op, asked) = self.step_op(cost, Admit::Within(0), Ask::Answer)?;
         let done = self
-            .call(key, Op::Step(request))
+            .call(key, op)
             .inspect_err(|_| self.shared.meter.failed())?;
-        Ok(self
-            .settle(done.decision(), &request)?
-            .filter(Booking::wrote))
+        Ok(self.settle(done.decision(), &asked)?.filter(Booking::wrote))
     }
 
     /// Gives back `unspent` permits of a batch `lend` booked: the one rule

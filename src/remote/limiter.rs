@@ -86,14 +86,31 @@ impl<B, F> RemoteLimiter<B, F> {
         Ok(RemoteLimiter::of(self.core.with_limit(rate, slack.into())?))
     }
 
+    /// The same limiter (same server, connections and policy) at another
+    /// limit: a rate and its slack, or a quota per window
+    /// ([`Limit::per_window`]), which every call then counts in the
+    /// server, window by window of the server's clock. As with
+    /// [`with_limit`](Self::with_limit), every process must use the same
+    /// limit for a key; a key holds a paced state or a window's, and a
+    /// limit of the other kind fails on it (a foreign value).
+    ///
+    /// # Errors
+    /// As [`with_limit`](Self::with_limit); and for a quota per window,
+    /// [`BuildError::QuotaTooLarge`] when the backend's server cannot
+    /// count that many.
+    pub fn with(&self, limit: impl Into<Limit>) -> Result<Self, BuildError> {
+        Ok(RemoteLimiter::of(self.core.with(limit.into())?))
+    }
+
     /// The rate in force.
     pub fn rate(&self) -> Rate {
         self.core.rate
     }
 
-    /// The slack, in permits: the burst is `slack + 1`.
+    /// The slack, in permits: the burst is `slack + 1`. For a limit
+    /// counted by window, the quota less one.
     pub fn slack(&self) -> u64 {
-        self.core.params.slack()
+        self.core.slack()
     }
 
     /// The limit in force, its slack in permits.
@@ -125,18 +142,18 @@ impl<B, F> RemoteLimiter<B, F> {
 }
 
 impl<B: Backend> RemoteLimiter<B> {
-    /// A limiter of `limit` over `backend`, failing as `policy` says, and
-    /// counting ([`stats`](Self::stats)): for a backend made by hand (the
-    /// in-memory one); the Redis and PostgreSQL limiters have builders of
-    /// their own.
+    /// A limiter of `limit` (a rate and its slack, or a quota per window)
+    /// over `backend`, failing as `policy` says, and counting
+    /// ([`stats`](Self::stats)): for a backend made by hand (the in-memory
+    /// one); the Redis and PostgreSQL limiters have builders of their own.
     ///
     /// # Errors
     /// [`BuildError::SlackTooLarge`] when the slack at the rate banks over
     /// 146 years.
     pub fn with_backend(backend: B, limit: Limit, policy: FailPolicy) -> Result<Self, BuildError> {
-        limit.paced("RemoteLimiter")?;
         let mut common = Common::new(limit.rate());
-        (common.slack, common.policy, common.counting.on) = (limit.slack(), policy, true);
+        common.set_limit(limit);
+        (common.policy, common.counting.on) = (policy, true);
         Core::new(backend, "memory", &common).map(RemoteLimiter::of)
     }
 
@@ -194,7 +211,7 @@ impl<K: fmt::Display + ?Sized, B: Backend> Take<K> for RemoteLimiter<B> {
             .map_err(|e| within.refusal(e))
     }
     fn can_take(&self, key: &K, cost: u64) -> Result<bool, Error> {
-        let peeked = self.core.call(&key.to_string(), Op::Peek);
+        let peeked = self.core.call(&key.to_string(), self.core.peek_op());
         self.core.can_take_from(peeked.and_then(Done::peeked), cost)
     }
     fn state(&self, key: &K) -> Result<State, Error> {

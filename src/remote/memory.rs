@@ -4,7 +4,10 @@
 //! would, on a clock of its own (a
 //! [`ManualClock`](crate::clock::ManualClock) makes it deterministic),
 //! counts its round trips, and can be switched off to play a server that
-//! is down.
+//! is down. A limit counted by window runs
+//! [`window::step`](crate::model::window::step) the same way, on the
+//! clock's Unix time (a clock that knows none is set to the wall clock
+//! once, when the backend is made).
 //! The property tests run it against the plain step beside the real
 //! servers, and the interface suite (`tests/interface.rs`) runs every case
 //! on it; it is also the smallest example of a backend.
@@ -28,8 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::{Backend, Done, Error, Op};
-use crate::clock::{internal_now, Clock, DefaultClock};
-use crate::model::schedule::FULL;
+use crate::clock::{internal_now, Clock, DefaultClock, UnixClock};
+use crate::model::schedule::{FULL, ORIGIN};
+use crate::model::window::EMPTY;
 use crate::primitive::{lock, Mutex};
 
 /// A limiter over [`MemoryBackend`].
@@ -49,6 +53,8 @@ pub struct MemoryBackend<C = DefaultClock> {
 struct Inner<C> {
     states: Mutex<HashMap<String, u64>>,
     clock: C,
+    /// The Unix time of the clock's origin, ns: windows are counted on it.
+    unix: u64,
     round_trips: AtomicU64,
     down: AtomicBool,
 }
@@ -77,10 +83,13 @@ impl<C> Clone for MemoryBackend<C> {
 impl<C: Clock> MemoryBackend<C> {
     /// An empty backend whose "server time" is `clock`.
     pub fn with_clock(clock: C) -> Self {
+        let unix =
+            (clock.unix_origin()).unwrap_or_else(|| UnixClock.now().saturating_sub(clock.now()));
         MemoryBackend {
             inner: Arc::new(Inner {
                 states: Mutex::new(HashMap::new()),
                 clock,
+                unix,
                 round_trips: AtomicU64::new(0),
                 down: AtomicBool::new(false),
             }),
@@ -129,6 +138,10 @@ impl<C: Clock + Clone + 'static> Backend for MemoryBackend<C> {
             )));
         }
         let now = internal_now(&self.inner.clock);
+        // The window step's clock: Unix time, internal ns.
+        let unix = (self.inner.clock.now())
+            .saturating_add(self.inner.unix)
+            .saturating_add(ORIGIN);
         let mut states = lock(&self.inner.states);
         let prev = states.get(key).copied();
         Ok(match op {
@@ -156,6 +169,29 @@ impl<C: Clock + Clone + 'static> Backend for MemoryBackend<C> {
                 None => Done::Peeked(prev.unwrap_or(FULL), now),
             },
             Op::Reset => Done::Flag(states.remove(key).is_some()),
+            Op::Count(count) => {
+                let (decision, wrote) = count.step(prev, unix);
+                if let Some(next) = wrote {
+                    states.insert(key.to_owned(), next);
+                }
+                Done::Decision(decision)
+            }
+            Op::PeekCount(_) => Done::Peeked(prev.unwrap_or(EMPTY), unix),
+            Op::UndoCount { booking, .. } if prev == Some(booking.next) => {
+                match booking.prev {
+                    Some(prev) => states.insert(key.to_owned(), prev),
+                    None => states.remove(key),
+                };
+                Done::Flag(true)
+            }
+            Op::UndoCount { .. } => Done::Flag(false),
+            Op::Recount(recount) => match recount.apply(prev, unix) {
+                Some(next) => {
+                    states.insert(key.to_owned(), next);
+                    Done::Peeked(next, unix)
+                }
+                None => Done::Peeked(prev.unwrap_or(EMPTY), unix),
+            },
         })
     }
 }

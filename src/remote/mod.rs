@@ -73,6 +73,7 @@ mod limiter;
 #[cfg(feature = "memcached")]
 pub mod memcached;
 pub mod memory;
+mod ops;
 #[cfg(any(feature = "redis", feature = "memcached"))]
 mod pool;
 #[cfg(feature = "postgres")]
@@ -84,6 +85,11 @@ pub mod redis;
     any(feature = "redis", feature = "postgres", feature = "memcached")
 ))]
 mod settle_cases;
+#[cfg(all(
+    test,
+    any(feature = "redis", feature = "postgres", feature = "memcached")
+))]
+mod window_cases;
 
 use std::time::Duration;
 

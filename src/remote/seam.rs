@@ -8,7 +8,8 @@
 use std::future::Future;
 
 use super::Error;
-use crate::model::schedule::{self, Admit, Deny, Params, FULL, MAX_SPAN};
+use crate::model::schedule::{self, Admit, Deny, Params, FULL, MAX_SPAN, ORIGIN};
+use crate::model::window::{self, EMPTY};
 use crate::store::Booking;
 use crate::wait::Ask;
 
@@ -73,6 +74,131 @@ impl Request {
     }
 }
 
+/// One request on a limit counted by window, as a backend sends it:
+/// everything [`window::step`] needs but the state and its clock.
+///
+/// Times at the seam are internal ns (the server's Unix time plus
+/// [`ORIGIN`]), as a step's: a booking's `slot` and `now`, a peek's time;
+/// the window step runs on Unix time, `now - ORIGIN`. A window's state is
+/// its word ([`window::Params::pack`]); an absent key is [`EMPTY`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count {
+    /// The cost, in permits (at most the quota: a larger one is refused
+    /// before the round trip).
+    pub(crate) cost: u64,
+    /// The quota and the window.
+    pub(crate) params: window::Params,
+    /// Which requests are admitted.
+    pub(crate) admit: Admit,
+    /// Why the caller asks (see [`Request::ask`]). Not sent.
+    pub(crate) ask: Ask,
+}
+
+impl Count {
+    /// This request granted: counted in window `index`, which then held
+    /// `count`, decided at the server's `now` (internal ns), on the key's
+    /// word `prev` (`None`: absent). `None` when the index or the count
+    /// does not fit this window's word (a foreign value).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn granted(
+        &self,
+        now: u64,
+        index: u64,
+        count: u64,
+        prev: Option<u64>,
+    ) -> Option<Decision> {
+        let p = self.params;
+        let next = p.pack(window::State { index, count })?;
+        let unix = now.saturating_sub(ORIGIN);
+        // A cost of 0 goes now, wherever the state's window is.
+        let slot = if self.cost == 0 {
+            unix
+        } else {
+            p.start(index).max(unix)
+        };
+        let booking = Booking::granted(now, slot.saturating_add(ORIGIN), self.cost, prev, next);
+        Some(Decision::Granted(booking))
+    }
+
+    /// The window step decided here rather than in a server (memcached's
+    /// CAS loop, the in-memory backend), on the key's word `prev` (`None`:
+    /// absent) at `now` (internal ns): the decision, and the word to store
+    /// (`None` for a refusal, and for a cost of 0, which stores nothing).
+    pub(crate) fn step(&self, prev: Option<u64>, now: u64) -> (Decision, Option<u64>) {
+        let word = prev.unwrap_or(EMPTY);
+        let unix = now.saturating_sub(ORIGIN);
+        match window::step(word, unix, self.cost, self.params, self.admit) {
+            Err(deny) => (Decision::Denied(paced(deny)), None),
+            Ok(grant) => {
+                let slot = grant.slot.saturating_add(ORIGIN);
+                let booking = Booking::granted(now, slot, self.cost, prev, grant.next);
+                (
+                    Decision::Granted(booking),
+                    (self.cost > 0).then_some(grant.next),
+                )
+            }
+        }
+    }
+}
+
+/// A refusal of [`window::step`] as the one mapping to the caller's error
+/// reads it ([`Error::refused`](crate::Error)): a wait is a wait, a cost
+/// over the quota is over the burst (a window limit's burst is its quota),
+/// a window past the clock's end is saturated.
+pub(crate) fn paced(deny: window::Deny) -> Deny {
+    match deny {
+        window::Deny::Wait(wait) => Deny::Wait(wait),
+        window::Deny::ExceedsQuota => Deny::ExceedsBurst,
+        window::Deny::Saturated => Deny::Saturated,
+    }
+}
+
+/// A booking's settle on a limit counted by window: everything
+/// [`window::settle`] needs but the word and the server's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recount {
+    /// When the booking's permit went, Unix ns (0 when the booking holds
+    /// none, which only an excess is sent for).
+    pub(crate) went: u64,
+    /// The cost booked, and the actual cost.
+    pub(crate) booked: u64,
+    pub(crate) actual: u64,
+    /// The quota and the window.
+    pub(crate) params: window::Params,
+}
+
+impl Recount {
+    /// The settle of a booking of `booked` permits that cost `actual`,
+    /// `None` when there is nothing to send (as [`Settle::of`]).
+    pub(crate) fn of(
+        booking: Option<&Booking>,
+        booked: u64,
+        actual: u64,
+        params: window::Params,
+    ) -> Option<Recount> {
+        let went = match (booking, actual.cmp(&booked)) {
+            (_, std::cmp::Ordering::Equal) | (None, std::cmp::Ordering::Less) => return None,
+            (b, _) => b.map_or(0, |b| b.went().saturating_sub(ORIGIN)),
+        };
+        Some(Recount {
+            went,
+            booked,
+            actual,
+            params,
+        })
+    }
+
+    /// The word the settle leaves on `prev` (`None`: absent) at `now`
+    /// (internal ns), if it differs: what a backend that runs the model in
+    /// the client stores.
+    pub(crate) fn apply(&self, prev: Option<u64>, now: u64) -> Option<u64> {
+        let word = prev.unwrap_or(EMPTY);
+        let unix = now.saturating_sub(ORIGIN);
+        let next = window::settle(word, unix, self.went, self.booked, self.actual, self.params);
+        (next != word).then_some(next)
+    }
+}
+
 /// What the server decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -107,8 +233,25 @@ pub enum Op {
     /// it left and the server's time. Never retried: run twice, a refund
     /// would be given twice and an excess charged twice.
     Settle(Settle),
-    /// Forgets the key's state; `true` when it held one.
+    /// Forgets the key's state; `true` when it held one. The same for a
+    /// limit counted by window.
     Reset,
+    /// The window step ([`window::step`]) decided in the server on the
+    /// key's word, storing the grant; answered by a [`Decision`].
+    Count(Count),
+    /// A window key's word ([`EMPTY`] when absent) and the server's time,
+    /// read atomically; stores nothing. Answered as a [`Op::Peek`].
+    PeekCount(window::Params),
+    /// Undoes a window grant by the one rule, as [`Op::Undo`]: the key
+    /// goes back to `booking.prev` (absent, for `None`) only while it
+    /// still holds `booking.next`. Never retried.
+    UndoCount {
+        params: window::Params,
+        booking: Booking,
+    },
+    /// Settles a window booking ([`window::settle`] on the key's word at
+    /// the server's time), answered as a peek. Never retried.
+    Recount(Recount),
 }
 
 /// A booking's settle, as a backend sends it: everything
@@ -198,6 +341,19 @@ impl Settle {
 }
 
 impl Op {
+    /// The window a call on a limit counted by window runs in; `None` for
+    /// the pacing step's calls and a reset.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn params(&self) -> Option<window::Params> {
+        match *self {
+            Op::Count(Count { params, .. })
+            | Op::PeekCount(params)
+            | Op::UndoCount { params, .. }
+            | Op::Recount(Recount { params, .. }) => Some(params),
+            _ => None,
+        }
+    }
+
     /// Whether the call must be sent at most once: run twice, a give-back
     /// could erase a booking made in between from the state the first run
     /// restored, and a settle would refund or charge twice. A backend
@@ -206,7 +362,10 @@ impl Op {
     /// race lost before anything was stored).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn once(&self) -> bool {
-        matches!(self, Op::Undo { .. } | Op::Settle(_))
+        matches!(
+            self,
+            Op::Undo { .. } | Op::Settle(_) | Op::UndoCount { .. } | Op::Recount(_)
+        )
     }
 }
 

@@ -17,6 +17,13 @@
 //! read, settle on the client's clock, store over the token if the state
 //! changed. A conflict means its store did not land, so starting again
 //! never applies it twice.
+//!
+//! A limit counted by window is the same loop over
+//! [`window::step`](crate::model::window::step) and
+//! [`window::settle`](crate::model::window::settle) on the stored window
+//! word, on the client's Unix time; the item expires
+//! [`EXPIRY_GRACE_SECS`] after the end of the window it holds, when it
+//! counts nothing any more.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -24,7 +31,9 @@ use std::time::Duration;
 
 use super::proto::{self, Failure, Head};
 use crate::clock::{internal_now, Clock, UnixClock};
-use crate::model::schedule::FULL;
+use crate::model::schedule::{FULL, ORIGIN};
+use crate::model::window::{self, EMPTY};
+use crate::remote::seam::{Count, Recount};
 use crate::remote::{Done, Op, Request, Settle};
 use crate::store::Booking;
 
@@ -129,8 +138,13 @@ impl<'a, C: Clock> Machine<'a, C> {
     pub(crate) fn begin(&mut self) {
         self.phase = Phase::First;
         match self.op {
-            Op::Step(_) | Op::Undo { .. } | Op::Settle(_) => proto::get(&mut self.out, self.key),
-            Op::Peek => proto::peek(&mut self.out, self.key),
+            Op::Step(_)
+            | Op::Undo { .. }
+            | Op::Settle(_)
+            | Op::Count(_)
+            | Op::UndoCount { .. }
+            | Op::Recount(_) => proto::get(&mut self.out, self.key),
+            Op::Peek | Op::PeekCount(_) => proto::peek(&mut self.out, self.key),
             Op::Reset => proto::delete(&mut self.out, self.key, None),
         }
     }
@@ -152,6 +166,22 @@ impl<'a, C: Clock> Machine<'a, C> {
             },
             (Phase::First, Op::Settle(settle)) => match read(reply, true) {
                 Ok(found) => self.settle(found, &settle),
+                Err(f) => Next::Done(Err(f)),
+            },
+            (Phase::First, Op::Count(count)) => match read(reply, true) {
+                Ok(found) => self.count(found, &count),
+                Err(f) => Next::Done(Err(f)),
+            },
+            (Phase::First, Op::PeekCount(_)) => Next::Done(read(reply, false).map(|found| {
+                let word = found.map_or(EMPTY, |(word, _)| word);
+                Done::Peeked(word, self.unix_now())
+            })),
+            (Phase::First, Op::UndoCount { params, booking }) => match read(reply, true) {
+                Ok(found) => self.give_back_count(found, params, booking),
+                Err(f) => Next::Done(Err(f)),
+            },
+            (Phase::First, Op::Recount(recount)) => match read(reply, true) {
+                Ok(found) => self.recount(found, &recount),
                 Err(f) => Next::Done(Err(f)),
             },
             (Phase::First, Op::Reset) => Next::Done(match reply.head {
@@ -178,6 +208,16 @@ impl<'a, C: Clock> Machine<'a, C> {
 
     fn now(&self) -> u64 {
         internal_now(self.clock)
+    }
+
+    /// The window step's clock: Unix time, internal ns (the clock's own
+    /// readings when it knows its Unix origin, else the host's wall clock).
+    fn unix_now(&self) -> u64 {
+        let unix = match self.clock.unix_origin() {
+            Some(origin) => origin.saturating_add(self.clock.now()),
+            None => UnixClock.now(),
+        };
+        unix.saturating_add(ORIGIN)
     }
 
     /// The step on what the read found (`None`: absent, at rest).
@@ -209,6 +249,66 @@ impl<'a, C: Clock> Machine<'a, C> {
         let exptime = exptime(next, settle.keep, now, wall_secs);
         proto::store(&mut self.out, self.key, next, cas, exptime);
         self.phase = Phase::Store(Done::Peeked(next, now));
+        self.wrote = true;
+        Next::Send
+    }
+
+    /// The window step on what the read found (`None`: absent, nothing
+    /// counted), the word it leaves stored over the token.
+    fn count(&mut self, found: Option<(u64, u64)>, count: &Count) -> Next {
+        let now = self.unix_now();
+        let (prev, cas) = found.unzip();
+        let (decision, wrote) = count.step(prev, now);
+        let Some(next) = wrote else {
+            return Next::Done(Ok(Done::Decision(decision)));
+        };
+        proto::store(
+            &mut self.out,
+            self.key,
+            next,
+            cas,
+            window_exptime(next, count.params, now),
+        );
+        self.phase = Phase::Store(Done::Decision(decision));
+        self.wrote = true;
+        Next::Send
+    }
+
+    /// The window settle on what the read found, stored over the token if
+    /// it changed the word.
+    fn recount(&mut self, found: Option<(u64, u64)>, recount: &Recount) -> Next {
+        let now = self.unix_now();
+        let (prev, cas) = found.unzip();
+        let Some(next) = recount.apply(prev, now) else {
+            return Next::Done(Ok(Done::Peeked(prev.unwrap_or(EMPTY), now)));
+        };
+        let exptime = window_exptime(next, recount.params, now);
+        proto::store(&mut self.out, self.key, next, cas, exptime);
+        self.phase = Phase::Store(Done::Peeked(next, now));
+        self.wrote = true;
+        Next::Send
+    }
+
+    /// Puts a window key back to `undo.prev` (deletes it for `None`) over
+    /// the token just read, if it still holds the grant's word.
+    fn give_back_count(
+        &mut self,
+        found: Option<(u64, u64)>,
+        params: window::Params,
+        undo: Booking,
+    ) -> Next {
+        let cas = match found {
+            Some((word, cas)) if word == undo.next => cas,
+            _ => return Next::Done(Ok(Done::Flag(false))),
+        };
+        match undo.prev {
+            Some(prev) => {
+                let exptime = window_exptime(prev, params, self.unix_now());
+                proto::store(&mut self.out, self.key, prev, Some(cas), exptime);
+            }
+            None => proto::delete(&mut self.out, self.key, Some(cas)),
+        }
+        self.phase = Phase::Restore;
         self.wrote = true;
         Next::Send
     }
@@ -275,6 +375,14 @@ pub(crate) fn exptime(state: u64, tau: u64, now: u64, wall: impl FnOnce() -> u64
         .saturating_add(secs)
         .saturating_add(ABSOLUTE_MARGIN_SECS);
     i32::try_from(at).map_or(0, |at| at as u32)
+}
+
+/// The exptime to store the window word `word` with: the end of the
+/// window it holds seen from `now` (internal ns), as [`exptime`] reckons a
+/// rest time.
+fn window_exptime(word: u64, params: window::Params, now: u64) -> u32 {
+    let end = params.end(params.unpack(word).index);
+    exptime(end.saturating_add(ORIGIN), 0, now, wall_secs)
 }
 
 /// The pause after a call's `conflicts`-th lost race: drawn uniformly from

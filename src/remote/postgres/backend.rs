@@ -285,6 +285,11 @@ impl AsyncPostgresBackend {
                 return Ok(Done::Peeked(tat, now));
             }
             Op::Reset => self.exec(&sql.reset, &[Type::TEXT], &[&key]).await?,
+            Op::Count(_) | Op::PeekCount(_) | Op::UndoCount { .. } | Op::Recount(_) => {
+                return Err(Error::Config(
+                    "PostgreSQL counts no quota per window: pace this limit".into(),
+                ))
+            }
         };
         Ok(Done::Flag(changed > 0))
     }

@@ -236,6 +236,7 @@ impl AsyncBackend for AsyncRedisBackend {
     /// between from the state the first run restored, a settle would
     /// refund or charge twice).
     async fn call(&self, key: &str, op: Op) -> Result<Done, Error> {
+        script::check(&op)?;
         let cmd = self.wire.command(key, &op, None);
         let once = op.once();
         let reply: redis::Value = self.run(&cmd, once).await?;

@@ -41,6 +41,7 @@ impl RedisBackend {
         op: Op,
         now: Option<u64>,
     ) -> Result<(Done, u64), Error> {
+        script::check(&op)?;
         let cmd = self.wire.command(key, &op, now);
         let reply: ::redis::Value = self.pool.run(op.once(), |c| self.wire.invoke(&cmd, c))?;
         script::done(&reply, &op, now.is_some())

@@ -15,13 +15,23 @@ use ::redis::{
     Value,
 };
 
-use crate::model::schedule::{Admit, Deny};
+use crate::model::schedule::{Admit, Deny, ORIGIN};
+use crate::model::window::{self, Window};
 use crate::remote::key;
+use crate::remote::seam::{paced, Count};
 use crate::remote::socket::cut;
 use crate::remote::{Decision, Done, Error, Op, Request};
 
 /// The step, as Redis runs it.
 pub(super) const STEP_LUA: &str = include_str!("step.lua");
+
+/// The window step, as Redis runs it (why a script of its own: its
+/// header).
+pub(super) const WINDOW_LUA: &str = include_str!("window.lua");
+
+/// The largest quota the window script counts: its doubles hold every
+/// integer up to 2^53 exactly.
+pub(crate) const MAX_QUOTA: u64 = (1 << 53) - 1;
 
 /// The split of the script's pairs: `s * B + n`.
 const B: u64 = 1_000_000_000;
@@ -29,6 +39,7 @@ const B: u64 = 1_000_000_000;
 /// The script and the prefix: what turns a call into an `EVALSHA`.
 pub(super) struct Wire {
     script: Script,
+    window: Script,
     prefix: String,
 }
 
@@ -55,6 +66,7 @@ impl Wire {
     pub(super) fn new(prefix: String) -> Wire {
         Wire {
             script: Script::new(STEP_LUA),
+            window: Script::new(WINDOW_LUA),
             prefix,
         }
     }
@@ -83,13 +95,13 @@ impl Wire {
             cmd.arg("DEL").arg(full);
             return cmd;
         }
-        cmd.arg("EVALSHA")
-            .arg(self.script.get_hash())
-            .arg(1)
-            .arg(full);
+        let counted = op.params().is_some();
+        let script = if counted { &self.window } else { &self.script };
+        cmd.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(full);
         if let Some(now) = now {
             cmd.arg("test");
-            pair(&mut cmd, now);
+            // The window script's test clock is Unix time.
+            pair(&mut cmd, if counted { now - ORIGIN } else { now });
         }
         match *op {
             Op::Step(request) => {
@@ -138,6 +150,41 @@ impl Wire {
                     .arg(settle.keep);
             }
             Op::Reset => {}
+            // The window's, then the operation's arguments (see
+            // `window.lua`).
+            Op::Count(count) => {
+                cmd.arg("take");
+                windowed(&mut cmd, count.params);
+                cmd.arg(count.cost);
+                match count.admit {
+                    Admit::Always => cmd.arg("").arg(""),
+                    Admit::Within(max) => cmd.arg(max / B).arg(max % B),
+                };
+            }
+            Op::PeekCount(params) => {
+                cmd.arg("peek");
+                windowed(&mut cmd, params);
+            }
+            Op::UndoCount { params, booking } => {
+                cmd.arg("give");
+                windowed(&mut cmd, params);
+                let next = params.unpack(booking.next);
+                cmd.arg(next.index).arg(next.count);
+                match booking.prev.map(|w| params.unpack(w)) {
+                    Some(prev) => cmd.arg(prev.index).arg(prev.count),
+                    None => cmd.arg("").arg(""),
+                };
+            }
+            Op::Recount(recount) => {
+                cmd.arg("settle");
+                windowed(&mut cmd, recount.params);
+                let (booked, actual) = (recount.booked, recount.actual);
+                let cap = recount.params.max_quota().min(1 << 53);
+                cmd.arg(recount.went / B)
+                    .arg(actual.saturating_sub(booked))
+                    .arg(booked.saturating_sub(actual))
+                    .arg(cap);
+            }
         }
         cmd
     }
@@ -150,8 +197,10 @@ impl Wire {
         con: &mut dyn ConnectionLike,
     ) -> RedisResult<T> {
         match cmd.query(con) {
+            // (Both scripts: a server that lost one lost the other.)
             Err(e) if no_script(&e) => {
                 self.script.load(con)?;
+                self.window.load(con)?;
                 cmd.query(con)
             }
             reply => reply,
@@ -168,6 +217,7 @@ impl Wire {
         match cmd.query_async(con).await {
             Err(e) if no_script(&e) => {
                 self.script.load_async(con).await?;
+                self.window.load_async(con).await?;
                 cmd.query_async(con).await
             }
             reply => reply,
@@ -177,6 +227,35 @@ impl Wire {
 
 fn no_script(e: &RedisError) -> bool {
     e.code() == Some("NOSCRIPT")
+}
+
+/// Refuses a call the window script cannot count exactly: a quota over
+/// [`MAX_QUOTA`].
+pub(super) fn check(op: &Op) -> Result<(), Error> {
+    match op.params().map(|p| p.quota()) {
+        Some(quota) if quota > MAX_QUOTA => Err(Error::Config(format!(
+            "a quota of {quota} per window is over what Redis counts exactly ({MAX_QUOTA}, \
+             2^53 - 1)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A window's arguments: kind, width, offset, first, last, quota.
+fn windowed(cmd: &mut Cmd, p: window::Params) {
+    let (kind, width) = match p.window() {
+        Window::Fixed { seconds } => ("f", seconds),
+        Window::Day { .. } => ("d", 0),
+        Window::Week { starts, .. } => ("w", starts as u64),
+        Window::Month { .. } => ("m", 0),
+        Window::Year { .. } => ("y", 0),
+    };
+    cmd.arg(kind)
+        .arg(width)
+        .arg(p.window().offset())
+        .arg(p.first())
+        .arg(p.last_index())
+        .arg(p.quota());
 }
 
 /// A time as a pair `(s, n)`.
@@ -212,6 +291,24 @@ pub(super) fn done(reply: &Value, op: &Op, tested: bool) -> Result<(Done, u64), 
         Op::Step(request) => {
             decision(reply, request, tested).map(|(d, ttl)| (Done::Decision(d), ttl))
         }
+        Op::Count(count) => counted(reply, count).map(|d| (Done::Decision(d), 0)),
+        // A window's state, packed, and the server's time, internal ns.
+        Op::PeekCount(params) | Op::Recount(crate::remote::seam::Recount { params, .. }) => {
+            match ints(reply).as_deref() {
+                Some(ints @ [3, i, c, _, _]) => joined(ints, 3)
+                    .zip(params.pack(window::State {
+                        index: *i,
+                        count: *c,
+                    }))
+                    .map(|(now, word)| (Done::Peeked(word, now.saturating_add(ORIGIN)), 0)),
+                _ => None,
+            }
+            .ok_or_else(|| bad_reply(reply))
+        }
+        Op::UndoCount { .. } => match ints(reply).as_deref() {
+            Some(&[5, given @ (0 | 1)]) => Ok((Done::Flag(given == 1), 0)),
+            _ => Err(bad_reply(reply)),
+        },
         // A peek's `(tat, now)`; whether a give-back undid the grant; the
         // keys a `DEL` removed.
         _ => match (op, ints(reply).as_deref()) {
@@ -278,6 +375,29 @@ fn decision(reply: &Value, request: &Request, tested: bool) -> Result<(Decision,
             [4] => (Decision::Denied(Deny::Saturated), 0),
             _ => return None,
         })
+    });
+    parsed.ok_or_else(|| bad_reply(reply))
+}
+
+/// The window script's reply to `count`.
+fn counted(reply: &Value, count: &Count) -> Result<Decision, Error> {
+    let parsed = ints(reply).as_deref().and_then(|ints| match ints {
+        [1, i, c, ..] => {
+            let now = joined(ints, 3)?.saturating_add(ORIGIN);
+            let prev = match &ints[5..] {
+                [] => None,
+                [pi, pc] => Some(count.params.pack(window::State {
+                    index: *pi,
+                    count: *pc,
+                })?),
+                _ => return None,
+            };
+            count.granted(now, *i, *c, prev)
+        }
+        [0, _, _] => Some(Decision::Denied(Deny::Wait(joined(ints, 1)?))),
+        [2] => Some(Decision::Denied(paced(window::Deny::ExceedsQuota))),
+        [4] => Some(Decision::Denied(Deny::Saturated)),
+        _ => None,
     });
     parsed.ok_or_else(|| bad_reply(reply))
 }

@@ -21,6 +21,9 @@ use server::RedisServer;
 /// Settles among steps: `tests/settle.rs`.
 mod settle;
 
+/// The window script: `tests/window.rs`.
+mod window;
+
 /// The backend's calls at a test clock, one per kind of call.
 trait At {
     fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<(Decision, u64), Error>;

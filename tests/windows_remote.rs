@@ -1,0 +1,295 @@
+//! Remote limiters counting a quota per window (`Limit::per_window`).
+//!
+//! - On the in-memory backend, at a `ManualClock` read as Unix time: every
+//!   call of the interface (try, bounded, can_take, state, book and settle,
+//!   reset) answers as `model::window` does on the same word at the same
+//!   instant, what a take found included; a server down fails a window
+//!   take under `Closed` and admits it under `Open`.
+//! - Across processes (`windows_remote_processes` below, with the real
+//!   servers): at most the quota in any one window.
+
+use std::time::Duration;
+
+use paceline::clock::ManualClock;
+use paceline::model::schedule::Admit;
+use paceline::model::window::{self, Params, Weekday, Window, EMPTY};
+use paceline::remote::memory::{MemoryBackend, MemoryLimiter};
+use paceline::remote::FailPolicy;
+use paceline::take::Within;
+use paceline::{Error, Limit, Take};
+use proptest::prelude::*;
+
+const S: u64 = 1_000_000_000;
+
+fn memory(
+    quota: u64,
+    w: Window,
+    policy: FailPolicy,
+) -> (
+    ManualClock,
+    MemoryBackend<ManualClock>,
+    MemoryLimiter<ManualClock>,
+) {
+    let clock = ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let limit = Limit::per_window(quota, w).unwrap();
+    let limiter = MemoryLimiter::with_backend(backend.clone(), limit, policy).unwrap();
+    (clock, backend, limiter)
+}
+
+#[derive(Clone, Debug)]
+enum Call {
+    Try(u64),
+    /// A bounded take, allowed this many ms (its waits are slept).
+    Bounded(u64, u64),
+    Can(u64),
+    State,
+    /// Booked now, settled at once with its cost plus `more` less `less`.
+    BookSettle {
+        cost: u64,
+        more: u64,
+        less: u64,
+    },
+    Reset,
+    /// The clock moves this many ms.
+    Forward(u64),
+    /// The clock goes to `ms` ms before the next window's start.
+    Edge(u64),
+}
+
+fn calls() -> impl Strategy<Value = Vec<Call>> {
+    let cost = prop_oneof![4 => 0..=3u64, 1 => 4..=7u64];
+    let call = prop_oneof![
+        4 => cost.clone().prop_map(Call::Try),
+        2 => (cost.clone(), 0..=3u64).prop_map(|(c, ms)| Call::Bounded(c, ms)),
+        1 => cost.clone().prop_map(Call::Can),
+        1 => Just(Call::State),
+        2 => (cost, 0..=2u64, 0..=3u64)
+            .prop_map(|(cost, more, less)| Call::BookSettle { cost, more, less }),
+        1 => Just(Call::Reset),
+        2 => prop_oneof![0..=5u64, 0..=5_000u64, 0..=90_000_000u64].prop_map(Call::Forward),
+        2 => (0..=3u64).prop_map(Call::Edge),
+    ];
+    proptest::collection::vec(call, 1..30)
+}
+
+fn window_kind() -> impl Strategy<Value = Window> {
+    prop_oneof![
+        Just(Window::Fixed { seconds: 1 }),
+        Just(Window::Fixed { seconds: 60 }),
+        (-12i32..=14).prop_map(|h| Window::Day { offset: h * 3_600 }),
+        Just(Window::Week {
+            starts: Weekday::Sunday,
+            offset: 9 * 3_600
+        }),
+        Just(Window::Month { offset: 0 }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_window_limit_on_memory_answers_as_the_window_step(
+        quota in 1..=5u64,
+        w in window_kind(),
+        start in 0..=2_000_000_000u64,
+        calls in calls(),
+    ) {
+        let (clock, _backend, lim) = memory(quota, w, FailPolicy::Closed);
+        let p = Params::new(quota, w).unwrap();
+        let mut now = start * S;
+        clock.set(Duration::from_nanos(now));
+        let (mut word, mut present) = (EMPTY, false);
+        for call in calls {
+            let seen = format!("word {word:#x} now {now} {call:?}");
+            match call {
+                Call::Try(cost) | Call::Bounded(cost, _) => {
+                    let (admit, within) = match call {
+                        Call::Bounded(_, ms) => (
+                            Admit::Within(ms * 1_000_000),
+                            Within::Max(Duration::from_millis(ms)),
+                        ),
+                        _ => (Admit::Within(0), Within::Now),
+                    };
+                    let model = window::step(word, now, cost, p, admit);
+                    let got = lim.take_within("k", cost, within);
+                    match (model, got) {
+                        (Ok(g), Ok(taken)) => {
+                            prop_assert_eq!(taken.at(), Duration::from_nanos(g.slot), "{}", seen);
+                            let left = window::available(g.next, g.slot, p);
+                            prop_assert_eq!(taken.available(), left, "{}", seen);
+                            let end = p.end(p.current(g.next, g.slot).index);
+                            prop_assert_eq!(taken.reset(), Duration::from_nanos(end - g.slot), "{}", seen);
+                            present |= cost > 0;
+                            word = g.next;
+                        }
+                        (Err(window::Deny::ExceedsQuota), Err(Error::ExceedsBurst { cost: c, burst })) => {
+                            prop_assert_eq!((c, burst), (cost, quota), "{}", seen)
+                        }
+                        (Err(window::Deny::Wait(wait)), Err(e)) => {
+                            prop_assert_eq!(e.retry_after(), Some(Duration::from_nanos(wait)), "{}", seen);
+                            let full = matches!(e, Error::QueueFull { .. });
+                            prop_assert_eq!(full, matches!(call, Call::Bounded(..)), "{}", seen);
+                        }
+                        (model, got) => {
+                            return Err(TestCaseError::fail(format!("{seen}: model {model:?}, memory {got:?}")))
+                        }
+                    }
+                }
+                Call::Can(cost) => {
+                    let model = window::step(word, now, cost, p, Admit::Within(0)).is_ok();
+                    prop_assert_eq!(lim.can_take("k", cost).unwrap(), model, "{}", seen);
+                }
+                Call::State => {
+                    let state = Take::state(&lim, "k").unwrap();
+                    prop_assert_eq!(state.available(), window::available(word, now, p), "{}", seen);
+                    let next = window::next_free(word, now, p).unwrap();
+                    prop_assert_eq!(state.next_free(), Duration::from_nanos(next), "{}", seen);
+                    let end = p.end(p.current(word, now).index);
+                    prop_assert_eq!(state.reset(), Duration::from_nanos(end - now), "{}", seen);
+                    prop_assert_eq!(state.limit(), Some(Limit::per_window(quota, w).unwrap()));
+                }
+                Call::BookSettle { cost, more, less } => {
+                    let model = window::step(word, now, cost, p, Admit::Within(0));
+                    match (model, lim.book("k", cost, Within::Now)) {
+                        (Ok(g), Ok(booked)) => {
+                            let actual = (cost + more).saturating_sub(less);
+                            lim.settle("k", booked, actual).unwrap();
+                            present |= cost > 0;
+                            let settled = window::settle(g.next, now, g.slot, cost, actual, p);
+                            present |= settled != g.next;
+                            word = settled;
+                        }
+                        (Err(_), Err(_)) => {}
+                        (model, got) => {
+                            return Err(TestCaseError::fail(format!("{seen}: model {model:?}, memory {got:?}")))
+                        }
+                    }
+                }
+                Call::Reset => {
+                    prop_assert_eq!(lim.reset("k").unwrap(), present, "{}", seen);
+                    (word, present) = (EMPTY, false);
+                }
+                Call::Forward(ms) => now += ms * 1_000_000,
+                Call::Edge(ms) => now = p.end(p.index_at(now)) - ms * 1_000_000,
+            }
+            clock.set(Duration::from_nanos(now));
+            // The limiter's own view agrees after every call.
+            let state = Take::state(&lim, "k").unwrap();
+            prop_assert_eq!(state.available(), window::available(word, now, p), "after {}", seen);
+        }
+    }
+}
+
+#[test]
+fn a_window_take_fails_or_is_admitted_by_the_policy_when_the_server_is_down() {
+    for policy in [FailPolicy::Closed, FailPolicy::Open] {
+        let (_clock, backend, lim) = memory(2, Window::MINUTE, policy);
+        backend.set_down(true);
+        let got = lim.try_take("k");
+        match policy {
+            FailPolicy::Closed => {
+                let e = got.unwrap_err();
+                assert!(matches!(e, Error::Unavailable(_)), "{e:?}");
+                assert!(e.to_string().contains("memory"), "{e}");
+            }
+            FailPolicy::Open => {
+                let taken = got.unwrap();
+                assert_eq!(taken.available(), 0, "nothing known");
+            }
+        }
+        // Questions fail whatever the policy: there is nothing to admit.
+        assert!(lim.available("k").is_err());
+        backend.set_down(false);
+        assert_eq!(lim.available("k").unwrap(), 2);
+    }
+}
+
+#[test]
+fn a_window_limit_is_reported_and_a_sibling_may_pace() {
+    let daily = Limit::per_window(10, Window::Day { offset: 0 }).unwrap();
+    let (_clock, _backend, lim) = memory(10, Window::Day { offset: 0 }, FailPolicy::Closed);
+    assert_eq!(lim.limit(), daily);
+    assert_eq!(lim.slack(), 9);
+    assert_eq!(Take::<str>::limit_for(&lim, "k"), Some(daily));
+    // A sibling at a pacing limit, and back.
+    let paced = lim.with(paceline::Rate::per_second(5)).unwrap();
+    assert_eq!(paced.limit().window(), None);
+    assert_eq!(paced.with(daily).unwrap().limit(), daily);
+}
+
+#[test]
+fn a_cost_over_the_quota_is_refused_before_any_round_trip() {
+    let (_clock, backend, lim) = memory(3, Window::MINUTE, FailPolicy::Closed);
+    for within in [
+        Within::Now,
+        Within::Max(Duration::from_secs(3600)),
+        Within::Any,
+    ] {
+        let e = lim.take_within("k", 4, within).unwrap_err();
+        assert!(
+            matches!(e, Error::ExceedsBurst { cost: 4, burst: 3 }),
+            "{e:?}"
+        );
+    }
+    assert_eq!(backend.round_trips(), 0);
+}
+
+#[test]
+fn a_spent_window_waits_for_the_next_one_s_start() {
+    // An unbounded take on a spent window of a second: granted at the
+    // next window's start, which the take waits for on the real clock.
+    let clock = ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let limit = Limit::per_window(2, Window::SECOND).unwrap();
+    let lim = MemoryLimiter::with_backend(backend, limit, FailPolicy::Closed).unwrap();
+    // 50 ms before a window's end.
+    clock.set(Duration::from_millis(41_950));
+    lim.try_take_n("k", 2).unwrap();
+    let begun = std::time::Instant::now();
+    let taken = lim.take("k").unwrap();
+    assert_eq!(taken.at(), Duration::from_secs(42));
+    assert!(
+        begun.elapsed() >= Duration::from_millis(50),
+        "{:?}",
+        begun.elapsed()
+    );
+    assert_eq!(taken.available(), 1);
+    // A bounded one refused with the wait to the start after.
+    let e = lim
+        .take_n_timeout("k", 2, Duration::from_millis(10))
+        .unwrap_err();
+    assert!(matches!(e, Error::QueueFull { .. }), "{e:?}");
+    assert_eq!(e.retry_after(), Some(Duration::from_millis(1_050)));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn the_async_face_counts_the_window_and_books_the_next_one() {
+    use paceline::remote::memory::AsyncMemoryLimiter;
+    use paceline::AsyncTake;
+    let clock = ManualClock::new();
+    let backend = MemoryBackend::with_clock(clock.clone());
+    let limit = Limit::per_window(3, Window::SECOND).unwrap();
+    let lim = MemoryLimiter::with_backend(backend, limit, FailPolicy::Closed).unwrap();
+    let lim = AsyncMemoryLimiter::from(lim);
+    clock.set(Duration::from_millis(7_970));
+    assert_eq!(lim.try_take_n("k", 3).await.unwrap().available(), 0);
+    assert!(!AsyncTake::can_take(&lim, "k", 1).await.unwrap());
+    let state = AsyncTake::state(&lim, "k").await.unwrap();
+    assert_eq!(state.reset(), Duration::from_millis(30));
+    assert_eq!(state.next_free(), Duration::from_millis(30));
+    // Bounded: booked at once, and waited for (on the real clock) the
+    // 30 ms to the next window. (An unbounded one asks again within 10 ms
+    // of its slot, which the manual clock here would never reach.)
+    let taken = lim
+        .take_n_timeout("k", 2, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(taken.at(), Duration::from_secs(8));
+    assert_eq!(taken.available(), 1);
+    // A bounded take refused at once; a try told when to come back.
+    let e = lim.try_take_n("k", 2).await.unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_millis(1_030)));
+}
