@@ -19,6 +19,9 @@ use crate::values::rate::Rate;
 use crate::Error;
 use server::MemcachedServer;
 
+/// The window step's loop: `tests/window.rs`.
+mod window;
+
 fn limiter(
     server: &MemcachedServer,
     interval: u64,
