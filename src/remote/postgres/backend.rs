@@ -285,11 +285,12 @@ impl AsyncPostgresBackend {
                 return Ok(Done::Peeked(tat, now));
             }
             Op::Reset => self.exec(&sql.reset, &[Type::TEXT], &[&key]).await?,
-            Op::Count(_) | Op::PeekCount(_) | Op::UndoCount { .. } | Op::Recount(_) => {
-                return Err(Error::Config(
-                    "PostgreSQL counts no quota per window: pace this limit".into(),
-                ))
+            Op::Count(count) => return Ok(Done::Decision(self.count_at(key, &count, now).await?)),
+            Op::PeekCount(_) => return self.peek_count_at(key, now).await,
+            Op::UndoCount { params, booking } => {
+                return self.undo_count(key, params, booking).await
             }
+            Op::Recount(recount) => return self.recount_at(key, &recount, now).await,
         };
         Ok(Done::Flag(changed > 0))
     }
@@ -354,7 +355,7 @@ impl AsyncPostgresBackend {
     /// replaces them): one
     /// transaction, under an advisory lock.
     pub(crate) async fn install(&self) -> Result<(), Error> {
-        let [table, index, step, settle] = sql::schema(&self.0.table, self.0.unlogged);
+        let [table, index, step, settle, count] = sql::schema(&self.0.table, self.0.unlogged);
         let name = self.0.table.quoted.clone();
         let found: Option<Vec<(String, String)>> = self
             .run(|c| async move {
@@ -379,7 +380,7 @@ impl AsyncPostgresBackend {
                         c.batch_execute("ROLLBACK").await?;
                         return Ok(Some(found));
                     }
-                    c.batch_execute(&format!("{index} {step} {settle} COMMIT;"))
+                    c.batch_execute(&format!("{index} {step} {settle} {count} COMMIT;"))
                         .await?;
                     Ok(None)
                 };

@@ -55,6 +55,8 @@ mod limiter;
 mod runtime;
 mod sql;
 mod step;
+mod window;
+mod window_sql;
 #[cfg(feature = "tokio")]
 pub use aio::AsyncPostgresLimiter;
 pub use backend::AsyncPostgresBackend;

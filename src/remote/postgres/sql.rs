@@ -6,6 +6,7 @@
 //! and `bigint` comparisons order states as `u64` ones. The Unix time in ns
 //! is the column plus `2^62`.
 
+use super::window_sql;
 use crate::remote::Error;
 
 /// `tat` as its column: `tat - 2^63`.
@@ -41,6 +42,8 @@ pub(crate) struct Table {
     pub(crate) step_fn: String,
     /// The settle's function, `<table>_settle`, beside it.
     pub(crate) settle_fn: String,
+    /// The window's function, `<table>_count`, beside them.
+    pub(crate) count_fn: String,
 }
 
 fn quote(ident: &str) -> String {
@@ -71,6 +74,7 @@ impl Table {
             index: quote(&format!("{table}_rest_at")),
             step_fn: format!("{schema}{}", quote(&format!("{table}_step"))),
             settle_fn: format!("{schema}{}", quote(&format!("{table}_settle"))),
+            count_fn: format!("{schema}{}", quote(&format!("{table}_count"))),
         })
     }
 }
@@ -85,6 +89,10 @@ pub(crate) struct Sql {
     pub(crate) settle: String,
     pub(crate) reset: String,
     pub(crate) prune: String,
+    /// A limit counted by window's: its function's call and its give-back
+    /// to a word (`src/remote/postgres/window.rs`).
+    pub(crate) count: String,
+    pub(crate) give_back_count: String,
 }
 
 /// The two constants [`rest_at`] adds for a limit of `tau`: its whole
@@ -136,6 +144,8 @@ impl Sql {
              $7::numeric, $8::numeric, $9, $10)",
             f = t.settle_fn
         );
+        let count = window_sql::count_sql(&t.count_fn);
+        let give_back_count = window_sql::give_back_sql(&t.quoted);
         let t = &t.quoted;
         let peek = format!(
             "SELECT c.now, b.tat FROM (SELECT COALESCE($2, {NOW}) AS now) c \
@@ -166,6 +176,8 @@ impl Sql {
             settle,
             reset,
             prune,
+            count,
+            give_back_count,
         }
     }
 }
@@ -173,8 +185,8 @@ impl Sql {
 /// The schema, as [`install`](super::PostgresLimiter::install) runs it
 /// (inside one transaction, after taking an advisory lock, and checking the
 /// table's columns before the rest): the table, the index, the step's
-/// function, the settle's function.
-pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 4] {
+/// function, the settle's function, the window's function.
+pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 5] {
     let unlogged = if unlogged { "UNLOGGED " } else { "" };
     [
         format!(
@@ -194,6 +206,7 @@ pub(crate) fn schema(t: &Table, unlogged: bool) -> [String; 4] {
         ),
         step_function(t),
         settle_function(t),
+        window_sql::count_function(&t.count_fn, &t.quoted, NOW),
     ]
 }
 

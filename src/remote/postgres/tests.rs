@@ -18,6 +18,9 @@ use crate::values::rate::Rate;
 use crate::Error;
 use server::PgServer;
 
+/// The window's function: `tests/window.rs`.
+mod window;
+
 /// The backend's calls at a test clock, one per kind of call.
 trait At {
     fn step_at(&self, key: &str, r: &Request, now: Option<u64>) -> Result<Decision, Error>;
