@@ -293,3 +293,311 @@ async fn the_async_face_counts_the_window_and_books_the_next_one() {
     let e = lim.try_take_n("k", 2).await.unwrap_err();
     assert_eq!(e.retry_after(), Some(Duration::from_millis(1_030)));
 }
+
+#[cfg(feature = "memcached")]
+#[path = "support/memcached_server.rs"]
+mod memcached_support;
+#[cfg(feature = "postgres")]
+#[path = "support/pg_server.rs"]
+mod pg_support;
+#[cfg(feature = "redis")]
+#[path = "support/redis_server.rs"]
+mod redis_support;
+
+/// Across processes and a stopped server, on the real servers this file
+/// starts itself.
+#[cfg(any(feature = "redis", feature = "postgres", feature = "memcached"))]
+mod servers {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    use paceline::clock::{Clock, UnixClock};
+
+    use super::*;
+
+    #[cfg(feature = "memcached")]
+    use super::memcached_support;
+    #[cfg(feature = "postgres")]
+    use super::pg_support;
+    #[cfg(feature = "redis")]
+    use super::redis_support;
+
+    /// The quota per window of a second the processes share.
+    const QUOTA: u64 = 7;
+    /// How many processes take on the one key.
+    const PROCESSES: usize = 8;
+    /// Set in the children: "store;address;stop (Unix ns)".
+    const CHILD_ENV: &str = "PACELINE_WINDOW_CHILD";
+
+    fn limit() -> Limit {
+        Limit::per_window(QUOTA, Window::SECOND).unwrap()
+    }
+
+    /// A limiter of the quota on `store` at `address`, with these
+    /// timeouts.
+    fn build(
+        store: &str,
+        address: &str,
+        policy: FailPolicy,
+        timeout: Duration,
+    ) -> Box<dyn Take<str>> {
+        match store {
+            #[cfg(feature = "redis")]
+            "redis" => Box::new(
+                paceline::redis::RedisLimiter::builder(address, paceline::Rate::per_second(1))
+                    .limit(limit())
+                    .on_error(policy)
+                    .connect_timeout(timeout)
+                    .response_timeout(timeout)
+                    .build()
+                    .unwrap(),
+            ),
+            #[cfg(feature = "memcached")]
+            "memcached" => Box::new(
+                paceline::memcached::MemcachedLimiter::builder(
+                    address,
+                    paceline::Rate::per_second(1),
+                )
+                .limit(limit())
+                .on_error(policy)
+                .connect_timeout(timeout)
+                .response_timeout(timeout)
+                .build()
+                .unwrap(),
+            ),
+            #[cfg(feature = "postgres")]
+            "postgres" => {
+                let lim = paceline::postgres::PostgresLimiter::builder(
+                    address,
+                    paceline::Rate::per_second(1),
+                )
+                .limit(limit())
+                .on_error(policy)
+                .connect_timeout(timeout)
+                .response_timeout(timeout)
+                .build()
+                .unwrap();
+                Box::new(lim)
+            }
+            other => panic!("no store {other}"),
+        }
+    }
+
+    /// The child's half: tries on one key until `stop`, printing the time
+    /// each permit went.
+    fn child(spec: &str) {
+        let parts: Vec<&str> = spec.split(';').collect();
+        // Long timeouts: eight processes on one key of a busy server must
+        // not time out (a take that did might have been granted unseen).
+        let lim = build(
+            parts[0],
+            parts[1],
+            FailPolicy::Closed,
+            Duration::from_secs(10),
+        );
+        let stop: u64 = parts[2].parse().unwrap();
+        while UnixClock.now() < stop {
+            match lim.try_take("shared") {
+                Ok(taken) => println!("PERMIT {}", taken.at().as_nanos()),
+                Err(e) if e.retry_after().is_some() => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Runs `PROCESSES` children of `test` on `store` at `address` for 3 s;
+    /// checks that no window of a second granted more than the quota, and
+    /// that the processes did press it (windows filled, by more than one
+    /// process).
+    fn at_most_the_quota_per_window(test: &str, store: &str, address: &str) {
+        let stop = UnixClock.now() + 3_000_000_000;
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", test, "--nocapture", "--test-threads=1"])
+                    .env(CHILD_ENV, format!("{store};{address};{stop}"))
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("spawn a child process")
+            })
+            .collect();
+        let mut per_window = std::collections::BTreeMap::<u64, u64>::new();
+        let mut takers = 0;
+        for mut child in children {
+            let out = BufReader::new(child.stdout.take().unwrap());
+            let mut mine = 0;
+            for line in out.lines().map_while(Result::ok) {
+                // (The first may follow the test harness's "test … ... ".)
+                if let Some((_, t)) = line.split_once("PERMIT ") {
+                    let t: u64 = t.parse().unwrap();
+                    *per_window.entry(t / 1_000_000_000).or_default() += 1;
+                    mine += 1;
+                }
+            }
+            assert!(child.wait().unwrap().success(), "a child process failed");
+            takers += usize::from(mine > 0);
+        }
+        let worst = per_window.values().max().copied().unwrap_or(0);
+        assert!(
+            worst <= QUOTA,
+            "a window granted {worst} > {QUOTA}: {per_window:?}"
+        );
+        let full = per_window.values().filter(|&&n| n == QUOTA).count();
+        assert!(full >= 2, "the quota was never pressed: {per_window:?}");
+        assert!(takers >= 2, "permits went to {takers} process(es) only");
+        println!("{store}: {per_window:?} across {takers} processes");
+    }
+
+    /// A stopped server fails a window take within its timeouts, naming
+    /// it, under `Closed`, and admits it under `Open`.
+    fn stopped(store: &str, address: &str, stop: impl FnOnce()) {
+        let timeout = Duration::from_millis(300);
+        #[cfg(feature = "postgres")]
+        if store == "postgres" {
+            let installer = paceline::postgres::PostgresLimiter::builder(
+                address,
+                paceline::Rate::per_second(1),
+            );
+            installer.build().unwrap().install().unwrap();
+        }
+        let closed = build(store, address, FailPolicy::Closed, timeout);
+        let open = build(store, address, FailPolicy::Open, timeout);
+        closed.try_take("k").unwrap();
+        stop();
+        let begun = Instant::now();
+        let e = closed.try_take("k").unwrap_err();
+        assert!(matches!(e, Error::Unavailable(_) | Error::Timeout), "{e:?}");
+        if matches!(e, Error::Unavailable(_)) {
+            let shown = e.to_string();
+            let named = address
+                .split(['/', '@', '?'])
+                .any(|p| !p.is_empty() && shown.contains(p));
+            assert!(named, "{shown} names no part of {address}");
+        }
+        assert!(open.try_take("k").is_ok());
+        assert!(
+            begun.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            begun.elapsed()
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redis_eight_processes_never_pass_the_quota_of_a_window() {
+        if let Ok(spec) = std::env::var(CHILD_ENV) {
+            return child(&spec);
+        }
+        let server = redis_support::RedisServer::start();
+        at_most_the_quota_per_window(
+            "servers::redis_eight_processes_never_pass_the_quota_of_a_window",
+            "redis",
+            &server.url(),
+        );
+    }
+
+    #[cfg(feature = "memcached")]
+    #[test]
+    fn memcached_eight_processes_never_pass_the_quota_of_a_window() {
+        if let Ok(spec) = std::env::var(CHILD_ENV) {
+            return child(&spec);
+        }
+        let server = memcached_support::MemcachedServer::start();
+        at_most_the_quota_per_window(
+            "servers::memcached_eight_processes_never_pass_the_quota_of_a_window",
+            "memcached",
+            &server.addr(),
+        );
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_eight_processes_never_pass_the_quota_of_a_window() {
+        if let Ok(spec) = std::env::var(CHILD_ENV) {
+            return child(&spec);
+        }
+        let server = pg_support::PgServer::start();
+        let installer = paceline::postgres::PostgresLimiter::builder(
+            &server.conn(),
+            paceline::Rate::per_second(1),
+        );
+        installer.build().unwrap().install().unwrap();
+        at_most_the_quota_per_window(
+            "servers::postgres_eight_processes_never_pass_the_quota_of_a_window",
+            "postgres",
+            &server.conn(),
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_stopped_redis_fails_a_window_take_by_the_policy() {
+        let mut server = redis_support::RedisServer::start();
+        let url = server.url();
+        stopped("redis", &url, || server.stop());
+    }
+
+    #[cfg(feature = "memcached")]
+    #[test]
+    fn a_stopped_memcached_fails_a_window_take_by_the_policy() {
+        let mut server = memcached_support::MemcachedServer::start();
+        let addr = server.addr();
+        stopped("memcached", &addr, || server.stop());
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_stopped_postgres_fails_a_window_take_by_the_policy() {
+        let mut server = pg_support::PgServer::start();
+        let conn = server.conn();
+        stopped("postgres", &conn, || server.stop());
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_slack_beside_a_quota_is_refused_by_name_at_build() {
+        let server = redis_support::RedisServer::start();
+        let builder =
+            paceline::redis::RedisLimiter::builder(server.url(), paceline::Rate::per_second(1));
+        let e = builder.limit(limit()).slack(3).build().unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e:?}");
+        assert!(e.to_string().contains("7 per 1s"), "{e}");
+        // The slack first, then the quota: the quota's own.
+        let builder =
+            paceline::redis::RedisLimiter::builder(server.url(), paceline::Rate::per_second(1));
+        assert_eq!(
+            builder.slack(3).limit(limit()).build().unwrap().limit(),
+            limit()
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_cluster_counts_windows_as_one_server() {
+        let cluster = redis_support::RedisCluster::start();
+        let lim = paceline::redis::RedisLimiter::cluster_builder(
+            cluster.urls(),
+            paceline::Rate::per_second(1),
+        )
+        .limit(Limit::per_window(3, Window::MINUTE).unwrap())
+        .build()
+        .unwrap();
+        // Keys on several nodes: each its own quota; a booking of 2 settled
+        // at 1 gives one back; the quota spent, a try is told to wait for
+        // the next minute.
+        let minute = || UnixClock.now() / 60_000_000_000;
+        for key in ["a", "b", "c", "d", "e"] {
+            let before = minute();
+            let booked = lim.book(key, 2, Within::Now).unwrap();
+            lim.settle(key, booked, 1).unwrap();
+            let taken = lim.try_take_n(key, 2).unwrap();
+            let e = lim.try_take(key).unwrap_err();
+            if minute() != before {
+                continue; // a minute turned meanwhile: another window
+            }
+            assert_eq!(taken.available(), 0, "{key}");
+            assert!(e.retry_after().unwrap() <= Duration::from_secs(60), "{e}");
+        }
+    }
+}
