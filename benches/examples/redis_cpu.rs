@@ -17,7 +17,11 @@
 //! The scripts: paceline's step as it is (`src/remote/redis/step.lua`), as
 //! it was before its rewrite of 2026-11-23 (`benches/lua/step_before.lua`), go-redis/
 //! redis_rate's GCRA (`benches/lua/redis_rate.lua`), and a minimal
-//! TIME + GET + SET GCRA (`benches/lua/minimal_gcra.lua`). Each call is
+//! TIME + GET + SET GCRA (`benches/lua/minimal_gcra.lua`); and for a
+//! quota per window, paceline's window step (`src/remote/redis/
+//! window.lua`, a fixed minute and a calendar month) beside the usual
+//! fixed-window counter, `INCRBY` and `EXPIREAT`
+//! (`benches/lua/minimal_window.lua`). Each call is
 //! admitted (1 permit per µs, far faster than the calls come) and writes its
 //! key: paceline's `try_take`, and its blocking `take` and a settle's
 //! excess (charged as a take) for reference.
@@ -111,6 +115,42 @@ const CASES: &[Case] = &[
         name: "minimal",
         code: include_str!("../lua/minimal_gcra.lua"),
         args: &["1", "10"],
+    },
+    // paceline's window step (`src/remote/redis/window.lua`), a try of 1
+    // as `script.rs` sends it: "take", the window (kind, width, offset,
+    // first, last, quota), the cost, the longest wait (0 s, 0 ns). A quota
+    // of 10^9 per minute (or 10^15 per month) admits every call.
+    Case {
+        name: "paceline window try_take, a minute",
+        code: include_str!("../../src/remote/redis/window.lua"),
+        args: &[
+            "take", "f", "60", "0", "0", "307445734", "1000000000", "1", "0", "0",
+        ],
+    },
+    // A calendar month at UTC: the civil-date arithmetic on every call
+    // (first: 1970 * 12; last: July 2554).
+    Case {
+        name: "paceline window try_take, a month",
+        code: include_str!("../../src/remote/redis/window.lua"),
+        args: &[
+            "take",
+            "m",
+            "0",
+            "0",
+            "23640",
+            "7014",
+            "1000000000000000",
+            "1",
+            "0",
+            "0",
+        ],
+    },
+    // The usual fixed window: INCRBY, and EXPIREAT on the window's first
+    // count (`benches/lua/minimal_window.lua`); cost 1, quota 10^9.
+    Case {
+        name: "minimal fixed window",
+        code: include_str!("../lua/minimal_window.lua"),
+        args: &["1", "1000000000", "4102444800"],
     },
 ];
 
@@ -276,6 +316,11 @@ fn main() {
     );
     let (rate, minimal) = (index("redis_rate"), index("minimal"));
     let excess = index("paceline settle, an excess");
+    let (minute, month, fixed) = (
+        index("paceline window try_take, a minute"),
+        index("paceline window try_take, a month"),
+        index("minimal fixed window"),
+    );
     // A ratio within each round (the two measured close in time, under the
     // same load), each run's median of them.
     let ratio = |a: usize, b: usize, f: fn(&Sample) -> f64| -> Vec<f64> {
@@ -330,6 +375,18 @@ fn main() {
         (
             "before / minimal, calls per server CPU s",
             ratio(before, minimal, per_cpu_s),
+        ),
+        (
+            "paceline window, a minute / minimal fixed window, CPU",
+            ratio(minute, fixed, cpu),
+        ),
+        (
+            "paceline window, a month / minimal fixed window, CPU",
+            ratio(month, fixed, cpu),
+        ),
+        (
+            "paceline window, a minute / paceline try_take, CPU",
+            ratio(minute, after, cpu),
         ),
     ] {
         println!("  {label}: {}", spread(&v));

@@ -186,10 +186,11 @@ if si < at then
   ci, cc = at, 0
 end
 
--- Stores (i, c), expiring MARGIN_MS after window i's end (not in tests).
+-- Stores (i, c), expiring MARGIN_MS after window i's end (not in tests):
+-- a key that already held window i already expires then.
 local function store(i, c)
   redis.call('HSET', key, 'i', i, 'c', c)
-  if not test then
+  if not test and (i ~= si or not had) then
     redis.call('PEXPIREAT', key, start(i + 1) * 1000 + MARGIN_MS)
   end
 end
