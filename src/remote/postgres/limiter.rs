@@ -93,8 +93,8 @@ impl Backend for PostgresBackend {
 
 impl PostgresLimiter {
     /// Creates the table and its index if they are missing, and the step's
-    /// function `<table>_step` and the settle's `<table>_settle`
-    /// (replacing older ones; the SQL is
+    /// function `<table>_step`, the settle's `<table>_settle` and a quota
+    /// per window's `<table>_count` (replacing older ones; the SQL is
     /// [`schema_sql`](Self::schema_sql)'s, in one transaction under an
     /// advisory lock, so concurrent installs are safe), then checks that
     /// the table has paceline's columns. Idempotent: run it at every
