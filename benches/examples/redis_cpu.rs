@@ -124,7 +124,16 @@ const CASES: &[Case] = &[
         name: "paceline window try_take, a minute",
         code: include_str!("../../src/remote/redis/window.lua"),
         args: &[
-            "take", "f", "60", "0", "0", "307445734", "1000000000", "1", "0", "0",
+            "take",
+            "f",
+            "60",
+            "0",
+            "0",
+            "307445734",
+            "1000000000",
+            "1",
+            "0",
+            "0",
         ],
     },
     // A calendar month at UTC: the civil-date arithmetic on every call
