@@ -572,6 +572,96 @@ mod servers {
         );
     }
 
+    /// The async face on each store: a spent minute, a bounded take booked
+    /// into the next minute and cancelled while it waits gives its permit
+    /// back by the one rule (the key holds this minute's count again), and
+    /// a settle's refund lands.
+    #[cfg(feature = "tokio")]
+    async fn async_window<B: paceline::remote::AsyncBackend>(
+        lim: paceline::remote::AsyncRemoteLimiter<B>,
+    ) {
+        use paceline::AsyncTake;
+        let minute = || UnixClock.now() / 60_000_000_000;
+        for _ in 0..3 {
+            let (before, key) = (minute(), format!("k{}", UnixClock.now()));
+            let booked = lim.book(&key, 3, Within::Now).await.unwrap();
+            lim.settle(&key, booked, 2).await.unwrap(); // one back: 2 left
+            assert!(AsyncTake::can_take(&lim, &key, 2).await.unwrap());
+            lim.try_take_n(&key, 2).await.unwrap();
+            // Booked at once into the next minute, then cancelled.
+            let waiting = lim.take_n_timeout(&key, 3, Duration::from_secs(61));
+            let cancelled = tokio::time::timeout(Duration::from_millis(100), waiting).await;
+            assert!(cancelled.is_err(), "granted at once in a spent minute?");
+            // The give-back is a task of its own: give it its round trip.
+            // Given back, the key holds this minute's 5 again, and 3 more
+            // fit the next minute; else the next minute holds those 3, and
+            // 3 more wait two minutes.
+            let mut given = false;
+            for _ in 0..100 {
+                let e = lim.try_take_n(&key, 3).await.unwrap_err();
+                if e.retry_after().unwrap() <= Duration::from_secs(60) {
+                    given = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if minute() != before {
+                continue; // a minute turned meanwhile: another window
+            }
+            assert!(given, "the cancelled take's permits were not given back");
+            return;
+        }
+        panic!("three minutes turned during three tries");
+    }
+
+    #[cfg(all(feature = "redis", feature = "tokio"))]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_s_async_face_counts_gives_back_and_settles_windows() {
+        let server = redis_support::RedisServer::start();
+        let lim =
+            paceline::redis::RedisLimiter::builder(server.url(), paceline::Rate::per_second(1))
+                .limit(Limit::per_window(5, Window::MINUTE).unwrap())
+                .build()
+                .unwrap();
+        async_window(paceline::redis::AsyncRedisLimiter::from(lim)).await;
+    }
+
+    #[cfg(all(feature = "memcached", feature = "tokio"))]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn memcached_s_async_face_counts_gives_back_and_settles_windows() {
+        let server = memcached_support::MemcachedServer::start();
+        let lim = paceline::memcached::MemcachedLimiter::builder(
+            server.addr(),
+            paceline::Rate::per_second(1),
+        )
+        .limit(Limit::per_window(5, Window::MINUTE).unwrap())
+        .build()
+        .unwrap();
+        async_window(paceline::remote::AsyncRemoteLimiter::from(lim)).await;
+    }
+
+    #[cfg(all(feature = "postgres", feature = "tokio"))]
+    #[test]
+    fn postgres_s_async_face_counts_gives_back_and_settles_windows() {
+        let server = pg_support::PgServer::start();
+        let lim = paceline::postgres::PostgresLimiter::builder(
+            &server.conn(),
+            paceline::Rate::per_second(1),
+        )
+        .limit(Limit::per_window(5, Window::MINUTE).unwrap())
+        .build()
+        .unwrap();
+        lim.install().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async_window(paceline::remote::AsyncRemoteLimiter::from(
+            lim,
+        )));
+    }
+
     #[cfg(feature = "redis")]
     #[test]
     fn a_redis_cluster_counts_windows_as_one_server() {
