@@ -24,7 +24,9 @@ use crate::wait::Wait;
 /// backends.
 ///
 /// Calls name a key (`"api"`, `"user:42"`): each key is its own limit at
-/// this limiter's rate and slack. The calls and their meaning are
+/// this limiter's rate and slack, or its own quota per window when the
+/// limit is one ([`Limit::per_window`]: see the guide's [remote
+/// limits](crate::guide::remote#quotas-per-window)). The calls and their meaning are
 /// [`AtomicLimiter`](crate::AtomicLimiter)'s, plus an [`Error`] on
 /// failure, which the [`FailPolicy`] turns into an admission only when the
 /// server could not answer. It answers the [`Take`] interface for any key
@@ -95,9 +97,8 @@ impl<B, F> RemoteLimiter<B, F> {
     /// limit of the other kind fails on it (a foreign value).
     ///
     /// # Errors
-    /// As [`with_limit`](Self::with_limit); and for a quota per window,
-    /// [`BuildError::QuotaTooLarge`] when the backend's server cannot
-    /// count that many.
+    /// As [`with_limit`](Self::with_limit). (A quota Redis cannot count
+    /// exactly, over 2^53 - 1, fails its calls with [`Error::Config`].)
     pub fn with(&self, limit: impl Into<Limit>) -> Result<Self, BuildError> {
         Ok(RemoteLimiter::of(self.core.with(limit.into())?))
     }

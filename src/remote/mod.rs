@@ -32,7 +32,13 @@
 //! gives a booking back, settles one with its actual cost
 //! ([`schedule::settle`](crate::model::schedule::settle) on the server's
 //! state and clock), and forgets a key: five kinds of one call, an `Op`
-//! answered by a `Done`. That is `Backend` (blocking) and `AsyncBackend`
+//! answered by a `Done`. A limit counted by window
+//! ([`Limit::per_window`](crate::Limit::per_window)) sends four more of
+//! the same shape, the window step's: the step
+//! ([`window::step`](crate::model::window::step) on the key's window
+//! word), its peek, its undo by the same rule and its settle
+//! ([`window::settle`](crate::model::window::settle)); a reset is the
+//! same for both. That is `Backend` (blocking) and `AsyncBackend`
 //! (a future), one method each. Everything else is here, once, for every
 //! backend:
 //!
