@@ -93,8 +93,10 @@ impl<B, F> RemoteLimiter<B, F> {
     /// ([`Limit::per_window`]), which every call then counts in the
     /// server, window by window of the server's clock. As with
     /// [`with_limit`](Self::with_limit), every process must use the same
-    /// limit for a key; a key holds a paced state or a window's, and a
-    /// limit of the other kind fails on it (a foreign value).
+    /// limit for a key, and a key holds a paced state or a window's,
+    /// never both (Redis fails the other kind's calls on it; PostgreSQL and
+    /// memcached keep either as one word, which the other kind would
+    /// misread): give each kind keys of its own.
     ///
     /// # Errors
     /// As [`with_limit`](Self::with_limit). (A quota Redis cannot count
