@@ -94,3 +94,27 @@ fn a_value_not_a_window_is_an_error_never_a_grant() {
         assert!(format!("{e}").contains(shown), "{set}: {e}");
     }
 }
+
+#[test]
+fn lua_window_step_agrees_with_the_model_on_a_cluster() {
+    let cluster = server::RedisCluster::start();
+    let lim = RedisLimiter::cluster_builder(cluster.urls(), Rate::per_second(1))
+        .limit(Limit::per_window(1, Window::SECOND).unwrap())
+        .build()
+        .unwrap();
+    let backend = lim.backend();
+    let mut runner = crate::remote::settle_cases::runner(60);
+    let strategy = (1..=10u64, windows(), start(), acts());
+    runner
+        .run(&strategy, |(quota, window, start, acts)| {
+            let Some(params) = window_cases::params(quota, window) else {
+                return Ok(());
+            };
+            // Keys spread over the cluster's nodes.
+            let key = fresh_key();
+            window_cases::check(params, start, &acts, |op, now| {
+                backend.call_at(&key, op, Some(now)).map(|(done, _)| done)
+            })
+        })
+        .unwrap();
+}
