@@ -12,6 +12,74 @@ pub(super) const DAY: i64 = 86_400;
 /// hours (the time zones in use span −12 h to +14 h).
 pub const MAX_OFFSET: i32 = 26 * 3_600;
 
+/// Nanoseconds in a second.
+const NANOS: u64 = 1_000_000_000;
+
+/// Windows of one length in ns (a fixed window whose length fits a `u64`
+/// of ns, a day, a week), numbered and bounded by a quotient and a product
+/// on `u64`, where a month's or a year's need the calendar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Uniform {
+    /// The length, ns.
+    width: u64,
+    /// Where windows start: the remainder of every start's Unix time (ns)
+    /// by `width`.
+    phase: u64,
+}
+
+impl Uniform {
+    /// `window`'s, if its windows have one length.
+    pub(super) fn of(window: Window) -> Option<Uniform> {
+        // Local midnight at an offset `o` east is `-o` UTC: starts fall at
+        // `k * length - o` (for a week, from its first day's midnight).
+        let at = |length: u64, first_day: i64, offset: i32| {
+            let start = (first_day * DAY - i64::from(offset)).rem_euclid(length as i64);
+            Some(Uniform {
+                width: length * NANOS,
+                phase: start as u64 * NANOS,
+            })
+        };
+        match window {
+            Window::Fixed { seconds } => match seconds.checked_mul(NANOS) {
+                Some(width) if width > 0 => Some(Uniform { width, phase: 0 }),
+                _ => None,
+            },
+            Window::Day { offset } => at(DAY as u64, 0, offset),
+            // 1970-01-01 was a Thursday (Monday + 3): the first day of a
+            // week from `starts` is `starts - 3` days from the epoch,
+            // modulo 7.
+            Window::Week { starts, offset } => at(7 * DAY as u64, starts as i64 - 3, offset),
+            Window::Month { .. } | Window::Year { .. } => None,
+        }
+    }
+
+    /// The index of the window holding `t`: the one holding the epoch
+    /// started at `phase - width` (or at 0, when `phase` is 0), and each
+    /// later one `width` after the last. Nothing here overflows.
+    #[inline]
+    pub(super) fn index_at(self, t: u64) -> u64 {
+        let since = t.checked_sub(self.phase);
+        let whole = since.and_then(|since| since.checked_div(self.width));
+        whole.map_or(0, |n| n + u64::from(self.phase > 0))
+    }
+
+    /// When window `index` starts: 0 at the earliest, `u64::MAX` past the
+    /// clock's end.
+    #[inline]
+    pub(super) fn start(self, index: u64) -> u64 {
+        if self.phase == 0 {
+            return index.saturating_mul(self.width);
+        }
+        match index.checked_sub(1) {
+            None => 0,
+            Some(after) => after
+                .checked_mul(self.width)
+                .and_then(|ns| ns.checked_add(self.phase))
+                .unwrap_or(u64::MAX),
+        }
+    }
+}
+
 /// A day of the week, where a [`Window::Week`] starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]

@@ -73,7 +73,7 @@
 //! questions, settles, changes and clock moves, and the calendar against a
 //! reference that steps day by day.
 
-use super::calendar::DAY;
+use super::calendar::{Uniform, DAY};
 pub use super::calendar::{Weekday, Window, MAX_OFFSET};
 use super::schedule::{Admit, Grant};
 
@@ -139,12 +139,10 @@ pub struct Params {
     /// The count's bits in the word, `1..=63`.
     count_bits: u32,
     /// For a window of one length in nanoseconds (fixed, a day, a week):
-    /// that length; 0 for a month or a year (or a fixed window too long
-    /// for a `u64` of ns), which the calendar numbers.
-    width: u64,
-    /// For a window of one length: where the windows start, as the
-    /// remainder of every start's Unix time (ns) by `width`.
-    phase: u64,
+    /// that length and where windows start; `None` for a month or a year
+    /// (or a fixed window too long for a `u64` of ns), which the calendar
+    /// numbers.
+    uniform: Option<Uniform>,
 }
 
 impl Params {
@@ -161,15 +159,13 @@ impl Params {
         if offset.unsigned_abs() > MAX_OFFSET.unsigned_abs() {
             return Err(Invalid::WindowOffset { offset });
         }
-        let (width, phase) = uniform(window);
         let mut p = Params {
             quota,
             window,
             first: 0,
             last: 0,
             count_bits: 63,
-            width,
-            phase,
+            uniform: Uniform::of(window),
         };
         p.first = window.number(i64::from(offset).div_euclid(DAY));
         p.last = p.index_at(u64::MAX);
@@ -235,15 +231,10 @@ impl Params {
     /// The index of the window holding `t` (Unix time, ns).
     #[inline]
     pub fn index_at(self, t: u64) -> u64 {
-        if self.width > 0 {
-            // Windows of one length: the one holding the epoch started at
-            // `phase - width` (or at 0, when `phase` is 0), and each later
-            // one `width` after the last. Nothing here overflows.
-            let since = t.checked_sub(self.phase);
-            let whole = since.and_then(|since| since.checked_div(self.width));
-            return whole.map_or(0, |n| n + u64::from(self.phase > 0));
+        match self.uniform {
+            Some(uniform) => uniform.index_at(t),
+            None => self.index_by_calendar(t),
         }
-        self.index_by_calendar(t)
     }
 
     /// [`index_at`](Self::index_at) by the calendar's numbering, for any
@@ -272,19 +263,10 @@ impl Params {
     /// for a window starting past the clock's end.
     #[inline]
     pub fn start(self, index: u64) -> u64 {
-        if self.width > 0 {
-            if self.phase == 0 {
-                return index.saturating_mul(self.width);
-            }
-            return match index.checked_sub(1) {
-                None => 0,
-                Some(after) => after
-                    .checked_mul(self.width)
-                    .and_then(|ns| ns.checked_add(self.phase))
-                    .unwrap_or(u64::MAX),
-            };
+        match self.uniform {
+            Some(uniform) => uniform.start(index),
+            None => self.start_by_calendar(index),
         }
-        self.start_by_calendar(index)
     }
 
     /// [`start`](Self::start) by the calendar's numbering, for any window.
@@ -350,30 +332,6 @@ impl Params {
     #[inline]
     const fn word(self, index: u64, count: u64) -> u64 {
         (index << self.count_bits) | count
-    }
-}
-
-/// A window's length in ns and the remainder of its starts by that length,
-/// when every window has one length (a fixed window whose length fits a
-/// `u64` of ns, a day, a week); `(0, 0)` for a month or a year.
-fn uniform(window: Window) -> (u64, u64) {
-    // Local midnight at an offset `o` east is `-o` UTC: starts fall at
-    // `k * length - o` (for a week, from its first day's midnight).
-    let at = |length: u64, first_day: i64, offset: i32| {
-        let length_s = length as i64;
-        let start = (first_day * DAY - i64::from(offset)).rem_euclid(length_s);
-        (length * NANOS, start as u64 * NANOS)
-    };
-    match window {
-        Window::Fixed { seconds } => match seconds.checked_mul(NANOS) {
-            Some(width) if width > 0 => (width, 0),
-            _ => (0, 0),
-        },
-        Window::Day { offset } => at(DAY as u64, 0, offset),
-        // 1970-01-01 was a Thursday (Monday + 3): the first day of a week
-        // from `starts` is `starts - 3` days from the epoch, modulo 7.
-        Window::Week { starts, offset } => at(7 * DAY as u64, starts as i64 - 3, offset),
-        Window::Month { .. } | Window::Year { .. } => (0, 0),
     }
 }
 
@@ -637,7 +595,7 @@ mod tests {
         };
         for w in windows {
             let p = Params::new(1, w).unwrap();
-            assert!(p.width > 0, "{w:?}");
+            assert!(p.uniform.is_some(), "{w:?}");
             let mut times: Vec<u64> = (0..2_000).map(|_| next()).collect();
             times.extend([0, 1, u64::MAX - 1, u64::MAX, 1_795_996_790 * S]);
             for i in [0, 1, 2, 3, 20_000, p.last_index() - 1, p.last_index()] {
@@ -670,7 +628,7 @@ mod tests {
         // `current` agrees with it as well.
         for w in [Window::Month { offset: 0 }, Window::Year { offset: 3_600 }] {
             let p = Params::new(1, w).unwrap();
-            assert_eq!(p.width, 0);
+            assert_eq!(p.uniform, None);
             for _ in 0..2_000 {
                 let (t, j) = (next(), next() % (p.last_index() + 1));
                 let word = p.word(j, 1);
