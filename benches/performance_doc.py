@@ -551,6 +551,7 @@ def main():
     slack = lines(os.path.join(out_dir, "accuracy-slack.txt"))
     cont = lines(os.path.join(out_dir, "contention.txt")) or []
     fast = lines(os.path.join(out_dir, "fast_path.txt")) or []
+    window_path = lines(os.path.join(out_dir, "window_path.txt")) or []
     keyed_out = lines(os.path.join(out_dir, "keyed.txt")) or []
     acc_machine = (
         first(acc, "Machine now").replace("Machine now:", "While it ran:").replace("wakes late", "woke late")
@@ -590,6 +591,7 @@ cargo bench -p paceline-benches --bench keyed                 # KeyedLimiter bes
 cargo bench -p paceline-benches --features redis --bench redis
 cargo bench -p paceline-benches --features postgres --bench postgres
 cargo run --release -p paceline-benches --example fast_path   # one thread, interleaved
+cargo run --release -p paceline-benches --example window_path # a window key beside a pacing key
 cargo run --release -p paceline-benches --example contention  # interleaved cross-check
 cargo run --release -p paceline-benches --example accuracy    # pacing accuracy
 cargo run --release --features tokio --example tokio_granularity
@@ -676,6 +678,22 @@ Not run by `scripts/perf.sh`: `tests/keyed_flood.rs` sends 10 million
 distinct keys through a 100 000-key limiter on 2 threads and prints its time,
 the most keys tracked and its peak RSS
 (`PACELINE_FLOOD_KEYS=10000000 cargo test --release --test keyed_flood -- --nocapture`).
+
+### A quota per window beside pacing
+
+`benches/examples/window_path.rs` times, interleaved as the fast path is,
+`try_take` on one key of a keyed limiter whose limit paces and of one
+whose limit is a quota per day (`Limit::per_window`), admitted (pacing at
+10^9/s with a burst of a billion, a quota of 2^40) and refused (the key
+spent: 1 an hour with no slack, 1 a day), each ratio taken within its
+round. Both take the shard's lock, find the key, read the clock and win
+one CAS; the window's step adds the window's arithmetic (the current
+window by a product, its start and end) and what a take reports (the
+count left, the window's end).
+
+```text
+{chr(10).join(window_path)}
+```
 
 {http_section(out_dir)}
 {redis_section(out_dir, baselines)}

@@ -139,6 +139,9 @@ fi
 echo "== fast path, interleaved" >&2
 cargo run -q --release -p paceline-benches --example fast_path -- \
     $([ $quick = yes ] && echo 11 || echo 101) >"$out/fast_path.txt"
+echo "== a window key beside a pacing key, interleaved" >&2
+cargo run -q --release -p paceline-benches --example window_path -- \
+    $([ $quick = yes ] && echo 11 || echo 101) >"$out/window_path.txt"
 echo "== contention" >&2
 cargo run -q --release -p paceline-benches --example contention -- --rounds $rounds >"$out/contention.txt"
 echo "== accuracy" >&2

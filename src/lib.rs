@@ -28,13 +28,13 @@
 //! | threads, one limit | [`AtomicLimiter`] (lock-free; [`MutexLimiter`] decides alike) | (none) |
 //! | a slow start after idle (Guava's warm-up) | [`.warm_up(period)`](Builder::warm_up) on either: a [`WarmUpLimiter`] | (none) |
 //! | tasks, one limit | [`tokio::AsyncLimiter`] | `tokio` |
-//! | a limit per user / IP / tenant | [`KeyedLimiter`] (tasks: [`tokio::AsyncKeyedLimiter`]) | `keyed` (default; tasks: + `tokio`) |
+//! | a limit per user / IP / tenant, paced or a quota per day / month ([`Limit::per_window`]; [the guide's `windows`](guide::windows)) | [`KeyedLimiter`] (tasks: [`tokio::AsyncKeyedLimiter`]) | `keyed` (default; tasks: + `tokio`) |
 //! | many processes or hosts, one limit | [`redis::RedisLimiter`] (tasks: [`redis::AsyncRedisLimiter`]) | `redis` (tasks: + `tokio`) |
 //! | the same, with PostgreSQL and no Redis | [`postgres::PostgresLimiter`] (tasks: [`postgres::AsyncPostgresLimiter`]) | `postgres` (tasks: + `tokio`) |
 //! | the same, with memcached (the clients' clocks decide) | [`memcached::MemcachedLimiter`] (tasks: [`memcached::AsyncMemcachedLimiter`]) | `memcached` (tasks: + `tokio`) |
 //! | one hot key past one server core (a million a second) | [`lease::Leased`] over one key of any of the three | that store's |
 //! | one set of limits for a whole fleet, layered and live | [`config::fleet::Layers`] + [`config::fleet::Document`] | `fleet`, with `redis` or `postgres` |
-//! | several limits at once, all or nothing | [`all`] | (none) |
+//! | several limits at once, all or nothing (10/s and 10,000 a day) | [`all`]; over HTTP, `LimitBuilder::and_limiter` | (none) |
 //! | an HTTP service: 429 per client; a paced HTTP client | [`http::LimitLayer`]; [`http::PaceLayer`] | `tower` (in an axum app: `axum`) |
 //! | a tonic server; a reqwest client, paced to a far side's stated budget or to a limit it does not state (429 / 503); `tracing` events | [`http::LimitBuilder::grpc`], [`reqwest::Pace`] ([`follow_budget`](reqwest::Pace::follow_budget), [`adapt`](reqwest::Pace::adapt)), [`adapt::Adaptive`] over any limiter above, events: the [gRPC](guide::grpc), [outbound](guide::outbound) and [adaptive](guide::adaptive) chapters | `tonic`, `reqwest`, `tracing` (`Adaptive` alone: none) |
 //! | bytes of a stream, not requests (`Read`/`Write`, `AsyncRead`/`AsyncWrite`) | [`io::PacedReader`], [`io::PacedWriter`] over any limiter | (none; async: `tokio`) |

@@ -7,6 +7,8 @@
 //!
 //! 1. [The model and slack](model): one word of state, the window bound,
 //!    slack and burst, full credit, costs, rate changes and resets.
+//!    [Pacing or a window](windows): what each promises, which to pick,
+//!    quotas by the calendar, and "10/s and 10,000 a day" on one key.
 //! 2. [Waiting and cancel safety](waiting): how a take waits (threads and
 //!    tasks), timer granularity, paused-time tests, and what a dropped
 //!    future gives back.
@@ -74,4 +76,4 @@ macro_rules! chapters {
     )*};
 }
 
-chapters!(model waiting keyed persist remote memcached faults leases http grpc outbound adaptive config metrics cli warm_up io peers);
+chapters!(model windows waiting keyed persist remote memcached faults leases http grpc outbound adaptive config metrics cli warm_up io peers);
