@@ -206,7 +206,8 @@ pub use remote::postgres;
 #[cfg(feature = "redis")]
 pub use remote::redis;
 /// Loom builds only (`--cfg paceline_loom`), for `loom-tests/`: the
-/// crate-internal store of a quota per window, which no limiter runs yet.
+/// crate-internal store of a quota per window, whose loop a keyed
+/// limiter's window keys run.
 #[cfg(paceline_loom)]
 #[doc(hidden)]
 pub use store::window::WindowStore as __WindowStore;
