@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::classes::{rest_time, Class, Resolved};
-use super::windowed::Windowed;
+use super::windowed::{Left, Windowed};
 use super::{KeyOf, ADMITTED, REFUSED};
 use crate::model::schedule::{Admit, Grant, Params};
 use crate::observe::stripes::Counters;
@@ -201,16 +201,6 @@ pub(super) struct Decided {
     /// A window entry's decision: what its new word leaves (zero for a
     /// pacing entry's, whose `params` say it).
     pub(super) left: Left,
-}
-
-/// What a window entry's grant leaves, read from its new word under the
-/// shard's lock, so that a try's answer needs no second lookup: permits
-/// available, ns until the next is free and until the window ends.
-#[derive(Clone, Copy, Default)]
-pub(super) struct Left {
-    pub(super) available: u64,
-    pub(super) next_free: u64,
-    pub(super) reset: u64,
 }
 
 /// [`Decided::params`] of a window entry's decision: an interval of 0,

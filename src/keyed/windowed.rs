@@ -17,7 +17,6 @@
 
 use std::time::Duration;
 
-use super::shard::Left;
 use super::PRUNE_GRACE;
 use crate::clock::Clock;
 use crate::limiter::found::State;
@@ -27,6 +26,16 @@ use crate::primitive::AtomicU64;
 use crate::store::window::{settle_word, update_word};
 use crate::values::error::Error;
 use crate::values::limit::Limit;
+
+/// What a window entry's grant leaves, read from its new word under the
+/// shard's lock, so that a try's answer needs no second lookup: permits
+/// available, ns until the next is free and until the window ends.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Left {
+    pub(super) available: u64,
+    pub(super) next_free: u64,
+    pub(super) reset: u64,
+}
 
 /// One window class: its step's parameters, the limit it was set from, and
 /// the Unix time of the clock's origin.

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ops::{counted, Asked};
 use super::seam::Recount;
 use super::{Backend, Decision, Done, Error, FailPolicy, Op, Request, Settle};
 use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT};
@@ -89,6 +88,32 @@ impl Common {
             counting: Counting::default(),
         }
     }
+}
+
+/// What a take asked, for the mapping of its answer: the cost, which
+/// requests are admitted, and why it asks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Asked {
+    pub(crate) cost: u64,
+    pub(crate) admit: Admit,
+    pub(crate) ask: Ask,
+}
+
+/// The window parameters of a limit `common` counts by window, checked:
+/// `None` for a paced one. A slack set beside a quota is refused by name:
+/// the quota is the burst.
+pub(super) fn counted(common: &Common) -> Result<Option<window::Params>, BuildError> {
+    let Some((quota, w)) = common.window else {
+        return Ok(None);
+    };
+    let limit = Limit::per_window(quota, w)?;
+    if common.slack != limit.slack() {
+        return Err(BuildError::WindowNotPaced {
+            limit: limit.to_string(),
+            by: "a slack",
+        });
+    }
+    Ok(Some(window::Params::new(quota, w)?))
 }
 
 /// One limit (rate and slack, or a quota per window) over a backend.
