@@ -302,7 +302,7 @@ fn on_window<K>(
     let generation = shard.generation;
     let now = now();
     match w.update(&entry.tat, now, cost, admit) {
-        Ok(grant) => {
+        Ok((grant, left)) => {
             entry.touch(now, false);
             counts.add(ADMITTED, 1);
             Ok(Decided {
@@ -310,7 +310,7 @@ fn on_window<K>(
                 grant,
                 generation,
                 params: WINDOW,
-                left: w.left(grant.next, now),
+                left,
             })
         }
         Err(refusal) => Err(refused(counts, entry, now, refusal, ask)),

@@ -84,7 +84,8 @@ impl Windowed {
     }
 
     /// The window step on the entry's word `cell` by the window store's CAS
-    /// loop ([`update_word`]), at the internal reading `now`.
+    /// loop ([`update_word`]), at the internal reading `now`: the grant and
+    /// what its word leaves ([`left`](Self::left)'s numbers).
     #[inline(always)]
     pub(super) fn update(
         &self,
@@ -92,9 +93,16 @@ impl Windowed {
         now: u64,
         cost: u64,
         admit: Admit,
-    ) -> Result<Grant, Error> {
+    ) -> Result<(Grant, Left), Error> {
         match update_word(cell, || self.params, self.unix(now), cost, admit) {
-            Ok((grant, _)) => Ok(self.inward(grant)),
+            Ok((grant, (available, next_free, reset), _)) => {
+                let left = Left {
+                    available,
+                    next_free,
+                    reset,
+                };
+                Ok((self.inward(grant), left))
+            }
             Err(deny) => Err(self.refused(deny, cost, admit)),
         }
     }

@@ -78,6 +78,21 @@ impl Uniform {
                 .unwrap_or(u64::MAX),
         }
     }
+
+    /// Where window `index` starts and ends: `(start(index),
+    /// start(index + 1))`, the index saturating, from one product (the end
+    /// is the start plus the width, but for the window holding the epoch
+    /// when starts have a phase).
+    #[inline(always)]
+    pub(super) fn bounds(self, index: u64) -> (u64, u64) {
+        let start = self.start(index);
+        let end = if index == 0 && self.phase > 0 {
+            self.phase
+        } else {
+            start.saturating_add(self.width)
+        };
+        (start, end)
+    }
 }
 
 /// A day of the week, where a [`Window::Week`] starts.
@@ -170,6 +185,45 @@ impl Window {
             Window::Month { .. } => days_from_civil(n.div_euclid(12), n.rem_euclid(12) + 1, 1),
             Window::Year { .. } => days_from_civil(n, 1, 1),
         }
+    }
+}
+
+impl Window {
+    /// The index of the window holding `t` (Unix time, ns) by the
+    /// calendar's numbering, for any window; `first` is the calendar's
+    /// number of the window holding the epoch.
+    pub(super) fn index_by_calendar(self, t: u64, first: i64) -> u64 {
+        match self {
+            Window::Fixed { seconds } => {
+                // The quotient is at most `t`: it fits.
+                let width = u128::from(seconds) * u128::from(NANOS);
+                u64::try_from(u128::from(t) / width).unwrap_or(u64::MAX)
+            }
+            _ => {
+                // `t / NANOS < 2^35`: no overflow in i64.
+                let local = (t / NANOS) as i64 + i64::from(self.offset());
+                // Window numbers grow with time, and `first` is the number
+                // at `t = 0`: the difference is never negative.
+                self.number(local.div_euclid(DAY)).abs_diff(first)
+            }
+        }
+    }
+
+    /// When the window `index` starts (Unix time, ns, saturated at both
+    /// ends) by the calendar's numbering, for any window; `first` as for
+    /// [`index_by_calendar`](Self::index_by_calendar).
+    pub(super) fn start_by_calendar(self, index: u64, first: i64) -> u64 {
+        let ns = match self {
+            Window::Fixed { seconds } => u128::from(index)
+                .checked_mul(u128::from(seconds) * u128::from(NANOS))
+                .map_or(i128::MAX, |ns| i128::try_from(ns).unwrap_or(i128::MAX)),
+            _ => {
+                // `|day| < 2^73` for any index: these products fit i128.
+                let day = self.first_day(i128::from(index) + i128::from(first));
+                (day * i128::from(DAY) - i128::from(self.offset())) * i128::from(NANOS)
+            }
+        };
+        u64::try_from(ns.max(0)).unwrap_or(u64::MAX)
     }
 }
 

@@ -77,9 +77,6 @@ use super::calendar::{Uniform, DAY};
 pub use super::calendar::{Weekday, Window, MAX_OFFSET};
 use super::schedule::{Admit, Grant};
 
-/// Nanoseconds in a second.
-const NANOS: u64 = 1_000_000_000;
-
 /// The state that has counted nothing: window 0, count 0.
 pub const EMPTY: u64 = 0;
 
@@ -233,28 +230,7 @@ impl Params {
     pub fn index_at(self, t: u64) -> u64 {
         match self.uniform {
             Some(uniform) => uniform.index_at(t),
-            None => self.index_by_calendar(t),
-        }
-    }
-
-    /// [`index_at`](Self::index_at) by the calendar's numbering, for any
-    /// window.
-    fn index_by_calendar(self, t: u64) -> u64 {
-        match self.window {
-            Window::Fixed { seconds } => {
-                // The quotient is at most `t`: it fits.
-                let width = u128::from(seconds) * u128::from(NANOS);
-                u64::try_from(u128::from(t) / width).unwrap_or(u64::MAX)
-            }
-            _ => {
-                // `t / NANOS < 2^35`: no overflow in i64.
-                let local = (t / NANOS) as i64 + i64::from(self.window.offset());
-                // Window numbers grow with time, and `first` is the number
-                // at `t = 0`: the difference is never negative.
-                self.window
-                    .number(local.div_euclid(DAY))
-                    .abs_diff(self.first)
-            }
+            None => self.window.index_by_calendar(t, self.first),
         }
     }
 
@@ -265,25 +241,8 @@ impl Params {
     pub fn start(self, index: u64) -> u64 {
         match self.uniform {
             Some(uniform) => uniform.start(index),
-            None => self.start_by_calendar(index),
+            None => self.window.start_by_calendar(index, self.first),
         }
-    }
-
-    /// [`start`](Self::start) by the calendar's numbering, for any window.
-    fn start_by_calendar(self, index: u64) -> u64 {
-        let ns = match self.window {
-            Window::Fixed { seconds } => u128::from(index)
-                .checked_mul(u128::from(seconds) * u128::from(NANOS))
-                .map_or(i128::MAX, |ns| i128::try_from(ns).unwrap_or(i128::MAX)),
-            _ => {
-                // `|day| < 2^73` for any index: these products fit i128.
-                let day = self
-                    .window
-                    .first_day(i128::from(index) + i128::from(self.first));
-                (day * i128::from(DAY) - i128::from(self.window.offset())) * i128::from(NANOS)
-            }
-        };
-        u64::try_from(ns.max(0)).unwrap_or(u64::MAX)
     }
 
     /// When the window `index` ends: the next one's start (`u64::MAX`,
@@ -291,6 +250,15 @@ impl Params {
     #[inline]
     pub fn end(self, index: u64) -> u64 {
         self.start(index.saturating_add(1))
+    }
+
+    /// [`start`](Self::start) and [`end`](Self::end) of window `index`.
+    #[inline(always)]
+    pub fn bounds(self, index: u64) -> (u64, u64) {
+        match self.uniform {
+            Some(uniform) => uniform.bounds(index),
+            None => (self.start(index), self.end(index)),
+        }
     }
 
     /// The word holding `state`, or `None` when its index or count does
@@ -482,6 +450,44 @@ pub fn left(word: u64, now: u64, p: Params) -> (u64, u64, u64) {
     (available, next_free, reset)
 }
 
+/// [`step`], and on a grant [`left`] of its `next` at `now`: the stored
+/// window's bounds found once when it is current and open (a busy key's
+/// every take but its window's first), else both in turn.
+#[inline(always)]
+pub fn take(
+    word: u64,
+    now: u64,
+    cost: u64,
+    p: Params,
+    admit: Admit,
+) -> Result<(Grant, (u64, u64, u64)), Deny> {
+    let stored = p.unpack(word);
+    if cost > 0 && cost <= p.quota && stored.index < p.last {
+        let (start, end) = p.bounds(stored.index);
+        // The stored window holds `now`: it is the current one, and open.
+        if start <= now && now < end {
+            let to_end = end - now;
+            if stored.count <= p.quota - cost {
+                let available = p.quota - stored.count - cost;
+                let next_free = if available > 0 { 0 } else { to_end };
+                let grant = Grant {
+                    prev: word,
+                    slot: now,
+                    // The count is the word's low bits.
+                    next: word + cost,
+                };
+                return Ok((grant, (available, next_free, to_end)));
+            }
+            // Full: the next window (not past the clock's end) at `end`.
+            if matches!(admit, Admit::Within(max) if to_end > max) {
+                return Err(Deny::Wait(to_end));
+            }
+        }
+    }
+    let grant = step(word, now, cost, p, admit)?;
+    Ok((grant, left(grant.next, now, p)))
+}
+
 /// How long until a request of cost 1 would be admitted, ns (0: now), or
 /// `None` if it never would be (a quota of 0, or a next window past the
 /// clock's end).
@@ -494,6 +500,16 @@ pub fn next_free(word: u64, now: u64, p: Params) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Params {
+        fn index_by_calendar(self, t: u64) -> u64 {
+            self.window.index_by_calendar(t, self.first)
+        }
+
+        fn start_by_calendar(self, index: u64) -> u64 {
+            self.window.start_by_calendar(index, self.first)
+        }
+    }
 
     #[test]
     fn left_reads_what_the_separate_questions_read() {
@@ -540,6 +556,91 @@ mod tests {
                         "{w:?} q={quota} word={word} t={t}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn take_answers_as_step_then_left() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let windows = [
+            Window::SECOND,
+            Window::Fixed { seconds: 90 },
+            Window::Day { offset: 0 },
+            Window::Day { offset: -7_200 },
+            Window::Month { offset: 3_600 },
+        ];
+        let (mut fast, mut refused) = (0, 0);
+        for w in windows {
+            for quota in [0, 1, 3, 1_000] {
+                let p = Params::new(quota, w).unwrap();
+                for _ in 0..3_000 {
+                    let t = match next() % 4 {
+                        0 => next() % (p.end(0) + 2),
+                        _ => next(),
+                    };
+                    let index = match next() % 4 {
+                        0 | 1 => p.index_at(t),
+                        2 => p.index_at(t).saturating_add(next() % 3).min(p.last_index()),
+                        _ => next() % (p.last_index() + 1),
+                    };
+                    let count = (next() % (quota + 2)).min(p.max_quota());
+                    let word = p.word(index, count);
+                    let cost = next() % (quota + 3);
+                    for admit in [
+                        Admit::Within(0),
+                        Admit::Within(next() % (2 * p.end(0))),
+                        Admit::Always,
+                    ] {
+                        let expected =
+                            step(word, t, cost, p, admit).map(|g| (g, left(g.next, t, p)));
+                        fast += u64::from(expected.is_ok_and(|(g, _)| g.slot == t));
+                        refused += u64::from(matches!(expected, Err(Deny::Wait(_))));
+                        assert_eq!(
+                            take(word, t, cost, p, admit),
+                            expected,
+                            "{w:?} q={quota} word={word} t={t} cost={cost} {admit:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // Both of the shortcut's answers were met, many times.
+        assert!(fast > 10_000 && refused > 1_000, "{fast} {refused}");
+    }
+
+    #[test]
+    fn bounds_are_the_start_and_the_end() {
+        let windows = [
+            Window::SECOND,
+            Window::Fixed { seconds: u64::MAX },
+            Window::Day { offset: 0 },
+            Window::Day { offset: 7_200 },
+            Window::Week {
+                starts: Weekday::Monday,
+                offset: -MAX_OFFSET,
+            },
+            Window::Year { offset: 0 },
+        ];
+        for w in windows {
+            let p = p(1, w);
+            let last = p.last_index();
+            let near = [last.saturating_sub(1), last, last.saturating_add(1)];
+            for index in [0, 1, 2, 1_000, u64::MAX - 1, u64::MAX]
+                .into_iter()
+                .chain(near)
+            {
+                assert_eq!(
+                    p.bounds(index),
+                    (p.start(index), p.end(index)),
+                    "{w:?} {index}"
+                );
             }
         }
     }
@@ -646,7 +747,8 @@ mod tests {
         }
     }
 
-    const S: u64 = NANOS;
+    /// Nanoseconds in a second.
+    const S: u64 = 1_000_000_000;
     /// Unix times of midnight UTC, seconds.
     const Y2000_02_01: u64 = 949_363_200;
     const Y2000_03_01: u64 = 951_868_800;

@@ -147,6 +147,7 @@ impl WindowStore {
     #[inline]
     pub fn update(&self, now: u64, cost: u64, admit: Admit) -> Result<(Grant, Params), Deny> {
         update_word(&self.cell.word, || self.params(), now, cost, admit)
+            .map(|(grant, _, params)| (grant, params))
     }
 
     /// Settles a booking of `booked` permits whose permit went at `went`
@@ -196,15 +197,22 @@ impl WindowStore {
     }
 }
 
+/// What a grant's word leaves at its clock reading: [`window::left`]'s
+/// permits available and ns until the next is free and until the window
+/// ends.
+pub(crate) type Left = (u64, u64, u64);
+
 /// The one window CAS loop, over any word: [`WindowStore::update`]'s, and
 /// a keyed limiter's window entries' (`src/keyed/`), so the loom models of
 /// the store (`loom-tests/tests/window.rs`) run the keyed path's loop too.
-/// Runs [`window::step`] for `cost` permits at `now` (Unix time, ns) on the
+/// Runs [`window::take`] ([`window::step`], and what its grant leaves) for
+/// `cost` permits at `now` (Unix time, ns) on the
 /// word in `cell`, in the parameters `params` reads after each load of the
 /// word (the store's quota in force; a keyed entry's class, fixed under
 /// its shard's read lock), and stores its result by a CAS over the word it
 /// read, deciding again on the word that beat it. With the grant (its
-/// `prev` the word it replaced, its `next` the word it stored), the
+/// `prev` the word it replaced, its `next` the word it stored), what that
+/// word leaves at `now` ([`window::left`]'s three numbers) and the
 /// parameters it ran in. A refusal and a cost of 0 store nothing.
 ///
 /// # Memory ordering
@@ -218,20 +226,20 @@ pub(crate) fn update_word(
     now: u64,
     cost: u64,
     admit: Admit,
-) -> Result<(Grant, Params), Deny> {
+) -> Result<(Grant, Left, Params), Deny> {
     let mut word = cell.load(Ordering::Acquire);
     loop {
         // Read after the word: at least as new as the quota of the step
         // that stored it.
         let params = params();
         // Refused? Nothing to store: the refusal holds for this word.
-        let grant = window::step(word, now, cost, params, admit)?;
+        let (grant, left) = window::take(word, now, cost, params, admit)?;
         // Nothing to store (a cost of 0)?
         if grant.next == word {
-            return Ok((grant, params));
+            return Ok((grant, left, params));
         }
         match cell.compare_exchange_weak(word, grant.next, Ordering::Release, Ordering::Acquire) {
-            Ok(_) => return Ok((grant, params)),
+            Ok(_) => return Ok((grant, left, params)),
             // Someone else moved the word (or a spurious failure): decide
             // again on the word that is there now.
             Err(actual) => word = actual,
