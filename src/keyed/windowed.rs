@@ -24,7 +24,7 @@ use crate::model::schedule::{self, Admit, Grant, ORIGIN};
 use crate::model::window::{self, Params, EMPTY};
 use crate::primitive::AtomicU64;
 use crate::store::window::{settle_word, update_word};
-use crate::values::error::Error;
+use crate::values::error::{Delay, Error};
 use crate::values::limit::Limit;
 
 /// What a window entry's grant leaves, read from its new word under the
@@ -102,6 +102,11 @@ impl Windowed {
                     reset,
                 };
                 Ok((self.inward(grant), left))
+            }
+            // A try's refusal, built in place as the pacing path builds
+            // it: made out of line, it came back in pieces through memory.
+            Err(window::Deny::Wait(wait)) if admit == Admit::Within(0) => {
+                Err(Error::RetryAfter(Delay(wait)))
             }
             Err(deny) => Err(self.refused(deny, cost, admit)),
         }
