@@ -30,32 +30,15 @@ use std::num::NonZeroU32;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use cpu_time::ThreadTime;
+#[path = "../interleaved.rs"]
+mod interleaved;
+use interleaved::{report, time};
 
 use crossbeam_utils::CachePadded;
 #[path = "../floor.rs"]
 mod floor;
 use floor::{cas_past, clock_cas};
 use paceline::{AtomicLimiter, Rate};
-
-/// Calls per batch: a few milliseconds each.
-const BATCH: u64 = 200_000;
-
-/// Nanoseconds of this thread's CPU time per call of `f`, over one batch (out of line: one copy per
-/// call timed, to read in a profile).
-#[inline(never)]
-fn time(mut f: impl FnMut()) -> f64 {
-    let start = ThreadTime::now();
-    for _ in 0..BATCH {
-        f();
-    }
-    start.elapsed().as_nanos() as f64 / BATCH as f64
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() {
     let rounds: usize = std::env::args()
@@ -154,11 +137,6 @@ fn main() {
             all.push(r);
         }
     }
-    println!("ns per call, median of {rounds} interleaved rounds of {BATCH} calls:");
-    for (name, all) in names.iter().zip(&mut ns) {
-        println!("  {name:12} {:6.2}", median(all));
-    }
-    println!("ratios within each round: median (min, max):");
     let labels = [
         "admitted try_take / floor",
         "admitted try_take / floor_ns",
@@ -170,12 +148,5 @@ fn main() {
         "admitted, read as a bool / governor",
         "refused, read as a bool / governor",
     ];
-    for (label, all) in labels.iter().zip(&mut ratios) {
-        let m = median(all);
-        println!(
-            "  {label:36} {m:.3} ({:.3}, {:.3})",
-            all[0],
-            all[all.len() - 1]
-        );
-    }
+    report(rounds, &names, &mut ns, &labels, &mut ratios);
 }

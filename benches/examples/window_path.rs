@@ -21,28 +21,12 @@
 
 use std::hint::black_box;
 
-use cpu_time::ThreadTime;
+#[path = "../interleaved.rs"]
+mod interleaved;
+use interleaved::{report, time};
 
 use paceline::model::window::Window;
 use paceline::{AtomicLimiter, KeyedLimiter, Limit, Rate, Take};
-
-/// Calls per batch: a few milliseconds each.
-const BATCH: u64 = 200_000;
-
-/// Nanoseconds of this thread's CPU time per call of `f`, over one batch.
-#[inline(never)]
-fn time(mut f: impl FnMut()) -> f64 {
-    let start = ThreadTime::now();
-    for _ in 0..BATCH {
-        f();
-    }
-    start.elapsed().as_nanos() as f64 / BATCH as f64
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// A keyed limiter whose every key is held to `limit`.
 fn keyed(limit: Limit) -> KeyedLimiter<u64> {
@@ -108,22 +92,10 @@ fn main() {
             all.push(r);
         }
     }
-    println!("ns per call, median of {rounds} interleaved rounds of {BATCH} calls:");
-    for (name, all) in names.iter().zip(&mut ns) {
-        println!("  {name:12} {:6.2}", median(all));
-    }
-    println!("ratios within each round: median (min, max):");
     let labels = [
         "window admitted / pacing admitted",
         "window refused / pacing refused",
         "keyed pacing admitted / AtomicLimiter",
     ];
-    for (label, all) in labels.iter().zip(&mut ratios) {
-        let m = median(all);
-        println!(
-            "  {label:38} {m:.3} ({:.3}, {:.3})",
-            all[0],
-            all[all.len() - 1]
-        );
-    }
+    report(rounds, &names, &mut ns, &labels, &mut ratios);
 }

@@ -501,6 +501,17 @@ pub fn next_free(word: u64, now: u64, p: Params) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// A xorshift generator from `seed` (not 0): the tests' random words
+    /// and times, the same in every run.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     impl Params {
         fn index_by_calendar(self, t: u64) -> u64 {
             self.window.index_by_calendar(t, self.first)
@@ -513,13 +524,7 @@ mod tests {
 
     #[test]
     fn left_reads_what_the_separate_questions_read() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let windows = [
             Window::SECOND,
             Window::Fixed { seconds: 90 },
@@ -562,13 +567,7 @@ mod tests {
 
     #[test]
     fn take_answers_as_step_then_left() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let windows = [
             Window::SECOND,
             Window::Fixed { seconds: 90 },
@@ -687,13 +686,7 @@ mod tests {
             }
         }
         // A generator of times across the clock, and each window's edges.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for w in windows {
             let p = Params::new(1, w).unwrap();
             assert!(p.uniform.is_some(), "{w:?}");

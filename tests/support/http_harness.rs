@@ -77,26 +77,19 @@ pub fn header<'a>(answer: &'a Answer, name: &str) -> &'a str {
 
 /// The single item of an SF List: its String and its Integer parameters.
 pub fn sf_item(field: &str) -> (String, HashMap<String, i64>) {
-    use sfv::{BareItem, List, ListEntry, Parser};
-    let list: List = Parser::new(field)
-        .parse()
-        .unwrap_or_else(|e| panic!("{field}: {e}"));
+    let mut list = sf_list(field);
     assert_eq!(list.len(), 1, "{field}");
-    let ListEntry::Item(item) = &list[0] else {
-        panic!("{field}: an inner list")
-    };
-    let BareItem::String(name) = &item.bare_item else {
-        panic!("{field}: the item is not a String")
-    };
-    let params = item
-        .params
-        .iter()
-        .map(|(k, v)| match v {
-            BareItem::Integer(n) => (k.as_str().to_owned(), i64::from(*n)),
-            other => panic!("{field}: {k} is {other:?}"),
+    let (name, params) = list.remove(0);
+    let params = params
+        .into_iter()
+        .map(|(k, v)| {
+            let n = v
+                .parse()
+                .unwrap_or_else(|_| panic!("{field}: {k} is {v}, not an Integer"));
+            (k, n)
         })
         .collect();
-    (name.as_str().to_owned(), params)
+    (name, params)
 }
 
 /// Every item of an SF List: its String and its parameters, each as text
