@@ -715,3 +715,17 @@ fn a_fleets_layers_set_window_quotas_key_by_key() {
     assert_eq!(keyed.available("tenant:free"), 0);
     assert_eq!(keyed.limits().layer("tenant:free"), Some("global"));
 }
+
+#[test]
+fn a_rate_set_on_a_window_default_paces_with_the_default_slack() {
+    let day = Limit::per_window(100, "day".parse().unwrap()).unwrap();
+    let limiter = KeyedLimiter::<String>::builder(Rate::per_second(1))
+        .limit(day)
+        .build()
+        .unwrap();
+    limiter.set_rate(Rate::per_second(10)).unwrap();
+    // The default slack (10 permits at 10/s), not 99, the quota less one.
+    let limit = limiter.limit_of("k");
+    assert_eq!((limit.rate(), limit.burst()), (Rate::per_second(10), 11));
+    assert_eq!(limit.window(), None);
+}

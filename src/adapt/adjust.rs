@@ -21,6 +21,17 @@ pub trait Adjust: Send + Sync {
     /// # Errors
     /// As the limiter's own change of rate.
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError>;
+
+    /// `Ok` when the limit paces, which an adaptive rate needs: a key of a
+    /// keyed limiter counted by window refuses
+    /// ([`BuildError::WindowNotPaced`]), since setting its rate would make
+    /// it pacing. Every other limit paces.
+    ///
+    /// # Errors
+    /// [`BuildError::WindowNotPaced`], naming the limit.
+    fn paced(&self) -> Result<(), BuildError> {
+        Ok(())
+    }
 }
 
 impl<T: Adjust + ?Sized> Adjust for &T {
@@ -30,6 +41,9 @@ impl<T: Adjust + ?Sized> Adjust for &T {
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         (**self).set_rate(rate)
     }
+    fn paced(&self) -> Result<(), BuildError> {
+        (**self).paced()
+    }
 }
 
 impl<T: Adjust + ?Sized> Adjust for Arc<T> {
@@ -38,6 +52,9 @@ impl<T: Adjust + ?Sized> Adjust for Arc<T> {
     }
     fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         (**self).set_rate(rate)
+    }
+    fn paced(&self) -> Result<(), BuildError> {
+        (**self).paced()
     }
 }
 
@@ -81,10 +98,16 @@ macro_rules! adjust_key {
                 keyed.rate_for(self.key()).0
             }
             fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
+                self.paced()?;
                 let $l = self.limiter();
                 let keyed: &crate::KeyedLimiter<K, C> = $keyed;
                 let (_, slack) = keyed.rate_for(self.key());
                 keyed.set_override(self.key().clone(), rate, slack)
+            }
+            fn paced(&self) -> Result<(), BuildError> {
+                let $l = self.limiter();
+                let keyed: &crate::KeyedLimiter<K, C> = $keyed;
+                keyed.limit_of(self.key()).paced("an adaptive rate")
             }
         }
     };

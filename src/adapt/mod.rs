@@ -158,8 +158,10 @@ impl AdaptiveBuilder {
     /// [`BuildError::AdaptiveStep`] for an increase that is negative or not
     /// a number, a backoff not strictly between 0 and 1, or a latency
     /// tolerance not above 1. A change of the limit's rate failing as its
-    /// own `set_rate` does.
+    /// own `set_rate` does. [`BuildError::WindowNotPaced`] for a key
+    /// counted by window, whose rate is not an adaptive rate's to set.
     pub fn build<L: Adjust>(self, limit: L) -> Result<Adaptive<L>, BuildError> {
+        limit.paced()?;
         let step = |what, value: f64| BuildError::AdaptiveStep {
             what,
             value: value.to_string(),
@@ -497,6 +499,28 @@ mod tests {
             "other keys keep theirs"
         );
         assert_eq!(keyed.limits().get("api").map(|l| l.rate()), Some(a.rate()));
+    }
+
+    #[cfg(feature = "keyed")]
+    #[test]
+    fn a_key_counted_by_window_is_not_an_adaptive_rates() {
+        let day = crate::Limit::per_window(100, "day".parse().unwrap()).unwrap();
+        let keyed = crate::KeyedLimiter::<String>::builder(Rate::per_second(100))
+            .build()
+            .unwrap();
+        keyed.set_override_limit("quota".to_string(), day).unwrap();
+        let key = crate::take::OnKey::new(&keyed, "quota".to_string());
+        let e = Adaptive::new(key, Rate::per_second(1), Rate::per_second(1000)).unwrap_err();
+        assert_eq!(
+            e,
+            BuildError::WindowNotPaced {
+                limit: "100 per day".into(),
+                by: "an adaptive rate"
+            }
+        );
+        assert_eq!(keyed.limit_of("quota"), day, "left counted by window");
+        let paced = crate::take::OnKey::new(&keyed, "other".to_string());
+        assert!(Adaptive::new(paced, Rate::per_second(1), Rate::per_second(1000)).is_ok());
     }
 
     #[test]

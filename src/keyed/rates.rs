@@ -109,6 +109,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// ([`set_override`](Self::set_override), [`apply`](Self::apply),
     /// [`remove_override`](Self::remove_override)) or a reset.
     ///
+    /// A default counted by window becomes pacing at `rate` with the
+    /// default slack ([`Slack::DEFAULT`]), never the quota less one: its
+    /// keys start as new keys of the new kind, as on any move between the
+    /// two ([`set_default_limit`](Self::set_default_limit) sets a window).
+    ///
     /// ```
     /// use paceline::{KeyedLimiter, clock::ManualClock, Rate};
     /// use std::time::Duration;
@@ -135,7 +140,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     pub fn set_rate(&self, rate: Rate) -> Result<(), BuildError> {
         let _admin = lock(&self.admin);
         let current = Arc::clone(&read(&self.resolved));
-        let limit = Limit::new(rate, current.settings[0].limit.slack());
+        let default = &current.settings[0].limit;
+        let slack = match default.window() {
+            None => default.slack(),
+            // A quota's slack is the quota less one: not a pace's.
+            Some(_) => Slack::DEFAULT,
+        };
+        let limit = Limit::new(rate, slack);
         let default = Setting::new(limit, None, self.origin)?;
         self.publish(default, self.overrides_except(&current, None));
         Ok(())
