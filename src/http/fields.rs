@@ -18,6 +18,7 @@ use crate::clock::{Clock, UnixClock};
 use crate::model::window::{self, Window};
 use crate::values::limit::Limit;
 use crate::values::rate::Rate;
+use crate::values::window::nominal_seconds;
 
 /// The `RateLimit-Policy` field's name.
 pub(crate) const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -81,25 +82,31 @@ fn item(name: &str, parameters: fmt::Arguments<'_>) -> String {
 
 /// A list of `items` as a field's value.
 pub(crate) fn list(items: impl IntoIterator<Item = String>) -> HeaderValue {
-    let items: Vec<String> = items.into_iter().collect();
+    // One item (one limit) is its own value: no list is built, no copy made.
+    let mut items = items.into_iter();
+    let mut value = items.next().unwrap_or_default();
+    for item in items {
+        value.push_str(", ");
+        value.push_str(&item);
+    }
     // Printable ASCII only (checked when the names were set).
-    HeaderValue::try_from(items.join(", "))
-        .unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
+    HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static("\"default\""))
 }
 
 /// The length in whole seconds of the window of `window` that holds the
-/// Unix time `now` (ns): a fixed window's own, a calendar window's from its
-/// start to its end (a month of 28 to 31 days, a leap year's 366 days).
-pub(crate) fn window_seconds(window: Window, now: u64) -> u64 {
-    if let Window::Fixed { seconds } = window {
-        return seconds.min(SF_MAX);
+/// Unix time `now()` (ns): a fixed window's own, a day's or a week's (all
+/// one length: the clock is not read), a month's or a year's from its start
+/// to its end (28 to 31 days, a leap year's 366).
+pub(crate) fn window_seconds(window: Window, now: impl FnOnce() -> u64) -> u64 {
+    if !matches!(window, Window::Month { .. } | Window::Year { .. }) {
+        return nominal_seconds(window).min(SF_MAX);
     }
     // Any quota of 1 is valid for any calendar window at a valid offset;
     // a limit's window was checked when it was made.
     let Ok(p) = window::Params::new(1, window) else {
         return 0;
     };
-    let i = p.index_at(now);
+    let i = p.index_at(now());
     sf_integer(u128::from(p.end(i) - p.start(i)).div_ceil(SECOND))
 }
 
@@ -154,7 +161,7 @@ impl fmt::Display for PartitionKey {
 pub(crate) fn policy(name: &str, limit: Limit, extra: Extra<'_>) -> String {
     let mut params = match limit.window() {
         Some(window) => {
-            let w = window_seconds(window, UnixClock.now());
+            let w = window_seconds(window, || UnixClock.now());
             format!(";q={};w={w}", limit.burst().min(SF_MAX))
         }
         None => {
@@ -267,14 +274,14 @@ mod tests {
         // 2024-03-10 (31); the year 2024 (366 days).
         let (feb24, feb23, mar24) = (1_707_523_200 * s, 1_675_987_200 * s, 1_710_028_800 * s);
         let month = Window::Month { offset: 0 };
-        assert_eq!(window_seconds(month, feb24), 29 * 86_400);
-        assert_eq!(window_seconds(month, feb23), 28 * 86_400);
-        assert_eq!(window_seconds(month, mar24), 31 * 86_400);
+        assert_eq!(window_seconds(month, || feb24), 29 * 86_400);
+        assert_eq!(window_seconds(month, || feb23), 28 * 86_400);
+        assert_eq!(window_seconds(month, || mar24), 31 * 86_400);
         assert_eq!(
-            window_seconds(Window::Year { offset: 0 }, feb24),
+            window_seconds(Window::Year { offset: 0 }, || feb24),
             366 * 86_400
         );
-        assert_eq!(window_seconds(Window::HOUR, feb24), 3_600);
+        assert_eq!(window_seconds(Window::HOUR, || feb24), 3_600);
     }
 
     #[test]

@@ -142,13 +142,7 @@ impl Windowed {
     /// window's start when this one is spent, whole again at the current
     /// window's end (zero when it has counted nothing).
     pub(super) fn state(&self, word: u64, now: u64) -> State {
-        let left = self.left(word, now);
-        State::new(
-            left.available,
-            Duration::from_nanos(left.next_free),
-            Some(self.limit),
-        )
-        .with_reset(Duration::from_nanos(left.reset))
+        State::of_window(word, self.unix(now), self.params, self.limit)
     }
 
     /// [`state`](Self::state)'s numbers, without the limit.

@@ -36,16 +36,6 @@ impl State {
         }
     }
 
-    /// This state, whole again `reset` from now: a key counted by window,
-    /// whose quota comes back whole at its window's end.
-    #[cfg_attr(not(feature = "keyed"), allow(dead_code))] // a window key's state
-    pub(crate) const fn with_reset(self, reset: Duration) -> State {
-        State {
-            reset: Some(reset),
-            ..self
-        }
-    }
-
     /// A window word at `now` (Unix time, ns) under `params` and `limit`
     /// (the quota per window they are): what is left in the current window,
     /// when a permit is next free (never: `u64::MAX` ns), and that window's
