@@ -296,6 +296,36 @@ mod sealed {
     }
 }
 
+/// Books `costs[i]` on `parts[i]` in turn through `book`, waiting as
+/// `within` allows (one deadline for all), and on a refusal gives the parts
+/// booked before it back through `give_back` (a settle at 0), in reverse
+/// order: the bookings, or the refusing part's place and its refusal. The
+/// one loop of every async all-or-nothing: [`AsyncAll`]'s, and the HTTP
+/// layer's several limits.
+pub(crate) async fn book_in_turn<'a, P: ?Sized>(
+    parts: &[&'a P],
+    costs: impl IntoIterator<Item = u64>,
+    within: Within,
+    book: impl Fn(&'a P, u64, Within) -> Boxed<'a, Booked>,
+    give_back: impl Fn(&'a P, Booked) -> Boxed<'a, ()>,
+) -> Result<Vec<Booked>, (usize, Error)> {
+    let start = Instant::now();
+    let mut booked: Vec<Booked> = Vec::with_capacity(parts.len());
+    for (i, (part, cost)) in parts.iter().zip(costs).enumerate() {
+        match book(part, cost, left(within, start)).await {
+            Ok(b) => booked.push(b),
+            Err(refusal) => {
+                for (part, b) in parts.iter().zip(booked).rev() {
+                    // A give-back that fails leaves its permits spent.
+                    let _ = give_back(part, b).await;
+                }
+                return Err((i, within.refusal(refusal)));
+            }
+        }
+    }
+    Ok(booked)
+}
+
 /// [`All`] over async faces: the same decisions, as futures.
 ///
 /// # Cancel safety
@@ -318,20 +348,12 @@ impl<'a, const N: usize> AsyncAll<'a, N> {
     /// # Errors
     /// As [`All::book_each`].
     pub async fn book_each(&self, costs: [u64; N], within: Within) -> Result<AllBooked<N>, Error> {
-        let start = Instant::now();
-        let mut booked: Vec<Booked> = Vec::with_capacity(N);
-        for (part, cost) in self.parts.iter().zip(costs) {
-            match sealed::AsyncPart::book(*part, cost, left(within, start)).await {
-                Ok(b) => booked.push(b),
-                Err(refusal) => {
-                    for (part, b) in self.parts.iter().zip(booked).rev() {
-                        // A give-back that fails leaves its permits spent.
-                        let _ = sealed::AsyncPart::settle(*part, b, 0).await;
-                    }
-                    return Err(within.refusal(refusal));
-                }
-            }
-        }
+        let book =
+            |part: &'a dyn AsyncPart, cost, within| sealed::AsyncPart::book(part, cost, within);
+        let give_back = |part: &'a dyn AsyncPart, b| sealed::AsyncPart::settle(part, b, 0);
+        let booked = book_in_turn(&self.parts, costs, within, book, give_back)
+            .await
+            .map_err(|(_, refusal)| refusal)?;
         let booked = booked.try_into().expect("one booking per part");
         Ok(AllBooked { booked })
     }

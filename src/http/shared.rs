@@ -21,6 +21,7 @@ use super::fields;
 use super::future::{AddedFields, BoxFuture};
 use super::json::{response, Json};
 use super::terms::{Answered, Body, ClientKey, CostFn, Fields, KeySource, MissingKey, Mode};
+use crate::all::book_in_turn;
 use crate::limiter::take::{AsyncTake, Booked, Error, Taken, Within};
 use crate::tokio::AsyncKeyedLimiter;
 use crate::values::limit::Limit;
@@ -305,33 +306,22 @@ impl Shared {
     /// a part that refuses has the parts before it given back (a settle at
     /// 0), and its refusal comes back with its place. One deadline for
     /// every part's wait in [`Mode::Wait`].
-    pub(super) async fn take_all(
-        &self,
-        key: &ClientKey,
+    pub(super) async fn take_all<'a>(
+        &'a self,
+        key: &'a ClientKey,
         cost: u64,
     ) -> Result<Vec<Booked>, (usize, Error)> {
-        let start = std::time::Instant::now();
         let parts: Vec<&dyn Limiter> = std::iter::once(&*self.limiter)
             .chain(self.also.iter().map(|(_, l)| &**l))
             .collect();
-        let mut booked = Vec::with_capacity(parts.len());
-        for (i, part) in parts.iter().enumerate() {
-            let within = match self.settings.mode {
-                Mode::Wait(max) => Within::Max(max.saturating_sub(start.elapsed())),
-                _ => Within::Now,
-            };
-            match part.book(key, cost, within).await {
-                Ok(b) => booked.push(b),
-                Err(refusal) => {
-                    for (part, b) in parts.iter().zip(booked).rev() {
-                        // A give-back that fails leaves its permits spent.
-                        let _ = part.settle(key, b, 0).await;
-                    }
-                    return Err((i, within.refusal(refusal)));
-                }
-            }
-        }
-        Ok(booked)
+        let within = match self.settings.mode {
+            Mode::Wait(max) => Within::Max(max),
+            _ => Within::Now,
+        };
+        let book = |part: &'a dyn Limiter, cost, within| part.book(key, cost, within);
+        let give_back = |part: &'a dyn Limiter, b| part.settle(key, b, 0);
+        let costs = std::iter::repeat(cost);
+        book_in_turn(&parts, costs, within, book, give_back).await
     }
 
     /// `key`'s partition key, when the layer announces one.
