@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use super::PRUNE_GRACE;
-use crate::clock::Clock;
+use crate::clock::{Clock, UnixClock};
 use crate::limiter::found::State;
 use crate::model::schedule::{self, Admit, Grant, ORIGIN};
 use crate::model::window::{self, Params, EMPTY};
@@ -195,8 +195,5 @@ pub(super) fn unix_origin<C: Clock + ?Sized>(clock: &C) -> u64 {
         return origin;
     }
     let reading = clock.now();
-    let unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, crate::wait::nanos);
-    unix.saturating_sub(reading)
+    UnixClock.now().saturating_sub(reading)
 }
