@@ -129,21 +129,19 @@ impl Taken {
     /// A permit that went `at` (see [the time a take
     /// returns](crate::limiter::take#the-time-a-take-returns)), leaving `after`.
     pub fn new(at: Duration, after: State) -> Taken {
-        Taken {
-            at: crate::wait::nanos(at),
-            tat: after.available,
-            interval: 0,
-            tau: crate::wait::nanos(after.reset()),
-            cold: crate::wait::nanos(after.next_free),
-            warm_up: NonZeroU64::MIN,
-        }
+        let nanos = crate::wait::nanos;
+        Taken::left(
+            nanos(at),
+            after.available,
+            nanos(after.next_free),
+            nanos(after.reset()),
+        )
     }
 
     /// A permit that went `at` ns after the clock's origin, leaving
     /// `available` permits, the next free in `next_free` ns and the limit
-    /// whole again in `reset` ns: [`new`](Self::new) in ns, for a window
-    /// key's answer.
-    #[cfg_attr(not(feature = "keyed"), allow(dead_code))]
+    /// whole again in `reset` ns: [`new`](Self::new) in ns, which a window
+    /// key's answer calls directly.
     #[inline(always)]
     pub(crate) const fn left(at: u64, available: u64, next_free: u64, reset: u64) -> Taken {
         Taken {
