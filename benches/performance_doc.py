@@ -396,7 +396,8 @@ redis_cpu`: paceline's step beside go-redis/redis_rate's GCRA script, a
 minimal TIME + GET + SET GCRA (`benches/lua/`), and paceline's step as it
 was before its rewrite of 2026-11-23 (`1dea08d`); and paceline's window
 step (`src/remote/redis/window.lua`: a quota per fixed minute, and per
-calendar month, its civil-date arithmetic on every call) beside the usual
+calendar month, its civil-date arithmetic on a window's first call; every
+other admitted call an `INCRBY` alone, the key's expiry its window) beside the usual
 fixed-window counter, `INCRBY` with `EXPIREAT` on a window's first count
 (`benches/lua/minimal_window.lua`, the window named in the key by the
 client, no clock read); on one `redis-server` the program starts itself,

@@ -117,38 +117,38 @@ const CASES: &[Case] = &[
         args: &["1", "10"],
     },
     // paceline's window step (`src/remote/redis/window.lua`), a try of 1
-    // as `script.rs` sends it: "take", the window (kind, width, offset,
-    // first, last, quota), the cost, the longest wait (0 s, 0 ns). A quota
-    // of 10^9 per minute (or 10^15 per month) admits every call.
+    // as `script.rs` sends it: "take", the window (quota, kind, width,
+    // offset, first, last), the cost, the longest wait (0 s, 0 ns). A
+    // quota of 10^9 per minute (or 10^10 per month) admits every call.
     Case {
         name: "paceline window try_take, a minute",
         code: include_str!("../../src/remote/redis/window.lua"),
         args: &[
             "take",
+            "1000000000",
             "f",
             "60",
             "0",
             "0",
             "307445734",
-            "1000000000",
             "1",
             "0",
             "0",
         ],
     },
-    // A calendar month at UTC: the civil-date arithmetic on every call
-    // (first: 1970 * 12; last: July 2554).
+    // A calendar month at UTC (first: 1970 * 12; last: July 2554): its
+    // civil-date arithmetic on a month's first call.
     Case {
         name: "paceline window try_take, a month",
         code: include_str!("../../src/remote/redis/window.lua"),
         args: &[
             "take",
+            "10000000000",
             "m",
             "0",
             "0",
             "23640",
             "7014",
-            "1000000000000000",
             "1",
             "0",
             "0",

@@ -94,13 +94,13 @@ impl<B, F> RemoteLimiter<B, F> {
     /// server, window by window of the server's clock. As with
     /// [`with_limit`](Self::with_limit), every process must use the same
     /// limit for a key, and a key holds a paced state or a window's,
-    /// never both (Redis fails the other kind's calls on it; PostgreSQL and
-    /// memcached keep either as one word, which the other kind would
-    /// misread): give each kind keys of its own.
+    /// never both (each store keeps either as one number, which the other
+    /// kind may misread; Redis fails a window's call on a paced key): give
+    /// each kind keys of its own.
     ///
     /// # Errors
-    /// As [`with_limit`](Self::with_limit). (A quota Redis cannot count
-    /// exactly, over 2^53 - 1, fails its calls with [`Error::Config`].)
+    /// As [`with_limit`](Self::with_limit). (A quota Redis cannot count,
+    /// over 2^36 - 1, fails its calls with [`Error::Config`].)
     pub fn with(&self, limit: impl Into<Limit>) -> Result<Self, BuildError> {
         Ok(RemoteLimiter::of(self.core.with(limit.into())?))
     }

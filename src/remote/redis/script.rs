@@ -15,12 +15,14 @@ use ::redis::{
     Value,
 };
 
+use crate::clock::{Clock, UnixClock};
 use crate::model::schedule::{Admit, Deny, ORIGIN};
 use crate::model::window::{self, Window};
 use crate::remote::key;
 use crate::remote::seam::{paced, Count};
 use crate::remote::socket::cut;
 use crate::remote::{Decision, Done, Error, Op, Request};
+use crate::store::Booking;
 
 /// The step, as Redis runs it.
 pub(super) const STEP_LUA: &str = include_str!("step.lua");
@@ -29,9 +31,15 @@ pub(super) const STEP_LUA: &str = include_str!("step.lua");
 /// header).
 pub(super) const WINDOW_LUA: &str = include_str!("window.lua");
 
-/// The largest quota the window script counts: its doubles hold every
-/// integer up to 2^53 exactly.
-pub(crate) const MAX_QUOTA: u64 = (1 << 53) - 1;
+/// The largest quota the window script counts: a count plus a cost fits
+/// the 37 bits its key gives the count (`window.lua`).
+pub(crate) const MAX_QUOTA: u64 = (1 << 36) - 1;
+
+/// The window script's key, `f * 2^52 + r * 2^37 + c`: the count's unit
+/// of `r`, `f`, and how many windows `r` tells apart.
+const COUNT: u64 = 1 << 37;
+const AHEAD: u64 = 1 << 52;
+const ROUND: u64 = 32_767;
 
 /// The split of the script's pairs: `s * B + n`.
 const B: u64 = 1_000_000_000;
@@ -179,7 +187,7 @@ impl Wire {
                 cmd.arg("settle");
                 windowed(&mut cmd, recount.params);
                 let (booked, actual) = (recount.booked, recount.actual);
-                let cap = recount.params.max_quota().min(1 << 53);
+                let cap = recount.params.max_quota().min(MAX_QUOTA + 1);
                 cmd.arg(recount.went / B)
                     .arg(actual.saturating_sub(booked))
                     .arg(booked.saturating_sub(actual))
@@ -235,13 +243,13 @@ pub(super) fn check(op: &Op) -> Result<(), Error> {
     match op.params().map(|p| p.quota()) {
         Some(quota) if quota > MAX_QUOTA => Err(Error::Config(format!(
             "a quota of {quota} per window is over what Redis counts exactly ({MAX_QUOTA}, \
-             2^53 - 1)"
+             2^36 - 1)"
         ))),
         _ => Ok(()),
     }
 }
 
-/// A window's arguments: kind, width, offset, first, last, quota.
+/// A window's arguments: quota, kind, width, offset, first, last.
 fn windowed(cmd: &mut Cmd, p: window::Params) {
     let (kind, width) = match p.window() {
         Window::Fixed { seconds } => ("f", seconds),
@@ -250,12 +258,12 @@ fn windowed(cmd: &mut Cmd, p: window::Params) {
         Window::Month { .. } => ("m", 0),
         Window::Year { .. } => ("y", 0),
     };
-    cmd.arg(kind)
+    cmd.arg(p.quota())
+        .arg(kind)
         .arg(width)
         .arg(p.window().offset())
         .arg(p.first())
-        .arg(p.last_index())
-        .arg(p.quota());
+        .arg(p.last_index());
 }
 
 /// A time as a pair `(s, n)`.
@@ -382,7 +390,31 @@ fn decision(reply: &Value, request: &Request, tested: bool) -> Result<(Decision,
 /// The window script's reply to `count`.
 fn counted(reply: &Value, count: &Count) -> Result<Decision, Error> {
     let parsed = ints(reply).as_deref().and_then(|ints| match ints {
-        [1, i, c, ..] => {
+        [1, v, rest @ ..] => {
+            // Granted at once in the started window the key holds: the
+            // server's clock came back in tests only, else the client's
+            // stands in (a grant at once waits for no slot).
+            let now = match rest {
+                [] => UnixClock.now(),
+                [s, n] if *n < B => s.checked_mul(B)?.checked_add(*n)?,
+                _ => return None,
+            };
+            let (r, c) = ((v % AHEAD) / COUNT, v % COUNT);
+            if *v >= AHEAD || r == 0 || c < count.cost {
+                return None;
+            }
+            let p = count.params;
+            let i = nearest(r - 1, p.index_at(now));
+            let prev = p.pack(window::State {
+                index: i,
+                count: c - count.cost,
+            })?;
+            let next = p.pack(window::State { index: i, count: c })?;
+            let now = now.saturating_add(ORIGIN);
+            let booking = Booking::granted(now, now, count.cost, Some(prev), next);
+            Some(Decision::Granted(booking))
+        }
+        [6, i, c, ..] => {
             let now = joined(ints, 3)?.saturating_add(ORIGIN);
             let prev = match &ints[5..] {
                 [] => None,
@@ -400,6 +432,16 @@ fn counted(reply: &Value, count: &Count) -> Result<Decision, Error> {
         _ => None,
     });
     parsed.ok_or_else(|| bad_reply(reply))
+}
+
+/// The window index `≡ r (mod ROUND)` nearest `near`: the one a key's `r`
+/// abbreviates, read on a clock within `ROUND / 2` windows of the server's.
+pub(super) fn nearest(r: u64, near: u64) -> u64 {
+    let ahead = (r + ROUND - near % ROUND) % ROUND;
+    match near.checked_sub(ROUND - ahead) {
+        Some(behind) if ahead > ROUND / 2 => behind,
+        _ => near + ahead,
+    }
 }
 
 fn bad_reply(reply: &Value) -> Error {
