@@ -484,6 +484,21 @@ pub fn take(
             }
         }
     }
+    take_in_full(word, now, cost, p, admit)
+}
+
+/// [`take`] past its one common case: a window's first take, a refusal
+/// short of the wait, a clock read outside the stored window. Out of line,
+/// so that the common case's caller keeps a small frame.
+#[cold]
+#[inline(never)]
+fn take_in_full(
+    word: u64,
+    now: u64,
+    cost: u64,
+    p: Params,
+    admit: Admit,
+) -> Result<(Grant, (u64, u64, u64)), Deny> {
     let grant = step(word, now, cost, p, admit)?;
     Ok((grant, left(grant.next, now, p)))
 }
