@@ -38,14 +38,12 @@
 //! bits as the window holding the clock's last instant: 35 for windows of
 //! a second (`(2^64 - 1) / 10^9 < 2^35`), 29 for a minute, 18 for a day, 13
 //! for a month, 10 for a year; the count gets the rest, from 29 bits up
-//! (a quota of up to 536 870 911 a second, 34 359 738 367 a minute,
-//! 70 368 744 177 663 a day). Why not a fixed split: a second's index
-//! needs 35 bits, which would leave a day's quota 29 bits too, too few for
-//! bytes or tokens. The split depends on the window alone, so a
-//! change of quota leaves the word as it is; a quota the count's bits
-//! cannot hold is refused by [`Params::new`] ([`Invalid::QuotaTooLarge`],
-//! `BuildError::QuotaTooLarge` to a user). [`EMPTY`], the word 0, is a
-//! state that has counted nothing.
+//! (a quota of up to 536 870 911 a second, 70 368 744 177 663 a day; a
+//! fixed split would leave a day 29 bits, too few for bytes or tokens).
+//! The split depends on the window alone, so a change of quota leaves the
+//! word as it is; a quota the count's bits cannot hold is refused by
+//! [`Params::new`] ([`Invalid::QuotaTooLarge`]). [`EMPTY`], the word 0,
+//! has counted nothing.
 //!
 //! # The promises
 //!
@@ -69,9 +67,8 @@
 //! - [`available`] and [`next_free`] ask and consume nothing.
 //! - Exact integer arithmetic; nothing here panics, whatever the input.
 //!
-//! `tests/windows.rs` checks these on random interleavings of takes,
-//! questions, settles, changes and clock moves, and the calendar against a
-//! reference that steps day by day.
+//! `tests/windows.rs` checks these on random interleavings of calls and
+//! clock moves, and the calendar against a reference day by day.
 
 use super::calendar::{Uniform, DAY};
 pub use super::calendar::{Weekday, Window, MAX_OFFSET};
@@ -450,17 +447,14 @@ pub fn left(word: u64, now: u64, p: Params) -> (u64, u64, u64) {
     (available, next_free, reset)
 }
 
+/// What [`take`] answers: [`step`]'s grant with [`left`]'s, or its refusal.
+pub type Taking = Result<(Grant, (u64, u64, u64)), Deny>;
+
 /// [`step`], and on a grant [`left`] of its `next` at `now`: the stored
 /// window's bounds found once when it is current and open (a busy key's
 /// every take but its window's first), else both in turn.
 #[inline(always)]
-pub fn take(
-    word: u64,
-    now: u64,
-    cost: u64,
-    p: Params,
-    admit: Admit,
-) -> Result<(Grant, (u64, u64, u64)), Deny> {
+pub fn take(word: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Taking {
     let stored = p.unpack(word);
     if cost > 0 && cost <= p.quota && stored.index < p.last {
         let (start, end) = p.bounds(stored.index);
@@ -487,18 +481,10 @@ pub fn take(
     take_in_full(word, now, cost, p, admit)
 }
 
-/// [`take`] past its one common case: a window's first take, a refusal
-/// short of the wait, a clock read outside the stored window. Out of line,
-/// so that the common case's caller keeps a small frame.
+/// [`take`] past its common case (a busy window with room), out of line.
 #[cold]
 #[inline(never)]
-fn take_in_full(
-    word: u64,
-    now: u64,
-    cost: u64,
-    p: Params,
-    admit: Admit,
-) -> Result<(Grant, (u64, u64, u64)), Deny> {
+fn take_in_full(word: u64, now: u64, cost: u64, p: Params, admit: Admit) -> Taking {
     let grant = step(word, now, cost, p, admit)?;
     Ok((grant, left(grant.next, now, p)))
 }
