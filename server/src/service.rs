@@ -1,0 +1,368 @@
+//! `ShouldRateLimit`, decided as envoyproxy/ratelimit decides it: each
+//! descriptor's limit found ([`matching`](crate::matching)), `replaces`
+//! and `unlimited` applied across the request, the hits counted before the
+//! decision (a refused hit stays counted), over once a window's count
+//! passes the limit, `shadow_mode` never refusing, the stats counted in
+//! hits, and the response headers taken from the descriptor with the
+//! least remaining (or the last one over).
+
+use std::collections::HashSet;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::Duration;
+
+use crate::config::{Config, Counting, Unit};
+use crate::counts::Counts;
+use crate::matching::{self, Entry, Found};
+use crate::stats::{Hits, Stats};
+
+/// A request the service cannot answer: the message envoyproxy/ratelimit
+/// gives, and whether the request itself is malformed (gRPC
+/// `INVALID_ARGUMENT`, else `UNKNOWN` as there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The message.
+    pub message: String,
+    /// The request's fault (an override's unknown unit).
+    pub invalid: bool,
+}
+
+impl Failure {
+    fn unknown(message: &str) -> Failure {
+        Failure {
+            message: message.to_owned(),
+            invalid: false,
+        }
+    }
+}
+
+/// The response headers' names (`LIMIT_RESPONSE_HEADERS_ENABLED`).
+#[derive(Clone, Debug)]
+pub struct Headers {
+    /// `LIMIT_LIMIT_HEADER`.
+    pub limit: String,
+    /// `LIMIT_REMAINING_HEADER`.
+    pub remaining: String,
+    /// `LIMIT_RESET_HEADER`.
+    pub reset: String,
+}
+
+/// How the service decides, from the environment.
+#[derive(Clone, Debug)]
+pub struct Decide {
+    /// `NEAR_LIMIT_RATIO`.
+    pub near_limit_ratio: f32,
+    /// `CACHE_KEY_PREFIX`.
+    pub prefix: String,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
+    pub stop_increment_when_over: bool,
+    /// `SHADOW_MODE`: the overall answer is never over.
+    pub shadow_mode: bool,
+    /// The response headers, when on.
+    pub headers: Option<Headers>,
+}
+
+/// The service: the configuration in force, the counters, the stats.
+pub struct Service {
+    config: RwLock<Option<Arc<Config>>>,
+    counts: Counts,
+    decide: Decide,
+    stats: Stats,
+}
+
+/// One descriptor on its way to its status.
+struct Limited {
+    found: Found,
+    key: String,
+    hits: u64,
+}
+
+impl Service {
+    /// A service with no configuration yet.
+    pub fn new(counts: Counts, decide: Decide) -> Service {
+        Service {
+            config: RwLock::new(None),
+            counts,
+            decide,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Puts `config` in force: each request decides on one configuration,
+    /// the one in force when it arrived.
+    pub fn set_config(&self, config: Config) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(config));
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Option<Arc<Config>> {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The stats.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The counters.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// The answer to `request`.
+    pub fn should_rate_limit(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Failure> {
+        if request.domain.is_empty() {
+            return Err(Failure::unknown("rate limit domain must not be empty"));
+        }
+        if request.descriptors.is_empty() {
+            return Err(Failure::unknown("rate limit descriptor list must not be empty"));
+        }
+        let config = self
+            .config()
+            .ok_or_else(|| Failure::unknown("no rate limit configuration loaded"))?;
+        let domain = &request.domain;
+        let request_hits = u64::from(request.hits_addend.max(1));
+
+        // Each descriptor's limit.
+        let mut found = Vec::with_capacity(request.descriptors.len());
+        for (i, d) in request.descriptors.iter().enumerate() {
+            let entries: Vec<Entry> = d
+                .entries
+                .iter()
+                .map(|e| Entry {
+                    key: e.key.clone(),
+                    value: e.value.clone(),
+                })
+                .collect();
+            let over = d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit));
+            let f = matching::find(&config, domain, &entries, over).map_err(|bad| Failure {
+                message: format!(
+                    "descriptor {i}'s limit has unit {}, which names no unit (SECOND 1, MINUTE 2, HOUR 3, DAY 4, MONTH 5, YEAR 6)",
+                    bad.0
+                ),
+                invalid: true,
+            })?;
+            let hits = d.hits_addend.as_ref().map_or(request_hits, |h| h.value);
+            found.push((f, entries, hits));
+        }
+        let replaced: HashSet<String> = found
+            .iter()
+            .filter_map(|(f, _, _)| f.as_ref())
+            .flat_map(|f| f.rule.replaces.iter().cloned())
+            .collect();
+
+        // The statuses of those no counter decides, and the rest to count.
+        let mut statuses: Vec<Option<DescriptorStatus>> = Vec::new();
+        let mut limited: Vec<(usize, Limited)> = Vec::new();
+        for (i, (f, entries, hits)) in found.into_iter().enumerate() {
+            let status = match f {
+                None => Some(status(Code::Ok, None, 0, None)),
+                Some(f) if f.rule.unlimited => Some(status(Code::Ok, None, u32::MAX, None)),
+                Some(f) if !f.rule.name.is_empty() && replaced.contains(&f.rule.name) => {
+                    Some(status(Code::Ok, None, 0, None))
+                }
+                Some(f) => {
+                    let key = self.cache_key(domain, &entries, &f.shared);
+                    limited.push((i, Limited { found: f, key, hits }));
+                    None
+                }
+            };
+            statuses.push(status);
+        }
+
+        // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, a request one of
+        // whose fixed windows would pass its limit counts on those only.
+        if self.decide.stop_increment_when_over {
+            let over: Vec<bool> = limited
+                .iter()
+                .map(|(_, l)| match (l.found.rule.counting, l.found.rule.unit) {
+                    (Counting::Fixed, Some(unit)) => {
+                        self.counts.count(unit, &l.key) + l.hits
+                            > u64::from(l.found.rule.requests_per_unit)
+                    }
+                    _ => false,
+                })
+                .collect();
+            if over.iter().any(|o| *o) {
+                for ((_, l), over) in limited.iter_mut().zip(over) {
+                    if !over && l.found.rule.counting == Counting::Fixed {
+                        l.hits = 0;
+                    }
+                }
+            }
+        }
+
+        let now_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut hits_seen = Vec::with_capacity(limited.len());
+        for (i, l) in limited {
+            let (s, counted) = self.decide_one(&l, now_s);
+            hits_seen.push((l.found.stat_key.clone(), counted));
+            statuses[i] = Some(s);
+        }
+        self.stats.add(domain, hits_seen);
+
+        let statuses: Vec<DescriptorStatus> = statuses.into_iter().flatten().collect();
+        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
+        let overall = if over && !self.decide.shadow_mode {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        };
+        let headers = self
+            .decide
+            .headers
+            .as_ref()
+            .map(|h| response_headers(h, &statuses))
+            .unwrap_or_default();
+        Ok(RateLimitResponse {
+            overall_code: overall as i32,
+            statuses,
+            response_headers_to_add: headers,
+            ..Default::default()
+        })
+    }
+
+    /// The counter's name: the prefix, the domain, then each entry's key
+    /// and value (or the wildcard standing for it), as envoyproxy/ratelimit
+    /// names its cache keys before their window.
+    fn cache_key(&self, domain: &str, entries: &[Entry], shared: &[Option<String>]) -> String {
+        let mut key = format!("{}{domain}_", self.decide.prefix);
+        for (e, s) in entries.iter().zip(shared) {
+            key.push_str(&e.key);
+            key.push('_');
+            key.push_str(s.as_deref().unwrap_or(&e.value));
+            key.push('_');
+        }
+        key
+    }
+
+    /// One counted descriptor's status, and its hits for the stats.
+    fn decide_one(&self, l: &Limited, now_s: u64) -> (DescriptorStatus, Hits) {
+        let rule = &l.found.rule;
+        let unit = rule.unit.unwrap_or(Unit::Second);
+        let limit = u64::from(rule.requests_per_unit);
+        let current = Some(RateLimit {
+            name: rule.name.clone(),
+            requests_per_unit: rule.requests_per_unit,
+            unit: unit.number(),
+        });
+        let hits = l.hits;
+        let mut h = Hits {
+            total: hits,
+            ..Hits::default()
+        };
+        let (code, remaining, reset) = match rule.counting {
+            Counting::Fixed => {
+                let c = self.counts.add(unit, &l.key, hits);
+                let div = unit.seconds();
+                let reset = div - now_s % div;
+                let near = (f64::from(limit as f32 * self.decide.near_limit_ratio)).floor() as u64;
+                if c.after > limit {
+                    if c.before >= limit {
+                        h.over = hits;
+                    } else {
+                        h.over = c.after - limit;
+                        h.near = limit - near.max(c.before);
+                    }
+                    (Code::OverLimit, 0, reset)
+                } else {
+                    if c.after > near {
+                        h.near = if c.before >= near { hits } else { c.after - near };
+                    }
+                    h.within = hits;
+                    (Code::Ok, limit - c.after, reset)
+                }
+            }
+            Counting::Smooth { burst } => {
+                let paced = if limit == 0 {
+                    None
+                } else {
+                    self.counts
+                        .smooth(rule.requests_per_unit, unit, burst)
+                        .ok()
+                        .map(|lim| Counts::pace(&lim, &l.key, hits))
+                };
+                match paced {
+                    Some(p) if p.admitted => {
+                        h.within = hits;
+                        (Code::Ok, p.available, p.reset_s)
+                    }
+                    Some(p) => {
+                        h.over = hits;
+                        (Code::OverLimit, 0, p.reset_s)
+                    }
+                    None => {
+                        h.over = hits;
+                        (Code::OverLimit, 0, unit.seconds())
+                    }
+                }
+            }
+        };
+        let mut code = code;
+        if code == Code::OverLimit && l.found.shadow_mode {
+            code = Code::Ok;
+            h.shadow = h.over;
+        }
+        let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
+        (status(code, current, remaining, Some(reset)), h)
+    }
+}
+
+fn status(code: Code, limit: Option<RateLimit>, remaining: u32, reset_s: Option<u64>) -> DescriptorStatus {
+    DescriptorStatus {
+        code: code as i32,
+        current_limit: limit,
+        limit_remaining: remaining,
+        duration_until_reset: reset_s.map(|s| Duration {
+            seconds: i64::try_from(s).unwrap_or(i64::MAX),
+            nanos: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+/// The headers of the descriptor with the least remaining among those with
+/// a limit (the first of equals), or of the last one over.
+fn response_headers(names: &Headers, statuses: &[DescriptorStatus]) -> Vec<HeaderValue> {
+    let mut chosen: Option<&DescriptorStatus> = None;
+    for s in statuses.iter().filter(|s| s.current_limit.is_some()) {
+        if chosen.is_none_or(|c| s.limit_remaining < c.limit_remaining) {
+            chosen = Some(s);
+        }
+    }
+    if let Some(last_over) = statuses
+        .iter()
+        .filter(|s| s.current_limit.is_some() && s.code == Code::OverLimit as i32)
+        .next_back()
+    {
+        chosen = Some(last_over);
+    }
+    let Some(s) = chosen else {
+        return Vec::new();
+    };
+    let limit = s.current_limit.as_ref().map_or(0, |l| l.requests_per_unit);
+    let reset = s.duration_until_reset.as_ref().map_or(0, |d| d.seconds);
+    [
+        (&names.limit, limit.to_string()),
+        (&names.remaining, s.limit_remaining.to_string()),
+        (&names.reset, reset.to_string()),
+    ]
+    .into_iter()
+    .map(|(key, value)| HeaderValue {
+        key: key.clone(),
+        value,
+        ..Default::default()
+    })
+    .collect()
+}

@@ -1,0 +1,223 @@
+//! The server's settings, from the environment as envoyproxy/ratelimit
+//! reads them (the same variables, the same defaults, but for
+//! `BACKEND_TYPE`, whose default here is in process), and `--config DIR`.
+//! A value that does not parse is an error naming the variable and the
+//! value; a variable paceline does not act on is accepted where its
+//! default is asked for, and refused by name otherwise.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::service::{Decide, Headers};
+
+/// Everything the server reads at start.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `HOST:PORT`: `/healthcheck` and `/json`.
+    pub http: SocketAddr,
+    /// `GRPC_HOST:GRPC_PORT`: the RLS.
+    pub grpc: SocketAddr,
+    /// `DEBUG_HOST:DEBUG_PORT`: the look inside, `/rlconfig`, `/stats`.
+    pub debug: SocketAddr,
+    /// The configuration directory.
+    pub config_dir: PathBuf,
+    /// `MERGE_DOMAIN_CONFIG`.
+    pub merge_domains: bool,
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`.
+    pub healthy_needs_config: bool,
+    /// `USE_PROMETHEUS`: Prometheus at this address and path.
+    pub prometheus: Option<(SocketAddr, String)>,
+    /// `LOG_LEVEL`.
+    pub log_level: tracing::Level,
+    /// `LOG_FORMAT` is `json`.
+    pub log_json: bool,
+    /// How the service decides.
+    pub decide: Decide,
+    /// How often the configuration directory is looked at, ms
+    /// (`PACELINE_RELOAD_MS`, default 1000).
+    pub reload_ms: u64,
+    /// The most keys a counter tracks (`PACELINE_MAX_KEYS`, default
+    /// 1 000 000 per unit).
+    pub max_keys: usize,
+    /// `USE_STATSD` set true: paceline-server sends no statsd, and says so.
+    pub statsd_asked: bool,
+}
+
+/// The environment as a lookup, so tests can give their own.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn get(env: Env<'_>, name: &str, default: &str) -> String {
+    env(name).unwrap_or_else(|| default.to_owned())
+}
+
+fn boolean(env: Env<'_>, name: &str, default: bool) -> Result<bool, String> {
+    match env(name) {
+        None => Ok(default),
+        Some(v) => match v.to_ascii_lowercase().as_str() {
+            "1" | "t" | "true" => Ok(true),
+            "0" | "f" | "false" | "" => Ok(false),
+            _ => Err(format!("{name}={v:?}: expected true or false")),
+        },
+    }
+}
+
+fn number<T: std::str::FromStr>(env: Env<'_>, name: &str, default: T) -> Result<T, String> {
+    match env(name) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={v:?}: expected a number")),
+    }
+}
+
+fn address(env: Env<'_>, host: &str, port: &str, default_port: u16) -> Result<SocketAddr, String> {
+    let h = get(env, host, "0.0.0.0");
+    let ip: IpAddr = h
+        .parse()
+        .map_err(|_| format!("{host}={h:?}: expected an IP address"))?;
+    Ok(SocketAddr::new(ip, number(env, port, default_port)?))
+}
+
+impl Settings {
+    /// The settings `env` and the command line `args` (after the program's
+    /// name) give.
+    pub fn read(env: Env<'_>, args: &[String]) -> Result<Settings, String> {
+        let mut config_dir = None;
+        let mut args = args.iter();
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--config" => {
+                    let dir = args.next().ok_or("--config needs a directory")?;
+                    config_dir = Some(PathBuf::from(dir));
+                }
+                other => match other.strip_prefix("--config=") {
+                    Some(dir) => config_dir = Some(PathBuf::from(dir)),
+                    None => {
+                        return Err(format!(
+                            "unknown argument {other:?}: paceline-server takes --config DIR, and the rest from the environment (see its README)"
+                        ))
+                    }
+                },
+            }
+        }
+        let config_dir = config_dir.unwrap_or_else(|| {
+            let mut p = PathBuf::from(get(env, "RUNTIME_ROOT", "/srv/runtime_data/current"));
+            let sub = get(env, "RUNTIME_SUBDIRECTORY", "");
+            if !sub.is_empty() {
+                p.push(sub);
+            }
+            p.push(get(env, "RUNTIME_APPDIRECTORY", "config"));
+            p
+        });
+        let backend = get(env, "BACKEND_TYPE", "");
+        if !backend.is_empty() && backend != "memory" {
+            return Err(format!(
+                "BACKEND_TYPE={backend:?}: this paceline-server counts in process (leave BACKEND_TYPE unset, or \"memory\")"
+            ));
+        }
+        let prometheus = if boolean(env, "USE_PROMETHEUS", false)? {
+            let addr = get(env, "PROMETHEUS_ADDR", ":9090");
+            let full = if addr.starts_with(':') {
+                format!("0.0.0.0{addr}")
+            } else {
+                addr.clone()
+            };
+            let addr: SocketAddr = full
+                .parse()
+                .map_err(|_| format!("PROMETHEUS_ADDR={addr:?}: expected [host]:port"))?;
+            Some((addr, get(env, "PROMETHEUS_PATH", "/metrics")))
+        } else {
+            None
+        };
+        let level = get(env, "LOG_LEVEL", "WARN");
+        let log_level = match level.to_ascii_lowercase().as_str() {
+            "trace" => tracing::Level::TRACE,
+            "debug" => tracing::Level::DEBUG,
+            "info" => tracing::Level::INFO,
+            "warn" | "warning" => tracing::Level::WARN,
+            "error" | "fatal" | "panic" => tracing::Level::ERROR,
+            _ => return Err(format!("LOG_LEVEL={level:?}: expected TRACE, DEBUG, INFO, WARN or ERROR")),
+        };
+        let format = get(env, "LOG_FORMAT", "text");
+        let log_json = match format.as_str() {
+            "text" => false,
+            "json" => true,
+            _ => return Err(format!("LOG_FORMAT={format:?}: expected text or json")),
+        };
+        let ratio: f32 = number(env, "NEAR_LIMIT_RATIO", 0.8)?;
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(format!("NEAR_LIMIT_RATIO={ratio}: expected a fraction from 0 to 1"));
+        }
+        let headers = boolean(env, "LIMIT_RESPONSE_HEADERS_ENABLED", false)?.then(|| Headers {
+            limit: get(env, "LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+            remaining: get(env, "LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+            reset: get(env, "LIMIT_RESET_HEADER", "RateLimit-Reset"),
+        });
+        let statsd_asked = env("USE_STATSD").is_some() && boolean(env, "USE_STATSD", false)?;
+        Ok(Settings {
+            http: address(env, "HOST", "PORT", 8080)?,
+            grpc: address(env, "GRPC_HOST", "GRPC_PORT", 8081)?,
+            debug: address(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?,
+            config_dir,
+            merge_domains: boolean(env, "MERGE_DOMAIN_CONFIG", false)?,
+            healthy_needs_config: boolean(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
+            prometheus,
+            log_level,
+            log_json,
+            decide: Decide {
+                near_limit_ratio: ratio,
+                prefix: get(env, "CACHE_KEY_PREFIX", ""),
+                stop_increment_when_over: boolean(env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false)?,
+                shadow_mode: boolean(env, "SHADOW_MODE", false)?,
+                headers,
+            },
+            reload_ms: number(env, "PACELINE_RELOAD_MS", 1000u64)?.max(10),
+            max_keys: number(env, "PACELINE_MAX_KEYS", 1_000_000usize)?,
+            statsd_asked,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(vars: &[(&str, &str)], args: &[&str]) -> Result<Settings, String> {
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        };
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        Settings::read(&env, &args)
+    }
+
+    #[test]
+    fn the_defaults_are_envoyproxy_ratelimit_s() {
+        let s = read(&[], &[]).unwrap();
+        assert_eq!(s.http.to_string(), "0.0.0.0:8080");
+        assert_eq!(s.grpc.to_string(), "0.0.0.0:8081");
+        assert_eq!(s.debug.to_string(), "0.0.0.0:6070");
+        assert_eq!(s.config_dir, PathBuf::from("/srv/runtime_data/current/config"));
+        assert!(s.prometheus.is_none() && s.decide.headers.is_none());
+        assert_eq!(s.decide.near_limit_ratio, 0.8);
+    }
+
+    #[test]
+    fn the_runtime_path_joins_and_config_overrides_it() {
+        let vars = [("RUNTIME_ROOT", "/r"), ("RUNTIME_SUBDIRECTORY", "s"), ("RUNTIME_APPDIRECTORY", "a")];
+        assert_eq!(read(&vars, &[]).unwrap().config_dir, PathBuf::from("/r/s/a"));
+        assert_eq!(read(&vars, &["--config", "/x"]).unwrap().config_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn a_bad_value_is_named() {
+        let e = read(&[("GRPC_PORT", "eighty")], &[]).unwrap_err();
+        assert!(e.contains("GRPC_PORT=\"eighty\""), "{e}");
+        let e = read(&[("BACKEND_TYPE", "redis")], &[]).unwrap_err();
+        assert!(e.contains("BACKEND_TYPE=\"redis\""), "{e}");
+        let e = read(&[], &["--verbose"]).unwrap_err();
+        assert!(e.contains("--verbose"), "{e}");
+    }
+}

@@ -1,0 +1,175 @@
+//! The service's stats, named as envoyproxy/ratelimit names them: per
+//! limit (its stat key, `domain.key_value...`), hits in total, over the
+//! limit, near it, within it and let through by shadow mode; and how many
+//! configurations loaded or failed. Shown as Prometheus text in the form
+//! envoyproxy/ratelimit's default statsd mapping gives them
+//! (`ratelimit_service_rate_limit_total_hits{domain, key1[, key2]}`), and
+//! as its statsd names on the debug port.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// One limit's hits in one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// Every hit counted.
+    pub total: u64,
+    /// Those past the limit.
+    pub over: u64,
+    /// Those in `(floor(ratio * limit), limit]`.
+    pub near: u64,
+    /// Those within the limit.
+    pub within: u64,
+    /// Those over, let through by shadow mode.
+    pub shadow: u64,
+}
+
+/// Every limit's stats, and the loads'.
+#[derive(Default)]
+pub struct Stats {
+    limits: Mutex<BTreeMap<String, Hits>>,
+    /// `config_load_success`.
+    pub loads: AtomicU64,
+    /// `config_load_error`.
+    pub load_errors: AtomicU64,
+}
+
+/// The statsd names' sanitizing: `:` and `|` would cut a statsd line.
+fn sanitized(key: &str) -> String {
+    key.replace([':', '|'], "_")
+}
+
+impl Stats {
+    /// Adds a request's hits, by stat key.
+    pub fn add(&self, _domain: &str, hits: Vec<(String, Hits)>) {
+        if hits.is_empty() {
+            return;
+        }
+        let mut limits = self.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        for (key, h) in hits {
+            let e = limits.entry(sanitized(&key)).or_default();
+            e.total += h.total;
+            e.over += h.over;
+            e.near += h.near;
+            e.within += h.within;
+            e.shadow += h.shadow;
+        }
+    }
+
+    fn each(&self) -> Vec<(String, Hits)> {
+        let limits = self.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        limits.iter().map(|(k, h)| (k.clone(), *h)).collect()
+    }
+
+    /// Prometheus text (version 0.0.4), with envoyproxy/ratelimit's
+    /// default mapping: the stat key's first part is `domain`, the next
+    /// `key1`, the one after `key2`; deeper parts are left out.
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        let rows = self.each();
+        let series: [(&str, fn(&Hits) -> u64); 5] = [
+            ("total_hits", |h| h.total),
+            ("over_limit", |h| h.over),
+            ("near_limit", |h| h.near),
+            ("within_limit", |h| h.within),
+            ("shadow_mode", |h| h.shadow),
+        ];
+        for (name, value) in series {
+            let metric = format!("ratelimit_service_rate_limit_{name}");
+            let _ = writeln!(out, "# HELP {metric} Hits ({name}) per limit, as envoyproxy/ratelimit counts them.");
+            let _ = writeln!(out, "# TYPE {metric} counter");
+            // Series whose labels coincide (deeper keys left out) add up.
+            let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+            for (key, h) in &rows {
+                *merged.entry(labels(key)).or_default() += value(h);
+            }
+            for (labels, v) in merged {
+                let _ = writeln!(out, "{metric}{{{labels}}} {v}");
+            }
+        }
+        for (name, counter) in [
+            ("config_load_success", &self.loads),
+            ("config_load_error", &self.load_errors),
+        ] {
+            let metric = format!("ratelimit_service_{name}");
+            let _ = writeln!(out, "# HELP {metric} Configurations loaded ({name}).");
+            let _ = writeln!(out, "# TYPE {metric} counter");
+            let _ = writeln!(out, "{metric} {}", counter.load(Ordering::Relaxed));
+        }
+        out
+    }
+
+    /// The statsd names and values, one per line (the debug port's
+    /// `/stats`).
+    pub fn statsd(&self) -> String {
+        let mut out = String::new();
+        for (key, h) in self.each() {
+            for (name, v) in [
+                ("total_hits", h.total),
+                ("over_limit", h.over),
+                ("near_limit", h.near),
+                ("within_limit", h.within),
+                ("shadow_mode", h.shadow),
+            ] {
+                let _ = writeln!(out, "ratelimit.service.rate_limit.{key}.{name}: {v}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "ratelimit.service.config_load_success: {}",
+            self.loads.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "ratelimit.service.config_load_error: {}",
+            self.load_errors.load(Ordering::Relaxed)
+        );
+        out
+    }
+}
+
+/// A stat key's labels: `domain`, `key1`, and `key2` when it has three
+/// parts or more.
+fn labels(key: &str) -> String {
+    let mut parts = key.splitn(4, '.');
+    let domain = parts.next().unwrap_or_default();
+    let key1 = parts.next().unwrap_or_default();
+    let mut out = format!("domain=\"{}\",key1=\"{}\"", escape(domain), escape(key1));
+    if let Some(key2) = parts.next() {
+        let _ = write!(out, ",key2=\"{}\"", escape(key2));
+    }
+    out
+}
+
+/// A label value, escaped as the text format asks.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_follow_the_default_mapping() {
+        assert_eq!(labels("d.k1_v"), r#"domain="d",key1="k1_v""#);
+        assert_eq!(labels("d.a.b.c"), r#"domain="d",key1="a",key2="b""#);
+        let s = Stats::default();
+        s.add(
+            "d",
+            vec![(
+                "d.a_1".into(),
+                Hits {
+                    total: 3,
+                    over: 1,
+                    ..Hits::default()
+                },
+            )],
+        );
+        let text = s.prometheus();
+        assert!(text.contains("ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"a_1\"} 3"), "{text}");
+        assert!(text.contains("ratelimit_service_rate_limit_over_limit{domain=\"d\",key1=\"a_1\"} 1"), "{text}");
+    }
+}

@@ -1,0 +1,114 @@
+//! The configuration directory: every `*.yaml` (and `*.yml`) file in it,
+//! read in name order, and read again whenever a file's name, size or
+//! modification time changes (looked at every `PACELINE_RELOAD_MS`, so a
+//! symbolic link swapped over the runtime root, as goruntime's deployments
+//! do, is followed too). A set that fails to load leaves the one in force
+//! and is reported: a log line naming the file and why, and
+//! `config_load_error`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::config::{Config, ConfigError};
+use crate::service::Service;
+
+/// What a look at the directory saw: each file's name, size and
+/// modification time.
+pub type Seen = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
+/// The configuration files of `dir`, in name order.
+fn files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let read = std::fs::read_dir(dir).map_err(|e| ConfigError {
+        file: dir.display().to_string(),
+        error: format!("cannot read the configuration directory: {e}"),
+    })?;
+    let mut out: Vec<PathBuf> = read
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            !name.starts_with('.')
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && p.is_file()
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// What the directory holds now.
+pub fn look(dir: &Path) -> Seen {
+    files(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| {
+            let meta = std::fs::metadata(&p).ok();
+            let size = meta.as_ref().map_or(0, std::fs::Metadata::len);
+            let modified = meta.and_then(|m| m.modified().ok());
+            (p, size, modified)
+        })
+        .collect()
+}
+
+/// The configuration the directory's files make.
+pub fn load(dir: &Path, merge: bool) -> Result<Config, ConfigError> {
+    let mut contents = Vec::new();
+    for path in files(dir)? {
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            error: format!("cannot read: {e}"),
+        })?;
+        contents.push((path.display().to_string(), text));
+    }
+    if contents.is_empty() {
+        return Err(ConfigError {
+            file: dir.display().to_string(),
+            error: "no configuration file (*.yaml) in the directory".into(),
+        });
+    }
+    Config::load(&contents, merge)
+}
+
+/// Loads the directory into `service` now: `true` when it loaded.
+pub fn load_into(service: &Service, dir: &Path, merge: bool) -> bool {
+    match load(dir, merge) {
+        Ok(config) => {
+            let domains = config.domains.len();
+            service.set_config(config);
+            service.stats().loads.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(dir = %dir.display(), domains, "configuration loaded");
+            true
+        }
+        Err(e) => {
+            service.stats().load_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "configuration not loaded; the one in force stays");
+            false
+        }
+    }
+}
+
+/// Waits until the directory loads (the ports open only then), looking
+/// every `every`.
+pub async fn first_load(service: &Service, dir: &Path, merge: bool, every: Duration) -> Seen {
+    loop {
+        let seen = look(dir);
+        if load_into(service, dir, merge) {
+            return seen;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Reloads whenever the directory changes, for as long as the server runs.
+pub async fn watch(service: Arc<Service>, dir: PathBuf, merge: bool, every: Duration, mut seen: Seen) {
+    loop {
+        tokio::time::sleep(every).await;
+        let now = look(&dir);
+        if now != seen {
+            seen = now;
+            load_into(&service, &dir, merge);
+        }
+    }
+}
