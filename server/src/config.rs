@@ -311,7 +311,9 @@ fn string(y: &Yaml) -> Result<String, String> {
         Yaml::String(s) | Yaml::Real(s) => Ok(s.clone()),
         Yaml::Integer(i) => Ok(i.to_string()),
         Yaml::Boolean(b) => Ok(b.to_string()),
-        other => Err(format!("error loading config file: expected a string, found {other:?}")),
+        other => Err(format!(
+            "error loading config file: expected a string, found {other:?}"
+        )),
     }
 }
 
@@ -386,7 +388,11 @@ fn load_level(level: &mut Level, parent: &str, descriptors: &[Yaml]) -> Result<(
         };
         // Accepted and not acted on: `quota_mode`, `metadata`.
         boolean(&d["quota_mode"], "quota_mode")?;
-        load_level(&mut node.children, &format!("{full_key}."), list(&d["descriptors"])?)?;
+        load_level(
+            &mut node.children,
+            &format!("{full_key}."),
+            list(&d["descriptors"])?,
+        )?;
         if final_key.contains('*') {
             let parts = final_key.split('*').map(str::to_owned).collect();
             level.wildcards.push((final_key.clone(), parts));
@@ -419,7 +425,11 @@ fn rule(r: &Yaml) -> Result<Rule, String> {
         }
         replaces.push(replaced);
     }
-    let requests_per_unit = integer(&r["requests_per_unit"], "requests_per_unit", u32::MAX.into())? as u32;
+    let requests_per_unit = integer(
+        &r["requests_per_unit"],
+        "requests_per_unit",
+        u32::MAX.into(),
+    )? as u32;
     let counting = if boolean(&r["smooth"], "smooth")? {
         let burst = integer(&r["burst"], "burst", u32::MAX.into())?.max(1);
         Counting::Smooth { burst }
@@ -457,8 +467,18 @@ mod tests {
         let users = &level.nodes["database_users"];
         assert_eq!(users.full_key, "mongo_cps.database_users");
         let rule = users.rule.as_ref().unwrap();
-        assert_eq!((rule.requests_per_unit, rule.unit), (500, Some(Unit::Second)));
-        assert_eq!(level.nodes["database"].rule.as_ref().unwrap().requests_per_unit, 50);
+        assert_eq!(
+            (rule.requests_per_unit, rule.unit),
+            (500, Some(Unit::Second))
+        );
+        assert_eq!(
+            level.nodes["database"]
+                .rule
+                .as_ref()
+                .unwrap()
+                .requests_per_unit,
+            50
+        );
     }
 
     #[test]
@@ -496,8 +516,14 @@ mod tests {
 
     #[test]
     fn a_domain_in_two_files_is_refused_unless_merged() {
-        let a = ("a.yaml".to_owned(), "domain: d\ndescriptors:\n  - key: a\n".to_owned());
-        let b = ("b.yaml".to_owned(), "domain: d\ndescriptors:\n  - key: b\n".to_owned());
+        let a = (
+            "a.yaml".to_owned(),
+            "domain: d\ndescriptors:\n  - key: a\n".to_owned(),
+        );
+        let b = (
+            "b.yaml".to_owned(),
+            "domain: d\ndescriptors:\n  - key: b\n".to_owned(),
+        );
         let e = Config::load(&[a.clone(), b.clone()], false).unwrap_err();
         assert_eq!(e.to_string(), "b.yaml: duplicate domain 'd' in config file");
         let c = Config::load(&[a, b], true).unwrap();

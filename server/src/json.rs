@@ -84,7 +84,8 @@ fn descriptor(v: &Value) -> Result<RateLimitDescriptor, String> {
 }
 
 fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
-    v.as_object().ok_or_else(|| format!("{what} must be an object"))
+    v.as_object()
+        .ok_or_else(|| format!("{what} must be an object"))
 }
 
 fn array<'a>(v: &'a Value, name: &str) -> Result<&'a Vec<Value>, String> {
@@ -112,7 +113,10 @@ fn unit(v: &Value) -> Result<i32, String> {
     match v {
         Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
         Value::String(s) if s == "UNKNOWN" => Some(0),
-        Value::String(s) => Unit::ALL.into_iter().find(|u| u.name() == s).map(Unit::number),
+        Value::String(s) => Unit::ALL
+            .into_iter()
+            .find(|u| u.name() == s)
+            .map(Unit::number),
         _ => None,
     }
     .ok_or_else(|| format!("unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR, got {v}"))
@@ -127,54 +131,83 @@ fn code(n: i32) -> &'static str {
     }
 }
 
-/// `response` in proto3's JSON mapping.
-pub fn response(response: &RateLimitResponse) -> Value {
-    let mut out = Map::new();
-    if response.overall_code != 0 {
-        out.insert("overallCode".into(), code(response.overall_code).into());
+/// A JSON object whose fields keep the order they were written in (the
+/// proto's field order, as protojson writes them).
+#[derive(Default)]
+struct Object(Vec<(&'static str, String)>);
+
+impl Object {
+    fn field(&mut self, name: &'static str, value: impl Into<Value>) {
+        self.0.push((name, value.into().to_string()));
     }
-    let statuses: Vec<Value> = response
+
+    fn raw(&mut self, name: &'static str, json: String) {
+        self.0.push((name, json));
+    }
+
+    fn text(self) -> String {
+        let fields: Vec<String> = self
+            .0
+            .into_iter()
+            .map(|(k, v)| format!("\"{k}\":{v}"))
+            .collect();
+        format!("{{{}}}", fields.join(","))
+    }
+}
+
+/// `response` in proto3's JSON mapping, its fields in the proto's order.
+pub fn response(response: &RateLimitResponse) -> String {
+    let mut out = Object::default();
+    if response.overall_code != 0 {
+        out.field("overallCode", code(response.overall_code));
+    }
+    let statuses: Vec<String> = response
         .statuses
         .iter()
         .map(|s| {
-            let mut o = Map::new();
+            let mut o = Object::default();
             if s.code != 0 {
-                o.insert("code".into(), code(s.code).into());
+                o.field("code", code(s.code));
             }
             if let Some(l) = &s.current_limit {
-                let mut limit = Map::new();
+                let mut limit = Object::default();
                 if !l.name.is_empty() {
-                    limit.insert("name".into(), l.name.clone().into());
+                    limit.field("name", l.name.clone());
                 }
                 if l.requests_per_unit != 0 {
-                    limit.insert("requestsPerUnit".into(), l.requests_per_unit.into());
+                    limit.field("requestsPerUnit", l.requests_per_unit);
                 }
                 if let Some(u) = Unit::from_number(l.unit) {
-                    limit.insert("unit".into(), u.name().into());
+                    limit.field("unit", u.name());
                 }
-                o.insert("currentLimit".into(), Value::Object(limit));
+                o.raw("currentLimit", limit.text());
             }
             if s.limit_remaining != 0 {
-                o.insert("limitRemaining".into(), s.limit_remaining.into());
+                o.field("limitRemaining", s.limit_remaining);
             }
             if let Some(d) = &s.duration_until_reset {
-                o.insert("durationUntilReset".into(), format!("{}s", d.seconds).into());
+                o.field("durationUntilReset", format!("{}s", d.seconds));
             }
-            Value::Object(o)
+            o.text()
         })
         .collect();
     if !statuses.is_empty() {
-        out.insert("statuses".into(), statuses.into());
+        out.raw("statuses", format!("[{}]", statuses.join(",")));
     }
-    let headers: Vec<Value> = response
+    let headers: Vec<String> = response
         .response_headers_to_add
         .iter()
-        .map(|h| serde_json::json!({ "key": h.key, "value": h.value }))
+        .map(|h| {
+            let mut o = Object::default();
+            o.field("key", h.key.clone());
+            o.field("value", h.value.clone());
+            o.text()
+        })
         .collect();
     if !headers.is_empty() {
-        out.insert("responseHeadersToAdd".into(), headers.into());
+        out.raw("responseHeadersToAdd", format!("[{}]", headers.join(",")));
     }
-    Value::Object(out)
+    out.text()
 }
 
 #[cfg(test)]

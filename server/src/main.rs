@@ -71,7 +71,10 @@ fn main() -> ExitCode {
     } else {
         subscriber.init();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("paceline-server: cannot start the runtime: {e}");

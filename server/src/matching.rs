@@ -231,8 +231,12 @@ mod tests {
         let c = config(
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: k\n    value: free\n",
         );
-        assert!(find(&c, "d", &entries(&[("k", "free")]), None).unwrap().is_none());
-        let f = find(&c, "d", &entries(&[("k", "other")]), None).unwrap().unwrap();
+        assert!(find(&c, "d", &entries(&[("k", "free")]), None)
+            .unwrap()
+            .is_none());
+        let f = find(&c, "d", &entries(&[("k", "other")]), None)
+            .unwrap()
+            .unwrap();
         assert_eq!((f.rule.requests_per_unit, f.stat_key.as_str()), (1, "d.k"));
     }
 
@@ -241,17 +245,28 @@ mod tests {
         let c = config(
             "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
         );
-        assert!(find(&c, "d", &entries(&[("a", "x"), ("b", "y")]), None).unwrap().is_none());
-        assert!(find(&c, "other", &entries(&[("a", "x")]), None).unwrap().is_none());
-        assert!(find(&c, "other", &entries(&[("a", "x")]), Some((5, 1))).unwrap().is_none());
+        assert!(find(&c, "d", &entries(&[("a", "x"), ("b", "y")]), None)
+            .unwrap()
+            .is_none());
+        assert!(find(&c, "other", &entries(&[("a", "x")]), None)
+            .unwrap()
+            .is_none());
+        assert!(find(&c, "other", &entries(&[("a", "x")]), Some((5, 1)))
+            .unwrap()
+            .is_none());
     }
 
     #[test]
     fn an_override_stands_in_on_a_known_domain_and_a_bad_unit_is_named() {
         let c = config("domain: d\ndescriptors:\n  - key: a\n");
-        let f = find(&c, "d", &entries(&[("a", "x")]), Some((7, 2))).unwrap().unwrap();
+        let f = find(&c, "d", &entries(&[("a", "x")]), Some((7, 2)))
+            .unwrap()
+            .unwrap();
         assert_eq!(f.rule.unit, Some(Unit::Minute));
         assert_eq!(f.stat_key, "d.a_x");
-        assert_eq!(find(&c, "d", &entries(&[("a", "x")]), Some((7, 0))), Err(BadUnit(0)));
+        assert_eq!(
+            find(&c, "d", &entries(&[("a", "x")]), Some((7, 0))),
+            Err(BadUnit(0))
+        );
     }
 }

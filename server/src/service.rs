@@ -119,12 +119,17 @@ impl Service {
     }
 
     /// The answer to `request`.
-    pub fn should_rate_limit(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Failure> {
+    pub fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, Failure> {
         if request.domain.is_empty() {
             return Err(Failure::unknown("rate limit domain must not be empty"));
         }
         if request.descriptors.is_empty() {
-            return Err(Failure::unknown("rate limit descriptor list must not be empty"));
+            return Err(Failure::unknown(
+                "rate limit descriptor list must not be empty",
+            ));
         }
         let config = self
             .config()
@@ -172,7 +177,14 @@ impl Service {
                 }
                 Some(f) => {
                     let key = self.cache_key(domain, &entries, &f.shared);
-                    limited.push((i, Limited { found: f, key, hits }));
+                    limited.push((
+                        i,
+                        Limited {
+                            found: f,
+                            key,
+                            hits,
+                        },
+                    ));
                     None
                 }
             };
@@ -278,7 +290,11 @@ impl Service {
                     (Code::OverLimit, 0, reset)
                 } else {
                     if c.after > near {
-                        h.near = if c.before >= near { hits } else { c.after - near };
+                        h.near = if c.before >= near {
+                            hits
+                        } else {
+                            c.after - near
+                        };
                     }
                     h.within = hits;
                     (Code::Ok, limit - c.after, reset)
@@ -319,7 +335,12 @@ impl Service {
     }
 }
 
-fn status(code: Code, limit: Option<RateLimit>, remaining: u32, reset_s: Option<u64>) -> DescriptorStatus {
+fn status(
+    code: Code,
+    limit: Option<RateLimit>,
+    remaining: u32,
+    reset_s: Option<u64>,
+) -> DescriptorStatus {
     DescriptorStatus {
         code: code as i32,
         current_limit: limit,

@@ -137,7 +137,11 @@ impl Settings {
             "info" => tracing::Level::INFO,
             "warn" | "warning" => tracing::Level::WARN,
             "error" | "fatal" | "panic" => tracing::Level::ERROR,
-            _ => return Err(format!("LOG_LEVEL={level:?}: expected TRACE, DEBUG, INFO, WARN or ERROR")),
+            _ => {
+                return Err(format!(
+                    "LOG_LEVEL={level:?}: expected TRACE, DEBUG, INFO, WARN or ERROR"
+                ))
+            }
         };
         let format = get(env, "LOG_FORMAT", "text");
         let log_json = match format.as_str() {
@@ -147,7 +151,9 @@ impl Settings {
         };
         let ratio: f32 = number(env, "NEAR_LIMIT_RATIO", 0.8)?;
         if !(0.0..=1.0).contains(&ratio) {
-            return Err(format!("NEAR_LIMIT_RATIO={ratio}: expected a fraction from 0 to 1"));
+            return Err(format!(
+                "NEAR_LIMIT_RATIO={ratio}: expected a fraction from 0 to 1"
+            ));
         }
         let headers = boolean(env, "LIMIT_RESPONSE_HEADERS_ENABLED", false)?.then(|| Headers {
             limit: get(env, "LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
@@ -168,7 +174,11 @@ impl Settings {
             decide: Decide {
                 near_limit_ratio: ratio,
                 prefix: get(env, "CACHE_KEY_PREFIX", ""),
-                stop_increment_when_over: boolean(env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false)?,
+                stop_increment_when_over: boolean(
+                    env,
+                    "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+                    false,
+                )?,
                 shadow_mode: boolean(env, "SHADOW_MODE", false)?,
                 headers,
             },
@@ -199,16 +209,29 @@ mod tests {
         assert_eq!(s.http.to_string(), "0.0.0.0:8080");
         assert_eq!(s.grpc.to_string(), "0.0.0.0:8081");
         assert_eq!(s.debug.to_string(), "0.0.0.0:6070");
-        assert_eq!(s.config_dir, PathBuf::from("/srv/runtime_data/current/config"));
+        assert_eq!(
+            s.config_dir,
+            PathBuf::from("/srv/runtime_data/current/config")
+        );
         assert!(s.prometheus.is_none() && s.decide.headers.is_none());
         assert_eq!(s.decide.near_limit_ratio, 0.8);
     }
 
     #[test]
     fn the_runtime_path_joins_and_config_overrides_it() {
-        let vars = [("RUNTIME_ROOT", "/r"), ("RUNTIME_SUBDIRECTORY", "s"), ("RUNTIME_APPDIRECTORY", "a")];
-        assert_eq!(read(&vars, &[]).unwrap().config_dir, PathBuf::from("/r/s/a"));
-        assert_eq!(read(&vars, &["--config", "/x"]).unwrap().config_dir, PathBuf::from("/x"));
+        let vars = [
+            ("RUNTIME_ROOT", "/r"),
+            ("RUNTIME_SUBDIRECTORY", "s"),
+            ("RUNTIME_APPDIRECTORY", "a"),
+        ];
+        assert_eq!(
+            read(&vars, &[]).unwrap().config_dir,
+            PathBuf::from("/r/s/a")
+        );
+        assert_eq!(
+            read(&vars, &["--config", "/x"]).unwrap().config_dir,
+            PathBuf::from("/x")
+        );
     }
 
     #[test]

@@ -78,7 +78,10 @@ impl Stats {
         ];
         for (name, value) in series {
             let metric = format!("ratelimit_service_rate_limit_{name}");
-            let _ = writeln!(out, "# HELP {metric} Hits ({name}) per limit, as envoyproxy/ratelimit counts them.");
+            let _ = writeln!(
+                out,
+                "# HELP {metric} Hits ({name}) per limit, as envoyproxy/ratelimit counts them."
+            );
             let _ = writeln!(out, "# TYPE {metric} counter");
             // Series whose labels coincide (deeper keys left out) add up.
             let mut merged: BTreeMap<String, u64> = BTreeMap::new();
@@ -145,7 +148,9 @@ fn labels(key: &str) -> String {
 
 /// A label value, escaped as the text format asks.
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -169,7 +174,13 @@ mod tests {
             )],
         );
         let text = s.prometheus();
-        assert!(text.contains("ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"a_1\"} 3"), "{text}");
-        assert!(text.contains("ratelimit_service_rate_limit_over_limit{domain=\"d\",key1=\"a_1\"} 1"), "{text}");
+        assert!(
+            text.contains("ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"a_1\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ratelimit_service_rate_limit_over_limit{domain=\"d\",key1=\"a_1\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -102,7 +102,13 @@ pub async fn first_load(service: &Service, dir: &Path, merge: bool, every: Durat
 }
 
 /// Reloads whenever the directory changes, for as long as the server runs.
-pub async fn watch(service: Arc<Service>, dir: PathBuf, merge: bool, every: Duration, mut seen: Seen) {
+pub async fn watch(
+    service: Arc<Service>,
+    dir: PathBuf,
+    merge: bool,
+    every: Duration,
+    mut seen: Seen,
+) {
     loop {
         tokio::time::sleep(every).await;
         let now = look(&dir);

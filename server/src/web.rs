@@ -71,10 +71,14 @@ fn json_answer(service: &Service, body: &[u8]) -> Response {
                 c if c == Code::Ok as i32 => StatusCode::OK,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
-            let text = crate::json::response(&answer).to_string();
+            let text = crate::json::response(&answer);
             (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
         }
-        Err(f) => (StatusCode::BAD_REQUEST, format!("Bad Request: {}\n", f.message)).into_response(),
+        Err(f) => (
+            StatusCode::BAD_REQUEST,
+            format!("Bad Request: {}\n", f.message),
+        )
+            .into_response(),
     }
 }
 

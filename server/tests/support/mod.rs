@@ -1,0 +1,237 @@
+//! The real `paceline-server` binary, started by a test in a temporary
+//! directory of its own on loopback ports the system picks, called by
+//! tonic's RLS client from envoy-types (generated, not written here) and
+//! by plain HTTP/1.1, and stopped by its pid (SIGTERM, then a kill if it
+//! lingers).
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+
+/// A running server.
+pub struct Server {
+    child: Option<Child>,
+    /// Its configuration directory.
+    pub dir: PathBuf,
+    /// Where it listens.
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    pub debug: SocketAddr,
+    pub prometheus: Option<SocketAddr>,
+    /// Its stderr's lines after the ports, as they come.
+    pub log: mpsc::Receiver<String>,
+}
+
+/// A fresh temporary directory.
+pub fn temp_dir(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "paceline-server-{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl Server {
+    /// Starts the server on `files` (name, YAML) with the environment
+    /// `env`, and waits until its ports are open (at most 20 s).
+    pub fn start(files: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
+        let dir = temp_dir("config");
+        for (name, yaml) in files {
+            std::fs::write(dir.join(name), yaml).unwrap();
+        }
+        Server::start_in(dir, env)
+    }
+
+    /// Starts the server on the directory `dir`.
+    pub fn start_in(dir: PathBuf, env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_paceline-server"));
+        cmd.arg("--config")
+            .arg(&dir)
+            .env_clear()
+            .env("HOST", "127.0.0.1")
+            .env("PORT", "0")
+            .env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", "0")
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", "0")
+            .env("PACELINE_RELOAD_MS", "50")
+            .env("LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start paceline-server");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let wants_prometheus = env
+            .iter()
+            .any(|(k, v)| *k == "USE_PROMETHEUS" && *v == "true");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (mut grpc, mut http, mut debug, mut prometheus) = (None, None, None, None);
+        while grpc.is_none()
+            || http.is_none()
+            || debug.is_none()
+            || (wants_prometheus && prometheus.is_none())
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("paceline-server did not open its ports within 20 s"));
+            let addr = || -> SocketAddr { line.rsplit(" on ").next().unwrap().parse().unwrap() };
+            if line.starts_with("paceline-server: GRPC_HOST") {
+                grpc = Some(addr());
+            } else if line.starts_with("paceline-server: HOST") {
+                http = Some(addr());
+            } else if line.starts_with("paceline-server: DEBUG_HOST") {
+                debug = Some(addr());
+            } else if line.starts_with("paceline-server: PROMETHEUS_ADDR") {
+                prometheus = Some(addr());
+            }
+        }
+        Server {
+            child: Some(child),
+            dir,
+            grpc: grpc.unwrap(),
+            http: http.unwrap(),
+            debug: debug.unwrap(),
+            prometheus,
+            log: rx,
+        }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Sends SIGTERM and waits (at most 10 s) for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("paceline-server did not stop within 10 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A client of its RLS.
+    pub async fn client(&self) -> RateLimitServiceClient<tonic::transport::Channel> {
+        RateLimitServiceClient::connect(format!("http://{}", self.grpc))
+            .await
+            .expect("connect to the RLS")
+    }
+
+    /// `ShouldRateLimit`.
+    pub async fn ask(&self, request: RateLimitRequest) -> Result<RateLimitResponse, tonic::Status> {
+        self.client()
+            .await
+            .should_rate_limit(request)
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    /// Waits (at most 10 s) for a log line containing `text`.
+    pub fn wait_for_log(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no log line with {text:?} within 10 s"),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One HTTP/1.1 request; the status and the body.
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}
+
+/// A descriptor of `(key, value)` entries.
+pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// A request on `domain` of `descriptors`.
+pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+/// Writes `yaml` to `dir/name` atomically (a temporary file, a rename).
+pub fn write_config(dir: &Path, name: &str, yaml: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, yaml).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
