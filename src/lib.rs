@@ -39,6 +39,7 @@
 //! | a tonic server; a reqwest client, paced to a far side's stated budget or to a limit it does not state (429 / 503); `tracing` events | [`http::LimitBuilder::grpc`], [`reqwest::Pace`] ([`follow_budget`](reqwest::Pace::follow_budget), [`adapt`](reqwest::Pace::adapt)), [`adapt::Adaptive`] over any limiter above, events: the [gRPC](guide::grpc), [outbound](guide::outbound) and [adaptive](guide::adaptive) chapters | `tonic`, `reqwest`, `tracing` (`Adaptive` alone: none) |
 //! | bytes of a stream, not requests (`Read`/`Write`, `AsyncRead`/`AsyncWrite`) | [`io::PacedReader`], [`io::PacedWriter`] over any limiter | (none; async: `tokio`) |
 //! | a shell pipeline: lines, a command per line, bytes | the `paceline` command ([`guide::cli`]) | `cargo install --path cli` |
+//! | Envoy, Istio or Envoy Gateway asking a rate limit service (RLS v3), with envoyproxy/ratelimit's files | `paceline-server` (`server/`) | `cargo install --path server` |
 //! | pacing switched off | [`Unlimited`], or any of them behind `Arc<dyn Take>` | (none) |
 //! | your own store | [`model::schedule::step`], the pure decision every store runs | (none) |
 //!

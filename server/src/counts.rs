@@ -39,12 +39,15 @@ pub struct Paced {
     pub reset_s: u64,
 }
 
+/// A smooth rule's numbers: requests per unit, the unit, the burst.
+type SmoothRule = (u32, Unit, u64);
+
 /// Every counter.
 pub struct Counts {
     /// One per unit, in [`Unit::ALL`]'s order, with its quota.
     fixed: Vec<(Arc<KeyedLimiter<String>>, u64)>,
     /// One per (requests per unit, unit, burst).
-    smooth: Mutex<HashMap<(u32, Unit, u64), Arc<KeyedLimiter<String>>>>,
+    smooth: Mutex<HashMap<SmoothRule, Arc<KeyedLimiter<String>>>>,
     max_keys: usize,
 }
 

@@ -364,8 +364,7 @@ fn response_headers(names: &Headers, statuses: &[DescriptorStatus]) -> Vec<Heade
     }
     if let Some(last_over) = statuses
         .iter()
-        .filter(|s| s.current_limit.is_some() && s.code == Code::OverLimit as i32)
-        .next_back()
+        .rfind(|s| s.current_limit.is_some() && s.code == Code::OverLimit as i32)
     {
         chosen = Some(last_over);
     }

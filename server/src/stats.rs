@@ -26,6 +26,9 @@ pub struct Hits {
     pub shadow: u64,
 }
 
+/// A metric's name and its value among a limit's hits.
+type Series = (&'static str, fn(&Hits) -> u64);
+
 /// Every limit's stats, and the loads'.
 #[derive(Default)]
 pub struct Stats {
@@ -69,7 +72,7 @@ impl Stats {
     pub fn prometheus(&self) -> String {
         let mut out = String::new();
         let rows = self.each();
-        let series: [(&str, fn(&Hits) -> u64); 5] = [
+        let series: [Series; 5] = [
             ("total_hits", |h| h.total),
             ("over_limit", |h| h.over),
             ("near_limit", |h| h.near),
