@@ -71,18 +71,20 @@ async fn example_1_limits_each_value_and_answers_ok_without_a_limit() {
     assert!(answer.statuses[0].current_limit.is_none());
 }
 
-const PER_MINUTE: &str = "\
+// An hour's window: the test's calls land in one window unless they
+// straddle the top of an hour.
+const PER_HOUR: &str = "\
 domain: d
 descriptors:
   - key: user
     rate_limit:
-      unit: minute
+      unit: hour
       requests_per_unit: 3
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hits_count_before_the_decision_and_a_refused_hit_stays_counted() {
-    let server = Server::start(&[("d.yaml", PER_MINUTE)], &[]);
+    let server = Server::start(&[("d.yaml", PER_HOUR)], &[]);
     let ask = |user: &'static str, hits: Option<u64>| {
         let mut d = descriptor(&[("user", user)]);
         d.hits_addend = hits.map(|value| UInt64Value { value });
@@ -110,7 +112,7 @@ async fn hits_count_before_the_decision_and_a_refused_hit_stays_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_without_a_domain_or_descriptors_is_unknown_with_its_message() {
-    let server = Server::start(&[("d.yaml", PER_MINUTE)], &[]);
+    let server = Server::start(&[("d.yaml", PER_HOUR)], &[]);
     let e = server
         .ask(request("", vec![descriptor(&[("user", "a")])]))
         .await
@@ -134,7 +136,7 @@ async fn a_request_without_a_domain_or_descriptors_is_unknown_with_its_message()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthcheck_and_json_answer_as_envoyproxy_ratelimit_s() {
-    let mut server = Server::start(&[("d.yaml", PER_MINUTE)], &[]);
+    let mut server = Server::start(&[("d.yaml", PER_HOUR)], &[]);
     assert_eq!(
         http(server.http, "GET", "/healthcheck", ""),
         (200, "OK".into())
@@ -144,7 +146,7 @@ async fn healthcheck_and_json_answer_as_envoyproxy_ratelimit_s() {
     assert_eq!(status, 200, "{json}");
     assert_eq!(
         json,
-        r#"{"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":3,"unit":"MINUTE"},"limitRemaining":2,"durationUntilReset":"#
+        r#"{"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":3,"unit":"HOUR"},"limitRemaining":2,"durationUntilReset":"#
             .to_owned()
             + &json[json.find("\"durationUntilReset\":").unwrap() + 21..]
     );

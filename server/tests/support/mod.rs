@@ -30,6 +30,8 @@ pub struct Server {
     pub prometheus: Option<SocketAddr>,
     /// Its stderr's lines after the ports, as they come.
     pub log: mpsc::Receiver<String>,
+    /// Its stderr's lines before the last port opened.
+    pub early: Vec<String>,
 }
 
 /// A fresh temporary directory.
@@ -93,6 +95,7 @@ impl Server {
             .any(|(k, v)| *k == "USE_PROMETHEUS" && *v == "true");
         let deadline = Instant::now() + Duration::from_secs(20);
         let (mut grpc, mut http, mut debug, mut prometheus) = (None, None, None, None);
+        let mut early = Vec::new();
         while grpc.is_none()
             || http.is_none()
             || debug.is_none()
@@ -112,6 +115,7 @@ impl Server {
             } else if line.starts_with("paceline-server: PROMETHEUS_ADDR") {
                 prometheus = Some(addr());
             }
+            early.push(line);
         }
         Server {
             child: Some(child),
@@ -121,6 +125,7 @@ impl Server {
             debug: debug.unwrap(),
             prometheus,
             log: rx,
+            early,
         }
     }
 
