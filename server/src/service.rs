@@ -42,7 +42,7 @@ impl Failure {
     }
 }
 
-/// The response headers' names (`LIMIT_RESPONSE_HEADERS_ENABLED`).
+/// The response headers (`LIMIT_RESPONSE_HEADERS_ENABLED`).
 #[derive(Clone, Debug)]
 pub struct Headers {
     /// `LIMIT_LIMIT_HEADER`.
@@ -51,6 +51,9 @@ pub struct Headers {
     pub remaining: String,
     /// `LIMIT_RESET_HEADER`.
     pub reset: String,
+    /// `PACELINE_HEADERS=draft-11`: the IETF draft's two fields,
+    /// `RateLimit-Policy` and `RateLimit`, instead of the three.
+    pub draft: bool,
 }
 
 /// How the service decides, from the environment.
@@ -373,16 +376,51 @@ fn response_headers(names: &Headers, statuses: &[DescriptorStatus]) -> Vec<Heade
     };
     let limit = s.current_limit.as_ref().map_or(0, |l| l.requests_per_unit);
     let reset = s.duration_until_reset.as_ref().map_or(0, |d| d.seconds);
-    [
-        (&names.limit, limit.to_string()),
-        (&names.remaining, s.limit_remaining.to_string()),
-        (&names.reset, reset.to_string()),
-    ]
-    .into_iter()
-    .map(|(key, value)| HeaderValue {
-        key: key.clone(),
-        value,
-        ..Default::default()
-    })
-    .collect()
+    let fields = if names.draft {
+        // draft-ietf-httpapi-ratelimit-headers-11: the policy (its quota
+        // and window) and what is left of it, one item named for the rule.
+        let (name, window) = s.current_limit.as_ref().map_or((String::new(), 0), |l| {
+            let secs = Unit::from_number(l.unit).map_or(0, Unit::seconds);
+            (l.name.clone(), secs)
+        });
+        let item = sf_string(if name.is_empty() { "default" } else { &name });
+        vec![
+            (
+                "RateLimit-Policy".to_owned(),
+                format!("{item};q={limit};w={window}"),
+            ),
+            (
+                "RateLimit".to_owned(),
+                format!("{item};r={};t={reset}", s.limit_remaining),
+            ),
+        ]
+    } else {
+        vec![
+            (names.limit.clone(), limit.to_string()),
+            (names.remaining.clone(), s.limit_remaining.to_string()),
+            (names.reset.clone(), reset.to_string()),
+        ]
+    };
+    fields
+        .into_iter()
+        .map(|(key, value)| HeaderValue {
+            key,
+            value,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// A Structured Fields string: quoted, `"` and `\` escaped, anything
+/// outside printable ASCII left out.
+fn sf_string(s: &str) -> String {
+    let mut out = String::from('"');
+    for c in s.chars().filter(|c| (' '..='~').contains(c)) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }

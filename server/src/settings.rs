@@ -155,10 +155,21 @@ impl Settings {
                 "NEAR_LIMIT_RATIO={ratio}: expected a fraction from 0 to 1"
             ));
         }
+        let style = get(env, "PACELINE_HEADERS", "ratelimit");
+        let draft = match style.as_str() {
+            "ratelimit" => false,
+            "draft-11" => true,
+            _ => {
+                return Err(format!(
+                    "PACELINE_HEADERS={style:?}: expected ratelimit (envoyproxy/ratelimit's three headers) or draft-11"
+                ))
+            }
+        };
         let headers = boolean(env, "LIMIT_RESPONSE_HEADERS_ENABLED", false)?.then(|| Headers {
             limit: get(env, "LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
             remaining: get(env, "LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
             reset: get(env, "LIMIT_RESET_HEADER", "RateLimit-Reset"),
+            draft,
         });
         let statsd_asked = env("USE_STATSD").is_some() && boolean(env, "USE_STATSD", false)?;
         Ok(Settings {

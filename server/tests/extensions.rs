@@ -83,6 +83,42 @@ async fn the_debug_port_shows_the_limits_in_force_the_stats_and_the_counters() {
     assert!(rows.contains("api_plain_k7_"), "{rows}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draft_11_headers_name_the_policy_and_what_is_left_of_it() {
+    let yaml = "\
+domain: api
+descriptors:
+  - key: plain
+    rate_limit:
+      name: daily
+      unit: day
+      requests_per_unit: 60
+";
+    let server = Server::start(
+        &[("api.yaml", yaml)],
+        &[
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("PACELINE_HEADERS", "draft-11"),
+        ],
+    );
+    let answer = server
+        .ask(request("api", vec![descriptor(&[("plain", "x")])]))
+        .await
+        .unwrap();
+    let headers: Vec<(String, String)> = answer
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect();
+    assert_eq!(
+        headers[0],
+        ("RateLimit-Policy".into(), "\"daily\";q=60;w=86400".into())
+    );
+    assert_eq!(headers[1].0, "RateLimit");
+    assert!(headers[1].1.starts_with("\"daily\";r=59;t="), "{headers:?}");
+    assert_eq!(headers.len(), 2);
+}
+
 #[test]
 fn a_bad_setting_stops_the_server_at_start_naming_it() {
     let out = Command::new(env!("CARGO_BIN_EXE_paceline-server"))
