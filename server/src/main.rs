@@ -167,9 +167,18 @@ async fn run(s: Settings) -> Result<(), String> {
         });
     }
     let rls = RateLimitServiceServer::new(grpc::Rls(Arc::clone(&service)));
+    // gRPC health: "ratelimit" (envoyproxy/ratelimit's name) and the
+    // server as a whole, serving until the stop.
+    let (reporter, health) = tonic_health::server::health_reporter();
+    for name in ["ratelimit", ""] {
+        reporter
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
     let rx = stopped.clone();
     tasks.spawn(async move {
         tonic::transport::Server::builder()
+            .add_service(health)
             .add_service(rls)
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(grpc),
@@ -183,6 +192,11 @@ async fn run(s: Settings) -> Result<(), String> {
     let reason = shutdown_signal().await;
     tracing::warn!(reason, "shutting down: /healthcheck now fails, draining");
     healthy.store(false, Ordering::Relaxed);
+    for name in ["ratelimit", ""] {
+        reporter
+            .set_service_status(name, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
     let _ = stop.send(true);
     let mut result = Ok(());
     while let Some(done) = tasks.join_next().await {

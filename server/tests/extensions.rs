@@ -119,6 +119,33 @@ descriptors:
     assert_eq!(headers.len(), 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_reports_ratelimit_serving() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let server = Server::start(&[("api.yaml", SMOOTH)], &[]);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = HealthClient::new(channel);
+    for service in ["ratelimit", ""] {
+        let status = client
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(
+            status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+    }
+}
+
 #[test]
 fn a_bad_setting_stops_the_server_at_start_naming_it() {
     let out = Command::new(env!("CARGO_BIN_EXE_paceline-server"))
