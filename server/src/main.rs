@@ -140,30 +140,21 @@ async fn run(s: Settings) -> Result<(), String> {
         healthy: Arc::clone(&healthy),
         needs_config: s.healthy_needs_config,
     };
-    let app = web::main_router(shared);
-    let rx = stopped.clone();
-    tasks.spawn(async move {
-        axum::serve(http, app)
-            .with_graceful_shutdown(until_stopped(rx))
-            .await
-            .map_err(|e| format!("HTTP: {e}"))
-    });
-    let app = web::debug_router(Arc::clone(&service));
-    let rx = stopped.clone();
-    tasks.spawn(async move {
-        axum::serve(debug, app)
-            .with_graceful_shutdown(until_stopped(rx))
-            .await
-            .map_err(|e| format!("debug: {e}"))
-    });
+    let mut routers = vec![
+        (http, web::main_router(shared), "HTTP"),
+        (debug, web::debug_router(Arc::clone(&service)), "debug"),
+    ];
     if let Some((listener, path)) = prometheus {
         let app = web::prometheus_router(Arc::clone(&service), &path);
+        routers.push((listener, app, "Prometheus"));
+    }
+    for (listener, app, what) in routers {
         let rx = stopped.clone();
         tasks.spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(until_stopped(rx))
                 .await
-                .map_err(|e| format!("Prometheus: {e}"))
+                .map_err(|e| format!("{what}: {e}"))
         });
     }
     let rls = RateLimitServiceServer::new(grpc::Rls(Arc::clone(&service)));
