@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{rate_limit::Unit, Code};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
@@ -239,4 +240,125 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) {
     let tmp = dir.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, yaml).unwrap();
     std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+/// A client of the RLS, kept for many calls.
+pub type Client = RateLimitServiceClient<tonic::transport::Channel>;
+
+/// `ShouldRateLimit` on `client`, which must answer.
+pub async fn call(client: &mut Client, request: RateLimitRequest) -> RateLimitResponse {
+    client
+        .should_rate_limit(request)
+        .await
+        .expect("ShouldRateLimit answers")
+        .into_inner()
+}
+
+/// `Code::Ok`, as the messages carry it.
+pub const OK: i32 = Code::Ok as i32;
+/// `Code::OverLimit`, as the messages carry it.
+pub const OVER: i32 = Code::OverLimit as i32;
+/// The units' numbers, as the messages carry them.
+pub const SECOND: i32 = Unit::Second as i32;
+pub const MINUTE: i32 = Unit::Minute as i32;
+pub const HOUR: i32 = Unit::Hour as i32;
+pub const DAY: i32 = Unit::Day as i32;
+
+/// One status in brief: its code, its current limit (requests per unit,
+/// unit), its limit remaining.
+pub type Brief = (i32, Option<(u32, i32)>, u32);
+
+/// An answer in brief: the overall code and each status's [`Brief`].
+pub fn brief(answer: &RateLimitResponse) -> (i32, Vec<Brief>) {
+    let statuses = answer
+        .statuses
+        .iter()
+        .map(|s| {
+            (
+                s.code,
+                s.current_limit
+                    .as_ref()
+                    .map(|l| (l.requests_per_unit, l.unit)),
+                s.limit_remaining,
+            )
+        })
+        .collect();
+    (answer.overall_code, statuses)
+}
+
+/// The Unix time, in seconds and a fraction.
+fn unix_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+}
+
+/// Runs `f` inside one fixed window of `seconds` (the server's windows
+/// start at multiples of the unit from the Unix epoch, on the same clock),
+/// so that counts the test expects are not cut by a window's end: a
+/// one-second window is entered at its start, a longer one too when less
+/// than 2 s of it are left. A run that still crossed an end is run again
+/// at the start of the next window, at most 5 times; a window longer than
+/// a minute is not waited for a second time.
+pub async fn in_one_window<T, F, Fut>(seconds: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let window = Duration::from_secs(seconds);
+    let index = || unix_now().as_secs() / seconds;
+    for attempt in 0..5 {
+        let now = unix_now();
+        let into = Duration::from_nanos((now.as_nanos() % window.as_nanos()) as u64);
+        let left = window - into;
+        if seconds == 1 || left < Duration::from_secs(2) || attempt > 0 {
+            assert!(
+                attempt == 0 || seconds <= 60,
+                "a run crossed the end of a {seconds} s window"
+            );
+            tokio::time::sleep(left + Duration::from_millis(5)).await;
+        }
+        let start = index();
+        let out = f().await;
+        if index() == start {
+            return out;
+        }
+    }
+    panic!("5 runs in a row crossed the end of a {seconds} s window");
+}
+
+/// The debug port's `/stats`: each statsd name and its value.
+pub fn stats(server: &Server) -> std::collections::BTreeMap<String, u64> {
+    let (status, text) = http(server.debug, "GET", "/stats", "");
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .filter_map(|l| l.rsplit_once(": "))
+        .map(|(k, v)| (k.to_owned(), v.trim().parse().unwrap()))
+        .collect()
+}
+
+/// `n` calls of `request()` on `client`, each answer in brief.
+pub async fn repeat(
+    client: &mut Client,
+    n: usize,
+    request: impl Fn() -> RateLimitRequest,
+) -> Vec<(i32, Vec<Brief>)> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(brief(&call(client, request()).await));
+    }
+    out
+}
+
+/// The answers to a lone descriptor's first `n` hits in a fresh window of
+/// `limit` per `unit`: OK, counting down from `limit - 1`.
+pub fn counting_down(limit: u32, unit: i32, n: u32) -> Vec<(i32, Vec<Brief>)> {
+    (1..=n)
+        .map(|i| (OK, vec![(OK, Some((limit, unit)), limit - i)]))
+        .collect()
+}
+
+/// The answer to a lone descriptor over `limit` per `unit`.
+pub fn over(limit: u32, unit: i32) -> (i32, Vec<Brief>) {
+    (OVER, vec![(OVER, Some((limit, unit)), 0)])
 }
