@@ -18,7 +18,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration;
 
 use crate::config::{Config, Counting, Unit};
-use crate::counts::Counts;
+use crate::counts::{Counted, Counts};
 use crate::matching::{self, Entry, Found};
 use crate::stats::{Hits, Stats};
 
@@ -84,6 +84,11 @@ struct Limited {
     found: Found,
     key: String,
     hits: u64,
+    /// The hits added to the counter: `hits`, or 0 where
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` spares the counter (the
+    /// decision and the stats still read `hits`, as envoyproxy/ratelimit's
+    /// do).
+    added: u64,
 }
 
 impl Service {
@@ -186,6 +191,7 @@ impl Service {
                             found: f,
                             key,
                             hits,
+                            added: hits,
                         },
                     ));
                     None
@@ -210,7 +216,7 @@ impl Service {
             if over.iter().any(|o| *o) {
                 for ((_, l), over) in limited.iter_mut().zip(over) {
                     if !over && l.found.rule.counting == Counting::Fixed {
-                        l.hits = 0;
+                        l.added = 0;
                     }
                 }
             }
@@ -279,7 +285,11 @@ impl Service {
         };
         let (code, remaining, reset) = match rule.counting {
             Counting::Fixed => {
-                let c = self.counts.add(unit, &l.key, hits);
+                let after = self.counts.add(unit, &l.key, l.added).after;
+                let c = Counted {
+                    before: after.saturating_sub(hits),
+                    after,
+                };
                 let div = unit.seconds();
                 let reset = div - now_s % div;
                 let near = (f64::from(limit as f32 * self.decide.near_limit_ratio)).floor() as u64;
