@@ -52,8 +52,9 @@ pub fn look(dir: &Path) -> Seen {
         .collect()
 }
 
-/// The configuration the directory's files make.
-pub fn load(dir: &Path, merge: bool) -> Result<Config, ConfigError> {
+/// The configuration the directory's files make; none is an error unless
+/// `allow_empty`.
+pub fn load(dir: &Path, merge: bool, allow_empty: bool) -> Result<Config, ConfigError> {
     let mut contents = Vec::new();
     for path in files(dir)? {
         let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
@@ -62,7 +63,7 @@ pub fn load(dir: &Path, merge: bool) -> Result<Config, ConfigError> {
         })?;
         contents.push((path.display().to_string(), text));
     }
-    if contents.is_empty() {
+    if contents.is_empty() && !allow_empty {
         return Err(ConfigError {
             file: dir.display().to_string(),
             error: "no configuration file (*.yaml) in the directory".into(),
@@ -72,8 +73,8 @@ pub fn load(dir: &Path, merge: bool) -> Result<Config, ConfigError> {
 }
 
 /// Loads the directory into `service` now: `true` when it loaded.
-pub fn load_into(service: &Service, dir: &Path, merge: bool) -> bool {
-    match load(dir, merge) {
+pub fn load_into(service: &Service, dir: &Path, merge: bool, allow_empty: bool) -> bool {
+    match load(dir, merge, allow_empty) {
         Ok(config) => {
             let domains = config.domains.len();
             service.set_config(config);
@@ -94,7 +95,7 @@ pub fn load_into(service: &Service, dir: &Path, merge: bool) -> bool {
 pub async fn first_load(service: &Service, dir: &Path, merge: bool, every: Duration) -> Seen {
     loop {
         let seen = look(dir);
-        if load_into(service, dir, merge) {
+        if load_into(service, dir, merge, false) {
             return seen;
         }
         tokio::time::sleep(every).await;
@@ -114,7 +115,7 @@ pub async fn watch(
         let now = look(&dir);
         if now != seen {
             seen = now;
-            load_into(&service, &dir, merge);
+            load_into(&service, &dir, merge, true);
         }
     }
 }
