@@ -39,9 +39,49 @@ pub struct Stats {
     pub load_errors: AtomicU64,
 }
 
-/// The statsd names' sanitizing: `:` and `|` would cut a statsd line.
+/// The statsd names' sanitizing, as envoyproxy/ratelimit's
+/// (`SanitizeStatName` in src/utils/utilities.go): `:` and `|` would cut
+/// a statsd line, and the dots of an IPv4 address would split the name,
+/// so each becomes `_`.
 fn sanitized(key: &str) -> String {
-    key.replace([':', '|'], "_")
+    let key = key.replace([':', '|'], "_");
+    let mut out = key.into_bytes();
+    let mut i = 0;
+    while i < out.len() {
+        match ipv4_at(&out, i) {
+            Some(end) => {
+                for b in &mut out[i..end] {
+                    if *b == b'.' {
+                        *b = b'_';
+                    }
+                }
+                i = end;
+            }
+            None => i += 1,
+        }
+    }
+    // Only ASCII dots became ASCII underscores: still UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The end of the match of `\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`
+/// starting at `i`, as Go's regexp finds it (the last part greedy).
+fn ipv4_at(s: &[u8], i: usize) -> Option<usize> {
+    let mut pos = i;
+    for part in 0..4 {
+        let run = s[pos..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if run == 0 {
+            return None;
+        }
+        if part == 3 {
+            return Some(pos + run.min(3));
+        }
+        if run > 3 || s.get(pos + run) != Some(&b'.') {
+            return None;
+        }
+        pos += run + 1;
+    }
+    None
 }
 
 impl Stats {
@@ -68,7 +108,11 @@ impl Stats {
 
     /// Prometheus text (version 0.0.4), with envoyproxy/ratelimit's
     /// default mapping: the stat key's first part is `domain`, the next
-    /// `key1`, the one after `key2`; deeper parts are left out.
+    /// `key1`, the one after `key2`; deeper parts are left out. The
+    /// values only grow, but the names are the mapping's, without the
+    /// `_total` Prometheus keeps for a counter's name, so they are
+    /// declared `untyped`: `rate()` and `increase()` read them as they
+    /// read counters, and `promtool check metrics` finds nothing to say.
     pub fn prometheus(&self) -> String {
         let mut out = String::new();
         let rows = self.each();
@@ -85,7 +129,7 @@ impl Stats {
                 out,
                 "# HELP {metric} Hits ({name}) per limit, as envoyproxy/ratelimit counts them."
             );
-            let _ = writeln!(out, "# TYPE {metric} counter");
+            let _ = writeln!(out, "# TYPE {metric} untyped");
             // Series whose labels coincide (deeper keys left out) add up.
             let mut merged: BTreeMap<String, u64> = BTreeMap::new();
             for (key, h) in &rows {
@@ -101,7 +145,7 @@ impl Stats {
         ] {
             let metric = format!("ratelimit_service_{name}");
             let _ = writeln!(out, "# HELP {metric} Configurations loaded ({name}).");
-            let _ = writeln!(out, "# TYPE {metric} counter");
+            let _ = writeln!(out, "# TYPE {metric} untyped");
             let _ = writeln!(out, "{metric} {}", counter.load(Ordering::Relaxed));
         }
         out
@@ -159,6 +203,14 @@ fn escape(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv4_address_in_a_stat_key_loses_its_dots_as_go_s_regexp_finds_it() {
+        assert_eq!(sanitized("d.ip_10.0.0.1"), "d.ip_10_0_0_1");
+        assert_eq!(sanitized("d.ip_1234.5.6.7.8"), "d.ip_1234_5_6_7.8");
+        assert_eq!(sanitized("d.v_1.2.3"), "d.v_1.2.3");
+        assert_eq!(sanitized("d.a:b|c.1.2.3.4567"), "d.a_b_c.1_2_3_4567");
+    }
 
     #[test]
     fn labels_follow_the_default_mapping() {
