@@ -1,0 +1,143 @@
+//! The stats as Prometheus reads them from the real binary
+//! (`USE_PROMETHEUS=true`): the names and labels envoyproxy/ratelimit's
+//! default statsd mapping gives (`ratelimit_service_rate_limit_*` with
+//! `domain`, `key1` and `key2`, no `_total`), hits counted as its base
+//! limiter counts them (near the limit only in `(floor(0.8 L), L]`, over
+//! only past `L`), a key-only match named without the request's value, an
+//! IPv4 value's dots made `_` as its stat names' sanitizing does, and the
+//! text checked by `promtool check metrics` (Debian's `prometheus`;
+//! `scripts/test.sh` installs it, and a missing one fails the test).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use envoy_types::pb::google::protobuf::UInt64Value;
+use support::{call, descriptor, http, in_one_window, request, Server};
+
+const CONFIG: &str = "\
+domain: m
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: jump
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: a
+    value: x
+    descriptors:
+      - key: b
+        rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: s
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: ip
+    value: 10.0.0.1
+    rate_limit: {unit: hour, requests_per_unit: 100}
+";
+
+/// `promtool check metrics` finds nothing to say about `text`.
+fn promtool_passes(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start `promtool` ({e}): apt-get install prometheus, or bash scripts/test.sh")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {}{}\nin\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Each sample of `text`: `name{labels}` and its value.
+fn samples(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            (series.to_owned(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_shows_the_default_mapping_s_names_labels_and_hits() {
+    let env = [
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+    ];
+    let s = Server::start(&[("m.yaml", CONFIG)], &env);
+    let c = s.client().await;
+    in_one_window(3_600, || {
+        let mut c = c.clone();
+        async move {
+            let mut ask = async |entries: &[(&str, &str)], hits: Option<u64>| {
+                let mut d = descriptor(entries);
+                d.hits_addend = hits.map(|value| UInt64Value { value });
+                call(&mut c, request("m", vec![d])).await
+            };
+            for _ in 0..12 {
+                ask(&[("k", "v1")], None).await;
+            }
+            // 7 hits, then 5: 2 of them in (8, 10], 2 past 10.
+            ask(&[("jump", "v")], Some(7)).await;
+            ask(&[("jump", "v")], Some(5)).await;
+            for _ in 0..6 {
+                ask(&[("a", "x"), ("b", "y")], None).await;
+            }
+            for _ in 0..3 {
+                ask(&[("s", "u")], None).await;
+            }
+            ask(&[("ip", "10.0.0.1")], None).await;
+        }
+    })
+    .await;
+    let (status, text) = http(s.prometheus.unwrap(), "GET", "/metrics", "");
+    assert_eq!(status, 200, "{text}");
+    promtool_passes(&text);
+    let got = samples(&text);
+    let series = |name: &str, labels: &str| {
+        let key = format!("ratelimit_service_rate_limit_{name}{{{labels}}}");
+        *got.get(&key)
+            .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+    };
+    // (total, within, near, over, shadow) by labels.
+    for (labels, want) in [
+        (r#"domain="m",key1="k""#, (12, 10, 2, 2, 0)),
+        (r#"domain="m",key1="jump""#, (12, 7, 2, 2, 0)),
+        (r#"domain="m",key1="a_x",key2="b""#, (6, 5, 1, 1, 0)),
+        (r#"domain="m",key1="s""#, (3, 1, 1, 2, 2)),
+        (r#"domain="m",key1="ip_10_0_0_1""#, (1, 1, 0, 0, 0)),
+    ] {
+        let seen = (
+            series("total_hits", labels),
+            series("within_limit", labels),
+            series("near_limit", labels),
+            series("over_limit", labels),
+            series("shadow_mode", labels),
+        );
+        assert_eq!(seen, want, "{labels}");
+    }
+    // A key-only match is named without the request's value.
+    assert!(!text.contains("k_v1") && !text.contains("jump_v"), "{text}");
+    assert!(
+        !text.contains("_total{") && !text.contains("_total "),
+        "{text}"
+    );
+    assert_eq!(got["ratelimit_service_config_load_success"], 1);
+    assert_eq!(got["ratelimit_service_config_load_error"], 0);
+}
