@@ -1,5 +1,5 @@
 //! `ShouldRateLimit`, decided as envoyproxy/ratelimit decides it: each
-//! descriptor's limit found ([`matching`](crate::matching)), `replaces`
+//! descriptor's limit found ([`matching`]), `replaces`
 //! and `unlimited` applied across the request, the hits counted before the
 //! decision (a refused hit stays counted), over once a window's count
 //! passes the limit, `shadow_mode` never refusing, the stats counted in
