@@ -351,3 +351,60 @@ async fn a_change_of_configuration_keeps_the_counts() {
     // The two hits counted under 2 a minute still count under 5.
     assert_eq!(brief(&after[0]), (OK, vec![(OK, Some((5, MINUTE)), 2)]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_descriptor_s_own_limit_shares_the_rule_s_counter() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+    let s = Server::start(&[("d.yaml", TWO)], &[]);
+    let c = s.client().await;
+    let answers = in_one_window(60, || {
+        let mut c = c.clone();
+        async move {
+            let mut own = descriptor(&[("k", "u")]);
+            own.limit = Some(RateLimitOverride {
+                requests_per_unit: 5,
+                unit: MINUTE,
+            });
+            let mut out = Vec::new();
+            for _ in 0..2 {
+                out.push(brief(&call(&mut c, request("d", vec![own.clone()])).await));
+            }
+            out.extend(briefs(&mut c, &[&[("k", "u")]], 2).await.iter().map(brief));
+            out
+        }
+    })
+    .await;
+    // The key has no limit in it: 2 hits under 5, then the rule's 2 is spent.
+    assert_eq!(
+        answers,
+        vec![
+            (OK, vec![(OK, Some((5, MINUTE)), 4)]),
+            (OK, vec![(OK, Some((5, MINUTE)), 3)]),
+            (OVER, vec![(OVER, Some((2, MINUTE)), 0)]),
+            (OVER, vec![(OVER, Some((2, MINUTE)), 0)]),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_domain_config_joins_one_domain_s_files() {
+    let files = [
+        ("a.yaml", include_str!("fixtures/example9_trailing.yaml")),
+        ("b.yaml", include_str!("fixtures/example9_middle.yaml")),
+        ("c.yaml", include_str!("fixtures/example9_multiple.yaml")),
+    ];
+    let s = Server::start(&files, &[("MERGE_DOMAIN_CONFIG", "true")]);
+    let mut c = s.client().await;
+    for (key, value) in [
+        ("key1", "value1"),
+        ("path", "/api/1/action"),
+        ("route", "/api/v1/resource/1/action"),
+    ] {
+        let a = call(
+            &mut c,
+            request("example9", vec![descriptor(&[(key, value)])]),
+        )
+        .await;
+        assert_eq!(brief(&a), (OK, vec![(OK, Some((20, MINUTE)), 19)]), "{key}");
+    }
+}
