@@ -408,3 +408,51 @@ async fn merge_domain_config_joins_one_domain_s_files() {
         assert_eq!(brief(&a), (OK, vec![(OK, Some((20, MINUTE)), 19)]), "{key}");
     }
 }
+
+const ORDER: &str = "\
+domain: o
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: k
+    value: pre*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: k
+    value: p*
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: k
+    value: prefix
+    rate_limit: {unit: minute, requests_per_unit: 4}
+  - key: k
+    value: free
+  - key: a
+    value: x
+    descriptors:
+      - key: b
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: a
+    descriptors:
+      - key: c
+        rate_limit: {unit: minute, requests_per_unit: 6}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matching_tries_the_value_then_wildcards_in_file_order_then_the_key() {
+    let s = Server::start(&[("o.yaml", ORDER)], &[]);
+    let mut c = s.client().await;
+    let mut limit_of = async |entries: &[(&str, &str)]| {
+        let a = call(&mut c, request("o", vec![descriptor(entries)])).await;
+        brief(&a).1[0].1.map(|(n, _)| n)
+    };
+    assert_eq!(limit_of(&[("k", "prefix")]).await, Some(4));
+    // Both wildcards match: the first in the file wins.
+    assert_eq!(limit_of(&[("k", "pre1")]).await, Some(2));
+    assert_eq!(limit_of(&[("k", "px")]).await, Some(3));
+    assert_eq!(limit_of(&[("k", "q")]).await, Some(1));
+    // A value without a limit allows it: no fall-back to the key's.
+    assert_eq!(limit_of(&[("k", "free")]).await, None);
+    assert_eq!(limit_of(&[("a", "x"), ("b", "y")]).await, Some(5));
+    assert_eq!(limit_of(&[("a", "z"), ("c", "y")]).await, Some(6));
+    // (a, x) found, its level has no c: no going back to a's default.
+    assert_eq!(limit_of(&[("a", "x"), ("c", "y")]).await, None);
+}
