@@ -159,3 +159,33 @@ async fn healthy_with_at_least_one_config_loaded_follows_the_domains_loaded() {
         assert_eq!(http(s.http, "GET", "/healthcheck", "").0, 200);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_port_opens_until_the_first_configuration_loads() {
+    let dir = support::temp_dir("first");
+    std::fs::write(
+        dir.join("d.yaml"),
+        "domain: d\ndescriptors:\n  - key: a\n    nope: 1\n",
+    )
+    .unwrap();
+    let good = limits(7, 8);
+    let (s, early) = Server::start_in_after(dir.clone(), &[], Duration::from_millis(600), || {
+        write_config(&dir, "d.yaml", &good)
+    });
+    // While the only file was broken: its error, again, and no port.
+    assert!(
+        early
+            .iter()
+            .any(|l| l.contains("d.yaml") && l.contains("unknown key 'nope'")),
+        "{early:?}"
+    );
+    assert!(
+        !early.iter().any(|l| l.contains(" on 127.0.0.1:")),
+        "{early:?}"
+    );
+    // Open, so healthy, and the limits are in.
+    assert_eq!(http(s.http, "GET", "/healthcheck", ""), (200, "OK".into()));
+    let mut c = s.client().await;
+    let a = call(&mut c, request("d", vec![descriptor(&[("a", "x")])])).await;
+    assert_eq!(brief(&a), (OK, vec![(OK, Some((7, HOUR)), 6)]));
+}

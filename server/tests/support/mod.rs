@@ -62,6 +62,18 @@ impl Server {
 
     /// Starts the server on the directory `dir`.
     pub fn start_in(dir: PathBuf, env: &[(&str, &str)]) -> Server {
+        Server::start_in_after(dir, env, Duration::ZERO, || {}).0
+    }
+
+    /// Starts the server on the directory `dir`, gathers its stderr's lines
+    /// for `quiet`, then calls `then` and waits for its ports: the server
+    /// and the lines gathered.
+    pub fn start_in_after(
+        dir: PathBuf,
+        env: &[(&str, &str)],
+        quiet: Duration,
+        then: impl FnOnce(),
+    ) -> (Server, Vec<String>) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_paceline-server"));
         cmd.arg("--config")
             .arg(&dir)
@@ -94,6 +106,16 @@ impl Server {
         let wants_prometheus = env
             .iter()
             .any(|(k, v)| *k == "USE_PROMETHEUS" && *v == "true");
+        let mut gathered = Vec::new();
+        let quiet_until = Instant::now() + quiet;
+        while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+            match rx.recv_timeout(left) {
+                Ok(line) => gathered.push(line),
+                Err(_) => break,
+            }
+        }
+        then();
+        let mut pending = gathered.clone().into_iter();
         let deadline = Instant::now() + Duration::from_secs(20);
         let (mut grpc, mut http, mut debug, mut prometheus) = (None, None, None, None);
         let mut early = Vec::new();
@@ -103,9 +125,14 @@ impl Server {
             || (wants_prometheus && prometheus.is_none())
         {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("paceline-server did not open its ports within 20 s"));
+            let line = match pending.next().map_or_else(|| rx.recv_timeout(left), Ok) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("paceline-server did not open its ports within 20 s");
+                }
+            };
             let addr = || -> SocketAddr { line.rsplit(" on ").next().unwrap().parse().unwrap() };
             if line.starts_with("paceline-server: GRPC_HOST") {
                 grpc = Some(addr());
@@ -118,7 +145,7 @@ impl Server {
             }
             early.push(line);
         }
-        Server {
+        let server = Server {
             child: Some(child),
             dir,
             grpc: grpc.unwrap(),
@@ -127,7 +154,8 @@ impl Server {
             prometheus,
             log: rx,
             early,
-        }
+        };
+        (server, gathered)
     }
 
     /// The server's pid.
