@@ -110,6 +110,12 @@ impl Settings {
             p.push(get(env, "RUNTIME_APPDIRECTORY", "config"));
             p
         });
+        // RUNTIME_WATCH_ROOT picks what envoyproxy/ratelimit watches (a
+        // swap of the runtime root's symbolic link, or the files of the
+        // configuration directory); the look every PACELINE_RELOAD_MS
+        // sees both, so either value reloads on either change. A value
+        // that is not a boolean is still an error naming it.
+        boolean(env, "RUNTIME_WATCH_ROOT", true)?;
         let backend = get(env, "BACKEND_TYPE", "");
         if !backend.is_empty() && backend != "memory" {
             return Err(format!(
@@ -251,6 +257,9 @@ mod tests {
         assert!(e.contains("GRPC_PORT=\"eighty\""), "{e}");
         let e = read(&[("BACKEND_TYPE", "redis")], &[]).unwrap_err();
         assert!(e.contains("BACKEND_TYPE=\"redis\""), "{e}");
+        let e = read(&[("RUNTIME_WATCH_ROOT", "sometimes")], &[]).unwrap_err();
+        assert!(e.contains("RUNTIME_WATCH_ROOT=\"sometimes\""), "{e}");
+        assert!(read(&[("RUNTIME_WATCH_ROOT", "false")], &[]).is_ok());
         let e = read(&[], &["--verbose"]).unwrap_err();
         assert!(e.contains("--verbose"), "{e}");
     }
