@@ -189,3 +189,24 @@ async fn no_port_opens_until_the_first_configuration_loads() {
     let a = call(&mut c, request("d", vec![descriptor(&[("a", "x")])])).await;
     assert_eq!(brief(&a), (OK, vec![(OK, Some((7, HOUR)), 6)]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_of_the_runtime_root_s_link_reloads_whatever_runtime_watch_root_says() {
+    for watch_root in ["true", "false"] {
+        let root = support::temp_dir("runtime");
+        for (version, n) in [("v1", 1), ("v2", 9)] {
+            std::fs::create_dir_all(root.join(version).join("config")).unwrap();
+            std::fs::write(root.join(version).join("config/d.yaml"), limits(n, n)).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("v1"), root.join("current")).unwrap();
+        let env = [("RUNTIME_WATCH_ROOT", watch_root)];
+        let s = Server::start_in(root.join("current/config"), &env);
+        until_a_is(&s, 1).await;
+        // As goruntime's deployments do: a new link renamed over the old.
+        std::os::unix::fs::symlink(root.join("v2"), root.join("next")).unwrap();
+        std::fs::rename(root.join("next"), root.join("current")).unwrap();
+        until_a_is(&s, 9).await;
+        drop(s);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
