@@ -137,6 +137,9 @@ pub struct Node {
     pub rule: Option<Rule>,
     /// `shadow_mode`: never refuses.
     pub shadow_mode: bool,
+    /// `quota_mode`: over, it refuses the request only when every quota
+    /// descriptor of it is over.
+    pub quota_mode: bool,
     /// `detailed_metric`: stats named by the request's values.
     pub detailed_metric: bool,
     /// `value_to_metric`: this level's stat named by the request's value.
@@ -380,14 +383,14 @@ fn load_level(level: &mut Level, parent: &str, descriptors: &[Yaml]) -> Result<(
         let mut node = Node {
             rule,
             shadow_mode: boolean(&d["shadow_mode"], "shadow_mode")?,
+            quota_mode: boolean(&d["quota_mode"], "quota_mode")?,
             detailed_metric: boolean(&d["detailed_metric"], "detailed_metric")?,
             value_to_metric: boolean(&d["value_to_metric"], "value_to_metric")?,
             share_threshold,
             children: Level::default(),
             full_key: full_key.clone(),
         };
-        // Accepted and not acted on: `quota_mode`, `metadata`.
-        boolean(&d["quota_mode"], "quota_mode")?;
+        // `metadata` is accepted and not acted on.
         load_level(
             &mut node.children,
             &format!("{full_key}."),

@@ -21,6 +21,8 @@ pub struct Found {
     pub rule: Rule,
     /// `shadow_mode`.
     pub shadow_mode: bool,
+    /// `quota_mode`.
+    pub quota_mode: bool,
     /// The stat key (`domain.key_value...`).
     pub stat_key: String,
     /// For each entry, the wildcard value that stands for it in the
@@ -59,6 +61,7 @@ pub fn find(
                 counting: Counting::Fixed,
             },
             shadow_mode: false,
+            quota_mode: false,
             stat_key: format!("{domain}.{}", parts.join(".")),
             shared: vec![None; entries.len()],
         }));
@@ -137,6 +140,7 @@ pub fn find(
     Ok(Some(Found {
         rule,
         shadow_mode: node.shadow_mode,
+        quota_mode: node.quota_mode,
         stat_key,
         shared,
     }))

@@ -1,10 +1,11 @@
 //! `ShouldRateLimit`, decided as envoyproxy/ratelimit decides it: each
-//! descriptor's limit found ([`matching`]), `replaces`
-//! and `unlimited` applied across the request, the hits counted before the
-//! decision (a refused hit stays counted), over once a window's count
-//! passes the limit, `shadow_mode` never refusing, the stats counted in
-//! hits, and the response headers taken from the descriptor with the
-//! least remaining (or the last one over).
+//! descriptor's limit found ([`matching`]), `replaces` and `unlimited`
+//! applied across the request, the hits counted before the decision (a
+//! refused hit stays counted), over once a window's count passes the
+//! limit, `shadow_mode` never refusing, quota descriptors (`quota_mode`,
+//! `QUOTA_MODE`) refusing only all together, the stats counted in hits,
+//! and the response headers taken from the descriptor with the least
+//! remaining (or the last rate limit descriptor over).
 
 use std::collections::HashSet;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -67,6 +68,9 @@ pub struct Decide {
     pub stop_increment_when_over: bool,
     /// `SHADOW_MODE`: the overall answer is never over.
     pub shadow_mode: bool,
+    /// `QUOTA_MODE`: every descriptor but the unlimited is a quota
+    /// descriptor (`quota_mode`).
+    pub quota_mode: bool,
     /// The response headers, when on.
     pub headers: Option<Headers>,
 }
@@ -173,9 +177,22 @@ impl Service {
             .flat_map(|f| f.rule.replaces.iter().cloned())
             .collect();
 
-        // The statuses of those no counter decides, and the rest to count.
+        // The statuses of those no counter decides, and the rest to count;
+        // which are quota descriptors (the unlimited are neither kind).
         let mut statuses: Vec<Option<DescriptorStatus>> = Vec::new();
         let mut limited: Vec<(usize, Limited)> = Vec::new();
+        let global_quota = self.decide.quota_mode;
+        let quota: Vec<Option<bool>> = found
+            .iter()
+            .map(|(f, _, _)| match f {
+                Some(f) if f.rule.unlimited => None,
+                Some(f) if !f.rule.name.is_empty() && replaced.contains(&f.rule.name) => {
+                    Some(global_quota)
+                }
+                Some(f) => Some(global_quota || f.quota_mode),
+                None => Some(global_quota),
+            })
+            .collect();
         for (i, (f, entries, hits)) in found.into_iter().enumerate() {
             let status = match f {
                 None => Some(status(Code::Ok, None, 0, None)),
@@ -234,7 +251,14 @@ impl Service {
         self.stats.add(domain, hits_seen);
 
         let statuses: Vec<DescriptorStatus> = statuses.into_iter().flatten().collect();
-        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
+        // Over when a rate limit descriptor is over, or every quota
+        // descriptor (if any) is.
+        let is_over = |s: &DescriptorStatus| s.code == Code::OverLimit as i32;
+        let kinds = || statuses.iter().zip(&quota);
+        let over = kinds().any(|(s, q)| *q == Some(false) && is_over(s)) || {
+            let mut quotas = kinds().filter(|(_, q)| **q == Some(true)).peekable();
+            quotas.peek().is_some() && quotas.all(|(s, _)| is_over(s))
+        };
         let overall = if over && !self.decide.shadow_mode {
             Code::OverLimit
         } else {
@@ -244,7 +268,7 @@ impl Service {
             .decide
             .headers
             .as_ref()
-            .map(|h| response_headers(h, &statuses))
+            .map(|h| response_headers(h, &statuses, &quota))
             .unwrap_or_default();
         Ok(RateLimitResponse {
             overall_code: overall as i32,
@@ -367,18 +391,22 @@ fn status(
 }
 
 /// The headers of the descriptor with the least remaining among those with
-/// a limit (the first of equals), or of the last one over.
-fn response_headers(names: &Headers, statuses: &[DescriptorStatus]) -> Vec<HeaderValue> {
+/// a limit (the first of equals), or of the last one over that is not a
+/// quota descriptor.
+fn response_headers(
+    names: &Headers,
+    statuses: &[DescriptorStatus],
+    quota: &[Option<bool>],
+) -> Vec<HeaderValue> {
     let mut chosen: Option<&DescriptorStatus> = None;
     for s in statuses.iter().filter(|s| s.current_limit.is_some()) {
         if chosen.is_none_or(|c| s.limit_remaining < c.limit_remaining) {
             chosen = Some(s);
         }
     }
-    if let Some(last_over) = statuses
-        .iter()
-        .rfind(|s| s.current_limit.is_some() && s.code == Code::OverLimit as i32)
-    {
+    if let Some((last_over, _)) = statuses.iter().zip(quota).rfind(|(s, q)| {
+        s.current_limit.is_some() && s.code == Code::OverLimit as i32 && **q != Some(true)
+    }) {
         chosen = Some(last_over);
     }
     let Some(s) = chosen else {

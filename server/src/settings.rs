@@ -197,6 +197,7 @@ impl Settings {
                     false,
                 )?,
                 shadow_mode: boolean(env, "SHADOW_MODE", false)?,
+                quota_mode: boolean(env, "QUOTA_MODE", false)?,
                 headers,
             },
             reload_ms: number(env, "PACELINE_RELOAD_MS", 1000u64)?.max(10),
