@@ -1,26 +1,26 @@
 //! The configuration directory: every `*.yaml` (and `*.yml`) file in it,
-//! read in name order, and read again whenever a file's name, the file it
-//! resolves to, its inode, size or modification time changes (looked at
-//! every `PACELINE_RELOAD_MS`, so a symbolic link swapped over the runtime
-//! root, as goruntime's deployments do, is followed too, whatever
-//! `RUNTIME_WATCH_ROOT` says). A set that fails to load leaves the one in force
-//! and is reported: a log line naming the file and why, and
+//! read in name order, and read again whenever the files' names or
+//! contents change (looked at every `PACELINE_RELOAD_MS`, so a symbolic
+//! link swapped over the runtime root, as goruntime's deployments do, is
+//! followed as well as a file changed in place, whatever
+//! `RUNTIME_WATCH_ROOT` says). A set that fails to load leaves the one in
+//! force and is reported: a log line naming the file and why, and
 //! `config_load_error`.
 
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::config::{Config, ConfigError};
 use crate::service::Service;
 
-/// What a look at the directory saw: each file's name, the file it
-/// resolves to (through a swapped symbolic link, another one), its inode
-/// (a file renamed over it, another one), size and modification time.
-/// Two versions written within one tick of the file system's clock may
-/// share a size and a modification time, not a path and an inode.
-pub type Seen = Vec<(PathBuf, Option<PathBuf>, u64, u64, Option<SystemTime>)>;
+/// What a look at the directory saw: each file's name and a hash of its
+/// content (none if unreadable). Sizes and modification times would miss
+/// a version written within one tick of the file system's clock at the
+/// same size; the files are small, and read whole each look.
+pub type Seen = Vec<(PathBuf, Option<u64>)>;
 
 /// The configuration files of `dir`, in name order.
 fn files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
@@ -48,13 +48,12 @@ pub fn look(dir: &Path) -> Seen {
         .unwrap_or_default()
         .into_iter()
         .map(|p| {
-            use std::os::unix::fs::MetadataExt;
-            let meta = std::fs::metadata(&p).ok();
-            let size = meta.as_ref().map_or(0, std::fs::Metadata::len);
-            let inode = meta.as_ref().map_or(0, MetadataExt::ino);
-            let modified = meta.and_then(|m| m.modified().ok());
-            let real = std::fs::canonicalize(&p).ok();
-            (p, real, inode, size, modified)
+            let hash = std::fs::read(&p).ok().map(|bytes| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut h);
+                h.finish()
+            });
+            (p, hash)
         })
         .collect()
 }

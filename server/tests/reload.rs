@@ -210,3 +210,14 @@ async fn a_swap_of_the_runtime_root_s_link_reloads_whatever_runtime_watch_root_s
         let _ = std::fs::remove_dir_all(&root);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_rewritten_in_place_at_the_same_size_reloads() {
+    let s = Server::start(&[("d.yaml", &limits(1, 1))], &[]);
+    until_a_is(&s, 1).await;
+    // Two versions of one size in a row, in place (one inode): whichever
+    // the server sees between them, the last one is what it ends with.
+    std::fs::write(s.dir.join("d.yaml"), limits(2, 2)).unwrap();
+    std::fs::write(s.dir.join("d.yaml"), limits(3, 3)).unwrap();
+    until_a_is(&s, 3).await;
+}
