@@ -141,3 +141,52 @@ async fn prometheus_shows_the_default_mapping_s_names_labels_and_hits() {
     assert_eq!(got["ratelimit_service_config_load_success"], 1);
     assert_eq!(got["ratelimit_service_config_load_error"], 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoyproxy_ratelimit_s_integration_scripts_on_its_example_configuration() {
+    let env = [
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+    ];
+    let example = include_str!("fixtures/integration_example.yaml");
+    let s = Server::start(&[("example.yaml", example)], &env);
+    let c = s.client().await;
+    // The descriptors Envoy sends for the scripts' headers
+    // (examples/envoy/proxy.yaml): /twoheader with foo and baz, /unspec.
+    let (plain, shady, unspec) = in_one_window(60, || {
+        let mut c = c.clone();
+        async move {
+            let mut codes = async |entries: &[(&str, &str)], n: usize| {
+                let mut out = Vec::new();
+                for _ in 0..n {
+                    let a = call(&mut c, request("rl", vec![descriptor(entries)])).await;
+                    out.push(a.overall_code);
+                }
+                out
+            };
+            (
+                // trigger-ratelimit.sh: 3 a minute, the fourth refused.
+                codes(&[("foo", "pelle"), ("baz", "not-so-shady")], 4).await,
+                // trigger-shadow-mode-key.sh: past 3, never refused.
+                codes(&[("foo", "pelle"), ("baz", "shady")], 6).await,
+                // value-included-in-stats-key-when-unspecified.sh.
+                codes(&[("unspec", "unspecified_value")], 3).await,
+            )
+        }
+    })
+    .await;
+    let (ok, over) = (support::OK, support::OVER);
+    assert_eq!(plain, [ok, ok, ok, over]);
+    assert_eq!(shady, [ok; 6]);
+    assert_eq!(unspec, [ok, ok, over]);
+    // detailed_metric: the stat names the value, and one hit was over.
+    let (_, text) = http(s.prometheus.unwrap(), "GET", "/metrics", "");
+    promtool_passes(&text);
+    let got = samples(&text);
+    let name =
+        r#"ratelimit_service_rate_limit_over_limit{domain="rl",key1="unspec_unspecified_value"}"#;
+    assert_eq!(got.get(name), Some(&1), "{text}");
+    let name =
+        r#"ratelimit_service_rate_limit_shadow_mode{domain="rl",key1="foo",key2="baz_shady"}"#;
+    assert_eq!(got.get(name), Some(&3), "{text}");
+}
