@@ -16,6 +16,7 @@ mod matching;
 mod service;
 mod settings;
 mod stats;
+mod store;
 mod watch;
 mod web;
 
@@ -109,7 +110,13 @@ async fn run(s: Settings) -> Result<(), String> {
         );
     }
     let counts = Counts::new(s.max_keys).map_err(|e| e.to_string())?;
-    let service = Arc::new(Service::new(counts, s.decide.clone()));
+    let store = match &s.backend {
+        settings::Backend::Memory => store::Store::local(counts),
+        settings::Backend::Redis { url, jitter_max } => {
+            store::Store::redis(counts, url, s.store_timeout, *jitter_max, s.fail).await?
+        }
+    };
+    let service = Arc::new(Service::new(store, s.decide.clone()));
     let every = Duration::from_millis(s.reload_ms);
     // No port opens before the limits are in.
     let seen = watch::first_load(&service, &s.config_dir, s.merge_domains, every).await;

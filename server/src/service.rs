@@ -22,6 +22,7 @@ use crate::config::{Config, Counting, Unit};
 use crate::counts::{Counted, Counts};
 use crate::matching::{self, Entry, Found};
 use crate::stats::{Hits, Stats};
+use crate::store::{FailPolicy, Store};
 
 /// A request the service cannot answer: the message envoyproxy/ratelimit
 /// gives, and whether the request itself is malformed (gRPC
@@ -78,7 +79,7 @@ pub struct Decide {
 /// The service: the configuration in force, the counters, the stats.
 pub struct Service {
     config: RwLock<Option<Arc<Config>>>,
-    counts: Counts,
+    store: Store,
     decide: Decide,
     stats: Stats,
 }
@@ -97,10 +98,10 @@ struct Limited {
 
 impl Service {
     /// A service with no configuration yet.
-    pub fn new(counts: Counts, decide: Decide) -> Service {
+    pub fn new(store: Store, decide: Decide) -> Service {
         Service {
             config: RwLock::new(None),
-            counts,
+            store,
             decide,
             stats: Stats::default(),
         }
@@ -125,13 +126,13 @@ impl Service {
         &self.stats
     }
 
-    /// The counters.
+    /// The counters in process.
     pub fn counts(&self) -> &Counts {
-        &self.counts
+        &self.store.local
     }
 
     /// The answer to `request`.
-    pub fn should_rate_limit(
+    pub async fn should_rate_limit(
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, Failure> {
@@ -219,17 +220,38 @@ impl Service {
 
         // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, a request one of
         // whose fixed windows would pass its limit counts on those only.
-        if self.decide.stop_increment_when_over {
-            let over: Vec<bool> = limited
+        let now_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        // The fixed windows' counters, in `limited`'s order.
+        let fixed: Vec<(usize, Unit)> = limited
+            .iter()
+            .enumerate()
+            .filter_map(
+                |(j, (_, l))| match (l.found.rule.counting, l.found.rule.unit) {
+                    (Counting::Fixed, Some(unit)) => Some((j, unit)),
+                    _ => None,
+                },
+            )
+            .collect();
+        let mut failed: Option<String> = None;
+        if self.decide.stop_increment_when_over && !fixed.is_empty() {
+            let asked: Vec<(Unit, &str)> = fixed
                 .iter()
-                .map(|(_, l)| match (l.found.rule.counting, l.found.rule.unit) {
-                    (Counting::Fixed, Some(unit)) => {
-                        self.counts.count(unit, &l.key) + l.hits
-                            > u64::from(l.found.rule.requests_per_unit)
-                    }
-                    _ => false,
-                })
+                .map(|(j, unit)| (*unit, limited[*j].1.key.as_str()))
                 .collect();
+            let counts = match self.store.count(&asked, now_s).await {
+                Ok(c) => c,
+                Err(e) => {
+                    failed = Some(e);
+                    Vec::new()
+                }
+            };
+            let mut over = vec![false; limited.len()];
+            for ((j, _), count) in fixed.iter().zip(counts) {
+                let l = &limited[*j].1;
+                over[*j] = count + l.hits > u64::from(l.found.rule.requests_per_unit);
+            }
             if over.iter().any(|o| *o) {
                 for ((_, l), over) in limited.iter_mut().zip(over) {
                     if !over && l.found.rule.counting == Counting::Fixed {
@@ -239,12 +261,33 @@ impl Service {
             }
         }
 
-        let now_s = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let mut afters: Vec<Option<u64>> = vec![None; limited.len()];
+        if failed.is_none() && !fixed.is_empty() {
+            let items: Vec<(Unit, &str, u64)> = fixed
+                .iter()
+                .map(|(j, unit)| {
+                    let l = &limited[*j].1;
+                    (*unit, l.key.as_str(), l.added)
+                })
+                .collect();
+            match self.store.add(&items, now_s).await {
+                Ok(counts) => {
+                    for ((j, _), after) in fixed.iter().zip(counts) {
+                        afters[*j] = Some(after);
+                    }
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let Some(e) = &failed {
+            tracing::error!(error = %e, policy = ?self.store.fail, "the store failed a request");
+            if self.store.fail == FailPolicy::Error {
+                return Err(Failure::unknown(e));
+            }
+        }
         let mut hits_seen = Vec::with_capacity(limited.len());
-        for (i, l) in limited {
-            let (s, counted) = self.decide_one(&l, now_s);
+        for ((i, l), after) in limited.into_iter().zip(afters) {
+            let (s, counted) = self.decide_one(&l, now_s, after);
             hits_seen.push((l.found.stat_key.clone(), counted));
             statuses[i] = Some(s);
         }
@@ -293,7 +336,7 @@ impl Service {
     }
 
     /// One counted descriptor's status, and its hits for the stats.
-    fn decide_one(&self, l: &Limited, now_s: u64) -> (DescriptorStatus, Hits) {
+    fn decide_one(&self, l: &Limited, now_s: u64, after: Option<u64>) -> (DescriptorStatus, Hits) {
         let rule = &l.found.rule;
         let unit = rule.unit.unwrap_or(Unit::Second);
         let limit = u64::from(rule.requests_per_unit);
@@ -308,8 +351,17 @@ impl Service {
             ..Hits::default()
         };
         let (code, remaining, reset) = match rule.counting {
+            // The store failed it: as the fail policy says, counted nowhere.
+            Counting::Fixed if after.is_none() => {
+                h = Hits::default();
+                let div = unit.seconds();
+                match self.store.fail {
+                    FailPolicy::Closed => (Code::OverLimit, 0, div - now_s % div),
+                    _ => (Code::Ok, limit, div - now_s % div),
+                }
+            }
             Counting::Fixed => {
-                let after = self.counts.add(unit, &l.key, l.added).after;
+                let after = after.unwrap_or(0);
                 let c = Counted {
                     before: after.saturating_sub(hits),
                     after,
@@ -341,7 +393,8 @@ impl Service {
                 let paced = if limit == 0 {
                     None
                 } else {
-                    self.counts
+                    self.store
+                        .local
                         .smooth(rule.requests_per_unit, unit, burst)
                         .ok()
                         .map(|lim| Counts::pace(&lim, &l.key, hits))

@@ -8,7 +8,25 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use crate::service::{Decide, Headers};
+use crate::store::FailPolicy;
+
+/// Where the fixed windows are counted (`BACKEND_TYPE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// In process.
+    Memory,
+    /// In Redis under envoyproxy/ratelimit's keys.
+    Redis {
+        /// The client's URL, from `REDIS_SOCKET_TYPE`, `REDIS_URL` and
+        /// `REDIS_AUTH`.
+        url: String,
+        /// `EXPIRATION_JITTER_MAX_SECONDS`.
+        jitter_max: u64,
+    },
+}
 
 /// Everything the server reads at start.
 #[derive(Clone, Debug)]
@@ -41,6 +59,13 @@ pub struct Settings {
     pub max_keys: usize,
     /// `USE_STATSD` set true: paceline-server sends no statsd, and says so.
     pub statsd_asked: bool,
+    /// `BACKEND_TYPE`.
+    pub backend: Backend,
+    /// `PACELINE_FAIL_POLICY`: what a failed store makes of a request.
+    pub fail: FailPolicy,
+    /// `PACELINE_STORE_TIMEOUT_MS`: the most a store's round trip or
+    /// connection takes (default 1000).
+    pub store_timeout: Duration,
 }
 
 /// The environment as a lookup, so tests can give their own.
@@ -116,12 +141,28 @@ impl Settings {
         // sees both, so either value reloads on either change. A value
         // that is not a boolean is still an error naming it.
         boolean(env, "RUNTIME_WATCH_ROOT", true)?;
-        let backend = get(env, "BACKEND_TYPE", "");
-        if !backend.is_empty() && backend != "memory" {
-            return Err(format!(
-                "BACKEND_TYPE={backend:?}: this paceline-server counts in process (leave BACKEND_TYPE unset, or \"memory\")"
-            ));
-        }
+        let backend = match get(env, "BACKEND_TYPE", "").as_str() {
+            "" | "memory" => Backend::Memory,
+            "redis" => Backend::Redis {
+                url: redis_url(env)?,
+                jitter_max: number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?,
+            },
+            other => {
+                return Err(format!(
+                    "BACKEND_TYPE={other:?}: expected redis, or memory (in process, the default)"
+                ))
+            }
+        };
+        let fail = match get(env, "PACELINE_FAIL_POLICY", "error").as_str() {
+            "error" => FailPolicy::Error,
+            "open" => FailPolicy::Open,
+            "closed" => FailPolicy::Closed,
+            other => {
+                return Err(format!(
+                    "PACELINE_FAIL_POLICY={other:?}: expected error (envoyproxy/ratelimit's), open or closed"
+                ))
+            }
+        };
         let prometheus = if boolean(env, "USE_PROMETHEUS", false)? {
             let addr = get(env, "PROMETHEUS_ADDR", ":9090");
             let full = if addr.starts_with(':') {
@@ -203,7 +244,43 @@ impl Settings {
             reload_ms: number(env, "PACELINE_RELOAD_MS", 1000u64)?.max(10),
             max_keys: number(env, "PACELINE_MAX_KEYS", 1_000_000usize)?,
             statsd_asked,
+            backend,
+            fail,
+            store_timeout: Duration::from_millis(
+                number(env, "PACELINE_STORE_TIMEOUT_MS", 1000u64)?.max(1),
+            ),
         })
+    }
+}
+
+/// The Redis client's URL from envoyproxy/ratelimit's variables:
+/// `REDIS_SOCKET_TYPE` (`unix`, its default, or `tcp`), `REDIS_URL` (a
+/// socket's path, or `host:port`), `REDIS_AUTH` (`password` or
+/// `user:password`), `REDIS_TYPE` (`single`; a cluster is not counted here
+/// yet), `REDIS_POOL_SIZE` (accepted: one multiplexed connection serves
+/// every call).
+fn redis_url(env: Env<'_>) -> Result<String, String> {
+    let kind = get(env, "REDIS_TYPE", "SINGLE");
+    if !kind.eq_ignore_ascii_case("single") {
+        return Err(format!(
+            "REDIS_TYPE={kind:?}: this paceline-server counts on a single Redis (SINGLE)"
+        ));
+    }
+    let _pool: u64 = number(env, "REDIS_POOL_SIZE", 10)?;
+    let url = get(env, "REDIS_URL", "/var/run/nutcracker/ratelimit.sock");
+    let auth = get(env, "REDIS_AUTH", "");
+    match get(env, "REDIS_SOCKET_TYPE", "unix").as_str() {
+        "tcp" => Ok(match auth.split_once(':') {
+            _ if auth.is_empty() => format!("redis://{url}"),
+            Some((user, pass)) => format!("redis://{user}:{pass}@{url}"),
+            None => format!("redis://:{auth}@{url}"),
+        }),
+        "unix" => Ok(match auth.split_once(':') {
+            _ if auth.is_empty() => format!("unix://{url}"),
+            Some((user, pass)) => format!("unix://{url}?user={user}&pass={pass}"),
+            None => format!("unix://{url}?pass={auth}"),
+        }),
+        other => Err(format!("REDIS_SOCKET_TYPE={other:?}: expected unix or tcp")),
     }
 }
 
@@ -256,8 +333,10 @@ mod tests {
     fn a_bad_value_is_named() {
         let e = read(&[("GRPC_PORT", "eighty")], &[]).unwrap_err();
         assert!(e.contains("GRPC_PORT=\"eighty\""), "{e}");
-        let e = read(&[("BACKEND_TYPE", "redis")], &[]).unwrap_err();
-        assert!(e.contains("BACKEND_TYPE=\"redis\""), "{e}");
+        let e = read(&[("BACKEND_TYPE", "memcache")], &[]).unwrap_err();
+        assert!(e.contains("BACKEND_TYPE=\"memcache\""), "{e}");
+        let e = read(&[("BACKEND_TYPE", "redis"), ("REDIS_TYPE", "cluster")], &[]).unwrap_err();
+        assert!(e.contains("REDIS_TYPE=\"cluster\""), "{e}");
         let e = read(&[("RUNTIME_WATCH_ROOT", "sometimes")], &[]).unwrap_err();
         assert!(e.contains("RUNTIME_WATCH_ROOT=\"sometimes\""), "{e}");
         assert!(read(&[("RUNTIME_WATCH_ROOT", "false")], &[]).is_ok());

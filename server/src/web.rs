@@ -52,19 +52,19 @@ pub fn main_router(shared: Shared) -> Router {
             "/json",
             any(move |body: Bytes| {
                 let s = json.clone();
-                async move { json_answer(&s.service, &body) }
+                async move { json_answer(&s.service, &body).await }
             }),
         )
 }
 
 /// `/json`: 200, or 429 when over the limit; 400 for bad JSON or a request
 /// the service refuses; 500 for an answer with no code.
-fn json_answer(service: &Service, body: &[u8]) -> Response {
+async fn json_answer(service: &Service, body: &[u8]) -> Response {
     let request = match crate::json::request(body) {
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")).into_response(),
     };
-    match service.should_rate_limit(&request) {
+    match service.should_rate_limit(&request).await {
         Ok(answer) => {
             let status = match answer.overall_code {
                 c if c == Code::OverLimit as i32 => StatusCode::TOO_MANY_REQUESTS,

@@ -1,0 +1,195 @@
+//! `ShouldRateLimit` under load: the `paceline-server` binary (built first:
+//! `cargo build --release -p paceline-server`) started here on loopback,
+//! in process or on a `redis-server` started here too, and called by tonic's
+//! RLS client from envoy-types over one HTTP/2 connection per 16 streams,
+//! each stream a task sending one request after another. For 1, 16 and 256
+//! streams: requests per second and the latency's p50 / p99 / p99.9 as
+//! each task measures it (from the send to the answer). The client and the
+//! server share the machine's cores: on 2 cores the figures are the pair's.
+//!
+//! ```text
+//! cargo run --release -p paceline-benches --features rls --example rls_load [-- --secs 3 --redis]
+//! ```
+//!
+//! Each request carries one descriptor, `(user, u<n>)` with n over 10 000
+//! users, under a limit of 10^9 a second: every request is counted and
+//! admitted (a refusal would cost the same).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use tonic::transport::Channel;
+
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
+const CONFIG: &str = "\
+domain: bench
+descriptors:
+  - key: user
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+";
+
+/// A server started here, killed when dropped.
+struct Server {
+    child: Child,
+    dir: PathBuf,
+    grpc: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("PACELINE_SERVER") {
+        return p.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    );
+    target.join("release/paceline-server")
+}
+
+fn start(env: &[(&str, String)]) -> Server {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("rls-load-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bench.yaml"), CONFIG).unwrap();
+    let bin = binary();
+    let mut cmd = Command::new(&bin);
+    cmd.arg("--config")
+        .arg(&dir)
+        .env_clear()
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", "0")
+        .env("DEBUG_HOST", "127.0.0.1")
+        .env("DEBUG_PORT", "0")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "cannot start {} ({e}): cargo build --release -p paceline-server first",
+            bin.display()
+        )
+    });
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let grpc = loop {
+        let line = lines.next().expect("the server's ports").unwrap();
+        if line.starts_with("paceline-server: GRPC_HOST") {
+            break line.rsplit(" on ").next().unwrap().to_owned();
+        }
+    };
+    // Keep reading its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, dir, grpc }
+}
+
+/// One run: `streams` tasks for `secs`; requests per second and the
+/// latencies' p50, p99, p99.9 in µs.
+async fn run(grpc: &str, streams: usize, secs: f64) -> (f64, [f64; 3]) {
+    let per_connection = 16;
+    let mut channels = Vec::new();
+    for _ in 0..streams.div_ceil(per_connection) {
+        let ch = Channel::from_shared(format!("http://{grpc}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        channels.push(ch);
+    }
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let mut client = RateLimitServiceClient::new(channels[s / per_connection].clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut n = s as u64;
+            while Instant::now() < until {
+                n = (n * 7_919 + 1) % 10_000;
+                let request = RateLimitRequest {
+                    domain: "bench".into(),
+                    descriptors: vec![RateLimitDescriptor {
+                        entries: vec![Entry {
+                            key: "user".into(),
+                            value: format!("u{n}"),
+                        }],
+                        ..Default::default()
+                    }],
+                    hits_addend: 0,
+                };
+                let sent = Instant::now();
+                client.should_rate_limit(request).await.expect("an answer");
+                lat.push(sent.elapsed().as_nanos() as u64);
+            }
+            lat
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(secs);
+    all.sort_unstable();
+    let q = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)] as f64 / 1e3;
+    (all.len() as f64 / elapsed, [q(0.50), q(0.99), q(0.999)])
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let secs: f64 = args
+        .iter()
+        .position(|a| a == "--secs")
+        .and_then(|i| args.get(i + 1))
+        .map_or(3.0, |s| s.parse().expect("--secs: a number"));
+    let with_redis = args.iter().any(|a| a == "--redis");
+    let mut stores = vec![("in process", None)];
+    let redis = with_redis.then(redis_server::RedisServer::start);
+    if let Some(r) = &redis {
+        stores.push((
+            "redis",
+            Some(r.url().trim_start_matches("unix://").to_owned()),
+        ));
+    }
+    println!("ShouldRateLimit, one descriptor, every request admitted; {secs} s per row");
+    println!("| store | streams | requests/s | p50 µs | p99 µs | p99.9 µs |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, socket) in stores {
+        let env: Vec<(&str, String)> = match &socket {
+            Some(path) => vec![
+                ("BACKEND_TYPE", "redis".into()),
+                ("REDIS_SOCKET_TYPE", "unix".into()),
+                ("REDIS_URL", path.clone()),
+            ],
+            None => Vec::new(),
+        };
+        let server = start(&env);
+        // A warm-up, not reported.
+        run(&server.grpc, 16, secs.min(1.0)).await;
+        for streams in [1, 16, 256] {
+            let (rps, [p50, p99, p999]) = run(&server.grpc, streams, secs).await;
+            println!("| {name} | {streams} | {rps:.0} | {p50:.0} | {p99:.0} | {p999:.0} |");
+        }
+    }
+}

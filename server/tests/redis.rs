@@ -1,0 +1,164 @@
+//! `BACKEND_TYPE=redis` on a real `redis-server` the test starts: counts
+//! under envoyproxy/ratelimit's own keys (a count written in its layout is
+//! honoured, as during a rolling migration), several replicas answering as
+//! one service, and a Redis stopped and started again under each fail
+//! policy.
+
+mod support;
+
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use redis_server::RedisServer;
+use support::{descriptor, request, Server};
+
+const PER_DAY: &str = "\
+domain: mig
+descriptors:
+  - key: user
+    rate_limit:
+      unit: day
+      requests_per_unit: 5
+";
+
+fn socket(redis: &RedisServer) -> String {
+    redis.url().trim_start_matches("unix://").to_owned()
+}
+
+fn on_redis<'a>(redis: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_SOCKET_TYPE", "unix"),
+        ("REDIS_URL", redis),
+    ];
+    env.extend_from_slice(more);
+    env
+}
+
+/// Today's window start, as envoyproxy/ratelimit puts it in a day's key.
+fn today() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    now / 86_400 * 86_400
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_in_envoyproxy_ratelimit_s_layout_is_honoured_and_kept_there() {
+    let redis = RedisServer::start();
+    let path = socket(&redis);
+    // An envoyproxy/ratelimit replica counted 4 of alice's 5 today.
+    let key = format!("pfx_mig_user_alice_{}", today());
+    redis.raw(&format!("SET {key} 4"));
+    let server = Server::start(
+        &[("mig.yaml", PER_DAY)],
+        &on_redis(&path, &[("CACHE_KEY_PREFIX", "pfx_")]),
+    );
+    let ask = || server.ask(request("mig", vec![descriptor(&[("user", "alice")])]));
+    let a = ask().await.unwrap();
+    assert_eq!(
+        (a.overall_code, a.statuses[0].limit_remaining),
+        (Code::Ok as i32, 0)
+    );
+    assert_eq!(ask().await.unwrap().overall_code, Code::OverLimit as i32);
+    // Counted in the same key, with an expiry of a day plus its jitter.
+    let got = redis.raw(&format!("GET {key}"));
+    assert!(got.contains("\r\n6\r\n"), "{got:?}");
+    let ttl = redis.raw(&format!("TTL {key}"));
+    let ttl: u64 = ttl.trim().trim_start_matches(':').parse().unwrap();
+    assert!((86_000..=86_700).contains(&ttl), "{ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_redis_answer_as_one_service() {
+    let redis = RedisServer::start();
+    let path = socket(&redis);
+    let servers: Vec<Server> = (0..3)
+        .map(|_| Server::start(&[("mig.yaml", PER_DAY)], &on_redis(&path, &[])))
+        .collect();
+    let mut ok = 0;
+    for i in 0..12 {
+        let s = &servers[i % 3];
+        let a = s
+            .ask(request("mig", vec![descriptor(&[("user", "bob")])]))
+            .await
+            .unwrap();
+        if a.overall_code == Code::Ok as i32 {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 5, "5 a day across three replicas");
+    let got = redis.raw(&format!("GET mig_user_bob_{}", today()));
+    assert!(got.contains("\r\n12\r\n"), "every hit counted: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_redis_fails_each_policy_s_way_and_a_restarted_one_counts_again() {
+    let mut redis = RedisServer::start();
+    let path = socket(&redis);
+    let servers: Vec<(&str, Server)> = ["error", "open", "closed"]
+        .into_iter()
+        .map(|policy| {
+            let env = on_redis(
+                &path,
+                &[
+                    ("PACELINE_FAIL_POLICY", policy),
+                    ("PACELINE_STORE_TIMEOUT_MS", "300"),
+                ],
+            );
+            (policy, Server::start(&[("mig.yaml", PER_DAY)], &env))
+        })
+        .collect();
+    async fn ask(s: &Server, user: &str) -> Result<RateLimitResponse, tonic::Status> {
+        s.ask(request("mig", vec![descriptor(&[("user", user)])]))
+            .await
+    }
+    for (_, s) in &servers {
+        assert_eq!(ask(s, "carol").await.unwrap().overall_code, Code::Ok as i32);
+    }
+    redis.stop();
+    for (policy, s) in &servers {
+        let started = std::time::Instant::now();
+        let answer = ask(s, "carol").await;
+        match *policy {
+            "error" => {
+                let e = answer.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::Unknown, "{e:?}");
+                assert!(e.message().contains("redis"), "{e:?}");
+            }
+            "open" => assert_eq!(answer.unwrap().overall_code, Code::Ok as i32),
+            _ => assert_eq!(answer.unwrap().overall_code, Code::OverLimit as i32),
+        }
+        // Within its timeouts (a connection and a reply), never a hang.
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+    redis.restart();
+    // Counting again, from what the restarted server holds (nothing:
+    // it keeps no file), within a few tries of the reconnect.
+    for (policy, s) in &servers {
+        // Counted: OK, and less than the whole limit left.
+        let counted = |a: &Result<RateLimitResponse, tonic::Status>| {
+            matches!(a, Ok(a) if a.overall_code == Code::Ok as i32
+                && a.statuses[0].limit_remaining < 5)
+        };
+        let mut answer = ask(s, "dave").await;
+        for _ in 0..50 {
+            if counted(&answer) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            answer = ask(s, "dave").await;
+        }
+        assert!(counted(&answer), "{policy}: {answer:?}");
+    }
+    let got = redis.raw(&format!("GET mig_user_dave_{}", today()));
+    assert!(
+        !got.contains("$-1"),
+        "counted again after the restart: {got:?}"
+    );
+}
