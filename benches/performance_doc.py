@@ -240,6 +240,32 @@ def http_runs(out_dir):
     return runs
 
 
+def rls_section(out_dir):
+    rows = lines(os.path.join(out_dir, "rls_load.txt"))
+    if not rows:
+        return """## paceline-server
+
+Not measured in this run. `bash scripts/perf.sh` builds `paceline-server`
+and runs `benches/examples/rls_load.rs`, which fills this section.
+"""
+    return f"""## paceline-server
+
+`cargo build --release -p paceline-server && cargo run --release -p
+paceline-benches --features rls --example rls_load -- --redis`:
+`ShouldRateLimit` against the binary, started by the program on loopback,
+counting in process and on a `redis-server` it starts (`BACKEND_TYPE=redis`,
+a unix socket), from tonic's RLS client out of envoy-types: 1, 16 and 256
+streams, each a task sending one request after the last is answered, 16
+streams to an HTTP/2 connection. Latency is from the send to the answer, as
+each task sees it. Client and server share this machine's two cores, so
+these are the pair's figures, not the server's alone.
+
+```text
+{chr(10).join(rows)}
+```
+"""
+
+
 def http_section(out_dir):
     runs = http_runs(out_dir)
     if not runs:
@@ -697,6 +723,7 @@ count left, the window's end).
 ```
 
 {http_section(out_dir)}
+{rls_section(out_dir)}
 {redis_section(out_dir, baselines)}
 {postgres_section(out_dir)}
 {memcached_section(out_dir)}

@@ -150,6 +150,10 @@ cargo run -q --release -p paceline-benches --example accuracy -- "${acc[@]}" --t
 note_load "after accuracy"
 echo "== tokio granularity" >&2
 cargo run -q --release --features tokio --example tokio_granularity -- $tokio_secs >"$out/tokio.txt"
+echo "== paceline-server under load (ShouldRateLimit at 1, 16, 256 streams)" >&2
+cargo build -q --release -p paceline-server
+cargo run -q --release -p paceline-benches --features rls --example rls_load -- \
+    $([ $quick = yes ] && echo --secs 1 --runs 1 || echo --secs 3 --runs 3) --redis >"$out/rls_load.txt"
 echo "== keyed state saved and loaded" >&2
 cargo run -q --release -p paceline-benches --features persist --example persist -- \
     $([ $quick = yes ] && echo --runs 1) >"$out/persist.txt"

@@ -163,6 +163,11 @@ async fn main() {
         .position(|a| a == "--secs")
         .and_then(|i| args.get(i + 1))
         .map_or(3.0, |s| s.parse().expect("--secs: a number"));
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .map_or(3, |s| s.parse().expect("--runs: a whole number"));
     let with_redis = args.iter().any(|a| a == "--redis");
     let mut stores = vec![("in process", None)];
     let redis = with_redis.then(redis_server::RedisServer::start);
@@ -172,7 +177,9 @@ async fn main() {
             Some(r.url().trim_start_matches("unix://").to_owned()),
         ));
     }
-    println!("ShouldRateLimit, one descriptor, every request admitted; {secs} s per row");
+    println!(
+        "ShouldRateLimit, one descriptor, every request admitted; {runs} runs of {secs} s per row, median (min-max)"
+    );
     println!("| store | streams | requests/s | p50 µs | p99 µs | p99.9 µs |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, socket) in stores {
@@ -188,8 +195,21 @@ async fn main() {
         // A warm-up, not reported.
         run(&server.grpc, 16, secs.min(1.0)).await;
         for streams in [1, 16, 256] {
-            let (rps, [p50, p99, p999]) = run(&server.grpc, streams, secs).await;
-            println!("| {name} | {streams} | {rps:.0} | {p50:.0} | {p99:.0} | {p999:.0} |");
+            let mut cells: [Vec<f64>; 4] = Default::default();
+            for _ in 0..runs.max(1) {
+                let (rps, q) = run(&server.grpc, streams, secs).await;
+                for (cell, v) in cells.iter_mut().zip([rps, q[0], q[1], q[2]]) {
+                    cell.push(v);
+                }
+            }
+            let shown: Vec<String> = cells
+                .iter_mut()
+                .map(|c| {
+                    c.sort_by(f64::total_cmp);
+                    format!("{:.0} ({:.0}-{:.0})", c[c.len() / 2], c[0], c[c.len() - 1])
+                })
+                .collect();
+            println!("| {name} | {streams} | {} |", shown.join(" | "));
         }
     }
 }
