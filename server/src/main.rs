@@ -115,6 +115,9 @@ async fn run(s: Settings) -> Result<(), String> {
         settings::Backend::Redis { url, jitter_max } => {
             store::Store::redis(counts, url, s.store_timeout, *jitter_max, s.fail).await?
         }
+        settings::Backend::Cluster { nodes, jitter_max } => {
+            store::Store::cluster(counts, nodes, s.store_timeout, *jitter_max, s.fail).await?
+        }
     };
     let service = Arc::new(Service::new(store, s.decide.clone()));
     let every = Duration::from_millis(s.reload_ms);

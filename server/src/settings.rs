@@ -18,6 +18,13 @@ use crate::store::FailPolicy;
 pub enum Backend {
     /// In process.
     Memory,
+    /// In a Redis Cluster under envoyproxy/ratelimit's keys.
+    Cluster {
+        /// Its nodes' URLs (`REDIS_URL`: `host:port`, comma-separated).
+        nodes: Vec<String>,
+        /// `EXPIRATION_JITTER_MAX_SECONDS`.
+        jitter_max: u64,
+    },
     /// In Redis under envoyproxy/ratelimit's keys.
     Redis {
         /// The client's URL, from `REDIS_SOCKET_TYPE`, `REDIS_URL` and
@@ -143,10 +150,13 @@ impl Settings {
         boolean(env, "RUNTIME_WATCH_ROOT", true)?;
         let backend = match get(env, "BACKEND_TYPE", "").as_str() {
             "" | "memory" => Backend::Memory,
-            "redis" => Backend::Redis {
-                url: redis_url(env)?,
-                jitter_max: number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?,
-            },
+            "redis" => {
+                let jitter_max = number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?;
+                match redis_url(env)? {
+                    Ok(url) => Backend::Redis { url, jitter_max },
+                    Err(nodes) => Backend::Cluster { nodes, jitter_max },
+                }
+            }
             other => {
                 return Err(format!(
                     "BACKEND_TYPE={other:?}: expected redis, or memory (in process, the default)"
@@ -256,20 +266,30 @@ impl Settings {
 /// The Redis client's URL from envoyproxy/ratelimit's variables:
 /// `REDIS_SOCKET_TYPE` (`unix`, its default, or `tcp`), `REDIS_URL` (a
 /// socket's path, or `host:port`), `REDIS_AUTH` (`password` or
-/// `user:password`), `REDIS_TYPE` (`single`; a cluster is not counted here
-/// yet), `REDIS_POOL_SIZE` (accepted: one multiplexed connection serves
-/// every call).
-fn redis_url(env: Env<'_>) -> Result<String, String> {
-    let kind = get(env, "REDIS_TYPE", "SINGLE");
-    if !kind.eq_ignore_ascii_case("single") {
-        return Err(format!(
-            "REDIS_TYPE={kind:?}: this paceline-server counts on a single Redis (SINGLE)"
-        ));
-    }
+/// `user:password`), `REDIS_TYPE` (`single`, or `cluster` with
+/// `REDIS_URL` its nodes' `host:port`s, comma-separated, over tcp: then the
+/// nodes' URLs), `REDIS_POOL_SIZE` (accepted: one multiplexed connection
+/// serves every call).
+fn redis_url(env: Env<'_>) -> Result<Result<String, Vec<String>>, String> {
     let _pool: u64 = number(env, "REDIS_POOL_SIZE", 10)?;
     let url = get(env, "REDIS_URL", "/var/run/nutcracker/ratelimit.sock");
     let auth = get(env, "REDIS_AUTH", "");
-    match get(env, "REDIS_SOCKET_TYPE", "unix").as_str() {
+    let kind = get(env, "REDIS_TYPE", "SINGLE");
+    if kind.eq_ignore_ascii_case("cluster") {
+        let creds = match auth.split_once(':') {
+            _ if auth.is_empty() => String::new(),
+            Some((user, pass)) => format!("{user}:{pass}@"),
+            None => format!(":{auth}@"),
+        };
+        return Ok(Err(url
+            .split(',')
+            .map(|node| format!("redis://{creds}{}", node.trim()))
+            .collect()));
+    }
+    if !kind.eq_ignore_ascii_case("single") {
+        return Err(format!("REDIS_TYPE={kind:?}: expected single or cluster"));
+    }
+    Ok(Ok(match get(env, "REDIS_SOCKET_TYPE", "unix").as_str() {
         "tcp" => Ok(match auth.split_once(':') {
             _ if auth.is_empty() => format!("redis://{url}"),
             Some((user, pass)) => format!("redis://{user}:{pass}@{url}"),
@@ -281,7 +301,7 @@ fn redis_url(env: Env<'_>) -> Result<String, String> {
             None => format!("unix://{url}?pass={auth}"),
         }),
         other => Err(format!("REDIS_SOCKET_TYPE={other:?}: expected unix or tcp")),
-    }
+    }?))
 }
 
 #[cfg(test)]
@@ -335,8 +355,12 @@ mod tests {
         assert!(e.contains("GRPC_PORT=\"eighty\""), "{e}");
         let e = read(&[("BACKEND_TYPE", "memcache")], &[]).unwrap_err();
         assert!(e.contains("BACKEND_TYPE=\"memcache\""), "{e}");
-        let e = read(&[("BACKEND_TYPE", "redis"), ("REDIS_TYPE", "cluster")], &[]).unwrap_err();
-        assert!(e.contains("REDIS_TYPE=\"cluster\""), "{e}");
+        let e = read(
+            &[("BACKEND_TYPE", "redis"), ("REDIS_TYPE", "sentinel")],
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.contains("REDIS_TYPE=\"sentinel\""), "{e}");
         let e = read(&[("RUNTIME_WATCH_ROOT", "sometimes")], &[]).unwrap_err();
         assert!(e.contains("RUNTIME_WATCH_ROOT=\"sometimes\""), "{e}");
         assert!(read(&[("RUNTIME_WATCH_ROOT", "false")], &[]).is_ok());

@@ -8,11 +8,15 @@
 //! window's start in Unix seconds (the service's cache key, with the
 //! window's start put after it), counted by `INCRBY` and given `EXPIRE`
 //! of the unit plus up to `EXPIRATION_JITTER_MAX_SECONDS`, every counter
-//! of a request in one pipeline, one round trip.
+//! of a request in one pipeline, one round trip (on a Redis Cluster, one
+//! pipeline per counter, in turn: a request's keys lie in many slots).
 
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{FromRedisValue, Pipeline};
 
 use crate::config::Unit;
 use crate::counts::Counts;
@@ -29,9 +33,15 @@ pub enum FailPolicy {
     Closed,
 }
 
+/// A connection to a single Redis or to a cluster.
+enum Con {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
 /// A Redis holding envoyproxy/ratelimit's counters.
 pub struct RedisStore {
-    con: ConnectionManager,
+    con: Con,
     /// `EXPIRATION_JITTER_MAX_SECONDS`.
     jitter_max: u64,
     /// Where it is, for a failure's message.
@@ -58,6 +68,37 @@ impl Store {
         }
     }
 
+    /// Fixed windows in a Redis Cluster whose nodes (some of them) are
+    /// `nodes` (`redis://host:port`).
+    pub async fn cluster(
+        local: Counts,
+        nodes: &[String],
+        timeout: Duration,
+        jitter_max: u64,
+        fail: FailPolicy,
+    ) -> Result<Store, String> {
+        let name = nodes.join(",");
+        let client = ClusterClientBuilder::new(nodes.to_vec())
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(1)
+            .build()
+            .map_err(|e| format!("REDIS_URL {name}: {e}"))?;
+        let con = client
+            .get_async_connection()
+            .await
+            .map_err(|e| format!("cannot reach the Redis Cluster at {name}: {e}"))?;
+        Ok(Store {
+            local,
+            redis: Some(RedisStore {
+                con: Con::Cluster(con),
+                jitter_max,
+                name,
+            }),
+            fail,
+        })
+    }
+
     /// Fixed windows in Redis at `url` (`redis://`, `unix://`).
     pub async fn redis(
         local: Counts,
@@ -77,7 +118,7 @@ impl Store {
         Ok(Store {
             local,
             redis: Some(RedisStore {
-                con,
+                con: Con::Single(con),
                 jitter_max,
                 name: url.to_owned(),
             }),
@@ -97,7 +138,7 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
+        let mut pipes = vec![redis::pipe()];
         for (i, (unit, key, hits)) in items.iter().enumerate() {
             let div = unit.seconds();
             let jitter = if r.jitter_max > 0 {
@@ -106,15 +147,20 @@ impl Store {
                 0
             };
             let name = format!("{key}{}", now_s / div * div);
+            // On a cluster, a pipeline per key: its keys must share a slot.
+            if i > 0 && matches!(r.con, Con::Cluster(_)) {
+                pipes.push(redis::pipe());
+            }
+            let pipe = pipes.last_mut().expect("one at least");
             pipe.cmd("INCRBY").arg(&name).arg(*hits);
             pipe.cmd("EXPIRE").arg(&name).arg(div + jitter).ignore();
         }
-        let mut con = r.con.clone();
-        let counts: Vec<i64> = pipe
-            .query_async(&mut con)
-            .await
-            .map_err(|e| format!("redis error ({}): {e}", r.name))?;
-        Ok(counts.into_iter().map(|c| c.max(0) as u64).collect())
+        let mut counts = Vec::with_capacity(items.len());
+        for pipe in &pipes {
+            let some: Vec<i64> = r.query(pipe).await?;
+            counts.extend(some.into_iter().map(|c| c.max(0) as u64));
+        }
+        Ok(counts)
     }
 
     /// Each `(unit, key)`'s count in its current window at `now_s`,
@@ -129,20 +175,33 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for (unit, key) in items {
+        let mut pipes = vec![redis::pipe()];
+        for (i, (unit, key)) in items.iter().enumerate() {
             let div = unit.seconds();
+            if i > 0 && matches!(r.con, Con::Cluster(_)) {
+                pipes.push(redis::pipe());
+            }
+            let pipe = pipes.last_mut().expect("one at least");
             pipe.cmd("GET").arg(format!("{key}{}", now_s / div * div));
         }
-        let mut con = r.con.clone();
-        let counts: Vec<Option<i64>> = pipe
-            .query_async(&mut con)
-            .await
-            .map_err(|e| format!("redis error ({}): {e}", r.name))?;
-        Ok(counts
-            .into_iter()
-            .map(|c| c.unwrap_or(0).max(0) as u64)
-            .collect())
+        let mut counts = Vec::with_capacity(items.len());
+        for pipe in &pipes {
+            let some: Vec<Option<i64>> = r.query(pipe).await?;
+            counts.extend(some.into_iter().map(|c| c.unwrap_or(0).max(0) as u64));
+        }
+        Ok(counts)
+    }
+}
+
+impl RedisStore {
+    /// Sends `pipe` (on a cluster, one key's commands: a pipeline's keys
+    /// must share a slot there).
+    async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, String> {
+        let failed = |e: redis::RedisError| format!("redis error ({}): {e}", self.name);
+        match &self.con {
+            Con::Single(con) => pipe.query_async(&mut con.clone()).await.map_err(failed),
+            Con::Cluster(con) => pipe.query_async(&mut con.clone()).await.map_err(failed),
+        }
     }
 }
 

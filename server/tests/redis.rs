@@ -162,3 +162,43 @@ async fn a_stopped_redis_fails_each_policy_s_way_and_a_restarted_one_counts_agai
         "counted again after the restart: {got:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_a_redis_cluster_count_keys_across_its_slots_as_one() {
+    let cluster = redis_server::RedisCluster::start();
+    let nodes: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect();
+    let nodes = nodes.join(",");
+    let env = [
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_TYPE", "cluster"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", nodes.as_str()),
+    ];
+    let servers: Vec<Server> = (0..2)
+        .map(|_| Server::start(&[("mig.yaml", PER_DAY)], &env))
+        .collect();
+    // Four users in one request (keys in several slots), six times over
+    // two replicas: 5 a day each, so the sixth request is over.
+    let users = ["u1", "u2", "u3", "u4"];
+    for i in 0..6 {
+        let descriptors = users.iter().map(|u| descriptor(&[("user", u)])).collect();
+        let a = servers[i % 2]
+            .ask(request("mig", descriptors))
+            .await
+            .unwrap();
+        let want = if i < 5 { Code::Ok } else { Code::OverLimit };
+        assert_eq!(a.overall_code, want as i32, "request {i}: {a:?}");
+        let left = if i < 5 { 4 - i as u32 } else { 0 };
+        for s in &a.statuses {
+            assert_eq!(s.limit_remaining, left, "request {i}");
+        }
+    }
+}
