@@ -25,6 +25,13 @@ pub enum Backend {
         /// `EXPIRATION_JITTER_MAX_SECONDS`.
         jitter_max: u64,
     },
+    /// In memcached under envoyproxy/ratelimit's keys.
+    Memcache {
+        /// `MEMCACHE_HOST_PORT`.
+        addr: String,
+        /// `EXPIRATION_JITTER_MAX_SECONDS`.
+        jitter_max: u64,
+    },
     /// In Redis under envoyproxy/ratelimit's keys.
     Redis {
         /// The client's URL, from `REDIS_SOCKET_TYPE`, `REDIS_URL` and
@@ -157,9 +164,21 @@ impl Settings {
                     Err(nodes) => Backend::Cluster { nodes, jitter_max },
                 }
             }
+            "memcache" => {
+                let addr = get(env, "MEMCACHE_HOST_PORT", "");
+                if addr.is_empty() || addr.contains(',') {
+                    return Err(format!(
+                        "MEMCACHE_HOST_PORT={addr:?}: expected one host:port (BACKEND_TYPE=memcache)"
+                    ));
+                }
+                Backend::Memcache {
+                    addr,
+                    jitter_max: number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?,
+                }
+            }
             other => {
                 return Err(format!(
-                    "BACKEND_TYPE={other:?}: expected redis, or memory (in process, the default)"
+                    "BACKEND_TYPE={other:?}: expected redis, memcache, or memory (in process, the default)"
                 ))
             }
         };
@@ -353,8 +372,10 @@ mod tests {
     fn a_bad_value_is_named() {
         let e = read(&[("GRPC_PORT", "eighty")], &[]).unwrap_err();
         assert!(e.contains("GRPC_PORT=\"eighty\""), "{e}");
+        let e = read(&[("BACKEND_TYPE", "cassandra")], &[]).unwrap_err();
+        assert!(e.contains("BACKEND_TYPE=\"cassandra\""), "{e}");
         let e = read(&[("BACKEND_TYPE", "memcache")], &[]).unwrap_err();
-        assert!(e.contains("BACKEND_TYPE=\"memcache\""), "{e}");
+        assert!(e.contains("MEMCACHE_HOST_PORT=\"\""), "{e}");
         let e = read(
             &[("BACKEND_TYPE", "redis"), ("REDIS_TYPE", "sentinel")],
             &[],

@@ -39,6 +39,121 @@ enum Con {
     Cluster(ClusterConnection),
 }
 
+/// A memcached holding envoyproxy/ratelimit's counters (`BACKEND_TYPE=
+/// memcache`), over one text-protocol connection, made again after a
+/// failure.
+pub struct Memcache {
+    addr: String,
+    con: tokio::sync::Mutex<Option<tokio::io::BufStream<tokio::net::TcpStream>>>,
+    timeout: Duration,
+    jitter_max: u64,
+}
+
+impl Memcache {
+    /// A client of the memcached at `addr` (`host:port`).
+    pub fn new(addr: &str, timeout: Duration, jitter_max: u64) -> Memcache {
+        Memcache {
+            addr: addr.to_owned(),
+            con: tokio::sync::Mutex::new(None),
+            timeout,
+            jitter_max,
+        }
+    }
+
+    /// Sends `command` and reads one reply line (after its value's lines
+    /// for a `get`): the lines.
+    async fn call(&self, command: &str, get: bool) -> Result<Vec<String>, String> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let failed = |e: String| format!("memcache error ({}): {e}", self.addr);
+        let mut con = self.con.lock().await;
+        let work = async {
+            if con.is_none() {
+                let tcp = tokio::net::TcpStream::connect(&self.addr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let _ = tcp.set_nodelay(true);
+                *con = Some(tokio::io::BufStream::new(tcp));
+            }
+            let c = con.as_mut().expect("connected above");
+            c.write_all(command.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            c.flush().await.map_err(|e| e.to_string())?;
+            let mut lines = Vec::new();
+            loop {
+                let mut line = String::new();
+                if c.read_line(&mut line).await.map_err(|e| e.to_string())? == 0 {
+                    return Err("connection closed".to_owned());
+                }
+                let line = line.trim_end().to_owned();
+                let last =
+                    !get || line == "END" || line.starts_with("SERVER_ERROR") || line == "ERROR";
+                lines.push(line);
+                if last {
+                    return Ok(lines);
+                }
+            }
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(Ok(lines)) => Ok(lines),
+            Ok(Err(e)) => {
+                *con = None;
+                Err(failed(e))
+            }
+            Err(_) => {
+                *con = None;
+                Err(failed(format!("no reply within {:?}", self.timeout)))
+            }
+        }
+    }
+
+    /// envoyproxy/ratelimit's increment: `incr`, else `add` with the
+    /// expiry, else (another client added it meanwhile) `incr` again. The
+    /// count after.
+    async fn add(&self, key: &str, hits: u64, expiry: u64) -> Result<u64, String> {
+        let parse = |line: &str| line.parse::<u64>().ok();
+        for _ in 0..2 {
+            let reply = self.call(&format!("incr {key} {hits}\r\n"), false).await?;
+            if let Some(n) = reply.first().and_then(|l| parse(l)) {
+                return Ok(n);
+            }
+            let value = hits.to_string();
+            let add = format!("add {key} 0 {expiry} {}\r\n{value}\r\n", value.len());
+            let reply = self.call(&add, false).await?;
+            if reply.first().is_some_and(|l| l == "STORED") {
+                return Ok(hits);
+            }
+        }
+        Err(format!(
+            "memcache error ({}): {key} neither incremented nor added",
+            self.addr
+        ))
+    }
+
+    /// The counts of `keys` (0 where absent).
+    async fn get(&self, keys: &[String]) -> Result<Vec<u64>, String> {
+        let reply = self
+            .call(&format!("get {}\r\n", keys.join(" ")), true)
+            .await?;
+        let mut found = std::collections::HashMap::new();
+        let mut lines = reply.iter();
+        while let Some(line) = lines.next() {
+            if let Some(rest) = line.strip_prefix("VALUE ") {
+                let key = rest.split(' ').next().unwrap_or_default();
+                let value = lines
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                found.insert(key.to_owned(), value);
+            }
+        }
+        Ok(keys
+            .iter()
+            .map(|k| found.get(k).copied().unwrap_or(0))
+            .collect())
+    }
+}
+
 /// A Redis holding envoyproxy/ratelimit's counters.
 pub struct RedisStore {
     con: Con,
@@ -54,6 +169,7 @@ pub struct Store {
     /// smooth rule's pacing.
     pub local: Counts,
     redis: Option<RedisStore>,
+    memcache: Option<Memcache>,
     /// What a failed store makes of a request.
     pub fail: FailPolicy,
 }
@@ -64,6 +180,7 @@ impl Store {
         Store {
             local,
             redis: None,
+            memcache: None,
             fail: FailPolicy::Error,
         }
     }
@@ -95,6 +212,7 @@ impl Store {
                 jitter_max,
                 name,
             }),
+            memcache: None,
             fail,
         })
     }
@@ -122,13 +240,44 @@ impl Store {
                 jitter_max,
                 name: url.to_owned(),
             }),
+            memcache: None,
             fail,
         })
+    }
+
+    /// Fixed windows in the memcached at `addr`.
+    pub fn memcache(
+        local: Counts,
+        addr: &str,
+        timeout: Duration,
+        jitter_max: u64,
+        fail: FailPolicy,
+    ) -> Store {
+        Store {
+            local,
+            redis: None,
+            memcache: Some(Memcache::new(addr, timeout, jitter_max)),
+            fail,
+        }
     }
 
     /// Counts each `(unit, key, hits)` in its current window at `now_s`
     /// (Unix seconds): each counter's value after.
     pub async fn add(&self, items: &[(Unit, &str, u64)], now_s: u64) -> Result<Vec<u64>, String> {
+        if let Some(m) = &self.memcache {
+            let mut counts = Vec::with_capacity(items.len());
+            for (i, (unit, key, hits)) in items.iter().enumerate() {
+                let div = unit.seconds();
+                let jitter = if m.jitter_max > 0 {
+                    jitter(now_s, i as u64) % m.jitter_max
+                } else {
+                    0
+                };
+                let name = format!("{key}{}", now_s / div * div);
+                counts.push(m.add(&name, *hits, div + jitter).await?);
+            }
+            return Ok(counts);
+        }
         let Some(r) = &self.redis else {
             return Ok(items
                 .iter()
@@ -166,6 +315,20 @@ impl Store {
     /// Each `(unit, key)`'s count in its current window at `now_s`,
     /// counting nothing.
     pub async fn count(&self, items: &[(Unit, &str)], now_s: u64) -> Result<Vec<u64>, String> {
+        if let Some(m) = &self.memcache {
+            let keys: Vec<String> = items
+                .iter()
+                .map(|(unit, key)| {
+                    let div = unit.seconds();
+                    format!("{key}{}", now_s / div * div)
+                })
+                .collect();
+            return if keys.is_empty() {
+                Ok(Vec::new())
+            } else {
+                m.get(&keys).await
+            };
+        }
         let Some(r) = &self.redis else {
             return Ok(items
                 .iter()

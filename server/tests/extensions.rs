@@ -158,10 +158,10 @@ fn a_bad_setting_stops_the_server_at_start_naming_it() {
     assert!(err.contains("GRPC_PORT=\"eighty\""), "{err}");
     let out = Command::new(env!("CARGO_BIN_EXE_paceline-server"))
         .env_clear()
-        .env("BACKEND_TYPE", "memcache")
+        .env("BACKEND_TYPE", "cassandra")
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("BACKEND_TYPE=\"memcache\""));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("BACKEND_TYPE=\"cassandra\""));
 }
 
 #[test]

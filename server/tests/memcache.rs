@@ -1,0 +1,90 @@
+//! `BACKEND_TYPE=memcache` on a real memcached the test starts: counts
+//! under envoyproxy/ratelimit's own keys (a count written in its layout is
+//! honoured), two replicas as one service, and a memcached stopped and
+//! started again under the fail policy.
+
+mod support;
+
+#[path = "../../tests/support/memcached_server.rs"]
+mod memcached_server;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use memcached_server::MemcachedServer;
+use support::{descriptor, request, Server};
+
+const PER_DAY: &str = "\
+domain: mig
+descriptors:
+  - key: user
+    rate_limit:
+      unit: day
+      requests_per_unit: 5
+";
+
+fn today() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    now / 86_400 * 86_400
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_in_envoyproxy_ratelimit_s_layout_shared_by_replicas() {
+    let memcached = MemcachedServer::start_with(Some(0), 64);
+    let addr = memcached.addr();
+    // An envoyproxy/ratelimit replica counted 3 of alice's 5 today.
+    let key = format!("mig_user_alice_{}", today());
+    let stored = memcached.raw_until(&format!("set {key} 0 3600 1\r\n3\r\n"), "\r\n");
+    assert!(stored.contains("STORED"), "{stored:?}");
+    let env = [
+        ("BACKEND_TYPE", "memcache"),
+        ("MEMCACHE_HOST_PORT", addr.as_str()),
+    ];
+    let servers: Vec<Server> = (0..2)
+        .map(|_| Server::start(&[("mig.yaml", PER_DAY)], &env))
+        .collect();
+    let mut codes = Vec::new();
+    for i in 0..4 {
+        let a = servers[i % 2]
+            .ask(request("mig", vec![descriptor(&[("user", "alice")])]))
+            .await
+            .unwrap();
+        codes.push(a.overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, vec![ok, ok, over, over]);
+    let got = memcached.raw_until(&format!("get {key}\r\n"), "END\r\n");
+    assert!(got.contains("\r\n7\r\n"), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_memcached_fails_by_the_policy_and_a_restarted_one_counts_again() {
+    let mut memcached = MemcachedServer::start_with(Some(0), 64);
+    let addr = memcached.addr();
+    let env = [
+        ("BACKEND_TYPE", "memcache"),
+        ("MEMCACHE_HOST_PORT", addr.as_str()),
+        ("PACELINE_FAIL_POLICY", "closed"),
+        ("PACELINE_STORE_TIMEOUT_MS", "300"),
+    ];
+    let server = Server::start(&[("mig.yaml", PER_DAY)], &env);
+    let ask = || server.ask(request("mig", vec![descriptor(&[("user", "bob")])]));
+    assert_eq!(ask().await.unwrap().overall_code, Code::Ok as i32);
+    memcached.stop();
+    assert_eq!(ask().await.unwrap().overall_code, Code::OverLimit as i32);
+    memcached.restart();
+    let mut answer = ask().await.unwrap();
+    for _ in 0..50 {
+        if answer.overall_code == Code::Ok as i32 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        answer = ask().await.unwrap();
+    }
+    // Counted afresh: the restarted memcached kept nothing.
+    assert_eq!(answer.overall_code, Code::Ok as i32);
+    assert_eq!(answer.statuses[0].limit_remaining, 4);
+}
