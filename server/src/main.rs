@@ -115,6 +115,9 @@ async fn run(s: Settings) -> Result<(), String> {
         settings::Backend::Redis { url, jitter_max } => {
             store::Store::redis(counts, url, s.store_timeout, *jitter_max, s.fail).await?
         }
+        settings::Backend::Postgres { conn } => {
+            store::Store::postgres(counts, conn, s.store_timeout, s.fail).await?
+        }
         settings::Backend::Memcache { addr, jitter_max } => {
             store::Store::memcache(counts, addr, s.store_timeout, *jitter_max, s.fail)
         }

@@ -25,6 +25,11 @@ pub enum Backend {
         /// `EXPIRATION_JITTER_MAX_SECONDS`.
         jitter_max: u64,
     },
+    /// In PostgreSQL, through paceline's limiter (`POSTGRES_URL`).
+    Postgres {
+        /// The connection string.
+        conn: String,
+    },
     /// In memcached under envoyproxy/ratelimit's keys.
     Memcache {
         /// `MEMCACHE_HOST_PORT`.
@@ -164,6 +169,15 @@ impl Settings {
                     Err(nodes) => Backend::Cluster { nodes, jitter_max },
                 }
             }
+            "postgres" => {
+                let conn = get(env, "POSTGRES_URL", "");
+                if conn.is_empty() {
+                    return Err(
+                        "POSTGRES_URL=\"\": BACKEND_TYPE=postgres needs a connection string".into(),
+                    );
+                }
+                Backend::Postgres { conn }
+            }
             "memcache" => {
                 let addr = get(env, "MEMCACHE_HOST_PORT", "");
                 if addr.is_empty() || addr.contains(',') {
@@ -178,7 +192,7 @@ impl Settings {
             }
             other => {
                 return Err(format!(
-                    "BACKEND_TYPE={other:?}: expected redis, memcache, or memory (in process, the default)"
+                    "BACKEND_TYPE={other:?}: expected redis, memcache, postgres, or memory (in process, the default)"
                 ))
             }
         };

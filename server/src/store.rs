@@ -18,6 +18,10 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, Pipeline};
 
+use paceline::model::window::{Params, Window};
+use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
+use paceline::{AsyncTake, Limit, Rate};
+
 use crate::config::Unit;
 use crate::counts::Counts;
 
@@ -170,6 +174,10 @@ pub struct Store {
     pub local: Counts,
     redis: Option<RedisStore>,
     memcache: Option<Memcache>,
+    /// PostgreSQL, through paceline's limiter: one per unit (in
+    /// [`Unit::ALL`]'s order), each key a window limit of the unit at the
+    /// most its word counts, and that quota.
+    postgres: Option<Vec<(AsyncPostgresLimiter, u64)>>,
     /// What a failed store makes of a request.
     pub fail: FailPolicy,
 }
@@ -181,6 +189,7 @@ impl Store {
             local,
             redis: None,
             memcache: None,
+            postgres: None,
             fail: FailPolicy::Error,
         }
     }
@@ -213,6 +222,7 @@ impl Store {
                 name,
             }),
             memcache: None,
+            postgres: None,
             fail,
         })
     }
@@ -241,6 +251,7 @@ impl Store {
                 name: url.to_owned(),
             }),
             memcache: None,
+            postgres: None,
             fail,
         })
     }
@@ -257,13 +268,75 @@ impl Store {
             local,
             redis: None,
             memcache: Some(Memcache::new(addr, timeout, jitter_max)),
+            postgres: None,
             fail,
         }
+    }
+
+    /// Fixed windows in PostgreSQL at `conn`, through paceline's limiter
+    /// (its table and functions installed here if missing): windows on the
+    /// database's clock, a counter's key the unit's seconds and the
+    /// service's cache key (no window start: the row holds its window).
+    pub async fn postgres(
+        local: Counts,
+        conn: &str,
+        timeout: Duration,
+        fail: FailPolicy,
+    ) -> Result<Store, String> {
+        let mut limiters = Vec::new();
+        for unit in Unit::ALL {
+            let window = Window::Fixed {
+                seconds: unit.seconds(),
+            };
+            let quota = Params::new(1, window)
+                .map(Params::max_quota)
+                .unwrap_or(u64::from(u32::MAX));
+            let limit = Limit::per_window(quota, window).map_err(|e| e.to_string())?;
+            let blocking = PostgresLimiter::builder(conn, Rate::per_second(1))
+                .limit(limit)
+                .connect_timeout(timeout)
+                .response_timeout(timeout)
+                .build()
+                .map_err(|e| format!("PostgreSQL at {conn}: {e}"))?;
+            limiters.push((AsyncPostgresLimiter::from(blocking), quota));
+        }
+        limiters[0]
+            .0
+            .install()
+            .await
+            .map_err(|e| format!("PostgreSQL at {conn}: cannot install paceline's table: {e}"))?;
+        Ok(Store {
+            local,
+            redis: None,
+            memcache: None,
+            postgres: Some(limiters),
+            fail,
+        })
     }
 
     /// Counts each `(unit, key, hits)` in its current window at `now_s`
     /// (Unix seconds): each counter's value after.
     pub async fn add(&self, items: &[(Unit, &str, u64)], now_s: u64) -> Result<Vec<u64>, String> {
+        if let Some(pg) = &self.postgres {
+            let mut counts = Vec::with_capacity(items.len());
+            for (unit, key, hits) in items {
+                let i = Unit::ALL.iter().position(|u| u == unit).unwrap_or(0);
+                let (limiter, quota) = &pg[i];
+                let key = format!("{}:{key}", unit.seconds());
+                let after = if *hits == 0 {
+                    let state = limiter.state(&*key).await.map_err(|e| e.to_string())?;
+                    quota - state.available().min(*quota)
+                } else {
+                    match limiter.try_take_n(&*key, *hits).await {
+                        Ok(taken) => quota - taken.available().min(*quota),
+                        Err(e) if e.is_refusal() => *quota,
+                        Err(e) => return Err(format!("postgres error: {e}")),
+                    }
+                };
+                counts.push(after);
+            }
+            return Ok(counts);
+        }
         if let Some(m) = &self.memcache {
             let mut counts = Vec::with_capacity(items.len());
             for (i, (unit, key, hits)) in items.iter().enumerate() {
@@ -315,6 +388,10 @@ impl Store {
     /// Each `(unit, key)`'s count in its current window at `now_s`,
     /// counting nothing.
     pub async fn count(&self, items: &[(Unit, &str)], now_s: u64) -> Result<Vec<u64>, String> {
+        if self.postgres.is_some() {
+            let asked: Vec<(Unit, &str, u64)> = items.iter().map(|(u, k)| (*u, *k, 0)).collect();
+            return Box::pin(self.add(&asked, now_s)).await;
+        }
         if let Some(m) = &self.memcache {
             let keys: Vec<String> = items
                 .iter()
