@@ -112,8 +112,17 @@ async fn run(s: Settings) -> Result<(), String> {
     let counts = Counts::new(s.max_keys).map_err(|e| e.to_string())?;
     let store = match &s.backend {
         settings::Backend::Memory => store::Store::local(counts),
-        settings::Backend::Redis { url, jitter_max } => {
-            store::Store::redis(counts, url, s.store_timeout, *jitter_max, s.fail).await?
+        settings::Backend::Redis {
+            url,
+            per_second,
+            jitter_max,
+        } => {
+            let store =
+                store::Store::redis(counts, url, s.store_timeout, *jitter_max, s.fail).await?;
+            match per_second {
+                Some(url) => store.with_per_second(url, s.store_timeout).await?,
+                None => store,
+            }
         }
         settings::Backend::Postgres { conn } => {
             store::Store::postgres(counts, conn, s.store_timeout, s.fail).await?

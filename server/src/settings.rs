@@ -42,6 +42,9 @@ pub enum Backend {
         /// The client's URL, from `REDIS_SOCKET_TYPE`, `REDIS_URL` and
         /// `REDIS_AUTH`.
         url: String,
+        /// `REDIS_PERSECOND`: the URL of the Redis for the counters of a
+        /// second, from the `REDIS_PERSECOND_*` variables.
+        per_second: Option<String>,
         /// `EXPIRATION_JITTER_MAX_SECONDS`.
         jitter_max: u64,
     },
@@ -164,8 +167,25 @@ impl Settings {
             "" | "memory" => Backend::Memory,
             "redis" => {
                 let jitter_max = number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?;
+                let per_second = if boolean(env, "REDIS_PERSECOND", false)? {
+                    match redis_url_of(env, "REDIS_PERSECOND_")? {
+                        Ok(url) => Some(url),
+                        Err(_) => {
+                            return Err("REDIS_PERSECOND_TYPE=\"cluster\": the per-second Redis is a single one here".into())
+                        }
+                    }
+                } else {
+                    None
+                };
                 match redis_url(env)? {
-                    Ok(url) => Backend::Redis { url, jitter_max },
+                    Ok(url) => Backend::Redis {
+                        url,
+                        per_second,
+                        jitter_max,
+                    },
+                    Err(_) if per_second.is_some() => {
+                        return Err("REDIS_PERSECOND beside REDIS_TYPE=cluster: not here yet".into())
+                    }
                     Err(nodes) => Backend::Cluster { nodes, jitter_max },
                 }
             }
@@ -304,10 +324,17 @@ impl Settings {
 /// nodes' URLs), `REDIS_POOL_SIZE` (accepted: one multiplexed connection
 /// serves every call).
 fn redis_url(env: Env<'_>) -> Result<Result<String, Vec<String>>, String> {
-    let _pool: u64 = number(env, "REDIS_POOL_SIZE", 10)?;
-    let url = get(env, "REDIS_URL", "/var/run/nutcracker/ratelimit.sock");
-    let auth = get(env, "REDIS_AUTH", "");
-    let kind = get(env, "REDIS_TYPE", "SINGLE");
+    redis_url_of(env, "REDIS_")
+}
+
+/// [`redis_url`] from the variables named `<prefix>URL` and so on
+/// (`REDIS_`, or `REDIS_PERSECOND_`).
+fn redis_url_of(env: Env<'_>, prefix: &str) -> Result<Result<String, Vec<String>>, String> {
+    let var = |name: &str| format!("{prefix}{name}");
+    let _pool: u64 = number(env, &var("POOL_SIZE"), 10)?;
+    let url = get(env, &var("URL"), "/var/run/nutcracker/ratelimit.sock");
+    let auth = get(env, &var("AUTH"), "");
+    let kind = get(env, &var("TYPE"), "SINGLE");
     if kind.eq_ignore_ascii_case("cluster") {
         let creds = match auth.split_once(':') {
             _ if auth.is_empty() => String::new(),
@@ -320,9 +347,9 @@ fn redis_url(env: Env<'_>) -> Result<Result<String, Vec<String>>, String> {
             .collect()));
     }
     if !kind.eq_ignore_ascii_case("single") {
-        return Err(format!("REDIS_TYPE={kind:?}: expected single or cluster"));
+        return Err(format!("{prefix}TYPE={kind:?}: expected single or cluster"));
     }
-    Ok(Ok(match get(env, "REDIS_SOCKET_TYPE", "unix").as_str() {
+    Ok(Ok(match get(env, &var("SOCKET_TYPE"), "unix").as_str() {
         "tcp" => Ok(match auth.split_once(':') {
             _ if auth.is_empty() => format!("redis://{url}"),
             Some((user, pass)) => format!("redis://{user}:{pass}@{url}"),
@@ -333,7 +360,9 @@ fn redis_url(env: Env<'_>) -> Result<Result<String, Vec<String>>, String> {
             Some((user, pass)) => format!("unix://{url}?user={user}&pass={pass}"),
             None => format!("unix://{url}?pass={auth}"),
         }),
-        other => Err(format!("REDIS_SOCKET_TYPE={other:?}: expected unix or tcp")),
+        other => Err(format!(
+            "{prefix}SOCKET_TYPE={other:?}: expected unix or tcp"
+        )),
     }?))
 }
 

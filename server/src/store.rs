@@ -173,6 +173,8 @@ pub struct Store {
     /// smooth rule's pacing.
     pub local: Counts,
     redis: Option<RedisStore>,
+    /// `REDIS_PERSECOND`: a second Redis for the counters of a second.
+    per_second: Option<RedisStore>,
     memcache: Option<Memcache>,
     /// PostgreSQL, through paceline's limiter: one per unit (in
     /// [`Unit::ALL`]'s order), each key a window limit of the unit at the
@@ -188,6 +190,7 @@ impl Store {
         Store {
             local,
             redis: None,
+            per_second: None,
             memcache: None,
             postgres: None,
             fail: FailPolicy::Error,
@@ -221,6 +224,7 @@ impl Store {
                 jitter_max,
                 name,
             }),
+            per_second: None,
             memcache: None,
             postgres: None,
             fail,
@@ -250,10 +254,31 @@ impl Store {
                 jitter_max,
                 name: url.to_owned(),
             }),
+            per_second: None,
             memcache: None,
             postgres: None,
             fail,
         })
+    }
+
+    /// With `REDIS_PERSECOND`: the counters of a second in the single
+    /// Redis at `url` instead.
+    pub async fn with_per_second(mut self, url: &str, timeout: Duration) -> Result<Store, String> {
+        let Some(main) = &self.redis else {
+            return Err("REDIS_PERSECOND needs BACKEND_TYPE=redis".into());
+        };
+        let jitter_max = main.jitter_max;
+        let fail = self.fail;
+        let other = Store::redis(
+            Counts::new(1).map_err(|e| e.to_string())?,
+            url,
+            timeout,
+            jitter_max,
+            fail,
+        )
+        .await?;
+        self.per_second = other.redis;
+        Ok(self)
     }
 
     /// Fixed windows in the memcached at `addr`.
@@ -267,6 +292,7 @@ impl Store {
         Store {
             local,
             redis: None,
+            per_second: None,
             memcache: Some(Memcache::new(addr, timeout, jitter_max)),
             postgres: None,
             fail,
@@ -308,6 +334,7 @@ impl Store {
         Ok(Store {
             local,
             redis: None,
+            per_second: None,
             memcache: None,
             postgres: Some(limiters),
             fail,
@@ -357,30 +384,18 @@ impl Store {
                 .map(|(unit, key, hits)| self.local.add(*unit, key, *hits).after)
                 .collect());
         };
-        if items.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipes = vec![redis::pipe()];
-        for (i, (unit, key, hits)) in items.iter().enumerate() {
-            let div = unit.seconds();
-            let jitter = if r.jitter_max > 0 {
-                jitter(now_s, i as u64) % r.jitter_max
-            } else {
-                0
-            };
-            let name = format!("{key}{}", now_s / div * div);
-            // On a cluster, a pipeline per key: its keys must share a slot.
-            if i > 0 && matches!(r.con, Con::Cluster(_)) {
-                pipes.push(redis::pipe());
-            }
-            let pipe = pipes.last_mut().expect("one at least");
-            pipe.cmd("INCRBY").arg(&name).arg(*hits);
-            pipe.cmd("EXPIRE").arg(&name).arg(div + jitter).ignore();
-        }
-        let mut counts = Vec::with_capacity(items.len());
-        for pipe in &pipes {
-            let some: Vec<i64> = r.query(pipe).await?;
-            counts.extend(some.into_iter().map(|c| c.max(0) as u64));
+        let Some(per_second) = &self.per_second else {
+            return r.add(items, now_s).await;
+        };
+        // REDIS_PERSECOND: the second's counters in their own Redis.
+        let (second, rest): (Vec<_>, Vec<_>) =
+            (0..items.len()).partition(|&i| items[i].0 == Unit::Second);
+        let pick = |ix: &[usize]| ix.iter().map(|&i| items[i]).collect::<Vec<_>>();
+        let a = per_second.add(&pick(&second), now_s).await?;
+        let b = r.add(&pick(&rest), now_s).await?;
+        let mut counts = vec![0; items.len()];
+        for (i, c) in second.into_iter().zip(a).chain(rest.into_iter().zip(b)) {
+            counts[i] = c;
         }
         Ok(counts)
     }
@@ -412,6 +427,57 @@ impl Store {
                 .map(|(unit, key)| self.local.count(*unit, key))
                 .collect());
         };
+        let Some(per_second) = &self.per_second else {
+            return r.count(items, now_s).await;
+        };
+        let (second, rest): (Vec<_>, Vec<_>) =
+            (0..items.len()).partition(|&i| items[i].0 == Unit::Second);
+        let pick = |ix: &[usize]| ix.iter().map(|&i| items[i]).collect::<Vec<_>>();
+        let a = per_second.count(&pick(&second), now_s).await?;
+        let b = r.count(&pick(&rest), now_s).await?;
+        let mut counts = vec![0; items.len()];
+        for (i, c) in second.into_iter().zip(a).chain(rest.into_iter().zip(b)) {
+            counts[i] = c;
+        }
+        Ok(counts)
+    }
+}
+
+impl RedisStore {
+    /// [`Store::add`] on this Redis.
+    async fn add(&self, items: &[(Unit, &str, u64)], now_s: u64) -> Result<Vec<u64>, String> {
+        let r = self;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipes = vec![redis::pipe()];
+        for (i, (unit, key, hits)) in items.iter().enumerate() {
+            let div = unit.seconds();
+            let jitter = if r.jitter_max > 0 {
+                jitter(now_s, i as u64) % r.jitter_max
+            } else {
+                0
+            };
+            let name = format!("{key}{}", now_s / div * div);
+            // On a cluster, a pipeline per key: its keys must share a slot.
+            if i > 0 && matches!(r.con, Con::Cluster(_)) {
+                pipes.push(redis::pipe());
+            }
+            let pipe = pipes.last_mut().expect("one at least");
+            pipe.cmd("INCRBY").arg(&name).arg(*hits);
+            pipe.cmd("EXPIRE").arg(&name).arg(div + jitter).ignore();
+        }
+        let mut counts = Vec::with_capacity(items.len());
+        for pipe in &pipes {
+            let some: Vec<i64> = r.query(pipe).await?;
+            counts.extend(some.into_iter().map(|c| c.max(0) as u64));
+        }
+        Ok(counts)
+    }
+
+    /// [`Store::count`] on this Redis.
+    async fn count(&self, items: &[(Unit, &str)], now_s: u64) -> Result<Vec<u64>, String> {
+        let r = self;
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -431,9 +497,7 @@ impl Store {
         }
         Ok(counts)
     }
-}
 
-impl RedisStore {
     /// Sends `pipe` (on a cluster, one key's commands: a pipeline's keys
     /// must share a slot there).
     async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, String> {

@@ -202,3 +202,46 @@ async fn replicas_on_a_redis_cluster_count_keys_across_its_slots_as_one() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_persecond_counts_the_seconds_in_a_redis_of_their_own() {
+    let main = RedisServer::start();
+    let second = RedisServer::start();
+    let (main_path, second_path) = (socket(&main), socket(&second));
+    let yaml = "\
+domain: ps
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000}
+  - key: team
+    rate_limit: {unit: day, requests_per_unit: 1000}
+";
+    let env = on_redis(
+        &main_path,
+        &[
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_SOCKET_TYPE", "unix"),
+            ("REDIS_PERSECOND_URL", second_path.as_str()),
+        ],
+    );
+    let server = Server::start(&[("ps.yaml", yaml)], &env);
+    let a = server
+        .ask(request(
+            "ps",
+            vec![descriptor(&[("user", "u")]), descriptor(&[("team", "t")])],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(a.statuses[0].limit_remaining, 999);
+    assert_eq!(a.statuses[1].limit_remaining, 999);
+    let keys = |r: &RedisServer| r.raw("KEYS *");
+    let (in_main, in_second) = (keys(&main), keys(&second));
+    assert!(
+        in_main.contains("ps_team_t_") && !in_main.contains("ps_user_u_"),
+        "{in_main:?}"
+    );
+    assert!(
+        in_second.contains("ps_user_u_") && !in_second.contains("ps_team_t_"),
+        "{in_second:?}"
+    );
+}
