@@ -15,6 +15,8 @@
 use paceline::Take;
 #[path = "support/chromium.rs"]
 mod chromium;
+#[path = "support/promtool.rs"]
+mod promtool;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -359,7 +361,7 @@ fn metrics_are_prometheus_text_without_per_key_labels() {
     for family in ["permits_total", "cancelled_total", "wait_seconds_count"] {
         assert!(!text.contains(&format!("paceline_{family}{{limiter=\"per_ip\"}}")));
     }
-    promtool_checks(text);
+    promtool::check(text);
     // Every limiter's counts as /json shows them.
     for limiter in server.get("/limits/json").json()["limiters"]
         .as_array()
@@ -394,35 +396,6 @@ fn metrics_are_prometheus_text_without_per_key_labels() {
             );
         }
     }
-}
-
-/// `promtool check metrics` (Debian's `prometheus`: a missing one fails
-/// the test, `scripts/test.sh` installs it) finds nothing wrong in `text`.
-fn promtool_checks(text: &str) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start `promtool` ({e}): apt-get install prometheus, or bash scripts/test.sh")
-        });
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool: {}{}\nin\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -882,7 +855,7 @@ fn a_layers_own_limiter_is_one_call_from_the_page() {
     ] {
         assert!(metrics.contains(line), "missing {line:?} in\n{metrics}");
     }
-    promtool_checks(&metrics);
+    promtool::check(&metrics);
     // A layer with no keyed limiter of its own adds nothing.
     let global = LimitLayer::global(Rate::per_hour(10)).build().unwrap();
     let inspect = format!("{:?}", Inspect::new().layer("global", &global));

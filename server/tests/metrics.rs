@@ -10,9 +10,10 @@
 
 mod support;
 
+#[path = "../../tests/support/promtool.rs"]
+mod promtool;
+
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use envoy_types::pb::google::protobuf::UInt64Value;
 use support::{call, descriptor, http, in_one_window, request, Server};
@@ -36,32 +37,6 @@ descriptors:
     value: 10.0.0.1
     rate_limit: {unit: hour, requests_per_unit: 100}
 ";
-
-/// `promtool check metrics` finds nothing to say about `text`.
-fn promtool_passes(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start `promtool` ({e}): apt-get install prometheus, or bash scripts/test.sh")
-        });
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool: {}{}\nin\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Each sample of `text`: `name{labels}` and its value.
 fn samples(text: &str) -> BTreeMap<String, u64> {
@@ -108,7 +83,7 @@ async fn prometheus_shows_the_default_mapping_s_names_labels_and_hits() {
     .await;
     let (status, text) = http(s.prometheus.unwrap(), "GET", "/metrics", "");
     assert_eq!(status, 200, "{text}");
-    promtool_passes(&text);
+    promtool::check(&text);
     let got = samples(&text);
     let series = |name: &str, labels: &str| {
         let key = format!("ratelimit_service_rate_limit_{name}{{{labels}}}");
@@ -181,7 +156,7 @@ async fn envoyproxy_ratelimit_s_integration_scripts_on_its_example_configuration
     assert_eq!(unspec, [ok, ok, over]);
     // detailed_metric: the stat names the value, and one hit was over.
     let (_, text) = http(s.prometheus.unwrap(), "GET", "/metrics", "");
-    promtool_passes(&text);
+    promtool::check(&text);
     let got = samples(&text);
     let name =
         r#"ratelimit_service_rate_limit_over_limit{domain="rl",key1="unspec_unspecified_value"}"#;
