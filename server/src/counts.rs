@@ -51,17 +51,24 @@ pub struct Counts {
     max_keys: usize,
 }
 
+/// A unit's fixed window, from the Unix epoch, and the most its window
+/// word counts: the quota of a counter that compares nothing itself.
+pub fn counted(unit: Unit) -> (Window, u64) {
+    let window = Window::Fixed {
+        seconds: unit.seconds(),
+    };
+    let quota = Params::new(1, window)
+        .map(Params::max_quota)
+        .unwrap_or(u64::from(u32::MAX));
+    (window, quota)
+}
+
 impl Counts {
     /// Counters tracking at most `max_keys` keys each.
     pub fn new(max_keys: usize) -> Result<Counts, BuildError> {
         let mut fixed = Vec::new();
         for unit in Unit::ALL {
-            let window = Window::Fixed {
-                seconds: unit.seconds(),
-            };
-            let quota = Params::new(1, window)
-                .map(Params::max_quota)
-                .unwrap_or(u64::from(u32::MAX));
+            let (window, quota) = counted(unit);
             let limiter = KeyedLimiter::builder(Rate::per_second(1))
                 .limit(Limit::per_window(quota, window)?)
                 .max_keys(max_keys)

@@ -18,7 +18,6 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, Pipeline};
 
-use paceline::model::window::{Params, Window};
 use paceline::postgres::{AsyncPostgresLimiter, PostgresLimiter};
 use paceline::{AsyncTake, Limit, Rate};
 
@@ -311,12 +310,7 @@ impl Store {
     ) -> Result<Store, String> {
         let mut limiters = Vec::new();
         for unit in Unit::ALL {
-            let window = Window::Fixed {
-                seconds: unit.seconds(),
-            };
-            let quota = Params::new(1, window)
-                .map(Params::max_quota)
-                .unwrap_or(u64::from(u32::MAX));
+            let (window, quota) = crate::counts::counted(unit);
             let limit = Limit::per_window(quota, window).map_err(|e| e.to_string())?;
             let blocking = PostgresLimiter::builder(conn, Rate::per_second(1))
                 .limit(limit)
