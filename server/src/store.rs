@@ -382,16 +382,10 @@ impl Store {
             return r.add(items, now_s).await;
         };
         // REDIS_PERSECOND: the second's counters in their own Redis.
-        let (second, rest): (Vec<_>, Vec<_>) =
-            (0..items.len()).partition(|&i| items[i].0 == Unit::Second);
-        let pick = |ix: &[usize]| ix.iter().map(|&i| items[i]).collect::<Vec<_>>();
-        let a = per_second.add(&pick(&second), now_s).await?;
-        let b = r.add(&pick(&rest), now_s).await?;
-        let mut counts = vec![0; items.len()];
-        for (i, c) in second.into_iter().zip(a).chain(rest.into_iter().zip(b)) {
-            counts[i] = c;
-        }
-        Ok(counts)
+        let (second, rest) = apart(items, |i| i.0);
+        let a = per_second.add(&second.items, now_s).await?;
+        let b = r.add(&rest.items, now_s).await?;
+        Ok(together(items.len(), [(second.at, a), (rest.at, b)]))
     }
 
     /// Each `(unit, key)`'s count in its current window at `now_s`,
@@ -424,16 +418,10 @@ impl Store {
         let Some(per_second) = &self.per_second else {
             return r.count(items, now_s).await;
         };
-        let (second, rest): (Vec<_>, Vec<_>) =
-            (0..items.len()).partition(|&i| items[i].0 == Unit::Second);
-        let pick = |ix: &[usize]| ix.iter().map(|&i| items[i]).collect::<Vec<_>>();
-        let a = per_second.count(&pick(&second), now_s).await?;
-        let b = r.count(&pick(&rest), now_s).await?;
-        let mut counts = vec![0; items.len()];
-        for (i, c) in second.into_iter().zip(a).chain(rest.into_iter().zip(b)) {
-            counts[i] = c;
-        }
-        Ok(counts)
+        let (second, rest) = apart(items, |i| i.0);
+        let a = per_second.count(&second.items, now_s).await?;
+        let b = r.count(&rest.items, now_s).await?;
+        Ok(together(items.len(), [(second.at, a), (rest.at, b)]))
     }
 }
 
@@ -501,6 +489,48 @@ impl RedisStore {
             Con::Cluster(con) => pipe.query_async(&mut con.clone()).await.map_err(failed),
         }
     }
+}
+
+/// Some of a request's counters, and where each stands among them all.
+struct Part<T> {
+    at: Vec<usize>,
+    items: Vec<T>,
+}
+
+/// `items` cut into the counters of a second and the rest
+/// (`REDIS_PERSECOND`), `unit` reading each one's unit.
+fn apart<T: Copy>(items: &[T], unit: impl Fn(&T) -> Unit) -> (Part<T>, Part<T>) {
+    let mut parts = (
+        Part {
+            at: Vec::new(),
+            items: Vec::new(),
+        },
+        Part {
+            at: Vec::new(),
+            items: Vec::new(),
+        },
+    );
+    for (i, item) in items.iter().enumerate() {
+        let part = if unit(item) == Unit::Second {
+            &mut parts.0
+        } else {
+            &mut parts.1
+        };
+        part.at.push(i);
+        part.items.push(*item);
+    }
+    parts
+}
+
+/// The counts of the parts [`apart`] made, back in the request's order.
+fn together(n: usize, parts: [(Vec<usize>, Vec<u64>); 2]) -> Vec<u64> {
+    let mut counts = vec![0; n];
+    for (at, got) in parts {
+        for (i, c) in at.into_iter().zip(got) {
+            counts[i] = c;
+        }
+    }
+    counts
 }
 
 /// A number that differs from call to call and key to key, for the
