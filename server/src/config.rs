@@ -7,8 +7,10 @@
 //! self-naming `replaces`, `share_threshold` without a wildcard, a domain
 //! in two files without `MERGE_DOMAIN_CONFIG`.
 //!
-//! paceline's one extension: `rate_limit` may say `smooth: true` (and
-//! `burst: N`), and its descriptor is then paced (see the crate's README).
+//! paceline's extensions: `rate_limit` may say `smooth: true` (and
+//! `burst: N`), and its descriptor is then paced; or `leased: true`, and
+//! its fixed windows are counted in leased batches on a remote store (see
+//! the crate's README).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -128,6 +130,9 @@ pub struct Rule {
     pub replaces: Vec<String>,
     /// How it counts.
     pub counting: Counting,
+    /// paceline's `leased: true`: a fixed window counted in leased batches
+    /// on a remote store (see `lease.rs`).
+    pub leased: bool,
 }
 
 /// One descriptor of a level: its limit and the level below.
@@ -212,6 +217,7 @@ const VALID_KEYS: &[&str] = &[
     // paceline's
     "smooth",
     "burst",
+    "leased",
 ];
 
 impl Config {
@@ -442,6 +448,10 @@ fn rule(r: &Yaml) -> Result<Rule, String> {
         }
         Counting::Fixed
     };
+    let leased = boolean(&r["leased"], "leased")?;
+    if leased && counting != Counting::Fixed {
+        return Err("leased applies to a fixed window only, not to a smooth limit".into());
+    }
     Ok(Rule {
         requests_per_unit,
         unit,
@@ -449,6 +459,7 @@ fn rule(r: &Yaml) -> Result<Rule, String> {
         name,
         replaces,
         counting,
+        leased,
     })
 }
 
@@ -509,6 +520,14 @@ mod tests {
             (
                 "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
                 "requests_per_unit must be a whole number from 0 to 4294967295, found -1",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, smooth: true, leased: true}\n",
+                "leased applies to a fixed window only",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, leased: maybe}\n",
+                "leased",
             ),
         ] {
             let e = load(yaml).unwrap_err();

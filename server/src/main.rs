@@ -12,6 +12,7 @@ mod config;
 mod counts;
 mod grpc;
 mod json;
+mod lease;
 mod matching;
 mod service;
 mod settings;
@@ -134,6 +135,7 @@ async fn run(s: Settings) -> Result<(), String> {
             store::Store::cluster(counts, nodes, s.store_timeout, *jitter_max, s.fail).await?
         }
     };
+    let store = store.with_leases(lease::Leases::new(s.lease_above));
     let service = Arc::new(Service::new(store, s.decide.clone()));
     let every = Duration::from_millis(s.reload_ms);
     // No port opens before the limits are in.

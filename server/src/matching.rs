@@ -59,6 +59,7 @@ pub fn find(
                 name: String::new(),
                 replaces: Vec::new(),
                 counting: Counting::Fixed,
+                leased: false,
             },
             shadow_mode: false,
             quota_mode: false,

@@ -22,7 +22,7 @@ use crate::config::{Config, Counting, Unit};
 use crate::counts::{Counted, Counts};
 use crate::matching::{self, Entry, Found};
 use crate::stats::{Hits, Stats};
-use crate::store::{FailPolicy, Store};
+use crate::store::{FailPolicy, Hit, Store};
 
 /// A request the service cannot answer: the message envoyproxy/ratelimit
 /// gives, and whether the request itself is malformed (gRPC
@@ -263,14 +263,20 @@ impl Service {
 
         let mut afters: Vec<Option<u64>> = vec![None; limited.len()];
         if failed.is_none() && !fixed.is_empty() {
-            let items: Vec<(Unit, &str, u64)> = fixed
+            let items: Vec<Hit<'_>> = fixed
                 .iter()
                 .map(|(j, unit)| {
                     let l = &limited[*j].1;
-                    (*unit, l.key.as_str(), l.added)
+                    Hit {
+                        unit: *unit,
+                        key: l.key.as_str(),
+                        hits: l.added,
+                        limit: u64::from(l.found.rule.requests_per_unit),
+                        leased: l.found.rule.leased,
+                    }
                 })
                 .collect();
-            match self.store.add(&items, now_s).await {
+            match self.store.take(&items, now_s).await {
                 Ok(counts) => {
                     for ((j, _), after) in fixed.iter().zip(counts) {
                         afters[*j] = Some(after);

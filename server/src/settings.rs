@@ -88,6 +88,9 @@ pub struct Settings {
     /// `PACELINE_STORE_TIMEOUT_MS`: the most a store's round trip or
     /// connection takes (default 1000).
     pub store_timeout: Duration,
+    /// `PACELINE_LEASE_ABOVE`: a window's count per second past which its
+    /// counter is leased (none: only the rules that say `leased: true`).
+    pub lease_above: Option<u64>,
 }
 
 /// The environment as a lookup, so tests can give their own.
@@ -312,6 +315,18 @@ impl Settings {
             store_timeout: Duration::from_millis(
                 number(env, "PACELINE_STORE_TIMEOUT_MS", 1000u64)?.max(1),
             ),
+            lease_above: match env("PACELINE_LEASE_ABOVE") {
+                None => None,
+                Some(_) => match number(env, "PACELINE_LEASE_ABOVE", 0u64)? {
+                    0 => {
+                        return Err(
+                            "PACELINE_LEASE_ABOVE=\"0\": expected hits per second, at least 1"
+                                .into(),
+                        )
+                    }
+                    n => Some(n),
+                },
+            },
         })
     }
 }
@@ -428,6 +443,15 @@ mod tests {
         let e = read(&[("RUNTIME_WATCH_ROOT", "sometimes")], &[]).unwrap_err();
         assert!(e.contains("RUNTIME_WATCH_ROOT=\"sometimes\""), "{e}");
         assert!(read(&[("RUNTIME_WATCH_ROOT", "false")], &[]).is_ok());
+        for bad in ["0", "lots"] {
+            let e = read(&[("PACELINE_LEASE_ABOVE", bad)], &[]).unwrap_err();
+            assert!(
+                e.contains(&format!("PACELINE_LEASE_ABOVE=\"{bad}\"")),
+                "{e}"
+            );
+        }
+        let s = read(&[("PACELINE_LEASE_ABOVE", "500")], &[]).unwrap();
+        assert_eq!(s.lease_above, Some(500));
         let e = read(&[], &["--verbose"]).unwrap_err();
         assert!(e.contains("--verbose"), "{e}");
     }

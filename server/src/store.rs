@@ -23,6 +23,7 @@ use paceline::{AsyncTake, Limit, Rate};
 
 use crate::config::Unit;
 use crate::counts::Counts;
+use crate::lease::{Answer, Counter, Leases};
 
 /// What a failed store makes of a request (`PACELINE_FAIL_POLICY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +182,23 @@ pub struct Store {
     postgres: Option<Vec<(AsyncPostgresLimiter, u64)>>,
     /// What a failed store makes of a request.
     pub fail: FailPolicy,
+    /// The hot counters' leased batches (on a remote store only).
+    leases: Leases,
+}
+
+/// A fixed window's hits to count.
+#[derive(Clone, Copy, Debug)]
+pub struct Hit<'a> {
+    /// The window's unit.
+    pub unit: Unit,
+    /// The counter's name, without its window.
+    pub key: &'a str,
+    /// The hits.
+    pub hits: u64,
+    /// The rule's limit.
+    pub limit: u64,
+    /// The rule says `leased: true`.
+    pub leased: bool,
 }
 
 impl Store {
@@ -193,6 +211,7 @@ impl Store {
             memcache: None,
             postgres: None,
             fail: FailPolicy::Error,
+            leases: Leases::default(),
         }
     }
 
@@ -227,6 +246,7 @@ impl Store {
             memcache: None,
             postgres: None,
             fail,
+            leases: Leases::default(),
         })
     }
 
@@ -257,6 +277,7 @@ impl Store {
             memcache: None,
             postgres: None,
             fail,
+            leases: Leases::default(),
         })
     }
 
@@ -295,6 +316,7 @@ impl Store {
             memcache: Some(Memcache::new(addr, timeout, jitter_max)),
             postgres: None,
             fail,
+            leases: Leases::default(),
         }
     }
 
@@ -332,7 +354,69 @@ impl Store {
             memcache: None,
             postgres: Some(limiters),
             fail,
+            leases: Leases::default(),
         })
+    }
+
+    /// With `leases` for the hot counters.
+    pub fn with_leases(mut self, leases: Leases) -> Store {
+        self.leases = leases;
+        self
+    }
+
+    /// Counts each hit in its current window at `now_s`, as
+    /// [`add`](Store::add) does, but for the leased counters on a remote
+    /// store: the count each decision reads (a leased refusal reads the
+    /// limit plus its hits, all over).
+    pub async fn take<'a>(&self, hits: &[Hit<'a>], now_s: u64) -> Result<Vec<u64>, String> {
+        let plain = |h: &Hit<'a>| (h.unit, h.key, h.hits);
+        let remote = self.redis.is_some() || self.memcache.is_some() || self.postgres.is_some();
+        if !remote {
+            return self
+                .add(&hits.iter().map(plain).collect::<Vec<_>>(), now_s)
+                .await;
+        }
+        let counters: Vec<(String, u64)> = hits
+            .iter()
+            .map(|h| {
+                let div = h.unit.seconds();
+                let start = now_s / div * div;
+                (format!("{}{start}", h.key), start)
+            })
+            .collect();
+        let counter = |i: usize| Counter {
+            name: &counters[i].0,
+            window: counters[i].1,
+            length: hits[i].unit.seconds(),
+            limit: hits[i].limit,
+        };
+        let leased: Vec<bool> = hits
+            .iter()
+            .zip(&counters)
+            .map(|(h, (name, _))| h.hits > 0 && (h.leased || self.leases.found(name)))
+            .collect();
+        let direct: Vec<usize> = (0..hits.len()).filter(|i| !leased[*i]).collect();
+        let mut counts = vec![0; hits.len()];
+        let asked: Vec<(Unit, &str, u64)> = direct.iter().map(|&i| plain(&hits[i])).collect();
+        for (&i, count) in direct.iter().zip(self.add(&asked, now_s).await?) {
+            counts[i] = count;
+            self.leases.observe(&counter(i), hits[i].hits, now_s);
+        }
+        for i in (0..hits.len()).filter(|i| leased[*i]) {
+            let h = hits[i];
+            let batch = |size: u64| async move {
+                let after = self.add(&[(h.unit, h.key, size)], now_s).await?;
+                after
+                    .first()
+                    .copied()
+                    .ok_or_else(|| format!("the store answered no count for {}", h.key))
+            };
+            counts[i] = match self.leases.take(&counter(i), h.hits, now_s, batch).await? {
+                Answer::Admitted(count) => count,
+                Answer::Refused => h.limit.saturating_add(h.hits),
+            };
+        }
+        Ok(counts)
     }
 
     /// Counts each `(unit, key, hits)` in its current window at `now_s`
