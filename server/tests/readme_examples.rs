@@ -6,24 +6,121 @@
 //! looked at too. An example the README gives as several files of one
 //! domain runs each file in a server of its own, as envoyproxy/ratelimit
 //! refuses a domain in two files.
+//!
+//! Each example is written once, over a [`Store`], and run on every
+//! `BACKEND_TYPE`: in process (`in_process::example_…`), on a real
+//! `redis-server` over its unix socket (`redis::…`), on a real memcached
+//! (`memcached::…`) and on a real PostgreSQL (`postgres::…`), each server
+//! the test starts in a temporary directory of its own, one for each
+//! paceline-server, and stops after it. The answers asked for are the
+//! same on every store.
 
 mod support;
 
+#[path = "../../tests/support/memcached_server.rs"]
+mod memcached_server;
+#[path = "../../tests/support/pg_server.rs"]
+mod pg_server;
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
+use memcached_server::MemcachedServer;
+use pg_server::PgServer;
+use redis_server::RedisServer;
 use support::{
     brief, call, counting_down, descriptor, in_one_window, over, repeat, request, stats, Brief,
     Server, DAY, HOUR, MINUTE, OK, OVER, SECOND,
 };
 
-fn server(name: &str, yaml: &str) -> Server {
-    Server::start(&[(name, yaml)], &[])
+/// Where a server started by an example counts (`BACKEND_TYPE`).
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    /// In the server's process (the default).
+    InProcess,
+    /// A `redis-server` on a unix socket.
+    Redis,
+    /// A memcached on a loopback port.
+    Memcached,
+    /// A PostgreSQL on a unix socket.
+    Postgres,
+}
+
+/// The server a [`Running`] counts in, if any: it outlives the
+/// paceline-server, whose fields come first.
+#[expect(
+    dead_code,
+    reason = "held to be dropped after the paceline-server, never read"
+)]
+enum Backing {
+    None,
+    Redis(RedisServer),
+    Memcached(MemcachedServer),
+    Postgres(PgServer),
+}
+
+/// A paceline-server and the store server it counts in. Fields drop in
+/// order: the paceline-server is stopped before its store.
+struct Running {
+    server: Server,
+    _backing: Backing,
+}
+
+impl std::ops::Deref for Running {
+    type Target = Server;
+
+    fn deref(&self) -> &Server {
+        &self.server
+    }
+}
+
+impl Store {
+    /// The paceline-server on the file `name` of `yaml`, counting in a
+    /// fresh server of this store.
+    fn start(self, name: &str, yaml: &str) -> Running {
+        let files = [(name, yaml)];
+        let (server, backing) = match self {
+            Store::InProcess => (Server::start(&files, &[]), Backing::None),
+            Store::Redis => {
+                let redis = RedisServer::start();
+                let url = redis.url();
+                let env = [
+                    ("BACKEND_TYPE", "redis"),
+                    ("REDIS_SOCKET_TYPE", "unix"),
+                    ("REDIS_URL", url.trim_start_matches("unix://")),
+                ];
+                (Server::start(&files, &env), Backing::Redis(redis))
+            }
+            Store::Memcached => {
+                let memcached = MemcachedServer::start_with(Some(0), 64);
+                let addr = memcached.addr();
+                let env = [
+                    ("BACKEND_TYPE", "memcache"),
+                    ("MEMCACHE_HOST_PORT", addr.as_str()),
+                ];
+                (Server::start(&files, &env), Backing::Memcached(memcached))
+            }
+            Store::Postgres => {
+                let pg = PgServer::start();
+                let conn = pg.conn();
+                let env = [
+                    ("BACKEND_TYPE", "postgres"),
+                    ("POSTGRES_URL", conn.as_str()),
+                ];
+                (Server::start(&files, &env), Backing::Postgres(pg))
+            }
+        };
+        Running {
+            server,
+            _backing: backing,
+        }
+    }
 }
 
 /// A status with no limit: OK, nothing remaining.
 const FREE: Brief = (OK, None, 0);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_1_two_values_of_one_key_each_limited() {
-    let s = server("example1.yaml", include_str!("fixtures/example1.yaml"));
+async fn example_1_two_values_of_one_key_each_limited(store: Store) {
+    let s = store.start("example1.yaml", include_str!("fixtures/example1.yaml"));
     let mut c = s.client().await;
     for value in ["users", "default"] {
         let a = call(
@@ -45,9 +142,8 @@ async fn example_1_two_values_of_one_key_each_limited() {
     assert_eq!(brief(&a), (OK, vec![FREE]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_2_nested_and_aggregate_descriptors_in_one_request() {
-    let s = server("example2.yaml", include_str!("fixtures/example2.yaml"));
+async fn example_2_nested_and_aggregate_descriptors_in_one_request(store: Store) {
+    let s = store.start("example2.yaml", include_str!("fixtures/example2.yaml"));
     let mut c = s.client().await;
     let both = |number: &str| {
         request(
@@ -110,9 +206,8 @@ async fn example_2_nested_and_aggregate_descriptors_in_one_request() {
     assert_eq!(brief(&a), (OK, vec![FREE]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_3_the_value_is_matched_before_the_key_alone() {
-    let s = server("example3.yaml", include_str!("fixtures/example3.yaml"));
+async fn example_3_the_value_is_matched_before_the_key_alone(store: Store) {
+    let s = store.start("example3.yaml", include_str!("fixtures/example3.yaml"));
     let c = s.client().await;
     let ip = |v: &str| {
         request(
@@ -134,8 +229,7 @@ async fn example_3_the_value_is_matched_before_the_key_alone() {
     assert_eq!(black, over(0, SECOND));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_4_a_request_matches_only_at_its_own_depth() {
+async fn example_4_a_request_matches_only_at_its_own_depth(store: Store) {
     let two = || {
         request(
             "example4",
@@ -144,7 +238,7 @@ async fn example_4_a_request_matches_only_at_its_own_depth() {
     };
     let one = || request("example4", vec![descriptor(&[("key", "value")])]);
 
-    let s = server(
+    let s = store.start(
         "example4.yaml",
         include_str!("fixtures/example4_no_match.yaml"),
     );
@@ -155,7 +249,7 @@ async fn example_4_a_request_matches_only_at_its_own_depth() {
         (OK, vec![(OK, Some((300, SECOND)), 299)])
     );
 
-    let s = server(
+    let s = store.start(
         "example4.yaml",
         include_str!("fixtures/example4_match.yaml"),
     );
@@ -168,9 +262,8 @@ async fn example_4_a_request_matches_only_at_its_own_depth() {
     assert_eq!(brief(&call(&mut c, one()).await), (OK, vec![FREE]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_5_unlimited_answers_ok_with_the_most_remaining() {
-    let s = server("example5.yaml", include_str!("fixtures/example5.yaml"));
+async fn example_5_unlimited_answers_ok_with_the_most_remaining(store: Store) {
+    let s = store.start("example5.yaml", include_str!("fixtures/example5.yaml"));
     let mut c = s.client().await;
     for _ in 0..3 {
         let a = call(
@@ -189,9 +282,8 @@ async fn example_5_unlimited_answers_ok_with_the_most_remaining() {
     assert_eq!(brief(&a), (OK, vec![(OK, Some((100, MINUTE)), 99)]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_6_shadow_mode_lets_user_a_through_and_limits_user_b() {
-    let s = server("example6.yaml", include_str!("fixtures/example6.yaml"));
+async fn example_6_shadow_mode_lets_user_a_through_and_limits_user_b(store: Store) {
+    let s = store.start("example6.yaml", include_str!("fixtures/example6.yaml"));
     let c = s.client().await;
     let user = |u: &'static str| {
         move || {
@@ -222,9 +314,8 @@ async fn example_6_shadow_mode_lets_user_a_through_and_limits_user_b() {
     assert_eq!(st[&format!("{key}.over_limit")], 2, "{st:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_7_replaces_applies_across_the_request_and_leaves_the_original() {
-    let s = server("example7.yaml", include_str!("fixtures/example7.yaml"));
+async fn example_7_replaces_applies_across_the_request_and_leaves_the_original(store: Store) {
+    let s = store.start("example7.yaml", include_str!("fixtures/example7.yaml"));
     let c = s.client().await;
     let first = || descriptor(&[("key_1", "value_1"), ("user", "bkthomps")]);
     let second = || descriptor(&[("key_2", "value_2"), ("user", "bkthomps")]);
@@ -250,9 +341,8 @@ async fn example_7_replaces_applies_across_the_request_and_leaves_the_original()
     assert_eq!(alone[5], over(5, SECOND));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_8_detailed_metric_names_the_stat_by_the_request_s_value() {
-    let s = server("example8.yaml", include_str!("fixtures/example8.yaml"));
+async fn example_8_detailed_metric_names_the_stat_by_the_request_s_value(store: Store) {
+    let s = store.start("example8.yaml", include_str!("fixtures/example8.yaml"));
     let mut c = s.client().await;
     let key1 = |v: &str| request("example8", vec![descriptor(&[("key1", v)])]);
     let answers = in_one_window(60, || {
@@ -311,10 +401,9 @@ async fn each_once(server: &Server, domain: &str, key: &str, values: &[&str]) ->
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_9_wildcards_trailing_middle_and_multiple() {
+async fn example_9_wildcards_trailing_middle_and_multiple(store: Store) {
     let limited = (OK, Some((20, MINUTE)), 19);
-    let s = server(
+    let s = store.start(
         "example9.yaml",
         include_str!("fixtures/example9_trailing.yaml"),
     );
@@ -328,7 +417,7 @@ async fn example_9_wildcards_trailing_middle_and_multiple() {
     // Each value its own counter (no share_threshold): 19 left each.
     assert_eq!(got, vec![limited, limited, limited, limited, FREE]);
 
-    let s = server(
+    let s = store.start(
         "example9.yaml",
         include_str!("fixtures/example9_middle.yaml"),
     );
@@ -341,7 +430,7 @@ async fn example_9_wildcards_trailing_middle_and_multiple() {
     .await;
     assert_eq!(got, vec![limited, limited, FREE]);
 
-    let s = server(
+    let s = store.start(
         "example9.yaml",
         include_str!("fixtures/example9_multiple.yaml"),
     );
@@ -359,9 +448,8 @@ async fn example_9_wildcards_trailing_middle_and_multiple() {
     assert_eq!(got, vec![limited, limited, FREE]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_10_value_to_metric_puts_the_request_s_values_in_the_stat() {
-    let s = server("example10.yaml", include_str!("fixtures/example10.yaml"));
+async fn example_10_value_to_metric_puts_the_request_s_values_in_the_stat(store: Store) {
+    let s = store.start("example10.yaml", include_str!("fixtures/example10.yaml"));
     let mut c = s.client().await;
     for (route, method, subject) in [("api", "GET", "123"), ("web", "POST", "456")] {
         let d = descriptor(&[
@@ -381,7 +469,7 @@ async fn example_10_value_to_metric_puts_the_request_s_values_in_the_stat() {
         assert_eq!(st.get(&name), Some(&1), "{name} in {st:?}");
     }
 
-    let s = server(
+    let s = store.start(
         "example10_wildcard.yaml",
         include_str!("fixtures/example10_wildcard.yaml"),
     );
@@ -405,9 +493,8 @@ async fn example_10_value_to_metric_puts_the_request_s_values_in_the_stat() {
     assert_eq!(st.get(name), Some(&1), "{st:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_11_share_threshold_shares_one_counter_across_a_wildcard() {
-    let s = server("example11.yaml", include_str!("fixtures/example11.yaml"));
+async fn example_11_share_threshold_shares_one_counter_across_a_wildcard(store: Store) {
+    let s = store.start("example11.yaml", include_str!("fixtures/example11.yaml"));
     let c = s.client().await;
     let ask = |key: &'static str, value: &'static str| {
         move || request("example11", vec![descriptor(&[(key, value)])])
@@ -433,9 +520,8 @@ async fn example_11_share_threshold_shares_one_counter_across_a_wildcard() {
     assert_eq!(apart[11], counting_down(10, HOUR, 1)[0]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_11_share_threshold_with_value_to_metric() {
-    let s = server(
+async fn example_11_share_threshold_with_value_to_metric(store: Store) {
+    let s = store.start(
         "example11_metrics.yaml",
         include_str!("fixtures/example11_metrics.yaml"),
     );
@@ -476,3 +562,44 @@ async fn example_11_share_threshold_with_value_to_metric() {
     let name = "ratelimit.service.rate_limit.example11_metrics.route_api/*.method.total_hits";
     assert_eq!(st.get(name), Some(&3), "{st:?}");
 }
+
+/// One test per example and store, in a module named for the store:
+/// `redis::example_1_two_values_of_one_key_each_limited` and so on.
+macro_rules! on_every_store {
+    ([$($module:ident => $store:ident),* $(,)?], $examples:tt) => {
+        $(on_every_store!(@one $module, $store, $examples);)*
+    };
+    (@one $module:ident, $store:ident, [$($example:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $example() {
+                    super::$example(super::Store::$store).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    [
+        in_process => InProcess,
+        redis => Redis,
+        memcached => Memcached,
+        postgres => Postgres,
+    ],
+    [
+        example_1_two_values_of_one_key_each_limited,
+        example_2_nested_and_aggregate_descriptors_in_one_request,
+        example_3_the_value_is_matched_before_the_key_alone,
+        example_4_a_request_matches_only_at_its_own_depth,
+        example_5_unlimited_answers_ok_with_the_most_remaining,
+        example_6_shadow_mode_lets_user_a_through_and_limits_user_b,
+        example_7_replaces_applies_across_the_request_and_leaves_the_original,
+        example_8_detailed_metric_names_the_stat_by_the_request_s_value,
+        example_9_wildcards_trailing_middle_and_multiple,
+        example_10_value_to_metric_puts_the_request_s_values_in_the_stat,
+        example_11_share_threshold_shares_one_counter_across_a_wildcard,
+        example_11_share_threshold_with_value_to_metric,
+    ]
+);
