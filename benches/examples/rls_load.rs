@@ -14,6 +14,13 @@
 //! Each request carries one descriptor, `(user, u<n>)` with n over 10 000
 //! users, under a limit of 10^9 a second: every request is counted and
 //! admitted (a refusal would cost the same).
+//!
+//! With `--redis`, a second table: every request on one hot descriptor,
+//! counted one `INCRBY` a request, then in leased batches (`leased: true`),
+//! with the `INCRBY`s per 1000 requests and the Redis server's CPU per
+//! request (its `used_cpu_user` + `used_cpu_sys`), and what that CPU makes
+//! of one Redis core: the requests per second one core would carry for
+//! that descriptor.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -35,6 +42,15 @@ descriptors:
     rate_limit:
       unit: second
       requests_per_unit: 1000000000
+  - key: hot
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+  - key: leased
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+      leased: true
 ";
 
 /// A server started here, killed when dropped.
@@ -106,7 +122,7 @@ fn start(env: &[(&str, String)]) -> Server {
 
 /// One run: `streams` tasks for `secs`; requests per second and the
 /// latencies' p50, p99, p99.9 in µs.
-async fn run(grpc: &str, streams: usize, secs: f64) -> (f64, [f64; 3]) {
+async fn run(grpc: &str, streams: usize, secs: f64, hot: Option<&'static str>) -> (f64, [f64; 3]) {
     let per_connection = 16;
     let mut channels = Vec::new();
     for _ in 0..streams.div_ceil(per_connection) {
@@ -126,13 +142,14 @@ async fn run(grpc: &str, streams: usize, secs: f64) -> (f64, [f64; 3]) {
             let mut n = s as u64;
             while Instant::now() < until {
                 n = (n * 7_919 + 1) % 10_000;
+                let (key, value) = match hot {
+                    Some(key) => (key.to_owned(), "one".to_owned()),
+                    None => ("user".to_owned(), format!("u{n}")),
+                };
                 let request = RateLimitRequest {
                     domain: "bench".into(),
                     descriptors: vec![RateLimitDescriptor {
-                        entries: vec![Entry {
-                            key: "user".into(),
-                            value: format!("u{n}"),
-                        }],
+                        entries: vec![Entry { key, value }],
                         ..Default::default()
                     }],
                     hits_addend: 0,
@@ -193,11 +210,11 @@ async fn main() {
         };
         let server = start(&env);
         // A warm-up, not reported.
-        run(&server.grpc, 16, secs.min(1.0)).await;
+        run(&server.grpc, 16, secs.min(1.0), None).await;
         for streams in [1, 16, 256] {
             let mut cells: [Vec<f64>; 4] = Default::default();
             for _ in 0..runs.max(1) {
-                let (rps, q) = run(&server.grpc, streams, secs).await;
+                let (rps, q) = run(&server.grpc, streams, secs, None).await;
                 for (cell, v) in cells.iter_mut().zip([rps, q[0], q[1], q[2]]) {
                     cell.push(v);
                 }
@@ -210,6 +227,91 @@ async fn main() {
                 })
                 .collect();
             println!("| {name} | {streams} | {} |", shown.join(" | "));
+        }
+    }
+    if let Some(redis) = &redis {
+        hot(redis, secs, runs).await;
+    }
+}
+
+/// A number in `INFO`'s text (`name:value`).
+fn info(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The INCRBY calls and the CPU seconds Redis has counted so far.
+fn redis_counters(redis: &redis_server::RedisServer) -> (f64, f64) {
+    let stats = redis.raw("INFO commandstats");
+    let incrby = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_incrby:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0.0);
+    let cpu = redis.raw("INFO cpu");
+    (
+        incrby,
+        info(&cpu, "used_cpu_user") + info(&cpu, "used_cpu_sys"),
+    )
+}
+
+/// One hot descriptor on Redis, unleased then leased.
+async fn hot(redis: &redis_server::RedisServer, secs: f64, runs: usize) {
+    let path = redis.url().trim_start_matches("unix://").to_owned();
+    let env = vec![
+        ("BACKEND_TYPE", "redis".to_owned()),
+        ("REDIS_SOCKET_TYPE", "unix".to_owned()),
+        ("REDIS_URL", path),
+    ];
+    let server = start(&env);
+    println!();
+    println!(
+        "One hot descriptor on Redis; {runs} runs of {secs} s per row, median (min-max); one Redis core = 10^6 / (Redis CPU µs per request)"
+    );
+    println!("| counted | streams | requests/s | p50 µs | p99 µs | INCRBY per 1000 requests | Redis CPU µs per request | one Redis core, requests/s |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (label, key) in [
+        ("one INCRBY a request", "hot"),
+        ("leased batches", "leased"),
+    ] {
+        run(&server.grpc, 16, secs.min(1.0), Some(key)).await;
+        for streams in [16, 256] {
+            let mut cells: [Vec<f64>; 6] = Default::default();
+            for _ in 0..runs.max(1) {
+                let (calls0, cpu0) = redis_counters(redis);
+                let (rps, q) = run(&server.grpc, streams, secs, Some(key)).await;
+                let (calls1, cpu1) = redis_counters(redis);
+                let requests = rps * secs;
+                let cpu_us = (cpu1 - cpu0) * 1e6 / requests;
+                let values = [
+                    rps,
+                    q[0],
+                    q[1],
+                    (calls1 - calls0) * 1000.0 / requests,
+                    cpu_us,
+                    1e6 / cpu_us.max(1e-3),
+                ];
+                for (cell, v) in cells.iter_mut().zip(values) {
+                    cell.push(v);
+                }
+            }
+            let shown: Vec<String> = cells
+                .iter_mut()
+                .enumerate()
+                .map(|(i, c)| {
+                    c.sort_by(f64::total_cmp);
+                    let (m, lo, hi) = (c[c.len() / 2], c[0], c[c.len() - 1]);
+                    if i == 3 || i == 4 {
+                        format!("{m:.2} ({lo:.2}-{hi:.2})")
+                    } else {
+                        format!("{m:.0} ({lo:.0}-{hi:.0})")
+                    }
+                })
+                .collect();
+            println!("| {label} | {streams} | {} |", shown.join(" | "));
         }
     }
 }
