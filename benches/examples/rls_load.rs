@@ -6,6 +6,8 @@
 //! streams: requests per second and the latency's p50 / p99 / p99.9 as
 //! each task measures it (from the send to the answer). The client and the
 //! server share the machine's cores: on 2 cores the figures are the pair's.
+//! Each runs one tokio worker thread (the server through
+//! `TOKIO_WORKER_THREADS=1`), so that on 2 cores each has one.
 //!
 //! ```text
 //! cargo run --release -p paceline-benches --features rls --example rls_load [-- --secs 3 --redis]
@@ -96,6 +98,9 @@ fn start(env: &[(&str, String)]) -> Server {
         .env("GRPC_PORT", "0")
         .env("DEBUG_HOST", "127.0.0.1")
         .env("DEBUG_PORT", "0")
+        // One worker thread, as the client has: on two cores the pair
+        // then each have one, where four threads took turns on two.
+        .env("TOKIO_WORKER_THREADS", "1")
         .stderr(Stdio::piped())
         .stdout(Stdio::null());
     for (k, v) in env {
@@ -172,7 +177,7 @@ async fn run(grpc: &str, streams: usize, secs: f64, hot: Option<&'static str>) -
     (all.len() as f64 / elapsed, [q(0.50), q(0.99), q(0.999)])
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let secs: f64 = args
