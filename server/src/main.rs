@@ -128,8 +128,13 @@ async fn run(s: Settings) -> Result<(), String> {
         settings::Backend::Postgres { conn } => {
             store::Store::postgres(counts, conn, s.store_timeout, s.fail).await?
         }
-        settings::Backend::Memcache { addr, jitter_max } => {
-            store::Store::memcache(counts, addr, s.store_timeout, *jitter_max, s.fail)
+        settings::Backend::Memcache {
+            addr,
+            jitter_max,
+            connections,
+        } => {
+            let client = store::Memcache::new(addr, *connections, s.store_timeout, *jitter_max);
+            store::Store::memcache(counts, client, s.fail)
         }
         settings::Backend::Cluster { nodes, jitter_max } => {
             store::Store::cluster(counts, nodes, s.store_timeout, *jitter_max, s.fail).await?

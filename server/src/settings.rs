@@ -36,6 +36,9 @@ pub enum Backend {
         addr: String,
         /// `EXPIRATION_JITTER_MAX_SECONDS`.
         jitter_max: u64,
+        /// `MEMCACHE_MAX_IDLE_CONNS`: the most connections (envoyproxy/
+        /// ratelimit's client keeps that many idle).
+        connections: usize,
     },
     /// In Redis under envoyproxy/ratelimit's keys.
     Redis {
@@ -208,9 +211,16 @@ impl Settings {
                         "MEMCACHE_HOST_PORT={addr:?}: expected one host:port (BACKEND_TYPE=memcache)"
                     ));
                 }
+                let connections = number(env, "MEMCACHE_MAX_IDLE_CONNS", 2usize)?;
+                if connections == 0 {
+                    return Err(
+                        "MEMCACHE_MAX_IDLE_CONNS=\"0\": expected one connection or more".into(),
+                    );
+                }
                 Backend::Memcache {
                     addr,
                     jitter_max: number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?,
+                    connections,
                 }
             }
             other => {

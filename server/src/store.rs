@@ -43,25 +43,49 @@ enum Con {
     Cluster(ClusterConnection),
 }
 
+/// One text-protocol connection to memcached, made when first used.
+type Connection = tokio::sync::Mutex<Option<tokio::io::BufStream<tokio::net::TcpStream>>>;
+
 /// A memcached holding envoyproxy/ratelimit's counters (`BACKEND_TYPE=
-/// memcache`), over one text-protocol connection, made again after a
-/// failure.
+/// memcache`), over a few text-protocol connections
+/// (`MEMCACHE_MAX_IDLE_CONNS`), each made when first needed and made again
+/// after a failure; a call takes a free one, else waits its turn on one.
 pub struct Memcache {
     addr: String,
-    con: tokio::sync::Mutex<Option<tokio::io::BufStream<tokio::net::TcpStream>>>,
+    pool: Vec<Connection>,
+    /// Where the next call starts looking for a free connection.
+    next: std::sync::atomic::AtomicUsize,
     timeout: Duration,
     jitter_max: u64,
 }
 
 impl Memcache {
-    /// A client of the memcached at `addr` (`host:port`).
-    pub fn new(addr: &str, timeout: Duration, jitter_max: u64) -> Memcache {
+    /// A client of the memcached at `addr` (`host:port`), over at most
+    /// `connections` connections (at least one).
+    pub fn new(addr: &str, connections: usize, timeout: Duration, jitter_max: u64) -> Memcache {
         Memcache {
             addr: addr.to_owned(),
-            con: tokio::sync::Mutex::new(None),
+            pool: (0..connections.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
             timeout,
             jitter_max,
         }
+    }
+
+    /// A free connection, else the next one's turn.
+    async fn connection(
+        &self,
+    ) -> tokio::sync::MutexGuard<'_, Option<tokio::io::BufStream<tokio::net::TcpStream>>> {
+        let n = self.pool.len();
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for i in 0..n {
+            if let Ok(con) = self.pool[(start + i) % n].try_lock() {
+                return con;
+            }
+        }
+        self.pool[start % n].lock().await
     }
 
     /// Sends `command` and reads one reply line (after its value's lines
@@ -69,7 +93,7 @@ impl Memcache {
     async fn call(&self, command: &str, get: bool) -> Result<Vec<String>, String> {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
         let failed = |e: String| format!("memcache error ({}): {e}", self.addr);
-        let mut con = self.con.lock().await;
+        let mut con = self.connection().await;
         let work = async {
             if con.is_none() {
                 let tcp = tokio::net::TcpStream::connect(&self.addr)
@@ -301,19 +325,13 @@ impl Store {
         Ok(self)
     }
 
-    /// Fixed windows in the memcached at `addr`.
-    pub fn memcache(
-        local: Counts,
-        addr: &str,
-        timeout: Duration,
-        jitter_max: u64,
-        fail: FailPolicy,
-    ) -> Store {
+    /// Fixed windows in the memcached `client` reaches.
+    pub fn memcache(local: Counts, client: Memcache, fail: FailPolicy) -> Store {
         Store {
             local,
             redis: None,
             per_second: None,
-            memcache: Some(Memcache::new(addr, timeout, jitter_max)),
+            memcache: Some(client),
             postgres: None,
             fail,
             leases: Leases::default(),

@@ -88,3 +88,46 @@ async fn a_stopped_memcached_fails_by_the_policy_and_a_restarted_one_counts_agai
     assert_eq!(answer.overall_code, Code::Ok as i32);
     assert_eq!(answer.statuses[0].limit_remaining, 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_share_max_idle_conns_connections_and_count_exactly() {
+    let memcached = MemcachedServer::start_with(Some(0), 64);
+    let addr = memcached.addr();
+    let connections =
+        |m: &MemcachedServer| -> u64 { m.stats("")["total_connections"].parse().unwrap() };
+    let before = connections(&memcached);
+    let env = [
+        ("BACKEND_TYPE", "memcache"),
+        ("MEMCACHE_HOST_PORT", addr.as_str()),
+        ("MEMCACHE_MAX_IDLE_CONNS", "3"),
+    ];
+    let server = Server::start(&[("mig.yaml", PER_DAY)], &env);
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let mut client = server.client().await;
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0;
+            for _ in 0..5 {
+                let a = support::call(
+                    &mut client,
+                    request("mig", vec![descriptor(&[("user", "dan")])]),
+                )
+                .await;
+                if a.overall_code == Code::Ok as i32 {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        ok += t.await.unwrap();
+    }
+    // 5 a day, whichever connection counted them.
+    assert_eq!(ok, 5);
+    // Each call starts at the next connection: all three were made, and no
+    // more (the one after `before` is this look's own).
+    let made = connections(&memcached) - before - 1;
+    assert_eq!(made, 3, "connections the server made");
+}
