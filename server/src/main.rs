@@ -114,14 +114,14 @@ async fn run(s: Settings) -> Result<(), String> {
     let store = match &s.backend {
         settings::Backend::Memory => store::Store::local(counts),
         settings::Backend::Redis {
-            url,
+            at,
             per_second,
             jitter_max,
         } => {
             let store =
-                store::Store::redis(counts, url, s.store_timeout, *jitter_max, s.fail).await?;
+                store::Store::redis_at(counts, at, s.store_timeout, *jitter_max, s.fail).await?;
             match per_second {
-                Some(url) => store.with_per_second(url, s.store_timeout).await?,
+                Some(at) => store.with_per_second(at, s.store_timeout).await?,
                 None => store,
             }
         }
@@ -135,9 +135,6 @@ async fn run(s: Settings) -> Result<(), String> {
         } => {
             let client = store::Memcache::new(addr, *connections, s.store_timeout, *jitter_max);
             store::Store::memcache(counts, client, s.fail)
-        }
-        settings::Backend::Cluster { nodes, jitter_max } => {
-            store::Store::cluster(counts, nodes, s.store_timeout, *jitter_max, s.fail).await?
         }
     };
     let store = store.with_leases(lease::Leases::new(s.lease_above));

@@ -13,18 +13,23 @@ use std::time::Duration;
 use crate::service::{Decide, Headers};
 use crate::store::FailPolicy;
 
+/// A Redis, from `REDIS_TYPE` and the rest (or their `REDIS_PERSECOND_`
+/// twins).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisAt {
+    /// A single Redis: the client's URL, from `REDIS_SOCKET_TYPE`,
+    /// `REDIS_URL` and `REDIS_AUTH`.
+    Single(String),
+    /// A Redis Cluster: its nodes' URLs (`REDIS_URL`: `host:port`,
+    /// comma-separated).
+    Cluster(Vec<String>),
+}
+
 /// Where the fixed windows are counted (`BACKEND_TYPE`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// In process.
     Memory,
-    /// In a Redis Cluster under envoyproxy/ratelimit's keys.
-    Cluster {
-        /// Its nodes' URLs (`REDIS_URL`: `host:port`, comma-separated).
-        nodes: Vec<String>,
-        /// `EXPIRATION_JITTER_MAX_SECONDS`.
-        jitter_max: u64,
-    },
     /// In PostgreSQL, through paceline's limiter (`POSTGRES_URL`).
     Postgres {
         /// The connection string.
@@ -42,12 +47,11 @@ pub enum Backend {
     },
     /// In Redis under envoyproxy/ratelimit's keys.
     Redis {
-        /// The client's URL, from `REDIS_SOCKET_TYPE`, `REDIS_URL` and
-        /// `REDIS_AUTH`.
-        url: String,
-        /// `REDIS_PERSECOND`: the URL of the Redis for the counters of a
-        /// second, from the `REDIS_PERSECOND_*` variables.
-        per_second: Option<String>,
+        /// The Redis.
+        at: RedisAt,
+        /// `REDIS_PERSECOND`: the Redis for the counters of a second, from
+        /// the `REDIS_PERSECOND_*` variables.
+        per_second: Option<RedisAt>,
         /// `EXPIRATION_JITTER_MAX_SECONDS`.
         jitter_max: u64,
     },
@@ -174,25 +178,14 @@ impl Settings {
             "redis" => {
                 let jitter_max = number(env, "EXPIRATION_JITTER_MAX_SECONDS", 300u64)?;
                 let per_second = if boolean(env, "REDIS_PERSECOND", false)? {
-                    match redis_url_of(env, "REDIS_PERSECOND_")? {
-                        Ok(url) => Some(url),
-                        Err(_) => {
-                            return Err("REDIS_PERSECOND_TYPE=\"cluster\": the per-second Redis is a single one here".into())
-                        }
-                    }
+                    Some(redis_at(env, "REDIS_PERSECOND_")?)
                 } else {
                     None
                 };
-                match redis_url(env)? {
-                    Ok(url) => Backend::Redis {
-                        url,
-                        per_second,
-                        jitter_max,
-                    },
-                    Err(_) if per_second.is_some() => {
-                        return Err("REDIS_PERSECOND beside REDIS_TYPE=cluster: not here yet".into())
-                    }
-                    Err(nodes) => Backend::Cluster { nodes, jitter_max },
+                Backend::Redis {
+                    at: redis_at(env, "REDIS_")?,
+                    per_second,
+                    jitter_max,
                 }
             }
             "postgres" => {
@@ -347,14 +340,9 @@ impl Settings {
 /// `user:password`), `REDIS_TYPE` (`single`, or `cluster` with
 /// `REDIS_URL` its nodes' `host:port`s, comma-separated, over tcp: then the
 /// nodes' URLs), `REDIS_POOL_SIZE` (accepted: one multiplexed connection
-/// serves every call).
-fn redis_url(env: Env<'_>) -> Result<Result<String, Vec<String>>, String> {
-    redis_url_of(env, "REDIS_")
-}
-
-/// [`redis_url`] from the variables named `<prefix>URL` and so on
-/// (`REDIS_`, or `REDIS_PERSECOND_`).
-fn redis_url_of(env: Env<'_>, prefix: &str) -> Result<Result<String, Vec<String>>, String> {
+/// serves every call); or the same named `REDIS_PERSECOND_URL` and so on
+/// (`prefix`).
+fn redis_at(env: Env<'_>, prefix: &str) -> Result<RedisAt, String> {
     let var = |name: &str| format!("{prefix}{name}");
     let _pool: u64 = number(env, &var("POOL_SIZE"), 10)?;
     let url = get(env, &var("URL"), "/var/run/nutcracker/ratelimit.sock");
@@ -366,29 +354,32 @@ fn redis_url_of(env: Env<'_>, prefix: &str) -> Result<Result<String, Vec<String>
             Some((user, pass)) => format!("{user}:{pass}@"),
             None => format!(":{auth}@"),
         };
-        return Ok(Err(url
-            .split(',')
-            .map(|node| format!("redis://{creds}{}", node.trim()))
-            .collect()));
+        return Ok(RedisAt::Cluster(
+            url.split(',')
+                .map(|node| format!("redis://{creds}{}", node.trim()))
+                .collect(),
+        ));
     }
     if !kind.eq_ignore_ascii_case("single") {
         return Err(format!("{prefix}TYPE={kind:?}: expected single or cluster"));
     }
-    Ok(Ok(match get(env, &var("SOCKET_TYPE"), "unix").as_str() {
-        "tcp" => Ok(match auth.split_once(':') {
-            _ if auth.is_empty() => format!("redis://{url}"),
-            Some((user, pass)) => format!("redis://{user}:{pass}@{url}"),
-            None => format!("redis://:{auth}@{url}"),
-        }),
-        "unix" => Ok(match auth.split_once(':') {
-            _ if auth.is_empty() => format!("unix://{url}"),
-            Some((user, pass)) => format!("unix://{url}?user={user}&pass={pass}"),
-            None => format!("unix://{url}?pass={auth}"),
-        }),
-        other => Err(format!(
-            "{prefix}SOCKET_TYPE={other:?}: expected unix or tcp"
-        )),
-    }?))
+    Ok(RedisAt::Single(
+        match get(env, &var("SOCKET_TYPE"), "unix").as_str() {
+            "tcp" => Ok(match auth.split_once(':') {
+                _ if auth.is_empty() => format!("redis://{url}"),
+                Some((user, pass)) => format!("redis://{user}:{pass}@{url}"),
+                None => format!("redis://:{auth}@{url}"),
+            }),
+            "unix" => Ok(match auth.split_once(':') {
+                _ if auth.is_empty() => format!("unix://{url}"),
+                Some((user, pass)) => format!("unix://{url}?user={user}&pass={pass}"),
+                None => format!("unix://{url}?pass={auth}"),
+            }),
+            other => Err(format!(
+                "{prefix}SOCKET_TYPE={other:?}: expected unix or tcp"
+            )),
+        }?,
+    ))
 }
 
 #[cfg(test)]

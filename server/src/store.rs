@@ -24,6 +24,7 @@ use paceline::{AsyncTake, Limit, Rate};
 use crate::config::Unit;
 use crate::counts::Counts;
 use crate::lease::{Answer, Counter, Leases};
+use crate::settings::RedisAt;
 
 /// What a failed store makes of a request (`PACELINE_FAIL_POLICY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,22 +306,36 @@ impl Store {
         })
     }
 
-    /// With `REDIS_PERSECOND`: the counters of a second in the single
-    /// Redis at `url` instead.
-    pub async fn with_per_second(mut self, url: &str, timeout: Duration) -> Result<Store, String> {
+    /// Fixed windows in the Redis or Redis Cluster `at`.
+    pub async fn redis_at(
+        local: Counts,
+        at: &RedisAt,
+        timeout: Duration,
+        jitter_max: u64,
+        fail: FailPolicy,
+    ) -> Result<Store, String> {
+        match at {
+            RedisAt::Single(url) => Store::redis(local, url, timeout, jitter_max, fail).await,
+            RedisAt::Cluster(nodes) => {
+                Store::cluster(local, nodes, timeout, jitter_max, fail).await
+            }
+        }
+    }
+
+    /// With `REDIS_PERSECOND`: the counters of a second in the Redis (or
+    /// Redis Cluster) `at` instead.
+    pub async fn with_per_second(
+        mut self,
+        at: &RedisAt,
+        timeout: Duration,
+    ) -> Result<Store, String> {
         let Some(main) = &self.redis else {
             return Err("REDIS_PERSECOND needs BACKEND_TYPE=redis".into());
         };
         let jitter_max = main.jitter_max;
         let fail = self.fail;
-        let other = Store::redis(
-            Counts::new(1).map_err(|e| e.to_string())?,
-            url,
-            timeout,
-            jitter_max,
-            fail,
-        )
-        .await?;
+        let local = Counts::new(1).map_err(|e| e.to_string())?;
+        let other = Store::redis_at(local, at, timeout, jitter_max, fail).await?;
         self.per_second = other.redis;
         Ok(self)
     }

@@ -245,3 +245,89 @@ descriptors:
         "{in_second:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_persecond_beside_a_cluster_counts_each_where_it_belongs() {
+    let cluster = redis_server::RedisCluster::start();
+    let nodes: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect();
+    let nodes = nodes.join(",");
+    let second = RedisServer::start();
+    let second_path = socket(&second);
+    let yaml = "\
+domain: ps
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000}
+  - key: team
+    rate_limit: {unit: day, requests_per_unit: 1000}
+";
+    // The main counters in the cluster, the seconds' in a single Redis.
+    let env = [
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_TYPE", "cluster"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", nodes.as_str()),
+        ("REDIS_PERSECOND", "true"),
+        ("REDIS_PERSECOND_SOCKET_TYPE", "unix"),
+        ("REDIS_PERSECOND_URL", second_path.as_str()),
+    ];
+    let server = Server::start(&[("ps.yaml", yaml)], &env);
+    let teams = ["t1", "t2", "t3", "t4"];
+    let mut descriptors = vec![descriptor(&[("user", "u")])];
+    descriptors.extend(teams.iter().map(|t| descriptor(&[("team", t)])));
+    let a = server.ask(request("ps", descriptors)).await.unwrap();
+    assert!(a.statuses.iter().all(|s| s.limit_remaining == 999), "{a:?}");
+    let in_cluster: String = cluster.nodes.iter().map(|n| n.raw("KEYS *")).collect();
+    for t in teams {
+        assert!(
+            in_cluster.contains(&format!("ps_team_{t}_")),
+            "{in_cluster:?}"
+        );
+    }
+    assert!(!in_cluster.contains("ps_user_u_"), "{in_cluster:?}");
+    let in_second = second.raw("KEYS *");
+    assert!(
+        in_second.contains("ps_user_u_") && !in_second.contains("ps_team_"),
+        "{in_second:?}"
+    );
+
+    // And the other way round: a single main Redis, the seconds in the
+    // cluster.
+    let main = RedisServer::start();
+    let main_path = socket(&main);
+    let env = on_redis(
+        &main_path,
+        &[
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_TYPE", "cluster"),
+            ("REDIS_PERSECOND_SOCKET_TYPE", "tcp"),
+            ("REDIS_PERSECOND_URL", nodes.as_str()),
+        ],
+    );
+    let server = Server::start(&[("ps.yaml", yaml)], &env);
+    let users = ["v1", "v2", "v3", "v4"];
+    let mut descriptors: Vec<_> = users.iter().map(|u| descriptor(&[("user", u)])).collect();
+    descriptors.push(descriptor(&[("team", "t")]));
+    let a = server.ask(request("ps", descriptors)).await.unwrap();
+    assert!(a.statuses.iter().all(|s| s.limit_remaining == 999), "{a:?}");
+    let in_cluster: String = cluster.nodes.iter().map(|n| n.raw("KEYS *")).collect();
+    for u in users {
+        assert!(
+            in_cluster.contains(&format!("ps_user_{u}_")),
+            "{in_cluster:?}"
+        );
+    }
+    let in_main = main.raw("KEYS *");
+    assert!(
+        in_main.contains("ps_team_t_") && !in_main.contains("ps_user_"),
+        "{in_main:?}"
+    );
+}
