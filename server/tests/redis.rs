@@ -331,3 +331,73 @@ descriptors:
         "{in_main:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_down_answers_the_whole_request_by_the_policy_never_part_by_count() {
+    let mut cluster = redis_server::RedisCluster::start();
+    let nodes: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect();
+    let nodes = nodes.join(",");
+    let servers: Vec<(&str, Server)> = ["open", "closed"]
+        .into_iter()
+        .map(|policy| {
+            let env = [
+                ("BACKEND_TYPE", "redis"),
+                ("REDIS_TYPE", "cluster"),
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_URL", nodes.as_str()),
+                ("PACELINE_FAIL_POLICY", policy),
+                ("PACELINE_STORE_TIMEOUT_MS", "300"),
+            ];
+            (policy, Server::start(&[("mig.yaml", PER_DAY)], &env))
+        })
+        .collect();
+    // Twelve users in one request: their keys lie on every node.
+    let users: Vec<String> = (0..12).map(|i| format!("w{i}")).collect();
+    async fn ask(s: &Server, users: &[String]) -> Result<RateLimitResponse, tonic::Status> {
+        let descriptors = users.iter().map(|u| descriptor(&[("user", u)])).collect();
+        s.ask(request("mig", descriptors)).await
+    }
+    for (_, s) in &servers {
+        let a = ask(s, &users).await.unwrap();
+        assert_eq!(a.overall_code, Code::Ok as i32);
+    }
+    // Stop the node holding w0's key; the others hold the rest of some.
+    let held: Vec<String> = cluster.nodes.iter().map(|n| n.raw("KEYS *")).collect();
+    let down = held
+        .iter()
+        .position(|keys| keys.contains("mig_user_w0_"))
+        .expect("w0's key is on a node");
+    assert!(
+        held.iter()
+            .enumerate()
+            .any(|(i, keys)| i != down && keys.contains("mig_user_w")),
+        "every key on one node: {held:?}"
+    );
+    cluster.nodes[down].stop();
+    for (policy, s) in &servers {
+        let a = ask(s, &users).await.unwrap();
+        // Every status the policy's: OK with the whole limit (open), or
+        // over with none (closed); none of them read from a count (a
+        // second hit would leave 3).
+        let (code, left) = match *policy {
+            "open" => (Code::Ok, 5),
+            _ => (Code::OverLimit, 0),
+        };
+        assert_eq!(a.overall_code, code as i32, "{policy}");
+        for st in &a.statuses {
+            assert_eq!(
+                (st.code, st.limit_remaining),
+                (code as i32, left),
+                "{policy}: {a:?}"
+            );
+        }
+    }
+}
