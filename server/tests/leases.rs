@@ -1,6 +1,6 @@
-//! Leased batches of a hot descriptor's windows on a real store: several
-//! replicas admit a window's limit together and no more, in far fewer
-//! round trips than requests; a counter found hot from traffic
+//! Leased batches of a hot descriptor's windows on a real store (Redis,
+//! memcached, PostgreSQL): several replicas admit a window's limit together
+//! and no more, in far fewer round trips than requests; a counter found hot from traffic
 //! (`PACELINE_LEASE_ABOVE`) is leased too.
 
 mod support;
@@ -11,7 +11,11 @@ mod redis_server;
 #[path = "../../tests/support/memcached_server.rs"]
 mod memcached_server;
 
+#[path = "../../tests/support/pg_server.rs"]
+mod pg_server;
+
 use memcached_server::MemcachedServer;
+use pg_server::PgServer;
 use redis_server::RedisServer;
 use support::{call, descriptor, request, Server, OK, OVER};
 
@@ -132,6 +136,21 @@ async fn two_replicas_on_one_memcached_admit_a_leased_window_s_limit_and_no_more
         .map(|k| stats[*k].parse::<u64>().unwrap())
         .sum();
     assert!(incr * 4 < 800, "{incr} incr for 800 requests and more");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_postgresql_admit_a_leased_window_s_limit_and_no_more() {
+    let pg = PgServer::start();
+    let conn = pg.conn();
+    let env = [
+        ("BACKEND_TYPE", "postgres"),
+        ("POSTGRES_URL", conn.as_str()),
+    ];
+    let servers: Vec<Server> = (0..2)
+        .map(|_| Server::start(&[("hot.yaml", LEASED)], &env))
+        .collect();
+    let ok = admitted_across(&servers).await;
+    assert_eq!(ok, 600, "the day's limit, across two replicas");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
