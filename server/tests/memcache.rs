@@ -11,6 +11,7 @@ mod memcached_server;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use memcached_server::MemcachedServer;
 use support::{descriptor, request, Server};
 
@@ -61,32 +62,58 @@ async fn counts_in_envoyproxy_ratelimit_s_layout_shared_by_replicas() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_memcached_fails_by_the_policy_and_a_restarted_one_counts_again() {
+async fn a_stopped_memcached_fails_by_each_policy_and_a_restarted_one_counts_again() {
     let mut memcached = MemcachedServer::start_with(Some(0), 64);
     let addr = memcached.addr();
-    let env = [
-        ("BACKEND_TYPE", "memcache"),
-        ("MEMCACHE_HOST_PORT", addr.as_str()),
-        ("PACELINE_FAIL_POLICY", "closed"),
-        ("PACELINE_STORE_TIMEOUT_MS", "300"),
-    ];
-    let server = Server::start(&[("mig.yaml", PER_DAY)], &env);
-    let ask = || server.ask(request("mig", vec![descriptor(&[("user", "bob")])]));
-    assert_eq!(ask().await.unwrap().overall_code, Code::Ok as i32);
-    memcached.stop();
-    assert_eq!(ask().await.unwrap().overall_code, Code::OverLimit as i32);
-    memcached.restart();
-    let mut answer = ask().await.unwrap();
-    for _ in 0..50 {
-        if answer.overall_code == Code::Ok as i32 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        answer = ask().await.unwrap();
+    let servers: Vec<(&str, Server)> = ["open", "closed"]
+        .into_iter()
+        .map(|policy| {
+            let env = [
+                ("BACKEND_TYPE", "memcache"),
+                ("MEMCACHE_HOST_PORT", addr.as_str()),
+                ("PACELINE_FAIL_POLICY", policy),
+                ("PACELINE_STORE_TIMEOUT_MS", "300"),
+            ];
+            (policy, Server::start(&[("mig.yaml", PER_DAY)], &env))
+        })
+        .collect();
+    async fn ask(s: &Server, user: &str) -> Result<RateLimitResponse, tonic::Status> {
+        s.ask(request("mig", vec![descriptor(&[("user", user)])]))
+            .await
     }
-    // Counted afresh: the restarted memcached kept nothing.
-    assert_eq!(answer.overall_code, Code::Ok as i32);
-    assert_eq!(answer.statuses[0].limit_remaining, 4);
+    for (_, s) in &servers {
+        assert_eq!(ask(s, "bob").await.unwrap().overall_code, Code::Ok as i32);
+    }
+    memcached.stop();
+    for (policy, s) in &servers {
+        let a = ask(s, "bob").await.unwrap();
+        // The policy's answer, counted nowhere.
+        let want = match *policy {
+            "open" => (Code::Ok as i32, 5),
+            _ => (Code::OverLimit as i32, 0),
+        };
+        assert_eq!(
+            (a.overall_code, a.statuses[0].limit_remaining),
+            want,
+            "{policy}"
+        );
+    }
+    memcached.restart();
+    for (policy, s) in &servers {
+        let counted = |a: &RateLimitResponse| {
+            a.overall_code == Code::Ok as i32 && a.statuses[0].limit_remaining < 5
+        };
+        let mut answer = ask(s, "carl").await.unwrap();
+        for _ in 0..50 {
+            if counted(&answer) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            answer = ask(s, "carl").await.unwrap();
+        }
+        // Counted afresh: the restarted memcached kept nothing.
+        assert!(counted(&answer), "{policy}: {answer:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,16 @@ async fn two_replicas_on_one_postgres_answer_as_one_and_a_restart_fails_by_the_p
     }
     let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
     assert_eq!(codes, vec![ok, ok, ok, over, over]);
-    // Stopped: open, so OK, counted nowhere; then counting again.
+    // A replica under the closed policy beside them.
+    let closed_env = [
+        ("BACKEND_TYPE", "postgres"),
+        ("POSTGRES_URL", conn.as_str()),
+        ("PACELINE_FAIL_POLICY", "closed"),
+        ("PACELINE_STORE_TIMEOUT_MS", "500"),
+    ];
+    let closed = Server::start(&[("pg.yaml", PER_DAY)], &closed_env);
+    // Stopped: open, so OK, counted nowhere; closed, so over; then
+    // counting again.
     pg.stop();
     let a = servers[0]
         .ask(request("pg", vec![descriptor(&[("user", "frank")])]))
@@ -52,6 +61,12 @@ async fn two_replicas_on_one_postgres_answer_as_one_and_a_restart_fails_by_the_p
         .unwrap();
     assert_eq!(a.overall_code, ok);
     assert_eq!(a.statuses[0].limit_remaining, 3, "counted nowhere");
+    let a = closed
+        .ask(request("pg", vec![descriptor(&[("user", "frank")])]))
+        .await
+        .unwrap();
+    assert_eq!(a.overall_code, over);
+    assert_eq!(a.statuses[0].limit_remaining, 0);
     pg.restart();
     let mut left = 3;
     for _ in 0..50 {
@@ -66,4 +81,21 @@ async fn two_replicas_on_one_postgres_answer_as_one_and_a_restart_fails_by_the_p
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(left, 2, "counted again after the restart");
+    // The closed replica counts on from the same row: nothing it refused
+    // while the database was down was counted.
+    let mut a = closed
+        .ask(request("pg", vec![descriptor(&[("user", "frank")])]))
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        if a.overall_code == ok {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        a = closed
+            .ask(request("pg", vec![descriptor(&[("user", "frank")])]))
+            .await
+            .unwrap();
+    }
+    assert_eq!((a.overall_code, a.statuses[0].limit_remaining), (ok, 1));
 }
