@@ -87,6 +87,16 @@ async fn admitted_across(servers: &[Server]) -> u64 {
     ok
 }
 
+/// `n` replicas of the leased limit on the store `env` names, driven by
+/// [`admitted_across`]: exactly the day's limit admitted across them.
+async fn replicas_admit_the_limit(n: usize, env: &[(&str, &str)]) {
+    let servers: Vec<Server> = (0..n)
+        .map(|_| Server::start(&[("hot.yaml", LEASED)], env))
+        .collect();
+    let ok = admitted_across(&servers).await;
+    assert_eq!(ok, 600, "the day's limit, across {n} replicas");
+}
+
 fn calls(info: &str, command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()
@@ -105,11 +115,7 @@ async fn three_replicas_on_one_redis_admit_a_leased_window_s_limit_and_no_more()
         ("REDIS_SOCKET_TYPE", "unix"),
         ("REDIS_URL", path.as_str()),
     ];
-    let servers: Vec<Server> = (0..3)
-        .map(|_| Server::start(&[("hot.yaml", LEASED)], &env))
-        .collect();
-    let ok = admitted_across(&servers).await;
-    assert_eq!(ok, 600, "the day's limit, across three replicas");
+    replicas_admit_the_limit(3, &env).await;
     let incrby = calls(&redis.raw("INFO commandstats"), "incrby");
     assert!(
         incrby * 4 < 1200,
@@ -125,11 +131,7 @@ async fn two_replicas_on_one_memcached_admit_a_leased_window_s_limit_and_no_more
         ("BACKEND_TYPE", "memcache"),
         ("MEMCACHE_HOST_PORT", addr.as_str()),
     ];
-    let servers: Vec<Server> = (0..2)
-        .map(|_| Server::start(&[("hot.yaml", LEASED)], &env))
-        .collect();
-    let ok = admitted_across(&servers).await;
-    assert_eq!(ok, 600, "the day's limit, across two replicas");
+    replicas_admit_the_limit(2, &env).await;
     let stats = memcached.stats("");
     let incr: u64 = ["incr_hits", "incr_misses"]
         .iter()
@@ -146,11 +148,7 @@ async fn two_replicas_on_one_postgresql_admit_a_leased_window_s_limit_and_no_mor
         ("BACKEND_TYPE", "postgres"),
         ("POSTGRES_URL", conn.as_str()),
     ];
-    let servers: Vec<Server> = (0..2)
-        .map(|_| Server::start(&[("hot.yaml", LEASED)], &env))
-        .collect();
-    let ok = admitted_across(&servers).await;
-    assert_eq!(ok, 600, "the day's limit, across two replicas");
+    replicas_admit_the_limit(2, &env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

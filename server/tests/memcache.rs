@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use memcached_server::MemcachedServer;
-use support::{descriptor, request, Server};
+use support::{descriptor, one_per_policy, request, Server};
 
 const PER_DAY: &str = "\
 domain: mig
@@ -65,18 +65,11 @@ async fn counts_in_envoyproxy_ratelimit_s_layout_shared_by_replicas() {
 async fn a_stopped_memcached_fails_by_each_policy_and_a_restarted_one_counts_again() {
     let mut memcached = MemcachedServer::start_with(Some(0), 64);
     let addr = memcached.addr();
-    let servers: Vec<(&str, Server)> = ["open", "closed"]
-        .into_iter()
-        .map(|policy| {
-            let env = [
-                ("BACKEND_TYPE", "memcache"),
-                ("MEMCACHE_HOST_PORT", addr.as_str()),
-                ("PACELINE_FAIL_POLICY", policy),
-                ("PACELINE_STORE_TIMEOUT_MS", "300"),
-            ];
-            (policy, Server::start(&[("mig.yaml", PER_DAY)], &env))
-        })
-        .collect();
+    let env = [
+        ("BACKEND_TYPE", "memcache"),
+        ("MEMCACHE_HOST_PORT", addr.as_str()),
+    ];
+    let servers = one_per_policy(&["open", "closed"], &[("mig.yaml", PER_DAY)], &env);
     async fn ask(s: &Server, user: &str) -> Result<RateLimitResponse, tonic::Status> {
         s.ask(request("mig", vec![descriptor(&[("user", user)])]))
             .await

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use redis_server::RedisServer;
-use support::{descriptor, request, Server};
+use support::{descriptor, one_per_policy, request, Server};
 
 const PER_DAY: &str = "\
 domain: mig
@@ -37,6 +37,21 @@ fn on_redis<'a>(redis: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'
     ];
     env.extend_from_slice(more);
     env
+}
+
+/// A cluster's nodes as `REDIS_URL` lists them: `host:port`,
+/// comma-separated.
+fn host_ports(cluster: &redis_server::RedisCluster) -> String {
+    let nodes: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect();
+    nodes.join(",")
 }
 
 /// Today's window start, as envoyproxy/ratelimit puts it in a day's key.
@@ -101,19 +116,11 @@ async fn three_replicas_on_one_redis_answer_as_one_service() {
 async fn a_stopped_redis_fails_each_policy_s_way_and_a_restarted_one_counts_again() {
     let mut redis = RedisServer::start();
     let path = socket(&redis);
-    let servers: Vec<(&str, Server)> = ["error", "open", "closed"]
-        .into_iter()
-        .map(|policy| {
-            let env = on_redis(
-                &path,
-                &[
-                    ("PACELINE_FAIL_POLICY", policy),
-                    ("PACELINE_STORE_TIMEOUT_MS", "300"),
-                ],
-            );
-            (policy, Server::start(&[("mig.yaml", PER_DAY)], &env))
-        })
-        .collect();
+    let servers = one_per_policy(
+        &["error", "open", "closed"],
+        &[("mig.yaml", PER_DAY)],
+        &on_redis(&path, &[]),
+    );
     async fn ask(s: &Server, user: &str) -> Result<RateLimitResponse, tonic::Status> {
         s.ask(request("mig", vec![descriptor(&[("user", user)])]))
             .await
@@ -166,16 +173,7 @@ async fn a_stopped_redis_fails_each_policy_s_way_and_a_restarted_one_counts_agai
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_on_a_redis_cluster_count_keys_across_its_slots_as_one() {
     let cluster = redis_server::RedisCluster::start();
-    let nodes: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|u| {
-            u.trim_start_matches("redis://")
-                .trim_end_matches('/')
-                .to_owned()
-        })
-        .collect();
-    let nodes = nodes.join(",");
+    let nodes = host_ports(&cluster);
     let env = [
         ("BACKEND_TYPE", "redis"),
         ("REDIS_TYPE", "cluster"),
@@ -249,16 +247,7 @@ descriptors:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_persecond_beside_a_cluster_counts_each_where_it_belongs() {
     let cluster = redis_server::RedisCluster::start();
-    let nodes: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|u| {
-            u.trim_start_matches("redis://")
-                .trim_end_matches('/')
-                .to_owned()
-        })
-        .collect();
-    let nodes = nodes.join(",");
+    let nodes = host_ports(&cluster);
     let second = RedisServer::start();
     let second_path = socket(&second);
     let yaml = "\
@@ -335,30 +324,14 @@ descriptors:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_node_down_answers_the_whole_request_by_the_policy_never_part_by_count() {
     let mut cluster = redis_server::RedisCluster::start();
-    let nodes: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|u| {
-            u.trim_start_matches("redis://")
-                .trim_end_matches('/')
-                .to_owned()
-        })
-        .collect();
-    let nodes = nodes.join(",");
-    let servers: Vec<(&str, Server)> = ["open", "closed"]
-        .into_iter()
-        .map(|policy| {
-            let env = [
-                ("BACKEND_TYPE", "redis"),
-                ("REDIS_TYPE", "cluster"),
-                ("REDIS_SOCKET_TYPE", "tcp"),
-                ("REDIS_URL", nodes.as_str()),
-                ("PACELINE_FAIL_POLICY", policy),
-                ("PACELINE_STORE_TIMEOUT_MS", "300"),
-            ];
-            (policy, Server::start(&[("mig.yaml", PER_DAY)], &env))
-        })
-        .collect();
+    let nodes = host_ports(&cluster);
+    let env = [
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_TYPE", "cluster"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", nodes.as_str()),
+    ];
+    let servers = one_per_policy(&["open", "closed"], &[("mig.yaml", PER_DAY)], &env);
     // Twelve users in one request: their keys lie on every node.
     let users: Vec<String> = (0..12).map(|i| format!("w{i}")).collect();
     async fn ask(s: &Server, users: &[String]) -> Result<RateLimitResponse, tonic::Status> {

@@ -270,6 +270,25 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) {
     std::fs::rename(&tmp, dir.join(name)).unwrap();
 }
 
+/// One server on `files` for each fail policy in `policies`, each with
+/// `env`, that policy and a store timeout of 300 ms: the policy and its
+/// server.
+pub fn one_per_policy<'p>(
+    policies: &[&'p str],
+    files: &[(&str, &str)],
+    env: &[(&str, &str)],
+) -> Vec<(&'p str, Server)> {
+    policies
+        .iter()
+        .map(|policy| {
+            let mut env = env.to_vec();
+            env.push(("PACELINE_FAIL_POLICY", policy));
+            env.push(("PACELINE_STORE_TIMEOUT_MS", "300"));
+            (*policy, Server::start(files, &env))
+        })
+        .collect()
+}
+
 /// A client of the RLS, kept for many calls.
 pub type Client = RateLimitServiceClient<tonic::transport::Channel>;
 
