@@ -97,6 +97,24 @@ async fn replicas_admit_the_limit(n: usize, env: &[(&str, &str)]) {
     assert_eq!(ok, 600, "the day's limit, across {n} replicas");
 }
 
+/// A fresh redis-server and the environment of a server on it, with
+/// `more`.
+fn on_redis(more: &[(&'static str, &'static str)]) -> (RedisServer, Vec<(&'static str, String)>) {
+    let redis = RedisServer::start();
+    let path = redis.url().trim_start_matches("unix://").to_owned();
+    let mut env = vec![
+        ("BACKEND_TYPE", "redis".to_owned()),
+        ("REDIS_SOCKET_TYPE", "unix".to_owned()),
+        ("REDIS_URL", path),
+    ];
+    env.extend(more.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    (redis, env)
+}
+
+fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
 fn calls(info: &str, command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()
@@ -108,14 +126,8 @@ fn calls(info: &str, command: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_on_one_redis_admit_a_leased_window_s_limit_and_no_more() {
-    let redis = RedisServer::start();
-    let path = redis.url().trim_start_matches("unix://").to_owned();
-    let env = [
-        ("BACKEND_TYPE", "redis"),
-        ("REDIS_SOCKET_TYPE", "unix"),
-        ("REDIS_URL", path.as_str()),
-    ];
-    replicas_admit_the_limit(3, &env).await;
+    let (redis, env) = on_redis(&[]);
+    replicas_admit_the_limit(3, &borrowed(&env)).await;
     let incrby = calls(&redis.raw("INFO commandstats"), "incrby");
     assert!(
         incrby * 4 < 1200,
@@ -153,15 +165,8 @@ async fn two_replicas_on_one_postgresql_admit_a_leased_window_s_limit_and_no_mor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_found_hot_from_traffic_is_leased() {
-    let redis = RedisServer::start();
-    let path = redis.url().trim_start_matches("unix://").to_owned();
-    let env = [
-        ("BACKEND_TYPE", "redis"),
-        ("REDIS_SOCKET_TYPE", "unix"),
-        ("REDIS_URL", path.as_str()),
-        ("PACELINE_LEASE_ABOVE", "20"),
-    ];
-    let server = Server::start(&[("hot.yaml", PLAIN)], &env);
+    let (redis, env) = on_redis(&[("PACELINE_LEASE_ABOVE", "20")]);
+    let server = Server::start(&[("hot.yaml", PLAIN)], &borrowed(&env));
     let mut client = server.client().await;
     for _ in 0..1000 {
         assert_eq!(call(&mut client, hot()).await.overall_code, OK);

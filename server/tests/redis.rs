@@ -39,6 +39,16 @@ fn on_redis<'a>(redis: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'
     env
 }
 
+/// A limit of a second and one of a day, for `REDIS_PERSECOND`.
+const PER_SECOND_AND_DAY: &str = "\
+domain: ps
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000}
+  - key: team
+    rate_limit: {unit: day, requests_per_unit: 1000}
+";
+
 /// A cluster's nodes as `REDIS_URL` lists them: `host:port`,
 /// comma-separated.
 fn host_ports(cluster: &redis_server::RedisCluster) -> String {
@@ -206,14 +216,6 @@ async fn redis_persecond_counts_the_seconds_in_a_redis_of_their_own() {
     let main = RedisServer::start();
     let second = RedisServer::start();
     let (main_path, second_path) = (socket(&main), socket(&second));
-    let yaml = "\
-domain: ps
-descriptors:
-  - key: user
-    rate_limit: {unit: second, requests_per_unit: 1000}
-  - key: team
-    rate_limit: {unit: day, requests_per_unit: 1000}
-";
     let env = on_redis(
         &main_path,
         &[
@@ -222,7 +224,7 @@ descriptors:
             ("REDIS_PERSECOND_URL", second_path.as_str()),
         ],
     );
-    let server = Server::start(&[("ps.yaml", yaml)], &env);
+    let server = Server::start(&[("ps.yaml", PER_SECOND_AND_DAY)], &env);
     let a = server
         .ask(request(
             "ps",
@@ -250,14 +252,6 @@ async fn redis_persecond_beside_a_cluster_counts_each_where_it_belongs() {
     let nodes = host_ports(&cluster);
     let second = RedisServer::start();
     let second_path = socket(&second);
-    let yaml = "\
-domain: ps
-descriptors:
-  - key: user
-    rate_limit: {unit: second, requests_per_unit: 1000}
-  - key: team
-    rate_limit: {unit: day, requests_per_unit: 1000}
-";
     // The main counters in the cluster, the seconds' in a single Redis.
     let env = [
         ("BACKEND_TYPE", "redis"),
@@ -268,7 +262,7 @@ descriptors:
         ("REDIS_PERSECOND_SOCKET_TYPE", "unix"),
         ("REDIS_PERSECOND_URL", second_path.as_str()),
     ];
-    let server = Server::start(&[("ps.yaml", yaml)], &env);
+    let server = Server::start(&[("ps.yaml", PER_SECOND_AND_DAY)], &env);
     let teams = ["t1", "t2", "t3", "t4"];
     let mut descriptors = vec![descriptor(&[("user", "u")])];
     descriptors.extend(teams.iter().map(|t| descriptor(&[("team", t)])));
@@ -301,7 +295,7 @@ descriptors:
             ("REDIS_PERSECOND_URL", nodes.as_str()),
         ],
     );
-    let server = Server::start(&[("ps.yaml", yaml)], &env);
+    let server = Server::start(&[("ps.yaml", PER_SECOND_AND_DAY)], &env);
     let users = ["v1", "v2", "v3", "v4"];
     let mut descriptors: Vec<_> = users.iter().map(|u| descriptor(&[("user", u)])).collect();
     descriptors.push(descriptor(&[("team", "t")]));
