@@ -49,6 +49,19 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 1000}
 ";
 
+/// A server's environment on the Redis Cluster of `nodes` (as
+/// [`host_ports`] lists them), with `more`.
+fn on_cluster<'a>(nodes: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_TYPE", "cluster"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", nodes),
+    ];
+    env.extend_from_slice(more);
+    env
+}
+
 /// A cluster's nodes as `REDIS_URL` lists them: `host:port`,
 /// comma-separated.
 fn host_ports(cluster: &redis_server::RedisCluster) -> String {
@@ -184,12 +197,7 @@ async fn a_stopped_redis_fails_each_policy_s_way_and_a_restarted_one_counts_agai
 async fn replicas_on_a_redis_cluster_count_keys_across_its_slots_as_one() {
     let cluster = redis_server::RedisCluster::start();
     let nodes = host_ports(&cluster);
-    let env = [
-        ("BACKEND_TYPE", "redis"),
-        ("REDIS_TYPE", "cluster"),
-        ("REDIS_SOCKET_TYPE", "tcp"),
-        ("REDIS_URL", nodes.as_str()),
-    ];
+    let env = on_cluster(&nodes, &[]);
     let servers: Vec<Server> = (0..2)
         .map(|_| Server::start(&[("mig.yaml", PER_DAY)], &env))
         .collect();
@@ -253,15 +261,14 @@ async fn redis_persecond_beside_a_cluster_counts_each_where_it_belongs() {
     let second = RedisServer::start();
     let second_path = socket(&second);
     // The main counters in the cluster, the seconds' in a single Redis.
-    let env = [
-        ("BACKEND_TYPE", "redis"),
-        ("REDIS_TYPE", "cluster"),
-        ("REDIS_SOCKET_TYPE", "tcp"),
-        ("REDIS_URL", nodes.as_str()),
-        ("REDIS_PERSECOND", "true"),
-        ("REDIS_PERSECOND_SOCKET_TYPE", "unix"),
-        ("REDIS_PERSECOND_URL", second_path.as_str()),
-    ];
+    let env = on_cluster(
+        &nodes,
+        &[
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_SOCKET_TYPE", "unix"),
+            ("REDIS_PERSECOND_URL", second_path.as_str()),
+        ],
+    );
     let server = Server::start(&[("ps.yaml", PER_SECOND_AND_DAY)], &env);
     let teams = ["t1", "t2", "t3", "t4"];
     let mut descriptors = vec![descriptor(&[("user", "u")])];
@@ -319,12 +326,7 @@ async fn redis_persecond_beside_a_cluster_counts_each_where_it_belongs() {
 async fn a_cluster_node_down_answers_the_whole_request_by_the_policy_never_part_by_count() {
     let mut cluster = redis_server::RedisCluster::start();
     let nodes = host_ports(&cluster);
-    let env = [
-        ("BACKEND_TYPE", "redis"),
-        ("REDIS_TYPE", "cluster"),
-        ("REDIS_SOCKET_TYPE", "tcp"),
-        ("REDIS_URL", nodes.as_str()),
-    ];
+    let env = on_cluster(&nodes, &[]);
     let servers = one_per_policy(&["open", "closed"], &[("mig.yaml", PER_DAY)], &env);
     // Twelve users in one request: their keys lie on every node.
     let users: Vec<String> = (0..12).map(|i| format!("w{i}")).collect();
