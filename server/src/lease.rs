@@ -77,6 +77,9 @@ impl Held {
 pub struct Counter<'a> {
     /// The store's key.
     pub name: &'a str,
+    /// The store's key of the same counter's window before this one
+    /// (whose batch size this one starts from).
+    pub previous: &'a str,
     /// The window's start, Unix seconds.
     pub window: u64,
     /// The window's length, seconds.
@@ -174,10 +177,13 @@ impl Leases {
                     .map_or(true, |h| h.window + h.length > now_s)
             });
         }
-        let cell = Arc::new(tokio::sync::Mutex::new(Held::new(
-            counter.window,
-            counter.length,
-        )));
+        let mut fresh = Held::new(counter.window, counter.length);
+        // A counter hot in the last window starts at the batch it had
+        // grown to there.
+        if let Some(Ok(last)) = held.get(counter.previous).map(|c| c.try_lock()) {
+            fresh.batch = last.batch;
+        }
+        let cell = Arc::new(tokio::sync::Mutex::new(fresh));
         held.insert(counter.name.to_owned(), Arc::clone(&cell));
         cell
     }
@@ -242,6 +248,7 @@ mod tests {
     fn counter(limit: u64) -> Counter<'static> {
         Counter {
             name: "d_k_v_60",
+            previous: "d_k_v_0",
             window: 60,
             length: 60,
             limit,
@@ -354,11 +361,36 @@ mod tests {
         assert_eq!(take(&leases, &store, &c, 1).await, Answer::Refused);
         let next = Counter {
             name: "d_k_v_120",
+            previous: "d_k_v_60",
             window: 120,
             ..c
         };
         let fresh = AtomicU64::new(0);
         assert_eq!(take(&leases, &fresh, &next, 1).await, Answer::Admitted(1));
+    }
+
+    #[tokio::test]
+    async fn the_next_window_starts_at_the_batch_the_last_grew_to() {
+        let leases = Leases::new(None);
+        let c = counter(1 << 20);
+        let store = AtomicU64::new(0);
+        for _ in 0..2000 {
+            let _ = take(&leases, &store, &c, 1).await;
+        }
+        let grown = leases.cells()["d_k_v_60"].try_lock().unwrap().batch;
+        assert!(grown >= 256, "spent fast, the batch grew: {grown}");
+        let next = Counter {
+            name: "d_k_v_120",
+            previous: "d_k_v_60",
+            window: 120,
+            ..c
+        };
+        let fresh = AtomicU64::new(0);
+        let _ = take(&leases, &fresh, &next, 1).await;
+        assert!(
+            fresh.load(Ordering::SeqCst) >= grown,
+            "the first batch of the next window"
+        );
     }
 
     #[tokio::test]

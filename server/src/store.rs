@@ -409,24 +409,30 @@ impl Store {
                 .add(&hits.iter().map(plain).collect::<Vec<_>>(), now_s)
                 .await;
         }
-        let counters: Vec<(String, u64)> = hits
+        let counters: Vec<(String, String, u64)> = hits
             .iter()
             .map(|h| {
                 let div = h.unit.seconds();
                 let start = now_s / div * div;
-                (format!("{}{start}", h.key), start)
+                let before = start.saturating_sub(div);
+                (
+                    format!("{}{start}", h.key),
+                    format!("{}{before}", h.key),
+                    start,
+                )
             })
             .collect();
         let counter = |i: usize| Counter {
             name: &counters[i].0,
-            window: counters[i].1,
+            previous: &counters[i].1,
+            window: counters[i].2,
             length: hits[i].unit.seconds(),
             limit: hits[i].limit,
         };
         let leased: Vec<bool> = hits
             .iter()
             .zip(&counters)
-            .map(|(h, (name, _))| h.hits > 0 && (h.leased || self.leases.found(name)))
+            .map(|(h, (name, _, _))| h.hits > 0 && (h.leased || self.leases.found(name)))
             .collect();
         let direct: Vec<usize> = (0..hits.len()).filter(|i| !leased[*i]).collect();
         let mut counts = vec![0; hits.len()];
