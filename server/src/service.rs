@@ -294,7 +294,7 @@ impl Service {
         let mut hits_seen = Vec::with_capacity(limited.len());
         for ((i, l), after) in limited.into_iter().zip(afters) {
             let (s, counted) = self.decide_one(&l, now_s, after);
-            hits_seen.push((l.found.stat_key.clone(), counted));
+            hits_seen.push((l.found.stat_key, counted));
             statuses[i] = Some(s);
         }
         self.stats.add(domain, hits_seen);

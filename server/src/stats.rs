@@ -43,7 +43,15 @@ pub struct Stats {
 /// (`SanitizeStatName` in src/utils/utilities.go): `:` and `|` would cut
 /// a statsd line, and the dots of an IPv4 address would split the name,
 /// so each becomes `_`.
-fn sanitized(key: &str) -> String {
+fn sanitized(key: &str) -> std::borrow::Cow<'_, str> {
+    // Most keys hold none of it: nothing to copy.
+    let dotted_digit = key
+        .as_bytes()
+        .windows(2)
+        .any(|w| w[0].is_ascii_digit() && w[1] == b'.');
+    if !dotted_digit && !key.contains([':', '|']) {
+        return std::borrow::Cow::Borrowed(key);
+    }
     let key = key.replace([':', '|'], "_");
     let mut out = key.into_bytes();
     let mut i = 0;
@@ -61,7 +69,7 @@ fn sanitized(key: &str) -> String {
         }
     }
     // Only ASCII dots became ASCII underscores: still UTF-8.
-    String::from_utf8(out).unwrap_or_default()
+    std::borrow::Cow::Owned(String::from_utf8(out).unwrap_or_default())
 }
 
 /// The end of the match of `\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`
@@ -92,7 +100,11 @@ impl Stats {
         }
         let mut limits = self.limits.lock().unwrap_or_else(PoisonError::into_inner);
         for (key, h) in hits {
-            let e = limits.entry(sanitized(&key)).or_default();
+            let key = sanitized(&key);
+            let e = match limits.get_mut(&*key) {
+                Some(e) => e,
+                None => limits.entry(key.into_owned()).or_default(),
+            };
             e.total += h.total;
             e.over += h.over;
             e.near += h.near;
@@ -207,6 +219,10 @@ mod tests {
     #[test]
     fn an_ipv4_address_in_a_stat_key_loses_its_dots_as_go_s_regexp_finds_it() {
         assert_eq!(sanitized("d.ip_10.0.0.1"), "d.ip_10_0_0_1");
+        assert!(matches!(
+            sanitized("d.k_v.w_x1"),
+            std::borrow::Cow::Borrowed("d.k_v.w_x1")
+        ));
         assert_eq!(sanitized("d.ip_1234.5.6.7.8"), "d.ip_1234_5_6_7.8");
         assert_eq!(sanitized("d.v_1.2.3"), "d.v_1.2.3");
         assert_eq!(sanitized("d.a:b|c.1.2.3.4567"), "d.a_b_c.1_2_3_4567");
