@@ -21,10 +21,13 @@ impl RateLimitService for Rls {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        match self.0.should_rate_limit(request.get_ref()).await {
+        let started = std::time::Instant::now();
+        let answer = match self.0.should_rate_limit(request.get_ref()).await {
             Ok(answer) => Ok(Response::new(answer)),
             Err(f) if f.invalid => Err(Status::invalid_argument(f.message)),
             Err(f) => Err(Status::unknown(f.message)),
-        }
+        };
+        self.0.stats().call(started.elapsed());
+        answer
     }
 }

@@ -8,6 +8,7 @@
 //! remaining (or the last rate limit descriptor over).
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -33,6 +34,8 @@ pub struct Failure {
     pub message: String,
     /// The request's fault (an override's unknown unit).
     pub invalid: bool,
+    /// The store's failure (counted apart from the service's own).
+    pub store: bool,
 }
 
 impl Failure {
@@ -40,6 +43,7 @@ impl Failure {
         Failure {
             message: message.to_owned(),
             invalid: false,
+            store: false,
         }
     }
 }
@@ -136,6 +140,14 @@ impl Service {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, Failure> {
+        let answer = self.decide(request).await;
+        if answer.as_ref().is_err_and(|f| !f.store) {
+            self.stats.service_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        answer
+    }
+
+    async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Failure> {
         if request.domain.is_empty() {
             return Err(Failure::unknown("rate limit domain must not be empty"));
         }
@@ -148,6 +160,11 @@ impl Service {
             .config()
             .ok_or_else(|| Failure::unknown("no rate limit configuration loaded"))?;
         let domain = &request.domain;
+        if !config.domains.contains_key(domain) {
+            for _ in &request.descriptors {
+                self.stats.domain_not_found(domain);
+            }
+        }
         let request_hits = u64::from(request.hits_addend.max(1));
 
         // Each descriptor's limit.
@@ -168,6 +185,7 @@ impl Service {
                     bad.0
                 ),
                 invalid: true,
+                store: false,
             })?;
             let hits = d.hits_addend.as_ref().map_or(request_hits, |h| h.value);
             found.push((f, entries, hits));
@@ -287,8 +305,17 @@ impl Service {
         }
         if let Some(e) = &failed {
             tracing::error!(error = %e, policy = ?self.store.fail, "the store failed a request");
+            let errors = if self.store.is_redis() {
+                &self.stats.redis_errors
+            } else {
+                &self.stats.service_errors
+            };
+            errors.fetch_add(1, Ordering::Relaxed);
             if self.store.fail == FailPolicy::Error {
-                return Err(Failure::unknown(e));
+                return Err(Failure {
+                    store: true,
+                    ..Failure::unknown(e)
+                });
             }
         }
         let mut hits_seen = Vec::with_capacity(limited.len());
@@ -311,6 +338,9 @@ impl Service {
         let overall = if over && !self.decide.shadow_mode {
             Code::OverLimit
         } else {
+            if over {
+                self.stats.global_shadow.fetch_add(1, Ordering::Relaxed);
+            }
             Code::Ok
         };
         let headers = self

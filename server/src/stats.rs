@@ -29,7 +29,12 @@ pub struct Hits {
 /// A metric's name and its value among a limit's hits.
 type Series = (&'static str, fn(&Hits) -> u64);
 
-/// Every limit's stats, and the loads'.
+/// The upper bounds of `response_time`'s buckets, seconds.
+const BUCKETS: [f64; 14] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Every limit's stats, the loads', and the calls'.
 #[derive(Default)]
 pub struct Stats {
     limits: Mutex<BTreeMap<String, Hits>>,
@@ -37,6 +42,24 @@ pub struct Stats {
     pub loads: AtomicU64,
     /// `config_load_error`.
     pub load_errors: AtomicU64,
+    /// `ratelimit_server.ShouldRateLimit.total_requests`: gRPC calls.
+    pub requests: AtomicU64,
+    /// `ratelimit.service.call.should_rate_limit.redis_error`: a Redis
+    /// store's failures.
+    pub redis_errors: AtomicU64,
+    /// `ratelimit.service.call.should_rate_limit.service_error`: requests
+    /// the service could not answer, and the other stores' failures.
+    pub service_errors: AtomicU64,
+    /// `ratelimit.service.global_shadow_mode`: answers `SHADOW_MODE` turned
+    /// from over to OK.
+    pub global_shadow: AtomicU64,
+    /// `ratelimit.service.rate_limit.<domain>.domain_not_found`, by domain.
+    not_found: Mutex<BTreeMap<String, u64>>,
+    /// `ratelimit_server.ShouldRateLimit.response_time`: per bucket of
+    /// [`BUCKETS`] (and one past them), the calls that took at most its
+    /// bound; their sum in nanoseconds.
+    times: [AtomicU64; 15],
+    time_ns: AtomicU64,
 }
 
 /// The statsd names' sanitizing, as envoyproxy/ratelimit's
@@ -93,6 +116,33 @@ fn ipv4_at(s: &[u8], i: usize) -> Option<usize> {
 }
 
 impl Stats {
+    /// A descriptor of `domain`, which no configuration names.
+    pub fn domain_not_found(&self, domain: &str) {
+        let mut seen = self
+            .not_found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match seen.get_mut(domain) {
+            Some(n) => *n += 1,
+            None => {
+                seen.insert(sanitized(domain).into_owned(), 1);
+            }
+        }
+    }
+
+    /// A gRPC call answered in `took`.
+    pub fn call(&self, took: std::time::Duration) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        let bucket = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.times[bucket].fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.time_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// Adds a request's hits, by stat key.
     pub fn add(&self, _domain: &str, hits: Vec<(String, Hits)>) {
         if hits.is_empty() {
@@ -160,6 +210,45 @@ impl Stats {
             let _ = writeln!(out, "# TYPE {metric} untyped");
             let _ = writeln!(out, "{metric} {}", counter.load(Ordering::Relaxed));
         }
+        let metric = "ratelimit_service_should_rate_limit_error";
+        let _ = writeln!(out, "# HELP {metric} Calls failed, by the error's kind.");
+        let _ = writeln!(out, "# TYPE {metric} untyped");
+        for (kind, counter) in [
+            ("redis_error", &self.redis_errors),
+            ("service_error", &self.service_errors),
+        ] {
+            let v = counter.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{metric}{{err_type=\"{kind}\"}} {v}");
+        }
+        let metric = "ratelimit_service_total_requests";
+        let _ = writeln!(out, "# HELP {metric} gRPC calls, by method.");
+        let _ = writeln!(out, "# TYPE {metric} untyped");
+        let v = self.requests.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{metric}{{grpc_method=\"ShouldRateLimit\"}} {v}");
+        let metric = "ratelimit_service_response_time_seconds";
+        let _ = writeln!(out, "# HELP {metric} How long gRPC calls took, by method.");
+        let _ = writeln!(out, "# TYPE {metric} histogram");
+        let method = "grpc_method=\"ShouldRateLimit\"";
+        let mut below = 0;
+        for (i, n) in self.times.iter().enumerate() {
+            below += n.load(Ordering::Relaxed);
+            let le = BUCKETS.get(i).map_or("+Inf".to_owned(), f64::to_string);
+            let _ = writeln!(out, "{metric}_bucket{{{method},le=\"{le}\"}} {below}");
+        }
+        let sum = self.time_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{metric}_sum{{{method}}} {sum}");
+        let _ = writeln!(out, "{metric}_count{{{method}}} {below}");
+        let metric = "ratelimit_service_global_shadow_mode";
+        let _ = writeln!(
+            out,
+            "# HELP {metric} Answers SHADOW_MODE turned from over to OK."
+        );
+        let _ = writeln!(out, "# TYPE {metric} untyped");
+        let _ = writeln!(
+            out,
+            "{metric} {}",
+            self.global_shadow.load(Ordering::Relaxed)
+        );
         out
     }
 
@@ -188,6 +277,33 @@ impl Stats {
             "ratelimit.service.config_load_error: {}",
             self.load_errors.load(Ordering::Relaxed)
         );
+        let seen = self
+            .not_found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (domain, n) in seen.iter() {
+            let _ = writeln!(
+                out,
+                "ratelimit.service.rate_limit.{domain}.domain_not_found: {n}"
+            );
+        }
+        for (name, counter) in [
+            (
+                "ratelimit.service.call.should_rate_limit.redis_error",
+                &self.redis_errors,
+            ),
+            (
+                "ratelimit.service.call.should_rate_limit.service_error",
+                &self.service_errors,
+            ),
+            ("ratelimit.service.global_shadow_mode", &self.global_shadow),
+            (
+                "ratelimit_server.ShouldRateLimit.total_requests",
+                &self.requests,
+            ),
+        ] {
+            let _ = writeln!(out, "{name}: {}", counter.load(Ordering::Relaxed));
+        }
         out
     }
 }

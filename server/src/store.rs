@@ -391,6 +391,11 @@ impl Store {
         })
     }
 
+    /// Whether the fixed windows are counted in Redis.
+    pub fn is_redis(&self) -> bool {
+        self.redis.is_some()
+    }
+
     /// With `leases` for the hot counters.
     pub fn with_leases(mut self, leases: Leases) -> Store {
         self.leases = leases;

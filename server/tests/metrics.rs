@@ -6,7 +6,9 @@
 //! only past `L`), a key-only match named without the request's value, an
 //! IPv4 value's dots made `_` as its stat names' sanitizing does, and the
 //! text checked by `promtool check metrics` (Debian's `prometheus`;
-//! `scripts/test.sh` installs it, and a missing one fails the test).
+//! `scripts/test.sh` installs it, and a missing one fails the test); the
+//! calls, their time, the errors, global shadow mode and unknown domains
+//! counted as envoyproxy/ratelimit counts them.
 
 mod support;
 
@@ -38,13 +40,14 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 100}
 ";
 
-/// Each sample of `text`: `name{labels}` and its value.
+/// Each sample of `text` with a whole value: `name{labels}` and its
+/// value (a histogram's `_sum` in seconds is left out).
 fn samples(text: &str) -> BTreeMap<String, u64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
+        .filter_map(|l| {
             let (series, value) = l.rsplit_once(' ').unwrap();
-            (series.to_owned(), value.parse().unwrap())
+            Some((series.to_owned(), value.parse().ok()?))
         })
         .collect()
 }
@@ -164,4 +167,74 @@ async fn envoyproxy_ratelimit_s_integration_scripts_on_its_example_configuration
     let name =
         r#"ratelimit_service_rate_limit_shadow_mode{domain="rl",key1="foo",key2="baz_shady"}"#;
     assert_eq!(got.get(name), Some(&3), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_their_time_errors_global_shadow_mode_and_unknown_domains_are_counted() {
+    let env = [
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+        ("SHADOW_MODE", "true"),
+    ];
+    let s = Server::start(&[("m.yaml", CONFIG)], &env);
+    let mut c = s.client().await;
+    in_one_window(3_600, || {
+        let mut c = c.clone();
+        async move {
+            // 10 an hour under SHADOW_MODE: the eleventh is over,
+            // answered OK.
+            for _ in 0..11 {
+                let a = call(&mut c, request("m", vec![descriptor(&[("k", "g")])])).await;
+                assert_eq!(a.overall_code, support::OK);
+            }
+        }
+    })
+    .await;
+    // Two descriptors of a domain no file names, twice.
+    for _ in 0..2 {
+        let d = vec![descriptor(&[("k", "v")]), descriptor(&[("k", "w")])];
+        call(&mut c, request("nope", d)).await;
+    }
+    // A request without a domain: the service's error.
+    let e = c
+        .should_rate_limit(request("", vec![descriptor(&[("k", "v")])]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unknown);
+
+    let (_, text) = http(s.prometheus.unwrap(), "GET", "/metrics", "");
+    promtool::check(&text);
+    let got = samples(&text);
+    let method = r#"{grpc_method="ShouldRateLimit"}"#;
+    assert_eq!(
+        got[&format!("ratelimit_service_total_requests{method}")],
+        14,
+        "{text}"
+    );
+    assert_eq!(
+        got[&format!("ratelimit_service_response_time_seconds_count{method}")],
+        14
+    );
+    let inf = r#"ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="+Inf"}"#;
+    assert_eq!(got[inf], 14);
+    assert_eq!(
+        got[r#"ratelimit_service_should_rate_limit_error{err_type="service_error"}"#],
+        1
+    );
+    assert_eq!(
+        got[r#"ratelimit_service_should_rate_limit_error{err_type="redis_error"}"#],
+        0
+    );
+    assert_eq!(got["ratelimit_service_global_shadow_mode"], 1);
+    let stats = support::stats(&s);
+    assert_eq!(
+        stats["ratelimit.service.rate_limit.nope.domain_not_found"],
+        4
+    );
+    assert_eq!(stats["ratelimit_server.ShouldRateLimit.total_requests"], 14);
+    assert_eq!(stats["ratelimit.service.global_shadow_mode"], 1);
+    assert_eq!(
+        stats["ratelimit.service.call.should_rate_limit.service_error"],
+        1
+    );
 }

@@ -166,6 +166,11 @@ async fn a_stopped_redis_fails_each_policy_s_way_and_a_restarted_one_counts_agai
         }
         // Within its timeouts (a connection and a reply), never a hang.
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // Counted as Redis's error, under every policy; not the service's.
+        let stats = support::stats(s);
+        let error = |kind: &str| stats[&format!("ratelimit.service.call.should_rate_limit.{kind}")];
+        assert!(error("redis_error") >= 1, "{policy}: {stats:?}");
+        assert_eq!(error("service_error"), 0, "{policy}");
     }
     redis.restart();
     // Counting again, from what the restarted server holds (nothing:
