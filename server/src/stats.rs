@@ -118,14 +118,15 @@ fn ipv4_at(s: &[u8], i: usize) -> Option<usize> {
 impl Stats {
     /// A descriptor of `domain`, which no configuration names.
     pub fn domain_not_found(&self, domain: &str) {
+        let domain = sanitized(domain);
         let mut seen = self
             .not_found
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        match seen.get_mut(domain) {
+        match seen.get_mut(&*domain) {
             Some(n) => *n += 1,
             None => {
-                seen.insert(sanitized(domain).into_owned(), 1);
+                seen.insert(domain.into_owned(), 1);
             }
         }
     }
@@ -342,6 +343,16 @@ mod tests {
         assert_eq!(sanitized("d.ip_1234.5.6.7.8"), "d.ip_1234_5_6_7.8");
         assert_eq!(sanitized("d.v_1.2.3"), "d.v_1.2.3");
         assert_eq!(sanitized("d.a:b|c.1.2.3.4567"), "d.a_b_c.1_2_3_4567");
+    }
+
+    #[test]
+    fn a_domain_not_found_counts_under_its_sanitized_name() {
+        let stats = Stats::default();
+        stats.domain_not_found("a:b");
+        stats.domain_not_found("a:b");
+        assert!(stats
+            .statsd()
+            .contains("ratelimit.service.rate_limit.a_b.domain_not_found: 2\n"));
     }
 
     #[test]
