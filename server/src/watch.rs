@@ -1,5 +1,5 @@
-//! The configuration directory: every `*.yaml` (and `*.yml`) file in it,
-//! read in name order, and read again whenever the files' names or
+//! The configuration directory: every `*.yaml` (and `*.yml`) file in it
+//! and in the directories below it, read in path order, and read again whenever the files' names or
 //! contents change (looked at every `PACELINE_RELOAD_MS`, so a symbolic
 //! link swapped over the runtime root, as goruntime's deployments do, is
 //! followed as well as a file changed in place, whatever
@@ -22,24 +22,48 @@ use crate::service::Service;
 /// same size; the files are small, and read whole each look.
 pub type Seen = Vec<(PathBuf, Option<u64>)>;
 
-/// The configuration files of `dir`, in name order.
+/// How deep below the configuration directory files are looked for.
+const DEPTH: usize = 16;
+
+/// The configuration files of `dir` and of its directories below, in path
+/// order: as goruntime walks the runtime directory (a directory's link is
+/// not followed), but only `*.yaml` and `*.yml`, and nothing whose name
+/// starts with `.` (a Kubernetes volume's `..data` and its dated twins
+/// hold the same files again).
 fn files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     let read = std::fs::read_dir(dir).map_err(|e| ConfigError {
         file: dir.display().to_string(),
         error: format!("cannot read the configuration directory: {e}"),
     })?;
-    let mut out: Vec<PathBuf> = read
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            !name.starts_with('.')
-                && (name.ends_with(".yaml") || name.ends_with(".yml"))
-                && p.is_file()
-        })
-        .collect();
+    let mut out = Vec::new();
+    walk(read, 0, &mut out);
     out.sort();
     Ok(out)
+}
+
+/// The files of one directory's `entries` into `out`, and its
+/// directories' (a directory that cannot be read adds nothing).
+fn walk(entries: std::fs::ReadDir, depth: usize, out: &mut Vec<PathBuf>) {
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.starts_with('.') {
+            continue;
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            if depth < DEPTH {
+                if let Ok(below) = std::fs::read_dir(&path) {
+                    walk(below, depth + 1, out);
+                }
+            }
+        } else if (name.ends_with(".yaml") || name.ends_with(".yml")) && path.is_file() {
+            out.push(path);
+        }
+    }
 }
 
 /// What the directory holds now.

@@ -221,3 +221,36 @@ async fn a_file_rewritten_in_place_at_the_same_size_reloads() {
     std::fs::write(s.dir.join("d.yaml"), limits(3, 3)).unwrap();
     until_a_is(&s, 3).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_in_directories_below_are_read_and_dotted_ones_are_not() {
+    let dir = support::temp_dir("nested");
+    // A Kubernetes volume's layout: the files in a dated directory, linked
+    // through `..data`, each linked again at the top.
+    std::fs::create_dir_all(dir.join("..2026_11_29")).unwrap();
+    std::fs::write(dir.join("..2026_11_29/d.yaml"), limits(1, 1)).unwrap();
+    std::os::unix::fs::symlink(dir.join("..2026_11_29"), dir.join("..data")).unwrap();
+    std::os::unix::fs::symlink(dir.join("..data/d.yaml"), dir.join("d.yaml")).unwrap();
+    std::fs::write(dir.join(".hidden.yaml"), "domain: d\n").unwrap();
+    let s = Server::start_in(dir.clone(), &[]);
+    // Read once, through the link (a dotted name is never read: `d` would
+    // be there three times, and a domain twice is refused).
+    until_a_is(&s, 1).await;
+    // A file in a directory made below, later: read at the next look.
+    std::fs::create_dir_all(dir.join("ops/more")).unwrap();
+    let other =
+        "domain: e\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 4}\n";
+    std::fs::write(dir.join("ops/more/e.yaml"), other).unwrap();
+    let mut c = s.client().await;
+    let mut seen = None;
+    for _ in 0..400 {
+        let mut look = descriptor(&[("a", "x")]);
+        look.hits_addend = Some(envoy_types::pb::google::protobuf::UInt64Value { value: 0 });
+        seen = Some(brief(&call(&mut c, request("e", vec![look])).await));
+        if seen.as_ref().is_some_and(|b| b.1[0].1 == Some((4, HOUR))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(seen.unwrap().1[0].1, Some((4, HOUR)));
+}
