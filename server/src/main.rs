@@ -14,6 +14,7 @@ mod grpc;
 mod json;
 mod lease;
 mod matching;
+mod overs;
 mod service;
 mod settings;
 mod stats;

@@ -22,6 +22,7 @@ use envoy_types::pb::google::protobuf::Duration;
 use crate::config::{Config, Counting, Unit};
 use crate::counts::{Counted, Counts};
 use crate::matching::{self, Entry, Found};
+use crate::overs::Overs;
 use crate::stats::{Hits, Stats};
 use crate::store::{FailPolicy, Hit, Store};
 
@@ -78,6 +79,10 @@ pub struct Decide {
     pub quota_mode: bool,
     /// The response headers, when on.
     pub headers: Option<Headers>,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: how much to keep of the counters seen
+    /// over their limit, to refuse the rest of their window here (0:
+    /// none).
+    pub local_cache: usize,
 }
 
 /// The service: the configuration in force, the counters, the stats.
@@ -86,6 +91,9 @@ pub struct Service {
     store: Store,
     decide: Decide,
     stats: Stats,
+    /// The counters seen over their limit (`LOCAL_CACHE_SIZE_IN_BYTES`,
+    /// with a remote store).
+    overs: Option<Overs>,
 }
 
 /// One descriptor on its way to its status.
@@ -98,16 +106,25 @@ struct Limited {
     /// decision and the stats still read `hits`, as envoyproxy/ratelimit's
     /// do).
     added: u64,
+    /// Its window seen over its limit here before (the local cache): over,
+    /// without asking the store.
+    cached: bool,
 }
 
 impl Service {
     /// A service with no configuration yet.
     pub fn new(store: Store, decide: Decide) -> Service {
+        let overs = if store.is_remote() {
+            Overs::new(decide.local_cache)
+        } else {
+            None
+        };
         Service {
             config: RwLock::new(None),
             store,
             decide,
             stats: Stats::default(),
+            overs,
         }
     }
 
@@ -228,6 +245,7 @@ impl Service {
                             key,
                             hits,
                             added: hits,
+                            cached: false,
                         },
                     ));
                     None
@@ -252,8 +270,33 @@ impl Service {
                 },
             )
             .collect();
+        // The local cache's counters: over, asked of no store; under
+        // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, the rest count nothing.
+        let mut any_cached = false;
+        if let Some(overs) = &self.overs {
+            let cached: Vec<usize> = fixed
+                .iter()
+                .filter(|(j, unit)| {
+                    overs.holds(&window_name(&limited[*j].1.key, *unit, now_s).0, now_s)
+                })
+                .map(|(j, _)| *j)
+                .collect();
+            for j in cached {
+                limited[j].1.cached = true;
+                any_cached = true;
+            }
+            if any_cached && self.decide.stop_increment_when_over {
+                for (_, l) in &mut limited {
+                    l.added = 0;
+                }
+            }
+        }
+        let fixed: Vec<(usize, Unit)> = fixed
+            .into_iter()
+            .filter(|(j, _)| !limited[*j].1.cached)
+            .collect();
         let mut failed: Option<String> = None;
-        if self.decide.stop_increment_when_over && !fixed.is_empty() {
+        if self.decide.stop_increment_when_over && !any_cached && !fixed.is_empty() {
             let asked: Vec<(Unit, &str)> = fixed
                 .iter()
                 .map(|(j, unit)| (*unit, limited[*j].1.key.as_str()))
@@ -316,6 +359,15 @@ impl Service {
                     store: true,
                     ..Failure::unknown(e)
                 });
+            }
+        }
+        if let Some(overs) = &self.overs {
+            for (j, unit) in &fixed {
+                let l = &limited[*j].1;
+                if afters[*j].is_some_and(|a| a > u64::from(l.found.rule.requests_per_unit)) {
+                    let (name, end) = window_name(&l.key, *unit, now_s);
+                    overs.mark(&name, end, now_s);
+                }
             }
         }
         let mut hits_seen = Vec::with_capacity(limited.len());
@@ -387,6 +439,13 @@ impl Service {
             ..Hits::default()
         };
         let (code, remaining, reset) = match rule.counting {
+            // Over before, in this window (the local cache).
+            Counting::Fixed if l.cached => {
+                h.over = hits;
+                h.over_local = hits;
+                let div = unit.seconds();
+                (Code::OverLimit, 0, div - now_s % div)
+            }
             // The store failed it: as the fail policy says, counted nowhere.
             Counting::Fixed if after.is_none() => {
                 h = Hits::default();
@@ -459,6 +518,14 @@ impl Service {
         let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
         (status(code, current, remaining, Some(reset)), h)
     }
+}
+
+/// The store's name of `key`'s window of `unit` at `now_s`, and the
+/// window's end.
+fn window_name(key: &str, unit: Unit, now_s: u64) -> (String, u64) {
+    let div = unit.seconds();
+    let start = now_s / div * div;
+    (format!("{key}{start}"), start + div)
 }
 
 fn status(

@@ -309,6 +309,7 @@ impl Settings {
                 shadow_mode: boolean(env, "SHADOW_MODE", false)?,
                 quota_mode: boolean(env, "QUOTA_MODE", false)?,
                 headers,
+                local_cache: number(env, "LOCAL_CACHE_SIZE_IN_BYTES", 0usize)?,
             },
             reload_ms: number(env, "PACELINE_RELOAD_MS", 1000u64)?.max(10),
             max_keys: number(env, "PACELINE_MAX_KEYS", 1_000_000usize)?,

@@ -24,6 +24,9 @@ pub struct Hits {
     pub within: u64,
     /// Those over, let through by shadow mode.
     pub shadow: u64,
+    /// Those over by the local cache (`LOCAL_CACHE_SIZE_IN_BYTES`), also
+    /// in `over`.
+    pub over_local: u64,
 }
 
 /// A metric's name and its value among a limit's hits.
@@ -161,6 +164,7 @@ impl Stats {
             e.near += h.near;
             e.within += h.within;
             e.shadow += h.shadow;
+            e.over_local += h.over_local;
         }
     }
 
@@ -264,6 +268,7 @@ impl Stats {
                 ("near_limit", h.near),
                 ("within_limit", h.within),
                 ("shadow_mode", h.shadow),
+                ("over_limit_with_local_cache", h.over_local),
             ] {
                 let _ = writeln!(out, "ratelimit.service.rate_limit.{key}.{name}: {v}");
             }

@@ -391,6 +391,11 @@ impl Store {
         })
     }
 
+    /// Whether the fixed windows are counted outside this process.
+    pub fn is_remote(&self) -> bool {
+        self.redis.is_some() || self.memcache.is_some() || self.postgres.is_some()
+    }
+
     /// Whether the fixed windows are counted in Redis.
     pub fn is_redis(&self) -> bool {
         self.redis.is_some()
@@ -408,8 +413,7 @@ impl Store {
     /// limit plus its hits, all over).
     pub async fn take<'a>(&self, hits: &[Hit<'a>], now_s: u64) -> Result<Vec<u64>, String> {
         let plain = |h: &Hit<'a>| (h.unit, h.key, h.hits);
-        let remote = self.redis.is_some() || self.memcache.is_some() || self.postgres.is_some();
-        if !remote {
+        if !self.is_remote() {
             return self
                 .add(&hits.iter().map(plain).collect::<Vec<_>>(), now_s)
                 .await;

@@ -375,3 +375,36 @@ async fn a_cluster_node_down_answers_the_whole_request_by_the_policy_never_part_
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_cache_refuses_a_window_seen_over_without_asking_redis() {
+    let mut redis = RedisServer::start();
+    let path = socket(&redis);
+    let env = on_redis(&path, &[("LOCAL_CACHE_SIZE_IN_BYTES", "1048576")]);
+    let server = Server::start(&[("mig.yaml", PER_DAY)], &env);
+    let ask = || server.ask(request("mig", vec![descriptor(&[("user", "gus")])]));
+    let mut codes = Vec::new();
+    for _ in 0..7 {
+        codes.push(ask().await.unwrap().overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, [ok, ok, ok, ok, ok, over, over]);
+    // The sixth went to Redis and over; the seventh was refused here.
+    let got = redis.raw(&format!("GET mig_user_gus_{}", today()));
+    assert!(got.contains("\r\n6\r\n"), "{got:?}");
+    let stats = support::stats(&server);
+    let stat = |name: &str| stats[&format!("ratelimit.service.rate_limit.mig.user.{name}")];
+    assert_eq!(
+        (stat("over_limit"), stat("over_limit_with_local_cache")),
+        (2, 1)
+    );
+    // Redis gone, under envoyproxy/ratelimit's error policy: the window
+    // seen over is still refused, from the cache, not failed.
+    redis.stop();
+    let a = ask().await.unwrap();
+    assert_eq!((a.overall_code, a.statuses[0].limit_remaining), (over, 0));
+    let other = server
+        .ask(request("mig", vec![descriptor(&[("user", "hal")])]))
+        .await;
+    assert_eq!(other.unwrap_err().code(), tonic::Code::Unknown);
+}
