@@ -34,8 +34,11 @@ const SLOW: Duration = Duration::from_millis(100);
 const FIRST: u64 = 8;
 /// The most hits one batch holds, whatever the limit.
 const MAX_BATCH: u64 = 1 << 16;
-/// Counters kept before those of past windows are dropped.
+/// The most counters looked at for heat in one second.
 const KEEP: usize = 4096;
+/// The most counters leased at once; one more is counted unleased until
+/// a window ends and makes room.
+const MAX_CELLS: usize = 65_536;
 
 /// What a replica holds of one counter's window.
 #[derive(Debug)]
@@ -95,17 +98,31 @@ pub enum Answer {
     Admitted(u64),
     /// Refused.
     Refused,
+    /// Not leased (too many counters are): to be counted as any other.
+    Unleased,
 }
+
+/// The leased counters by the store's name of their window, and the
+/// second their ended windows were last dropped.
+#[derive(Default)]
+struct Cells {
+    by_name: HashMap<String, Arc<tokio::sync::Mutex<Held>>>,
+    pruned: u64,
+}
+
+/// Each counter looked at for heat: its second and its hits in it.
+type Seen = HashMap<String, (u64, u64)>;
 
 /// Every leased counter of this replica.
 #[derive(Default)]
 pub struct Leases {
-    held: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Held>>>>,
+    held: Mutex<Cells>,
     /// `PACELINE_LEASE_ABOVE`: hits per second on this replica past
     /// which a counter is leased.
     above: Option<u64>,
     /// The unleased counters' hits here in their last second.
-    seen: Mutex<HashMap<String, (u64, u64)>>,
+    /// (And the second they were last pruned.)
+    seen: Mutex<(Seen, u64)>,
 }
 
 impl Leases {
@@ -121,7 +138,7 @@ impl Leases {
 
     /// Whether `name` is leased here now (found hot in its window).
     pub fn found(&self, name: &str) -> bool {
-        self.above.is_some() && self.cells().contains_key(name)
+        self.above.is_some() && self.cells().by_name.contains_key(name)
     }
 
     /// After `hits` on `counter` went to the store unleased at `now_s`:
@@ -133,12 +150,17 @@ impl Leases {
             return;
         }
         let hot = {
-            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-            if seen.len() >= KEEP {
-                seen.retain(|_, (second, _)| *second == now_s);
-                if seen.len() >= KEEP && !seen.contains_key(counter.name) {
-                    // As many counters in this second already: this one is
-                    // looked at from the next.
+            let mut guard = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let (seen, pruned) = &mut *guard;
+            if seen.len() >= KEEP && !seen.contains_key(counter.name) {
+                // Only this second's counters count: the others make room,
+                // dropped at most once a second; else (as many in this
+                // second already) this one is looked at from the next.
+                if *pruned != now_s {
+                    *pruned = now_s;
+                    seen.retain(|_, (second, _)| *second == now_s);
+                }
+                if seen.len() >= KEEP {
                     return;
                 }
             }
@@ -154,29 +176,38 @@ impl Leases {
             self.seen
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
+                .0
                 .remove(counter.name);
             tracing::debug!(counter = counter.name, "a hot counter, leased");
         }
     }
 
-    fn cells(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<Held>>>> {
+    fn cells(&self) -> std::sync::MutexGuard<'_, Cells> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The cell of `counter`, made if missing.
-    fn cell(&self, counter: &Counter<'_>, now_s: u64) -> Arc<tokio::sync::Mutex<Held>> {
-        let mut held = self.cells();
-        if let Some(cell) = held.get(counter.name) {
-            return Arc::clone(cell);
+    /// The cell of `counter`, made if missing; none when `MAX_CELLS` are
+    /// leased in windows not ended.
+    fn cell(&self, counter: &Counter<'_>, now_s: u64) -> Option<Arc<tokio::sync::Mutex<Held>>> {
+        let mut cells = self.cells();
+        if let Some(cell) = cells.by_name.get(counter.name) {
+            return Some(Arc::clone(cell));
         }
-        if held.len() >= KEEP {
+        if cells.by_name.len() >= MAX_CELLS {
             // Drop the counters of windows that have ended (one busy now
-            // is kept until the next time).
-            held.retain(|_, cell| {
-                cell.try_lock()
-                    .map_or(true, |h| h.window + h.length > now_s)
-            });
+            // is kept until the next time), at most once a second.
+            if cells.pruned != now_s {
+                cells.pruned = now_s;
+                cells.by_name.retain(|_, cell| {
+                    cell.try_lock()
+                        .map_or(true, |h| h.window + h.length > now_s)
+                });
+            }
+            if cells.by_name.len() >= MAX_CELLS {
+                return None;
+            }
         }
+        let held = &mut cells.by_name;
         let mut fresh = Held::new(counter.window, counter.length);
         // A counter hot in the last window starts at the batch it had
         // grown to there.
@@ -185,7 +216,7 @@ impl Leases {
         }
         let cell = Arc::new(tokio::sync::Mutex::new(fresh));
         held.insert(counter.name.to_owned(), Arc::clone(&cell));
-        cell
+        Some(cell)
     }
 
     /// `hits` on the leased `counter`: spent from what this replica holds,
@@ -202,7 +233,9 @@ impl Leases {
         F: FnOnce(u64) -> Fut,
         Fut: std::future::Future<Output = Result<u64, String>>,
     {
-        let cell = self.cell(counter, now_s);
+        let Some(cell) = self.cell(counter, now_s) else {
+            return Ok(Answer::Unleased);
+        };
         let mut held = cell.lock().await;
         if held.window != counter.window || held.length != counter.length {
             let batch = held.batch;
@@ -262,7 +295,11 @@ mod tests {
 
     fn held(leases: &Leases) -> u64 {
         let cells = leases.cells();
-        cells.values().map(|c| c.try_lock().unwrap().left).sum()
+        cells
+            .by_name
+            .values()
+            .map(|c| c.try_lock().unwrap().left)
+            .sum()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,6 +368,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn past_max_cells_a_counter_is_unleased_until_a_window_ends() {
+        let leases = Leases::new(None);
+        // Each counter's first batch: the count after is the batch.
+        let add = |b: u64| async move { Ok(b) };
+        let names: Vec<String> = (0..=MAX_CELLS).map(|i| format!("u{i}_60")).collect();
+        fn at(name: &str) -> Counter<'_> {
+            Counter {
+                name,
+                previous: "",
+                window: 60,
+                length: 60,
+                limit: 1000,
+            }
+        }
+        for name in &names[..MAX_CELLS] {
+            let a = leases.take(&at(name), 1, 61, add).await.unwrap();
+            assert!(matches!(a, Answer::Admitted(_)));
+        }
+        let one_more = leases.take(&at(&names[MAX_CELLS]), 1, 61, add).await;
+        assert_eq!(one_more, Ok(Answer::Unleased));
+        // Their window over, the next one's counter finds room.
+        let next = Counter {
+            name: "u0_120",
+            window: 120,
+            ..at("")
+        };
+        let a = leases.take(&next, 1, 121, add).await.unwrap();
+        assert!(matches!(a, Answer::Admitted(_)), "{a:?}");
+        assert_eq!(leases.cells().by_name.len(), 1);
+    }
+
+    #[tokio::test]
     async fn a_hit_larger_than_the_batch_asks_for_itself_and_refuses_past_the_limit() {
         let store = AtomicU64::new(0);
         let leases = Leases::new(None);
@@ -377,7 +446,7 @@ mod tests {
         for _ in 0..2000 {
             let _ = take(&leases, &store, &c, 1).await;
         }
-        let grown = leases.cells()["d_k_v_60"].try_lock().unwrap().batch;
+        let grown = leases.cells().by_name["d_k_v_60"].try_lock().unwrap().batch;
         assert!(grown >= 256, "spent fast, the batch grew: {grown}");
         let next = Counter {
             name: "d_k_v_120",

@@ -462,6 +462,7 @@ impl Store {
             counts[i] = match self.leases.take(&counter(i), h.hits, now_s, batch).await? {
                 Answer::Admitted(count) => count,
                 Answer::Refused => h.limit.saturating_add(h.hits),
+                Answer::Unleased => batch(h.hits).await?,
             };
         }
         Ok(counts)
