@@ -288,6 +288,16 @@ mod tests {
         }
     }
 
+    /// The window after `counter`'s (made by [`counter`]).
+    fn next_window(counter: &Counter<'static>) -> Counter<'static> {
+        Counter {
+            name: "d_k_v_120",
+            previous: "d_k_v_60",
+            window: 120,
+            ..*counter
+        }
+    }
+
     async fn take(leases: &Leases, store: &AtomicU64, c: &Counter<'_>, hits: u64) -> Answer {
         let add = |b: u64| async move { Ok(store.fetch_add(b, Ordering::SeqCst) + b) };
         leases.take(c, hits, 61, add).await.unwrap()
@@ -428,12 +438,7 @@ mod tests {
             ));
         }
         assert_eq!(take(&leases, &store, &c, 1).await, Answer::Refused);
-        let next = Counter {
-            name: "d_k_v_120",
-            previous: "d_k_v_60",
-            window: 120,
-            ..c
-        };
+        let next = next_window(&c);
         let fresh = AtomicU64::new(0);
         assert_eq!(take(&leases, &fresh, &next, 1).await, Answer::Admitted(1));
     }
@@ -448,12 +453,7 @@ mod tests {
         }
         let grown = leases.cells().by_name["d_k_v_60"].try_lock().unwrap().batch;
         assert!(grown >= 256, "spent fast, the batch grew: {grown}");
-        let next = Counter {
-            name: "d_k_v_120",
-            previous: "d_k_v_60",
-            window: 120,
-            ..c
-        };
+        let next = next_window(&c);
         let fresh = AtomicU64::new(0);
         let _ = take(&leases, &fresh, &next, 1).await;
         assert!(
