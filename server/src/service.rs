@@ -24,7 +24,7 @@ use crate::counts::{Counted, Counts};
 use crate::matching::{self, Entry, Found};
 use crate::overs::Overs;
 use crate::stats::{Hits, Stats};
-use crate::store::{FailPolicy, Hit, Store};
+use crate::store::{windowed, FailPolicy, Hit, Store};
 
 /// A request the service cannot answer: the message envoyproxy/ratelimit
 /// gives, and whether the request itself is malformed (gRPC
@@ -277,7 +277,7 @@ impl Service {
             let cached: Vec<usize> = fixed
                 .iter()
                 .filter(|(j, unit)| {
-                    overs.holds(&window_name(&limited[*j].1.key, *unit, now_s).0, now_s)
+                    overs.holds(&windowed(&limited[*j].1.key, *unit, now_s).0, now_s)
                 })
                 .map(|(j, _)| *j)
                 .collect();
@@ -365,8 +365,8 @@ impl Service {
             for (j, unit) in &fixed {
                 let l = &limited[*j].1;
                 if afters[*j].is_some_and(|a| a > u64::from(l.found.rule.requests_per_unit)) {
-                    let (name, end) = window_name(&l.key, *unit, now_s);
-                    overs.mark(&name, end, now_s);
+                    let (name, start) = windowed(&l.key, *unit, now_s);
+                    overs.mark(&name, start + unit.seconds(), now_s);
                 }
             }
         }
@@ -518,14 +518,6 @@ impl Service {
         let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
         (status(code, current, remaining, Some(reset)), h)
     }
-}
-
-/// The store's name of `key`'s window of `unit` at `now_s`, and the
-/// window's end.
-fn window_name(key: &str, unit: Unit, now_s: u64) -> (String, u64) {
-    let div = unit.seconds();
-    let start = now_s / div * div;
-    (format!("{key}{start}"), start + div)
 }
 
 fn status(

@@ -421,14 +421,9 @@ impl Store {
         let counters: Vec<(String, String, u64)> = hits
             .iter()
             .map(|h| {
-                let div = h.unit.seconds();
-                let start = now_s / div * div;
-                let before = start.saturating_sub(div);
-                (
-                    format!("{}{start}", h.key),
-                    format!("{}{before}", h.key),
-                    start,
-                )
+                let (name, start) = windowed(h.key, h.unit, now_s);
+                let before = start.saturating_sub(h.unit.seconds());
+                (name, windowed(h.key, h.unit, before).0, start)
             })
             .collect();
         let counter = |i: usize| Counter {
@@ -494,14 +489,9 @@ impl Store {
         if let Some(m) = &self.memcache {
             let mut counts = Vec::with_capacity(items.len());
             for (i, (unit, key, hits)) in items.iter().enumerate() {
-                let div = unit.seconds();
-                let jitter = if m.jitter_max > 0 {
-                    jitter(now_s, i as u64) % m.jitter_max
-                } else {
-                    0
-                };
-                let name = format!("{key}{}", now_s / div * div);
-                counts.push(m.add(&name, *hits, div + jitter).await?);
+                let name = windowed(key, *unit, now_s).0;
+                let expiry = expiry(*unit, m.jitter_max, now_s, i);
+                counts.push(m.add(&name, *hits, expiry).await?);
             }
             return Ok(counts);
         }
@@ -531,10 +521,7 @@ impl Store {
         if let Some(m) = &self.memcache {
             let keys: Vec<String> = items
                 .iter()
-                .map(|(unit, key)| {
-                    let div = unit.seconds();
-                    format!("{key}{}", now_s / div * div)
-                })
+                .map(|(unit, key)| windowed(key, *unit, now_s).0)
                 .collect();
             return if keys.is_empty() {
                 Ok(Vec::new())
@@ -567,20 +554,15 @@ impl RedisStore {
         }
         let mut pipes = vec![redis::pipe()];
         for (i, (unit, key, hits)) in items.iter().enumerate() {
-            let div = unit.seconds();
-            let jitter = if r.jitter_max > 0 {
-                jitter(now_s, i as u64) % r.jitter_max
-            } else {
-                0
-            };
-            let name = format!("{key}{}", now_s / div * div);
+            let name = windowed(key, *unit, now_s).0;
             // On a cluster, a pipeline per key: its keys must share a slot.
             if i > 0 && matches!(r.con, Con::Cluster(_)) {
                 pipes.push(redis::pipe());
             }
             let pipe = pipes.last_mut().expect("one at least");
             pipe.cmd("INCRBY").arg(&name).arg(*hits);
-            pipe.cmd("EXPIRE").arg(&name).arg(div + jitter).ignore();
+            let expiry = expiry(*unit, r.jitter_max, now_s, i);
+            pipe.cmd("EXPIRE").arg(&name).arg(expiry).ignore();
         }
         let mut counts = Vec::with_capacity(items.len());
         for pipe in &pipes {
@@ -598,12 +580,11 @@ impl RedisStore {
         }
         let mut pipes = vec![redis::pipe()];
         for (i, (unit, key)) in items.iter().enumerate() {
-            let div = unit.seconds();
             if i > 0 && matches!(r.con, Con::Cluster(_)) {
                 pipes.push(redis::pipe());
             }
             let pipe = pipes.last_mut().expect("one at least");
-            pipe.cmd("GET").arg(format!("{key}{}", now_s / div * div));
+            pipe.cmd("GET").arg(windowed(key, *unit, now_s).0);
         }
         let mut counts = Vec::with_capacity(items.len());
         for pipe in &pipes {
@@ -664,6 +645,26 @@ fn together(n: usize, parts: [(Vec<usize>, Vec<u64>); 2]) -> Vec<u64> {
         }
     }
     counts
+}
+
+/// A counter's window of `unit` at `now_s` as the stores name it
+/// (envoyproxy/ratelimit's cache key): the counter's name with the
+/// window's start in Unix seconds after it; and that start.
+pub fn windowed(key: &str, unit: Unit, now_s: u64) -> (String, u64) {
+    let div = unit.seconds();
+    let start = now_s / div * div;
+    (format!("{key}{start}"), start)
+}
+
+/// The expiry of the `i`th counter of a call at `now_s`: its unit, plus
+/// up to `EXPIRATION_JITTER_MAX_SECONDS`.
+fn expiry(unit: Unit, jitter_max: u64, now_s: u64, i: usize) -> u64 {
+    let spread = if jitter_max > 0 {
+        jitter(now_s, i as u64) % jitter_max
+    } else {
+        0
+    };
+    unit.seconds() + spread
 }
 
 /// A number that differs from call to call and key to key, for the
