@@ -8,29 +8,10 @@ mod support;
 #[path = "../../tests/support/memcached_server.rs"]
 mod memcached_server;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use memcached_server::MemcachedServer;
-use support::{descriptor, one_per_policy, request, Server};
-
-const PER_DAY: &str = "\
-domain: mig
-descriptors:
-  - key: user
-    rate_limit:
-      unit: day
-      requests_per_unit: 5
-";
-
-fn today() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    now / 86_400 * 86_400
-}
+use support::{descriptor, one_per_policy, request, today, Server, PER_DAY};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_in_envoyproxy_ratelimit_s_layout_shared_by_replicas() {

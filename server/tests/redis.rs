@@ -9,21 +9,10 @@ mod support;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use redis_server::RedisServer;
-use support::{descriptor, one_per_policy, request, Server};
-
-const PER_DAY: &str = "\
-domain: mig
-descriptors:
-  - key: user
-    rate_limit:
-      unit: day
-      requests_per_unit: 5
-";
+use support::{descriptor, one_per_policy, request, today, Server, PER_DAY};
 
 fn socket(redis: &RedisServer) -> String {
     redis.url().trim_start_matches("unix://").to_owned()
@@ -75,15 +64,6 @@ fn host_ports(cluster: &redis_server::RedisCluster) -> String {
         })
         .collect();
     nodes.join(",")
-}
-
-/// Today's window start, as envoyproxy/ratelimit puts it in a day's key.
-fn today() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    now / 86_400 * 86_400
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

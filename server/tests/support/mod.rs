@@ -270,6 +270,25 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) {
     std::fs::rename(&tmp, dir.join(name)).unwrap();
 }
 
+/// 5 a day for each user of domain `mig`: the store tests' limit.
+pub const PER_DAY: &str = "\
+domain: mig
+descriptors:
+  - key: user
+    rate_limit:
+      unit: day
+      requests_per_unit: 5
+";
+
+/// Today's window start, as envoyproxy/ratelimit puts it in a day's key.
+pub fn today() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    now / 86_400 * 86_400
+}
+
 /// One server on `files` for each fail policy in `policies`, each with
 /// `env`, that policy and a store timeout of 300 ms: the policy and its
 /// server.
