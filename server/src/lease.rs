@@ -136,6 +136,11 @@ impl Leases {
         }
     }
 
+    /// Whether counters are looked at for heat (`PACELINE_LEASE_ABOVE`).
+    pub fn finds(&self) -> bool {
+        self.above.is_some()
+    }
+
     /// Whether `name` is leased here now (found hot in its window).
     pub fn found(&self, name: &str) -> bool {
         self.above.is_some() && self.cells().by_name.contains_key(name)

@@ -413,7 +413,9 @@ impl Store {
     /// limit plus its hits, all over).
     pub async fn take<'a>(&self, hits: &[Hit<'a>], now_s: u64) -> Result<Vec<u64>, String> {
         let plain = |h: &Hit<'a>| (h.unit, h.key, h.hits);
-        if !self.is_remote() {
+        // Nothing leased, nothing looked at for heat: the counts alone.
+        let leasing = hits.iter().any(|h| h.leased) || self.leases.finds();
+        if !self.is_remote() || !leasing {
             return self
                 .add(&hits.iter().map(plain).collect::<Vec<_>>(), now_s)
                 .await;
